@@ -1,0 +1,114 @@
+"""The in-memory dataset every loader returns."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import numpy as np
+
+Task = Literal["regression", "classification"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Standardizer:
+    """An affine map ``z = (v - mean) / std`` fitted on training data only.
+
+    Attributes:
+        mean: per-column mean of the training data.
+        std: per-column standard deviation of the training data (columns with zero spread get 1).
+    """
+
+    mean: np.ndarray
+    std: np.ndarray
+
+    @classmethod
+    def fit(cls, values: np.ndarray) -> Standardizer:
+        mean = values.mean(axis=0)
+        std = values.std(axis=0)
+        # A constant column carries no information; dividing by zero would make NaN.
+        std = np.where(std > 0, std, 1.0)
+        return cls(mean=np.asarray(mean, np.float64), std=np.asarray(std, np.float64))
+
+    def apply(self, values: np.ndarray) -> np.ndarray:
+        return (values - self.mean) / self.std
+
+    def invert(self, values: np.ndarray) -> np.ndarray:
+        return values * self.std + self.mean
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """Train and test arrays plus what is needed to report metrics in original units.
+
+    Regression targets are 1-D float arrays; classification targets are 1-D integer labels.
+
+    Attributes:
+        name: the name it was loaded by (``yacht_2``, a file path, ...).
+        task: ``"regression"`` or ``"classification"``.
+        x_train, y_train, x_test, y_test: the arrays, already standardised where ``x_scaler`` /
+            ``y_scaler`` are set.
+        num_classes: number of classes for classification, ``None`` for regression.
+        x_scaler: the input standardisation that was applied, if any.
+        y_scaler: the target standardisation that was applied, if any (regression only); metrics
+            undo it so that RMSE and NLL are in the original units.
+        info: free-form provenance (source, split index, licence).
+    """
+
+    name: str
+    task: Task
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int | None = None
+    x_scaler: Standardizer | None = None
+    y_scaler: Standardizer | None = None
+    info: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def num_train(self) -> int:
+        return int(self.x_train.shape[0])
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.x_train.shape[1:])
+
+    @property
+    def target_scale(self) -> float:
+        """Factor that maps a standardised target difference back to original units."""
+        return 1.0 if self.y_scaler is None else float(np.squeeze(self.y_scaler.std))
+
+    @property
+    def target_shift(self) -> float:
+        return 0.0 if self.y_scaler is None else float(np.squeeze(self.y_scaler.mean))
+
+    @property
+    def y_test_original(self) -> np.ndarray:
+        """Test targets in the units of the source file."""
+        if self.task == "classification":
+            return self.y_test
+        return self.y_test * self.target_scale + self.target_shift
+
+
+def standardize(dataset: Dataset) -> Dataset:
+    """Standardise inputs (and regression targets) with training statistics only.
+
+    Example:
+        >>> ds = standardize(raw)  # doctest: +SKIP
+        >>> ds.x_train.mean(0)  # ~0 per column
+    """
+    x_scaler = Standardizer.fit(dataset.x_train)
+    changes: dict = {
+        "x_train": x_scaler.apply(dataset.x_train).astype(np.float32),
+        "x_test": x_scaler.apply(dataset.x_test).astype(np.float32),
+        "x_scaler": x_scaler,
+    }
+    if dataset.task == "regression":
+        y_scaler = Standardizer.fit(dataset.y_train)
+        changes.update(
+            y_train=y_scaler.apply(dataset.y_train).astype(np.float32),
+            y_test=y_scaler.apply(dataset.y_test).astype(np.float32),
+            y_scaler=y_scaler,
+        )
+    return dataclasses.replace(dataset, **changes)

@@ -1,0 +1,97 @@
+"""A user's own data as an ``.npz`` file holding x_train, y_train, x_test, y_test."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+
+import numpy as np
+
+from bnnkit.data.dataset import Dataset, standardize
+from bnnkit.errors import ConfigError
+
+REQUIRED = ("x_train", "y_train", "x_test", "y_test")
+
+
+def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
+    """Load ``x_train, y_train, x_test, y_test`` from an npz file, used exactly as given.
+
+    Integer targets make a classification task (classes ``0..max``), float targets a regression
+    task with a single output. Nothing is standardised unless ``standardize_data`` is set.
+
+    Raises:
+        ConfigError: missing file or array, pickled object arrays, mismatched lengths, NaN/inf.
+
+    Example:
+        >>> ds = load("my_data.npz", standardize_data=True)  # doctest: +SKIP
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ConfigError(f"dataset file {path!r} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = [k for k in REQUIRED if k not in archive.files]
+            if missing:
+                raise ConfigError(
+                    f"dataset file {path!r} lacks {', '.join(missing)}; it must hold "
+                    f"{', '.join(REQUIRED)}"
+                )
+            arrays = {k: np.asarray(archive[k]) for k in REQUIRED}
+    except (ValueError, OSError, zipfile.BadZipFile) as err:
+        if isinstance(err, ConfigError):
+            raise
+        raise ConfigError(f"dataset file {path!r} is not a readable npz without pickles: {err}")
+
+    for split in ("train", "test"):
+        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        if x.shape[0] != y.shape[0]:
+            raise ConfigError(
+                f"{path!r}: x_{split} has {x.shape[0]} rows but y_{split} has {y.shape[0]}"
+            )
+        if y.ndim == 2 and y.shape[1] == 1:
+            arrays[f"y_{split}"] = y[:, 0]
+        elif y.ndim != 1:
+            raise ConfigError(
+                f"{path!r}: y_{split} has shape {y.shape}; allowed: (N,) or (N, 1)"
+            )
+    if x.ndim == 1:
+        arrays["x_train"] = arrays["x_train"][:, None]
+        arrays["x_test"] = arrays["x_test"][:, None]
+    if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
+        raise ConfigError(
+            f"{path!r}: x_train rows have shape {arrays['x_train'].shape[1:]} but x_test rows "
+            f"have {arrays['x_test'].shape[1:]}"
+        )
+    for key, value in arrays.items():
+        if not np.issubdtype(value.dtype, np.number):
+            raise ConfigError(f"{path!r}: {key} has dtype {value.dtype}; allowed: numbers")
+        if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
+            bad = int(np.sum(~np.isfinite(value)))
+            raise ConfigError(f"{path!r}: {key} holds {bad} NaN or infinite values")
+
+    integer = np.issubdtype(arrays["y_train"].dtype, np.integer)
+    if integer:
+        labels = np.concatenate([arrays["y_train"], arrays["y_test"]])
+        if labels.min() < 0:
+            raise ConfigError(f"{path!r}: class labels must be >= 0, found {labels.min()}")
+        dataset = Dataset(
+            name=path,
+            task="classification",
+            x_train=arrays["x_train"].astype(np.float32),
+            y_train=arrays["y_train"].astype(np.int32),
+            x_test=arrays["x_test"].astype(np.float32),
+            y_test=arrays["y_test"].astype(np.int32),
+            num_classes=int(labels.max()) + 1,
+            info={"source": path},
+        )
+    else:
+        dataset = Dataset(
+            name=path,
+            task="regression",
+            x_train=arrays["x_train"].astype(np.float32),
+            y_train=arrays["y_train"].astype(np.float32),
+            x_test=arrays["x_test"].astype(np.float32),
+            y_test=arrays["y_test"].astype(np.float32),
+            info={"source": path},
+        )
+    return standardize(dataset) if standardize_data else dataset
