@@ -52,6 +52,9 @@ class Dataset:
         x_scaler: the input standardisation that was applied, if any.
         y_scaler: the target standardisation that was applied, if any (regression only); metrics
             undo it so that RMSE and NLL are in the original units.
+        input_normalization: a per-channel normalisation still *to be applied* on the device to
+            each batch of raw stored inputs (images stay uint8 in host memory); ``None`` when the
+            stored inputs are already model-ready.
         info: free-form provenance (source, split index, licence).
     """
 
@@ -64,6 +67,7 @@ class Dataset:
     num_classes: int | None = None
     x_scaler: Standardizer | None = None
     y_scaler: Standardizer | None = None
+    input_normalization: Standardizer | None = None
     info: dict = dataclasses.field(default_factory=dict)
 
     @property

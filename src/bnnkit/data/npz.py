@@ -13,6 +13,11 @@ from bnnkit.errors import ConfigError
 REQUIRED = ("x_train", "y_train", "x_test", "y_test")
 
 
+def _inputs(x: np.ndarray) -> np.ndarray:
+    # Integer inputs (token ids, raw pixels) keep their dtype; the model decides how to read them.
+    return x if np.issubdtype(x.dtype, np.integer) else x.astype(np.float32)
+
+
 def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
     """Load ``x_train, y_train, x_test, y_test`` from an npz file, used exactly as given.
 
@@ -77,9 +82,9 @@ def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
         dataset = Dataset(
             name=path,
             task="classification",
-            x_train=arrays["x_train"].astype(np.float32),
+            x_train=_inputs(arrays["x_train"]),
             y_train=arrays["y_train"].astype(np.int32),
-            x_test=arrays["x_test"].astype(np.float32),
+            x_test=_inputs(arrays["x_test"]),
             y_test=arrays["y_test"].astype(np.int32),
             num_classes=int(labels.max()) + 1,
             info={"source": path},
@@ -88,9 +93,9 @@ def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
         dataset = Dataset(
             name=path,
             task="regression",
-            x_train=arrays["x_train"].astype(np.float32),
+            x_train=_inputs(arrays["x_train"]),
             y_train=arrays["y_train"].astype(np.float32),
-            x_test=arrays["x_test"].astype(np.float32),
+            x_test=_inputs(arrays["x_test"]),
             y_test=arrays["y_test"].astype(np.float32),
             info={"source": path},
         )

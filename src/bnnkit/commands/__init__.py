@@ -1,0 +1,32 @@
+"""Subcommands of the ``bnnkit`` CLI, one module each, collected in :data:`COMMANDS`.
+
+A command is two functions: ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code).
+Commands raise :class:`bnnkit.errors.ConfigError` for bad input; :mod:`bnnkit.cli` prints its
+one-line message and exits with code 2. Adding a command touches its module and one line here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import NamedTuple
+
+
+class Command(NamedTuple):
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def _load() -> dict[str, Command]:
+    # Imported lazily so that `bnnkit --help` does not pay for importing JAX.
+    from bnnkit.commands import evaluate, hmc, samples
+
+    return {
+        "hmc": hmc.COMMAND,
+        "evaluate": evaluate.COMMAND,
+        "samples": samples.COMMAND,
+    }
+
+
+COMMANDS: Callable[[], dict[str, Command]] = _load

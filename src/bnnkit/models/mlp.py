@@ -1,0 +1,61 @@
+"""Multi-layer perceptrons and the linear model (no hidden layer).
+
+Weights start from LeCun-normal (variance 1/fan_in), biases from zero, as in bnn_hmc's Haiku
+models. Any input is flattened per example, so the MLPs also take images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+
+from bnnkit.models.registry import ModelSpec, register
+
+
+class MLP(nn.Module):
+    """``x -> [Dense(h) -> ReLU] * len(hidden) -> Dense(num_outputs)``.
+
+    Attributes:
+        hidden: widths of the hidden layers (empty for a linear model).
+        num_outputs: width of the output layer.
+
+    Example:
+        >>> net = MLP(hidden=(50,), num_outputs=2)
+        >>> params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 6)))
+        >>> net.apply(params, jnp.zeros((4, 6))).shape
+        (4, 2)
+    """
+
+    hidden: Sequence[int]
+    num_outputs: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = x.reshape((x.shape[0], -1))
+        for width in self.hidden:
+            x = nn.relu(nn.Dense(width)(x))
+        return nn.Dense(self.num_outputs)(x)
+
+
+def _mlp(hidden: tuple[int, ...]):
+    return lambda num_outputs: MLP(hidden=hidden, num_outputs=num_outputs)
+
+
+register("linear", ModelSpec(
+    make=_mlp(()), tasks=("regression", "classification"), input_rank=None,
+    description="no hidden layer: Bayesian linear / logistic (softmax) regression",
+))
+register("mlp_regression_small", ModelSpec(
+    make=_mlp((50,)), tasks=("regression",), input_rank=None,
+    description="1 hidden layer of 50 ReLU units (bnn_hmc's UCI model)",
+))
+register("mlp_regression", ModelSpec(
+    make=_mlp((100, 100)), tasks=("regression",), input_rank=None,
+    description="2 hidden layers of 100 ReLU units",
+))
+register("mlp_classification", ModelSpec(
+    make=_mlp((256, 256)), tasks=("classification",), input_rank=None,
+    description="2 hidden layers of 256 ReLU units (bnn_hmc's MNIST-subset model)",
+))

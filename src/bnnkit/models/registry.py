@@ -1,0 +1,101 @@
+"""Models by name: each entry makes a flax module for a given number of outputs.
+
+A model is used as a pair of pure functions over a params pytree::
+
+    model = get("mlp_regression_small", num_outputs=2)
+    params = model.init(key, x[:1])
+    outputs = model.apply(params, x)          # (batch, num_outputs)
+
+Outputs depend only on the parameters and the input (no batch statistics, dropout or hidden
+randomness), which is what HMC needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+import jax
+import numpy as np
+
+from bnnkit.errors import ConfigError
+
+Params = Any
+
+
+class ModelSpec(NamedTuple):
+    """A registry entry.
+
+    Attributes:
+        make: ``num_outputs -> flax.linen.Module``.
+        tasks: the tasks it can serve (``"regression"``, ``"classification"``).
+        input_rank: rank of one input example (1 for feature vectors, 3 for HWC images, 1 for
+            token sequences), or ``None`` for "anything, flattened".
+        description: one line for ``bnnkit models``.
+        input_dtype: ``"float"`` for real-valued inputs, ``"int"`` for token ids.
+    """
+
+    make: Callable[[int], nn.Module]
+    tasks: tuple[str, ...]
+    input_rank: int | None
+    description: str
+    input_dtype: str = "float"
+
+
+class Model(NamedTuple):
+    """A model as two pure functions: ``init(key, example_x) -> params``, ``apply(params, x)``."""
+
+    name: str
+    init: Callable[[jax.Array, jax.Array], Params]
+    apply: Callable[[Params, jax.Array], jax.Array]
+    num_outputs: int
+
+
+MODELS: dict[str, ModelSpec] = {}
+
+
+def register(name: str, spec: ModelSpec) -> None:
+    """Add a model to the registry (called at import time by each model module)."""
+    MODELS[name] = spec
+
+
+def get(name: str, num_outputs: int) -> Model:
+    """Build the named model with ``num_outputs`` outputs.
+
+    Raises:
+        ConfigError: unknown model name.
+
+    Example:
+        >>> model = get("linear", num_outputs=1)
+        >>> params = model.init(jax.random.PRNGKey(0), np.zeros((1, 3), np.float32))
+    """
+    if name not in MODELS:
+        raise ConfigError(f"unknown model {name!r}; allowed: {', '.join(sorted(MODELS))}")
+    module = MODELS[name].make(num_outputs)
+    return Model(name=name, init=module.init, apply=module.apply, num_outputs=num_outputs)
+
+
+def check_compatible(name: str, task: str, input_shape: tuple[int, ...], dataset: str) -> None:
+    """Refuse a model/dataset pair that cannot work, before anything is compiled.
+
+    Raises:
+        ConfigError: the model cannot serve the task, or the inputs have the wrong rank.
+    """
+    if name not in MODELS:
+        raise ConfigError(f"unknown model {name!r}; allowed: {', '.join(sorted(MODELS))}")
+    spec = MODELS[name]
+    if task not in spec.tasks:
+        raise ConfigError(
+            f"model {name!r} is for {'/'.join(spec.tasks)} but dataset {dataset!r} is {task}"
+        )
+    if spec.input_rank is not None and len(input_shape) != spec.input_rank:
+        raise ConfigError(
+            f"model {name!r} takes inputs of rank {spec.input_rank} but dataset {dataset!r} has "
+            f"examples of shape {input_shape}"
+        )
+
+
+def num_params(params: Params) -> int:
+    """Total number of scalar parameters in a params pytree."""
+    return int(sum(np.prod(leaf.shape) for leaf in jax.tree.leaves(params)))
