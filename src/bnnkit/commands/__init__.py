@@ -20,12 +20,13 @@ class Command(NamedTuple):
 
 def _load() -> dict[str, Command]:
     # Imported lazily so that `bnnkit --help` does not pay for importing JAX.
-    from bnnkit.commands import evaluate, hmc, samples
+    from bnnkit.commands import evaluate, hmc, models, samples
 
     return {
         "hmc": hmc.COMMAND,
         "evaluate": evaluate.COMMAND,
         "samples": samples.COMMAND,
+        "models": models.COMMAND,
     }
 
 

@@ -1,6 +1,6 @@
 """Networks by name; see :mod:`bnnkit.models.registry`."""
 
-from bnnkit.models import mlp  # noqa: F401  (registers the MLPs)
+from bnnkit.models import cnn_lstm, lenet, mlp, resnet  # noqa: F401  (each registers its models)
 from bnnkit.models.registry import (
     MODELS,
     Model,

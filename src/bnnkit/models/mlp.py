@@ -59,3 +59,11 @@ register("mlp_classification", ModelSpec(
     make=_mlp((256, 256)), tasks=("classification",), input_rank=None,
     description="2 hidden layers of 256 ReLU units (bnn_hmc's MNIST-subset model)",
 ))
+
+# Blundell et al. (2015), "Weight Uncertainty in Neural Networks": the Bayes-by-Backprop MNIST
+# networks, used in the paper to compare with its reported variational results.
+for _width in (400, 800, 1200):
+    register(f"mlp_bbb_{_width}", ModelSpec(
+        make=_mlp((_width, _width)), tasks=("classification",), input_rank=None,
+        description=f"2 hidden layers of {_width} ReLU units (Blundell et al.'s Bayes by Backprop)",
+    ))

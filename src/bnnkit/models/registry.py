@@ -34,6 +34,9 @@ class ModelSpec(NamedTuple):
             token sequences), or ``None`` for "anything, flattened".
         description: one line for ``bnnkit models``.
         input_dtype: ``"float"`` for real-valued inputs, ``"int"`` for token ids.
+        example_shape: shape of one typical input example (e.g. ``(32, 32, 3)``), used by
+            ``bnnkit models`` to count parameters; ``None`` for models whose size depends on the
+            data (the MLPs), which the command counts for a stated example input instead.
     """
 
     make: Callable[[int], nn.Module]
@@ -41,6 +44,7 @@ class ModelSpec(NamedTuple):
     input_rank: int | None
     description: str
     input_dtype: str = "float"
+    example_shape: tuple[int, ...] | None = None
 
 
 class Model(NamedTuple):
@@ -76,11 +80,30 @@ def get(name: str, num_outputs: int) -> Model:
     return Model(name=name, init=module.init, apply=module.apply, num_outputs=num_outputs)
 
 
-def check_compatible(name: str, task: str, input_shape: tuple[int, ...], dataset: str) -> None:
+def check_compatible(
+    name: str,
+    task: str,
+    input_shape: tuple[int, ...],
+    dataset: str,
+    input_dtype: str | None = None,
+) -> None:
     """Refuse a model/dataset pair that cannot work, before anything is compiled.
 
+    Args:
+        name: registered model name.
+        task: the dataset's task, ``"regression"`` or ``"classification"``.
+        input_shape: shape of one input example (without the batch axis).
+        dataset: the dataset's name, for the message.
+        input_dtype: ``"int"`` if the inputs are token ids, ``"float"`` if they are real-valued
+            features or pixels, ``None`` to skip this check.
+
     Raises:
-        ConfigError: the model cannot serve the task, or the inputs have the wrong rank.
+        ConfigError: the model cannot serve the task, the inputs have the wrong rank, or token
+            ids meet a real-valued model (or the reverse).
+
+    Example:
+        >>> check_compatible("lenet5", "classification", (13,), "boston")  # doctest: +SKIP
+        ConfigError: model 'lenet5' takes inputs of rank 3 but dataset 'boston' has ...
     """
     if name not in MODELS:
         raise ConfigError(f"unknown model {name!r}; allowed: {', '.join(sorted(MODELS))}")
@@ -93,6 +116,16 @@ def check_compatible(name: str, task: str, input_shape: tuple[int, ...], dataset
         raise ConfigError(
             f"model {name!r} takes inputs of rank {spec.input_rank} but dataset {dataset!r} has "
             f"examples of shape {input_shape}"
+        )
+    if input_dtype not in (None, "int", "float"):
+        raise ConfigError(f"input dtype {input_dtype!r} must be 'int' or 'float'")
+    if input_dtype is not None and input_dtype != spec.input_dtype:
+        # Token ids index an embedding table; real-valued features cannot, and a dense or
+        # convolutional layer applied to token ids would treat their arbitrary order as a scale.
+        wanted = "token ids" if spec.input_dtype == "int" else "real-valued inputs"
+        got = "token ids" if input_dtype == "int" else "real-valued inputs"
+        raise ConfigError(
+            f"model {name!r} takes {wanted} but dataset {dataset!r} has {got}"
         )
 
 

@@ -1,0 +1,31 @@
+"""``bnnkit evaluate RUN_DIR``: metrics and diagnostics recomputed from stored samples."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", help="a run directory")
+    p.add_argument("--reference", default=None,
+                   help="another run on the same data (e.g. HMC) to compare against")
+    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from bnnkit.evaluate import evaluate
+    from bnnkit.report.tables import print_table
+
+    result = evaluate(args.run_dir, reference=args.reference)
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        print_table(result, title=f"evaluation of {args.run_dir}")
+    return 0
+
+
+from bnnkit.commands import Command  # noqa: E402
+
+COMMAND = Command(help="recompute metrics and diagnostics of a run", add_arguments=add_arguments,
+                  run=run)

@@ -1,0 +1,51 @@
+"""Convergence diagnostics across chains: split R-hat and effective sample size.
+
+Both come from BlackJAX. Split R-hat (Gelman et al., BDA3 §11.4) cuts each chain in halves, so it
+also flags a single chain that drifts; values near 1 (below ~1.01-1.1) mean the chains agree. ESS
+is the bulk effective sample size summed over chains.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from blackjax.diagnostics import effective_sample_size, potential_scale_reduction
+
+
+def split_rhat(draws: np.ndarray) -> np.ndarray:
+    """Split-R-hat per scalar quantity.
+
+    Args:
+        draws: (chains, samples, ...) with at least 4 samples per chain.
+
+    Returns:
+        An array shaped like one draw (``draws.shape[2:]``).
+
+    Example:
+        >>> x = np.random.default_rng(0).normal(size=(4, 200))
+        >>> float(split_rhat(x)) < 1.05
+        True
+    """
+    draws = np.asarray(draws, np.float64)
+    chains, samples = draws.shape[:2]
+    half = samples // 2
+    if half < 2:
+        raise ValueError(f"split R-hat needs at least 4 samples per chain, got {samples}")
+    split = np.concatenate([draws[:, :half], draws[:, half : 2 * half]], axis=0)
+    return np.asarray(potential_scale_reduction(split, chain_axis=0, sample_axis=1))
+
+
+def ess(draws: np.ndarray) -> np.ndarray:
+    """Effective sample size per scalar quantity, draws shaped (chains, samples, ...)."""
+    draws = np.asarray(draws, np.float64)
+    return np.asarray(effective_sample_size(draws, chain_axis=0, sample_axis=1))
+
+
+def summarize(values: np.ndarray) -> dict[str, float]:
+    """Median, 90th percentile and max of a set of diagnostics (NaN-aware)."""
+    v = np.asarray(values, np.float64).ravel()
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return {"median": float("nan"), "p90": float("nan"), "max": float("nan"),
+                "min": float("nan")}
+    return {"median": float(np.median(v)), "p90": float(np.percentile(v, 90)),
+            "max": float(v.max()), "min": float(v.min())}

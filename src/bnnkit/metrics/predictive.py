@@ -1,0 +1,86 @@
+"""Predictive metrics, in the units of the original data.
+
+Classification (``probs`` are (N, K) predictive probabilities, ``labels`` (N,)):
+
+    accuracy  = mean[ argmax_k p_ik == y_i ]
+    NLL       = -mean[ log p_{i, y_i} ]
+    ECE       = Σ_b (|B_b|/N) · | acc(B_b) - conf(B_b) |   over equal-width confidence bins
+
+Regression with a mixture of S Gaussians per point (means μ_si, stds σ_si):
+
+    RMSE = sqrt(mean[(ȳ_i - y_i)²]),  ȳ_i = mean_s μ_si
+    NLL  = -mean_i log( (1/S) Σ_s N(y_i | μ_si, σ_si²) )
+
+Comparison of two predictive distributions p, q (approximate-inference competition definitions):
+
+    agreement = mean[ argmax p_i == argmax q_i ]
+    TV        = ½ · mean_i Σ_k |p_ik - q_ik|
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def _logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
+    top = np.max(a, axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    return np.squeeze(top, axis) + np.log(np.sum(np.exp(a - top), axis=axis))
+
+
+def accuracy(probs: np.ndarray, labels: np.ndarray) -> float:
+    """Top-1 accuracy.
+
+    Example:
+        >>> accuracy(np.array([[0.9, 0.1], [0.2, 0.8]]), np.array([0, 0]))
+        0.5
+    """
+    return float(np.mean(np.argmax(probs, axis=-1) == labels))
+
+
+def nll_categorical(probs: np.ndarray, labels: np.ndarray, eps: float = 1e-12) -> float:
+    """Mean negative log predictive probability of the true class."""
+    p = np.take_along_axis(np.asarray(probs, np.float64), labels[:, None].astype(int), axis=1)
+    return float(-np.mean(np.log(np.clip(p[:, 0], eps, None))))
+
+
+def ece(probs: np.ndarray, labels: np.ndarray, num_bins: int = 15) -> float:
+    """Expected calibration error with ``num_bins`` equal-width bins on the top-1 confidence."""
+    probs = np.asarray(probs, np.float64)
+    confidence = probs.max(axis=-1)
+    correct = (probs.argmax(axis=-1) == labels).astype(np.float64)
+    edges = np.linspace(0.0, 1.0, num_bins + 1)
+    # Bins are (lo, hi]; a confidence of exactly 0 cannot occur for a distribution over K classes.
+    index = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, num_bins - 1)
+    total = 0.0
+    for b in range(num_bins):
+        in_bin = index == b
+        if in_bin.any():
+            total += in_bin.mean() * abs(correct[in_bin].mean() - confidence[in_bin].mean())
+    return float(total)
+
+
+def rmse(mean: np.ndarray, targets: np.ndarray) -> float:
+    return float(np.sqrt(np.mean((np.asarray(mean, np.float64) - targets) ** 2)))
+
+
+def nll_gaussian_mixture(means: np.ndarray, stds: np.ndarray, targets: np.ndarray) -> float:
+    """Mean NLL of ``targets`` (N,) under an equal-weight mixture of Gaussians (S, N)."""
+    means = np.asarray(means, np.float64)
+    stds = np.asarray(stds, np.float64)
+    z = (targets[None, :] - means) / stds
+    log_dens = -0.5 * z**2 - np.log(stds) - 0.5 * math.log(2 * math.pi)
+    log_mix = _logsumexp(log_dens, axis=0) - math.log(means.shape[0])
+    return float(-np.mean(log_mix))
+
+
+def agreement(p: np.ndarray, q: np.ndarray) -> float:
+    """Fraction of points whose top-1 class is the same under ``p`` and ``q``."""
+    return float(np.mean(np.argmax(p, axis=-1) == np.argmax(q, axis=-1)))
+
+
+def total_variation(p: np.ndarray, q: np.ndarray) -> float:
+    """Mean total-variation distance ``½ Σ_k |p_k - q_k|`` between predictive distributions."""
+    return float(np.mean(0.5 * np.sum(np.abs(np.asarray(p) - np.asarray(q)), axis=-1)))

@@ -1,0 +1,64 @@
+"""LeNet-5 (LeCun et al., 1998) for small NHWC images, with ReLU and max pooling.
+
+Layout, for a 32×32×C image (the original input size)::
+
+    conv 6@5×5 VALID → ReLU → max-pool 2×2    32×32 → 28×28 → 14×14
+    conv 16@5×5 VALID → ReLU → max-pool 2×2   14×14 → 10×10 → 5×5
+    flatten (400) → Dense 120 → ReLU → Dense 84 → ReLU → Dense num_outputs
+
+A 28×28 image (MNIST, Fashion-MNIST) gets SAME padding (2 pixels a side) on the first
+convolution, so it also reaches 28×28 there and the rest of the network, including the 400
+features fed to the dense layers, is identical. Weights start from LeCun-normal, biases from zero,
+as in :mod:`bnnkit.models.mlp`.
+
+Parameter count for C input channels and K outputs::
+
+    (25·C·6 + 6) + (25·6·16 + 16) + (400·120 + 120) + (120·84 + 84) + (84·K + K)
+    = 150·C + 60 622 + 85·K          (61 706 for MNIST, 62 006 for CIFAR-10)
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+
+from bnnkit.models.registry import ModelSpec, register
+
+
+class LeNet5(nn.Module):
+    """Classic LeNet-5 on ``(batch, H, W, C)`` images.
+
+    The first convolution uses SAME padding when the image is smaller than 32×32 (so a 28×28
+    image keeps its size there, as in the usual MNIST variant) and VALID padding otherwise.
+
+    Attributes:
+        num_outputs: width of the output layer (number of classes).
+
+    Example:
+        >>> net = LeNet5(num_outputs=10)
+        >>> params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 28, 28, 1)))
+        >>> net.apply(params, jnp.zeros((4, 28, 28, 1))).shape
+        (4, 10)
+    """
+
+    num_outputs: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        first_padding = "SAME" if min(x.shape[1], x.shape[2]) < 32 else "VALID"
+        x = nn.relu(nn.Conv(6, kernel_size=(5, 5), padding=first_padding)(x))
+        x = nn.max_pool(x, window_shape=(2, 2), strides=(2, 2))
+        x = nn.relu(nn.Conv(16, kernel_size=(5, 5), padding="VALID")(x))
+        x = nn.max_pool(x, window_shape=(2, 2), strides=(2, 2))
+        x = x.reshape((x.shape[0], -1))
+        x = nn.relu(nn.Dense(120)(x))
+        x = nn.relu(nn.Dense(84)(x))
+        return nn.Dense(self.num_outputs)(x)
+
+
+register("lenet5", ModelSpec(
+    make=lambda num_outputs: LeNet5(num_outputs=num_outputs),
+    tasks=("classification",), input_rank=3,
+    description="LeNet-5: 2 conv (6, 16 @5×5) + max-pool, dense 120-84, ReLU",
+    example_shape=(28, 28, 1),
+))

@@ -1,0 +1,54 @@
+"""Summary tables of an evaluation, for the terminal (rich) and as markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """(quantity, value) rows of an evaluation dict from :func:`bnnkit.evaluate.evaluate`."""
+    out = [("dataset", result["dataset"]), ("model", result["model"]),
+           ("chains x kept samples",
+            f"{result['num_chains']} x {result['num_samples_per_chain']}")]
+    for name, value in result["test"].items():
+        out.append((f"test {name}", f"{value:.4f}"))
+    sampler = result.get("sampler")
+    if sampler:
+        out.append(("acceptance rate (after burn-in)", f"{sampler['acceptance_rate']:.3f}"))
+        out.append(("divergences (after burn-in)", str(sampler["num_divergent"])))
+        out.append(("step size per chain",
+                    ", ".join(f"{s:.2e}" for s in sampler["step_size"])))
+        out.append(("leapfrog steps per iteration",
+                    ", ".join(str(n) for n in sampler["num_leapfrog"])))
+        out.append(("seconds per iteration", f"{sampler['seconds_per_iteration']:.3f}"))
+    diag = result.get("diagnostics")
+    if diag:
+        for space in ("weights", "function"):
+            r, e = diag[space]["rhat"], diag[space]["ess"]
+            out.append((f"split R-hat, {space} (median / p90 / max)",
+                        f"{r['median']:.3f} / {r['p90']:.3f} / {r['max']:.3f}"))
+            out.append((f"ESS, {space} (min / median)", f"{e['min']:.1f} / {e['median']:.1f}"))
+    ref = result.get("reference")
+    if ref:
+        for name, value in ref.items():
+            if name != "run":
+                out.append((f"vs reference: {name}", f"{value:.4f}"))
+    return out
+
+
+def print_table(result: dict[str, Any], title: str = "bnnkit evaluation") -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    for name, value in rows(result):
+        table.add_row(name, value)
+    Console().print(table)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = ["| quantity | value |", "|---|---|"]
+    lines += [f"| {name} | {value} |" for name, value in rows(result)]
+    return "\n".join(lines)
