@@ -56,7 +56,7 @@ def load_run(run_dir: str | os.PathLike) -> tuple[dict, problem_lib.Problem, Sam
 
 
 def _weight_diagnostics(samples: Samples) -> dict[str, Any]:
-    leaves = [np.asarray(leaf).reshape(leaf.shape[:2] + (-1,))
+    leaves = [np.asarray(leaf).reshape((*leaf.shape[:2], -1))
               for leaf in jax.tree.leaves(samples.params)]
     draws = np.concatenate(leaves, axis=-1)
     return {"rhat": diagnostics.summarize(diagnostics.split_rhat(draws)),
@@ -64,7 +64,7 @@ def _weight_diagnostics(samples: Samples) -> dict[str, Any]:
 
 
 def _function_diagnostics(prediction: Prediction) -> dict[str, Any]:
-    draws = prediction.per_sample.reshape(prediction.per_sample.shape[:2] + (-1,))
+    draws = prediction.per_sample.reshape((*prediction.per_sample.shape[:2], -1))
     return {"rhat": diagnostics.summarize(diagnostics.split_rhat(draws)),
             "ess": diagnostics.summarize(diagnostics.ess(draws))}
 
@@ -117,7 +117,7 @@ def evaluate(
         >>> result = evaluate("runs/demo_yacht_0")  # doctest: +SKIP
         >>> result["test"]["rmse"]  # doctest: +SKIP
     """
-    record, problem, samples = load_run(run_dir)
+    _, problem, samples = load_run(run_dir)
     prediction = predict(problem, samples, problem.dataset.x_test)
     result: dict[str, Any] = {
         "run": str(run_dir),

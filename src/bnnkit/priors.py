@@ -55,6 +55,8 @@ class Gaussian:
         leaves, treedef = jax.tree.flatten(like)
         keys = jax.random.split(key, len(leaves))
         std = 1.0 / math.sqrt(self.weight_decay)
-        return treedef.unflatten(
-            [std * jax.random.normal(k, leaf.shape, leaf.dtype) for k, leaf in zip(keys, leaves)]
-        )
+        draws = [
+            std * jax.random.normal(k, leaf.shape, leaf.dtype)
+            for k, leaf in zip(keys, leaves, strict=True)
+        ]
+        return treedef.unflatten(draws)

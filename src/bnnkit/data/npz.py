@@ -45,7 +45,9 @@ def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
     except (ValueError, OSError, zipfile.BadZipFile) as err:
         if isinstance(err, ConfigError):
             raise
-        raise ConfigError(f"dataset file {path!r} is not a readable npz without pickles: {err}")
+        raise ConfigError(
+            f"dataset file {path!r} is not a readable npz without pickles: {err}"
+        ) from None
 
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]

@@ -68,7 +68,7 @@ def standard_splits(num_rows: int, num_splits: int) -> tuple[np.ndarray, np.ndar
         ((20, 277), (20, 31))
     """
     rng = np.random.RandomState(1)  # the legacy generator is what reproduces the published files
-    num_train = int(round(0.9 * num_rows))
+    num_train = round(0.9 * num_rows)
     perms = np.stack([rng.permutation(num_rows) for _ in range(num_splits)])
     return perms[:, :num_train], perms[:, num_train:]
 

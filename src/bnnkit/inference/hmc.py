@@ -12,8 +12,11 @@ at a random initialisation into divergences); afterwards it is frozen at the ave
 kept in the state. The paper's reference code can skip the Metropolis-Hastings correction
 during burn-in (``mh_during_burn_in=False``) so that a chain started far from the typical set
 moves faster; a trajectory whose energy is not finite is rejected even then. It is on by default
-because on sharp posteriors an uncorrected chain random-walks in energy instead of settling. Burn-in samples are never kept. The kernel is BlackJAX's (``blackjax.hmc.build_kernel``); step size and number of steps
-are traced values, so one compilation serves the whole run.
+because on sharp posteriors an uncorrected chain random-walks in energy instead of settling.
+Burn-in samples are never kept.
+
+The kernel is BlackJAX's (``blackjax.hmc.build_kernel``); step size and number of steps are
+traced values, so one compilation serves the whole run.
 """
 
 from __future__ import annotations

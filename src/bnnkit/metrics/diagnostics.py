@@ -26,7 +26,7 @@ def split_rhat(draws: np.ndarray) -> np.ndarray:
         True
     """
     draws = np.asarray(draws, np.float64)
-    chains, samples = draws.shape[:2]
+    samples = draws.shape[1]
     half = samples // 2
     if half < 2:
         raise ValueError(f"split R-hat needs at least 4 samples per chain, got {samples}")
