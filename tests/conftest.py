@@ -1,0 +1,17 @@
+"""Shared fixtures: the real-data folder and small problems."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir() -> Path:
+    """``BNNKIT_DATA_DIR`` when it points at the real datasets; otherwise the test is skipped."""
+    value = os.environ.get("BNNKIT_DATA_DIR")
+    if not value or not Path(value).is_dir():
+        pytest.skip("BNNKIT_DATA_DIR is not set to a folder with the real datasets")
+    return Path(value)

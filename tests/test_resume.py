@@ -1,0 +1,103 @@
+"""Run directories: exact resume, crash recovery, and no silent overwrite."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bnnkit import chains, io
+from bnnkit.errors import ConfigError
+from bnnkit.problem import ProblemConfig
+
+PROBLEM = ProblemConfig(dataset="yacht_0", model="mlp_regression_small")
+
+
+def config(num_iterations: int) -> chains.HMCConfig:
+    return chains.HMCConfig(step_size=2e-4, trajectory_len=1e-3, num_iterations=num_iterations,
+                            num_burn_in=2, num_chains=2, seed=7)
+
+
+def stored(run_dir) -> dict[str, np.ndarray]:
+    rundir = io.RunDir(run_dir)
+    out = {}
+    for it in rundir.sample_iterations():
+        for key, value in io.load_arrays(rundir.sample_file(it)).items():
+            out[f"{it}/{key}"] = value
+    for key, value in io.load_arrays(rundir.state_file).items():
+        out[f"state/{key}"] = value
+    return out
+
+
+def assert_identical(a: dict, b: dict) -> None:
+    assert sorted(a) == sorted(b)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    path = tmp_path_factory.mktemp("runs") / "full"
+    chains.run(PROBLEM, config(7), str(path), progress=False)
+    return stored(path)
+
+
+def test_resume_continues_bit_for_bit(tmp_path, uninterrupted):
+    path = str(tmp_path / "run")
+    chains.run(PROBLEM, config(4), path, progress=False)
+    chains.run(PROBLEM, config(7), path, resume=True, progress=False)
+    assert_identical(stored(path), uninterrupted)
+    log = io.RunDir(path).read_log()
+    assert [r["iteration"] for r in log] == list(range(7))
+
+
+def test_resume_after_a_crash_between_checkpoints(tmp_path, uninterrupted):
+    path = str(tmp_path / "run")
+
+    def crash(iteration, record):
+        if iteration == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        chains.run(PROBLEM, config(7), path, checkpoint_every=3, progress=False,
+                   on_iteration=crash)
+    record = io.read_json(io.RunDir(path).run_file)
+    assert record["status"] == "running"
+    # Samples of iterations 3 and 4 exist but the state is from iteration 3: resume redoes them.
+    assert io.RunDir(path).sample_iterations() == [2, 3, 4]
+    chains.run(PROBLEM, config(7), path, resume=True, progress=False)
+    assert_identical(stored(path), uninterrupted)
+    assert io.read_json(io.RunDir(path).run_file)["status"] == "finished"
+
+
+def test_existing_run_is_never_overwritten_silently(tmp_path):
+    path = str(tmp_path / "run")
+    chains.run(PROBLEM, config(3), path, progress=False)
+    before = stored(path)
+    with pytest.raises(ConfigError, match="not empty; pass --resume"):
+        chains.run(PROBLEM, config(3), path, progress=False)
+    assert_identical(stored(path), before)
+    with pytest.raises(ConfigError, match="step_size was 0.0002"):
+        chains.run(PROBLEM, chains.HMCConfig(**{**config(5).__dict__, "step_size": 1e-4}), path,
+                   resume=True, progress=False)
+    chains.run(PROBLEM, config(3), path, overwrite=True, progress=False)
+    assert_identical(stored(path), before)  # same seed, same run
+
+
+def test_not_a_run_directory_is_not_overwritten(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="not a bnnkit run"):
+        chains.run(PROBLEM, config(3), str(tmp_path), overwrite=True, progress=False)
+    assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_storage_is_pickle_free_and_atomic(tmp_path):
+    io.save_arrays(tmp_path / "a.npz", {"x": np.arange(3)})
+    assert [p.name for p in tmp_path.iterdir()] == ["a.npz"]  # no temporary file left behind
+    np.testing.assert_array_equal(io.load_arrays(tmp_path / "a.npz")["x"], np.arange(3))
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError):
+        np.load(tmp_path / "obj.npy", allow_pickle=False)
+    io.write_json(tmp_path / "r.json", {"a": 1})
+    assert json.loads((tmp_path / "r.json").read_text()) == {"a": 1}
