@@ -57,7 +57,7 @@ def test_nan_in_data(tmp_path, capsys):
     x = np.ones((5, 2))
     x[2, 0] = np.nan
     np.savez(tmp_path / "d.npz", x_train=x, y_train=np.ones(5), x_test=x[:2], y_test=np.ones(2))
-    code = main(with_args(dataset=str(tmp_path / "d.npz")) + ["--dir", str(tmp_path / "r")])
+    code = main([*with_args(dataset=str(tmp_path / "d.npz")), "--dir", str(tmp_path / "r")])
     assert code == 2
     assert "x_train holds 1 NaN" in capsys.readouterr().err
 

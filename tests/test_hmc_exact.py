@@ -6,12 +6,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from mcmc_checks import assert_expectations, assert_gaussian_moments, z_threshold
 
 from bnnkit import likelihoods, models, priors
 from bnnkit.inference import hmc
 from bnnkit.log_posterior import Batch, LogPosterior
 from bnnkit.metrics import diagnostics
+from mcmc_checks import assert_expectations, assert_gaussian_moments, z_threshold
 
 pytestmark = pytest.mark.slow
 

@@ -78,7 +78,7 @@ def test_existing_run_is_never_overwritten_silently(tmp_path):
     with pytest.raises(ConfigError, match="not empty; pass --resume"):
         chains.run(PROBLEM, config(3), path, progress=False)
     assert_identical(stored(path), before)
-    with pytest.raises(ConfigError, match="step_size was 0.0002"):
+    with pytest.raises(ConfigError, match=r"step_size was 0\.0002"):
         chains.run(PROBLEM, chains.HMCConfig(**{**config(5).__dict__, "step_size": 1e-4}), path,
                    resume=True, progress=False)
     chains.run(PROBLEM, config(3), path, overwrite=True, progress=False)
