@@ -20,13 +20,14 @@ class Command(NamedTuple):
 
 def _load() -> dict[str, Command]:
     # Imported lazily so that `bnnkit --help` does not pay for importing JAX.
-    from bnnkit.commands import evaluate, hmc, models, samples
+    from bnnkit.commands import datasets, evaluate, hmc, models, samples
 
     return {
         "hmc": hmc.COMMAND,
         "evaluate": evaluate.COMMAND,
         "samples": samples.COMMAND,
         "models": models.COMMAND,
+        "datasets": datasets.COMMAND,
     }
 
 

@@ -75,7 +75,7 @@ class _Members:
         self._index: dict[str, tarfile.TarInfo] = {}
         if path.is_file():
             try:
-                self._tar = tarfile.open(path, "r:*")
+                self._tar = tarfile.open(path, "r:*")  # noqa: SIM115 - closed by close()
             except (tarfile.TarError, OSError) as err:
                 raise ConfigError(f"cannot open archive {str(path)!r}: {err}") from None
             for member in self._tar.getmembers():
@@ -153,7 +153,7 @@ def load(name: str = "cifar10", *, data_dir: str | os.PathLike | None = None,
 
     Example:
         >>> ds = load("cifar10", subset_train_to=1000)  # doctest: +SKIP
-        >>> ds.x_train.shape
+        >>> ds.x_train.shape  # doctest: +SKIP
         (1000, 32, 32, 3)
     """
     if name not in LAYOUTS:

@@ -29,7 +29,9 @@ def decode(blob: np.ndarray, offsets: np.ndarray, indices: np.ndarray | None = N
     """Decode JPEGs ``indices`` (default all) of a concatenated blob into (N, H, W, 3) uint8.
 
     Example:
-        >>> images = decode(archive["test_jpeg_bytes"], archive["test_offsets"], np.arange(10))  # doctest: +SKIP
+        >>> blob, offsets = archive["test_jpeg_bytes"], archive["test_offsets"]  # doctest: +SKIP
+        >>> decode(blob, offsets, np.arange(10)).shape  # doctest: +SKIP
+        (10, 32, 32, 3)
     """
     from PIL import Image
 
@@ -67,7 +69,7 @@ def load(name: str = FOLDER, *, data_dir: str | os.PathLike | None = None,
 
     Example:
         >>> ds = load(subset_train_to=500)  # doctest: +SKIP
-        >>> ds.x_train.shape
+        >>> ds.x_train.shape  # doctest: +SKIP
         (500, 32, 32, 3)
     """
     path = fetch.locate(FOLDER, [FILENAME], data_dir=data_dir, remotes=())

@@ -112,12 +112,27 @@ def _defocus_blur(x: np.ndarray, severity: int, rng: Rng) -> np.ndarray:
     return ndimage.correlate(x, kernel[None, :, :, None], mode="mirror")
 
 
+def _zoom_axis(x: np.ndarray, factor: float, axis: int) -> np.ndarray:
+    # Linear interpolation along one axis with scipy.ndimage.zoom(order=1)'s grid: output length
+    # round(n * factor), output sample j at input coordinate j (n - 1) / (m - 1).
+    n = x.shape[axis]
+    m = round(n * factor)
+    coords = np.arange(m) * ((n - 1) / (m - 1)) if m > 1 else np.zeros(1)
+    lower = np.minimum(np.floor(coords).astype(np.int64), n - 1)
+    upper = np.minimum(lower + 1, n - 1)
+    shape = [1] * x.ndim
+    shape[axis] = m
+    weight = (coords - lower).astype(x.dtype).reshape(shape)
+    return np.take(x, lower, axis=axis) * (1 - weight) + np.take(x, upper, axis=axis) * weight
+
+
 def _clipped_zoom(x: np.ndarray, factor: float) -> np.ndarray:
-    # Zoom the centre crop of size ceil(size / factor) back to (at least) the full size.
+    # Zoom the centre crop of size ceil(size / factor) back to (at least) the full size
+    # (bilinear, i.e. scipy.ndimage.zoom(order=1) applied to each image).
     height, width = x.shape[1], x.shape[2]
     ch, cw = int(np.ceil(height / factor)), int(np.ceil(width / factor))
     top, left = (height - ch) // 2, (width - cw) // 2
-    zoomed = ndimage.zoom(x[:, top:top + ch, left:left + cw], (1, factor, factor, 1), order=1)
+    zoomed = _zoom_axis(_zoom_axis(x[:, top:top + ch, left:left + cw], factor, 1), factor, 2)
     trim_top, trim_left = (zoomed.shape[1] - height) // 2, (zoomed.shape[2] - width) // 2
     return zoomed[:, trim_top:trim_top + height, trim_left:trim_left + width]
 

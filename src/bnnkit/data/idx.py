@@ -57,7 +57,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 
     Example:
         >>> images = read_idx("train-images-idx3-ubyte.gz")  # doctest: +SKIP
-        >>> images.shape, images.dtype
+        >>> images.shape, images.dtype  # doctest: +SKIP
         ((60000, 28, 28), dtype('uint8'))
     """
     path = Path(path)

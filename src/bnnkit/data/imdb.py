@@ -139,7 +139,7 @@ def load(name: str = "imdb", *, data_dir: str | os.PathLike | None = None,
 
     Example:
         >>> ds = load()  # doctest: +SKIP
-        >>> ds.x_train.shape, ds.info["validation"][0].shape, ds.x_test.shape
+        >>> ds.x_train.shape, ds.info["validation"][0].shape, ds.x_test.shape  # doctest: +SKIP
         ((20000, 100), (5000, 100), (25000, 100))
     """
     if name != "imdb":

@@ -38,7 +38,7 @@ CLASS_NAMES = {
 }
 
 
-def _idx_paths(folder: Path) -> dict[str, Path] | None:
+def idx_paths(folder: Path) -> dict[str, Path] | None:
     found = {}
     for key, stem in IDX_FILES.items():
         for candidate in (folder / f"{stem}.gz", folder / stem):
@@ -66,18 +66,25 @@ def read_arrays(family: str, data_dir: str | os.PathLike | None = None
     folder = base / family
     if (folder / npz_name).is_file():
         return read_keras_npz(folder / npz_name), str(folder / npz_name)
-    paths = _idx_paths(folder)
+    paths = idx_paths(folder)
     if paths is None and root is not None:
         raise ConfigError(
             f"{family} not found: put {npz_name} (Keras layout) or the four IDX files "
             f"({', '.join(s + '.gz' for s in IDX_FILES.values())}) in {folder}/"
         )
     if paths is None:
-        downloaded = [fetch.download(family, r, cache=base) for r in REMOTES[family]]
+        try:
+            downloaded = [fetch.download(family, r, cache=base) for r in REMOTES[family]]
+        except ConfigError as err:
+            # MNIST: when the Keras file is unreachable, try the original IDX files
+            if family != "mnist" or not str(err).startswith("could not download"):
+                raise
+            downloaded = [fetch.download(family, r, cache=base) for r in REMOTES["mnist_idx"]]
         if downloaded[0].suffix == ".npz":
             return read_keras_npz(downloaded[0]), str(downloaded[0])
-        paths = _idx_paths(folder)
-        assert paths is not None
+        paths = idx_paths(folder)
+        if paths is None:
+            raise ConfigError(f"downloaded files incomplete in {folder}/")
     return {key: read_idx(path) for key, path in paths.items()}, str(folder)
 
 
@@ -115,7 +122,7 @@ def load(name: str = "mnist", *, data_dir: str | os.PathLike | None = None,
 
     Example:
         >>> ds = load("mnist", normalization_name="blundell")  # doctest: +SKIP
-        >>> ds.x_train.shape, ds.x_train.dtype, ds.input_normalization.std
+        >>> ds.x_train.shape, ds.x_train.dtype, ds.input_normalization.std  # doctest: +SKIP
         ((60000, 28, 28, 1), dtype('uint8'), array([126.]))
     """
     if name not in CLASS_NAMES:

@@ -95,7 +95,7 @@ def load_object_npz(path: str | os.PathLike, sha256: str) -> dict[str, np.ndarra
 
     Example:
         >>> arrays = load_object_npz("imdb.npz", IMDB_SHA256)  # doctest: +SKIP
-        >>> arrays["x_train"].dtype
+        >>> arrays["x_train"].dtype  # doctest: +SKIP
         dtype('O')
     """
     expected = sha256.removeprefix("sha256:").lower()

@@ -39,7 +39,8 @@ _ZALANDO = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 _TORONTO = "https://www.cs.toronto.edu/~kriz/"
 
 # dataset folder -> the files a download fetches (alternatives for local use are listed by the
-# loaders: e.g. MNIST also reads the four IDX files when they are on disk).
+# loaders: e.g. MNIST also reads the four IDX files when they are on disk; "mnist_idx" is the
+# fallback download of MNIST, into the same folder, when the Keras file is unreachable).
 REMOTES: dict[str, tuple[Remote, ...]] = {
     "mnist": (
         Remote("mnist.npz", (_KERAS + "mnist.npz",),
@@ -47,16 +48,20 @@ REMOTES: dict[str, tuple[Remote, ...]] = {
     ),
     "mnist_idx": (
         Remote("train-images-idx3-ubyte.gz",
-               (_LECUN + "train-images-idx3-ubyte.gz", _MNIST_MIRROR + "train-images-idx3-ubyte.gz"),
+               (_LECUN + "train-images-idx3-ubyte.gz",
+                _MNIST_MIRROR + "train-images-idx3-ubyte.gz"),
                "md5:f68b3c2dcbeaaa9fbdd348bbdeb94873"),
         Remote("train-labels-idx1-ubyte.gz",
-               (_LECUN + "train-labels-idx1-ubyte.gz", _MNIST_MIRROR + "train-labels-idx1-ubyte.gz"),
+               (_LECUN + "train-labels-idx1-ubyte.gz",
+                _MNIST_MIRROR + "train-labels-idx1-ubyte.gz"),
                "md5:d53e105ee54ea40749a09fcbcd1e9432"),
         Remote("t10k-images-idx3-ubyte.gz",
-               (_LECUN + "t10k-images-idx3-ubyte.gz", _MNIST_MIRROR + "t10k-images-idx3-ubyte.gz"),
+               (_LECUN + "t10k-images-idx3-ubyte.gz",
+                _MNIST_MIRROR + "t10k-images-idx3-ubyte.gz"),
                "md5:9fb629c4189551a2d022fa330f9573f3"),
         Remote("t10k-labels-idx1-ubyte.gz",
-               (_LECUN + "t10k-labels-idx1-ubyte.gz", _MNIST_MIRROR + "t10k-labels-idx1-ubyte.gz"),
+               (_LECUN + "t10k-labels-idx1-ubyte.gz",
+                _MNIST_MIRROR + "t10k-labels-idx1-ubyte.gz"),
                "md5:ec29112dd5afa0611ce80d1b7f02629c"),
     ),
     "fashion_mnist": (

@@ -31,7 +31,7 @@ def carve(dataset: Dataset, *, subset_train_to: int | None = None,
 
     Example:
         >>> ds = carve(load("mnist"), subset_train_to=1000, validation_size=10000)  # doctest: +SKIP
-        >>> ds.num_train, ds.info["validation"][0].shape[0]
+        >>> ds.num_train, ds.info["validation"][0].shape[0]  # doctest: +SKIP
         (1000, 10000)
     """
     x, y = dataset.x_train, dataset.y_train

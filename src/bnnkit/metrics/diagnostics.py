@@ -31,13 +31,17 @@ def split_rhat(draws: np.ndarray) -> np.ndarray:
     if half < 2:
         raise ValueError(f"split R-hat needs at least 4 samples per chain, got {samples}")
     split = np.concatenate([draws[:, :half], draws[:, half : 2 * half]], axis=0)
-    return np.asarray(potential_scale_reduction(split, chain_axis=0, sample_axis=1))
+    # A quantity that never changes (e.g. a saturated class probability) has no defined R-hat:
+    # it comes out NaN and summaries skip it.
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(potential_scale_reduction(split, chain_axis=0, sample_axis=1))
 
 
 def ess(draws: np.ndarray) -> np.ndarray:
     """Effective sample size per scalar quantity, draws shaped (chains, samples, ...)."""
     draws = np.asarray(draws, np.float64)
-    return np.asarray(effective_sample_size(draws, chain_axis=0, sample_axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(effective_sample_size(draws, chain_axis=0, sample_axis=1))
 
 
 def summarize(values: np.ndarray) -> dict[str, float]:
