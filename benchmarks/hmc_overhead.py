@@ -1,0 +1,118 @@
+"""HMC overhead: time per leapfrog step / time of one full-batch gradient, in the same run.
+
+Two floors are measured for the same jitted log posterior:
+
+- ``dispatched``: one jitted ``value_and_grad`` call from Python (what the issue's target
+  refers to: the cost of a gradient as a user would call it);
+- ``in-loop``: the per-gradient time inside a ``lax.fori_loop`` of gradients (no dispatch
+  overhead; the stricter floor).
+
+The HMC figure is the wall time of one jitted ``bnnkit.inference.hmc`` step (momentum draw,
+``L`` leapfrog steps, energy, accept/reject, state update) divided by ``L``. Medians of
+repeated runs after a warm-up; compare ratios, not absolute times, across machines.
+
+    python benchmarks/hmc_overhead.py [--repeats 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnnkit import data, likelihoods, priors
+from bnnkit.inference import hmc
+from bnnkit.log_posterior import Batch, LogPosterior
+from bnnkit.models import get
+from bnnkit.models.mlp import MLP
+
+
+def median_time(fn, repeats: int) -> float:
+    jax.block_until_ready(fn())  # compile and warm up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def measure(name: str, lp: LogPosterior, params, batch: Batch, num_leapfrog: int,
+            repeats: int) -> dict:
+    value_and_grad = jax.jit(jax.value_and_grad(lp))
+    calls = max(10, num_leapfrog // 4)
+
+    def dispatched():
+        out = None
+        for _ in range(calls):
+            out = value_and_grad(params, batch)
+        return out
+
+    @jax.jit
+    def grad_loop(params, batch):
+        def body(_, carry):
+            _, g = jax.value_and_grad(lp)(carry, batch)
+            return jax.tree.map(lambda p, gi: p + 1e-12 * gi, carry, g)
+
+        return jax.lax.fori_loop(0, calls, body, params)
+
+    t_dispatch = median_time(dispatched, repeats) / calls
+    t_loop = median_time(lambda: grad_loop(params, batch), repeats) / calls
+
+    step_size = 1e-6  # tiny: every trajectory is accepted, the work is the same regardless
+    method = hmc.build(lp, step_size=step_size, trajectory_len=num_leapfrog * step_size,
+                       adapt_step_size=False, max_num_leapfrog_steps=num_leapfrog)
+    state = method.init(None, params, batch)
+    step = jax.jit(method.step)
+    key = jax.random.PRNGKey(0)
+    _, info = step(key, state, batch)
+    assert int(info.num_leapfrog) == num_leapfrog, int(info.num_leapfrog)
+    t_step = median_time(lambda: step(key, state, batch), repeats) / num_leapfrog
+    return {"name": name, "grad_dispatched_ms": 1e3 * t_dispatch, "grad_loop_ms": 1e3 * t_loop,
+            "leapfrog_ms": 1e3 * t_step, "ratio_dispatched": t_step / t_dispatch,
+            "ratio_loop": t_step / t_loop, "L": num_leapfrog}
+
+
+def yacht_case():
+    ds = data.load("yacht_0")
+    model = get("mlp_regression_small", num_outputs=2)
+    params = model.init(jax.random.PRNGKey(0), ds.x_train[:1])
+    lp = LogPosterior(model.apply, likelihoods.Gaussian(), priors.Gaussian(1.0), ds.num_train)
+    return lp, params, Batch(jnp.asarray(ds.x_train), jnp.asarray(ds.y_train))
+
+
+def mnist_shaped_case(n: int = 10_000):
+    key_x, key_y = jax.random.split(jax.random.PRNGKey(1))
+    x = jax.random.normal(key_x, (n, 784))
+    y = jax.random.randint(key_y, (n,), 0, 10)
+    net = MLP(hidden=(100, 100), num_outputs=10)
+    params = net.init(jax.random.PRNGKey(0), x[:1])
+    lp = LogPosterior(net.apply, likelihoods.Categorical(10), priors.Gaussian(1.0), n)
+    return lp, params, Batch(x, y)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    print(f"jax {jax.__version__} on {jax.default_backend()} ({jax.device_count()} device(s))")
+    rows = [
+        measure("(a) mlp_regression_small, yacht_0 (277 x 6)", *yacht_case(), num_leapfrog=2000,
+                repeats=args.repeats),
+        measure("(b) MLP 784-100-100-10, 10,000 MNIST-shaped", *mnist_shaped_case(),
+                num_leapfrog=40, repeats=max(3, args.repeats // 2)),
+    ]
+    print("| case | L | gradient, dispatched (ms) | gradient, in loop (ms) | leapfrog step (ms) "
+          "| ratio vs dispatched | ratio vs in-loop |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['name']} | {r['L']} | {r['grad_dispatched_ms']:.4f} | {r['grad_loop_ms']:.4f}"
+              f" | {r['leapfrog_ms']:.4f} | {r['ratio_dispatched']:.3f} | {r['ratio_loop']:.3f} |")
+    print("target: leapfrog step / gradient <= 1.05")
+
+
+if __name__ == "__main__":
+    main()
