@@ -106,3 +106,29 @@ def test_end_to_end_as_a_subprocess(tmp_path):
                           text=True, env=env, timeout=300)
     assert done.returncode == 2 and "not a bnnkit run directory" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_evaluate_under_covariate_shift(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(40, 8, 8, 1), dtype=np.uint8)
+    labels = (images.reshape(40, -1).mean(1) > 127).astype(np.int64)
+    np.savez(tmp_path / "img.npz", x_train=images[:30], y_train=labels[:30],
+             x_test=images[30:], y_test=labels[30:])
+    run_dir = str(tmp_path / "run")
+    argv = ["hmc", "--dataset", str(tmp_path / "img.npz"), "--model", "linear",
+            "--step-size", "1e-4", "--trajectory-len", "1e-3", "--num-iterations", "6",
+            "--num-burn-in", "1", "--no-progress", "--no-evaluate", "--dir", run_dir]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["evaluate", run_dir, "--corruption", "contrast", "--severity", "5",
+                 "--json"]) == 0
+    shifted = json.loads(capsys.readouterr().out)
+    assert shifted["corruption"] == {"name": "contrast", "severity": 5}
+    assert (tmp_path / "run" / "evaluation_contrast_5.json").is_file()
+    clean = json.loads((tmp_path / "run" / "evaluation.json").read_text()) if (
+        tmp_path / "run" / "evaluation.json").is_file() else None
+    assert clean is None  # the clean evaluation is not overwritten by a shifted one
+    assert main(["evaluate", run_dir, "--corruption", "contrast", "--severity", "7"]) == 2
+    assert "severity 7 out of range: allowed 1..5" in capsys.readouterr().err
+    assert main(["evaluate", run_dir, "--corruption", "contrast"]) == 2
+    assert "go together" in capsys.readouterr().err

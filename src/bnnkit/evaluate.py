@@ -9,7 +9,9 @@ BMA predictive on the test set and returns (and stores as ``evaluation.json`` pl
   (function space), summarised by median / 90th percentile / max (min for ESS);
 - with ``reference=`` another run on the same data (e.g. HMC): agreement and total variation of
   the two BMA predictives (classification), and the RMSE between their predictive means
-  (regression).
+  (regression);
+- with ``corruption=`` and ``severity=``: all of the above on the test images under a
+  CIFAR-10-C-style corruption (covariate shift), stored as ``evaluation_<name>_<severity>.json``.
 """
 
 from __future__ import annotations
@@ -100,10 +102,35 @@ def compare(prediction: Prediction, reference: Prediction) -> dict[str, float]:
     return {"rmse_to_reference_mean": predictive.rmse(prediction.mean, reference.mean)}
 
 
+def corrupted_inputs(dataset, corruption: str, severity: int, seed: int = 0) -> np.ndarray:
+    """The test images of ``dataset`` under one corruption at one severity (1-5).
+
+    Raises:
+        ConfigError: the dataset's inputs are not uint8 images, or an unknown corruption or
+            severity.
+    """
+    from bnnkit.data import corruptions
+
+    x = np.asarray(dataset.x_test)
+    if x.dtype != np.uint8 or x.ndim != 4:
+        raise ConfigError(
+            f"--corruption applies to image datasets; {dataset.name!r} has test inputs of shape "
+            f"{x.shape} and dtype {x.dtype}"
+        )
+    if corruption not in corruptions.CORRUPTIONS:
+        raise ConfigError(f"unknown corruption {corruption!r}; allowed: "
+                          f"{', '.join(corruptions.CORRUPTIONS)}")
+    if severity not in corruptions.SEVERITIES:
+        raise ConfigError(f"severity {severity} out of range: allowed 1..5")
+    return corruptions.corrupt(x, corruption, severity, seed=seed)
+
+
 def evaluate(
     run_dir: str | os.PathLike,
     *,
     reference: str | os.PathLike | None = None,
+    corruption: str | None = None,
+    severity: int | None = None,
     write: bool = True,
 ) -> dict[str, Any]:
     """Metrics and diagnostics of a stored run, optionally against a reference run.
@@ -117,8 +144,13 @@ def evaluate(
         >>> result = evaluate("runs/demo_yacht_0")  # doctest: +SKIP
         >>> result["test"]["rmse"]  # doctest: +SKIP
     """
+    if (corruption is None) != (severity is None):
+        raise ConfigError("--corruption and --severity go together")
     _, problem, samples = load_run(run_dir)
-    prediction = predict(problem, samples, problem.dataset.x_test)
+    x_test = problem.dataset.x_test
+    if corruption is not None:
+        x_test = corrupted_inputs(problem.dataset, corruption, severity)
+    prediction = predict(problem, samples, x_test)
     result: dict[str, Any] = {
         "run": str(run_dir),
         "dataset": problem.dataset.name,
@@ -127,6 +159,8 @@ def evaluate(
         "num_samples_per_chain": samples.num_samples,
         "test": metrics_for(prediction, problem.dataset.y_test_original),
     }
+    if corruption is not None:
+        result["corruption"] = {"name": corruption, "severity": severity}
     log = io.RunDir(run_dir).read_log()
     kept = [r for r in log if not r.get("burn_in", False)]
     if kept:
@@ -149,15 +183,16 @@ def evaluate(
                 f"reference run {str(reference)!r} is on {ref_problem.dataset.name!r}, not "
                 f"{problem.dataset.name!r}"
             )
-        ref_prediction = predict(ref_problem, ref_samples, ref_problem.dataset.x_test)
+        ref_prediction = predict(ref_problem, ref_samples, x_test)
         result["reference"] = {"run": str(reference), **compare(prediction, ref_prediction)}
     if write:
         rundir = io.RunDir(run_dir)
-        io.write_json(rundir.path / "evaluation.json", result)
+        suffix = "" if corruption is None else f"_{corruption}_{severity}"
+        io.write_json(rundir.path / f"evaluation{suffix}.json", result)
         (rundir.path / "predictions").mkdir(exist_ok=True)
         arrays = ({"probs": prediction.probs} if prediction.task == "classification"
                   else {"means": prediction.means, "stds": prediction.stds})
-        io.save_arrays(rundir.path / "predictions" / "test.npz", arrays)
+        io.save_arrays(rundir.path / "predictions" / f"test{suffix}.npz", arrays)
     return result
 
 

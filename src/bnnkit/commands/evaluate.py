@@ -10,6 +10,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a run directory")
     p.add_argument("--reference", default=None,
                    help="another run on the same data (e.g. HMC) to compare against")
+    p.add_argument("--corruption", default=None,
+                   help="evaluate on test images under this CIFAR-10-C-style corruption")
+    p.add_argument("--severity", type=int, default=None, help="corruption severity, 1..5")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
@@ -17,7 +20,8 @@ def run(args: argparse.Namespace) -> int:
     from bnnkit.evaluate import evaluate
     from bnnkit.report.tables import print_table
 
-    result = evaluate(args.run_dir, reference=args.reference)
+    result = evaluate(args.run_dir, reference=args.reference, corruption=args.corruption,
+                      severity=args.severity)
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:

@@ -8,6 +8,9 @@ from typing import Any
 def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """(quantity, value) rows of an evaluation dict from :func:`bnnkit.evaluate.evaluate`."""
     out = [("dataset", result["dataset"]), ("model", result["model"]),
+           *([("covariate shift", f"{result['corruption']['name']}, severity "
+                                  f"{result['corruption']['severity']}")]
+             if "corruption" in result else []),
            ("chains x kept samples",
             f"{result['num_chains']} x {result['num_samples_per_chain']}")]
     for name, value in result["test"].items():
