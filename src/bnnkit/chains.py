@@ -6,6 +6,13 @@ step). The key of chain c at iteration i is ``fold_in(fold_in(chain_root, c), i)
 function of (seed, c, i), which is what makes ``--resume`` reproduce the uninterrupted chain
 bit for bit.
 
+On several devices (GPUs, TPU cores, or CPU devices simulated with
+``XLA_FLAGS=--xla_force_host_platform_device_count=N``) the work is split with ``jax.sharding``:
+chains across devices when their number divides evenly (``shard="chains"``), otherwise the
+training examples across devices so that one chain's full-batch gradient is a sum over devices
+(``shard="data"``, as the paper ran HMC on 8 GPUs). XLA inserts the cross-device sum; the code
+is the same on one device or many.
+
 After each iteration the kept sample (iterations >= num_burn_in) is written atomically, then the
 log line, then (every ``checkpoint_every`` iterations and at the end) the full state. A crash
 between those writes loses at most the iterations after the last state, which a resume
@@ -22,6 +29,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from bnnkit import io
 from bnnkit import problem as problem_lib
@@ -77,6 +85,41 @@ class HMCConfig:
 
 # Settings that may change on --resume: more iterations continue the same chains.
 RESUMABLE_CHANGES = {"num_iterations"}
+SHARD_MODES = ("auto", "chains", "data", "none")
+
+
+def placement(shard: str, num_chains: int, num_data: int, devices=None):
+    """Shardings for (chain-stacked state, training batch), or ``None`` for one device.
+
+    Args:
+        shard: ``"chains"``, ``"data"``, ``"none"`` or ``"auto"`` (chains if they divide evenly
+            over the devices, else data if the examples do, else none).
+        num_chains: chains run together.
+        num_data: training examples.
+        devices: defaults to ``jax.devices()``.
+
+    Raises:
+        ConfigError: an unknown mode, or a split that does not divide evenly.
+    """
+    if shard not in SHARD_MODES:
+        raise ConfigError(f"unknown --shard {shard!r}; allowed: {', '.join(SHARD_MODES)}")
+    devices = list(jax.devices() if devices is None else devices)
+    n = len(devices)
+    if shard == "none" or n == 1:
+        return None
+    if shard == "auto":
+        shard = "chains" if num_chains % n == 0 else "data" if num_data % n == 0 else "none"
+        if shard == "none":
+            return None
+    count = num_chains if shard == "chains" else num_data
+    if count % n:
+        raise ConfigError(f"--shard {shard}: {count} {shard} do not divide over {n} devices")
+    mesh = Mesh(np.array(devices), ("d",))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    split = NamedSharding(mesh, PartitionSpec("d"))
+    if shard == "chains":
+        return split, replicated
+    return replicated, split
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +155,7 @@ def run(
     checkpoint_every: int = 1,
     progress: bool = True,
     on_iteration: Callable[[int, dict], None] | None = None,
+    shard: str = "auto",
 ) -> ChainsResult:
     """Run (or resume) HMC chains for ``problem_config`` into ``run_dir``.
 
@@ -125,6 +169,7 @@ def run(
         checkpoint_every: write the full state every this many iterations (and at the end).
         progress: show a progress bar.
         on_iteration: called with (iteration, log record) after each iteration.
+        shard: how to use several devices (see :func:`placement`); ignored on one device.
 
     Returns:
         A :class:`ChainsResult` summary of the post-burn-in iterations.
@@ -135,6 +180,8 @@ def run(
         ...               num_chains=2), "runs/yacht")  # doctest: +SKIP
     """
     config.validate()
+    if shard not in SHARD_MODES:
+        raise ConfigError(f"unknown --shard {shard!r}; allowed: {', '.join(SHARD_MODES)}")
     if checkpoint_every < 1:
         raise ConfigError(f"checkpoint interval {checkpoint_every} must be >= 1")
     problem = problem_lib.build(problem_config)
@@ -166,13 +213,16 @@ def run(
         return _run_locked(
             problem, method, config, rundir, problem_dict, method_dict,
             resume=resume, checkpoint_every=checkpoint_every, progress=progress,
-            on_iteration=on_iteration,
+            on_iteration=on_iteration, shard=shard,
         )
 
 
 def _run_locked(problem, method, config, rundir, problem_dict, method_dict, *, resume,
-                checkpoint_every, progress, on_iteration) -> ChainsResult:
+                checkpoint_every, progress, on_iteration, shard) -> ChainsResult:
     batch = problem.train_batch()
+    shardings = placement(shard, config.num_chains, problem.dataset.num_train)
+    if shardings is not None:
+        batch = jax.device_put(batch, shardings[1])
     root = jax.random.PRNGKey(config.seed)
     chain_ids = jnp.arange(config.num_chains)
     init_keys = jax.vmap(lambda c: jax.random.fold_in(jax.random.fold_in(root, 0), c))(chain_ids)
@@ -210,6 +260,8 @@ def _run_locked(problem, method, config, rundir, problem_dict, method_dict, *, r
                         **{k: v for k, v in problem.dataset.info.items()
                            if isinstance(v, (str, int, float))}},
         }
+    if shardings is not None:
+        state = jax.device_put(state, shardings[0])
     # Anything written after the last checkpoint is recomputed identically from it.
     for it in rundir.sample_iterations():
         if it >= start:

@@ -32,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--overwrite", action="store_true", help="replace the run in --dir")
     r.add_argument("--checkpoint-every", type=int, default=1,
                    help="write the full chain state every N iterations")
+    r.add_argument("--shard", choices=("auto", "chains", "data", "none"), default="auto",
+                   help="with several devices: split chains, or the training data, over them")
     r.add_argument("--no-progress", dest="progress", action="store_false")
     r.add_argument("--no-evaluate", dest="evaluate", action="store_false",
                    help="skip the evaluation at the end")
@@ -51,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     )
     result = chains.run(
         problem_config(args), config, args.dir, resume=args.resume, overwrite=args.overwrite,
-        checkpoint_every=args.checkpoint_every, progress=args.progress,
+        checkpoint_every=args.checkpoint_every, progress=args.progress, shard=args.shard,
     )
     print(f"{result.num_iterations} iterations in {result.seconds:.1f} s; samples in {args.dir}")
     if args.evaluate:
