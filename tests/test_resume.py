@@ -101,3 +101,22 @@ def test_storage_is_pickle_free_and_atomic(tmp_path):
         np.load(tmp_path / "obj.npy", allow_pickle=False)
     io.write_json(tmp_path / "r.json", {"a": 1})
     assert json.loads((tmp_path / "r.json").read_text()) == {"a": 1}
+
+
+def test_a_run_killed_before_its_first_write_can_be_overwritten(tmp_path):
+    path = tmp_path / "run"
+    (path / "samples").mkdir(parents=True)
+    (path / ".lock").write_text("999999999")  # a pid that is not running
+    chains.run(PROBLEM, config(3), str(path), overwrite=True, progress=False)
+    assert io.read_json(path / "run.json")["status"] == "finished"
+    assert not (path / ".lock").exists()
+
+
+def test_a_live_lock_refuses_a_second_writer(tmp_path):
+    import os
+
+    path = tmp_path / "run"
+    chains.run(PROBLEM, config(3), str(path), progress=False)
+    (path / ".lock").write_text(str(os.getpid()))  # this process is alive
+    with pytest.raises(ConfigError, match="in use by another process"):
+        chains.run(PROBLEM, config(4), str(path), resume=True, progress=False)

@@ -156,6 +156,23 @@ def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _lock_is_held(lock_path: Path) -> bool:
+    """Whether the process named in a lock file is still alive (on this machine)."""
+    try:
+        pid = int(lock_path.read_text().strip() or "0")
+    except (OSError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class RunDir:
     """A run directory: paths plus the rules for creating, resuming and overwriting it."""
 
@@ -205,7 +222,7 @@ class RunDir:
                     f"run directory {str(self.path)!r} is not empty; pass --resume to continue "
                     "it or --overwrite to replace it"
                 )
-            if not self.run_file.is_file():
+            if not (self.run_file.is_file() or self._is_skeleton()):
                 raise ConfigError(
                     f"refusing to overwrite {str(self.path)!r}: it is not empty and holds no "
                     f"{RUN_FILE}, so it is not a bnnkit run"
@@ -213,10 +230,23 @@ class RunDir:
             self._clear()
         self.samples_dir.mkdir(parents=True, exist_ok=True)
 
+    def _is_skeleton(self) -> bool:
+        """Only what a run leaves before its run.json exists: an empty samples/ and a lock."""
+        for entry in self.path.iterdir():
+            if entry.name == ".lock" and not _lock_is_held(entry):
+                continue
+            if entry == self.samples_dir and entry.is_dir() and not any(entry.iterdir()):
+                continue
+            return False
+        return True
+
     def _clear(self) -> None:
-        for name in (RUN_FILE, STATE_FILE, LOG_FILE, "evaluation.json"):
+        for name in (RUN_FILE, STATE_FILE, LOG_FILE, ".lock"):
             with contextlib.suppress(FileNotFoundError):
                 (self.path / name).unlink()
+        for pattern in ("evaluation*.json", "predictions/*.npz"):
+            for f in self.path.glob(pattern):
+                f.unlink()
         if self.samples_dir.is_dir():
             for f in self.samples_dir.glob("*.npz"):
                 f.unlink()
@@ -263,6 +293,10 @@ class RunDir:
     def lock(self) -> Iterator[None]:
         """Refuse two processes writing one run directory at the same time."""
         lock_path = self.path / ".lock"
+        if lock_path.exists() and not _lock_is_held(lock_path):
+            # Left by a process that was killed: nobody is writing the directory any more.
+            with contextlib.suppress(FileNotFoundError):
+                lock_path.unlink()
         try:
             fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
