@@ -76,29 +76,23 @@ def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
             bad = int(np.sum(~np.isfinite(value)))
             raise ConfigError(f"{path!r}: {key} holds {bad} NaN or infinite values")
 
-    integer = np.issubdtype(arrays["y_train"].dtype, np.integer)
-    if integer:
+    # Integer targets are class labels; anything else is a real-valued regression target.
+    classification = np.issubdtype(arrays["y_train"].dtype, np.integer)
+    num_classes = None
+    if classification:
         labels = np.concatenate([arrays["y_train"], arrays["y_test"]])
         if labels.min() < 0:
             raise ConfigError(f"{path!r}: class labels must be >= 0, found {labels.min()}")
-        dataset = Dataset(
-            name=path,
-            task="classification",
-            x_train=_inputs(arrays["x_train"]),
-            y_train=arrays["y_train"].astype(np.int32),
-            x_test=_inputs(arrays["x_test"]),
-            y_test=arrays["y_test"].astype(np.int32),
-            num_classes=int(labels.max()) + 1,
-            info={"source": path},
-        )
-    else:
-        dataset = Dataset(
-            name=path,
-            task="regression",
-            x_train=_inputs(arrays["x_train"]),
-            y_train=arrays["y_train"].astype(np.float32),
-            x_test=_inputs(arrays["x_test"]),
-            y_test=arrays["y_test"].astype(np.float32),
-            info={"source": path},
-        )
+        num_classes = int(labels.max()) + 1
+    target_dtype = np.int32 if classification else np.float32
+    dataset = Dataset(
+        name=path,
+        task="classification" if classification else "regression",
+        x_train=_inputs(arrays["x_train"]),
+        y_train=arrays["y_train"].astype(target_dtype),
+        x_test=_inputs(arrays["x_test"]),
+        y_test=arrays["y_test"].astype(target_dtype),
+        num_classes=num_classes,
+        info={"source": path},
+    )
     return standardize(dataset) if standardize_data else dataset
