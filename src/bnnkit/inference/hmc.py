@@ -33,7 +33,6 @@ from blackjax.adaptation.step_size import (
     dual_averaging_adaptation,
 )
 from blackjax.mcmc.proposal import static_binomial_sampling
-from jax.flatten_util import ravel_pytree
 
 from bnnkit.errors import ConfigError
 from bnnkit.inference.base import Method
@@ -163,8 +162,9 @@ def build(
         num_steps = jnp.clip(
             jnp.ceil(trajectory_len / eps - 1e-6).astype(jnp.int32), 1, max_num_leapfrog_steps
         )
-        flat, _ = ravel_pytree(state.position)
-        inverse_mass = jnp.ones_like(flat)  # identity mass matrix, as in the paper
+        # Identity mass matrix, as in the paper; its size is static, so no copy of the params.
+        leaves = jax.tree.leaves(state.position)
+        inverse_mass = jnp.ones(sum(leaf.size for leaf in leaves), leaves[0].dtype)
         current = blackjax.mcmc.hmc.HMCState(
             state.position, state.logdensity, state.logdensity_grad
         )
