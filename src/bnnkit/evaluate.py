@@ -45,6 +45,13 @@ def load_run(run_dir: str | os.PathLike) -> tuple[dict, problem_lib.Problem, Sam
         raise ConfigError(f"{str(run_dir)!r} is not a bnnkit run directory (no run.json)")
     record = io.read_json(rundir.run_file)
     problem = problem_lib.build(problem_lib.ProblemConfig.from_dict(record["problem"]))
+    kind = record.get("posterior", "samples")
+    if kind != "samples":
+        # Approximate posteriors (VI, Laplace) store their own parameters; they are evaluated
+        # through samples drawn from them with the run's fixed evaluation key.
+        from bnnkit.posterior import loaders
+
+        return record, problem, loaders.load(kind, record, problem, rundir)
     iterations = rundir.sample_iterations()
     if not iterations:
         raise ConfigError(f"run {str(run_dir)!r} has no kept samples yet")
@@ -146,7 +153,7 @@ def evaluate(
     """
     if (corruption is None) != (severity is None):
         raise ConfigError("--corruption and --severity go together")
-    _, problem, samples = load_run(run_dir)
+    record, problem, samples = load_run(run_dir)
     x_test = problem.dataset.x_test
     if corruption is not None:
         x_test = corrupted_inputs(problem.dataset, corruption, severity)
@@ -163,13 +170,19 @@ def evaluate(
         result["corruption"] = {"name": corruption, "severity": severity}
     log = io.RunDir(run_dir).read_log()
     kept = [r for r in log if not r.get("burn_in", False)]
-    if kept:
+    if kept and "acceptance_rate" in kept[0]:
         result["sampler"] = {
             "acceptance_rate": float(np.mean([r["acceptance_rate"] for r in kept])),
             "num_divergent": int(sum(sum(r["divergent"]) for r in kept)),
             "step_size": [float(s) for s in kept[-1]["step_size"]],
             "num_leapfrog": [int(n) for n in kept[-1]["num_leapfrog"]],
             "seconds_per_iteration": float(np.mean([r["seconds"] for r in kept])),
+        }
+    elif log and "epoch" in log[-1]:
+        result["training"] = {
+            "method": record.get("method"),
+            "epochs": int(log[-1]["epoch"]),
+            "seconds_per_epoch": float(np.mean([r["seconds"] for r in log])),
         }
     if samples.num_samples >= 4:
         result["diagnostics"] = {

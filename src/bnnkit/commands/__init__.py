@@ -20,10 +20,22 @@ class Command(NamedTuple):
 
 def _load() -> dict[str, Command]:
     # Imported lazily so that `bnnkit --help` does not pay for importing JAX.
-    from bnnkit.commands import datasets, evaluate, hmc, models, samples
+    from bnnkit.commands import (
+        datasets,
+        ensemble,
+        evaluate,
+        hmc,
+        models,
+        samples,
+        sgd,
+        sgmcmc,
+    )
 
     return {
         "hmc": hmc.COMMAND,
+        "sgd": sgd.COMMAND,
+        "ensemble": ensemble.COMMAND,
+        "sgmcmc": sgmcmc.COMMAND,
         "evaluate": evaluate.COMMAND,
         "samples": samples.COMMAND,
         "models": models.COMMAND,

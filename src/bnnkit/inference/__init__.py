@@ -4,11 +4,13 @@
 module, one line here, one row in the protocol test and its docs.
 """
 
-from bnnkit.inference import hmc
+from bnnkit.inference import hmc, sgd, sgmcmc
 from bnnkit.inference.base import Method
 
 METHODS = {
     "hmc": hmc.build,
+    "sgd": sgd.build,
+    "sgmcmc": sgmcmc.build,
 }
 
-__all__ = ["METHODS", "Method", "hmc"]
+__all__ = ["METHODS", "Method", "hmc", "sgd", "sgmcmc"]
