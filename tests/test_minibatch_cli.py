@@ -79,13 +79,12 @@ def test_resume_equals_uninterrupted(tmp_path, capsys):
             stopped.append(epoch)
             raise KeyboardInterrupt
 
-    from bnnkit import training
-    from bnnkit.commands.common import problem_config
-
     # Interrupt after epoch 3 of the same run through the Python API, then resume via the CLI.
     import argparse
 
+    from bnnkit import training
     from bnnkit.commands import sgmcmc as cmd
+    from bnnkit.commands.common import problem_config
 
     parser = argparse.ArgumentParser()
     cmd.add_arguments(parser)

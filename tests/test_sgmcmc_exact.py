@@ -68,8 +68,8 @@ def stationary_cov(precision, eta, beta):
     return s[:d, :d]
 
 
-def final_states(lp, batch, mean, cov, eta, beta, num_steps, key):
-    method = sgmcmc.build(lp, step_size=eta, momentum_decay=beta)
+def final_states(lp, batch, mean, cov, eta, beta, num_steps, key, noise="gaussian"):
+    method = sgmcmc.build(lp, step_size=eta, momentum_decay=beta, noise=noise)
 
     def chain(key):
         k0, k1 = jax.random.split(key)
@@ -101,8 +101,10 @@ def assert_iid_moments(draws, mean, cov, label):
     return err_cov
 
 
-@pytest.mark.parametrize("beta", [0.0, 0.9], ids=["sgld", "sghmc"])
-def test_stationary_distribution_and_bias_shrinks(beta):
+@pytest.mark.parametrize("beta, noise", [(0.0, "gaussian"), (0.9, "gaussian"),
+                                         (0.0, "rademacher"), (0.9, "rademacher")],
+                         ids=["sgld", "sghmc", "sgld-rademacher", "sghmc-rademacher"])
+def test_stationary_distribution_and_bias_shrinks(beta, noise):
     with jax.enable_x64(True):
         _, lp, batch, mean, precision = conjugate_problem()
         exact = np.linalg.inv(precision)
@@ -116,7 +118,7 @@ def test_stationary_distribution_and_bias_shrinks(beta):
             relax = 1 / (eta * lam_min) if beta == 0 else 1 / (np.sqrt(eta * lam_min) * (1 - beta))
             steps = int(10 * relax) + 50
             draws = final_states(lp, batch, mean, exact, eta, beta, steps,
-                                 jax.random.PRNGKey(10 + k))
+                                 jax.random.PRNGKey(10 + k), noise)
             assert_iid_moments(draws, mean, theory, f"beta={beta} eta={eta:.2g}")
             biases.append(np.max(np.abs(theory - exact) / np.sqrt(np.outer(np.diag(exact),
                                                                              np.diag(exact)))))
@@ -153,3 +155,22 @@ def test_rmsprop_preconditioned_sgld_recovers_posterior_mean():
         z = z_threshold(len(mean))
         err = np.abs(draws.mean(0) - mean) / np.sqrt(1.5 * np.diag(exact) / NUM_CHAINS)
         assert np.all(err < z), f"pSGLD mean off by {err.max():.2f} MCSE"
+
+
+def test_rademacher_noise_gives_gaussian_draws_at_small_steps():
+    # The sum of many small ±√(2η) kicks is Gaussian (CLT): at a small step the stationary law
+    # of each coordinate passes a Kolmogorov–Smirnov test against N(μ_j, S_jj(η)) on iid
+    # chain end points (Bonferroni over coordinates, family-wise error 1e-3).
+    from scipy import stats
+
+    with jax.enable_x64(True):
+        _, lp, batch, mean, precision = conjugate_problem()
+        lam = np.linalg.eigvalsh(precision)
+        eta = 0.02 / lam.max()
+        theory = stationary_cov(precision, eta, 0.0)
+        draws = final_states(lp, batch, mean, np.linalg.inv(precision), eta, 0.0,
+                             int(10 / (eta * lam.min())) + 50, jax.random.PRNGKey(7),
+                             "rademacher")
+        for j in range(len(mean)):
+            p = stats.kstest(draws[:, j], "norm", args=(mean[j], np.sqrt(theory[j, j]))).pvalue
+            assert p > 1e-3 / len(mean), f"coordinate {j}: KS p-value {p:.2g}"

@@ -148,6 +148,7 @@ def _build_sgmcmc(problem, config: dict, steps_per_epoch: int, num_epochs: int) 
         momentum_decay=config.get("momentum_decay", 0.0),
         preconditioner=config.get("preconditioner", "none"),
         rmsprop_decay=config.get("rmsprop_decay", 0.99),
+        noise=config.get("noise", "gaussian"),
     )
 
 

@@ -30,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="β in [0, 1): 0 is SGLD, > 0 SGHMC (the paper uses 0.9)")
     g.add_argument("--preconditioner", default="none",
                    help="none or RMSprop (pSGLD, Li et al. 2016)")
+    g.add_argument("--noise", default="gaussian",
+                   help="gaussian, or rademacher: ±1 signs with the same mean and covariance, "
+                        "several times cheaper to draw (same weak order; see the README)")
     g.add_argument("--step-size-schedule", default="constant",
                    help="constant (cosine over the burn-in, then --final-step-size) or cyclical "
                         "(constant over the burn-in, then cosine cycles of --cycle-length epochs)")
@@ -69,7 +72,7 @@ def method_config(args: argparse.Namespace) -> dict:
     config = {"schedule": schedule, "init_step_size": args.init_step_size,
               "momentum_decay": args.momentum_decay,
               "preconditioner": args.preconditioner.lower(),
-              "schedule_burn_in_epochs": args.num_burnin_epochs}
+              "schedule_burn_in_epochs": args.num_burnin_epochs, "noise": args.noise.lower()}
     if schedule == "constant":
         config["final_step_size"] = (args.final_step_size if args.final_step_size is not None
                                      else args.init_step_size)

@@ -30,6 +30,7 @@ import optax
 
 from bnnkit.errors import ConfigError
 from bnnkit.inference.base import Method
+from bnnkit.inference.noise_draws import DRAWS, NOISES
 from bnnkit.inference.sgd import _as_schedule
 from bnnkit.log_posterior import Batch
 from bnnkit.posterior import Samples
@@ -55,19 +56,6 @@ class SGMCMCInfo(NamedTuple):
     step_size: jax.Array
 
 
-def _normal_like(key: jax.Array, tree: Params) -> Params:
-    # One draw for all parameters, then split: far cheaper than one RNG call per leaf.
-    leaves, treedef = jax.tree.flatten(tree)
-    sizes = [leaf.size for leaf in leaves]
-    flat = jax.random.normal(key, (sum(sizes),), leaves[0].dtype)
-    offsets = [0]
-    for s in sizes:
-        offsets.append(offsets[-1] + s)
-    parts = [flat[a:b].reshape(leaf.shape)
-             for a, b, leaf in zip(offsets[:-1], offsets[1:], leaves, strict=True)]
-    return treedef.unflatten(parts)
-
-
 def build(
     log_posterior,
     step_size: float | optax.Schedule,
@@ -75,6 +63,7 @@ def build(
     preconditioner: str = "none",
     rmsprop_decay: float = 0.99,
     rmsprop_eps: float = 1e-7,
+    noise: str = "gaussian",
 ) -> Method:
     """SGLD (``momentum_decay=0``) or SGHMC, optionally RMSprop-preconditioned.
 
@@ -86,6 +75,8 @@ def build(
         preconditioner: ``"none"`` or ``"rmsprop"``.
         rmsprop_decay: α of the running average of squared gradients.
         rmsprop_eps: ε added to ``√v``.
+        noise: ``"gaussian"`` (ξ ~ N(0, I)) or ``"rademacher"`` (ξ = ±1, same mean and
+            covariance, several times cheaper to draw; see :mod:`bnnkit.inference.noise_draws`).
 
     Returns:
         A :class:`~bnnkit.inference.base.Method` whose posterior is the kept positions as
@@ -104,6 +95,9 @@ def build(
         )
     if not 0.0 < rmsprop_decay < 1.0:
         raise ConfigError(f"RMSprop decay {rmsprop_decay} must be in (0, 1)")
+    if noise not in NOISES:
+        raise ConfigError(f"unknown --noise {noise!r}; allowed: {', '.join(NOISES)}")
+    draw = DRAWS[noise]
     schedule = _as_schedule(step_size)
     precondition = preconditioner == "rmsprop"
     noise_scale = (2.0 * (1.0 - momentum_decay)) ** 0.5
@@ -121,7 +115,7 @@ def build(
         value, grad = jax.value_and_grad(log_posterior)(state.position, batch)
         eta = jnp.asarray(schedule(state.count), value.dtype)
         sqrt_eta = jnp.sqrt(eta)
-        noise = _normal_like(key, grad)
+        xi = draw(key, grad)
         if precondition:
             v = jax.tree.map(
                 lambda v, g: rmsprop_decay * v + (1 - rmsprop_decay) * jnp.square(g),
@@ -137,12 +131,12 @@ def build(
             return momentum_decay * m + sqrt_eta * g + noise_scale * n
 
         if precondition:
-            momentum = jax.tree.map(new_momentum, state.momentum, grad, noise, m_diag)
+            momentum = jax.tree.map(new_momentum, state.momentum, grad, xi, m_diag)
             position = jax.tree.map(
                 lambda p, m, d: p + sqrt_eta * m / d, state.position, momentum, m_diag
             )
         else:
-            momentum = jax.tree.map(new_momentum, state.momentum, grad, noise)
+            momentum = jax.tree.map(new_momentum, state.momentum, grad, xi)
             position = jax.tree.map(lambda p, m: p + sqrt_eta * m, state.position, momentum)
         return SGMCMCState(position, momentum, v, state.count + 1), SGMCMCInfo(value, eta)
 

@@ -1,0 +1,133 @@
+"""Epoch time of SGLD, SGHMC and RMSprop-SGHMC relative to SGD, and vmapped vs sequential ensembles.
+
+Every method runs through the same jitted epoch (:func:`bnnkit.training.make_epoch`: one
+``lax.scan`` over the minibatches of a random permutation), on the same model and data, so the
+ratio ``epoch time of X / epoch time of SGD`` measures only the method's own work (noise draws,
+momentum and preconditioner updates). Target: ≤ 1.3. Each SGMCMC variant runs with Gaussian
+noise and with Rademacher (±1) noise (``rad``), which has the same mean and covariance (see
+:mod:`bnnkit.inference.noise_draws`).
+
+Settings (the issue's):
+
+- ``mlp``: MLP 784-400-400-10 (``mlp_bbb_400``) on 60,000 MNIST-shaped inputs, batch 128;
+- ``resnet``: ResNet-20-FRN-swish on CIFAR-shaped inputs, batch 80. A CPU epoch of 50,000 images
+  takes minutes per method, so ``--resnet-batches`` minibatches (default 10) stand for an epoch
+  and the ratio is of the same number of steps.
+
+Ensembles: K members of SGD on the MLP, one vmapped step for all members vs K sequential runs of
+the single-member step, wall time of one epoch each.
+
+Usage::
+
+    python benchmarks/sgmcmc_epoch.py [--repeats 3] [--cases mlp resnet ensemble]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+
+from bnnkit import likelihoods, priors, schedules, training
+from bnnkit.inference import sgd, sgmcmc
+from bnnkit.log_posterior import Batch, LogPosterior
+from bnnkit.models import get
+
+VARIANTS = {
+    "SGD": lambda lp, s: sgd.build(lp, s, momentum_decay=0.9),
+    "SGLD": lambda lp, s: sgmcmc.build(lp, s, momentum_decay=0.0),
+    "SGHMC": lambda lp, s: sgmcmc.build(lp, s, momentum_decay=0.9),
+    "SGHMC-Prec": lambda lp, s: sgmcmc.build(lp, s, momentum_decay=0.9, preconditioner="rmsprop"),
+    "SGLD rad": lambda lp, s: sgmcmc.build(lp, s, noise="rademacher"),
+    "SGHMC rad": lambda lp, s: sgmcmc.build(lp, s, momentum_decay=0.9, noise="rademacher"),
+    "SGHMC-Prec rad": lambda lp, s: sgmcmc.build(lp, s, momentum_decay=0.9,
+                                                 preconditioner="rmsprop", noise="rademacher"),
+}
+
+
+def problem(case: str, resnet_batches: int):
+    key = jax.random.PRNGKey(0)
+    if case == "resnet":
+        batch_size, n = 80, 80 * resnet_batches
+        x = jax.random.normal(key, (n, 32, 32, 3))
+        model = get("resnet20_frn_swish", num_outputs=10)
+    else:
+        batch_size, n = 128, 60_000
+        x = jax.random.normal(key, (n, 784))
+        model = get("mlp_bbb_400", num_outputs=10)
+    y = jax.random.randint(key, (n,), 0, 10)
+    lp = LogPosterior(model.apply, likelihoods.Categorical(10), priors.Gaussian(1.0), n)
+    params = model.init(key, x[:1])
+    return lp, params, Batch(x, y), batch_size
+
+
+def time_epochs(epoch, state, train, repeats, *, members=None):
+    key = jax.random.PRNGKey(1)
+    keys = key if members is None else jnp.stack([key] * members)
+    out = epoch(state, keys, keys, 0, train)  # compile
+    jax.block_until_ready(out)
+    times = []
+    for e in range(repeats):
+        t0 = time.perf_counter()
+        out = epoch(state, keys, keys, e + 1, train)
+        jax.block_until_ready(out)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def method_ratios(case: str, repeats: int, resnet_batches: int) -> None:
+    lp, params, train, batch_size = problem(case, resnet_batches)
+    steps = train.x.shape[0] // batch_size
+    results = {}
+    for name, make in VARIANTS.items():
+        method = make(lp, schedules.cosine(1e-6, 100 * steps))
+        epoch = jax.jit(training.make_epoch(method, batch_size))
+        state = method.init(None, params, None)
+        results[name] = time_epochs(epoch, state, train, repeats)
+    base = results["SGD"]
+    print(f"\n{case}: {train.x.shape[0]} examples, batch {batch_size}, {steps} steps/epoch, "
+          f"median of {repeats}")
+    print(f"{'method':<15} {'s/epoch':>9} {'ratio to SGD':>13}")
+    for name, sec in results.items():
+        print(f"{name:<15} {sec:9.3f} {sec / base:13.2f}")
+
+
+def ensemble_speedup(members: int, repeats: int) -> None:
+    lp, params, train, batch_size = problem("mlp", 0)
+    steps = train.x.shape[0] // batch_size
+    method = sgd.build(lp, schedules.cosine(1e-6, 100 * steps), momentum_decay=0.9)
+    epoch = training.make_epoch(method, batch_size)
+    state = method.init(None, params, None)
+    many = jax.tree.map(lambda a: jnp.stack([a] * members), state)
+    vmapped = jax.jit(jax.vmap(epoch, in_axes=(0, 0, 0, None, None)))
+    t_vmap = time_epochs(vmapped, many, train, repeats, members=members)
+    single = jax.jit(epoch)
+    t_one = time_epochs(single, state, train, repeats)
+    print(f"\nensemble of K={members} (SGD, mlp 784-400-400-10, 60,000 examples, batch 128), "
+          "one epoch")
+    print(f"vmapped: {t_vmap:.2f} s   sequential: {members} x {t_one:.2f} s = "
+          f"{members * t_one:.2f} s   speed-up {members * t_one / t_vmap:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cases", nargs="+", default=["mlp", "resnet", "ensemble"])
+    parser.add_argument("--resnet-batches", type=int, default=10)
+    parser.add_argument("--members", type=int, default=5)
+    args = parser.parse_args()
+    print(f"jax {jax.__version__} on {jax.devices()[0].platform} "
+          f"({platform.processor() or platform.machine()})")
+    for case in args.cases:
+        if case == "ensemble":
+            ensemble_speedup(args.members, args.repeats)
+        else:
+            method_ratios(case, args.repeats, args.resnet_batches)
+
+
+if __name__ == "__main__":
+    main()

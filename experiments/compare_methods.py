@@ -1,0 +1,136 @@
+"""How close do the cheaper methods come to HMC? The paper's central comparison, on small data.
+
+For each setting an HMC reference run is made first; then SGD, a deep ensemble and the four
+SGMCMC variants of the paper (SGLD, SGHMC, SGHMC-CLR, SGHMC-CLR-Prec) run on the same posterior
+and are evaluated against it with ``bnnkit.evaluate.evaluate(run, reference=hmc_run)``:
+accuracy / NLL / agreement / total variation (classification) or RMSE / NLL / RMSE to the HMC
+predictive mean (regression).
+
+The SGLD step size comes from HMC's adapted leapfrog step ε: one leapfrog step of HMC without
+the accept step is Langevin dynamics with η = ε²/2.
+
+Usage::
+
+    python experiments/compare_methods.py --out experiments/results/compare_methods \\
+        --runs /tmp/compare_runs [--settings yacht mnist160]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bnnkit import chains, io, training
+from bnnkit.evaluate import evaluate
+from bnnkit.problem import ProblemConfig
+
+SETTINGS = {
+    "yacht": dict(
+        problem=ProblemConfig(dataset="yacht_0", model="mlp_regression_small", noise_std=0.1),
+        hmc=chains.HMCConfig(step_size=5e-4, trajectory_len=0.15, num_iterations=300,
+                             num_burn_in=100, num_chains=4),
+        batch_size=32, epochs=1500, burn_in=500, cycle=100,
+    ),
+    "mnist160": dict(
+        problem=ProblemConfig(dataset="mnist", model="mlp_classification", subset_train_to=160),
+        hmc=chains.HMCConfig(step_size=1e-2, trajectory_len=1.0, num_iterations=200,
+                             num_burn_in=50, num_chains=4),
+        batch_size=32, epochs=1500, burn_in=500, cycle=100,
+    ),
+}
+
+
+def methods(setting: dict, eta: float, num_train: int) -> dict[str, tuple[str, dict, dict]]:
+    """name -> (method, method_config, TrainConfig fields)."""
+    epochs, burn, cycle = setting["epochs"], setting["burn_in"], setting["cycle"]
+    steps = epochs * (num_train // setting["batch_size"])
+    sgd_eta = 10 * eta  # optimisation tolerates larger steps than sampling
+    sgmcmc = {"schedule": "constant", "init_step_size": eta, "final_step_size": eta,
+              "schedule_burn_in_epochs": burn, "preconditioner": "none", "noise": "gaussian"}
+    clr = {**sgmcmc, "schedule": "cyclical", "cycle_length": cycle, "init_step_size": 2 * eta}
+    del clr["final_step_size"]
+    keep = dict(burn_in_epochs=burn, ensemble_freq=max((epochs - burn) // 50, 1))
+    keep_clr = dict(burn_in_epochs=burn, ensemble_freq=cycle)
+    assert steps > 0
+    return {
+        "SGD": ("sgd", {"schedule": "cosine", "init_step_size": sgd_eta, "momentum_decay": 0.9},
+                {}),
+        "Deep ensemble (K=5)": ("ensemble", {"schedule": "cosine", "init_step_size": sgd_eta,
+                                             "momentum_decay": 0.9}, dict(num_members=5)),
+        "SGLD": ("sgmcmc", {**sgmcmc, "momentum_decay": 0.0}, keep),
+        "SGHMC": ("sgmcmc", {**sgmcmc, "momentum_decay": 0.9}, keep),
+        "SGHMC-CLR": ("sgmcmc", {**clr, "momentum_decay": 0.9}, keep_clr),
+        "SGHMC-CLR-Prec": ("sgmcmc", {**clr, "momentum_decay": 0.9,
+                                      "preconditioner": "rmsprop"}, keep_clr),
+    }
+
+
+def run_setting(name: str, setting: dict, runs: Path) -> list[dict]:
+    problem = setting["problem"]
+    hmc_dir = runs / name / "hmc"
+    t0 = time.perf_counter()
+    result = chains.run(problem, setting["hmc"], str(hmc_dir), overwrite=True, progress=False)
+    hmc_seconds = time.perf_counter() - t0
+    ref = evaluate(hmc_dir)
+    eps = float(np.median(result.step_size))
+    eta = eps**2 / 2
+    rows = [{"method": "HMC (reference)", **ref["test"], "seconds": hmc_seconds,
+             "note": f"acc. {result.acceptance_rate:.2f}, eps {eps:.2g}, "
+                     f"{result.num_divergent} div."}]
+    num_train = io.read_json(hmc_dir / "run.json")["dataset"]["num_train"]
+    for label, (method, cfg, train_kw) in methods(setting, eta, num_train).items():
+        train = training.TrainConfig(num_epochs=setting["epochs"],
+                                     batch_size=setting["batch_size"], **train_kw)
+        run_dir = runs / name / label.split(" ")[0].lower()
+        t0 = time.perf_counter()
+        training.run(problem, method, cfg, train, str(run_dir), overwrite=True, progress=False)
+        seconds = time.perf_counter() - t0
+        res = evaluate(run_dir, reference=hmc_dir)
+        rows.append({"method": label, **res["test"], **{k: v for k, v in res["reference"].items()
+                                                          if k != "run"},
+                     "seconds": seconds, "note": f"η₀ {cfg['init_step_size']:.2g}, "
+                     f"{res['num_chains']}x{res['num_samples_per_chain']} samples"})
+        print(name, rows[-1], flush=True)
+    return rows
+
+
+def markdown(name: str, rows: list[dict]) -> str:
+    keys = [k for k in ("accuracy", "rmse", "nll", "ece", "agreement", "total_variation",
+                        "rmse_to_reference_mean") if any(k in r for r in rows)]
+    head = "| method | " + " | ".join(keys) + " | seconds | note |"
+    lines = [f"### {name}", "", head, "|" + "---|" * (len(keys) + 3)]
+    for r in rows:
+        vals = [f"{r[k]:.4f}" if k in r else "—" for k in keys]
+        lines.append(f"| {r['method']} | " + " | ".join(vals) + f" | {r['seconds']:.0f} | "
+                     f"{r['note']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="experiments/results/compare_methods")
+    parser.add_argument("--runs", default="/tmp/compare_runs")
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS))
+    args = parser.parse_args()
+    out, runs = Path(args.out), Path(args.runs)
+    out.mkdir(parents=True, exist_ok=True)
+    text = ["# Cheaper methods against HMC", ""]
+    results = {}
+    for name in args.settings:
+        setting = SETTINGS[name]
+        rows = run_setting(name, setting, runs)
+        results[name] = {"problem": dataclasses.asdict(setting["problem"]), "rows": rows}
+        text.append(markdown(name, rows))
+        io.atomic_write_bytes(out / "table.md", "\n".join(text).encode())
+        io.write_json(out / "results.json", results)
+    print("\n".join(text))
+    print(json.dumps({"written": str(out)}))
+
+
+if __name__ == "__main__":
+    main()
