@@ -16,6 +16,7 @@ SETTINGS = {
     "hmc": dict(step_size=1e-2, trajectory_len=0.05, num_burn_in=2),
     "sgd": dict(step_size=1e-3, momentum_decay=0.9),
     "sgmcmc": dict(step_size=1e-3, momentum_decay=0.9, preconditioner="rmsprop"),
+    "vi": dict(step_size=1e-3, num_samples=2, kl_weighting="blundell", steps_per_epoch=4),
 }
 
 

@@ -7,12 +7,18 @@ Convention, used by every method in the toolkit:
 On a minibatch B the sum is replaced by its unbiased estimate ``(N/|B|) Σ_{i∈B}``. With
 ``chunk_size`` set, the sum over a large batch is accumulated chunk by chunk under
 ``jax.checkpoint``, so the memory of a full-batch gradient is that of one chunk.
+
+θ is a *position*: the network's flax variables ``{"params": ...}`` plus, when the prior needs
+them, ``{"prior": ...}`` (latent log-variances of hierarchical priors) and
+``{"noise": {"log_std": u}}`` (an inferred regression noise std σ₀ = eᵘ). The prior scores the
+whole position; the network sees only its own variables, and the likelihood takes σ₀ from the
+position when it is there.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -21,6 +27,21 @@ import jax.numpy as jnp
 from bnnkit.errors import ConfigError
 
 Params = Any
+
+# Collections of a position that belong to the prior, not to the network.
+LATENT_COLLECTIONS = ("prior", "noise")
+
+
+def network_variables(position: Params) -> Params:
+    """The variables the network takes: the position without its latent collections.
+
+    Example:
+        >>> network_variables({"params": 1, "noise": {"log_std": 0.0}})
+        {'params': 1}
+    """
+    if isinstance(position, Mapping) and any(k in position for k in LATENT_COLLECTIONS):
+        return {k: v for k, v in position.items() if k not in LATENT_COLLECTIONS}
+    return position
 
 
 class Batch(NamedTuple):
@@ -35,9 +56,11 @@ class LogPosterior:
     """Tempered log posterior of a network's parameters.
 
     Attributes:
-        apply: ``apply(params, x) -> outputs`` of the network.
-        likelihood: has ``log_prob(outputs, y)`` per example.
-        prior: has ``log_prob(params)``.
+        apply: ``apply(variables, x) -> outputs`` of the network; it gets the position
+            without its latent collections.
+        likelihood: has ``log_prob(outputs, y)`` per example; with a ``noise`` collection in
+            the position, its ``noise_std`` is replaced by ``exp(position["noise"]["log_std"])``.
+        prior: has ``log_prob(position)``.
         num_data: N, the size of the whole training set (scales minibatch sums).
         temperature: T > 0; T = 1 is the Bayes posterior, T < 1 a "cold" one.
         chunk_size: if set, evaluate the likelihood in chunks of this many examples.
@@ -64,11 +87,19 @@ class LogPosterior:
         """``log p(θ)``, untempered."""
         return self.prior.log_prob(params)
 
+    def likelihood_for(self, params: Params) -> Any:
+        """The likelihood at a position: its noise std read from ``noise`` when inferred."""
+        if not (isinstance(params, Mapping) and "noise" in params):
+            return self.likelihood
+        return dataclasses.replace(self.likelihood,
+                                   noise_std=jnp.exp(params["noise"]["log_std"]))
+
     def log_likelihood(self, params: Params, batch: Batch) -> jax.Array:
         """``Σ_{i∈B} log p(y_i | x_i, θ)`` over the batch, untempered and unscaled."""
         n = batch.x.shape[0]
         if self.chunk_size is None or n <= self.chunk_size:
-            return jnp.sum(self.likelihood.log_prob(self.apply(params, batch.x), batch.y))
+            outputs = self.apply(network_variables(params), batch.x)
+            return jnp.sum(self.likelihood_for(params).log_prob(outputs, batch.y))
         return self._chunked_log_likelihood(params, batch)
 
     def _chunked_log_likelihood(self, params: Params, batch: Batch) -> jax.Array:
@@ -84,7 +115,8 @@ class LogPosterior:
 
         @jax.checkpoint  # recompute activations in the backward pass: memory of one chunk
         def chunk_sum(params, x, y, m):
-            ll = self.likelihood.log_prob(self.apply(params, x), y)
+            outputs = self.apply(network_variables(params), x)
+            ll = self.likelihood_for(params).log_prob(outputs, y)
             return jnp.sum(jnp.where(m, ll, 0.0))
 
         def body(total, chunk):

@@ -2,7 +2,8 @@
 
 Classification: ``p(y | x, D) ≈ (1/S) Σ_s softmax(f(x; θ_s))``.
 Regression: the equal-weight mixture ``(1/S) Σ_s N(y | μ(x; θ_s), σ(x; θ_s)²)``, reported in the
-original units of the targets (the dataset's standardisation is undone).
+original units of the targets (the dataset's standardisation is undone); an inferred noise std
+σ₀ is each sample's own.
 """
 
 from __future__ import annotations
@@ -79,7 +80,13 @@ def predict(
             if start < max_diagnostic_points:
                 mean_chunks.append(np.asarray(probs[:, : max_diagnostic_points - start]))
         else:
-            mean, std = likelihood.mean_std(out)
+            if "noise" in flat:
+                # An inferred noise std is part of each sample, not of the likelihood.
+                mean, std = jax.vmap(
+                    lambda noise, o: problem.likelihood_at({"noise": noise}).mean_std(o)
+                )(flat["noise"], out)
+            else:
+                mean, std = likelihood.mean_std(out)
             mean_chunks.append(np.asarray(mean, np.float64))
             std_chunks.append(np.asarray(std, np.float64))
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from bnnkit import data, likelihoods, models, priors
 from bnnkit.errors import ConfigError
-from bnnkit.log_posterior import Batch, LogPosterior
+from bnnkit.log_posterior import Batch, LogPosterior, network_variables
 
 Params = Any
 
@@ -31,7 +31,15 @@ class ProblemConfig:
         likelihood: ``"gaussian"`` or ``"categorical"``; ``None`` picks by task.
         noise_std: fixed observation noise (homoscedastic Gaussian); ``None`` lets the network
             output its std (heteroscedastic).
-        weight_decay: λ of the Gaussian prior N(0, 1/λ).
+        weight_decay: λ of the default Gaussian prior N(0, 1/λ) (and of a ``gaussian`` spec
+            given without a scale).
+        prior: prior spec for every parameter (``"laplace:scale=0.1"``, see
+            :mod:`bnnkit.priors.spec`); ``None``: the Gaussian of ``weight_decay``.
+        bias_prior: prior spec for the leaves named ``bias``.
+        layer_priors: ``PATTERN=SPEC`` rules joined by ``;`` (a sequence of rules is accepted
+            and stored joined, so the config reads back equal from JSON); the last match wins.
+        noise_prior: infer the regression noise std σ₀ (as log σ₀) with this prior
+            (``"gamma:concentration=0.5,rate=1"``); excludes ``noise_std``.
         temperature: T of the tempered posterior.
         float64: compute in double precision.
         standardize: standardise inputs/targets with training statistics (``None``: the
@@ -52,6 +60,21 @@ class ProblemConfig:
     subset_train_to: int | None = None
     data_dir: str | None = None
     chunk_size: int | None = None
+    prior: str | None = None
+    bias_prior: str | None = None
+    layer_priors: str | None = None
+    noise_prior: str | None = None
+
+    def __post_init__(self) -> None:
+        # Stored canonical, so equal priors compare equal in run.json and on --resume.
+        canonical = {
+            "prior": priors.spec.canonical(self.prior),
+            "bias_prior": priors.spec.canonical(self.bias_prior),
+            "layer_priors": priors.spec.canonical_layer_rules(self.layer_priors),
+            "noise_prior": priors.spec.canonical(self.noise_prior, kind="noise"),
+        }
+        for name, value in canonical.items():
+            object.__setattr__(self, name, value)
 
     @classmethod
     def from_dict(cls, values: dict) -> ProblemConfig:
@@ -67,17 +90,24 @@ class Problem:
     dataset: data.Dataset
     model: models.Model
     likelihood: likelihoods.Likelihood
-    prior: priors.Gaussian
+    prior: priors.Prior
     log_posterior: LogPosterior
     dtype: Any
 
     def apply(self, params: Params, x: jax.Array) -> jax.Array:
-        return self.log_posterior.apply(params, x)
+        """Network outputs at a position (its latent collections are not the network's)."""
+        return self.log_posterior.apply(network_variables(params), x)
+
+    def likelihood_at(self, params: Params) -> likelihoods.Likelihood:
+        """The likelihood at a position (with the position's noise std when it is inferred)."""
+        return self.log_posterior.likelihood_for(params)
 
     def init_params(self, key: jax.Array) -> Params:
+        """A starting position: network initialisation plus the prior's latents at their mode."""
         example = self.to_device(self.dataset.x_train[:1])
         params = self.model.init(key, example)
-        return jax.tree.map(lambda p: p.astype(self.dtype), params)
+        position = {**params, **self.prior.init_latents(params)}
+        return jax.tree.map(lambda p: jnp.asarray(p).astype(self.dtype), position)
 
     def to_device(self, x: np.ndarray) -> jax.Array:
         """Inputs as the model takes them: integers stay integers, reals get the run dtype."""
@@ -138,12 +168,32 @@ def build(config: ProblemConfig) -> Problem:
         )
     _check_finite(dataset)
     models.check_compatible(config.model, dataset.task, dataset.input_shape, dataset.name)
+    noise_std = config.noise_std
+    if config.noise_prior is not None:
+        if dataset.task != "regression" or config.likelihood not in (None, "gaussian"):
+            raise ConfigError(f"--noise-prior {config.noise_prior} needs the gaussian likelihood "
+                              f"of a regression dataset; {dataset.name!r} is {dataset.task}")
+        if noise_std is not None:
+            raise ConfigError(f"--noise-prior {config.noise_prior} infers the noise std; "
+                              f"allowed: it or --noise-std {noise_std}, not both")
+        # One output (the mean); the std comes from each position (LogPosterior.likelihood_for).
+        noise_std = 1.0
     likelihood = likelihoods.make(
         config.likelihood, task=dataset.task, num_classes=dataset.num_classes,
-        noise_std=config.noise_std,
+        noise_std=noise_std,
     )
     model = models.get(config.model, num_outputs=likelihood.num_outputs)
-    prior = priors.Gaussian(weight_decay=config.weight_decay)
+    plain = all(getattr(config, f) is None
+                for f in ("prior", "bias_prior", "layer_priors", "noise_prior"))
+    example = np.asarray(dataset.x_train[:1])
+    example = jnp.asarray(example) if np.issubdtype(example.dtype, np.integer) else jnp.asarray(
+        example, dtype)
+    # Parameter shapes only, so that layer patterns are checked before anything runs.
+    shapes = None if plain else jax.eval_shape(model.init, jax.random.PRNGKey(0), example)
+    prior = priors.make(
+        config.prior, bias=config.bias_prior, layers=config.layer_priors,
+        noise=config.noise_prior, weight_decay=config.weight_decay, like=shapes,
+    )
 
     apply = model.apply
     norm = dataset.input_normalization

@@ -35,7 +35,7 @@ import numpy as np
 from bnnkit import io, schedules
 from bnnkit import problem as problem_lib
 from bnnkit.errors import ConfigError
-from bnnkit.inference import sgd, sgmcmc
+from bnnkit.inference import sgd, sgmcmc, vi
 from bnnkit.inference.base import Method
 from bnnkit.log_posterior import Batch
 from bnnkit.models import num_params
@@ -157,6 +157,7 @@ BUILDERS: dict[str, Callable[..., Method]] = {
     "sgd": _build_sgd,
     "ensemble": _build_sgd,
     "sgmcmc": _build_sgmcmc,
+    "vi": vi.build_from_config,
 }
 
 

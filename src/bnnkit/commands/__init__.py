@@ -26,9 +26,12 @@ def _load() -> dict[str, Command]:
         evaluate,
         hmc,
         models,
+        prior_predictive,
+        prune,
         samples,
         sgd,
         sgmcmc,
+        vi,
     )
 
     return {
@@ -36,9 +39,12 @@ def _load() -> dict[str, Command]:
         "sgd": sgd.COMMAND,
         "ensemble": ensemble.COMMAND,
         "sgmcmc": sgmcmc.COMMAND,
+        "vi": vi.COMMAND,
+        "prune": prune.COMMAND,
         "evaluate": evaluate.COMMAND,
         "samples": samples.COMMAND,
         "models": models.COMMAND,
+        "prior-predictive": prior_predictive.COMMAND,
         "datasets": datasets.COMMAND,
     }
 

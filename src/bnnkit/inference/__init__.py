@@ -4,13 +4,14 @@
 module, one line here, one row in the protocol test and its docs.
 """
 
-from bnnkit.inference import hmc, sgd, sgmcmc
+from bnnkit.inference import hmc, sgd, sgmcmc, vi
 from bnnkit.inference.base import Method
 
 METHODS = {
     "hmc": hmc.build,
     "sgd": sgd.build,
     "sgmcmc": sgmcmc.build,
+    "vi": vi.build,
 }
 
-__all__ = ["METHODS", "Method", "hmc", "sgd", "sgmcmc"]
+__all__ = ["METHODS", "Method", "hmc", "sgd", "sgmcmc", "vi"]

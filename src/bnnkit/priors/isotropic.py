@@ -1,4 +1,4 @@
-"""Priors over network parameters.
+"""The isotropic Gaussian prior of weight decay, the toolkit's default.
 
 Weight decay λ means the isotropic Gaussian prior ``θ ~ N(0, 1/λ)`` on every weight and bias, as
 in bnn_hmc (``prior_var = 1 / weight_decay``):
@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 
 from bnnkit.errors import ConfigError
+from bnnkit.priors.constraints import format_value
+from bnnkit.priors.families import Normal, gaussian_kl
 
 Params = Any
 
@@ -25,6 +27,8 @@ Params = Any
 @dataclasses.dataclass(frozen=True)
 class Gaussian:
     """Isotropic Gaussian prior with precision ``weight_decay``.
+
+    It has no latent variables, so it applies to every leaf of whatever tree it is given.
 
     Example:
         >>> prior = Gaussian(weight_decay=1.0)
@@ -41,6 +45,14 @@ class Gaussian:
     @property
     def name(self) -> str:
         return "gaussian"
+
+    def __str__(self) -> str:
+        return f"gaussian:weight_decay={format_value(self.weight_decay)}"
+
+    def family_for(self, path: str) -> Normal:
+        """The family of every parameter: N(0, 1/λ)."""
+        del path
+        return Normal(1.0 / math.sqrt(self.weight_decay))
 
     def log_prob(self, params: Params) -> jax.Array:
         leaves = jax.tree.leaves(params)
@@ -60,3 +72,21 @@ class Gaussian:
             for k, leaf in zip(keys, leaves, strict=True)
         ]
         return treedef.unflatten(draws)
+
+    def init_latents(self, like: Params) -> dict:
+        """No latent variables."""
+        del like
+        return {}
+
+    @property
+    def has_closed_form_kl(self) -> bool:
+        return True
+
+    def kl_closed_form(self, mean: Params, std: Params) -> jax.Array:
+        """``KL(N(mean, std²) || N(0, 1/λ))`` summed over every leaf."""
+        prior_std = 1.0 / math.sqrt(self.weight_decay)
+        return sum(
+            (gaussian_kl(m, s, prior_std)
+             for m, s in zip(jax.tree.leaves(mean), jax.tree.leaves(std), strict=True)),
+            jnp.zeros(()),
+        )
