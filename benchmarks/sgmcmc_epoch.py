@@ -14,12 +14,13 @@ Settings (the issue's):
   takes minutes per method, so ``--resnet-batches`` minibatches (default 10) stand for an epoch
   and the ratio is of the same number of steps.
 
-Ensembles: K members of SGD on the MLP, one vmapped step for all members vs K sequential runs of
-the single-member step, wall time of one epoch each.
+Ensembles: K members of SGD, one vmapped step for all members vs K sequential runs of the
+single-member step, wall time of one epoch each: on the MNIST MLP (``ensemble``) and on a
+UCI-sized problem (``ensemble-small``).
 
 Usage::
 
-    python benchmarks/sgmcmc_epoch.py [--repeats 3] [--cases mlp resnet ensemble]
+    python benchmarks/sgmcmc_epoch.py [--repeats 3] [--cases mlp ensemble ensemble-small resnet]
 """
 
 from __future__ import annotations
@@ -51,6 +52,15 @@ VARIANTS = {
 
 def problem(case: str, resnet_batches: int):
     key = jax.random.PRNGKey(0)
+    if case == "small":
+        # UCI-sized regression: yacht's 277 x 6 with the paper's 50-unit MLP, batch 32.
+        n, batch_size = 277, 32
+        x = jax.random.normal(key, (n, 6))
+        y = jax.random.normal(key, (n,))
+        model = get("mlp_regression_small", num_outputs=1)
+        lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=0.1), priors.Gaussian(1.0),
+                          n)
+        return lp, model.init(key, x[:1]), Batch(x, y), batch_size
     if case == "resnet":
         batch_size, n = 80, 80 * resnet_batches
         x = jax.random.normal(key, (n, 32, 32, 3))
@@ -96,8 +106,8 @@ def method_ratios(case: str, repeats: int, resnet_batches: int) -> None:
         print(f"{name:<15} {sec:9.3f} {sec / base:13.2f}")
 
 
-def ensemble_speedup(members: int, repeats: int) -> None:
-    lp, params, train, batch_size = problem("mlp", 0)
+def ensemble_speedup(members: int, repeats: int, case: str = "mlp") -> None:
+    lp, params, train, batch_size = problem(case, 0)
     steps = train.x.shape[0] // batch_size
     method = sgd.build(lp, schedules.cosine(1e-6, 100 * steps), momentum_decay=0.9)
     epoch = training.make_epoch(method, batch_size)
@@ -107,16 +117,18 @@ def ensemble_speedup(members: int, repeats: int) -> None:
     t_vmap = time_epochs(vmapped, many, train, repeats, members=members)
     single = jax.jit(epoch)
     t_one = time_epochs(single, state, train, repeats)
-    print(f"\nensemble of K={members} (SGD, mlp 784-400-400-10, 60,000 examples, batch 128), "
-          "one epoch")
-    print(f"vmapped: {t_vmap:.2f} s   sequential: {members} x {t_one:.2f} s = "
-          f"{members * t_one:.2f} s   speed-up {members * t_one / t_vmap:.2f}x")
+    what = ("mlp 784-400-400-10, 60,000 examples, batch 128" if case == "mlp"
+            else "mlp_regression_small, 277 x 6, batch 32")
+    print(f"\nensemble of K={members} (SGD, {what}), one epoch")
+    print(f"vmapped: {t_vmap * 1e3:.2f} ms   sequential: {members} x {t_one * 1e3:.2f} ms = "
+          f"{members * t_one * 1e3:.2f} ms   speed-up {members * t_one / t_vmap:.2f}x")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--cases", nargs="+", default=["mlp", "resnet", "ensemble"])
+    parser.add_argument("--cases", nargs="+",
+                        default=["mlp", "ensemble", "ensemble-small", "resnet"])
     parser.add_argument("--resnet-batches", type=int, default=10)
     parser.add_argument("--members", type=int, default=5)
     args = parser.parse_args()
@@ -125,6 +137,8 @@ def main() -> None:
     for case in args.cases:
         if case == "ensemble":
             ensemble_speedup(args.members, args.repeats)
+        elif case == "ensemble-small":
+            ensemble_speedup(args.members, 20 * args.repeats, "small")
         else:
             method_ratios(case, args.repeats, args.resnet_batches)
 
