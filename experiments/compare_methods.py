@@ -7,7 +7,9 @@ accuracy / NLL / agreement / total variation (classification) or RMSE / NLL / RM
 predictive mean (regression).
 
 The SGLD step size comes from HMC's adapted leapfrog step ε: one leapfrog step of HMC without
-the accept step is Langevin dynamics with η = ε²/2.
+the accept step is Langevin dynamics with η = ε²/2. RMSprop divides the step by ``M = √v``, the
+root mean square of the minibatch gradient, so the preconditioned variant gets η · median(M),
+with M measured at an HMC sample: the typical coordinate then moves as without preconditioning.
 
 Usage::
 
@@ -38,14 +40,37 @@ SETTINGS = {
     ),
     "mnist160": dict(
         problem=ProblemConfig(dataset="mnist", model="mlp_classification", subset_train_to=160),
-        hmc=chains.HMCConfig(step_size=1e-2, trajectory_len=1.0, num_iterations=200,
-                             num_burn_in=50, num_chains=4),
+        hmc=chains.HMCConfig(step_size=5e-4, trajectory_len=0.1, num_iterations=120,
+                             num_burn_in=40, num_chains=4, max_num_leapfrog_steps=2000),
         batch_size=32, epochs=1500, burn_in=500, cycle=100,
     ),
 }
 
 
-def methods(setting: dict, eta: float, num_train: int) -> dict[str, tuple[str, dict, dict]]:
+def gradient_rms(problem_config: ProblemConfig, hmc_dir: Path, batch_size: int) -> float:
+    """Median over coordinates of the RMS minibatch gradient at HMC's last sample of chain 0."""
+    import jax
+    import jax.numpy as jnp
+
+    from bnnkit.evaluate import load_run
+    from bnnkit.log_posterior import Batch
+
+    _, problem, samples = load_run(hmc_dir)
+    params = jax.tree.map(lambda a: jnp.asarray(a[0, -1]), samples.params)
+    train = problem.train_batch()
+    idx = training.minibatch_indices(jax.random.PRNGKey(0), problem.dataset.num_train,
+                                     batch_size)
+    grad = jax.jit(jax.grad(problem.log_posterior))
+    sq = None
+    for i in idx:
+        g = jnp.concatenate([x.ravel() for x in jax.tree.leaves(
+            grad(params, Batch(train.x[i], train.y[i])))])
+        sq = g**2 if sq is None else sq + g**2
+    return float(jnp.median(jnp.sqrt(sq / len(idx))))
+
+
+def methods(setting: dict, eta: float, num_train: int,
+            grad_rms: float) -> dict[str, tuple[str, dict, dict]]:
     """name -> (method, method_config, TrainConfig fields)."""
     epochs, burn, cycle = setting["epochs"], setting["burn_in"], setting["cycle"]
     steps = epochs * (num_train // setting["batch_size"])
@@ -66,6 +91,7 @@ def methods(setting: dict, eta: float, num_train: int) -> dict[str, tuple[str, d
         "SGHMC": ("sgmcmc", {**sgmcmc, "momentum_decay": 0.9}, keep),
         "SGHMC-CLR": ("sgmcmc", {**clr, "momentum_decay": 0.9}, keep_clr),
         "SGHMC-CLR-Prec": ("sgmcmc", {**clr, "momentum_decay": 0.9,
+                                      "init_step_size": clr["init_step_size"] * grad_rms,
                                       "preconditioner": "rmsprop"}, keep_clr),
     }
 
@@ -83,7 +109,8 @@ def run_setting(name: str, setting: dict, runs: Path) -> list[dict]:
              "note": f"acc. {result.acceptance_rate:.2f}, eps {eps:.2g}, "
                      f"{result.num_divergent} div."}]
     num_train = io.read_json(hmc_dir / "run.json")["dataset"]["num_train"]
-    for label, (method, cfg, train_kw) in methods(setting, eta, num_train).items():
+    rms = gradient_rms(problem, hmc_dir, setting["batch_size"])
+    for label, (method, cfg, train_kw) in methods(setting, eta, num_train, rms).items():
         train = training.TrainConfig(num_epochs=setting["epochs"],
                                      batch_size=setting["batch_size"], **train_kw)
         run_dir = runs / name / label.split(" ")[0].lower()
