@@ -14,6 +14,7 @@ from bnnkit.log_posterior import Batch, LogPosterior
 # Per method: the minimal hyperparameters to build it on a tiny problem.
 SETTINGS = {
     "hmc": dict(step_size=1e-2, trajectory_len=0.05, num_burn_in=2),
+    "laplace": dict(structure="last_layer", prior_precision="auto"),
     "sgd": dict(step_size=1e-3, momentum_decay=0.9),
     "sgmcmc": dict(step_size=1e-3, momentum_decay=0.9, preconditioner="rmsprop"),
     "vi": dict(step_size=1e-3, num_samples=2, kl_weighting="blundell", steps_per_epoch=4),

@@ -64,6 +64,17 @@ def load_run(run_dir: str | os.PathLike) -> tuple[dict, problem_lib.Problem, Sam
     return record, problem, Samples(params)
 
 
+def run_prediction(record: dict, problem: problem_lib.Problem, samples: Samples,
+                   run_dir: str | os.PathLike, x: np.ndarray) -> Prediction:
+    """The run's predictive at ``x``: the BMA over its samples, or its linearised (GLM)
+    predictive for a Laplace run stored with ``"predictive": "glm"``."""
+    if record.get("predictive") == "glm":
+        from bnnkit.posterior import laplace
+
+        return laplace.glm_prediction(record, problem, io.RunDir(run_dir), x)
+    return predict(problem, samples, x)
+
+
 def _weight_diagnostics(samples: Samples) -> dict[str, Any]:
     leaves = [np.asarray(leaf).reshape((*leaf.shape[:2], -1))
               for leaf in jax.tree.leaves(samples.params)]
@@ -157,7 +168,7 @@ def evaluate(
     x_test = problem.dataset.x_test
     if corruption is not None:
         x_test = corrupted_inputs(problem.dataset, corruption, severity)
-    prediction = predict(problem, samples, x_test)
+    prediction = run_prediction(record, problem, samples, run_dir, x_test)
     result: dict[str, Any] = {
         "run": str(run_dir),
         "dataset": problem.dataset.name,
@@ -190,13 +201,13 @@ def evaluate(
             "function": _function_diagnostics(prediction),
         }
     if reference is not None:
-        _, ref_problem, ref_samples = load_run(reference)
+        ref_record, ref_problem, ref_samples = load_run(reference)
         if ref_problem.dataset.name != problem.dataset.name:
             raise ConfigError(
                 f"reference run {str(reference)!r} is on {ref_problem.dataset.name!r}, not "
                 f"{problem.dataset.name!r}"
             )
-        ref_prediction = predict(ref_problem, ref_samples, x_test)
+        ref_prediction = run_prediction(ref_record, ref_problem, ref_samples, reference, x_test)
         result["reference"] = {"run": str(reference), **compare(prediction, ref_prediction)}
     if write:
         rundir = io.RunDir(run_dir)

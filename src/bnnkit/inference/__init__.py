@@ -4,14 +4,15 @@
 module, one line here, one row in the protocol test and its docs.
 """
 
-from bnnkit.inference import hmc, sgd, sgmcmc, vi
+from bnnkit.inference import hmc, laplace, sgd, sgmcmc, vi
 from bnnkit.inference.base import Method
 
 METHODS = {
     "hmc": hmc.build,
+    "laplace": laplace.build,
     "sgd": sgd.build,
     "sgmcmc": sgmcmc.build,
     "vi": vi.build,
 }
 
-__all__ = ["METHODS", "Method", "hmc", "sgd", "sgmcmc", "vi"]
+__all__ = ["METHODS", "Method", "hmc", "laplace", "sgd", "sgmcmc", "vi"]

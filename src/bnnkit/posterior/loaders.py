@@ -18,6 +18,7 @@ from bnnkit.posterior.samples import Samples
 #: lazily so that reading an HMC run does not import every method.
 LOADERS: dict[str, str] = {
     "diag_gaussian": "bnnkit.posterior.diag_gaussian:load_run_posterior",
+    "laplace": "bnnkit.posterior.laplace:load_run_posterior",
 }
 
 
