@@ -36,6 +36,7 @@ from bnnkit import problem as problem_lib
 from bnnkit.errors import ConfigError
 from bnnkit.inference import hmc
 from bnnkit.models import num_params
+from bnnkit.progress import ProgressBar
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,16 +134,8 @@ class ChainsResult:
 
 
 def _check_resume(record: dict, problem_config: dict, method_config: dict) -> None:
-    stored = {**record["problem"], **record["method_config"]}
-    given = {**problem_config, **method_config}
-    for key in sorted(set(stored) | set(given)):
-        if key in RESUMABLE_CHANGES:
-            continue
-        if stored.get(key) != given.get(key):
-            raise ConfigError(
-                f"--resume with a different config: {key} was {stored.get(key)!r} in the stored "
-                f"run but is {given.get(key)!r} now"
-            )
+    io.check_same_settings({**record["problem"], **record["method_config"]},
+                           {**problem_config, **method_config}, RESUMABLE_CHANGES)
 
 
 def run(
@@ -271,7 +264,8 @@ def _run_locked(problem, method, config, rundir, problem_dict, method_dict, *, r
     io.write_json(rundir.run_file, record)
 
     t0 = time.perf_counter()
-    bar = _Progress(config.num_iterations, start, enabled=progress)
+    bar = ProgressBar("HMC", config.num_iterations, start, enabled=progress)
+    divergences = 0
     try:
         for it in range(start, config.num_iterations):
             t_it = time.perf_counter()
@@ -293,7 +287,8 @@ def _run_locked(problem, method, config, rundir, problem_dict, method_dict, *, r
             rundir.append_log([log])
             if (it + 1) % checkpoint_every == 0 or it + 1 == config.num_iterations:
                 io.save_arrays(rundir.state_file, io.flatten_tree(state))
-            bar.update(log)
+            divergences += sum(log["divergent"])
+            bar.update(1, _hmc_stats(log, divergences))
             if on_iteration is not None:
                 on_iteration(it, log)
     finally:
@@ -314,43 +309,10 @@ def _run_locked(problem, method, config, rundir, problem_dict, method_dict, *, r
     )
 
 
-class _Progress:
-    """A rich progress bar with the chains' acceptance, step size, log posterior, divergences."""
-
-    def __init__(self, total: int, start: int, *, enabled: bool):
-        self.enabled = enabled
-        self.divergences = 0
-        if not enabled:
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn("[bold]HMC[/bold]"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[stats]}"),
-            transient=False,
-        )
-        self.task = self.progress.add_task("hmc", total=total, completed=start, stats="")
-        self.progress.start()
-
-    def update(self, log: dict[str, Any]) -> None:
-        self.divergences += sum(log["divergent"])
-        if not self.enabled:
-            return
-        phase = "burn-in" if log["burn_in"] else "sampling"
-        stats = (
-            f"{phase} | accept {np.mean(log['acceptance_rate']):.2f} | "
-            f"step {np.mean(log['step_size']):.2e} | L {max(log['num_leapfrog'])} | "
-            f"log post {np.mean(log['log_posterior']):.1f} | div {self.divergences}"
-        )
-        self.progress.update(self.task, advance=1, stats=stats)
-
-    def close(self) -> None:
-        if self.enabled:
-            self.progress.stop()
+def _hmc_stats(log: dict[str, Any], divergences: int) -> str:
+    phase = "burn-in" if log["burn_in"] else "sampling"
+    return (
+        f"{phase} | accept {np.mean(log['acceptance_rate']):.2f} | "
+        f"step {np.mean(log['step_size']):.2e} | L {max(log['num_leapfrog'])} | "
+        f"log post {np.mean(log['log_posterior']):.1f} | div {divergences}"
+    )

@@ -311,3 +311,19 @@ class RunDir:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 lock_path.unlink()
+
+
+def check_same_settings(stored: Mapping[str, Any], given: Mapping[str, Any],
+                        may_change: frozenset[str] | set[str] = frozenset()) -> None:
+    """Refuse a ``--resume`` whose settings differ from the stored run's, naming the first.
+
+    Raises:
+        ConfigError: a setting outside ``may_change`` differs.
+    """
+    for key in sorted(set(stored) | set(given)):
+        if key not in may_change and stored.get(key) != given.get(key):
+            raise ConfigError(
+                f"--resume with a different config: {key} was {stored.get(key)!r} in the stored "
+                f"run but is {given.get(key)!r} now"
+            )
+

@@ -39,6 +39,7 @@ from bnnkit import problem as problem_lib
 from bnnkit.errors import ConfigError
 from bnnkit.inference import laplace as laplace_method
 from bnnkit.posterior import laplace as laplace_posterior
+from bnnkit.progress import ProgressBar
 
 Params = Any
 
@@ -138,7 +139,7 @@ def approximate(
     state = method.init(jax.random.PRNGKey(0), jax.tree.map(np.asarray, params),
                         problem.batch(x[:1], y[:1]))
     step = jax.jit(method.step)
-    bar = _Progress(structure, n, enabled=progress)
+    bar = ProgressBar(f"laplace ({structure}) examples", n, enabled=progress)
     try:
         for start in range(0, n, chunk_size):
             batch = problem.batch(x[start:start + chunk_size], y[start:start + chunk_size])
@@ -281,26 +282,3 @@ def _check_resume(stored: dict, config: dict) -> None:
         if stored.get(key) != value:
             raise ConfigError(f"--resume with a different config: {key} was "
                               f"{stored.get(key)!r} in the stored run but is {value!r} now")
-
-
-class _Progress:
-    """A rich progress bar over training examples."""
-
-    def __init__(self, structure: str, total: int, *, enabled: bool):
-        self.enabled = enabled
-        if not enabled:
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        self.progress = Progress(TextColumn(f"[bold]laplace ({structure})[/bold] examples"),
-                                 BarColumn(), MofNCompleteColumn(), transient=True)
-        self.task = self.progress.add_task("laplace", total=total)
-        self.progress.start()
-
-    def update(self, n: int) -> None:
-        if self.enabled:
-            self.progress.update(self.task, advance=n)
-
-    def close(self) -> None:
-        if self.enabled:
-            self.progress.stop()

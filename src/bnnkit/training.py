@@ -39,6 +39,7 @@ from bnnkit.inference import sgd, sgmcmc, vi
 from bnnkit.inference.base import Method
 from bnnkit.log_posterior import Batch
 from bnnkit.models import num_params
+from bnnkit.progress import ProgressBar
 
 Params = Any
 
@@ -213,14 +214,10 @@ def _check_resume(record: dict, method: str, problem_dict: dict, method_dict: di
                   train_dict: dict) -> None:
     if record.get("method") != method:
         raise ConfigError(f"cannot resume a {record.get('method')!r} run as {method!r}")
-    stored = {**record["problem"], **record["method_config"], **record.get("train", {})}
-    given = {**problem_dict, **method_dict, **train_dict}
-    for key in sorted(set(stored) | set(given)):
-        if stored.get(key) != given.get(key):
-            raise ConfigError(
-                f"--resume with a different config: {key} was {stored.get(key)!r} in the stored "
-                f"run but is {given.get(key)!r} now"
-            )
+    io.check_same_settings(
+        {**record["problem"], **record["method_config"], **record.get("train", {})},
+        {**problem_dict, **method_dict, **train_dict},
+    )
 
 
 def run(
@@ -347,7 +344,7 @@ def _run_locked(problem, method_name, method, method_config, train, rundir, prob
     io.write_json(rundir.run_file, record)
 
     kept = set(train.kept_epochs())
-    bar = _Progress(method_name, train.num_epochs, start, enabled=progress)
+    bar = ProgressBar(f"{method_name} epoch", train.num_epochs, start, enabled=progress)
     t0 = time.perf_counter()
     log: dict = {}
     try:
@@ -369,7 +366,7 @@ def _run_locked(problem, method_name, method, method_config, train, rundir, prob
             if done % train.save_freq == 0 or done == train.num_epochs:
                 io.save_arrays(rundir.state_file,
                                {**io.flatten_tree(state), "epoch": np.asarray(done)})
-            bar.update(log)
+            bar.update(1, _epoch_stats(log))
             if on_epoch is not None:
                 on_epoch(epoch, log)
     finally:
@@ -393,44 +390,14 @@ def _test_metrics(problem, position: Params, x_test: np.ndarray) -> dict[str, fl
     return metrics_for(prediction, problem.dataset.y_test_original)
 
 
-class _Progress:
-    """A rich progress bar over epochs with the minibatch log posterior and test metrics."""
-
-    def __init__(self, name: str, total: int, start: int, *, enabled: bool):
-        self.enabled = enabled
-        if not enabled:
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn(f"[bold]{name}[/bold] epoch"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[stats]}"),
-            transient=False,
-        )
-        self.task = self.progress.add_task(name, total=total, completed=start, stats="")
-        self.progress.start()
-
-    def update(self, log: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        parts = []
-        for key in ("log_posterior", "elbo"):
-            if key in log:
-                parts.append(f"{key.replace('_', ' ')} {np.mean(log[key]):.4g}")
-        if "step_size" in log:
-            parts.append(f"step {np.mean(log['step_size']):.2e}")
-        for key, value in log.get("test", {}).items():
-            if key != "ece":
-                parts.append(f"test {key} {value:.4g}")
-        self.progress.update(self.task, advance=1, stats=" | ".join(parts))
-
-    def close(self) -> None:
-        if self.enabled:
-            self.progress.stop()
+def _epoch_stats(log: dict[str, Any]) -> str:
+    parts = []
+    for key in ("log_posterior", "elbo"):
+        if key in log:
+            parts.append(f"{key.replace('_', ' ')} {np.mean(log[key]):.4g}")
+    if "step_size" in log:
+        parts.append(f"step {np.mean(log['step_size']):.2e}")
+    for key, value in log.get("test", {}).items():
+        if key != "ece":
+            parts.append(f"test {key} {value:.4g}")
+    return " | ".join(parts)
