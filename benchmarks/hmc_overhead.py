@@ -25,9 +25,10 @@ import numpy as np
 
 from bnnkit import data, likelihoods, priors
 from bnnkit.inference import hmc
-from bnnkit.log_posterior import Batch, LogPosterior
+from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import get
 from bnnkit.models.mlp import MLP
+from bnnkit.types import Batch
 
 
 def median_time(fn, repeats: int) -> float:
@@ -63,8 +64,10 @@ def measure(name: str, lp: LogPosterior, params, batch: Batch, num_leapfrog: int
     t_loop = median_time(lambda: grad_loop(params, batch), repeats) / calls
 
     step_size = 1e-6  # tiny: every trajectory is accepted, the work is the same regardless
-    method = hmc.build(lp, step_size=step_size, trajectory_len=num_leapfrog * step_size,
-                       adapt_step_size=False, max_num_leapfrog_steps=num_leapfrog)
+    method = hmc.build(lp, hmc.Config(step_size=step_size,
+                                      trajectory_len=num_leapfrog * step_size,
+                                      num_iterations=1, adapt_step_size=False,
+                                      max_num_leapfrog_steps=num_leapfrog))
     state = method.init(None, params, batch)
     step = jax.jit(method.step)
     key = jax.random.PRNGKey(0)

@@ -23,9 +23,10 @@ from collections.abc import Callable
 import jax
 
 from bnnkit import likelihoods, priors
-from bnnkit.commands.models import example_for
-from bnnkit.log_posterior import Batch, LogPosterior
+from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import MODELS, get, num_params
+from bnnkit.models.catalog import example_for
+from bnnkit.types import Batch
 
 IMAGE_TEXT_BATCH = 80
 MLP_BATCH = 128

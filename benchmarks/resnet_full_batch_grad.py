@@ -43,8 +43,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnnkit import likelihoods, priors
-from bnnkit.log_posterior import Batch, LogPosterior
+from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import get, num_params
+from bnnkit.types import Batch
 
 PROXY = Path("/work/shared/data/cifar10_jpeg_proxy/cifar10_jpeg_q75_proxy.npz")
 # bnn_hmc's normalisation constants for CIFAR-10.

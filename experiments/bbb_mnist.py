@@ -45,14 +45,14 @@ DEFAULT_OUT = str(Path(__file__).resolve().parent / "results" / "bbb_mnist")
 
 def blundell_npz(runs: Path, data_dir: str | None) -> Path:
     """MNIST as float32 pixels / 126, flattened, in an npz the ``npz`` loader reads as given."""
-    from bnnkit import io
+    from bnnkit import storage
     from bnnkit.data import mnist
 
     path = runs / "mnist_blundell.npz"
     if path.is_file():
         return path
     arrays, _ = mnist.read_arrays("mnist", data_dir)
-    io.save_arrays(path, {
+    storage.save_arrays(path, {
         "x_train": arrays["x_train"].reshape(-1, 784).astype(np.float32) / 126.0,
         "y_train": arrays["y_train"].astype(np.int32),
         "x_test": arrays["x_test"].reshape(-1, 784).astype(np.float32) / 126.0,
@@ -62,18 +62,18 @@ def blundell_npz(runs: Path, data_dir: str | None) -> Path:
 
 
 def train(args: argparse.Namespace) -> None:
-    from bnnkit import training
+    from bnnkit import runs as driver
+    from bnnkit.inference import vi
     from bnnkit.problem import ProblemConfig
 
     runs = Path(args.runs)
     runs.mkdir(parents=True, exist_ok=True)
     data = blundell_npz(runs, args.data_dir)
     problem = ProblemConfig(dataset=str(data), model="mlp_bbb_400", prior=PRIORS[args.prior])
-    method = {"schedule": "cosine", "init_step_size": args.lr, "optimizer": "adam",
-              "num_samples": 1, "sigma_init": args.sigma_init,
-              "kl_weighting": args.kl_weighting, "vi_ensemble_size": args.ensemble_size}
-    config = training.TrainConfig(num_epochs=args.epochs, batch_size=128, eval_freq=1,
-                                  save_freq=1, seed=args.seed)
+    config = vi.Config(init_step_size=args.lr, num_epochs=args.epochs, batch_size=128,
+                       eval_freq=1, save_freq=1, seed=args.seed, optimizer="adam",
+                       vi_num_samples=1, vi_sigma_init=args.sigma_init,
+                       kl_weighting=args.kl_weighting, vi_ensemble_size=args.ensemble_size)
     run_dir = runs / args.prior
     resume = (run_dir / "run.json").is_file()
 
@@ -84,11 +84,10 @@ def train(args: argparse.Namespace) -> None:
               f"{100 * (1 - log['test']['accuracy']):.2f} %", flush=True)
 
     t0 = time.perf_counter()
-    result = training.run(problem, "vi", method, config, str(run_dir), resume=resume,
-                          progress=False, on_epoch=report,
-                          extra_record={"posterior": "diag_gaussian"})
+    result = driver.run(problem, config, run_dir, resume=resume, progress=False,
+                        on_unit=report)
     print(f"[{args.prior}] {args.epochs} epochs, {time.perf_counter() - t0:.0f} s wall "
-          f"({result.seconds_per_epoch:.2f} s/epoch)", flush=True)
+          f"({result.seconds_per_unit:.2f} s/epoch)", flush=True)
 
 
 def _png(fig) -> bytes:
@@ -125,9 +124,10 @@ def error_curve_png(curves: dict[str, tuple[list[int], list[float]]]) -> bytes:
 
 
 def report(args: argparse.Namespace) -> None:
-    from bnnkit import io
-    from bnnkit.commands.prune import prune_run
+    from bnnkit import storage
     from bnnkit.evaluate import evaluate
+    from bnnkit.experiments.pruning import prune_run
+    from bnnkit.runs import RunDir
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -137,8 +137,8 @@ def report(args: argparse.Namespace) -> None:
         if not (run_dir / "run.json").is_file():
             print(f"no run for {prior} in {run_dir}; skipped", file=sys.stderr)
             continue
-        record = io.read_json(run_dir / "run.json")
-        log = io.RunDir(run_dir).read_log()
+        record = storage.read_json(run_dir / "run.json")
+        log = RunDir(run_dir).read_log()
         epochs = [r["epoch"] for r in log if "test" in r]
         errors = [100 * (1 - r["test"]["accuracy"]) for r in log if "test" in r]
         curves[prior] = (epochs, errors)
@@ -176,7 +176,7 @@ def report(args: argparse.Namespace) -> None:
                   (out / f"pruning_{prior}" / "pruning.md").read_text().strip(), ""]
     if not curves:
         raise SystemExit("no runs to report")
-    io.atomic_write_bytes(out / "error_curve.png", error_curve_png(curves))
+    storage.atomic_write_bytes(out / "error_curve.png", error_curve_png(curves))
     header = ["# Bayes by Backprop on MNIST (Blundell et al. 2015 setting)", "",
               "784-400-400-10 ReLU MLP, batch 128, inputs / 126, one weight sample per step, "
               "real MNIST (60,000 train / 10,000 test), 2-core CPU shared with other jobs. "
@@ -184,8 +184,8 @@ def report(args: argparse.Namespace) -> None:
               "weight-sample predictive at the end. Published (400 units, hundreds of epochs): "
               f"Gaussian {PUBLISHED['gaussian']} %, scale mixture {PUBLISHED['scale_mixture']} %;"
               f" a reproduction with a Gaussian prior: {REPRODUCTION_GAUSSIAN} %.", ""]
-    io.atomic_write_bytes(out / "results.md", "\n".join(header + lines).encode())
-    io.write_json(out / "summary.json", summary)
+    storage.atomic_write_bytes(out / "results.md", "\n".join(header + lines).encode())
+    storage.write_json(out / "summary.json", summary)
     print(json.dumps({p: {k: v for k, v in s.items() if k not in ("pruning", "method_config")}
                       for p, s in summary.items()}, indent=2))
 

@@ -27,21 +27,23 @@ from pathlib import Path
 
 import numpy as np
 
-from bnnkit import chains, io, training
+from bnnkit import runs, storage
 from bnnkit.evaluate import evaluate
+from bnnkit.inference import ensemble, hmc, sgd, sgmcmc
 from bnnkit.problem import ProblemConfig
+from bnnkit.runs.loop import minibatch_indices
 
 SETTINGS = {
     "yacht": dict(
         problem=ProblemConfig(dataset="yacht_0", model="mlp_regression_small", noise_std=0.1),
-        hmc=chains.HMCConfig(step_size=5e-4, trajectory_len=0.15, num_iterations=300,
-                             num_burn_in=100, num_chains=4),
+        hmc=hmc.Config(step_size=5e-4, trajectory_len=0.15, num_iterations=300,
+                       num_burn_in=100, num_chains=4),
         batch_size=32, epochs=1500, burn_in=500, cycle=100,
     ),
     "mnist160": dict(
         problem=ProblemConfig(dataset="mnist", model="mlp_classification", subset_train_to=160),
-        hmc=chains.HMCConfig(step_size=5e-4, trajectory_len=0.1, num_iterations=120,
-                             num_burn_in=40, num_chains=4, max_num_leapfrog_steps=2000),
+        hmc=hmc.Config(step_size=5e-4, trajectory_len=0.1, num_iterations=120,
+                       num_burn_in=40, num_chains=4, max_num_leapfrog_steps=2000),
         batch_size=32, epochs=1500, burn_in=500, cycle=100,
     ),
 }
@@ -53,13 +55,12 @@ def gradient_rms(problem_config: ProblemConfig, hmc_dir: Path, batch_size: int) 
     import jax.numpy as jnp
 
     from bnnkit.evaluate import load_run
-    from bnnkit.log_posterior import Batch
+    from bnnkit.types import Batch
 
     _, problem, samples = load_run(hmc_dir)
     params = jax.tree.map(lambda a: jnp.asarray(a[0, -1]), samples.params)
     train = problem.train_batch()
-    idx = training.minibatch_indices(jax.random.PRNGKey(0), problem.dataset.num_train,
-                                     batch_size)
+    idx = minibatch_indices(jax.random.PRNGKey(0), problem.dataset.num_train, batch_size)
     grad = jax.jit(jax.grad(problem.log_posterior))
     sq = None
     for i in idx:
@@ -69,58 +70,50 @@ def gradient_rms(problem_config: ProblemConfig, hmc_dir: Path, batch_size: int) 
     return float(jnp.median(jnp.sqrt(sq / len(idx))))
 
 
-def methods(setting: dict, eta: float, num_train: int,
-            grad_rms: float) -> dict[str, tuple[str, dict, dict]]:
-    """name -> (method, method_config, TrainConfig fields)."""
+def methods(setting: dict, eta: float, grad_rms: float) -> dict:
+    """name -> the method's Config."""
     epochs, burn, cycle = setting["epochs"], setting["burn_in"], setting["cycle"]
-    steps = epochs * (num_train // setting["batch_size"])
+    common = dict(num_epochs=epochs, batch_size=setting["batch_size"])
     sgd_eta = 10 * eta  # optimisation tolerates larger steps than sampling
-    sgmcmc = {"schedule": "constant", "init_step_size": eta, "final_step_size": eta,
-              "schedule_burn_in_epochs": burn, "preconditioner": "none", "noise": "gaussian"}
-    clr = {**sgmcmc, "schedule": "cyclical", "cycle_length": cycle, "init_step_size": 2 * eta}
-    del clr["final_step_size"]
-    keep = dict(burn_in_epochs=burn, ensemble_freq=max((epochs - burn) // 50, 1))
-    keep_clr = dict(burn_in_epochs=burn, ensemble_freq=cycle)
-    assert steps > 0
+    constant = dict(common, init_step_size=eta, final_step_size=eta, num_burnin_epochs=burn,
+                    ensemble_freq=max((epochs - burn) // 50, 1))
+    clr = dict(common, init_step_size=2 * eta, step_size_schedule="cyclical", cycle_length=cycle,
+               num_burnin_epochs=burn, momentum_decay=0.9)
     return {
-        "SGD": ("sgd", {"schedule": "cosine", "init_step_size": sgd_eta, "momentum_decay": 0.9},
-                {}),
-        "Deep ensemble (K=5)": ("ensemble", {"schedule": "cosine", "init_step_size": sgd_eta,
-                                             "momentum_decay": 0.9}, dict(num_members=5)),
-        "SGLD": ("sgmcmc", {**sgmcmc, "momentum_decay": 0.0}, keep),
-        "SGHMC": ("sgmcmc", {**sgmcmc, "momentum_decay": 0.9}, keep),
-        "SGHMC-CLR": ("sgmcmc", {**clr, "momentum_decay": 0.9}, keep_clr),
-        "SGHMC-CLR-Prec": ("sgmcmc", {**clr, "momentum_decay": 0.9,
-                                      "init_step_size": clr["init_step_size"] * grad_rms,
-                                      "preconditioner": "rmsprop"}, keep_clr),
+        "SGD": sgd.Config(**common, init_step_size=sgd_eta, momentum_decay=0.9),
+        "Deep ensemble (K=5)": ensemble.Config(**common, init_step_size=sgd_eta,
+                                               momentum_decay=0.9, num_members=5),
+        "SGLD": sgmcmc.Config(**constant, momentum_decay=0.0),
+        "SGHMC": sgmcmc.Config(**constant, momentum_decay=0.9),
+        "SGHMC-CLR": sgmcmc.Config(**clr),
+        "SGHMC-CLR-Prec": sgmcmc.Config(**{**clr, "init_step_size": 2 * eta * grad_rms},
+                                        preconditioner="rmsprop"),
     }
 
 
-def run_setting(name: str, setting: dict, runs: Path) -> list[dict]:
+def run_setting(name: str, setting: dict, root: Path) -> list[dict]:
     problem = setting["problem"]
-    hmc_dir = runs / name / "hmc"
+    hmc_dir = root / name / "hmc"
     t0 = time.perf_counter()
-    result = chains.run(problem, setting["hmc"], str(hmc_dir), overwrite=True, progress=False)
+    runs.run(problem, setting["hmc"], hmc_dir, overwrite=True, progress=False)
     hmc_seconds = time.perf_counter() - t0
     ref = evaluate(hmc_dir)
-    eps = float(np.median(result.step_size))
+    sampler = ref["sampler"]
+    eps = float(np.median(sampler["step_size"]))
     eta = eps**2 / 2
     rows = [{"method": "HMC (reference)", **ref["test"], "seconds": hmc_seconds,
-             "note": f"acc. {result.acceptance_rate:.2f}, eps {eps:.2g}, "
-                     f"{result.num_divergent} div."}]
-    num_train = io.read_json(hmc_dir / "run.json")["dataset"]["num_train"]
+             "note": f"acc. {sampler['acceptance_rate']:.2f}, eps {eps:.2g}, "
+                     f"{sampler['num_divergent']} div."}]
     rms = gradient_rms(problem, hmc_dir, setting["batch_size"])
-    for label, (method, cfg, train_kw) in methods(setting, eta, num_train, rms).items():
-        train = training.TrainConfig(num_epochs=setting["epochs"],
-                                     batch_size=setting["batch_size"], **train_kw)
-        run_dir = runs / name / label.split(" ")[0].lower()
+    for label, config in methods(setting, eta, rms).items():
+        run_dir = root / name / label.split(" ")[0].lower()
         t0 = time.perf_counter()
-        training.run(problem, method, cfg, train, str(run_dir), overwrite=True, progress=False)
+        runs.run(problem, config, run_dir, overwrite=True, progress=False)
         seconds = time.perf_counter() - t0
         res = evaluate(run_dir, reference=hmc_dir)
         rows.append({"method": label, **res["test"], **{k: v for k, v in res["reference"].items()
                                                           if k != "run"},
-                     "seconds": seconds, "note": f"η₀ {cfg['init_step_size']:.2g}, "
+                     "seconds": seconds, "note": f"η₀ {config.init_step_size:.2g}, "
                      f"{res['num_chains']}x{res['num_samples_per_chain']} samples"})
         print(name, rows[-1], flush=True)
     return rows
@@ -144,17 +137,17 @@ def main() -> None:
     parser.add_argument("--runs", default="/tmp/compare_runs")
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS))
     args = parser.parse_args()
-    out, runs = Path(args.out), Path(args.runs)
+    out, root = Path(args.out), Path(args.runs)
     out.mkdir(parents=True, exist_ok=True)
     text = ["# Cheaper methods against HMC", ""]
     results = {}
     for name in args.settings:
         setting = SETTINGS[name]
-        rows = run_setting(name, setting, runs)
+        rows = run_setting(name, setting, root)
         results[name] = {"problem": dataclasses.asdict(setting["problem"]), "rows": rows}
         text.append(markdown(name, rows))
-        io.atomic_write_bytes(out / "table.md", "\n".join(text).encode())
-        io.write_json(out / "results.json", results)
+        storage.atomic_write_bytes(out / "table.md", "\n".join(text).encode())
+        storage.write_json(out / "results.json", results)
     print("\n".join(text))
     print(json.dumps({"written": str(out)}))
 

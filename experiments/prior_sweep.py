@@ -1,7 +1,7 @@
 """Which prior? HMC Bayesian model averages under different priors on two small problems.
 
 The question of Izmailov et al. (2021, §7): does the shape of the prior matter, or only its
-scale? For each dataset the script runs full-batch HMC (``bnnkit.chains.run``) and evaluates
+scale? For each dataset the script runs full-batch HMC (``bnnkit.runs.run``) and evaluates
 the BMA on the test set (``bnnkit.evaluate.evaluate``) under
 
 - an isotropic Gaussian at three scales, s/3, s and 3s;
@@ -33,8 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bnnkit import chains, io
+from bnnkit import runs, storage
 from bnnkit.evaluate import evaluate
+from bnnkit.inference import hmc
 from bnnkit.priors.constraints import format_value
 from bnnkit.problem import ProblemConfig
 
@@ -97,13 +98,14 @@ def run_one(setting: Setting, label: str, spec: str, out: Path, data_dir: str | 
     run_dir = out / "runs" / f"{setting.name}_{spec.replace(':', '_').replace(',', '_')}"
     problem = ProblemConfig(**setting.problem, prior=spec, data_dir=data_dir)
     t0 = time.perf_counter()
-    result = chains.run(problem, chains.HMCConfig(**setting.hmc, seed=seed), str(run_dir),
-                        overwrite=True, progress=False)
+    runs.run(problem, hmc.Config(**setting.hmc, seed=seed), run_dir, overwrite=True,
+             progress=False)
     evaluation = evaluate(run_dir)
     row = {
         "dataset": setting.name, "prior": label, "spec": spec,
         **{k: float(v) for k, v in evaluation["test"].items()},
-        "acceptance": result.acceptance_rate, "divergences": result.num_divergent,
+        "acceptance": evaluation["sampler"]["acceptance_rate"],
+        "divergences": evaluation["sampler"]["num_divergent"],
         "rhat_function_max": evaluation.get("diagnostics", {}).get("function", {})
         .get("rhat", {}).get("max", float("nan")),
         "seconds": time.perf_counter() - t0,
@@ -169,7 +171,7 @@ def plot(rows: list[dict], configs: dict[str, Setting], path: Path) -> None:
     buffer = _bytes_io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
-    io.atomic_write_bytes(path, buffer.getvalue())
+    storage.atomic_write_bytes(path, buffer.getvalue())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,9 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         setting = configs[name]
         for label, spec in prior_specs(setting.scale):
             rows.append(run_one(setting, label, spec, out, args.data_dir, args.seed))
-            io.write_json(out / "results.json", rows)
+            storage.write_json(out / "results.json", rows)
     table = markdown(rows, {n: configs[n] for n in chosen})
-    io.atomic_write_bytes(out / "prior_sweep.md", table.encode())
+    storage.atomic_write_bytes(out / "prior_sweep.md", table.encode())
     plot(rows, configs, out / "prior_sweep.png")
     print()
     print(table)

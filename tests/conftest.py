@@ -15,3 +15,13 @@ def shared_data_dir() -> Path:
     if not value or not Path(value).is_dir():
         pytest.skip("BNNKIT_DATA_DIR is not set to a folder with the real datasets")
     return Path(value)
+
+
+@pytest.fixture(autouse=True)
+def _restore_float64_setting():
+    """A test that turns on float64 (a --float64 run) leaves the rest in their own precision."""
+    import jax
+
+    before = jax.config.read("jax_enable_x64")
+    yield
+    jax.config.update("jax_enable_x64", before)

@@ -9,7 +9,8 @@ import pytest
 from scipy import stats
 
 from bnnkit import likelihoods, models, priors
-from bnnkit.log_posterior import Batch, LogPosterior
+from bnnkit.log_posterior import LogPosterior
+from bnnkit.types import Batch
 
 
 @pytest.fixture

@@ -8,6 +8,12 @@ On a minibatch B the sum is replaced by its unbiased estimate ``(N/|B|) Σ_{i∈
 ``chunk_size`` set, the sum over a large batch is accumulated chunk by chunk under
 ``jax.checkpoint``, so the memory of a full-batch gradient is that of one chunk.
 
+Temperature enters in exactly one function, :meth:`LogPosterior.temper`. Methods that need the
+pieces separately (VI's complexity cost, Laplace's curvature and evidence) take them from here,
+already tempered: :meth:`LogPosterior.tempered_log_likelihood`,
+:meth:`LogPosterior.tempered_log_prior` and the curvature weight
+:meth:`LogPosterior.tempered_data_weight`; none of them divides by T itself.
+
 θ is a *position*: the network's flax variables ``{"params": ...}`` plus, when the prior needs
 them, ``{"prior": ...}`` (latent log-variances of hierarchical priors) and
 ``{"noise": {"log_std": u}}`` (an inferred regression noise std σ₀ = eᵘ). The prior scores the
@@ -19,14 +25,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from bnnkit.errors import ConfigError
+from bnnkit.types import Batch, Params
 
-Params = Any
+__all__ = ["LATENT_COLLECTIONS", "LogPosterior", "network_variables"]
 
 # Collections of a position that belong to the prior, not to the network.
 LATENT_COLLECTIONS = ("prior", "noise")
@@ -44,13 +51,6 @@ def network_variables(position: Params) -> Params:
     return position
 
 
-class Batch(NamedTuple):
-    """Inputs and targets; the full training set for HMC, a minibatch otherwise."""
-
-    x: jax.Array
-    y: jax.Array
-
-
 @dataclasses.dataclass(frozen=True)
 class LogPosterior:
     """Tempered log posterior of a network's parameters.
@@ -66,8 +66,16 @@ class LogPosterior:
         chunk_size: if set, evaluate the likelihood in chunks of this many examples.
 
     Example:
-        >>> lp = LogPosterior(model.apply, likelihood, prior, num_data=len(x))  # doctest: +SKIP
-        >>> value, grad = jax.value_and_grad(lp)(params, Batch(x, y))  # doctest: +SKIP
+        >>> from bnnkit import likelihoods, models, priors
+        >>> model = models.get("linear", num_outputs=1)
+        >>> x, y = jnp.ones((8, 3)), jnp.zeros(8)
+        >>> lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=1.0),
+        ...                   priors.Gaussian(1.0), num_data=8, temperature=0.5)
+        >>> params = model.init(jax.random.PRNGKey(0), x[:1])
+        >>> value, grad = jax.value_and_grad(lp)(params, Batch(x, y))
+        >>> bool(jnp.isclose(value, lp.tempered_log_prior(params)
+        ...                  + lp.tempered_log_likelihood(params, Batch(x, y))))
+        True
     """
 
     apply: Callable[[Params, jax.Array], jax.Array]
@@ -126,9 +134,33 @@ class LogPosterior:
         total, _ = jax.lax.scan(body, zero, (chunks(batch.x), chunks(batch.y), mask))
         return total
 
+    def temper(self, value: Any) -> Any:
+        """``value / T``: the one place where the temperature is applied.
+
+        Example:
+            >>> LogPosterior(None, None, None, num_data=1, temperature=0.5).temper(3.0)
+            6.0
+        """
+        return value / self.temperature
+
+    def data_weight(self, batch_size: int) -> float:
+        """``N / |B|``: the weight that makes a batch's sum an unbiased full-data estimate."""
+        return self.num_data / batch_size
+
+    def tempered_data_weight(self, batch_size: int) -> float:
+        """``(N/|B|) / T``: the weight of one example's log likelihood (and of its curvature,
+        e.g. a GGN term) in the tempered log posterior."""
+        return self.temper(self.data_weight(batch_size))
+
+    def tempered_log_prior(self, params: Params) -> jax.Array:
+        """``log p(θ) / T``."""
+        return self.temper(self.log_prior(params))
+
+    def tempered_log_likelihood(self, params: Params, batch: Batch) -> jax.Array:
+        """``(N/|B|) Σ_{i∈B} log p(y_i | x_i, θ) / T``."""
+        return self.tempered_data_weight(batch.x.shape[0]) * self.log_likelihood(params, batch)
+
     def __call__(self, params: Params, batch: Batch) -> jax.Array:
         """``[log p(θ) + (N/|B|) Σ_{i∈B} log p(y_i | x_i, θ)] / T``."""
-        scale = self.num_data / batch.x.shape[0]
-        return (self.log_prior(params) + scale * self.log_likelihood(params, batch)) / (
-            self.temperature
-        )
+        scale = self.data_weight(batch.x.shape[0])
+        return self.temper(self.log_prior(params) + scale * self.log_likelihood(params, batch))

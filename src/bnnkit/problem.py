@@ -16,9 +16,9 @@ import numpy as np
 
 from bnnkit import data, likelihoods, models, priors
 from bnnkit.errors import ConfigError
-from bnnkit.log_posterior import Batch, LogPosterior, network_variables
-
-Params = Any
+from bnnkit.log_posterior import LogPosterior, network_variables
+from bnnkit.settings import setting
+from bnnkit.types import Batch, Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,21 +49,41 @@ class ProblemConfig:
         chunk_size: evaluate the full-batch likelihood in chunks of this size.
     """
 
-    dataset: str
-    model: str
-    likelihood: str | None = None
-    noise_std: float | None = None
-    weight_decay: float = 1.0
-    temperature: float = 1.0
-    float64: bool = False
-    standardize: bool | None = None
-    subset_train_to: int | None = None
-    data_dir: str | None = None
-    chunk_size: int | None = None
-    prior: str | None = None
-    bias_prior: str | None = None
-    layer_priors: str | None = None
-    noise_prior: str | None = None
+    dataset: str = setting(help="registry name (yacht_0 = yacht, split 0; mnist; ...) or path "
+                                "to an .npz file with x_train, y_train, x_test, y_test")
+    model: str = setting(help="registered model (`bnnkit models` lists them)")
+    likelihood: str | None = setting(None, choices=("gaussian", "categorical"),
+                                     help="default: gaussian for regression, categorical for "
+                                          "classification")
+    noise_std: float | None = setting(None, help="fixed Gaussian noise std (in the units the "
+                                                 "model sees); default: the network outputs "
+                                                 "its own std")
+    weight_decay: float = setting(1.0, help="precision λ of the Gaussian prior N(0, 1/λ)")
+    temperature: float = setting(1.0, help="posterior temperature T (T < 1: a cold posterior)")
+    float64: bool = setting(False, help="compute in double precision")
+    standardize: bool | None = setting(None, help="standardise a user .npz file with its "
+                                                  "training statistics")
+    subset_train_to: int | None = setting(None, help="keep only the first N training examples")
+    data_dir: str | None = setting(None, help="folder with dataset files (default: "
+                                              "$BNNKIT_DATA_DIR or the download cache)")
+    chunk_size: int | None = setting(None, help="evaluate the full-batch likelihood in chunks "
+                                                "of N examples (bounds memory)")
+    prior: str | None = setting(
+        None, metavar="SPEC",
+        help="prior of every weight and bias: NAME or NAME:key=value,... e.g. "
+             "laplace:scale=0.1, student_t:df=3,scale=0.1 (families: gaussian, fanin_gaussian, "
+             "scale_mixture, mixture, logistic, laplace, student_t, hierarchical, ard); "
+             "default: gaussian with variance 1/--weight-decay")
+    bias_prior: str | None = setting(None, metavar="SPEC",
+                                     help="prior of the biases (default: that of --prior)")
+    layer_priors: str | None = setting(
+        None, flag="--layer-prior", metavar="PATTERN=SPEC", action="append",
+        help="prior of the parameters under PATTERN, a glob over paths such as Dense_2 or "
+             "'Dense_*/kernel'; repeatable, the last match wins")
+    noise_prior: str | None = setting(
+        None, metavar="SPEC",
+        help="infer the regression noise std σ0 under this prior instead of fixing it, e.g. "
+             "gamma:concentration=0.5,rate=1 (gamma, half_normal, lognormal)")
 
     def __post_init__(self) -> None:
         # Stored canonical, so equal priors compare equal in run.json and on --resume.

@@ -19,8 +19,7 @@ import jax.numpy as jnp
 import optax
 
 from bnnkit.errors import ConfigError
-
-Schedule = optax.Schedule
+from bnnkit.types import Schedule
 
 
 def _check_step_size(name: str, value: float) -> None:
@@ -87,3 +86,16 @@ def cyclical_cosine(init_step_size: float, burnin_steps: int, cycle_steps: int) 
         return jnp.where(step < burnin_steps, init_step_size, cyc)
 
     return schedule
+
+
+def as_schedule(step_size: float | Schedule, name: str = "step size") -> Schedule:
+    """A schedule from a number (constant) or a schedule (returned as is).
+
+    Example:
+        >>> float(as_schedule(0.1)(1000))
+        0.1
+    """
+    if callable(step_size):
+        return step_size
+    _check_step_size(name, float(step_size))
+    return optax.constant_schedule(float(step_size))

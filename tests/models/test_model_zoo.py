@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from bnnkit import likelihoods, priors
-from bnnkit.log_posterior import Batch, LogPosterior
+from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import MODELS, get, num_params
+from bnnkit.types import Batch
 
 
 def dense(n_in: int, n_out: int) -> int:

@@ -1,8 +1,10 @@
-"""Subcommands of the ``bnnkit`` CLI, one module each, collected in :data:`COMMANDS`.
+"""Subcommands of the ``bnnkit`` CLI, collected in :data:`COMMANDS`.
 
 A command is two functions: ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code).
-Commands raise :class:`bnnkit.errors.ConfigError` for bad input; :mod:`bnnkit.cli` prints its
-one-line message and exits with code 2. Adding a command touches its module and one line here.
+Every method of :data:`bnnkit.inference.METHODS` gets its command from its Config
+(:mod:`bnnkit.commands.method`); the others have a module each. Commands raise
+:class:`bnnkit.errors.ConfigError` for bad input; :mod:`bnnkit.cli` prints its one-line message
+and exits with code 2.
 """
 
 from __future__ import annotations
@@ -19,29 +21,20 @@ class Command(NamedTuple):
 
 
 def _load() -> dict[str, Command]:
-    # Imported lazily so that `bnnkit --help` does not pay for importing JAX.
+    # Imported when a command runs or --help is asked, not when bnnkit is imported.
     from bnnkit.commands import (
         datasets,
-        ensemble,
         evaluate,
-        hmc,
-        laplace,
         models,
         prior_predictive,
         prune,
         samples,
-        sgd,
-        sgmcmc,
-        vi,
     )
+    from bnnkit.commands.method import method_command
+    from bnnkit.inference import METHODS
 
     return {
-        "hmc": hmc.COMMAND,
-        "sgd": sgd.COMMAND,
-        "ensemble": ensemble.COMMAND,
-        "sgmcmc": sgmcmc.COMMAND,
-        "vi": vi.COMMAND,
-        "laplace": laplace.COMMAND,
+        **{name: method_command(name, module) for name, module in METHODS.items()},
         "prune": prune.COMMAND,
         "evaluate": evaluate.COMMAND,
         "samples": samples.COMMAND,

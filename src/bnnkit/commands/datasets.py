@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from bnnkit.data import catalog
 
     if args.show_corruptions:
-        from bnnkit.data.corruption_grid import find_image, render_grid
+        from bnnkit.report.corruption_grid import find_image, render_grid
 
         image, description = find_image(args.show_corruptions, args.data_dir)
         path = render_grid(image, description, args.out, seed=args.seed)

@@ -1,18 +1,20 @@
 """Inference methods, all on the interface of :mod:`bnnkit.inference.base`.
 
-:data:`METHODS` maps a CLI name to the method's ``build`` function; adding a method touches its
-module, one line here, one row in the protocol test and its docs.
+:data:`METHODS` maps a method's name to its module, which has ``Config`` and ``build``. The run
+driver, the command line and the protocol test read it; adding a method touches its module, one
+line here, one row in the protocol test and its docs.
 """
 
-from bnnkit.inference import hmc, laplace, sgd, sgmcmc, vi
+from bnnkit.inference import ensemble, hmc, laplace, sgd, sgmcmc, vi
 from bnnkit.inference.base import Method
 
 METHODS = {
-    "hmc": hmc.build,
-    "laplace": laplace.build,
-    "sgd": sgd.build,
-    "sgmcmc": sgmcmc.build,
-    "vi": vi.build,
+    "hmc": hmc,
+    "sgd": sgd,
+    "ensemble": ensemble,
+    "sgmcmc": sgmcmc,
+    "vi": vi,
+    "laplace": laplace,
 }
 
-__all__ = ["METHODS", "Method", "hmc", "laplace", "sgd", "sgmcmc", "vi"]
+__all__ = ["METHODS", "Method", "ensemble", "hmc", "laplace", "sgd", "sgmcmc", "vi"]

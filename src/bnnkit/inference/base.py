@@ -1,27 +1,44 @@
-"""The one interface every inference method implements.
+"""The one interface every inference method implements, and how a method is configured.
 
-A method is built from a log posterior and hyperparameters, then used as three pure functions::
+A method module (``bnnkit.inference.hmc``, ``sgd``, ...) exposes two things:
 
-    method = bnnkit.inference.hmc.build(log_posterior, step_size=1e-3, trajectory_len=0.1)
+- ``Config``: a frozen dataclass of every setting, with its default (defaults live there and
+  nowhere else), validated once when it is built. Its fields carry their CLI help in
+  :func:`setting`, so ``bnnkit <method>``'s flags are derived from it. ``config.loop(N)`` says
+  how the one run driver (:mod:`bnnkit.runs`) drives the method on N training examples.
+- ``build(log_posterior, config) -> Method``: the method as pure functions::
+
+    method = bnnkit.inference.hmc.build(log_posterior, hmc.Config(step_size=1e-3, ...))
     state = method.init(key, params, batch)
     state, info = method.step(key, state, batch)     # jit-able; batch = full data for HMC
-    posterior = method.posterior(kept_states)        # e.g. posterior.Samples
+    posterior = method.posterior(kept_states)        # kept states of one chain, stacked
 
-``State`` holds only what the next step needs; diagnostics go into ``Info``. Keys always come in
-as arguments. ``init`` takes the batch too because methods that cache the log density and its
-gradient (HMC) need data to evaluate them; methods that do not simply ignore it.
+Fields are declared with :func:`bnnkit.settings.setting`. ``State`` holds only what the next
+step needs; diagnostics go into ``Info`` (a NamedTuple whose
+field names are the run log's keys). Keys always come in as arguments. ``init`` takes the batch
+too because methods that cache the log density and its gradient (HMC) need data to evaluate
+them; methods that do not simply ignore it.
+
+Example:
+    >>> loop = Loop("epochs", num_units=10, batch_size=32, burn_in=6, keep_every=2)
+    >>> loop.kept_units()  # epochs 8 and 10, counted from 1
+    [7, 9]
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, NamedTuple
 
-import jax
+from bnnkit.errors import ConfigError
+from bnnkit.settings import check_positive, setting
+from bnnkit.types import Batch, Key, Params
 
 State = Any
 Info = Any
-Params = Any
+
+LOOP_KINDS = ("iterations", "epochs", "chunks")
 
 
 class Method(NamedTuple):
@@ -30,12 +47,190 @@ class Method(NamedTuple):
     Attributes:
         init: ``(key, params, batch) -> state``.
         step: ``(key, state, batch) -> (state, info)``; pure and jit-able.
-        posterior: ``(kept_states) -> posterior`` where ``kept_states`` stacks states along a
-            leading axis.
+        posterior: ``(kept_states) -> posterior``, where ``kept_states`` stacks the states one
+            chain (or member) kept along a leading axis; the posterior has ``sample(key, n)``.
         position: ``(state) -> params``, the parameters a state stands for.
     """
 
-    init: Callable[[jax.Array, Params, Any], State]
-    step: Callable[[jax.Array, State, Any], tuple[State, Info]]
+    init: Callable[[Key, Params, Batch | None], State]
+    step: Callable[[Key, State, Batch], tuple[State, Info]]
     posterior: Callable[[State], Any]
     position: Callable[[State], Params]
+
+
+@dataclasses.dataclass(frozen=True)
+class Loop:
+    """How the run driver runs a method: what one unit of work is, how many, what is kept.
+
+    Attributes:
+        kind: ``"iterations"`` (one step on the full training set per unit), ``"epochs"``
+            (one pass of shuffled minibatches per unit, the last incomplete one dropped) or
+            ``"chunks"`` (one step per consecutive chunk of the training set, one pass).
+        num_units: iterations, epochs or chunks.
+        num_members: chains or ensemble members, run together.
+        batch_size: examples per minibatch (epochs) or per chunk (chunks).
+        burn_in: units before the first kept one.
+        keep_every: after the burn-in, keep every this many units (the posterior the method
+            returns for them is stored).
+        save_every: write the full state every this many units (and at the end).
+        eval_every: log test metrics of the members' positions every this many units (0:
+            never).
+        vmap_members: run members in one vmapped step (else one after another).
+    """
+
+    kind: str
+    num_units: int
+    num_members: int = 1
+    batch_size: int | None = None
+    burn_in: int = 0
+    keep_every: int = 1
+    save_every: int = 1
+    eval_every: int = 0
+    vmap_members: bool = True
+
+    def __post_init__(self) -> None:
+        if self.kind not in LOOP_KINDS:
+            raise ValueError(f"loop kind {self.kind!r}; allowed: {', '.join(LOOP_KINDS)}")
+        if self.kind != "iterations" and not (self.batch_size and self.batch_size >= 1):
+            raise ValueError(f"a loop of {self.kind} needs a batch size >= 1")
+
+    def keeps(self, unit: int) -> bool:
+        """Whether the posterior after ``unit`` (counted from 0) is stored."""
+        return unit >= self.burn_in and (unit + 1 - self.burn_in) % self.keep_every == 0
+
+    def kept_units(self) -> list[int]:
+        return [u for u in range(self.num_units) if self.keeps(u)]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """Settings every method's Config has. ``METHOD`` names the method in ``METHODS``.
+
+    A run may start from another run (:meth:`source_run`); ``SOURCE_FLAG`` and
+    ``SOURCE_NAME`` name that run in messages, ``SOURCE_METHODS`` restricts its method, and
+    ``PROBLEM_FROM_SOURCE`` says the problem is that run's (no data or model flags of its own).
+    """
+
+    METHOD: ClassVar[str] = ""
+    SOURCE_FLAG: ClassVar[str] = "--init-checkpoint"
+    SOURCE_NAME: ClassVar[str] = "run given to --init-checkpoint"
+    SOURCE_METHODS: ClassVar[tuple[str, ...] | None] = None
+    PROBLEM_FROM_SOURCE: ClassVar[bool] = False
+
+    seed: int = setting(0, help="seed of everything random: initialisation, noise, data order")
+
+    def __post_init__(self) -> None:
+        if int(self.seed) != self.seed:
+            raise ConfigError(f"--seed {self.seed} must be an integer")
+
+    def loop(self, num_train: int) -> Loop:
+        """How the run driver runs this method on ``num_train`` training examples."""
+        raise NotImplementedError
+
+    @property
+    def label(self) -> str:
+        """A short name of the configured method for titles (``"HMC"``, ``"SGHMC-CLR"``)."""
+        return self.METHOD.upper()
+
+    def source_run(self) -> str | None:
+        """A run whose parameters start this one (``RUN`` or ``RUN:SAMPLE``), if any."""
+        return getattr(self, "init_checkpoint", None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as JSON-serialisable values (what ``run.json`` stores)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> RunSettings:
+        """Rebuild (and validate) a Config from :meth:`to_dict` output; unknown keys ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+    @classmethod
+    def resumable(cls) -> set[str]:
+        """Fields that may differ on ``--resume``."""
+        return {f.name for f in dataclasses.fields(cls) if f.metadata.get("resumable")}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class IterationSettings(RunSettings):
+    """Full-batch methods (HMC, NUTS): iterations over the whole training set, several chains."""
+
+    num_iterations: int = setting(help="iterations, burn-in included", resumable=True)
+    num_burn_in: int = setting(0, help="iterations whose samples are discarded (and where the "
+                                       "sampler adapts)")
+    num_chains: int = setting(1, help="independent chains, run together")
+    checkpoint_every: int = setting(1, resumable=True,
+                                    help="write the full chain state every N iterations")
+    init_checkpoint: str | None = setting(
+        None, metavar="RUN[:SAMPLE]",
+        help="start every chain from another run's parameters (its last kept sample, or the "
+             "one of index SAMPLE); chain c takes that run's chain c mod its chains")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.num_iterations < 1:
+            raise ConfigError(f"number of iterations {self.num_iterations} must be >= 1")
+        if not 0 <= self.num_burn_in < self.num_iterations:
+            raise ConfigError(
+                f"burn-in {self.num_burn_in} must be >= 0 and smaller than the number of "
+                f"iterations {self.num_iterations}")
+        if self.num_chains < 1:
+            raise ConfigError(f"number of chains {self.num_chains} must be >= 1")
+        if self.checkpoint_every < 1:
+            raise ConfigError(f"checkpoint interval {self.checkpoint_every} must be >= 1")
+
+    def loop(self, num_train: int) -> Loop:
+        return Loop("iterations", self.num_iterations, num_members=self.num_chains,
+                    burn_in=self.num_burn_in, save_every=self.checkpoint_every)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EpochSettings(RunSettings):
+    """Minibatch methods (SGD, ensembles, SGMCMC, VI): epochs of shuffled minibatches."""
+
+    init_step_size: float = setting(help="initial step size η₀ (of the tempered log "
+                                         "posterior's gradient)")
+    num_epochs: int = setting(help="passes over the training data")
+    batch_size: int = setting(help="examples per step")
+    eval_freq: int = setting(0, resumable=True,
+                             help="log test metrics every N epochs (0: only at the end)")
+    save_freq: int = setting(1, resumable=True,
+                             help="write the full state every N epochs (and at the end)")
+    init_checkpoint: str | None = setting(
+        None, metavar="RUN[:SAMPLE]",
+        help="start from another run's parameters (its last kept sample, or the one of index "
+             "SAMPLE); member m takes that run's chain m mod its chains")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(type(self), "init_step_size", self.init_step_size)
+        if self.num_epochs < 1:
+            raise ConfigError(f"--num-epochs {self.num_epochs} must be >= 1")
+        if self.batch_size < 1:
+            raise ConfigError(f"--batch-size {self.batch_size} must be >= 1")
+        if self.eval_freq < 0:
+            raise ConfigError(f"--eval-freq {self.eval_freq} must be >= 0")
+        if self.save_freq < 1:
+            raise ConfigError(f"--save-freq {self.save_freq} must be >= 1")
+
+    def steps_per_epoch(self, num_train: int) -> int:
+        """Minibatch steps per epoch: ``num_train // batch_size`` (the remainder is dropped).
+
+        Raises:
+            ConfigError: a batch larger than the training set.
+        """
+        if self.batch_size > num_train:
+            raise ConfigError(f"--batch-size {self.batch_size} is larger than the {num_train} "
+                              "training examples")
+        return num_train // self.batch_size
+
+    def epoch_loop(self, num_train: int, *, num_members: int = 1, burn_in: int | None = None,
+                   keep_every: int = 1, vmap_members: bool = True) -> Loop:
+        """The loop of ``num_epochs`` epochs; ``burn_in=None`` keeps only the last epoch."""
+        self.steps_per_epoch(num_train)
+        burn_in = self.num_epochs - 1 if burn_in is None else burn_in
+        return Loop("epochs", self.num_epochs, num_members=num_members,
+                    batch_size=self.batch_size, burn_in=burn_in, keep_every=keep_every,
+                    save_every=self.save_freq, eval_every=self.eval_freq,
+                    vmap_members=vmap_members)

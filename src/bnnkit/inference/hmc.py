@@ -17,13 +17,25 @@ Burn-in samples are never kept.
 
 The kernel is BlackJAX's (``blackjax.hmc.build_kernel``); step size and number of steps are
 traced values, so one compilation serves the whole run.
+
+Example:
+    >>> import jax, jax.numpy as jnp
+    >>> def log_density(params, batch):  # a standard normal in 2-d
+    ...     return -0.5 * jnp.sum(params["x"] ** 2)
+    >>> config = Config(step_size=0.3, trajectory_len=1.0, num_iterations=10, num_burn_in=5)
+    >>> method = build(log_density, config)
+    >>> state = method.init(jax.random.PRNGKey(0), {"x": jnp.zeros(2)}, None)
+    >>> state, info = jax.jit(method.step)(jax.random.PRNGKey(1), state, None)
+    >>> int(info.num_leapfrog), bool(info.divergent)
+    (4, False)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-from typing import Any, NamedTuple
+from typing import ClassVar, NamedTuple
 
 import blackjax
 import jax
@@ -35,11 +47,10 @@ from blackjax.adaptation.step_size import (
 from blackjax.mcmc.proposal import static_binomial_sampling
 
 from bnnkit.errors import ConfigError
-from bnnkit.inference.base import Method
-from bnnkit.log_posterior import Batch
+from bnnkit.inference.base import IterationSettings, Method
 from bnnkit.posterior import Samples
-
-Params = Any
+from bnnkit.settings import check_positive, flag, setting
+from bnnkit.types import Batch, Key, Params
 
 
 class HMCState(NamedTuple):
@@ -63,82 +74,93 @@ class HMCState(NamedTuple):
 
 
 class HMCInfo(NamedTuple):
-    """Diagnostics of one HMC iteration."""
+    """Diagnostics of one HMC iteration (the run log's keys)."""
 
     acceptance_rate: jax.Array
-    is_accepted: jax.Array
-    is_divergent: jax.Array
+    accepted: jax.Array
+    divergent: jax.Array
     num_leapfrog: jax.Array
     step_size: jax.Array
-    logdensity: jax.Array
+    log_posterior: jax.Array
 
 
 def num_leapfrog_steps(trajectory_len: float, step_size: float) -> int:
-    """``ceil(trajectory_len / step_size)``, the paper's rule."""
+    """``ceil(trajectory_len / step_size)``, the paper's rule.
+
+    Example:
+        >>> num_leapfrog_steps(0.15, 1e-5)
+        15000
+    """
     return max(1, math.ceil(trajectory_len / step_size - 1e-9))
 
 
-def build(
-    log_posterior,
-    *,
-    step_size: float,
-    trajectory_len: float,
-    num_burn_in: int = 0,
-    adapt_step_size: bool = True,
-    target_accept_rate: float = 0.8,
-    max_num_leapfrog_steps: int = 10_000,
-    divergence_threshold: float = 1000.0,
-    mh_during_burn_in: bool = True,
-) -> Method:
-    """Build full-batch HMC on ``log_posterior(params, batch)``.
-
-    Args:
-        log_posterior: the tempered log posterior, e.g. a
-            :class:`~bnnkit.log_posterior.LogPosterior`.
-        step_size: initial leapfrog step size ε > 0.
-        trajectory_len: integration time τ > 0; each iteration takes ``ceil(τ/ε)`` steps.
-        num_burn_in: iterations during which ε is adapted (when ``adapt_step_size``).
-        adapt_step_size: tune ε by dual averaging during burn-in, then freeze it.
-        target_accept_rate: acceptance probability the adaptation aims at, in (0, 1).
-        max_num_leapfrog_steps: refuse settings that need more steps than this; during
-            adaptation the count is clipped to it (reported in ``info.num_leapfrog``).
-        divergence_threshold: energy error (nats) above which a trajectory counts as divergent.
-        mh_during_burn_in: apply the accept/reject step during burn-in too (after burn-in it
-            always is).
-
-    Returns:
-        A :class:`~bnnkit.inference.base.Method` whose ``posterior`` returns
-        :class:`~bnnkit.posterior.Samples`.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config(IterationSettings):
+    """Full-batch HMC with the paper's fixed trajectory length (bnn_hmc's flag names).
 
     Raises:
         ConfigError: non-positive step size or trajectory length, a target outside (0, 1), or
             ``ceil(τ/ε) > max_num_leapfrog_steps``.
-
-    Example:
-        >>> method = build(lp, step_size=1e-3, trajectory_len=0.1, num_burn_in=50)  # doctest: +SKIP
-        >>> state = method.init(key, params, batch)  # doctest: +SKIP
-        >>> state, info = jax.jit(method.step)(key, state, batch)  # doctest: +SKIP
     """
-    if not (step_size > 0 and math.isfinite(step_size)):
-        raise ConfigError(f"step size {step_size} must be a finite number > 0")
-    if not (trajectory_len > 0 and math.isfinite(trajectory_len)):
-        raise ConfigError(f"trajectory length {trajectory_len} must be a finite number > 0")
-    if not 0 < target_accept_rate < 1:
-        raise ConfigError(f"target acceptance rate {target_accept_rate} must be in (0, 1)")
-    if max_num_leapfrog_steps < 1:
-        raise ConfigError(f"max number of leapfrog steps {max_num_leapfrog_steps} must be >= 1")
-    if num_burn_in < 0:
-        raise ConfigError(f"number of burn-in iterations {num_burn_in} must be >= 0")
-    needed = num_leapfrog_steps(trajectory_len, step_size)
-    if needed > max_num_leapfrog_steps:
-        raise ConfigError(
-            f"trajectory length {trajectory_len} / step size {step_size} needs {needed} leapfrog "
-            f"steps, more than --max-num-leapfrog-steps {max_num_leapfrog_steps}"
-        )
 
-    da_init, da_update, _ = dual_averaging_adaptation(target=target_accept_rate)
+    METHOD: ClassVar[str] = "hmc"
 
-    def init(key: jax.Array, params: Params, batch: Batch) -> HMCState:
+    step_size: float = setting(help="initial leapfrog step size ε")
+    trajectory_len: float = setting(help="integration time τ; each iteration takes ceil(τ/ε) "
+                                         "leapfrog steps")
+    max_num_leapfrog_steps: int = setting(
+        10_000, help="refuse settings that need more leapfrog steps per iteration; during "
+                     "adaptation the count is clipped to it")
+    target_accept_rate: float = setting(0.8, help="acceptance rate the step-size adaptation "
+                                                  "aims at, in (0, 1)")
+    adapt_step_size: bool = setting(True, flag="--no-adapt-step-size",
+                                    help="keep the given step size during burn-in")
+    mh_during_burn_in: bool = setting(True, flag="--no-mh-during-burn-in",
+                                      help="accept every finite trajectory during burn-in (as "
+                                           "bnn_hmc can)")
+    divergence_threshold: float = setting(1000.0, help="energy error (nats) above which a "
+                                                       "trajectory counts as divergent")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        cls = type(self)
+        check_positive(cls, "step_size", self.step_size)
+        check_positive(cls, "trajectory_len", self.trajectory_len)
+        check_positive(cls, "divergence_threshold", self.divergence_threshold)
+        if not 0 < self.target_accept_rate < 1:
+            raise ConfigError(f"{flag(cls, 'target_accept_rate')} {self.target_accept_rate} "
+                              "must be in (0, 1)")
+        if self.max_num_leapfrog_steps < 1:
+            raise ConfigError(f"{flag(cls, 'max_num_leapfrog_steps')} "
+                              f"{self.max_num_leapfrog_steps} must be >= 1")
+        needed = num_leapfrog_steps(self.trajectory_len, self.step_size)
+        if needed > self.max_num_leapfrog_steps:
+            raise ConfigError(
+                f"trajectory length {self.trajectory_len} / step size {self.step_size} needs "
+                f"{needed} leapfrog steps, more than --max-num-leapfrog-steps "
+                f"{self.max_num_leapfrog_steps}")
+
+
+def build(log_posterior, config: Config) -> Method:
+    """Full-batch HMC on ``log_posterior(params, batch)``.
+
+    Args:
+        log_posterior: the tempered log posterior, e.g. a
+            :class:`~bnnkit.log_posterior.LogPosterior`.
+        config: the settings; ε adapts during the first ``config.num_burn_in`` iterations.
+
+    Returns:
+        A :class:`~bnnkit.inference.base.Method` whose ``posterior`` returns
+        :class:`~bnnkit.posterior.Samples`.
+    """
+    step_size, trajectory_len = config.step_size, config.trajectory_len
+    num_burn_in, adapt_step_size = config.num_burn_in, config.adapt_step_size
+    max_num_leapfrog_steps = config.max_num_leapfrog_steps
+    mh_during_burn_in = config.mh_during_burn_in
+    divergence_threshold = config.divergence_threshold
+    da_init, da_update, _ = dual_averaging_adaptation(target=config.target_accept_rate)
+
+    def init(key: Key, params: Params, batch: Batch) -> HMCState:
         del key  # the initial state is deterministic given params
         logdensity, grad = jax.value_and_grad(log_posterior)(params, batch)
         dtype = jnp.result_type(*jax.tree.leaves(params))
@@ -154,7 +176,7 @@ def build(
             iteration=jnp.zeros((), jnp.int32),
         )
 
-    def step(key: jax.Array, state: HMCState, batch: Batch) -> tuple[HMCState, HMCInfo]:
+    def step(key: Key, state: HMCState, batch: Batch) -> tuple[HMCState, HMCInfo]:
         def logdensity_fn(params):
             return log_posterior(params, batch)
 
@@ -222,11 +244,11 @@ def build(
         )
         return new_state, HMCInfo(
             acceptance_rate=info.acceptance_rate,
-            is_accepted=info.is_accepted,
-            is_divergent=info.is_divergent,
+            accepted=info.is_accepted,
+            divergent=info.is_divergent,
             num_leapfrog=num_steps,
             step_size=eps,
-            logdensity=proposal.logdensity,
+            log_posterior=proposal.logdensity,
         )
 
     def posterior(kept_states: HMCState) -> Samples:

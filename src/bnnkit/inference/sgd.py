@@ -8,23 +8,39 @@ optax's heavy-ball SGD (bnn_hmc's ``momentum_decay`` β)::
     m_{t+1} = β m_t + ∇_θ(−log p_T(θ_t | B_t))
     θ_{t+1} = θ_t − η_t m_{t+1}
 
-``η_t`` is a number or an optax schedule of the step count (e.g. :func:`bnnkit.schedules.cosine`).
+with the paper's cosine schedule ``η_t = η₀ · ½ (1 + cos(π t / (E · M)))`` over E epochs of M
+minibatches (:func:`bnnkit.schedules.cosine`).
+
+Example:
+    >>> import jax, jax.numpy as jnp
+    >>> from bnnkit import likelihoods, models, priors
+    >>> from bnnkit.log_posterior import LogPosterior
+    >>> from bnnkit.types import Batch
+    >>> model = models.get("linear", num_outputs=1)
+    >>> lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=1.0), priors.Gaussian(1.0),
+    ...                   num_data=16)
+    >>> method = build(lp, Config(init_step_size=1e-2, num_epochs=5, batch_size=4))
+    >>> state = method.init(None, model.init(jax.random.PRNGKey(0), jnp.ones((1, 2))), None)
+    >>> state, info = method.step(None, state, Batch(jnp.ones((4, 2)), jnp.ones(4)))
+    >>> float(info.step_size)
+    0.01
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import dataclasses
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
+from bnnkit import schedules
 from bnnkit.errors import ConfigError
-from bnnkit.inference.base import Method
-from bnnkit.log_posterior import Batch
+from bnnkit.inference.base import EpochSettings, Loop, Method
 from bnnkit.posterior import Samples
-
-Params = Any
+from bnnkit.settings import setting
+from bnnkit.types import Batch, Key, Params
 
 
 class SGDState(NamedTuple):
@@ -42,45 +58,50 @@ class SGDInfo(NamedTuple):
     step_size: jax.Array
 
 
-def _as_schedule(step_size: float | optax.Schedule, name: str = "step size") -> optax.Schedule:
-    if callable(step_size):
-        return step_size
-    if not (float(step_size) > 0 and jnp.isfinite(step_size)):
-        raise ConfigError(f"{name} {step_size} must be a finite number > 0")
-    return optax.constant_schedule(float(step_size))
+def check_momentum(value: float) -> None:
+    """β in [0, 1), or a one-line ConfigError."""
+    if not 0.0 <= value < 1.0:
+        raise ConfigError(f"--momentum-decay {value} must be in [0, 1)")
 
 
-def build(
-    log_posterior,
-    step_size: float | optax.Schedule,
-    momentum_decay: float = 0.9,
-) -> Method:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config(EpochSettings):
+    """SGD/MAP with heavy-ball momentum and the cosine schedule (bnn_hmc's flags)."""
+
+    METHOD: ClassVar[str] = "sgd"
+
+    momentum_decay: float = setting(0.9, help="heavy-ball momentum β in [0, 1); the step size "
+                                              "follows a cosine schedule to 0")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_momentum(self.momentum_decay)
+
+    def loop(self, num_train: int) -> Loop:
+        return self.epoch_loop(num_train)
+
+
+def build(log_posterior, config: Config) -> Method:
     """SGD with heavy-ball momentum on ``-log_posterior``.
 
     Args:
-        log_posterior: ``(params, batch) -> scalar`` tempered log posterior (minibatch-scaled).
-        step_size: η, a number or an optax schedule of the update count.
-        momentum_decay: β in [0, 1).
+        log_posterior: ``(params, batch) -> scalar`` tempered log posterior (minibatch-scaled);
+            its ``num_data`` sets the steps per epoch of the schedule.
+        config: the settings.
 
     Returns:
         A :class:`~bnnkit.inference.base.Method`; its posterior is the last state's parameters
         as a single sample (a point mass at the MAP estimate).
-
-    Example:
-        >>> method = build(log_posterior, step_size=schedules.cosine(1e-3, 1000))  # doctest: +SKIP
-        >>> state = method.init(key, params, None)  # doctest: +SKIP
-        >>> state, info = method.step(key, state, batch)  # doctest: +SKIP
     """
-    if not 0.0 <= momentum_decay < 1.0:
-        raise ConfigError(f"--momentum-decay {momentum_decay} must be in [0, 1)")
-    schedule = _as_schedule(step_size)
-    optimizer = optax.sgd(schedule, momentum=momentum_decay or None)
+    steps = config.num_epochs * config.steps_per_epoch(log_posterior.num_data)
+    schedule = schedules.cosine(config.init_step_size, steps)
+    optimizer = optax.sgd(schedule, momentum=config.momentum_decay or None)
 
-    def init(key: jax.Array, params: Params, batch: Batch | None = None) -> SGDState:
+    def init(key: Key, params: Params, batch: Batch | None = None) -> SGDState:
         del key, batch
         return SGDState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
-    def step(key: jax.Array, state: SGDState, batch: Batch) -> tuple[SGDState, SGDInfo]:
+    def step(key: Key, state: SGDState, batch: Batch) -> tuple[SGDState, SGDInfo]:
         del key
         value, grad = jax.value_and_grad(log_posterior)(state.position, batch)
         neg_grad = jax.tree.map(jnp.negative, grad)

@@ -17,27 +17,47 @@ a preconditioner ``M`` (identity, or RMSprop's ``√v + ε``), ``ξ ~ N(0, I)`` 
   at 1 so the first steps are unpreconditioned.
 
 Minibatch gradients carry noise of their own, and a finite η biases the stationary distribution;
-both shrink as η → 0 (see ``tests/test_sgmcmc_exact.py``).
+both shrink as η → 0 (see ``tests/inference/test_sgmcmc_exact.py``).
+
+Step sizes follow bnn_hmc's schedules (:mod:`bnnkit.schedules`): ``constant`` is a cosine from
+η₀ to ``final_step_size`` over the burn-in, then constant; ``cyclical`` is η₀ through the
+burn-in, then cosine cycles of ``cycle_length`` epochs (Zhang et al. 2020). The paper's four
+variants::
+
+    SGLD            momentum_decay=0    step_size_schedule="constant"
+    SGHMC           momentum_decay=0.9  step_size_schedule="constant"
+    SGHMC-CLR       momentum_decay=0.9  step_size_schedule="cyclical", cycle_length=C
+    SGHMC-CLR-Prec  ... as SGHMC-CLR ... preconditioner="rmsprop"
+
+Example:
+    >>> config = Config(init_step_size=1e-5, num_epochs=8, batch_size=32, momentum_decay=0.9,
+    ...                 step_size_schedule="cyclical", cycle_length=2, num_burnin_epochs=2,
+    ...                 preconditioner="RMSprop")
+    >>> config.variant, config.ensemble_freq, config.loop(277).kept_units()
+    ('SGHMC-CLR-Prec', 2, [3, 5, 7])
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import dataclasses
+from typing import ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
+from bnnkit import schedules
 from bnnkit.errors import ConfigError
-from bnnkit.inference.base import Method
-from bnnkit.inference.noise_draws import DRAWS, NOISES
-from bnnkit.inference.sgd import _as_schedule
-from bnnkit.log_posterior import Batch
+from bnnkit.inference._noise import DRAWS, NOISES
+from bnnkit.inference.base import EpochSettings, Loop, Method
+from bnnkit.inference.sgd import check_momentum
 from bnnkit.posterior import Samples
-
-Params = Any
+from bnnkit.settings import check_choice, check_positive, setting
+from bnnkit.types import Batch, Key, Params, Schedule
 
 PRECONDITIONERS = ("none", "rmsprop")
+SCHEDULES = ("constant", "cyclical")
+#: ε added to √v in RMSprop's preconditioner.
+RMSPROP_EPS = 1e-7
 
 
 class SGMCMCState(NamedTuple):
@@ -56,53 +76,125 @@ class SGMCMCInfo(NamedTuple):
     step_size: jax.Array
 
 
-def build(
-    log_posterior,
-    step_size: float | optax.Schedule,
-    momentum_decay: float = 0.0,
-    preconditioner: str = "none",
-    rmsprop_decay: float = 0.99,
-    rmsprop_eps: float = 1e-7,
-    noise: str = "gaussian",
-) -> Method:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config(EpochSettings):
+    """SGLD, SGHMC and their cyclical and RMSprop-preconditioned forms (bnn_hmc's flags).
+
+    Raises:
+        ConfigError: a value outside the ranges below, a cycle that does not fit in the epochs
+            after the burn-in, or settings that keep no sample.
+    """
+
+    METHOD: ClassVar[str] = "sgmcmc"
+
+    momentum_decay: float = setting(0.0, help="β in [0, 1): 0 is SGLD, > 0 SGHMC (the paper "
+                                              "uses 0.9)")
+    preconditioner: str = setting("none", choices=PRECONDITIONERS,
+                                  help="none, or rmsprop (pSGLD, Li et al. 2016)")
+    rmsprop_decay: float = setting(0.99, help="RMSprop's decay α of the running average of "
+                                              "squared gradients, in (0, 1)")
+    noise: str = setting("gaussian", choices=NOISES,
+                         help="gaussian, or rademacher: ±1 signs with the same mean and "
+                              "covariance, several times cheaper to draw (same weak order)")
+    step_size_schedule: str = setting(
+        "constant", choices=SCHEDULES,
+        help="constant (cosine over the burn-in to --final-step-size, then constant) or "
+             "cyclical (constant over the burn-in, then cosine cycles of --cycle-length epochs)")
+    final_step_size: float | None = setting(
+        None, help="constant schedule: the step size after the burn-in (default: the initial)")
+    cycle_length: int | None = setting(None, help="cyclical schedule: epochs per cycle")
+    num_burnin_epochs: int = setting(0, help="epochs before the first kept sample")
+    ensemble_freq: int | None = setting(
+        None, help="keep a sample every N epochs after the burn-in (default: 1, or the cycle "
+                   "length for the cyclical schedule: the end of each cycle)")
+    num_chains: int = setting(1, help="independent chains, vmapped")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        cls = type(self)
+        for name in ("preconditioner", "noise", "step_size_schedule"):
+            object.__setattr__(self, name, str(getattr(self, name)).lower())
+        check_momentum(self.momentum_decay)
+        check_choice(cls, "preconditioner", self.preconditioner, PRECONDITIONERS)
+        check_choice(cls, "noise", self.noise, NOISES)
+        check_choice(cls, "step_size_schedule", self.step_size_schedule, SCHEDULES)
+        if not 0.0 < self.rmsprop_decay < 1.0:
+            raise ConfigError(f"--rmsprop-decay {self.rmsprop_decay} must be in (0, 1)")
+        if not 0 <= self.num_burnin_epochs < self.num_epochs:
+            raise ConfigError(f"--num-burnin-epochs {self.num_burnin_epochs} must be >= 0 and "
+                              f"smaller than --num-epochs {self.num_epochs}")
+        after = self.num_epochs - self.num_burnin_epochs
+        if self.step_size_schedule == "cyclical":
+            if self.cycle_length is None:
+                raise ConfigError("--step-size-schedule cyclical needs --cycle-length (epochs "
+                                  "per cycle)")
+            if not 1 <= self.cycle_length <= after:
+                raise ConfigError(f"--cycle-length {self.cycle_length} epochs does not fit in "
+                                  f"the {after} epochs after the burn-in; allowed: 1..{after}")
+        elif self.cycle_length is not None:
+            raise ConfigError("--cycle-length applies to --step-size-schedule cyclical only")
+        if self.final_step_size is not None:
+            check_positive(cls, "final_step_size", self.final_step_size)
+        if self.ensemble_freq is None:
+            default = self.cycle_length if self.step_size_schedule == "cyclical" else 1
+            object.__setattr__(self, "ensemble_freq", default)
+        if self.ensemble_freq < 1:
+            raise ConfigError(f"--ensemble-freq {self.ensemble_freq} must be >= 1")
+        if self.ensemble_freq > after:
+            raise ConfigError(f"no sample would be kept: --ensemble-freq {self.ensemble_freq} "
+                              f"is longer than the {after} epochs after the burn-in")
+        if self.num_chains < 1:
+            raise ConfigError(f"number of chains {self.num_chains} must be >= 1")
+
+    @property
+    def label(self) -> str:
+        return self.variant
+
+    @property
+    def variant(self) -> str:
+        """The paper's name of this variant (SGLD, SGHMC, SGHMC-CLR, SGHMC-CLR-Prec, ...)."""
+        name = "SGLD" if self.momentum_decay == 0 else "SGHMC"
+        if self.step_size_schedule == "cyclical":
+            name += "-CLR"
+        if self.preconditioner == "rmsprop":
+            name += "-Prec"
+        return name
+
+    def schedule(self, steps_per_epoch: int) -> Schedule:
+        """The step size as a function of the update count."""
+        burn = self.num_burnin_epochs * steps_per_epoch
+        if self.step_size_schedule == "cyclical":
+            return schedules.cyclical_cosine(self.init_step_size, burn,
+                                             self.cycle_length * steps_per_epoch)
+        final = self.init_step_size if self.final_step_size is None else self.final_step_size
+        return schedules.constant_after_cosine_burnin(self.init_step_size, final, burn)
+
+    def loop(self, num_train: int) -> Loop:
+        return self.epoch_loop(num_train, num_members=self.num_chains,
+                               burn_in=self.num_burnin_epochs, keep_every=self.ensemble_freq)
+
+
+def build(log_posterior, config: Config) -> Method:
     """SGLD (``momentum_decay=0``) or SGHMC, optionally RMSprop-preconditioned.
 
     Args:
-        log_posterior: ``(params, batch) -> scalar`` tempered log posterior (minibatch-scaled).
-        step_size: η, a number or an optax schedule of the update count
-            (see :mod:`bnnkit.schedules`).
-        momentum_decay: β in [0, 1); 0 is SGLD.
-        preconditioner: ``"none"`` or ``"rmsprop"``.
-        rmsprop_decay: α of the running average of squared gradients.
-        rmsprop_eps: ε added to ``√v``.
-        noise: ``"gaussian"`` (ξ ~ N(0, I)) or ``"rademacher"`` (ξ = ±1, same mean and
-            covariance, several times cheaper to draw; see :mod:`bnnkit.inference.noise_draws`).
+        log_posterior: ``(params, batch) -> scalar`` tempered log posterior (minibatch-scaled);
+            its ``num_data`` sets the steps per epoch of the schedule.
+        config: the settings.
 
     Returns:
         A :class:`~bnnkit.inference.base.Method` whose posterior is the kept positions as
         :class:`~bnnkit.posterior.Samples`.
-
-    Example:
-        >>> sghmc = build(log_posterior, step_size=1e-4, momentum_decay=0.9)  # doctest: +SKIP
-        >>> state = sghmc.init(key, params, None)  # doctest: +SKIP
-        >>> state, info = sghmc.step(key, state, minibatch)  # doctest: +SKIP
     """
-    if not 0.0 <= momentum_decay < 1.0:
-        raise ConfigError(f"--momentum-decay {momentum_decay} must be in [0, 1)")
-    if preconditioner not in PRECONDITIONERS:
-        raise ConfigError(
-            f"unknown --preconditioner {preconditioner!r}; allowed: {', '.join(PRECONDITIONERS)}"
-        )
-    if not 0.0 < rmsprop_decay < 1.0:
-        raise ConfigError(f"RMSprop decay {rmsprop_decay} must be in (0, 1)")
-    if noise not in NOISES:
-        raise ConfigError(f"unknown --noise {noise!r}; allowed: {', '.join(NOISES)}")
-    draw = DRAWS[noise]
-    schedule = _as_schedule(step_size)
-    precondition = preconditioner == "rmsprop"
+    schedule = config.schedule(config.steps_per_epoch(log_posterior.num_data))
+    momentum_decay = config.momentum_decay
+    rmsprop_decay = config.rmsprop_decay
+    rmsprop_eps = RMSPROP_EPS
+    draw = DRAWS[config.noise]
+    precondition = config.preconditioner == "rmsprop"
     noise_scale = (2.0 * (1.0 - momentum_decay)) ** 0.5
 
-    def init(key: jax.Array, params: Params, batch: Batch | None = None) -> SGMCMCState:
+    def init(key: Key, params: Params, batch: Batch | None = None) -> SGMCMCState:
         del key, batch
         zeros = jax.tree.map(jnp.zeros_like, params)
         # v starts at 1, not 0: the first steps are plain SGLD/SGHMC instead of dividing the
@@ -111,7 +203,7 @@ def build(
         return SGMCMCState(params, zeros, ones if precondition else zeros,
                            jnp.zeros((), jnp.int32))
 
-    def step(key: jax.Array, state: SGMCMCState, batch: Batch):
+    def step(key: Key, state: SGMCMCState, batch: Batch):
         value, grad = jax.value_and_grad(log_posterior)(state.position, batch)
         eta = jnp.asarray(schedule(state.count), value.dtype)
         sqrt_eta = jnp.sqrt(eta)

@@ -26,16 +26,33 @@ minibatch ``B_i``, ``i = t mod M`` of the M minibatches of an epoch:
   ``i = 1..M`` (most of the complexity cost on the first minibatches of each epoch). Both sum to
   1 over an epoch, so an epoch's average of ``L̂_i`` is an unbiased estimate of ``L_T``.
 
-The update is Adam or SGD (with heavy-ball momentum) on ``−L̂_i`` with step size ``η_t``, a number
-or an optax schedule (the paper's cosine). ``position(state)`` is μ, so test metrics logged during
+The update is Adam or SGD (with heavy-ball momentum) on ``−L̂_i`` with the paper's cosine
+schedule from ``init_step_size`` to 0. ``position(state)`` is μ, so test metrics logged during
 training are those of the mean network; the posterior is a
-:class:`~bnnkit.posterior.diag_gaussian.DiagGaussian`.
+:class:`~bnnkit.posterior.diag_gaussian.DiagGaussian` whose model average uses
+``vi_ensemble_size`` weight samples. The temperature enters only through the log posterior's
+tempered pieces (:meth:`~bnnkit.log_posterior.LogPosterior.temper`).
+
+Example:
+    >>> import jax, jax.numpy as jnp
+    >>> from bnnkit import likelihoods, models, priors
+    >>> from bnnkit.log_posterior import LogPosterior
+    >>> from bnnkit.types import Batch
+    >>> model = models.get("linear", num_outputs=1)
+    >>> lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=1.0), priors.Gaussian(1.0),
+    ...                   num_data=16)
+    >>> vi = build(lp, Config(init_step_size=1e-2, num_epochs=3, batch_size=4,
+    ...                       kl_weighting="blundell"))
+    >>> state = vi.init(None, model.init(jax.random.PRNGKey(0), jnp.ones((1, 2))), None)
+    >>> state, info = vi.step(jax.random.PRNGKey(1), state, Batch(jnp.ones((4, 2)), jnp.ones(4)))
+    >>> bool(info.kl > 0)
+    True
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any, NamedTuple
+import dataclasses
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -43,21 +60,18 @@ import numpy as np
 import optax
 
 from bnnkit import schedules
-from bnnkit.errors import ConfigError
-from bnnkit.inference.base import Method
-from bnnkit.inference.sgd import _as_schedule
-from bnnkit.log_posterior import Batch
+from bnnkit.inference.base import EpochSettings, Loop, Method
+from bnnkit.inference.sgd import check_momentum
 from bnnkit.posterior.diag_gaussian import (
     DiagGaussian,
     inverse_softplus,
     standard_normal_like,
 )
-
-Params = Any
+from bnnkit.settings import check_at_least, check_choice, check_positive, setting
+from bnnkit.types import Batch, Key, Params
 
 OPTIMIZERS = ("adam", "sgd")
 KL_WEIGHTINGS = ("uniform", "blundell")
-DEFAULT_SIGMA_INIT = 1e-3
 
 
 class VIState(NamedTuple):
@@ -139,70 +153,84 @@ def monte_carlo_kl_terms(q: DiagGaussian, prior, draws: Params) -> jax.Array:
 
 # --- the method ---------------------------------------------------------------------------------
 
-def _check(optimizer: str, num_samples: int, sigma_init: float, kl_weighting: str,
-           steps_per_epoch: int, momentum_decay: float) -> None:
-    if optimizer not in OPTIMIZERS:
-        raise ConfigError(f"unknown --optimizer {optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
-    if int(num_samples) != num_samples or num_samples < 1:
-        raise ConfigError(f"--vi-num-samples {num_samples} must be an integer >= 1")
-    if not (math.isfinite(sigma_init) and sigma_init > 0):
-        raise ConfigError(f"--vi-sigma-init {sigma_init} must be a finite number > 0")
-    if kl_weighting not in KL_WEIGHTINGS:
-        raise ConfigError(f"unknown --kl-weighting {kl_weighting!r}; allowed: "
-                          f"{', '.join(KL_WEIGHTINGS)}")
-    if steps_per_epoch < 1:
-        raise ConfigError(f"steps per epoch {steps_per_epoch} must be >= 1")
-    if not 0.0 <= momentum_decay < 1.0:
-        raise ConfigError(f"--momentum-decay {momentum_decay} must be in [0, 1)")
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config(EpochSettings):
+    """Bayes by Backprop: mean-field VI with the paper's cosine schedule.
+
+    The paper's MFVI (Izmailov et al. 2021) starts the means at an SGD solution:
+    ``init_checkpoint`` (``--mean-init-run`` on the command line) names that run.
+
+    Raises:
+        ConfigError: a value outside the ranges below.
+    """
+
+    METHOD: ClassVar[str] = "vi"
+
+    optimizer: str = setting("adam", choices=OPTIMIZERS,
+                             help="adam or sgd (with --momentum-decay); the step size follows a "
+                                  "cosine schedule from --init-step-size to 0")
+    momentum_decay: float = setting(0.9, help="heavy-ball momentum β in [0, 1) of --optimizer "
+                                              "sgd")
+    vi_num_samples: int = setting(1, help="reparameterised Monte Carlo samples of the weights "
+                                          "per step")
+    vi_sigma_init: float = setting(1e-3, help="initial posterior std σ of every weight "
+                                              "(σ = softplus(ρ))")
+    kl_weighting: str = setting("uniform", choices=KL_WEIGHTINGS,
+                                help="share of the KL per minibatch i of M: uniform (1/M) or "
+                                     "blundell (2^(M-i)/(2^M-1))")
+    vi_ensemble_size: int = setting(20,
+                                    help="weight samples drawn from q for the predictive at "
+                                         "evaluation")
+    init_checkpoint: str | None = setting(
+        None, metavar="RUN[:SAMPLE]", aliases=("--mean-init-run",),
+        help="finished run (same model and data) whose parameters initialise the means, e.g. "
+             "an sgd run as in the paper")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        cls = type(self)
+        for name in ("optimizer", "kl_weighting"):
+            object.__setattr__(self, name, str(getattr(self, name)).lower())
+        check_choice(cls, "optimizer", self.optimizer, OPTIMIZERS)
+        check_choice(cls, "kl_weighting", self.kl_weighting, KL_WEIGHTINGS)
+        check_momentum(self.momentum_decay)
+        check_at_least(cls, "vi_num_samples", self.vi_num_samples, 1)
+        check_positive(cls, "vi_sigma_init", self.vi_sigma_init)
+        check_at_least(cls, "vi_ensemble_size", self.vi_ensemble_size, 1)
+
+    @property
+    def label(self) -> str:
+        return f"MFVI ({self.vi_ensemble_size} samples)"
+
+    def loop(self, num_train: int) -> Loop:
+        return self.epoch_loop(num_train)
 
 
-def build(
-    log_posterior,
-    step_size: float | optax.Schedule,
-    optimizer: str = "adam",
-    num_samples: int = 1,
-    sigma_init: float = DEFAULT_SIGMA_INIT,
-    kl_weighting: str = "uniform",
-    steps_per_epoch: int = 1,
-    momentum_decay: float = 0.9,
-) -> Method:
+def build(log_posterior, config: Config) -> Method:
     """Bayes by Backprop on a :class:`~bnnkit.log_posterior.LogPosterior`.
 
     Args:
-        log_posterior: the tempered log posterior; its ``log_likelihood``, ``prior``,
-            ``num_data`` and ``temperature`` are used separately.
-        step_size: η, a number or an optax schedule of the update count.
-        optimizer: ``"adam"`` or ``"sgd"`` (heavy-ball momentum ``momentum_decay``).
-        num_samples: S, reparameterised draws per step.
-        sigma_init: every σ starts here (ρ = softplus⁻¹(σ_init)).
-        kl_weighting: ``"uniform"`` or ``"blundell"``.
-        steps_per_epoch: M, minibatches per epoch (for the KL weighting).
-        momentum_decay: β of SGD; ignored by Adam.
+        log_posterior: the tempered log posterior; its log likelihood, tempered pieces, prior
+            and ``num_data`` are used separately.
+        config: the settings.
 
     Returns:
         A :class:`~bnnkit.inference.base.Method`; ``position`` is μ, ``posterior`` the last
         kept state's :class:`~bnnkit.posterior.diag_gaussian.DiagGaussian`.
-
-    Raises:
-        ConfigError: a value outside the ranges above.
-
-    Example:
-        >>> vi = build(lp, 1e-3, kl_weighting="blundell", steps_per_epoch=468)  # doctest: +SKIP
-        >>> state = vi.init(key, params, None)  # doctest: +SKIP
-        >>> state, info = vi.step(key, state, minibatch)  # doctest: +SKIP
     """
-    _check(optimizer, num_samples, sigma_init, kl_weighting, steps_per_epoch, momentum_decay)
-    schedule = _as_schedule(step_size)
-    if optimizer == "adam":
+    steps_per_epoch = config.steps_per_epoch(log_posterior.num_data)
+    schedule = schedules.cosine(config.init_step_size, config.num_epochs * steps_per_epoch)
+    if config.optimizer == "adam":
         opt = optax.adam(schedule)
     else:
-        opt = optax.sgd(schedule, momentum=momentum_decay or None)
-    prior = log_posterior.prior
-    temperature = float(log_posterior.temperature)
-    num_samples = int(num_samples)
+        opt = optax.sgd(schedule, momentum=config.momentum_decay or None)
+    lp = log_posterior
+    prior = lp.prior
+    num_samples = int(config.vi_num_samples)
     closed_form = has_closed_form_kl(prior)
+    sigma_init, kl_weighting = config.vi_sigma_init, config.kl_weighting
 
-    def init(key: jax.Array, params: Params, batch: Batch | None = None) -> VIState:
+    def init(key: Key, params: Params, batch: Batch | None = None) -> VIState:
         del key, batch
         rho = jax.tree.map(lambda p: jnp.full_like(p, inverse_softplus(sigma_init)), params)
         return VIState(params, rho, opt.init((params, rho)), jnp.zeros((), jnp.int32))
@@ -211,28 +239,25 @@ def build(
         mean, rho = variational
         q = DiagGaussian.from_rho(mean, rho)
         draws = jax.tree.map(lambda m, s, e: m + s * e, q.mean, q.std, eps)
-        scale = log_posterior.num_data / batch.x.shape[0]
         if num_samples == 1:  # no vmap: the plain network call is cheapest
             one = jax.tree.map(lambda a: a[0], draws)
-            log_lik = log_posterior.log_likelihood(one, batch)
+            log_lik = lp.log_likelihood(one, batch)
         else:
-            log_lik = jnp.mean(jax.vmap(lambda p: log_posterior.log_likelihood(p, batch))(draws))
-        expected_ll = scale * log_lik
+            log_lik = jnp.mean(jax.vmap(lambda p: lp.log_likelihood(p, batch))(draws))
+        expected_ll = lp.data_weight(batch.x.shape[0]) * log_lik
         if closed_form:
             kl = prior.kl_closed_form(q.mean, q.std)
         else:
             kl = jnp.mean(monte_carlo_kl_terms(q, prior, draws))
-        if temperature == 1.0:
-            complexity = kl
-        else:
-            # E_q[log p] = −KL − H: the prior term is tempered, the entropy is not.
-            entropy = q.entropy()
-            complexity = (kl + entropy) / temperature - entropy
-        elbo = expected_ll / temperature - complexity
-        objective = expected_ll / temperature - weight * complexity
+        # C_T = −E_q[log p]/T − H[q] with E_q[log p] = −KL − H, written so that at T = 1 it is
+        # KL exactly (temper(H) − H vanishes) and no large entropy cancels in float32.
+        entropy = q.entropy()
+        complexity = lp.temper(kl) + (lp.temper(entropy) - entropy)
+        elbo = lp.temper(expected_ll) - complexity
+        objective = lp.temper(expected_ll) - weight * complexity
         return -objective, (elbo, expected_ll, kl)
 
-    def step(key: jax.Array, state: VIState, batch: Batch) -> tuple[VIState, VIInfo]:
+    def step(key: Key, state: VIState, batch: Batch) -> tuple[VIState, VIInfo]:
         dtype = jax.tree.leaves(state.mean)[0].dtype
         eps = standard_normal_like(key, state.mean, num_samples)
         weight = kl_weight(state.count, kl_weighting, steps_per_epoch, dtype)
@@ -246,28 +271,6 @@ def build(
 
     def posterior(kept: VIState) -> DiagGaussian:
         last = jax.tree.map(lambda a: a[-1], (kept.mean, kept.rho))
-        return DiagGaussian.from_rho(*last)
+        return DiagGaussian.from_rho(*last, num_draws=config.vi_ensemble_size)
 
     return Method(init=init, step=step, posterior=posterior, position=lambda s: s.mean)
-
-
-def build_from_config(problem, config: dict, steps_per_epoch: int, num_epochs: int) -> Method:
-    """The :data:`bnnkit.training.BUILDERS` entry: VI with the paper's cosine schedule.
-
-    ``config`` keys: ``init_step_size``, ``optimizer``, ``momentum_decay``, ``num_samples``,
-    ``sigma_init``, ``kl_weighting`` (``vi_ensemble_size`` and ``mean_init_run`` are read by
-    evaluation and the command).
-    """
-    size = config.get("vi_ensemble_size", 1)
-    if int(size) != size or size < 1:
-        raise ConfigError(f"--vi-ensemble-size {size} must be an integer >= 1")
-    return build(
-        problem.log_posterior,
-        schedules.cosine(config["init_step_size"], num_epochs * steps_per_epoch),
-        optimizer=config.get("optimizer", "adam"),
-        num_samples=config.get("num_samples", 1),
-        sigma_init=config.get("sigma_init", DEFAULT_SIGMA_INIT),
-        kl_weighting=config.get("kl_weighting", "uniform"),
-        steps_per_epoch=steps_per_epoch,
-        momentum_decay=config.get("momentum_decay", 0.9),
-    )

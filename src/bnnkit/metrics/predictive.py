@@ -84,3 +84,25 @@ def agreement(p: np.ndarray, q: np.ndarray) -> float:
 def total_variation(p: np.ndarray, q: np.ndarray) -> float:
     """Mean total-variation distance ``½ Σ_k |p_k - q_k|`` between predictive distributions."""
     return float(np.mean(0.5 * np.sum(np.abs(np.asarray(p) - np.asarray(q)), axis=-1)))
+
+
+def metrics_for(prediction, targets: np.ndarray) -> dict[str, float]:
+    """Predictive metrics of a :class:`bnnkit.predict.Prediction` against targets (original
+    units): accuracy, NLL and ECE, or RMSE and NLL.
+
+    Example:
+        >>> from bnnkit.predict import Prediction
+        >>> p = Prediction("classification", probs=np.array([[0.9, 0.1], [0.2, 0.8]]))
+        >>> metrics_for(p, np.array([0, 0]))["accuracy"]
+        0.5
+    """
+    if prediction.task == "classification":
+        return {
+            "accuracy": accuracy(prediction.probs, targets),
+            "nll": nll_categorical(prediction.probs, targets),
+            "ece": ece(prediction.probs, targets),
+        }
+    return {
+        "rmse": rmse(prediction.mean, targets),
+        "nll": nll_gaussian_mixture(prediction.means, prediction.stds, targets),
+    }

@@ -13,15 +13,14 @@ randomness), which is what HMC needs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
 import numpy as np
 
 from bnnkit.errors import ConfigError
-
-Params = Any
+from bnnkit.types import Params
 
 
 class ModelSpec(NamedTuple):

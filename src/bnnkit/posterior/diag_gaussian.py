@@ -1,32 +1,25 @@
 """Fully factorised Gaussian posterior ``q(θ) = Π_j N(θ_j; μ_j, σ_j²)`` (mean-field VI).
 
-Stored in a VI run's ``state.npz`` as the variational parameters ``mean/...`` (μ) and ``rho/...``
-(ρ, with ``σ = softplus(ρ) = log(1 + e^ρ)``), one leading axis per trained member. ``bnnkit
-evaluate`` reads it through :func:`load_run_posterior`, which draws the run's
-``vi_ensemble_size`` samples with a key fixed by the run's seed, so repeated evaluations agree.
+A VI run stores one per member (``bnnkit.posterior.store``: ``mean/...`` and ``std/...``
+arrays); ``bnnkit evaluate`` averages the predictions of ``num_draws`` weight samples from it,
+drawn with a key fixed by the run's seed, so repeated evaluations agree.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnnkit import io
-from bnnkit.errors import ConfigError
+from bnnkit import storage
 from bnnkit.posterior.samples import Samples
-
-Params = Any
-
-#: The PRNG stream of evaluation draws (training uses 0: init, 1: noise, 2: data order).
-EVAL_STREAM = 3
-DEFAULT_ENSEMBLE_SIZE = 20
+from bnnkit.types import Key, Params
 
 
-def standard_normal_like(key: jax.Array, tree: Params, num: int) -> Params:
+def standard_normal_like(key: Key, tree: Params, num: int) -> Params:
     """``num`` standard normal draws shaped like ``tree``, leaves stacked ``(num, ...)``.
 
     One flat draw for all parameters, then split: one RNG call instead of one per leaf, which
@@ -78,6 +71,7 @@ class DiagGaussian:
     Attributes:
         mean: μ, shaped like the network's parameters.
         std: σ > 0, same structure.
+        num_draws: weight samples a Bayesian model average over q uses (``draws``).
 
     Example:
         >>> q = DiagGaussian({"w": jnp.zeros(3)}, {"w": jnp.ones(3)})
@@ -89,13 +83,16 @@ class DiagGaussian:
 
     mean: Params
     std: Params
+    num_draws: int | None = None
+
+    kind: ClassVar[str] = "diag_gaussian"
 
     @classmethod
-    def from_rho(cls, mean: Params, rho: Params) -> DiagGaussian:
+    def from_rho(cls, mean: Params, rho: Params, num_draws: int | None = None) -> DiagGaussian:
         """From the unconstrained parameterisation ``σ = softplus(ρ)``."""
-        return cls(mean, jax.tree.map(softplus, rho))
+        return cls(mean, jax.tree.map(softplus, rho), num_draws)
 
-    def sample(self, key: jax.Array, n: int) -> Params:
+    def sample(self, key: Key, n: int) -> Params:
         """``n`` draws ``μ + σ ⊙ ε``, ``ε ~ N(0, I)``, stacked ``(n, ...)``."""
         eps = standard_normal_like(key, self.mean, n)
         return jax.tree.map(lambda m, s, e: m + s * e, self.mean, self.std, eps)
@@ -111,38 +108,24 @@ class DiagGaussian:
         d = sum(leaf.size for leaf in leaves)
         return sum(jnp.sum(jnp.log(s)) for s in leaves) + 0.5 * d * (1.0 + jnp.log(2 * jnp.pi))
 
+    def draws(self, key: Key, n: int | None = None) -> Samples:
+        """``n`` (default ``num_draws``) weight samples as one chain, for a model average."""
+        n = self.num_draws if n is None else n
+        if n is None:
+            raise ValueError("number of draws unknown: pass n or build q with num_draws")
+        return Samples.from_single_chain(jax.tree.map(np.asarray, self.sample(key, n)))
 
-def load_members(problem, rundir: io.RunDir) -> DiagGaussian:
-    """The stored q of every member of a VI run: leaves ``(members, ...)``.
+    # --- storage (bnnkit.posterior.store) ---
 
-    Raises:
-        ConfigError: the run has not written its state yet.
-    """
-    if not rundir.state_file.is_file():
-        raise ConfigError(f"run {str(rundir.path)!r} has no stored variational state yet")
-    arrays = io.load_arrays(rundir.state_file)
-    template = jax.eval_shape(problem.init_params, jax.random.PRNGKey(0))
-    mean = io.unflatten_tree(template, arrays, prefix="mean/")
-    rho = io.unflatten_tree(template, arrays, prefix="rho/")
-    return DiagGaussian.from_rho(jax.tree.map(jnp.asarray, mean), jax.tree.map(jnp.asarray, rho))
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {**storage.flatten_tree(self.mean, "mean/"),
+                **storage.flatten_tree(self.std, "std/")}
 
+    def meta(self) -> dict[str, Any]:
+        return {"num_draws": self.num_draws}
 
-def member(q: DiagGaussian, m: int) -> DiagGaussian:
-    """Member ``m`` of a stack of posteriors (leading axis)."""
-    return DiagGaussian(jax.tree.map(lambda a: a[m], q.mean), jax.tree.map(lambda a: a[m], q.std))
-
-
-def load_run_posterior(record: dict, problem, rundir: io.RunDir) -> Samples:
-    """``vi_ensemble_size`` draws per member, as Samples ``(members, n, ...)``.
-
-    Registered in :data:`bnnkit.posterior.loaders.LOADERS` as ``"diag_gaussian"``.
-    """
-    n = int(record.get("method_config", {}).get("vi_ensemble_size", DEFAULT_ENSEMBLE_SIZE))
-    if n < 1:
-        raise ConfigError(f"--vi-ensemble-size {n} must be >= 1")
-    q = load_members(problem, rundir)
-    num_members = jax.tree.leaves(q.mean)[0].shape[0]
-    key = jax.random.fold_in(jax.random.PRNGKey(record.get("train", {}).get("seed", 0)),
-                             EVAL_STREAM)
-    draws = [member(q, m).sample(jax.random.fold_in(key, m), n) for m in range(num_members)]
-    return Samples(jax.tree.map(lambda *a: jnp.stack(a), *draws))
+    @classmethod
+    def from_arrays(cls, template: Params, arrays: dict, meta: dict) -> DiagGaussian:
+        mean = jax.tree.map(jnp.asarray, storage.unflatten_tree(template, arrays, "mean/"))
+        std = jax.tree.map(jnp.asarray, storage.unflatten_tree(template, arrays, "std/"))
+        return cls(mean, std, meta.get("num_draws"))

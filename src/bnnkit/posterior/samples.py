@@ -1,14 +1,17 @@
-"""Posterior represented by stacked parameter samples (HMC, SGMCMC, ensembles)."""
+"""Posterior represented by stacked parameter samples (HMC, NUTS, SGMCMC, SGD, ensembles)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-Params = Any
+from bnnkit import storage
+from bnnkit.types import Key, Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,14 +24,24 @@ class Samples:
         (2, 10)
         >>> Samples.from_single_chain({"w": jnp.zeros((10, 3))}).num_chains
         1
+        >>> Samples.concatenate([post, post]).num_samples
+        20
     """
 
     params: Params
+
+    kind: ClassVar[str] = "samples"
 
     @classmethod
     def from_single_chain(cls, params: Params) -> Samples:
         """Wrap samples stacked as ``(num_samples, ...)`` as one chain."""
         return cls(jax.tree.map(lambda a: a[None], params))
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[Samples], axis: int = 1) -> Samples:
+        """Join samples along the sample axis (1) or the chain axis (0)."""
+        return cls(jax.tree.map(lambda *a: np.concatenate(a, axis=axis),
+                                *[p.params for p in parts]))
 
     @property
     def num_chains(self) -> int:
@@ -42,9 +55,27 @@ class Samples:
         """All samples along one leading axis, chain-major: ``(chains * samples, ...)``."""
         return jax.tree.map(lambda a: a.reshape((-1, *a.shape[2:])), self.params)
 
-    def sample(self, key: jax.Array, n: int) -> Params:
+    def sample(self, key: Key, n: int) -> Params:
         """``n`` draws with replacement from the stored samples, stacked ``(n, ...)``."""
         flat = self.flat()
         total = jax.tree.leaves(flat)[0].shape[0]
         idx = jax.random.randint(key, (n,), 0, total)
         return jax.tree.map(lambda a: jnp.asarray(a)[idx], flat)
+
+    def draws(self, key: Key | None = None) -> Samples:
+        """The samples themselves: what a Bayesian model average runs over."""
+        del key
+        return self
+
+    # --- storage (bnnkit.posterior.store) ---
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return storage.flatten_tree(self.params)
+
+    def meta(self) -> dict[str, Any]:
+        return {}
+
+    @classmethod
+    def from_arrays(cls, template: Params, arrays: dict, meta: dict) -> Samples:
+        del meta
+        return cls(storage.unflatten_tree(template, arrays))

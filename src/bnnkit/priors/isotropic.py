@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -20,8 +19,7 @@ import jax.numpy as jnp
 from bnnkit.errors import ConfigError
 from bnnkit.priors.constraints import format_value
 from bnnkit.priors.families import Normal, gaussian_kl
-
-Params = Any
+from bnnkit.types import Params
 
 
 @dataclasses.dataclass(frozen=True)

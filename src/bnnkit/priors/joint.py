@@ -24,11 +24,11 @@ import jax
 import jax.numpy as jnp
 
 from bnnkit.errors import ConfigError
-from bnnkit.io import path_to_str
 from bnnkit.priors import spec as spec_lib
 from bnnkit.priors.families import gaussian_kl
 from bnnkit.priors.isotropic import Gaussian
 from bnnkit.priors.noise import NoiseFamily
+from bnnkit.storage import path_to_str
 
 Position = Any
 PRIOR = "prior"

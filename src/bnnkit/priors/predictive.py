@@ -20,7 +20,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from bnnkit import io
+from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.log_posterior import network_variables
 
@@ -82,7 +82,7 @@ def _save(fig, out: str | os.PathLike) -> None:
     buffer = _bytes_io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     plt.close(fig)
-    io.atomic_write_bytes(out, buffer.getvalue())
+    storage.atomic_write_bytes(out, buffer.getvalue())
 
 
 def _pyplot():

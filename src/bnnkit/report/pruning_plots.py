@@ -1,7 +1,7 @@
 """Figures of weight pruning: error against the pruned fraction, and the SNR histogram.
 
 Each function renders a PNG to bytes (matplotlib's Agg backend, no display needed); write them
-with :func:`bnnkit.io.atomic_write_bytes`.
+with :func:`bnnkit.storage.atomic_write_bytes`.
 """
 
 from __future__ import annotations

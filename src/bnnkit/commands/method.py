@@ -1,0 +1,91 @@
+"""``bnnkit <method>``: one command per method of ``METHODS``, derived from its Config.
+
+The flags are the problem's (:class:`bnnkit.problem.ProblemConfig`), the method's Config fields
+and the run directory's. The command parses them into the two Configs, calls
+:func:`bnnkit.runs.run` (what a Python user calls), then prints the evaluation table. A method
+whose problem comes from the run it starts from (Laplace's ``--map-run``) takes ``--dataset``
+and ``--model`` only as checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+from types import ModuleType
+
+from bnnkit.commands import Command
+from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.commands.problem_flags import add_problem_arguments, problem_config
+
+
+def summary(module: ModuleType) -> str:
+    """A method's one-line description: the first line of its module's docstring."""
+    return (module.__doc__ or module.__name__).strip().splitlines()[0].rstrip(".")
+
+
+def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
+    """``--dir``, ``--resume``, ``--overwrite``, progress, evaluation and ``--reference``."""
+    r = p.add_argument_group("run directory")
+    r.add_argument("--dir", required=True, help="run directory to create (or resume)")
+    r.add_argument("--resume", action="store_true",
+                   help="continue the run in --dir exactly (only resumable settings may change)")
+    r.add_argument("--overwrite", action="store_true", help="replace the run in --dir")
+    if shard:
+        r.add_argument("--shard", choices=("auto", "chains", "data", "none"), default="auto",
+                       help="with several devices: split chains, or the training data, over "
+                            "them (default: auto)")
+    r.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress bar")
+    r.add_argument("--no-evaluate", dest="evaluate", action="store_false",
+                   help="skip the evaluation at the end")
+    r.add_argument("--reference", default=None,
+                   help="run directory (e.g. HMC) to compare the final predictive with")
+
+
+def method_command(name: str, module: ModuleType) -> Command:
+    """The command of one method."""
+    from bnnkit.inference.base import IterationSettings
+
+    cls = module.Config
+    from_source = cls.PROBLEM_FROM_SOURCE
+
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        if from_source:
+            g = p.add_argument_group("checks")
+            g.add_argument("--dataset", default=None, help="if given, must be the MAP run's")
+            g.add_argument("--model", default=None, help="if given, must be the MAP run's")
+        else:
+            add_problem_arguments(p)
+        add_config_arguments(p.add_argument_group(name), cls)
+        add_run_dir_arguments(p, shard=issubclass(cls, IterationSettings))
+
+    def run(args: argparse.Namespace) -> int:
+        from bnnkit import runs
+        from bnnkit.evaluate import evaluate
+        from bnnkit.report.tables import print_table
+        from bnnkit.runs.initial import check_source_problem
+
+        config = config_from_args(args, cls)
+        if from_source:
+            problem = check_source_problem(config, dataset=args.dataset, model=args.model)
+        else:
+            problem = problem_config(args)
+        result = runs.run(problem, config, args.dir, resume=args.resume,
+                          overwrite=args.overwrite, progress=args.progress,
+                          shard=getattr(args, "shard", "auto"))
+        loop = result.record["loop"]
+        print(f"{result.num_units} {loop['kind']} in {result.seconds:.1f} s "
+              f"({result.seconds_per_unit:.3g} s each); run in {args.dir}")
+        info = result.record.get("posterior_info", {})
+        if info.get("num_params") is not None:
+            parts = [f"posterior over {info['num_params']} parameters"]
+            if info.get("alpha") is not None:
+                parts.append(f"prior precision {info['alpha']:.4g}")
+            if info.get("log_marginal_likelihood") is not None:
+                parts.append(f"log marginal likelihood {info['log_marginal_likelihood']:.6g}")
+            print("; ".join(parts))
+        if args.evaluate:
+            print_table(evaluate(args.dir, reference=args.reference),
+                        title=f"{config.label} on {problem.dataset}")
+        return 0
+
+    return Command(help=summary(module), add_arguments=add_arguments, run=run)

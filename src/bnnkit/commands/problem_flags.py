@@ -1,0 +1,68 @@
+"""The flags that define a posterior (data, model, likelihood, prior, temperature, ...).
+
+They are derived from :class:`bnnkit.problem.ProblemConfig`'s fields, plus ``--prior-file``,
+which reads the prior flags from a TOML file instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_problem_arguments(p: argparse.ArgumentParser) -> None:
+    from bnnkit.commands.flags import add_config_arguments
+    from bnnkit.problem import ProblemConfig
+
+    g = p.add_argument_group("posterior")
+    add_config_arguments(g, ProblemConfig)
+    add_prior_file_argument(g)
+
+
+PRIOR_FIELDS = ("prior", "bias_prior", "layer_priors", "noise_prior")
+
+
+def add_prior_arguments(g, *, noise: bool = True) -> None:
+    """The prior flags alone (``--prior``, ``--bias-prior``, ``--layer-prior``, ...)."""
+    from bnnkit.commands.flags import add_config_arguments
+    from bnnkit.problem import ProblemConfig
+
+    fields = PRIOR_FIELDS if noise else PRIOR_FIELDS[:-1]
+    add_config_arguments(g, ProblemConfig, only=fields)
+    add_prior_file_argument(g)
+
+
+def add_prior_file_argument(g) -> None:
+    g.add_argument("--prior-file", default=None, metavar="TOML",
+                   help="the priors from the [prior] table of a TOML file instead of the flags")
+
+
+def prior_fields(args: argparse.Namespace) -> dict:
+    """The prior fields of :class:`~bnnkit.problem.ProblemConfig` from the flags or the file.
+
+    Raises:
+        ConfigError: ``--prior-file`` together with a prior flag, or a bad file.
+    """
+    from bnnkit.errors import ConfigError
+    from bnnkit.priors import load_toml
+
+    flags = {"prior": getattr(args, "prior", None),
+             "bias_prior": getattr(args, "bias_prior", None),
+             "layer_priors": getattr(args, "layer_priors", None),
+             "noise_prior": getattr(args, "noise_prior", None)}
+    path = getattr(args, "prior_file", None)
+    if path is None:
+        return flags
+    given = [f"--{k.replace('_', '-').replace('priors', 'prior')}" for k, v in flags.items()
+             if v is not None]
+    if given:
+        raise ConfigError(f"--prior-file {path} sets every prior; allowed: it or {given[0]}, "
+                          "not both")
+    return load_toml(path)
+
+
+def problem_config(args: argparse.Namespace):
+    """The :class:`~bnnkit.problem.ProblemConfig` the flags describe."""
+    from bnnkit.commands.flags import config_from_args
+    from bnnkit.problem import ProblemConfig
+
+    return config_from_args(args, ProblemConfig, **prior_fields(args))

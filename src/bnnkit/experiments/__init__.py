@@ -1,0 +1,7 @@
+"""The paper's questions as library functions (Izmailov et al. 2021), each runnable from the CLI.
+
+- :mod:`~bnnkit.experiments.pruning`: weight pruning by signal-to-noise ratio (Blundell et al.
+  2015), ``bnnkit prune``;
+- :mod:`~bnnkit.experiments.prior_predictive`: draws from the prior predictive,
+  ``bnnkit prior-predictive``.
+"""

@@ -1,0 +1,422 @@
+"""The one run driver: any method of ``METHODS`` on a problem, into a run directory.
+
+``run(problem, config, run_dir)`` builds the problem and the method (``config.METHOD`` names it
+in :data:`bnnkit.inference.METHODS`), checks everything, and only then creates the directory.
+It then advances every member (chain) unit by unit, where a unit is whatever
+``config.loop(N)`` says (:class:`~bnnkit.inference.base.Loop`):
+
+- ``iterations``: one ``method.step`` on the full training set (HMC, NUTS); the training set
+  is put on the device(s) once, split over several devices with ``shard`` if asked;
+- ``epochs``: ``N // batch_size`` minibatch steps of a fresh permutation in one ``lax.scan``
+  inside one jitted call (SGD, ensembles, SGMCMC, VI); the last incomplete batch is dropped, so
+  every step sees exactly ``batch_size`` examples and the ``N/|B|`` scaling is exact;
+- ``chunks``: one step per consecutive chunk of the training set, one pass (Laplace).
+
+Members run in one vmapped step (or one after the other). Keys are pure functions of (seed,
+stream, member, unit[, minibatch]): stream 0 initialises, 1 drives the method's noise, 2 orders
+the data, 3 draws evaluation samples; member m's key at unit u is
+``fold_in(fold_in(fold_in(key(seed), stream), m), u)``. Nothing else is random, which is what
+makes ``--resume`` reproduce the uninterrupted run bit for bit.
+
+After each unit, in this order: the posterior ``method.posterior`` returns for each member is
+stored through :mod:`bnnkit.posterior.store` when the unit is kept; one log line is appended;
+every ``save_every`` units (and at the end) the full state is written. A crash between those
+writes loses at most the units after the last state, which a resume recomputes identically.
+
+Example:
+    >>> from bnnkit.inference import hmc
+    >>> from bnnkit.problem import ProblemConfig
+    >>> import tempfile
+    >>> result = run(ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
+    ...              hmc.Config(step_size=1e-3, trajectory_len=5e-3, num_iterations=3,
+    ...                         num_burn_in=1, num_chains=2),
+    ...              tempfile.mkdtemp() + "/run", progress=False)
+    >>> result.record["status"], result.run_dir.sample_units()
+    ('finished', [1, 2])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnnkit import storage
+from bnnkit import problem as problem_lib
+from bnnkit.errors import ConfigError
+from bnnkit.inference.base import Loop, Method, RunSettings
+from bnnkit.models import num_params
+from bnnkit.posterior import store
+from bnnkit.runs import directory, sharding
+from bnnkit.runs.directory import RunDir
+from bnnkit.runs.initial import positions_from_run, problem_of_run
+from bnnkit.runs.progress import ProgressBar
+from bnnkit.types import Batch, Params
+
+INIT_STREAM, NOISE_STREAM, DATA_STREAM, EVAL_STREAM = 0, 1, 2, 3
+UNIT_KEY = "__unit__"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What :func:`run` returns.
+
+    Attributes:
+        run_dir: the run directory.
+        record: its ``run.json``.
+        num_units: units (iterations, epochs, chunks) of the whole run.
+        seconds: wall time of the units run by this call.
+        seconds_per_unit: the same per unit.
+        last_log: the log line of the last unit run.
+    """
+
+    run_dir: RunDir
+    record: dict
+    num_units: int
+    seconds: float
+    seconds_per_unit: float
+    last_log: dict
+
+
+def member_keys(seed: int, stream: int, num_members: int) -> jax.Array:
+    """Member m's root key of ``stream``: ``fold_in(fold_in(key(seed), stream), m)``."""
+    base = jax.random.fold_in(jax.random.PRNGKey(seed), stream)
+    return jax.vmap(lambda m: jax.random.fold_in(base, m))(jnp.arange(num_members))
+
+
+def evaluation_key(seed: int) -> jax.Array:
+    """The key of a run's evaluation draws (stream 3), so repeated evaluations agree."""
+    return jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_STREAM)
+
+
+def minibatch_indices(key: jax.Array, num_train: int, batch_size: int) -> jax.Array:
+    """A random partition of ``range(num_train)`` into ``num_train // batch_size`` batches.
+
+    Returns:
+        ``(num_batches, batch_size)`` indices; the ``num_train % batch_size`` left over are
+        dropped for this epoch.
+
+    Example:
+        >>> minibatch_indices(jax.random.PRNGKey(0), 10, 3).shape
+        (3, 3)
+    """
+    num_batches = num_train // batch_size
+    perm = jax.random.permutation(key, num_train)
+    return perm[: num_batches * batch_size].reshape(num_batches, batch_size)
+
+
+def make_epoch(method: Method, batch_size: int) -> Callable:
+    """One member's epoch: ``(state, noise_key, data_key, epoch, train) -> (state, info)``.
+
+    ``info`` is the method's per-step info averaged over the epoch. Pure and jit-able; vmap it
+    over members.
+    """
+
+    def epoch_fn(state, noise_key, data_key, epoch, train: Batch):
+        idx = minibatch_indices(jax.random.fold_in(data_key, epoch), train.x.shape[0],
+                                batch_size)
+        epoch_key = jax.random.fold_in(noise_key, epoch)
+
+        def body(state, inputs):
+            b, batch_idx = inputs
+            batch = Batch(train.x[batch_idx], train.y[batch_idx])
+            return method.step(jax.random.fold_in(epoch_key, b), state, batch)
+
+        state, infos = jax.lax.scan(body, state, (jnp.arange(idx.shape[0]), idx))
+        return state, jax.tree.map(lambda a: jnp.mean(a, axis=0), infos)
+
+    return epoch_fn
+
+
+def method_module(config: RunSettings):
+    """The module of ``METHODS`` that ``config`` configures.
+
+    Raises:
+        ConfigError: a Config of no registered method.
+    """
+    from bnnkit.inference import METHODS
+
+    name = getattr(type(config), "METHOD", "")
+    if name not in METHODS or not isinstance(config, METHODS[name].Config):
+        raise ConfigError(f"{type(config).__name__} configures no registered method; "
+                          f"registered: {', '.join(sorted(METHODS))}")
+    return METHODS[name]
+
+
+def run(
+    problem: problem_lib.ProblemConfig | None,
+    config: RunSettings,
+    run_dir: str | os.PathLike,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    shard: str = "auto",
+    on_unit: Callable[[int, dict], None] | None = None,
+) -> RunResult:
+    """Run (or resume) the method ``config`` configures on ``problem`` into ``run_dir``.
+
+    Args:
+        problem: data, model, likelihood, prior, temperature; ``None`` takes it from the run
+            the config starts from (Laplace's ``map_run``).
+        config: a method's Config (``bnnkit.inference.hmc.Config(...)``, ...).
+        run_dir: the run directory (created; an existing non-empty one needs ``resume`` or
+            ``overwrite``).
+        resume: continue the run stored in ``run_dir`` (only resumable settings may differ).
+        overwrite: replace the run stored in ``run_dir``.
+        progress: show a progress bar.
+        shard: with several devices, split members (``"chains"``) or the training data
+            (``"data"``) over them; ``"auto"`` picks, ``"none"`` uses one device.
+        on_unit: called with (unit, log line) after each unit.
+
+    Returns:
+        A :class:`RunResult`.
+
+    Raises:
+        ConfigError: any bad input, named in one line, before anything is written.
+    """
+    module = method_module(config)
+    sharding.check_mode(shard)
+    if problem is None:
+        problem = problem_of_run(config)
+    built = problem_lib.build(problem)
+    loop = config.loop(built.dataset.num_train)
+    method = module.build(built.log_posterior, config)
+    init_params = _initial_params(built, config, loop)
+    batch = built.train_batch() if loop.kind == "iterations" else None
+    placements = None
+    if loop.kind == "iterations":
+        placements = sharding.placement(shard, loop.num_members, built.dataset.num_train)
+        if placements is not None:
+            batch = jax.device_put(batch, placements[1])
+    init_keys = member_keys(config.seed, INIT_STREAM, loop.num_members)
+    first = _first_batch(built, loop) if batch is None else batch
+
+    def init_all(keys, first):
+        return jax.vmap(lambda k, p: method.init(k, p, first))(keys, init_params(keys))
+
+    # Everything the run needs is checked here, by tracing, before the directory is touched.
+    template = jax.eval_shape(init_all, init_keys, first)
+    problem_dict = dataclasses.asdict(problem)
+    config_dict = config.to_dict()
+    rundir = RunDir(run_dir)
+    if resume:
+        rundir.prepare(resume=True, overwrite=False)
+        _check_resume(rundir.read_record(), config, problem_dict, config_dict)
+    else:
+        rundir.prepare(resume=False, overwrite=overwrite)
+    with rundir.lock():
+        return _run_locked(built, method, config, loop, rundir,
+                           lambda: jax.jit(init_all)(init_keys, first), template, batch,
+                           placements, problem_dict, config_dict, resume=resume,
+                           progress=progress, on_unit=on_unit)
+
+
+def _initial_params(built: problem_lib.Problem, config: RunSettings, loop: Loop):
+    """``keys -> params`` stacked over members: the model's initialiser, or a source run's."""
+    source = config.source_run()
+    if source is None:
+        return jax.vmap(built.init_params)
+    member = getattr(config, "member", None)
+    allowed = getattr(type(config), "SOURCE_METHODS", None)
+    stacked = positions_from_run(source, built, loop.num_members, member=member,
+                                 allowed_methods=allowed, flag=type(config).SOURCE_FLAG,
+                                 source_name=type(config).SOURCE_NAME)
+    return lambda keys: stacked
+
+
+def _first_batch(built: problem_lib.Problem, loop: Loop) -> Batch:
+    """A batch of the loop's size, for methods whose ``init`` reads the data's shapes."""
+    n = min(loop.batch_size or built.dataset.num_train, built.dataset.num_train)
+    return built.batch(built.dataset.x_train[:n], built.dataset.y_train[:n])
+
+
+def _check_resume(record: dict, config: RunSettings, problem_dict: dict,
+                  config_dict: dict) -> None:
+    if record.get("method") != config.METHOD:
+        raise ConfigError(f"cannot resume a {record.get('method')!r} run as {config.METHOD!r}")
+    if "layout" not in record:
+        raise ConfigError("the run comes from an older bnnkit layout and cannot be resumed by "
+                          "this version; start it again with --overwrite")
+    directory.check_same_settings(
+        {**record["problem"], **record["method_config"]}, {**problem_dict, **config_dict},
+        type(config).resumable())
+
+
+def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed: int):
+    """``(state, unit, batch) -> (state, info)`` advancing every member by one unit."""
+    noise_keys = member_keys(seed, NOISE_STREAM, loop.num_members)
+    data_keys = member_keys(seed, DATA_STREAM, loop.num_members)
+
+    if loop.kind == "epochs":
+        one = make_epoch(method, loop.batch_size)
+        if loop.vmap_members:
+            vmapped = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None)))
+            return lambda state, unit, batch: vmapped(state, noise_keys, data_keys, unit, batch)
+        single = jax.jit(one)
+
+        def sequential(state, unit, batch):
+            outs = [single(jax.tree.map(lambda a, m=m: a[m], state), noise_keys[m],
+                           data_keys[m], unit, batch) for m in range(loop.num_members)]
+            return jax.tree.map(lambda *a: jnp.stack(a), *outs)
+
+        return sequential
+
+    @jax.jit
+    def step_all(state, unit, batch):
+        keys = jax.vmap(lambda k: jax.random.fold_in(k, unit))(noise_keys)
+        return jax.vmap(method.step, in_axes=(0, 0, None))(keys, state, batch)
+
+    return step_all
+
+
+def _unit_batch(built: problem_lib.Problem, loop: Loop, unit: int, full: Batch | None):
+    if loop.kind == "iterations":
+        return full
+    if loop.kind == "epochs":
+        return full
+    start = unit * loop.batch_size
+    stop = min(start + loop.batch_size, built.dataset.num_train)
+    return built.batch(built.dataset.x_train[start:stop], built.dataset.y_train[start:stop])
+
+
+def _new_record(built, config, loop, position, problem_dict, config_dict) -> dict:
+    return {
+        "method": config.METHOD, "layout": directory.LAYOUT, "problem": problem_dict,
+        "method_config": config_dict, "loop": dataclasses.asdict(loop),
+        "versions": directory.versions(), "git": directory.git_hash(),
+        "started": directory.now(),
+        "num_params": num_params(jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), position)),
+        "dataset": {"name": built.dataset.name, "task": built.dataset.task,
+                    "num_train": built.dataset.num_train,
+                    "num_test": len(built.dataset.x_test),
+                    **{k: v for k, v in built.dataset.info.items()
+                       if isinstance(v, (str, int, float))}},
+    }
+
+
+def _run_locked(built, method, config, loop, rundir, initial_state, template, batch,
+                placements, problem_dict, config_dict, *, resume, progress,
+                on_unit) -> RunResult:
+    if loop.kind == "epochs":
+        batch = built.train_batch()
+    if resume and rundir.state_file.is_file():
+        stored = storage.load_arrays(rundir.state_file)
+        if UNIT_KEY not in stored:
+            raise ConfigError(f"{str(rundir.state_file)!r} is damaged: it records no unit")
+        start = int(stored.pop(UNIT_KEY))
+        state = jax.tree.map(jnp.asarray, storage.unflatten_tree(template, stored))
+        record = rundir.read_record()
+        record["method_config"] = config_dict
+    else:
+        state = initial_state()
+        start = 0
+        record = _new_record(built, config, loop, method.position(template), problem_dict,
+                             config_dict)
+    if placements is not None:
+        state = jax.device_put(state, placements[0])
+    # Anything written after the last checkpoint is recomputed identically from it.
+    rundir.remove_samples_from(start)
+    rundir.truncate_log(start)
+    record.update(status="running", resumed_at=start if resume else None)
+    rundir.write_record(record)
+
+    step_all = _unit_function(method, loop, built, config.seed)
+    label = {"iterations": config.METHOD.upper(), "epochs": f"{config.METHOD} epoch",
+             "chunks": f"{config.METHOD} chunk"}[loop.kind]
+    bar = ProgressBar(label, loop.num_units, start, enabled=progress)
+    totals: dict[str, float] = {}
+    log: dict = {}
+    meta: dict = {}
+    t0 = time.perf_counter()
+    try:
+        for unit in range(start, loop.num_units):
+            t_unit = time.perf_counter()
+            state, info = step_all(state, unit, _unit_batch(built, loop, unit, batch))
+            info = jax.device_get(info)
+            if loop.keeps(unit):
+                meta = _store_posterior(rundir.sample_file(unit), method, state, loop)
+            log = _log_line(unit, loop, info, time.perf_counter() - t_unit)
+            if loop.eval_every and ((unit + 1) % loop.eval_every == 0
+                                    or unit + 1 == loop.num_units):
+                log["test"] = _test_metrics(built, method.position(state))
+            rundir.append_log([log])
+            if (unit + 1) % loop.save_every == 0 or unit + 1 == loop.num_units:
+                storage.save_arrays(rundir.state_file, {**storage.flatten_tree(state),
+                                                        UNIT_KEY: np.asarray(unit + 1)})
+            bar.update(1, _stats(log, totals))
+            if on_unit is not None:
+                on_unit(unit, log)
+    finally:
+        bar.close()
+    seconds = time.perf_counter() - t0
+    record.update(status="finished", finished=directory.now())
+    if meta.get("info"):
+        record["posterior_info"] = meta["info"]
+    rundir.write_record(record)
+    done = max(loop.num_units - start, 1)
+    return RunResult(rundir, record, loop.num_units, seconds, seconds / done, log)
+
+
+def _store_posterior(path, method: Method, state, loop: Loop) -> dict[str, Any]:
+    """Store ``method.posterior`` of each member's state (a kept axis of one) in one file.
+
+    Returns:
+        Member 0's posterior metadata (e.g. a Laplace approximation's evidence).
+    """
+    members = [method.posterior(jax.tree.map(lambda a, m=m: a[m][None], state))
+               for m in range(loop.num_members)]
+    store.save(path, members)
+    return members[0].meta()
+
+
+def _log_line(unit: int, loop: Loop, info, seconds: float) -> dict[str, Any]:
+    log: dict[str, Any] = {"iteration": unit, "burn_in": unit < loop.burn_in}
+    if loop.kind == "epochs":
+        log["epoch"] = unit + 1
+    for name, value in info._asdict().items():
+        value = np.asarray(value)
+        log[name] = value.tolist() if value.dtype == bool else (
+            value.astype(int).tolist() if np.issubdtype(value.dtype, np.integer)
+            else value.astype(float).tolist())
+    log["seconds"] = seconds
+    return log
+
+
+def _test_metrics(built, position: Params) -> dict[str, float]:
+    """Metrics of the members' current positions, ensembled, on the test set."""
+    from bnnkit.metrics.predictive import metrics_for
+    from bnnkit.posterior import Samples
+    from bnnkit.predict import predict
+
+    samples = Samples(jax.tree.map(lambda a: np.asarray(a)[:, None], position))
+    prediction = predict(built, samples, built.dataset.x_test, max_diagnostic_points=1)
+    return metrics_for(prediction, built.dataset.y_test_original)
+
+
+def _stats(log: dict[str, Any], totals: dict[str, float]) -> str:
+    """The progress bar's status: phase and the quantities a method logs."""
+    parts = ["burn-in" if log.get("burn_in") else "sampling"] if "acceptance_rate" in log else []
+    if "acceptance_rate" in log:
+        parts.append(f"accept {np.mean(log['acceptance_rate']):.2f}")
+    if "step_size" in log:
+        parts.append(f"step {np.mean(log['step_size']):.2e}")
+    if "num_leapfrog" in log:
+        parts.append(f"L {int(np.max(log['num_leapfrog']))}")
+    for key, label in (("log_posterior", "log post"), ("elbo", "elbo")):
+        if key in log:
+            parts.append(f"{label} {np.mean(log[key]):.4g}")
+    if "divergent" in log:
+        totals["divergent"] = totals.get("divergent", 0) + int(np.sum(log["divergent"]))
+        parts.append(f"div {int(totals['divergent'])}")
+    for key, value in log.get("test", {}).items():
+        if key != "ece":
+            parts.append(f"test {key} {value:.4g}")
+    return " | ".join(parts)

@@ -1,0 +1,66 @@
+"""Several devices: split chains, or the training data, over them with ``jax.sharding``.
+
+On several devices (GPUs, TPU cores, or CPU devices simulated with
+``XLA_FLAGS=--xla_force_host_platform_device_count=N``) a full-batch run places its state and
+its training batch with :func:`placement`:
+
+- ``"chains"``: the chains (members) are split over the devices; each device runs its chains'
+  arithmetic, so the result is that of one device up to how XLA compiles a smaller batch of
+  chains (see ``tests/runs/test_sharding.py`` for what is guaranteed);
+- ``"data"``: the training examples are split over the devices and one chain's full-batch
+  gradient is a sum over devices, as the paper ran HMC on 8 GPUs; XLA inserts the cross-device
+  sum, so the code is the same on one device or many.
+
+Example:
+    >>> placement("none", num_chains=4, num_data=100) is None
+    True
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from bnnkit.errors import ConfigError
+
+SHARD_MODES = ("auto", "chains", "data", "none")
+
+
+def placement(shard: str, num_chains: int, num_data: int, devices=None):
+    """Shardings for (chain-stacked state, training batch), or ``None`` for one device.
+
+    Args:
+        shard: ``"chains"``, ``"data"``, ``"none"`` or ``"auto"`` (chains if they divide evenly
+            over the devices, else data if the examples do, else none).
+        num_chains: chains run together.
+        num_data: training examples.
+        devices: defaults to ``jax.devices()``.
+
+    Raises:
+        ConfigError: an unknown mode, or a split that does not divide evenly.
+    """
+    check_mode(shard)
+    devices = list(jax.devices() if devices is None else devices)
+    n = len(devices)
+    if shard == "none" or n == 1:
+        return None
+    if shard == "auto":
+        shard = "chains" if num_chains % n == 0 else "data" if num_data % n == 0 else "none"
+        if shard == "none":
+            return None
+    count = num_chains if shard == "chains" else num_data
+    if count % n:
+        raise ConfigError(f"--shard {shard}: {count} {shard} do not divide over {n} devices")
+    mesh = Mesh(np.array(devices), ("d",))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    split = NamedSharding(mesh, PartitionSpec("d"))
+    if shard == "chains":
+        return split, replicated
+    return replicated, split
+
+
+def check_mode(shard: str) -> None:
+    """Raises ConfigError for a mode outside :data:`SHARD_MODES`."""
+    if shard not in SHARD_MODES:
+        raise ConfigError(f"unknown --shard {shard!r}; allowed: {', '.join(SHARD_MODES)}")

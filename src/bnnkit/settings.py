@@ -1,0 +1,88 @@
+"""Settings: dataclass fields that carry what the command line needs to offer them.
+
+Every Config (a method's, the problem's) declares its fields with :func:`setting`: default,
+one line of help, and optionally the flag's name, aliases, choices and whether the value may
+change on ``--resume``. ``bnnkit``'s flags are derived from these fields
+(:mod:`bnnkit.commands.flags`), so a default lives in exactly one place. The ``check_*``
+helpers give the one-line errors that name the flag.
+
+Example:
+    >>> import dataclasses
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Example:
+    ...     step_size: float = setting(0.1, help="leapfrog step size")
+    >>> check_positive(Example, "step_size", 0.0)
+    Traceback (most recent call last):
+    ...
+    bnnkit.errors.ConfigError: --step-size 0.0 must be a finite number > 0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from typing import Any
+
+from bnnkit.errors import ConfigError
+
+
+def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None,
+            aliases: tuple[str, ...] = (), choices: tuple[str, ...] | None = None,
+            metavar: str | None = None, resumable: bool = False, action: str | None = None,
+            cli: bool = True) -> Any:
+    """A Config field with what the CLI needs to offer it as a flag.
+
+    Args:
+        default: the default (omit for a required setting).
+        help: one line for ``--help``.
+        flag: the flag (default ``--`` + the field name with dashes).
+        aliases: other accepted spellings (e.g. the paper's names).
+        choices: allowed values, listed by ``--help``.
+        metavar: placeholder in ``--help``.
+        resumable: may differ on ``--resume`` (it does not change the samples' values).
+        action: an argparse action other than the type's default (``"append"``).
+        cli: offered on the command line at all.
+    """
+    return dataclasses.field(default=default, metadata={
+        "help": help, "flag": flag, "aliases": tuple(aliases), "choices": choices,
+        "metavar": metavar, "resumable": resumable, "action": action, "cli": cli})
+
+
+def flag(cls: type, name: str) -> str:
+    """The command-line flag of a Config field.
+
+    Example:
+        >>> import dataclasses
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Example:
+        ...     num_burn_in: int = setting(0, help="iterations discarded")
+        ...     resume_from: str = setting("", flag="--from", help="a run")
+        >>> flag(Example, "num_burn_in"), flag(Example, "resume_from")
+        ('--num-burn-in', '--from'
+    """
+    field = {f.name: f for f in dataclasses.fields(cls)}[name]
+    return field.metadata.get("flag") or "--" + name.replace("_", "-")
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    """The resolved type annotation of every field of a Config dataclass."""
+    return typing.get_type_hints(cls)
+
+
+def check_positive(cls: type, name: str, value: float) -> None:
+    """A finite number > 0, or a one-line ConfigError naming the flag."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ConfigError(f"{flag(cls, name)} {value} must be a finite number > 0")
+
+
+def check_at_least(cls: type, name: str, value: int, low: int) -> None:
+    """An integer >= ``low``, or a one-line ConfigError naming the flag."""
+    if int(value) != value or value < low:
+        raise ConfigError(f"{flag(cls, name)} {value} must be an integer >= {low}")
+
+
+def check_choice(cls: type, name: str, value: str, allowed: tuple[str, ...]) -> None:
+    """One of ``allowed``, or a one-line ConfigError listing them."""
+    if value not in allowed:
+        raise ConfigError(f"unknown {flag(cls, name)} {value!r}; allowed: {', '.join(allowed)}")

@@ -1,0 +1,115 @@
+"""Run directories: damaged files are detected, older layouts evaluate or are refused in one line."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from bnnkit import runs, storage
+from bnnkit.cli import main
+from bnnkit.errors import ConfigError
+from bnnkit.evaluate import evaluate
+from bnnkit.inference import hmc
+from bnnkit.problem import ProblemConfig, build
+
+PROBLEM = ProblemConfig(dataset="yacht_0", model="mlp_regression_small", noise_std=0.35)
+CONFIG = hmc.Config(step_size=2e-4, trajectory_len=1e-3, num_iterations=4, num_burn_in=1,
+                    num_chains=2)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dir") / "run"
+    runs.run(PROBLEM, CONFIG, path, progress=False)
+    return path
+
+
+def copy(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def truncate(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def one_line_error(argv, capsys) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bnnkit: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+def test_a_damaged_state_file_is_detected_on_resume(finished, tmp_path, capsys):
+    run = copy(finished, tmp_path / "run")
+    truncate(run / "state.npz")
+    with pytest.raises(ConfigError, match="state.npz' is damaged"):
+        runs.run(PROBLEM, CONFIG, run, resume=True, progress=False)
+
+
+def test_a_damaged_sample_is_detected_by_evaluate(finished, tmp_path, capsys):
+    run = copy(finished, tmp_path / "run")
+    truncate(run / "samples" / "sample_0000002.npz")
+    err = one_line_error(["evaluate", str(run)], capsys)
+    assert "sample_0000002.npz' is damaged" in err
+
+
+def test_a_damaged_record_is_detected(finished, tmp_path, capsys):
+    run = copy(finished, tmp_path / "run")
+    (run / "run.json").write_text('{"method": "hmc", "problem": ')
+    err = one_line_error(["evaluate", str(run)], capsys)
+    assert "run.json' is damaged: not valid JSON" in err
+    err = one_line_error(["hmc", "--dataset", "yacht_0", "--model", "mlp_regression_small",
+                          "--step-size", "1e-3", "--trajectory-len", "0.01",
+                          "--num-iterations", "2", "--dir", str(run), "--resume",
+                          "--no-progress"], capsys)
+    assert "is damaged" in err
+
+
+def legacy_hmc_run(path):
+    """A run as written before the one driver: no layout, (chains, ...) sample files."""
+    problem = build(PROBLEM)
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    positions = jax.vmap(problem.init_params)(keys)
+    (path / "samples").mkdir(parents=True)
+    for it in (1, 2, 3):
+        storage.save_arrays(path / "samples" / f"sample_{it:07d}.npz",
+                            storage.flatten_tree(positions))
+    storage.write_json(path / "run.json", {
+        "method": "hmc", "problem": {"dataset": "yacht_0", "model": "mlp_regression_small",
+                                     "noise_std": 0.35},
+        "method_config": {"step_size": 1e-3, "num_iterations": 4, "num_burn_in": 1,
+                          "seed": 0}, "status": "finished"})
+    return positions
+
+
+def test_an_older_sampling_run_still_evaluates(tmp_path):
+    positions = legacy_hmc_run(tmp_path / "old")
+    result = evaluate(tmp_path / "old")
+    assert result["num_chains"] == 2 and result["num_samples_per_chain"] == 3
+    assert np.isfinite(result["test"]["rmse"])
+    out = tmp_path / "samples.npz"
+    assert main(["samples", str(tmp_path / "old"), "--out", str(out)]) == 0
+    with np.load(out, allow_pickle=False) as f:
+        np.testing.assert_array_equal(f["params/Dense_0/kernel"][:, 1],
+                                      positions["params"]["Dense_0"]["kernel"])
+
+
+def test_older_layouts_that_cannot_be_read_are_refused_in_one_line(tmp_path, capsys):
+    legacy_hmc_run(tmp_path / "old")
+    err = one_line_error(["hmc", "--dataset", "yacht_0", "--model", "mlp_regression_small",
+                          "--noise-std", "0.35", "--step-size", "1e-3", "--trajectory-len",
+                          "0.01", "--num-iterations", "6", "--num-burn-in", "1", "--dir",
+                          str(tmp_path / "old"), "--resume", "--no-progress"], capsys)
+    assert "older bnnkit layout and cannot be resumed" in err
+    record = json.loads((tmp_path / "old" / "run.json").read_text())
+    (tmp_path / "old" / "run.json").write_text(json.dumps(
+        {**record, "method": "vi", "posterior": "diag_gaussian"}))
+    err = one_line_error(["evaluate", str(tmp_path / "old")], capsys)
+    assert "older bnnkit layout whose 'diag_gaussian' posterior" in err
