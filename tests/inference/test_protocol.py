@@ -9,24 +9,39 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bnnkit import likelihoods, models, priors
-from bnnkit.inference import METHODS
+from bnnkit import likelihoods, models, priors, runs, storage
+from bnnkit.evaluate import evaluate
+from bnnkit.inference import METHODS, sgd
 from bnnkit.inference.base import Loop
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.posterior import store
+from bnnkit.problem import ProblemConfig
+from bnnkit.runs import RunDir
 from bnnkit.types import Batch
+from mcmc_checks import assert_gaussian_moments
 
-# One row per method: the Config of a tiny run, and whether the step draws randomness (its
-# result must then depend on the key; otherwise it must not).
+
+def hmc_exact(scale_min: float, scale_max: float) -> dict:
+    return dict(step_size=0.3 * scale_min, trajectory_len=1.3 * scale_max, num_iterations=2200,
+                num_burn_in=200)
+
+
+# One row per method: the Config of a tiny run; whether the step draws randomness (its result
+# must then depend on the key; otherwise it must not); and, for samplers of the full-batch
+# posterior, the Config (from the posterior's smallest and largest standard deviations) with
+# which they must recover the conjugate Bayesian linear regression posterior.
 ROWS = {
-    "hmc": (dict(step_size=1e-2, trajectory_len=0.05, num_iterations=4, num_burn_in=2), True),
-    "laplace": (dict(structure="last_layer", prior_precision="auto"), False),
-    "sgd": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16), False),
-    "ensemble": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16, num_members=2), False),
+    "hmc": (dict(step_size=1e-2, trajectory_len=0.05, num_iterations=4, num_burn_in=2), True,
+            hmc_exact),
+    "laplace": (dict(structure="last_layer", prior_precision="auto", curvature_chunk_size=100),
+                False, None),
+    "sgd": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16), False, None),
+    "ensemble": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16, num_members=2), False,
+                 None),
     "sgmcmc": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16, momentum_decay=0.9,
-                    preconditioner="rmsprop"), True),
+                    preconditioner="rmsprop", num_chains=2), True, None),
     "vi": (dict(init_step_size=1e-3, num_epochs=2, batch_size=4, vi_num_samples=2,
-                kl_weighting="blundell"), True),
+                kl_weighting="blundell"), True, None),
 }
 
 
@@ -51,7 +66,7 @@ def test_every_method_has_a_row():
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_method_protocol(name, tmp_path):
     module = METHODS[name]
-    settings, stochastic = ROWS[name]
+    settings, stochastic, _ = ROWS[name]
     config = module.Config(**settings)
     assert name == config.METHOD
     # The Config is what run.json stores: it round-trips through JSON unchanged.
@@ -99,3 +114,89 @@ def test_method_protocol(name, tmp_path):
     first = posterior.draws(jax.random.PRNGKey(5))
     assert again.num_chains == 2 * first.num_chains
     assert again.num_samples == first.num_samples >= 1
+
+
+def stored_run(run_dir) -> dict[str, np.ndarray]:
+    """Every array a run stored: each kept unit's posterior and the last state."""
+    rundir = RunDir(run_dir)
+    out = {f"{u}/{k}": v for u in rundir.sample_units()
+           for k, v in storage.load_arrays(rundir.sample_file(u)).items()}
+    out.update({f"state/{k}": v for k, v in storage.load_arrays(rundir.state_file).items()})
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_method_runs_resumes_bit_for_bit_and_evaluates(name, tmp_path):
+    # Through the one driver: an interrupted run, resumed, stores exactly what the
+    # uninterrupted run stores, and bnnkit evaluate reads it like any other.
+    module = METHODS[name]
+    settings = dict(ROWS[name][0])
+    problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
+    if module.Config.PROBLEM_FROM_SOURCE:
+        runs.run(problem, sgd.Config(init_step_size=1e-4, num_epochs=2, batch_size=32),
+                 tmp_path / "source", progress=False)
+        settings[module.Config.SOURCE_FLAG.lstrip("-").replace("-", "_")] = str(
+            tmp_path / "source")
+        problem = None
+    config = module.Config(**settings)
+    full = runs.run(problem, config, tmp_path / "full", progress=False)
+    assert full.num_units >= 2, "the row must make a run of at least two units"
+
+    def interrupt(unit, log):
+        if unit == full.num_units // 2 - 1:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        runs.run(problem, config, tmp_path / "part", progress=False, on_unit=interrupt)
+    runs.run(problem, config, tmp_path / "part", resume=True, progress=False)
+    whole, resumed = stored_run(tmp_path / "full"), stored_run(tmp_path / "part")
+    assert sorted(whole) == sorted(resumed) and any(k.startswith("state/") for k in whole)
+    for key in whole:
+        np.testing.assert_array_equal(whole[key], resumed[key], err_msg=key)
+    result = evaluate(tmp_path / "full")
+    assert np.isfinite(result["test"]["rmse"]) and np.isfinite(result["test"]["nll"])
+
+
+def conjugate_problem():
+    rng = np.random.default_rng(0)
+    n, d, noise, weight_decay = 40, 3, 0.5, 2.0
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = (x @ np.array([1.0, -0.5, 0.25]) + 0.3 + noise * rng.normal(size=n)).astype(np.float32)
+    model = models.get("linear", num_outputs=1)
+    lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=noise),
+                      priors.Gaussian(weight_decay), n)
+    # Exact posterior over z = (w, b): precision λI + XᵀX/σ², mean Λ⁻¹Xᵀy/σ².
+    xa = np.concatenate([x, np.ones((n, 1))], axis=1).astype(np.float64)
+    precision = weight_decay * np.eye(d + 1) + xa.T @ xa / noise**2
+    mean = np.linalg.solve(precision, xa.T @ y / noise**2)
+    return model, lp, Batch(jnp.asarray(x), jnp.asarray(y)), mean, np.linalg.inv(precision)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(n for n, row in ROWS.items() if row[2] is not None))
+def test_sampler_recovers_the_conjugate_posterior(name):
+    # Every mean and covariance entry within a Bonferroni-corrected number of MCSE, with the
+    # MCSE from the chains' own ESS (family-wise error 1e-3; tests/mcmc_checks.py).
+    module = METHODS[name]
+    model, lp, batch, mean, cov = conjugate_problem()
+    eig = np.linalg.eigvalsh(cov)
+    config = module.Config(**ROWS[name][2](float(np.sqrt(eig.min())), float(np.sqrt(eig.max()))))
+    method = module.build(lp, config)
+    num_chains = 4
+
+    def one_chain(key):
+        k_init, k_run = jax.random.split(key)
+        state = method.init(k_init, model.init(k_init, batch.x[:1]), batch)
+
+        def body(state, k):
+            state, _ = method.step(k, state, batch)
+            return state, method.position(state)
+
+        _, positions = jax.lax.scan(body, state,
+                                    jax.random.split(k_run, config.num_iterations))
+        return jax.tree.map(lambda p: p[config.num_burn_in:], positions)
+
+    positions = jax.jit(jax.vmap(one_chain))(jax.random.split(jax.random.PRNGKey(2), num_chains))
+    dense = positions["params"]["Dense_0"]
+    draws = np.concatenate([np.asarray(dense["kernel"])[..., 0], np.asarray(dense["bias"])], -1)
+    assert_gaussian_moments(draws.astype(np.float64), mean, cov, name)
