@@ -17,4 +17,4 @@ METHODS = {
     "laplace": laplace,
 }
 
-__all__ = ["METHODS", "Method", "ensemble", "hmc", "laplace", "sgd", "sgmcmc", "vi"]
+__all__ = ["METHODS", "Method"]
