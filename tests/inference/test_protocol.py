@@ -33,6 +33,8 @@ def hmc_exact(scale_min: float, scale_max: float) -> dict:
 ROWS = {
     "hmc": (dict(step_size=1e-2, trajectory_len=0.05, num_iterations=4, num_burn_in=2), True,
             hmc_exact),
+    "nuts": (dict(step_size=1e-2, num_iterations=4, num_burn_in=2), True,
+             lambda lo, hi: dict(step_size=0.3 * lo, num_iterations=1200, num_burn_in=200)),
     "laplace": (dict(structure="last_layer", prior_precision="auto", curvature_chunk_size=100),
                 False, None),
     "sgd": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16), False, None),
