@@ -46,8 +46,16 @@ def load_run(run_dir: str | os.PathLike) -> tuple[dict, problem_lib.Problem, Any
         ConfigError: not a run directory, a damaged one, or no kept samples yet.
 
     Example:
-        >>> record, problem, posterior = load_run("runs/demo_concrete_0")  # doctest: +SKIP
-        >>> posterior.num_chains, posterior.num_samples  # doctest: +SKIP
+        >>> import tempfile
+        >>> from bnnkit.inference import sgd
+        >>> from bnnkit.runs.loop import run
+        >>> run_dir = tempfile.mkdtemp() + "/run"
+        >>> _ = run(problem_lib.ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
+        ...         sgd.Config(init_step_size=1e-3, num_epochs=2, batch_size=64), run_dir,
+        ...         progress=False)
+        >>> record, problem, posterior = load_run(run_dir)
+        >>> record["status"], problem.dataset.name, posterior.num_chains, posterior.num_samples
+        ('finished', 'yacht_0', 1, 1)
     """
     rundir = RunDir(run_dir)
     record = rundir.read_record()
@@ -138,8 +146,16 @@ def evaluate(
         ``reference`` comparison if asked.
 
     Example:
-        >>> result = evaluate("runs/demo_concrete_0")  # doctest: +SKIP
-        >>> result["test"]["rmse"]  # doctest: +SKIP
+        >>> import tempfile
+        >>> from bnnkit.inference import sgd
+        >>> from bnnkit.runs.loop import run
+        >>> run_dir = tempfile.mkdtemp() + "/run"
+        >>> _ = run(problem_lib.ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
+        ...         sgd.Config(init_step_size=1e-3, num_epochs=2, batch_size=64), run_dir,
+        ...         progress=False)
+        >>> result = evaluate(run_dir)  # also stored as RUN_DIR/evaluation.json
+        >>> sorted(result["test"])  # in the units of the targets
+        ['nll', 'rmse']
     """
     if (corruption is None) != (severity is None):
         raise ConfigError("--corruption and --severity go together")

@@ -66,8 +66,13 @@ def predict(
     ``max_diagnostic_points`` inputs are kept.
 
     Example:
-        >>> pred = predict(problem, samples, problem.dataset.x_test)  # doctest: +SKIP
-        >>> pred.mean.shape  # (N,) for regression, (N, K) for classification  # doctest: +SKIP
+        >>> from bnnkit.problem import ProblemConfig, build
+        >>> problem = build(ProblemConfig("yacht_0", "mlp_regression_small"))
+        >>> keys = jax.random.split(jax.random.PRNGKey(0), 4)
+        >>> samples = Samples.from_single_chain(jax.vmap(problem.init_params)(keys))
+        >>> pred = predict(problem, samples, problem.dataset.x_test)
+        >>> pred.means.shape, pred.mean.shape  # (S, N) per sample; (N,) the BMA mean
+        ((4, 31), (31,))
     """
     flat = samples.flat()
     chains, per_chain = samples.num_chains, samples.num_samples
@@ -155,7 +160,15 @@ def glm_predict(
         function-space diagnostics.
 
     Example:
-        >>> pred = glm_predict(problem, posterior, problem.dataset.x_test)  # doctest: +SKIP
+        >>> from bnnkit.problem import ProblemConfig, build
+        >>> problem = build(ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35))
+        >>> theta = problem.init_params(jax.random.PRNGKey(0))
+        >>> precision = jax.tree.map(lambda p: jnp.full_like(p, 100.0), theta)
+        >>> pred = glm_predict(problem, DiagLaplace(theta, precision, num_draws=8),
+        ...                    problem.dataset.x_test)
+        >>> noise = 0.35 * problem.dataset.target_scale  # σ in the units of the targets
+        >>> pred.means.shape, bool((pred.stds > noise).all())  # stds: √(J Λ⁻¹ Jᵀ + σ²) > σ
+        ((1, 31), True)
     """
     key = jax.random.PRNGKey(0) if key is None else key
     num_samples = posterior.num_draws if num_samples is None else num_samples

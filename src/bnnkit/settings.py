@@ -59,7 +59,7 @@ def flag(cls: type, name: str) -> str:
         ...     num_burn_in: int = setting(0, help="iterations discarded")
         ...     resume_from: str = setting("", flag="--from", help="a run")
         >>> flag(Example, "num_burn_in"), flag(Example, "resume_from")
-        ('--num-burn-in', '--from'
+        ('--num-burn-in', '--from')
     """
     field = {f.name: f for f in dataclasses.fields(cls)}[name]
     return field.metadata.get("flag") or "--" + name.replace("_", "-")

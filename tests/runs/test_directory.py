@@ -1,4 +1,4 @@
-"""Run directories: damaged files are detected, older layouts evaluate or are refused in one line."""
+"""Run directories: damaged files are detected; older layouts evaluate or get one line."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def one_line_error(argv, capsys) -> str:
 def test_a_damaged_state_file_is_detected_on_resume(finished, tmp_path, capsys):
     run = copy(finished, tmp_path / "run")
     truncate(run / "state.npz")
-    with pytest.raises(ConfigError, match="state.npz' is damaged"):
+    with pytest.raises(ConfigError, match=r"state\.npz' is damaged"):
         runs.run(PROBLEM, CONFIG, run, resume=True, progress=False)
 
 

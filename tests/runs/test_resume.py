@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
-
-import dataclasses
 
 from bnnkit import runs, storage
 from bnnkit.errors import ConfigError

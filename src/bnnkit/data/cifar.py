@@ -152,6 +152,8 @@ def load(name: str = "cifar10", *, data_dir: str | os.PathLike | None = None,
         ConfigError: unknown name, missing or malformed files, bad options.
 
     Example:
+        (Needs the CIFAR-10 files, which doctests do not download.)
+
         >>> ds = load("cifar10", subset_train_to=1000)  # doctest: +SKIP
         >>> ds.x_train.shape  # doctest: +SKIP
         (1000, 32, 32, 3)

@@ -71,6 +71,8 @@ def load(corruption: str, severity: int, *, data_dir: str | os.PathLike | None =
         ConfigError: files missing (says where to put them), unknown corruption or severity.
 
     Example:
+        (Needs the CIFAR-10-C files on disk; nothing downloads them.)
+
         >>> x, y = load("gaussian_noise", 5)  # doctest: +SKIP
         >>> x.shape, y.shape  # doctest: +SKIP
         ((10000, 32, 32, 3), (10000,))

@@ -29,9 +29,17 @@ def decode(blob: np.ndarray, offsets: np.ndarray, indices: np.ndarray | None = N
     """Decode JPEGs ``indices`` (default all) of a concatenated blob into (N, H, W, 3) uint8.
 
     Example:
-        >>> blob, offsets = archive["test_jpeg_bytes"], archive["test_offsets"]  # doctest: +SKIP
-        >>> decode(blob, offsets, np.arange(10)).shape  # doctest: +SKIP
-        (10, 32, 32, 3)
+        >>> from PIL import Image
+        >>> def jpeg(gray):
+        ...     buffer = io.BytesIO()
+        ...     Image.new("RGB", (32, 32), (gray,) * 3).save(buffer, "JPEG")
+        ...     return buffer.getvalue()
+        >>> parts = [jpeg(0), jpeg(255)]
+        >>> blob = np.frombuffer(b"".join(parts), np.uint8)
+        >>> offsets = np.cumsum([0] + [len(p) for p in parts])  # image i: blob[o[i]:o[i + 1]]
+        >>> images = decode(blob, offsets, [1])
+        >>> images.shape, int(images.min())
+        ((1, 32, 32, 3), 255)
     """
     from PIL import Image
 
@@ -68,6 +76,8 @@ def load(name: str = FOLDER, *, data_dir: str | os.PathLike | None = None,
         ConfigError: the file is missing (no download exists) or malformed.
 
     Example:
+        (Needs the proxy file on disk; it has no public download.)
+
         >>> ds = load(subset_train_to=500)  # doctest: +SKIP
         >>> ds.x_train.shape  # doctest: +SKIP
         (500, 32, 32, 3)

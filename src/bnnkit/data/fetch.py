@@ -77,6 +77,8 @@ def download(folder: str, remote: Remote, *, cache: Path | None = None) -> Path:
         ConfigError: hash mismatch (naming the file) or no URL reachable (saying where to put it).
 
     Example:
+        (Downloads the Keras ``mnist.npz``; doctests do not use the network.)
+
         >>> path = download("mnist", REMOTES["mnist"][0])  # doctest: +SKIP
     """
     import pooch
@@ -142,8 +144,13 @@ def locate(
             download.
 
     Example:
-        >>> locate("mnist", ["mnist.npz"], data_dir="/data")  # doctest: +SKIP
-        PosixPath('/data/mnist/mnist.npz')
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> (root / "mnist").mkdir()
+        >>> (root / "mnist" / "mnist.npz").touch()
+        >>> path = locate("mnist", ["train-images-idx3-ubyte.gz", "mnist.npz"], data_dir=root)
+        >>> path.relative_to(root)
+        PosixPath('mnist/mnist.npz')
     """
     root = data_root(data_dir)
     remotes = REMOTES.get(folder, ()) if remotes is None else remotes

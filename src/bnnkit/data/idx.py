@@ -56,9 +56,12 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Read an IDX file, gunzipping it when its name ends in ``.gz``.
 
     Example:
-        >>> images = read_idx("train-images-idx3-ubyte.gz")  # doctest: +SKIP
-        >>> images.shape, images.dtype  # doctest: +SKIP
-        ((60000, 28, 28), dtype('uint8'))
+        >>> import tempfile
+        >>> path = tempfile.mkdtemp() + "/labels-idx1-ubyte.gz"
+        >>> with gzip.open(path, "wb") as f:  # type 0x08 (uint8), 1 dimension of size 3
+        ...     _ = f.write(bytes([0, 0, 8, 1]) + (3).to_bytes(4, "big") + bytes([7, 8, 9]))
+        >>> read_idx(path)
+        array([7, 8, 9], dtype=uint8)
     """
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open

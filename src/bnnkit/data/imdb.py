@@ -138,6 +138,8 @@ def load(name: str = "imdb", *, data_dir: str | os.PathLike | None = None,
         ConfigError: missing file, checksum mismatch, malformed file or bad options.
 
     Example:
+        (Needs the Keras ``imdb.npz``, which doctests do not download.)
+
         >>> ds = load()  # doctest: +SKIP
         >>> ds.x_train.shape, ds.info["validation"][0].shape, ds.x_test.shape  # doctest: +SKIP
         ((20000, 100), (5000, 100), (25000, 100))

@@ -121,6 +121,8 @@ def load(name: str = "mnist", *, data_dir: str | os.PathLike | None = None,
         ConfigError: unknown name, missing or malformed files, bad options.
 
     Example:
+        (Needs the MNIST files, which doctests do not download.)
+
         >>> ds = load("mnist", normalization_name="blundell")  # doctest: +SKIP
         >>> ds.x_train.shape, ds.x_train.dtype, ds.input_normalization.std  # doctest: +SKIP
         ((60000, 28, 28, 1), dtype('uint8'), array([126.]))

@@ -28,7 +28,14 @@ def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
         ConfigError: missing file or array, pickled object arrays, mismatched lengths, NaN/inf.
 
     Example:
-        >>> ds = load("my_data.npz", standardize_data=True)  # doctest: +SKIP
+        >>> import tempfile
+        >>> path = tempfile.mkdtemp() + "/my_data.npz"
+        >>> rng = np.random.default_rng(0)
+        >>> np.savez(path, x_train=rng.normal(size=(8, 3)), y_train=np.arange(8) % 2,
+        ...          x_test=rng.normal(size=(4, 3)), y_test=np.arange(4) % 2)
+        >>> ds = load(path, standardize_data=True)
+        >>> ds.task, ds.num_classes, ds.x_train.shape
+        ('classification', 2, (8, 3))
     """
     path = os.fspath(path)
     if not os.path.isfile(path):

@@ -30,9 +30,10 @@ def carve(dataset: Dataset, *, subset_train_to: int | None = None,
         ConfigError: a size that is not positive or does not fit into the training set.
 
     Example:
-        >>> ds = carve(load("mnist"), subset_train_to=1000, validation_size=10000)  # doctest: +SKIP
-        >>> ds.num_train, ds.info["validation"][0].shape[0]  # doctest: +SKIP
-        (1000, 10000)
+        >>> from bnnkit.data import uci
+        >>> ds = carve(uci.load("yacht_0"), subset_train_to=100, validation_size=77)  # 277 train
+        >>> ds.num_train, ds.info["validation"][0].shape[0]
+        (100, 77)
     """
     x, y = dataset.x_train, dataset.y_train
     info = dict(dataset.info)

@@ -143,8 +143,15 @@ def pruning_table(problem, q: DiagGaussian, fractions: Sequence[float] = DEFAULT
         classification).
 
     Example:
-        >>> rows = pruning_table(problem, q, [0.0, 0.95])  # doctest: +SKIP
-        >>> rows[1]["snr"]["error"], rows[1]["magnitude"]["error"]  # doctest: +SKIP
+        >>> from bnnkit.problem import ProblemConfig, build
+        >>> problem = build(ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35))
+        >>> mean = problem.init_params(jax.random.PRNGKey(0))
+        >>> q = DiagGaussian(mean, jax.tree.map(lambda m: jnp.full_like(m, 0.1), mean))
+        >>> rows = pruning_table(problem, q, [0.0, 0.95])
+        >>> rows[1]["num_pruned"], rows[1]["num_prunable"]  # 95 % of the 6·50 + 50·1 kernel weights
+        (332, 350)
+        >>> rows[1]["snr"] == rows[1]["magnitude"]  # one σ for all: both rank by |μ|
+        True
     """
     fractions = check_fractions(fractions)
     which = prunable(q.mean, include_biases)
@@ -201,6 +208,8 @@ def prune_run(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
             or an output path that is a file.
 
     Example:
+        (Needs a stored VI run, which takes too long to train in a doctest.)
+
         >>> rows = prune_run("runs/bbb_mnist", fractions=[0.0, 0.95])  # doctest: +SKIP
     """
     from bnnkit.evaluate import load_run

@@ -41,11 +41,12 @@ class CNNLSTM(nn.Module):
         hidden_size: LSTM state width.
 
     Example:
+        >>> from bnnkit.models.registry import num_params
         >>> net = CNNLSTM(num_outputs=2)
-        >>> tokens = jnp.zeros((1, 100), jnp.int32)
-        >>> params = net.init(jax.random.PRNGKey(0), tokens)
-        >>> net.apply(params, jnp.zeros((3, 100), jnp.int32)).shape
-        (3, 2)
+        >>> tokens = jnp.zeros((3, 100), jnp.int32)
+        >>> params = jax.eval_shape(net.init, jax.random.PRNGKey(0), tokens)  # shapes only
+        >>> jax.eval_shape(net.apply, params, tokens).shape, num_params(params)
+        ((3, 2), 2700098)
     """
 
     num_outputs: int

@@ -14,7 +14,7 @@ as in :mod:`bnnkit.models.mlp`.
 Parameter count for C input channels and K outputs::
 
     (25·C·6 + 6) + (25·6·16 + 16) + (400·120 + 120) + (120·84 + 84) + (84·K + K)
-    = 150·C + 60 622 + 85·K          (61 706 for MNIST, 62 006 for CIFAR-10)
+    = 150·C + 60 706 + 85·K          (61 706 for MNIST, 62 006 for CIFAR-10)
 """
 
 from __future__ import annotations
@@ -35,10 +35,13 @@ class LeNet5(nn.Module):
         num_outputs: width of the output layer (number of classes).
 
     Example:
+        >>> import jax.numpy as jnp
+        >>> from bnnkit.models.registry import num_params
         >>> net = LeNet5(num_outputs=10)
-        >>> params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 28, 28, 1)))
-        >>> net.apply(params, jnp.zeros((4, 28, 28, 1))).shape
-        (4, 10)
+        >>> x = jnp.zeros((4, 28, 28, 1))
+        >>> params = jax.eval_shape(net.init, jax.random.PRNGKey(0), x)  # shapes only
+        >>> jax.eval_shape(net.apply, params, x).shape, num_params(params)  # 150 + 60 706 + 850
+        ((4, 10), 61706)
     """
 
     num_outputs: int

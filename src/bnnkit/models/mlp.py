@@ -22,6 +22,7 @@ class MLP(nn.Module):
         num_outputs: width of the output layer.
 
     Example:
+        >>> import jax.numpy as jnp
         >>> net = MLP(hidden=(50,), num_outputs=2)
         >>> params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 6)))
         >>> net.apply(params, jnp.zeros((4, 6))).shape

@@ -95,8 +95,9 @@ class ResNet20FRN(nn.Module):
 
     Example:
         >>> net = ResNet20FRN(num_outputs=10, activation=jax.nn.swish)
-        >>> params = net.init(jax.random.PRNGKey(0), jnp.zeros((1, 32, 32, 3)))
-        >>> net.apply(params, jnp.zeros((2, 32, 32, 3))).shape
+        >>> x = jnp.zeros((2, 32, 32, 3))
+        >>> params = jax.eval_shape(net.init, jax.random.PRNGKey(0), x)  # shapes only
+        >>> jax.eval_shape(net.apply, params, x).shape
         (2, 10)
     """
 

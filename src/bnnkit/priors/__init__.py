@@ -14,9 +14,14 @@
 ``Gaussian(weight_decay=λ)`` is the default, N(0, 1/λ) on every weight and bias.
 
 Example:
+    >>> import jax, jax.numpy as jnp
+    >>> from bnnkit import models
     >>> prior = make("student_t:df=3,scale=0.1", bias="gaussian:scale=1")
-    >>> position = {"params": model.init(key, x[:1])["params"]}  # doctest: +SKIP
-    >>> prior.log_prob(position)  # doctest: +SKIP
+    >>> prior.family_for("Dense_0/kernel"), prior.family_for("Dense_0/bias")
+    (StudentT(df=3.0, scale=0.1), Normal(scale=1.0))
+    >>> position = models.get("linear", num_outputs=1).init(jax.random.PRNGKey(0), jnp.ones((1, 2)))
+    >>> prior.init_latents(position), bool(jnp.isfinite(prior.log_prob(position)))
+    ({}, True)
 """
 
 from bnnkit.priors.families import (

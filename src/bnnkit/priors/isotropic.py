@@ -31,7 +31,7 @@ class Gaussian:
     Example:
         >>> prior = Gaussian(weight_decay=1.0)
         >>> float(prior.log_prob({"w": jnp.zeros(2)}))  # = log N(0; 0, 1) * 2
-        -1.8378770...
+        -1.837877
     """
 
     weight_decay: float

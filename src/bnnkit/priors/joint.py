@@ -84,7 +84,7 @@ class JointPrior:
         >>> prior = make("laplace:scale=0.1", bias="gaussian:scale=1")
         >>> params = {"params": {"Dense_0": {"kernel": jnp.zeros((3, 2)), "bias": jnp.zeros(2)}}}
         >>> float(prior.log_prob(params))  # 6 log(1/0.2) + 2 log N(0; 0, 1)
-        7.8186...
+        7.81875
     """
 
     default: Any

@@ -49,7 +49,15 @@ def draw_outputs(
         (S, batch, outputs) array.
 
     Example:
-        >>> out = draw_outputs(key, model.apply, prior, params, grid[:, None], 50)  # doctest: +SKIP
+        >>> import jax.numpy as jnp
+        >>> from bnnkit import models, priors
+        >>> model = models.get("linear", num_outputs=1)
+        >>> grid = jnp.linspace(-1.0, 1.0, 5)
+        >>> params = model.init(jax.random.PRNGKey(0), grid[:1, None])
+        >>> out = draw_outputs(jax.random.PRNGKey(1), model.apply, priors.Gaussian(1.0), params,
+        ...                    grid[:, None], 50)
+        >>> out.shape
+        (50, 5, 1)
     """
     if num_draws < 1:
         raise ConfigError(f"number of draws {num_draws} must be >= 1")

@@ -228,8 +228,14 @@ def load_toml(path: str | os.PathLike) -> dict[str, str | None]:
             bad family or parameter (named with its table).
 
     Example:
-        >>> load_toml("priors.toml")  # doctest: +SKIP
-        {'prior': 'laplace:scale=0.1', 'bias_prior': 'gaussian:scale=1', ...}
+        >>> import tempfile
+        >>> path = tempfile.mkdtemp() + "/priors.toml"
+        >>> with open(path, "w") as f:
+        ...     _ = f.write('[prior]\\nfamily = "laplace"\\nscale = 0.1\\n'
+        ...                 '[prior.bias]\\nfamily = "gaussian"\\nscale = 1\\n')
+        >>> load_toml(path)
+        {'prior': 'laplace:scale=0.1', 'bias_prior': 'gaussian:scale=1', 'layer_priors': None,
+         'noise_prior': None}
     """
     try:
         import tomllib

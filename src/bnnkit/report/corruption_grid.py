@@ -1,7 +1,11 @@
 """A PNG grid showing one image under every corruption and severity.
 
 Example:
-    >>> render_grid(image, "CIFAR-10 test image 0", "grid.png", seed=0)  # doctest: +SKIP
+    >>> import tempfile
+    >>> image = np.full((32, 32, 3), 128, np.uint8)
+    >>> path = render_grid(image, "a grey image", tempfile.mkdtemp() + "/grid.png", seed=0)
+    >>> os.path.basename(path)
+    'grid.png'
 """
 
 from __future__ import annotations

@@ -34,8 +34,11 @@ def pruning_curve_png(rows: list[dict[str, Any]], task: str, title: str = "") ->
     """Test error (classification, %) or RMSE of the pruned mean against the pruned share.
 
     Example:
-        >>> rows = pruning.pruning_table(problem, q)  # doctest: +SKIP
-        >>> png = pruning_curve_png(rows, "classification")  # doctest: +SKIP
+        >>> rows = [{"fraction": 0.0, "snr": {"rmse": 1.0}, "magnitude": {"rmse": 1.0}},
+        ...         {"fraction": 0.9, "snr": {"rmse": 1.1}, "magnitude": {"rmse": 1.8}}]
+        >>> png = pruning_curve_png(rows, "regression")  # rows as pruning_table returns them
+        >>> png[1:4]
+        b'PNG'
     """
     key, label, scale = (("error", "test error (%)", 100.0) if task == "classification"
                          else ("rmse", "test RMSE", 1.0))

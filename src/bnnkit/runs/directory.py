@@ -280,7 +280,7 @@ def check_same_settings(stored: Mapping[str, Any], given: Mapping[str, Any],
         >>> check_same_settings({"a": 1}, {"a": 2})
         Traceback (most recent call last):
         ...
-        bnnkit.errors.ConfigError: --resume with a different config: a was 1 in the stored run but is 2 now
+        bnnkit.errors.ConfigError: --resume with a different config: a was 1 in the stored run ...
     """
     for key in sorted(set(stored) | set(given)):
         if key not in may_change and stored.get(key) != given.get(key):

@@ -47,8 +47,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bnnkit import storage
 from bnnkit import problem as problem_lib
+from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.models import num_params

@@ -16,10 +16,19 @@ recurrent cells, weight sharing) use the generic per-example path of
 :mod:`~bnnkit.inference.laplace.ggn`.
 
 Example:
-    >>> calls = dense_calls(model.apply, params, x[:2])  # doctest: +SKIP
-    >>> is_dense_network(calls, params)  # doctest: +SKIP
+    >>> from bnnkit.models.mlp import MLP
+    >>> net = MLP(hidden=(5,), num_outputs=3)
+    >>> x = jax.random.normal(jax.random.PRNGKey(0), (8, 4))
+    >>> params = net.init(jax.random.PRNGKey(1), x)
+    >>> calls = dense_calls(net.apply, params, x[:2])
+    >>> [call.path for call in calls], is_dense_network(calls, params)
+    ([('Dense_0',), ('Dense_1',)], True)
+    >>> ones = lambda outputs: jnp.ones((1, *outputs.shape))  # R = 1 cotangent per example
+    >>> outputs, inputs, grads = taps(net.apply, params, x, ones)
+    >>> inputs[("Dense_1",)].shape, grads[("Dense_1",)].shape  # a (N, in), g (R, N, out)
+    ((8, 5), (1, 8, 3))
+    >>> bool((grads[("Dense_1",)] == 1).all())  # the output layer's g is the cotangent itself
     True
-    >>> outputs, inputs, grads = taps(model.apply, params, x, cotangents)  # doctest: +SKIP
 """
 
 from __future__ import annotations

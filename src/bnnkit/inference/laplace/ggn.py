@@ -30,7 +30,15 @@ Memory is bounded whatever the batch: examples are processed ``micro`` at a time
 of per-example gradients, which makes the diagonal as cheap as a few backward passes.
 
 Example:
-    >>> diag = ggn_diag(model.apply, likelihood, params, Batch(x, y))  # doctest: +SKIP
+    >>> from bnnkit.likelihoods import Categorical
+    >>> from bnnkit.models.mlp import MLP
+    >>> net, likelihood = MLP(hidden=(5,), num_outputs=3), Categorical(num_classes=3)
+    >>> batch = Batch(jax.random.normal(jax.random.PRNGKey(0), (8, 4)), jnp.arange(8) % 3)
+    >>> params = net.init(jax.random.PRNGKey(1), batch.x)
+    >>> diag = ggn_diag(net.apply, likelihood, params, batch)
+    >>> G = ggn_block(net.apply, likelihood, params, batch, ("params", "Dense_1"))  # 18 × 18
+    >>> bool(jnp.allclose(jnp.diag(G), ravel_pytree(diag["params"]["Dense_1"])[0], rtol=1e-5))
+    True
 """
 
 from __future__ import annotations
@@ -169,7 +177,14 @@ def ggn_diag(
     """``diag Σ_i J_iᵀ H_i J_i`` over the batch, shaped like ``params``.
 
     Example:
-        >>> diag = ggn_diag(model.apply, likelihood, params, Batch(x, y))  # doctest: +SKIP
+        >>> from bnnkit import likelihoods, models
+        >>> model = models.get("linear", num_outputs=1)
+        >>> x = jnp.array([[1.0, 2.0], [3.0, 0.0]])
+        >>> params = model.init(jax.random.PRNGKey(0), x)
+        >>> noise = likelihoods.Gaussian(noise_std=1.0)
+        >>> diag = ggn_diag(model.apply, noise, params, Batch(x, jnp.zeros(2)))["params"]
+        >>> diag["Dense_0"]["kernel"][:, 0].tolist(), diag["Dense_0"]["bias"].tolist()  # Σ x², N
+        ([10.0, 4.0], [2.0])
     """
     n = batch.x.shape[0]
     num_out = jax.eval_shape(apply, params, batch.x[:1]).shape[-1]
@@ -239,7 +254,14 @@ def ggn_block(
     any other block uses per-example vector-Jacobian products.
 
     Example:
-        >>> G = ggn_block(apply, likelihood, params, batch, ("params", "Dense_1"))  # doctest: +SKIP
+        >>> from bnnkit import likelihoods, models
+        >>> model = models.get("linear", num_outputs=1)
+        >>> x = jnp.array([[1.0, 2.0], [3.0, 0.0]])
+        >>> params = model.init(jax.random.PRNGKey(0), x)
+        >>> noise = likelihoods.Gaussian(noise_std=1.0)
+        >>> G = ggn_block(model.apply, noise, params, Batch(x, jnp.zeros(2)), ("params", "Dense_0"))
+        >>> G.tolist()  # Σ_i ã_i ã_iᵀ with ã = [1; x] (bias first, as ravel_pytree orders them)
+        [[2.0, 4.0, 2.0], [4.0, 10.0, 2.0], [2.0, 2.0, 4.0]]
     """
     block, unravel = ravel_pytree(get_block(params, path))
     call = dense_block_call(apply, params, batch.x[:1], path)
