@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.bnnkit-installed
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-slow test-all lint bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,11 +25,18 @@ demo: $(STAMP)
 	  --num-iterations 200 --num-burn-in 50 --num-chains 4 --max-num-leapfrog-steps 5000 \
 	  --seed 0 --dir runs/demo_concrete_0 --overwrite
 
-test: $(STAMP)
-	$(PY) -m pytest -q
+# Test processes run in parallel (pytest-xdist); 2 fits the 2-core machines this runs on.
+TEST_WORKERS ?= 2
 
-test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+# Everything but the statistical exactness and real-data checks: about 5 minutes on 2 cores.
+test: $(STAMP)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow"
+
+# The statistical exactness checks (samplers against exact posteriors) and the real-data checks.
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m slow
+
+test-all: test test-slow
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -5,6 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from bnnkit import storage
+from bnnkit.cli import main
+
+
+def run_ok(argv, capsys) -> str:
+    """``bnnkit ARGV`` through ``main``: it must exit 0; returns what it printed."""
+    code = main(argv)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
 
 
 def rmse_between_predictions(run_dir, reference_dir) -> float:

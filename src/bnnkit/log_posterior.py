@@ -134,6 +134,11 @@ class LogPosterior:
         total, _ = jax.lax.scan(body, zero, (chunks(batch.x), chunks(batch.y), mask))
         return total
 
+    @property
+    def is_tempered(self) -> bool:
+        """Whether T ≠ 1, so that tempering changes a term at all (methods skip work if not)."""
+        return self.temperature != 1.0
+
     def temper(self, value: Any) -> Any:
         """``value / T``: the one place where the temperature is applied.
 

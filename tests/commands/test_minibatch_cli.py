@@ -12,26 +12,12 @@ from bnnkit.cli import main
 from bnnkit.inference import sgmcmc
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import RunDir
-from cli_checks import rmse_between_predictions
+from cli_checks import rmse_between_predictions, run_ok
 
 PROBLEM = ["--dataset", "yacht_0", "--model", "mlp_regression_small", "--noise-std", "0.35"]
 COMMON = [*PROBLEM, "--batch-size", "32", "--no-progress"]
 
 
-def run_ok(argv, capsys):
-    code = main(argv)
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    return out.out
-
-
-@pytest.fixture(scope="module")
-def hmc_run(tmp_path_factory):
-    d = tmp_path_factory.mktemp("hmc") / "run"
-    assert main(["hmc", *PROBLEM, "--step-size", "1e-3", "--trajectory-len", "0.05",
-                 "--num-iterations", "12", "--num-burn-in", "4", "--num-chains", "2",
-                 "--dir", str(d), "--no-progress", "--no-evaluate"]) == 0
-    return d
 
 
 SGMCMC_VARIANTS = {
@@ -44,7 +30,10 @@ SGMCMC_VARIANTS = {
 }
 
 
-@pytest.mark.parametrize("variant", sorted(SGMCMC_VARIANTS))
+# The last variant combines the others' settings; the other three run with `make test-slow`.
+@pytest.mark.parametrize("variant", [
+    *(pytest.param(v, marks=pytest.mark.slow) for v in ("SGHMC", "SGHMC-CLR", "SGLD")),
+    "SGHMC-CLR-Prec"])
 def test_sgmcmc_variants_run_and_compare_with_hmc(variant, tmp_path, hmc_run, capsys):
     d = tmp_path / "run"
     out = run_ok(["sgmcmc", *COMMON, "--init-step-size", "1e-5", "--num-epochs", "8",

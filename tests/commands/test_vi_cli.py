@@ -16,27 +16,13 @@ from bnnkit.inference import vi
 from bnnkit.posterior import DiagGaussian
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import RunDir
-from cli_checks import rmse_between_predictions
+from cli_checks import rmse_between_predictions, run_ok
 
 PROBLEM = ["--dataset", "yacht_0", "--model", "mlp_regression_small", "--noise-std", "0.35"]
 COMMON = [*PROBLEM, "--batch-size", "32", "--no-progress"]
 VI = ["vi", *COMMON, "--init-step-size", "1e-2", "--vi-sigma-init", "0.01"]
 
 
-def run_ok(argv, capsys):
-    code = main(argv)
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    return out.out
-
-
-@pytest.fixture(scope="module")
-def hmc_run(tmp_path_factory):
-    d = tmp_path_factory.mktemp("hmc") / "run"
-    assert main(["hmc", *PROBLEM, "--step-size", "1e-3", "--trajectory-len", "0.05",
-                 "--num-iterations", "6", "--num-burn-in", "2", "--dir", str(d),
-                 "--no-progress", "--no-evaluate"]) == 0
-    return d
 
 
 @pytest.fixture(scope="module")

@@ -65,8 +65,10 @@ CASES = {
     "mlp_bbb_800": ((784,), 10, False, mlp_count((784, 800, 800, 10))),
     "mlp_bbb_1200": ((784,), 10, False, mlp_count((784, 1200, 1200, 10))),
 }
-# The three Bayes-by-Backprop MLPs differ only in width: run the expensive checks on one.
-HEAVY = ["lenet5", "resnet20_frn_swish", "resnet20_frn", "cnn_lstm", "mlp_bbb_400"]
+# The three Bayes-by-Backprop MLPs differ only in width: run the expensive checks on one. The
+# two ResNets take most of the time (convolutions compile slowly on CPU): with `make test-slow`.
+HEAVY = ["lenet5", pytest.param("resnet20_frn_swish", marks=pytest.mark.slow),
+         pytest.param("resnet20_frn", marks=pytest.mark.slow), "cnn_lstm", "mlp_bbb_400"]
 
 
 def built(build, name: str):

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
 from bnnkit.errors import ConfigError
-from bnnkit.settings import check_positive, setting
+from bnnkit.settings import check_positive, flag, setting
 from bnnkit.types import Batch, Key, Params
 
 State = Any
@@ -183,6 +183,25 @@ class IterationSettings(RunSettings):
     def loop(self, num_train: int) -> Loop:
         return Loop("iterations", self.num_iterations, num_members=self.num_chains,
                     burn_in=self.num_burn_in, save_every=self.checkpoint_every)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HamiltonianSettings(IterationSettings):
+    """Full-batch Hamiltonian samplers (HMC, NUTS): what their step-size adaptation aims at and
+    when a trajectory counts as divergent."""
+
+    target_accept_rate: float = setting(0.8, help="acceptance rate the step-size adaptation "
+                                                  "aims at, in (0, 1)")
+    divergence_threshold: float = setting(1000.0, help="energy error (nats) above which a "
+                                                       "trajectory counts as divergent")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        cls = type(self)
+        check_positive(cls, "divergence_threshold", self.divergence_threshold)
+        if not 0 < self.target_accept_rate < 1:
+            raise ConfigError(f"{flag(cls, 'target_accept_rate')} {self.target_accept_rate} "
+                              "must be in (0, 1)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

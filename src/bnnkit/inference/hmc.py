@@ -47,7 +47,7 @@ from blackjax.adaptation.step_size import (
 from blackjax.mcmc.proposal import static_binomial_sampling
 
 from bnnkit.errors import ConfigError
-from bnnkit.inference.base import IterationSettings, Method
+from bnnkit.inference.base import HamiltonianSettings, Method
 from bnnkit.posterior import Samples
 from bnnkit.settings import check_positive, flag, setting
 from bnnkit.types import Batch, Key, Params
@@ -95,7 +95,7 @@ def num_leapfrog_steps(trajectory_len: float, step_size: float) -> int:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Config(IterationSettings):
+class Config(HamiltonianSettings):
     """Full-batch HMC with the paper's fixed trajectory length (bnn_hmc's flag names).
 
     Raises:
@@ -111,25 +111,17 @@ class Config(IterationSettings):
     max_num_leapfrog_steps: int = setting(
         10_000, help="refuse settings that need more leapfrog steps per iteration; during "
                      "adaptation the count is clipped to it")
-    target_accept_rate: float = setting(0.8, help="acceptance rate the step-size adaptation "
-                                                  "aims at, in (0, 1)")
     adapt_step_size: bool = setting(True, flag="--no-adapt-step-size",
                                     help="keep the given step size during burn-in")
     mh_during_burn_in: bool = setting(True, flag="--no-mh-during-burn-in",
                                       help="accept every finite trajectory during burn-in (as "
                                            "bnn_hmc can)")
-    divergence_threshold: float = setting(1000.0, help="energy error (nats) above which a "
-                                                       "trajectory counts as divergent")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         cls = type(self)
         check_positive(cls, "step_size", self.step_size)
         check_positive(cls, "trajectory_len", self.trajectory_len)
-        check_positive(cls, "divergence_threshold", self.divergence_threshold)
-        if not 0 < self.target_accept_rate < 1:
-            raise ConfigError(f"{flag(cls, 'target_accept_rate')} {self.target_accept_rate} "
-                              "must be in (0, 1)")
         if self.max_num_leapfrog_steps < 1:
             raise ConfigError(f"{flag(cls, 'max_num_leapfrog_steps')} "
                               f"{self.max_num_leapfrog_steps} must be >= 1")

@@ -43,7 +43,7 @@ from blackjax.adaptation.step_size import (
 from blackjax.adaptation.window_adaptation import build_schedule
 
 from bnnkit.errors import ConfigError
-from bnnkit.inference.base import IterationSettings, Method
+from bnnkit.inference.base import HamiltonianSettings, Method
 from bnnkit.posterior import Samples
 from bnnkit.settings import check_positive, flag, setting
 from bnnkit.types import Batch, Key, Params
@@ -84,7 +84,7 @@ class NUTSInfo(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Config(IterationSettings):
+class Config(HamiltonianSettings):
     """NUTS with window adaptation (BlackJAX's kernel and adaptation pieces).
 
     Raises:
@@ -96,22 +96,14 @@ class Config(IterationSettings):
 
     step_size: float = setting(1e-3, help="initial leapfrog step size ε (tuned during burn-in)")
     max_tree_depth: int = setting(10, help="at most 2^depth leapfrog steps per iteration")
-    target_accept_rate: float = setting(0.8, help="acceptance rate the step-size adaptation "
-                                                  "aims at, in (0, 1)")
     adapt_mass_matrix: bool = setting(True, flag="--no-adapt-mass-matrix",
                                       help="keep the identity mass matrix during burn-in "
                                            "(the step size still adapts)")
-    divergence_threshold: float = setting(1000.0, help="energy error (nats) above which a "
-                                                       "trajectory counts as divergent")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         cls = type(self)
         check_positive(cls, "step_size", self.step_size)
-        check_positive(cls, "divergence_threshold", self.divergence_threshold)
-        if not 0 < self.target_accept_rate < 1:
-            raise ConfigError(f"{flag(cls, 'target_accept_rate')} {self.target_accept_rate} "
-                              "must be in (0, 1)")
         if not 1 <= self.max_tree_depth <= 16:
             raise ConfigError(f"{flag(cls, 'max_tree_depth')} {self.max_tree_depth} must be in "
                               "1..16")

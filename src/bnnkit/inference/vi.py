@@ -249,10 +249,12 @@ def build(log_posterior, config: Config) -> Method:
             kl = prior.kl_closed_form(q.mean, q.std)
         else:
             kl = jnp.mean(monte_carlo_kl_terms(q, prior, draws))
-        # C_T = −E_q[log p]/T − H[q] with E_q[log p] = −KL − H, written so that at T = 1 it is
-        # KL exactly (temper(H) − H vanishes) and no large entropy cancels in float32.
-        entropy = q.entropy()
-        complexity = lp.temper(kl) + (lp.temper(entropy) - entropy)
+        # C_T = −E_q[log p]/T − H[q] with E_q[log p] = −KL − H: KL/T + (H/T − H), written so
+        # that no large entropy cancels in float32; at T = 1 it is KL and H is not computed.
+        complexity = kl
+        if lp.is_tempered:
+            entropy = q.entropy()
+            complexity = lp.temper(kl) + (lp.temper(entropy) - entropy)
         elbo = lp.temper(expected_ll) - complexity
         objective = lp.temper(expected_ll) - weight * complexity
         return -objective, (elbo, expected_ll, kl)
