@@ -113,3 +113,21 @@ def test_older_layouts_that_cannot_be_read_are_refused_in_one_line(tmp_path, cap
         {**record, "method": "vi", "posterior": "diag_gaussian"}))
     err = one_line_error(["evaluate", str(tmp_path / "old")], capsys)
     assert "older bnnkit layout whose 'diag_gaussian' posterior" in err
+
+
+def test_a_run_older_than_a_setting_is_refused_on_resume(tmp_path, capsys):
+    # A run whose stored Config predates a setting (here HMC's --adapt) has a state without
+    # what that setting keeps: resuming it is refused in one line naming the setting.
+    args = ["hmc", "--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.35",
+            "--step-size", "1e-3", "--trajectory-len", "0.01", "--num-iterations", "2",
+            "--num-burn-in", "1", "--dir", str(tmp_path / "run"), "--no-progress",
+            "--no-evaluate"]
+    assert main(args) == 0
+    path = tmp_path / "run" / "run.json"
+    record = json.loads(path.read_text())
+    del record["method_config"]["adapt"]
+    path.write_text(json.dumps(record))
+    before = sorted(p.name for p in (tmp_path / "run").rglob("*"))
+    err = one_line_error([*args, "--resume"], capsys)
+    assert "older bnnkit without the setting(s) adapt" in err
+    assert sorted(p.name for p in (tmp_path / "run").rglob("*")) == before

@@ -1,22 +1,37 @@
-"""Full-batch Hamiltonian Monte Carlo with a fixed trajectory length.
+"""Full-batch Hamiltonian Monte Carlo: the paper's fixed trajectory, or tuned by itself.
 
-Each iteration draws a momentum ``p ~ N(0, I)``, integrates Hamilton's equations for
-``H(θ, p) = -log p_T(θ | D) + ½ pᵀp`` with ``L = ceil(trajectory_len / ε)`` leapfrog steps of size
-ε, and accepts the end point with probability ``min(1, exp(H_start - H_end))`` (Neal 2011;
-Izmailov et al. 2021). A trajectory whose energy is not finite, or that loses more than
-``divergence_threshold`` nats, is a divergence: it is rejected and counted, never a crash.
+Each iteration draws a momentum ``p ~ N(0, M)``, integrates Hamilton's equations for
+``H(θ, p) = -log p_T(θ | D) + ½ pᵀM⁻¹p`` with L leapfrog steps of size ε, and accepts the end
+point with probability ``min(1, exp(H_start - H_end))`` (Neal 2011; Izmailov et al. 2021). A
+trajectory whose energy is not finite, or that loses more than ``divergence_threshold`` nats, is
+a divergence: it is rejected and counted, never a crash. The kernel is BlackJAX's
+(``blackjax.hmc.build_kernel``); ε, L and M⁻¹ are traced values, so one compilation serves the
+whole run. Burn-in samples are never kept.
 
-During the first ``num_burn_in`` iterations ε is tuned by dual averaging (Hoffman & Gelman 2014)
-towards ``target_accept_rate``, centred on the initial ε (not 10ε, which throws a chain started
-at a random initialisation into divergences); afterwards it is frozen at the averaged value and
-kept in the state. The paper's reference code can skip the Metropolis-Hastings correction
-during burn-in (``mh_during_burn_in=False``) so that a chain started far from the typical set
-moves faster; a trajectory whose energy is not finite is rejected even then. It is on by default
-because on sharp posteriors an uncorrected chain random-walks in energy instead of settling.
-Burn-in samples are never kept.
+What adapts during the first ``num_burn_in`` iterations is ``adapt``:
 
-The kernel is BlackJAX's (``blackjax.hmc.build_kernel``); step size and number of steps are
-traced values, so one compilation serves the whole run.
+- ``"none"``: nothing; ``L = ceil(τ/ε)`` with the given ε and τ, identity mass.
+- ``"step"`` (the default): the paper's mode. ε is tuned by dual averaging (Hoffman & Gelman
+  2014) towards ``target_accept_rate``, centred on the initial ε (not 10ε, which throws a chain
+  started at a random initialisation into divergences) and restarted halfway through burn-in,
+  then frozen at its average; τ fixed, identity mass.
+- ``"mass"``: Stan's windows (:class:`~bnnkit.inference.adaptation.Windows`): dual averaging of
+  ε and a diagonal M⁻¹ from each chain's own positions and gradients; τ fixed, each iteration
+  integrating a quasi-random fraction of it (so draws are not periodic).
+- ``"chees"``: for several chains. ε by dual averaging of the chains' harmonic-mean acceptance and
+  τ by maximising the ChEES criterion across chains (Hoffman, Radul & Sountsov 2021), starting
+  from one leapfrog step, with a diagonal M⁻¹ pooled over the chains in Stan's windows;
+  jittered trajectories throughout. The chains exchange their statistics through collectives
+  over the vmapped axis :data:`~bnnkit.inference.adaptation.MEMBERS` (the run driver vmaps under
+  that name).
+
+Both adaptive modes start from a step size found where each chain stands (Hoffman & Gelman's
+doubling and halving until one leapfrog step's acceptance crosses the target).
+
+The paper's reference code can skip the Metropolis-Hastings correction during burn-in
+(``mh_during_burn_in=False``) so that a chain started far from the typical set moves faster; a
+trajectory whose energy is not finite is rejected even then. It is on by default because on
+sharp posteriors an uncorrected chain random-walks in energy instead of settling.
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -35,7 +50,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import blackjax
 import jax
@@ -43,14 +58,18 @@ import jax.numpy as jnp
 from blackjax.adaptation.step_size import (
     DualAveragingAdaptationState,
     dual_averaging_adaptation,
+    find_reasonable_step_size,
 )
 from blackjax.mcmc.proposal import static_binomial_sampling
 
 from bnnkit.errors import ConfigError
+from bnnkit.inference.adaptation import MEMBERS, ChEES, Windows, WindowState, halton_bits, jitter
 from bnnkit.inference.base import HamiltonianSettings, Method
 from bnnkit.posterior import Samples
 from bnnkit.settings import check_positive, flag, setting
 from bnnkit.types import Batch, Key, Params
+
+ADAPT_MODES = ("none", "step", "mass", "chees")
 
 
 class HMCState(NamedTuple):
@@ -60,8 +79,13 @@ class HMCState(NamedTuple):
         position: current parameters.
         logdensity: tempered log posterior at ``position``.
         logdensity_grad: its gradient.
-        step_size: the step size the next iteration uses.
-        adaptation: dual-averaging state (frozen after burn-in).
+        step_size: the step size ε the next iteration uses.
+        trajectory_len: the trajectory length τ the next iteration uses (``"mass"`` and
+            ``"chees"`` integrate a jittered fraction of it).
+        inverse_mass_matrix: the diagonal of M⁻¹ the next iteration uses.
+        adaptation: the paper mode's dual averaging of ε (frozen after burn-in).
+        windows: Stan's windows (dual averaging and Welford) of ``"mass"`` and ``"chees"``.
+        chees: the ChEES state of ``"chees"``.
         iteration: number of iterations done.
     """
 
@@ -69,7 +93,11 @@ class HMCState(NamedTuple):
     logdensity: jax.Array
     logdensity_grad: Params
     step_size: jax.Array
+    trajectory_len: jax.Array
+    inverse_mass_matrix: jax.Array
     adaptation: DualAveragingAdaptationState
+    windows: WindowState
+    chees: Any
     iteration: jax.Array
 
 
@@ -81,6 +109,7 @@ class HMCInfo(NamedTuple):
     divergent: jax.Array
     num_leapfrog: jax.Array
     step_size: jax.Array
+    trajectory_len: jax.Array
     log_posterior: jax.Array
 
 
@@ -96,23 +125,36 @@ def num_leapfrog_steps(trajectory_len: float, step_size: float) -> int:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Config(HamiltonianSettings):
-    """Full-batch HMC with the paper's fixed trajectory length (bnn_hmc's flag names).
+    """Full-batch HMC (bnn_hmc's flag names) and what it adapts during burn-in.
 
     Raises:
-        ConfigError: non-positive step size or trajectory length, a target outside (0, 1), or
+        ConfigError: non-positive step size or trajectory length, a target outside (0, 1), an
+            unknown or impossible adaptation, or, with a fixed trajectory,
             ``ceil(τ/ε) > max_num_leapfrog_steps``.
     """
 
     METHOD: ClassVar[str] = "hmc"
 
-    step_size: float = setting(help="initial leapfrog step size ε")
-    trajectory_len: float = setting(help="integration time τ; each iteration takes ceil(τ/ε) "
-                                         "leapfrog steps")
-    max_num_leapfrog_steps: int = setting(
-        10_000, help="refuse settings that need more leapfrog steps per iteration; during "
-                     "adaptation the count is clipped to it")
+    step_size: float = setting(help="leapfrog step size ε (the initial one when it adapts)")
+    trajectory_len: float = setting(
+        help="integration time τ: each iteration takes ceil(τ/ε) leapfrog steps with --adapt "
+             "none or step; --adapt mass integrates a quasi-random fraction of it; --adapt chees "
+             "ignores it and tunes τ from one leapfrog step")
+    adapt: str = setting(
+        "step", choices=ADAPT_MODES,
+        help="what burn-in tunes: none; step (the paper's: ε by dual averaging); mass (ε and a "
+             "diagonal mass matrix, Stan's windows); chees (ε, τ and the mass matrix across "
+             "chains)")
     adapt_step_size: bool = setting(True, flag="--no-adapt-step-size",
-                                    help="keep the given step size during burn-in")
+                                    help="keep the given step size during burn-in (the same as "
+                                         "--adapt none)")
+    mass_estimator: str = setting(
+        "fisher", choices=("fisher", "variance"),
+        help="the diagonal mass matrix of --adapt mass and chees: fisher (√(Var[θ]/Var[∇ log "
+             "p]) from positions and gradients) or variance (Stan's, positions only)")
+    max_num_leapfrog_steps: int = setting(
+        10_000, help="refuse a fixed trajectory that needs more leapfrog steps per iteration; "
+                     "adapted trajectories are clipped to it")
     mh_during_burn_in: bool = setting(True, flag="--no-mh-during-burn-in",
                                       help="accept every finite trajectory during burn-in (as "
                                            "bnn_hmc can)")
@@ -122,11 +164,26 @@ class Config(HamiltonianSettings):
         cls = type(self)
         check_positive(cls, "step_size", self.step_size)
         check_positive(cls, "trajectory_len", self.trajectory_len)
+        if self.mass_estimator not in ("fisher", "variance"):
+            raise ConfigError(f"unknown {flag(cls, 'mass_estimator')} {self.mass_estimator!r}; "
+                              "allowed: fisher, variance")
+        adapt = str(self.adapt).lower()
+        if adapt not in ADAPT_MODES:
+            raise ConfigError(f"unknown --adapt {self.adapt!r}; allowed: {', '.join(ADAPT_MODES)}")
+        if not self.adapt_step_size:
+            if adapt not in ("step", "none"):
+                raise ConfigError(f"--no-adapt-step-size contradicts --adapt {adapt}; allowed: "
+                                  "--adapt none, or no --no-adapt-step-size")
+            adapt = "none"
+        if adapt == "chees" and self.num_chains < 2:
+            raise ConfigError(f"--adapt chees tunes across chains; allowed: --num-chains >= 2, "
+                              f"not {self.num_chains} (or --adapt mass)")
+        object.__setattr__(self, "adapt", adapt)
         if self.max_num_leapfrog_steps < 1:
             raise ConfigError(f"{flag(cls, 'max_num_leapfrog_steps')} "
                               f"{self.max_num_leapfrog_steps} must be >= 1")
         needed = num_leapfrog_steps(self.trajectory_len, self.step_size)
-        if needed > self.max_num_leapfrog_steps:
+        if adapt in ("none", "step") and needed > self.max_num_leapfrog_steps:
             raise ConfigError(
                 f"trajectory length {self.trajectory_len} / step size {self.step_size} needs "
                 f"{needed} leapfrog steps, more than --max-num-leapfrog-steps "
@@ -139,51 +196,99 @@ def build(log_posterior, config: Config) -> Method:
     Args:
         log_posterior: the tempered log posterior, e.g. a
             :class:`~bnnkit.log_posterior.LogPosterior`.
-        config: the settings; ε adapts during the first ``config.num_burn_in`` iterations.
+        config: the settings; ``config.adapt`` says what adapts during the first
+            ``config.num_burn_in`` iterations. With ``"chees"`` ``init`` and ``step`` must run
+            under ``jax.vmap(..., axis_name=MEMBERS)`` over the chains, as the run driver does.
 
     Returns:
         A :class:`~bnnkit.inference.base.Method` whose ``posterior`` returns
         :class:`~bnnkit.posterior.Samples`.
     """
-    step_size, trajectory_len = config.step_size, config.trajectory_len
-    num_burn_in, adapt_step_size = config.num_burn_in, config.adapt_step_size
-    max_num_leapfrog_steps = config.max_num_leapfrog_steps
-    mh_during_burn_in = config.mh_during_burn_in
-    divergence_threshold = config.divergence_threshold
+    adapt, num_burn_in = config.adapt, config.num_burn_in
+    max_steps = config.max_num_leapfrog_steps
+    skip_mh_in_burn_in = not config.mh_during_burn_in
     da_init, da_update, _ = dual_averaging_adaptation(target=config.target_accept_rate)
+    windows = Windows(max(num_burn_in, 1), config.target_accept_rate,
+                      estimator=config.mass_estimator,
+                      pool_axis=MEMBERS if adapt == "chees" else None)
+    chees = ChEES(config.num_iterations, config.target_accept_rate, max_steps)
+    bits = halton_bits(config.num_iterations)
+
+    def reasonable_step_size(key, current, batch, eps, size, dtype):
+        """Hoffman & Gelman's doubling and halving of ε until one leapfrog step's acceptance
+        crosses the target, so that adaptation starts where the chain stands."""
+        base = blackjax.hmc.build_kernel(divergence_threshold=config.divergence_threshold)
+        ones = jnp.ones(size, dtype)
+
+        def kernel_at(step_size):
+            return lambda k, s: base(k, s, lambda p: log_posterior(p, batch), step_size, ones, 1)
+
+        return find_reasonable_step_size(key, kernel_at, current, eps,
+                                         target_accept=config.target_accept_rate)
 
     def init(key: Key, params: Params, batch: Batch) -> HMCState:
-        del key  # the initial state is deterministic given params
         logdensity, grad = jax.value_and_grad(log_posterior)(params, batch)
-        dtype = jnp.result_type(*jax.tree.leaves(params))
-        eps = jnp.asarray(step_size, dtype)
+        leaves = jax.tree.leaves(params)
+        dtype = jnp.result_type(*leaves)
+        size = sum(leaf.size for leaf in leaves)
+        eps = jnp.asarray(config.step_size, dtype)
+        tau = jnp.asarray(config.trajectory_len, dtype)
+        if adapt in ("mass", "chees") and num_burn_in:
+            current = blackjax.mcmc.hmc.HMCState(params, logdensity, grad)
+            eps = reasonable_step_size(key, current, batch, eps, size, dtype).astype(dtype)
+        if adapt == "chees":
+            # One step size for every chain (their geometric mean), and a trajectory of one
+            # leapfrog step that ChEES lengthens.
+            eps = jnp.exp(jax.lax.pmean(jnp.log(eps), MEMBERS))
+            tau = eps
         return HMCState(
             position=params,
             logdensity=logdensity,
             logdensity_grad=grad,
             step_size=eps,
+            trajectory_len=tau,
+            inverse_mass_matrix=jnp.ones(size, dtype),
             adaptation=jax.tree.map(
                 lambda v: jnp.asarray(v, dtype), da_init(eps)._replace(mu=jnp.log(eps))
             ),
+            windows=windows.init(eps, size, dtype),
+            chees=chees.init(eps, tau, dtype),
             iteration=jnp.zeros((), jnp.int32),
         )
+
+    def paper_step_size(state: HMCState, acceptance_rate: jax.Array):
+        """The paper mode's dual averaging: (averaging state, next ε) during burn-in."""
+        updated = da_update(state.adaptation, acceptance_rate)
+        # Restart the averaging halfway through burn-in (as Stan's windows do): the chain's
+        # transient from its initialisation wants larger steps than the typical set does,
+        # and an average over it would freeze a step size that is too large.
+        restart = state.iteration + 1 == num_burn_in // 2
+        fresh = da_init(jnp.exp(updated.log_step_size))
+        fresh = fresh._replace(mu=fresh.log_step_size)
+        updated = jax.tree.map(
+            lambda f, u: jnp.where(restart, jnp.asarray(f, u.dtype), u), fresh, updated
+        )
+        # Inside burn-in take the current iterate; at its end freeze the averaged value.
+        still_burning = state.iteration + 1 < num_burn_in
+        eps = jnp.where(still_burning, jnp.exp(updated.log_step_size),
+                        jnp.exp(updated.log_step_size_avg))
+        return updated, eps
 
     def step(key: Key, state: HMCState, batch: Batch) -> tuple[HMCState, HMCInfo]:
         def logdensity_fn(params):
             return log_posterior(params, batch)
 
-        eps = state.step_size
-        num_steps = jnp.clip(
-            jnp.ceil(trajectory_len / eps - 1e-6).astype(jnp.int32), 1, max_num_leapfrog_steps
-        )
-        # Identity mass matrix, as in the paper; its size is static, so no copy of the params.
-        leaves = jax.tree.leaves(state.position)
-        inverse_mass = jnp.ones(sum(leaf.size for leaf in leaves), leaves[0].dtype)
+        eps, tau = state.step_size, state.trajectory_len
+        if adapt in ("none", "step"):
+            length = tau
+        else:  # a quasi-random fraction, shared by the chains, so draws are not periodic
+            length = jitter(state.iteration, bits).astype(tau.dtype) * tau
+        num_steps = jnp.clip(jnp.ceil(length / eps - 1e-6).astype(jnp.int32), 1, max_steps)
         current = blackjax.mcmc.hmc.HMCState(
             state.position, state.logdensity, state.logdensity_grad
         )
         in_burn_in = state.iteration < num_burn_in
-        skip_mh = jnp.logical_and(in_burn_in, not mh_during_burn_in)
+        skip_mh = jnp.logical_and(in_burn_in, skip_mh_in_burn_in)
 
         def accept_reject(key, log_p_accept, start, end):
             sampled, (do_accept, p_accept, extra) = static_binomial_sampling(
@@ -196,42 +301,31 @@ def build(log_posterior, config: Config) -> Method:
             return sampled, (do_accept, p_accept, extra)
 
         kernel = blackjax.hmc.build_kernel(
-            divergence_threshold=divergence_threshold,
+            divergence_threshold=config.divergence_threshold,
             build_proposal=functools.partial(
                 blackjax.mcmc.hmc.hmc_proposal, sample_proposal=accept_reject
             ),
         )
-        proposal, info = kernel(key, current, logdensity_fn, eps, inverse_mass, num_steps)
-        adaptation, next_eps = state.adaptation, eps
-        if adapt_step_size:
-            updated = da_update(state.adaptation, info.acceptance_rate)
-            # Restart the averaging halfway through burn-in (as Stan's windows do): the chain's
-            # transient from its initialisation wants larger steps than the typical set does,
-            # and an average over it would freeze a step size that is too large.
-            restart = state.iteration + 1 == num_burn_in // 2
-            fresh = da_init(jnp.exp(updated.log_step_size))
-            fresh = fresh._replace(mu=fresh.log_step_size)
-            updated = jax.tree.map(
-                lambda f, u: jnp.where(restart, jnp.asarray(f, u.dtype), u), fresh, updated
-            )
-            adaptation = jax.tree.map(
-                lambda new, old: jnp.where(in_burn_in, new, old), updated, state.adaptation
-            )
-            # Inside burn-in take the current iterate; at its end freeze the averaged value.
-            still_burning = state.iteration + 1 < num_burn_in
-            tuned = jnp.where(
-                still_burning,
-                jnp.exp(adaptation.log_step_size),
-                jnp.exp(adaptation.log_step_size_avg),
-            ).astype(eps.dtype)
-            next_eps = jnp.where(in_burn_in, tuned, eps)
-
+        proposal, info = kernel(key, current, logdensity_fn, eps, state.inverse_mass_matrix,
+                                num_steps)
+        tuned = (eps, tau, state.inverse_mass_matrix, state.adaptation, state.windows,
+                 state.chees)
+        if num_burn_in and adapt != "none":
+            tuned = adapted(state, proposal, info, tuned)
+            tuned = jax.tree.map(lambda n, o: jnp.where(in_burn_in, jnp.asarray(n, o.dtype), o),
+                                 tuned, (eps, tau, state.inverse_mass_matrix, state.adaptation,
+                                         state.windows, state.chees))
+        next_eps, next_tau, inverse_mass, adaptation, window_state, chees_state = tuned
         new_state = HMCState(
             position=proposal.position,
             logdensity=proposal.logdensity,
             logdensity_grad=proposal.logdensity_grad,
             step_size=next_eps,
+            trajectory_len=next_tau,
+            inverse_mass_matrix=inverse_mass,
             adaptation=adaptation,
+            windows=window_state,
+            chees=chees_state,
             iteration=state.iteration + 1,
         )
         return new_state, HMCInfo(
@@ -240,10 +334,33 @@ def build(log_posterior, config: Config) -> Method:
             divergent=info.is_divergent,
             num_leapfrog=num_steps,
             step_size=eps,
+            trajectory_len=tau,
             log_posterior=proposal.logdensity,
         )
 
-    def posterior(kept_states: HMCState) -> Samples:
-        return Samples.from_single_chain(kept_states.position)
+    def adapted(state: HMCState, proposal, info, current: tuple) -> tuple:
+        """The tuned (ε, τ, M⁻¹, and adaptation states) after a burn-in iteration."""
+        eps, tau, inverse_mass, adaptation, window_state, chees_state = current
+        if adapt == "step":
+            adaptation, eps = paper_step_size(state, info.acceptance_rate)
+        elif adapt == "mass":
+            window_state, eps, inverse_mass = windows.update(
+                state.windows, state.iteration, proposal.position, info.acceptance_rate,
+                gradient=proposal.logdensity_grad)
+        else:  # chees: ε and τ from every chain's trajectory, M⁻¹ pooled in Stan's windows
+            chees_state = chees.update(
+                state.chees, info.proposal.position, info.proposal.momentum, state.position,
+                info.acceptance_rate, info.is_divergent, state.inverse_mass_matrix)
+            window_state, _, inverse_mass = windows.update(
+                state.windows, state.iteration, proposal.position, info.acceptance_rate,
+                gradient=proposal.logdensity_grad, adapt_step=False)
+            last = state.iteration + 1 == num_burn_in
+            final_eps, final_tau = ChEES.final(chees_state)
+            eps = jnp.where(last, final_eps, chees_state.step_size)
+            tau = jnp.where(last, final_tau, chees_state.trajectory_length)
+        return eps, tau, inverse_mass, adaptation, window_state, chees_state
+
+    def posterior(kept: HMCState) -> Samples:
+        return Samples.from_single_chain(kept.position)
 
     return Method(init=init, step=step, posterior=posterior, position=lambda s: s.position)

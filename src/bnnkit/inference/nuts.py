@@ -35,14 +35,9 @@ from typing import ClassVar, NamedTuple
 import blackjax
 import jax
 import jax.numpy as jnp
-from blackjax.adaptation.mass_matrix import MassMatrixAdaptationState, mass_matrix_adaptation
-from blackjax.adaptation.step_size import (
-    DualAveragingAdaptationState,
-    dual_averaging_adaptation,
-)
-from blackjax.adaptation.window_adaptation import build_schedule
 
 from bnnkit.errors import ConfigError
+from bnnkit.inference.adaptation import Windows, WindowState
 from bnnkit.inference.base import HamiltonianSettings, Method
 from bnnkit.posterior import Samples
 from bnnkit.settings import check_positive, flag, setting
@@ -57,8 +52,7 @@ class NUTSState(NamedTuple):
         logdensity: tempered log posterior at ``position``; ``logdensity_grad`` its gradient.
         step_size: the step size the next iteration uses.
         inverse_mass_matrix: the diagonal of ``M⁻¹`` the next iteration uses.
-        step_adaptation: dual-averaging state (frozen after burn-in).
-        mass_adaptation: Welford state of the current slow window (frozen after burn-in).
+        adaptation: dual averaging and the Welford window (frozen after burn-in).
         iteration: number of iterations done.
     """
 
@@ -67,8 +61,7 @@ class NUTSState(NamedTuple):
     logdensity_grad: Params
     step_size: jax.Array
     inverse_mass_matrix: jax.Array
-    step_adaptation: DualAveragingAdaptationState
-    mass_adaptation: MassMatrixAdaptationState
+    adaptation: WindowState
     iteration: jax.Array
 
 
@@ -122,17 +115,9 @@ def build(log_posterior, config: Config) -> Method:
         :class:`~bnnkit.posterior.Samples`.
     """
     num_burn_in = config.num_burn_in
-    # Stan's windows as a table indexed by the iteration: (0 fast | 1 slow, window ends).
-    schedule = jnp.asarray(build_schedule(num_burn_in), jnp.int32).reshape((num_burn_in, 2))
-    if not config.adapt_mass_matrix:
-        schedule = jnp.zeros_like(schedule)
-    da_init, da_update, _ = dual_averaging_adaptation(target=config.target_accept_rate)
-    mm_init, mm_update, mm_final = mass_matrix_adaptation(is_diagonal_matrix=True)
+    windows = Windows(max(num_burn_in, 1), config.target_accept_rate,
+                      adapt_mass=config.adapt_mass_matrix)
     kernel = blackjax.nuts.build_kernel(divergence_threshold=config.divergence_threshold)
-
-    def like(new, old):
-        """``new`` with the dtypes of ``old`` (BlackJAX's constructors use Python scalars)."""
-        return jax.tree.map(lambda n, o: jnp.asarray(n, o.dtype), new, old)
 
     def init(key: Key, params: Params, batch: Batch) -> NUTSState:
         del key  # the initial state is deterministic given params
@@ -140,30 +125,9 @@ def build(log_posterior, config: Config) -> Method:
         leaves = jax.tree.leaves(params)
         dtype = jnp.result_type(*leaves)
         size = sum(leaf.size for leaf in leaves)
-        step_adaptation = jax.tree.map(lambda v: jnp.asarray(v, dtype), da_init(config.step_size))
-        mass_adaptation = jax.tree.map(
-            lambda v: jnp.asarray(v, dtype if jnp.issubdtype(jnp.result_type(v), jnp.floating)
-                                  else jnp.int32), mm_init(size))
+        adaptation = windows.init(config.step_size, size, dtype)
         return NUTSState(params, logdensity, grad, jnp.asarray(config.step_size, dtype),
-                         jnp.ones(size, dtype), step_adaptation, mass_adaptation,
-                         jnp.zeros((), jnp.int32))
-
-    def adapt(state: NUTSState, position: Params, acceptance_rate: jax.Array):
-        """The adaptation after iteration ``state.iteration`` of burn-in: (ε, M⁻¹, states)."""
-        ss, mm = state.step_adaptation, state.mass_adaptation
-        stage, window_end = schedule[jnp.minimum(state.iteration, num_burn_in - 1)]
-        mm = jax.lax.cond(stage == 1, lambda m: like(mm_update(m, position), m), lambda m: m,
-                          mm)
-        ss = like(da_update(ss, acceptance_rate), ss)
-
-        def close_window(ss, mm):
-            # Stan: estimate M⁻¹ from the window, restart dual averaging at the average ε.
-            return like(da_init(jnp.exp(ss.log_step_size_avg)), ss), like(mm_final(mm), mm)
-
-        ss, mm = jax.lax.cond(window_end == 1, close_window, lambda s, m: (s, m), ss, mm)
-        last = state.iteration + 1 == num_burn_in
-        step_size = jnp.where(last, jnp.exp(ss.log_step_size_avg), jnp.exp(ss.log_step_size))
-        return step_size, mm.inverse_mass_matrix, ss, mm
+                         jnp.ones(size, dtype), adaptation, jnp.zeros((), jnp.int32))
 
     def step(key: Key, state: NUTSState, batch: Batch) -> tuple[NUTSState, NUTSInfo]:
         def logdensity_fn(params):
@@ -173,21 +137,16 @@ def build(log_posterior, config: Config) -> Method:
                                               state.logdensity_grad)
         proposal, info = kernel(key, current, logdensity_fn, state.step_size,
                                 state.inverse_mass_matrix, config.max_tree_depth)
-        step_size, inverse_mass = state.step_size, state.inverse_mass_matrix
-        step_adaptation, mass_adaptation = state.step_adaptation, state.mass_adaptation
+        tuned = (state.adaptation, state.step_size, state.inverse_mass_matrix)
         if num_burn_in:
-            tuned = adapt(state, proposal.position, info.acceptance_rate)
+            new = windows.update(state.adaptation, state.iteration, proposal.position,
+                                 info.acceptance_rate)
             burning = state.iteration < num_burn_in
-
-            def pick(new, old):
-                return jax.tree.map(lambda n, o: jnp.where(burning, jnp.asarray(n, o.dtype), o),
-                                    new, old)
-
-            step_size, inverse_mass, step_adaptation, mass_adaptation = pick(
-                tuned, (step_size, inverse_mass, step_adaptation, mass_adaptation))
+            tuned = jax.tree.map(lambda n, o: jnp.where(burning, jnp.asarray(n, o.dtype), o),
+                                 new, tuned)
+        adaptation, step_size, inverse_mass = tuned
         new_state = NUTSState(proposal.position, proposal.logdensity, proposal.logdensity_grad,
-                              step_size, inverse_mass, step_adaptation, mass_adaptation,
-                              state.iteration + 1)
+                              step_size, inverse_mass, adaptation, state.iteration + 1)
         return new_state, NUTSInfo(
             acceptance_rate=info.acceptance_rate,
             divergent=info.is_divergent,

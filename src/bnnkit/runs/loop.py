@@ -12,7 +12,9 @@ It then advances every member (chain) unit by unit, where a unit is whatever
   every step sees exactly ``batch_size`` examples and the ``N/|B|`` scaling is exact;
 - ``chunks``: one step per consecutive chunk of the training set, one pass (Laplace).
 
-Members run in one vmapped step (or one after the other). Keys are pure functions of (seed,
+Members run in one vmapped step (or one after the other), vmapped under the axis name
+:data:`~bnnkit.inference.adaptation.MEMBERS`, over which a method may share statistics between
+its chains (ChEES adaptation). Keys are pure functions of (seed,
 stream, member, unit[, minibatch]): stream 0 initialises, 1 drives the method's noise, 2 orders
 the data, 3 draws evaluation samples; member m's key at unit u is
 ``fold_in(fold_in(fold_in(key(seed), stream), m), u)``. Nothing else is random, which is what
@@ -50,6 +52,7 @@ import numpy as np
 from bnnkit import problem as problem_lib
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.models import num_params
 from bnnkit.posterior import store
@@ -199,7 +202,8 @@ def run(
     first = _first_batch(built, loop) if batch is None else batch
 
     def init_all(keys, first):
-        return jax.vmap(lambda k, p: method.init(k, p, first))(keys, init_params(keys))
+        return jax.vmap(lambda k, p: method.init(k, p, first), axis_name=MEMBERS)(
+            keys, init_params(keys))
 
     # Everything the run needs is checked here, by tracing, before the directory is touched.
     template = jax.eval_shape(init_all, init_keys, first)
@@ -244,6 +248,12 @@ def _check_resume(record: dict, config: RunSettings, problem_dict: dict,
     if "layout" not in record:
         raise ConfigError("the run comes from an older bnnkit layout and cannot be resumed by "
                           "this version; start it again with --overwrite")
+    newer = sorted(set(config_dict) - set(record["method_config"]))
+    if newer:
+        # Its state has no place for what the new setting adapts or keeps.
+        raise ConfigError(f"the run was made by an older bnnkit without the setting(s) "
+                          f"{', '.join(newer)} and cannot be resumed by this version; start it "
+                          "again with --overwrite")
     directory.check_same_settings(
         {**record["problem"], **record["method_config"]}, {**problem_dict, **config_dict},
         type(config).resumable())
@@ -257,7 +267,7 @@ def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed:
     if loop.kind == "epochs":
         one = make_epoch(method, loop.batch_size)
         if loop.vmap_members:
-            vmapped = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None)))
+            vmapped = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None), axis_name=MEMBERS))
             return lambda state, unit, batch: vmapped(state, noise_keys, data_keys, unit, batch)
         single = jax.jit(one)
 
@@ -271,7 +281,7 @@ def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed:
     @jax.jit
     def step_all(state, unit, batch):
         keys = jax.vmap(lambda k: jax.random.fold_in(k, unit))(noise_keys)
-        return jax.vmap(method.step, in_axes=(0, 0, None))(keys, state, batch)
+        return jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS)(keys, state, batch)
 
     return step_all
 
