@@ -28,7 +28,7 @@ import numpy as np
 from bnnkit import problem as problem_lib
 from bnnkit import storage
 from bnnkit.errors import ConfigError
-from bnnkit.metrics import diagnostics
+from bnnkit.metrics import convergence, diagnostics
 from bnnkit.metrics.predictive import agreement, metrics_for, rmse, total_variation
 from bnnkit.posterior import Samples, store
 from bnnkit.predict import Prediction, posterior_predictive
@@ -142,8 +142,10 @@ def evaluate(
 
     Returns:
         A JSON-serialisable dict: ``test`` metrics, ``diagnostics`` (weights / function space,
-        when every chain has at least 4 samples), ``sampler`` statistics from the log, and
-        ``reference`` comparison if asked.
+        when every chain has at least 4 samples), ``sampler`` statistics from the log,
+        ``convergence`` (Markov chains with at least 4 samples each: a verdict in function
+        space and what to do, see :mod:`bnnkit.metrics.convergence`) and ``reference``
+        comparison if asked.
 
     Example:
         >>> import tempfile
@@ -203,6 +205,12 @@ def evaluate(
             "weights": _weight_diagnostics(samples),
             "function": _function_diagnostics(prediction),
         }
+        if isinstance(posterior, Samples):  # Markov chains, not independent draws
+            sampler = result.get("sampler", {})
+            result["convergence"] = convergence.verdict(
+                prediction.per_sample, acceptance_rate=sampler.get("acceptance_rate"),
+                num_divergent=sampler.get("num_divergent"),
+                finished=record.get("status") == "finished")
     if reference is not None:
         ref_prediction = run_prediction(ref_record, ref_problem, ref_posterior, x_test)
         result["reference"] = {"run": str(reference), **compare(prediction, ref_prediction)}

@@ -31,6 +31,11 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
             out.append((f"split R-hat, {space} (median / p90 / max)",
                         f"{r['median']:.3f} / {r['p90']:.3f} / {r['max']:.3f}"))
             out.append((f"ESS, {space} (min / median)", f"{e['min']:.1f} / {e['median']:.1f}"))
+    verdict = result.get("convergence")
+    if verdict:
+        out.append(("converged (function space)", "yes" if verdict["converged"] else "NO"))
+        out += [("  problem", problem) for problem in verdict["problems"]]
+        out += [("  to do", advice) for advice in verdict["advice"]]
     ref = result.get("reference")
     if ref:
         for name, value in ref.items():

@@ -1,0 +1,78 @@
+"""The convergence verdict: each criterion fails when, and only when, it should."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from bnnkit.cli import main
+from bnnkit.metrics import convergence
+
+
+def independent(chains=4, samples=500, points=30, seed=0):
+    return np.random.default_rng(seed).normal(size=(chains, samples, points))
+
+
+def test_mixed_chains_converge():
+    # Independent draws: split R-hat - 1 is O(1/n) (n = 250 per half-chain, so ~0.004 ± 0.005),
+    # far below 0.05, and the ESS is ~2,000 ≫ 100; no criterion can fail by chance.
+    v = convergence.verdict(independent(), acceptance_rate=0.8, num_divergent=0)
+    assert v["converged"] and not v["problems"] and not v["advice"]
+    assert v["rhat_share_below"] == 1.0 and v["ess_min"] > 1000
+
+
+def test_chains_in_different_places_do_not_converge():
+    draws = independent() + 3.0 * np.arange(4)[:, None, None]  # means 3 posterior sds apart
+    v = convergence.verdict(draws)
+    assert not v["converged"]
+    assert any("split R-hat" in p for p in v["problems"])
+    assert any("more iterations" in a for a in v["advice"])
+
+
+def test_too_few_effective_samples_do_not_converge():
+    # AR(1) chains with ρ = 0.995 from their stationary distribution: agreeing, but the ESS of
+    # 4 × 500 draws is about 2000 (1 - ρ)/(1 + ρ) ≈ 5, far below 100.
+    rng = np.random.default_rng(1)
+    rho, draws = 0.995, np.empty((4, 500, 10))
+    draws[:, 0] = rng.normal(size=(4, 10))
+    for t in range(1, 500):
+        draws[:, t] = rho * draws[:, t - 1] + np.sqrt(1 - rho**2) * rng.normal(size=(4, 10))
+    v = convergence.verdict(draws)
+    assert not v["converged"] and v["ess_min"] < convergence.MIN_ESS
+    assert any("more chains" in a for a in v["advice"])
+
+
+def test_stuck_or_diverging_samplers_and_unfinished_runs_are_named():
+    draws = independent()
+    stuck = convergence.verdict(draws, acceptance_rate=0.01, num_divergent=0)
+    assert not stuck["converged"] and "stuck" in stuck["problems"][0]
+    diverging = convergence.verdict(draws, acceptance_rate=0.8, num_divergent=201)
+    assert not diverging["converged"] and "201 divergences" in diverging["problems"][0]
+    assert convergence.verdict(draws, num_divergent=200)["converged"]  # exactly 10 % is allowed
+    unfinished = convergence.verdict(draws, finished=False)
+    assert not unfinished["converged"] and "--resume" in unfinished["advice"][0]
+    one_chain = convergence.verdict(independent(chains=1, samples=2000))
+    assert not one_chain["converged"] and "2 chains" in one_chain["advice"][-1]
+
+
+def test_evaluate_json_carries_the_verdict_of_an_unfinished_run(tmp_path, capsys):
+    # A run killed after 8 of 10 iterations: its kept samples are evaluated, and the verdict
+    # says it is unfinished.
+    run_dir = tmp_path / "run"
+    args = ["hmc", "--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.35",
+            "--step-size", "1e-2", "--trajectory-len", "0.05", "--num-iterations", "10",
+            "--num-burn-in", "2", "--num-chains", "2", "--dir", str(run_dir), "--no-progress",
+            "--no-evaluate"]
+    assert main(args) == 0
+    record = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**record, "status": "running"}))
+    capsys.readouterr()
+    assert main(["evaluate", str(run_dir), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    verdict = result["convergence"]
+    assert not verdict["converged"]
+    assert any("unfinished" in p for p in verdict["problems"])
+    assert verdict["criteria"]["rhat_threshold"] == convergence.RHAT_THRESHOLD
+    assert main(["evaluate", str(run_dir)]) == 0
+    assert "converged (function space)" in capsys.readouterr().out
