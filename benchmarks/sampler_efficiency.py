@@ -1,0 +1,261 @@
+"""Sampler efficiency: function-space ESS per 1,000 gradient evaluations, same budget each.
+
+Every sampler runs 4 chains from the same initial positions on the same posterior: first its
+burn-in (a fixed number of iterations; its gradient evaluations and divergences are reported
+apart), then sampling until each chain has spent the same budget of gradient evaluations.
+
+- ``fixed``: the paper's HMC with published-style (ε, τ), ε tuned by dual averaging during
+  burn-in, identity mass (``--adapt step``, the default);
+- ``mass``: ``--adapt mass`` (Stan's windows, diagonal Fisher mass matrix, jittered τ);
+- ``chees``: ``--adapt chees`` (ChEES across the chains, pooled diagonal mass matrix);
+- ``nuts``: bnnkit's NUTS (window adaptation, diagonal mass);
+- ``blackjax``: only on (d), BlackJAX's own NUTS with its window adaptation, the peer.
+
+Efficiency is the effective sample size of the predictions on test inputs (function space:
+the predictive mean for regression, the class probabilities for classification, on up to 1,000
+test points; ESS across chains, BlackJAX's estimator) per 1,000 gradient evaluations of all
+chains after burn-in. The minimum over test points is what limits a Bayesian model average;
+the median is typical. Burn-in divergences are a share of burn-in iterations.
+
+Cases:
+  (a) yacht_0, bnn_hmc's heteroscedastic ``mlp_regression_small``;
+  (b) concrete_0, ``mlp_regression_small`` with a fixed noise std 0.35 (the demo);
+  (c) MNIST, first 160 training images, ``mlp_classification`` (needs BNNKIT_DATA_DIR);
+  (d) Bayesian linear regression with covariates on scales 100, 1 and 0.01 (unstandardised).
+
+    python benchmarks/sampler_efficiency.py [--cases a b c d] [--budget-scale 1.0]
+
+Targets: an adaptive mode at least 3x the fixed figure on (a) and (c); on (d) within 1.5x of
+BlackJAX NUTS's gradients per effective sample; burn-in divergences under 2 % on (a)-(d).
+Compare ratios within one run; absolute times depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnnkit import likelihoods, models, priors
+from bnnkit.inference import hmc, nuts
+from bnnkit.inference.adaptation import MEMBERS
+from bnnkit.log_posterior import LogPosterior
+from bnnkit.metrics import diagnostics
+from bnnkit.problem import ProblemConfig, build
+from bnnkit.types import Batch
+
+NUM_CHAINS = 4
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    log_posterior: LogPosterior
+    batch: Batch
+    init: callable  # key -> params
+    predict: callable  # params -> (points,) or (points, classes) function values
+    budget: int  # gradient evaluations per chain
+    num_burn_in: int  # iterations of burn-in of the adaptive samplers
+    fixed: dict  # the paper-style HMC settings
+
+
+def problem_case(name, config: ProblemConfig, budget, num_burn_in, fixed) -> Case:
+    problem = build(config)
+    x = problem.to_device(problem.dataset.x_test[:1000])
+    classification = problem.dataset.task == "classification"
+
+    def predict(params):
+        out = problem.apply(params, x)
+        if classification:
+            return jax.nn.softmax(out, -1)
+        return problem.likelihood_at(params).mean_std(out)[0]
+
+    return Case(name, problem.log_posterior, problem.train_batch(), problem.init_params, predict,
+                budget, num_burn_in, fixed)
+
+
+def linear_case(budget, num_burn_in) -> Case:
+    rng = np.random.default_rng(0)
+    n, scales = 200, np.array([100.0, 1.0, 0.01])
+    x = rng.normal(size=(n, 3)) * scales
+    y = x @ np.array([0.02, -1.0, 30.0]) + 0.5 + rng.normal(size=n)
+    model = models.get("linear", num_outputs=1)
+    lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=1.0), priors.Gaussian(0.01), n)
+    batch = Batch(jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32))
+    x_test = jnp.asarray(rng.normal(size=(50, 3)) * scales, jnp.float32)
+
+    def predict(params):
+        return model.apply(params, x_test)[:, 0]
+
+    # Posterior sds range over about 4 orders of magnitude: a fixed step must suit the smallest.
+    xa = np.concatenate([x, np.ones((n, 1))], 1)
+    sd = np.sqrt(np.diag(np.linalg.inv(0.01 * np.eye(4) + xa.T @ xa)))
+    fixed = dict(step_size=float(0.5 * sd.min()), trajectory_len=float(1.5 * sd.max()),
+                 max_num_leapfrog_steps=1_000_000)
+    return Case("(d) linear regression, covariate scales 100 / 1 / 0.01", lp, batch,
+                lambda key: model.init(key, batch.x[:1]), predict, budget, num_burn_in, fixed)
+
+
+def summary(preds: list, burn_grads: float, grads: float, burn_divergent: float,
+            seconds: float) -> dict:
+    """ESS per 1,000 sampling gradients (all chains) of the kept predictions."""
+    draws = np.stack(preds, axis=1).reshape((NUM_CHAINS, len(preds), -1))
+    ess = diagnostics.ess(draws) if len(preds) >= 4 else np.full(draws.shape[-1], np.nan)
+    ess = ess[np.isfinite(ess)] if np.any(np.isfinite(ess)) else np.array([np.nan])
+    rhat = diagnostics.split_rhat(draws) if len(preds) >= 4 else np.array([np.nan])
+    return {"kept": len(preds), "burn_in_gradients": int(burn_grads), "gradients": int(grads),
+            "ess_min": float(ess.min()), "ess_median": float(np.median(ess)),
+            "min_per_1000": 1000 * float(ess.min()) / grads,
+            "median_per_1000": 1000 * float(np.median(ess)) / grads,
+            "burn_in_divergent": burn_divergent,
+            "rhat_max": float(np.nanmax(rhat)) if np.any(np.isfinite(rhat)) else float("nan"),
+            "seconds": seconds}
+
+
+def run_method(case: Case, method, num_burn_in: int, key) -> dict:
+    """Burn-in, then chains advanced together until each has spent the sampling budget."""
+    keys = jax.random.split(key, NUM_CHAINS)
+    params = jax.vmap(case.init)(jax.random.split(jax.random.PRNGKey(1), NUM_CHAINS))
+    state = jax.vmap(lambda k, p: method.init(k, p, case.batch), axis_name=MEMBERS)(keys, params)
+    step = jax.jit(jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS))
+    predict = jax.jit(jax.vmap(case.predict))
+    burn_grads, grads, burn_divergent, preds, it = 0.0, np.zeros(NUM_CHAINS), 0, [], 0
+    t0 = time.perf_counter()
+    while it < num_burn_in or grads.min() < case.budget:
+        state, info = step(jax.random.split(jax.random.fold_in(key, it), NUM_CHAINS), state,
+                           case.batch)
+        info = jax.device_get(info)
+        if it < num_burn_in:
+            burn_grads += float(np.sum(info.num_leapfrog))
+            burn_divergent += int(np.sum(info.divergent))
+        else:
+            grads += np.asarray(info.num_leapfrog)
+            preds.append(np.asarray(predict(state.position), np.float64))
+        it += 1
+    return summary(preds, burn_grads, grads.sum(), burn_divergent / (NUM_CHAINS * num_burn_in),
+                   time.perf_counter() - t0)
+
+
+def blackjax_nuts(case: Case, num_burn_in: int, key) -> dict:
+    """The peer: BlackJAX's window adaptation and NUTS, per chain, same budget."""
+    import blackjax
+
+    def logdensity(params):
+        return case.log_posterior(params, case.batch)
+
+    params = jax.vmap(case.init)(jax.random.split(jax.random.PRNGKey(1), NUM_CHAINS))
+    warmup = blackjax.window_adaptation(blackjax.nuts, logdensity)
+
+    def adapt(k, p):
+        (state, parameters), info = warmup.run(k, p, num_steps=num_burn_in)
+        return (state, parameters, jnp.sum(info.info.num_integration_steps),
+                jnp.sum(info.info.is_divergent))
+
+    keys = jax.random.split(key, NUM_CHAINS)
+    t0 = time.perf_counter()
+    states, parameters, used, divergent = jax.jit(jax.vmap(adapt))(keys, params)
+    predict = jax.jit(jax.vmap(case.predict))
+
+    @jax.jit
+    def step(keys, states, parameters):
+        def one(k, s, p):
+            return blackjax.nuts(logdensity, **p).step(k, s)
+
+        return jax.vmap(one)(keys, states, parameters)
+
+    grads, preds, it = np.zeros(NUM_CHAINS), [], 0
+    while grads.min() < case.budget:
+        states, info = step(jax.random.split(jax.random.fold_in(key, it), NUM_CHAINS), states,
+                            parameters)
+        grads += np.asarray(info.num_integration_steps)
+        preds.append(np.asarray(predict(states.position), np.float64))
+        it += 1
+    return summary(preds, float(np.sum(used)), grads.sum(),
+                   float(np.sum(divergent)) / (NUM_CHAINS * num_burn_in),
+                   time.perf_counter() - t0)
+
+
+def cases(names, scale, data_dir):
+    out = []
+    if "a" in names:
+        out.append(problem_case(
+            "(a) yacht_0, heteroscedastic mlp_regression_small",
+            ProblemConfig("yacht_0", "mlp_regression_small"), int(400_000 * scale), 300,
+            dict(step_size=1e-5, trajectory_len=0.15, max_num_leapfrog_steps=15_000)))
+    if "b" in names:
+        out.append(problem_case(
+            "(b) concrete_0, mlp_regression_small, noise std 0.35",
+            ProblemConfig("concrete_0", "mlp_regression_small", noise_std=0.35),
+            int(200_000 * scale), 300,
+            dict(step_size=2e-3, trajectory_len=0.5, max_num_leapfrog_steps=5000)))
+    if "c" in names:
+        out.append(problem_case(
+            "(c) MNIST-160, mlp_classification",
+            ProblemConfig("mnist", "mlp_classification", subset_train_to=160, data_dir=data_dir),
+            int(60_000 * scale), 200,
+            dict(step_size=5e-4, trajectory_len=0.1, max_num_leapfrog_steps=2000)))
+    if "d" in names:
+        out.append(linear_case(int(100_000 * scale), 300))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=["a", "b", "c", "d"])
+    parser.add_argument("--budget-scale", type=float, default=1.0,
+                        help="multiply every case's gradient budget")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args()
+    print(f"jax {jax.__version__} on {jax.default_backend()} ({platform.machine()}), "
+          f"{NUM_CHAINS} chains per sampler")
+    results = {}
+    key = jax.random.PRNGKey(0)
+    for case in cases(args.cases, args.budget_scale, args.data_dir):
+        def hmc_row(case=case, **settings):
+            config = hmc.Config(num_iterations=10**7, num_burn_in=case.num_burn_in,
+                                num_chains=NUM_CHAINS, **settings)
+            return run_method(case, hmc.build(case.log_posterior, config), case.num_burn_in,
+                              key)
+
+        adaptive = dict(step_size=1e-3, trajectory_len=3.0, max_num_leapfrog_steps=1000)
+        rows = {
+            "fixed": hmc_row(adapt="step", **case.fixed),
+            "mass": hmc_row(adapt="mass", **adaptive),
+            "chees": hmc_row(adapt="chees", **adaptive),
+            "nuts": run_method(case, nuts.build(case.log_posterior, nuts.Config(
+                step_size=1e-3, num_iterations=10**7, num_burn_in=case.num_burn_in,
+                num_chains=NUM_CHAINS)), case.num_burn_in, key),
+        }
+        if case.name.startswith("(d)"):
+            rows["blackjax"] = blackjax_nuts(case, case.num_burn_in, key)
+        results[case.name] = rows
+        print(f"\n{case.name}: {case.budget:,} sampling gradient evaluations per chain, "
+              f"{case.num_burn_in} burn-in iterations")
+        print(f"{'sampler':<9} {'ESS/1k grads min':>16} {'median':>8} {'min/fixed':>9} "
+              f"{'burn-in grads':>13} {'burn-in div':>11} {'R-hat max':>9} {'kept':>6} "
+              f"{'seconds':>8}")
+        base = rows["fixed"]["min_per_1000"]
+        for name, r in rows.items():
+            print(f"{name:<9} {r['min_per_1000']:16.3f} {r['median_per_1000']:8.3f} "
+                  f"{r['min_per_1000'] / base:9.2f} {r['burn_in_gradients']:13,d} "
+                  f"{r['burn_in_divergent']:11.1%} {r['rhat_max']:9.3f} {r['kept']:6d} "
+                  f"{r['seconds']:8.1f}")
+        if "blackjax" in rows:
+            for name in ("mass", "chees", "nuts"):
+                ratio = rows["blackjax"]["min_per_1000"] / rows[name]["min_per_1000"]
+                print(f"gradients per effective sample, {name} / BlackJAX NUTS: {ratio:.2f} "
+                      "(target <= 1.5)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
