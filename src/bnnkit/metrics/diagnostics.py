@@ -7,8 +7,16 @@ is the bulk effective sample size summed over chains.
 
 from __future__ import annotations
 
+import functools
+
+import jax
 import numpy as np
 from blackjax.diagnostics import effective_sample_size, potential_scale_reduction
+
+# Compiled once per input shape: run op by op, BlackJAX's estimators compile ~60 small XLA
+# programs per call, which made ``bnnkit evaluate`` take seconds on a few dozen draws.
+_rhat = jax.jit(functools.partial(potential_scale_reduction, chain_axis=0, sample_axis=1))
+_ess = jax.jit(functools.partial(effective_sample_size, chain_axis=0, sample_axis=1))
 
 
 def split_rhat(draws: np.ndarray) -> np.ndarray:
@@ -34,14 +42,14 @@ def split_rhat(draws: np.ndarray) -> np.ndarray:
     # A quantity that never changes (e.g. a saturated class probability) has no defined R-hat:
     # it comes out NaN and summaries skip it.
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.asarray(potential_scale_reduction(split, chain_axis=0, sample_axis=1))
+        return np.asarray(_rhat(split))
 
 
 def ess(draws: np.ndarray) -> np.ndarray:
     """Effective sample size per scalar quantity, draws shaped (chains, samples, ...)."""
     draws = np.asarray(draws, np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.asarray(effective_sample_size(draws, chain_axis=0, sample_axis=1))
+        return np.asarray(_ess(draws))
 
 
 def summarize(values: np.ndarray) -> dict[str, float]:
