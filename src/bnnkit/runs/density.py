@@ -4,8 +4,7 @@
 directory: the chains of a full-batch sampler (``hmc`` or ``nuts``, with every adaptation mode)
 advance together under one ``jax.vmap`` (named :data:`~bnnkit.inference.adaptation.MEMBERS`,
 so ChEES can pool across chains) inside one compiled ``lax.scan``. Keys follow the driver's
-scheme (chain m's key at iteration u is ``fold_in(fold_in(fold_in(key(seed), 1), m), u)``), so
-the same log density and Config draw the same chains as ``bnnkit.runs.run``.
+scheme: chain m's key at iteration u is ``fold_in(fold_in(fold_in(key(seed), 1), m), u)``.
 
 The result carries the kept positions, every iteration's sampler info and the convergence
 verdict of :mod:`bnnkit.metrics.convergence` on the positions themselves (for an identifiable
