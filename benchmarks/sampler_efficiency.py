@@ -51,6 +51,7 @@ from bnnkit.problem import ProblemConfig, build
 from bnnkit.types import Batch
 
 NUM_CHAINS = 4
+SAMPLERS = ("fixed", "mass", "chees", "nuts", "blackjax")
 
 
 @dataclasses.dataclass
@@ -63,9 +64,11 @@ class Case:
     budget: int  # gradient evaluations per chain
     num_burn_in: int  # iterations of burn-in of the adaptive samplers
     fixed: dict  # the paper-style HMC settings
+    fixed_burn_in: int | None = None  # the paper's burn-in iterations, where they differ
 
 
-def problem_case(name, config: ProblemConfig, budget, num_burn_in, fixed) -> Case:
+def problem_case(name, config: ProblemConfig, budget, num_burn_in, fixed,
+                 fixed_burn_in=None) -> Case:
     problem = build(config)
     x = problem.to_device(problem.dataset.x_test[:1000])
     classification = problem.dataset.task == "classification"
@@ -77,7 +80,7 @@ def problem_case(name, config: ProblemConfig, budget, num_burn_in, fixed) -> Cas
         return problem.likelihood_at(params).mean_std(out)[0]
 
     return Case(name, problem.log_posterior, problem.train_batch(), problem.init_params, predict,
-                budget, num_burn_in, fixed)
+                budget, num_burn_in, fixed, fixed_burn_in)
 
 
 def linear_case(budget, num_burn_in) -> Case:
@@ -106,6 +109,11 @@ def summary(preds: list, burn_grads: float, grads: float, burn_divergent: float,
             seconds: float) -> dict:
     """ESS per 1,000 sampling gradients (all chains) of the kept predictions."""
     draws = np.stack(preds, axis=1).reshape((NUM_CHAINS, len(preds), -1))
+    # A class probability that rounds to exactly 0 or 1 in every draw carries no information
+    # (its ESS is 0/0): such outputs are left out of the minimum and the median.
+    varying = np.ptp(draws.reshape((-1, draws.shape[-1])), axis=0) > 0
+    constant = int((~varying).sum())
+    draws = draws[..., varying] if varying.any() else draws
     ess = diagnostics.ess(draws) if len(preds) >= 4 else np.full(draws.shape[-1], np.nan)
     ess = ess[np.isfinite(ess)] if np.any(np.isfinite(ess)) else np.array([np.nan])
     rhat = diagnostics.split_rhat(draws) if len(preds) >= 4 else np.array([np.nan])
@@ -115,7 +123,7 @@ def summary(preds: list, burn_grads: float, grads: float, burn_divergent: float,
             "median_per_1000": 1000 * float(np.median(ess)) / grads,
             "burn_in_divergent": burn_divergent,
             "rhat_max": float(np.nanmax(rhat)) if np.any(np.isfinite(rhat)) else float("nan"),
-            "seconds": seconds}
+            "constant_outputs": constant, "seconds": seconds}
 
 
 def run_method(case: Case, method, num_burn_in: int, key) -> dict:
@@ -187,7 +195,8 @@ def cases(names, scale, data_dir):
         out.append(problem_case(
             "(a) yacht_0, heteroscedastic mlp_regression_small",
             ProblemConfig("yacht_0", "mlp_regression_small"), int(400_000 * scale), 300,
-            dict(step_size=1e-5, trajectory_len=0.15, max_num_leapfrog_steps=15_000)))
+            dict(step_size=1e-5, trajectory_len=0.15, max_num_leapfrog_steps=15_000),
+            fixed_burn_in=10))  # bnn_hmc's UCI command: --num_burn_in_iterations=10
     if "b" in names:
         out.append(problem_case(
             "(b) concrete_0, mlp_regression_small, noise std 0.35",
@@ -205,53 +214,95 @@ def cases(names, scale, data_dir):
     return out
 
 
+def print_case(name: str, result: dict) -> None:
+    """One case's table: each row's figures and its ratio to the paper's fixed HMC."""
+    rows = result["rows"]
+    print(f"\n{name}: {result['budget']:,} sampling gradient evaluations per chain, "
+          f"{result['num_burn_in']} burn-in iterations")
+    print(f"{'sampler':<9} {'ESS/1k grads min':>16} {'median':>8} {'min/fixed':>9} "
+          f"{'burn-in grads':>13} {'burn-in div':>11} {'R-hat max':>9} {'kept':>6} "
+          f"{'seconds':>8}")
+    base = rows["fixed"]["min_per_1000"] if "fixed" in rows else float("nan")
+    base = base if base > 0 else float("nan")
+    for row, r in rows.items():
+        print(f"{row:<9} {r['min_per_1000']:16.3f} {r['median_per_1000']:8.3f} "
+              f"{r['min_per_1000'] / base:9.2f} {r['burn_in_gradients']:13,d} "
+              f"{r['burn_in_divergent']:11.1%} {r['rhat_max']:9.3f} {r['kept']:6d} "
+              f"{r['seconds']:8.1f}")
+    if "blackjax" in rows:
+        for row in [n for n in rows if n not in ("fixed", "blackjax")]:
+            ratio = rows["blackjax"]["min_per_1000"] / rows[row]["min_per_1000"]
+            print(f"gradients per effective sample, {row} / BlackJAX NUTS: {ratio:.2f} "
+                  "(target <= 1.5)")
+
+
+def combine(paths: list[str]) -> None:
+    """Print the tables of several result files (e.g. cases or rows run in parallel)."""
+    merged: dict = {}
+    for path in paths:
+        with open(path) as f:
+            for name, result in json.load(f).items():
+                entry = merged.setdefault(name, {**result, "rows": {}})
+                entry["rows"].update(result["rows"])
+    order = ("fixed", "mass", "mass-tau1", "chees", "nuts", "blackjax")
+    for name in sorted(merged):
+        rows = merged[name]["rows"]
+        merged[name]["rows"] = {k: rows[k] for k in sorted(rows, key=lambda k: (
+            order.index(k) if k in order else len(order), k))}
+        print_case(name, merged[name])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=["a", "b", "c", "d"])
     parser.add_argument("--budget-scale", type=float, default=1.0,
                         help="multiply every case's gradient budget")
+    parser.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS,
+                        help="rows to run (fixed is the reference of the ratio column)")
+    parser.add_argument("--trajectory-len", type=float, default=3.0,
+                        help="τ of the adaptive HMC rows (mass: jittered fractions of it)")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--combine", nargs="+", default=None, metavar="JSON",
+                        help="print the tables of these result files and exit")
+    parser.add_argument("--row-name", default=None,
+                        help="store a single adaptive row under this name (e.g. mass-tau1)")
     args = parser.parse_args()
+    if args.combine:
+        combine(args.combine)
+        return
     print(f"jax {jax.__version__} on {jax.default_backend()} ({platform.machine()}), "
           f"{NUM_CHAINS} chains per sampler")
     results = {}
     key = jax.random.PRNGKey(0)
     for case in cases(args.cases, args.budget_scale, args.data_dir):
-        def hmc_row(case=case, **settings):
-            config = hmc.Config(num_iterations=10**7, num_burn_in=case.num_burn_in,
+        def hmc_row(case=case, num_burn_in=case.num_burn_in, **settings):
+            config = hmc.Config(num_iterations=10**7, num_burn_in=num_burn_in,
                                 num_chains=NUM_CHAINS, **settings)
-            return run_method(case, hmc.build(case.log_posterior, config), case.num_burn_in,
-                              key)
+            return run_method(case, hmc.build(case.log_posterior, config), num_burn_in, key)
 
-        adaptive = dict(step_size=1e-3, trajectory_len=3.0, max_num_leapfrog_steps=1000)
-        rows = {
-            "fixed": hmc_row(adapt="step", **case.fixed),
-            "mass": hmc_row(adapt="mass", **adaptive),
-            "chees": hmc_row(adapt="chees", **adaptive),
-            "nuts": run_method(case, nuts.build(case.log_posterior, nuts.Config(
+        adaptive = dict(step_size=1e-3, trajectory_len=args.trajectory_len,
+                        max_num_leapfrog_steps=1000)
+        runners = {
+            "fixed": lambda case=case, hmc_row=hmc_row: hmc_row(
+                adapt="step", num_burn_in=case.fixed_burn_in or case.num_burn_in, **case.fixed),
+            "mass": lambda hmc_row=hmc_row, adaptive=adaptive: hmc_row(adapt="mass", **adaptive),
+            "chees": lambda hmc_row=hmc_row, adaptive=adaptive: hmc_row(adapt="chees",
+                                                                         **adaptive),
+            "nuts": lambda case=case: run_method(case, nuts.build(case.log_posterior, nuts.Config(
                 step_size=1e-3, num_iterations=10**7, num_burn_in=case.num_burn_in,
                 num_chains=NUM_CHAINS)), case.num_burn_in, key),
+            "blackjax": lambda case=case: blackjax_nuts(case, case.num_burn_in, key),
         }
-        if case.name.startswith("(d)"):
-            rows["blackjax"] = blackjax_nuts(case, case.num_burn_in, key)
-        results[case.name] = rows
-        print(f"\n{case.name}: {case.budget:,} sampling gradient evaluations per chain, "
-              f"{case.num_burn_in} burn-in iterations")
-        print(f"{'sampler':<9} {'ESS/1k grads min':>16} {'median':>8} {'min/fixed':>9} "
-              f"{'burn-in grads':>13} {'burn-in div':>11} {'R-hat max':>9} {'kept':>6} "
-              f"{'seconds':>8}")
-        base = rows["fixed"]["min_per_1000"]
-        for name, r in rows.items():
-            print(f"{name:<9} {r['min_per_1000']:16.3f} {r['median_per_1000']:8.3f} "
-                  f"{r['min_per_1000'] / base:9.2f} {r['burn_in_gradients']:13,d} "
-                  f"{r['burn_in_divergent']:11.1%} {r['rhat_max']:9.3f} {r['kept']:6d} "
-                  f"{r['seconds']:8.1f}")
-        if "blackjax" in rows:
-            for name in ("mass", "chees", "nuts"):
-                ratio = rows["blackjax"]["min_per_1000"] / rows[name]["min_per_1000"]
-                print(f"gradients per effective sample, {name} / BlackJAX NUTS: {ratio:.2f} "
-                      "(target <= 1.5)")
+        rows = {}
+        for name in args.samplers:
+            if name == "blackjax" and not case.name.startswith("(d)"):
+                continue  # the peer row belongs to the linear case
+            rows[args.row_name or name] = runners[name]()
+            print(f"  {name}: {rows[args.row_name or name]}", flush=True)
+        results[case.name] = {"budget": case.budget, "num_burn_in": case.num_burn_in,
+                              "rows": rows}
+        print_case(case.name, results[case.name])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
