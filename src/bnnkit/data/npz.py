@@ -24,10 +24,11 @@ def _read(path: str) -> dict[str, np.ndarray]:
     """The four arrays of an npz file; anything else (an .npy, a truncated or empty file,
     pickled objects) is refused in one line."""
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            if not isinstance(archive, np.lib.npyio.NpzFile):
-                raise ConfigError(f"dataset file {path!r} is a single .npy array, not an .npz "
-                                  f"archive; allowed: an .npz with {', '.join(REQUIRED)}")
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ConfigError(f"dataset file {path!r} is a single .npy array, not an .npz "
+                              f"archive; allowed: an .npz with {', '.join(REQUIRED)}")
+        with archive:
             missing = [k for k in REQUIRED if k not in archive.files]
             if missing:
                 raise ConfigError(
