@@ -9,7 +9,7 @@ file that cannot be read (truncated, not an archive, holding objects) is a
 Example:
     >>> import tempfile, pathlib
     >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> save_arrays(folder / "a.npz", flatten_tree({"params": {"w": np.arange(3)}}))
+    >>> _ = save_arrays(folder / "a.npz", flatten_tree({"params": {"w": np.arange(3)}}))
     >>> load_arrays(folder / "a.npz")
     {'params/w': array([0, 1, 2])}
 """

@@ -19,7 +19,7 @@ Example:
     >>> from bnnkit.posterior import Samples
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "sample_0000000.npz"
     >>> member = Samples({"w": np.zeros((1, 1, 3))})
-    >>> save(path, [member, member])
+    >>> _ = save(path, [member, member])
     >>> [p.num_chains for p in load(path, {"w": 0})]
     [2]
 """
