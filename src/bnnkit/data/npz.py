@@ -40,7 +40,7 @@ def _read(path: str) -> dict[str, np.ndarray]:
         raise
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
         raise ConfigError(
-            f"dataset file {path!r} is not a readable .npz without pickled objects "
+            f"dataset file {path!r} is not a readable .npz without pickles "
             f"({type(err).__name__}: {' '.join(str(err).split())})"
         ) from None
 
