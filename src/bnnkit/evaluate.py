@@ -59,9 +59,57 @@ def load_run(run_dir: str | os.PathLike) -> tuple[dict, problem_lib.Problem, Any
     """
     rundir = RunDir(run_dir)
     record = rundir.read_record()
-    problem = problem_lib.build(problem_lib.ProblemConfig.from_dict(record["problem"]))
+    if not isinstance(record.get("problem"), dict):
+        raise ConfigError(f"{str(rundir.run_file)!r} is damaged: it has no 'problem' object")
+    try:
+        config = problem_lib.ProblemConfig.from_dict(record["problem"])
+    except TypeError as err:  # a run of an older layout, edited by hand
+        raise ConfigError(f"{str(rundir.run_file)!r} is damaged: its problem is not one this "
+                          f"bnnkit can build ({err})") from None
+    problem = problem_lib.build(config)
     template = jax.eval_shape(problem.init_params, jax.random.PRNGKey(0))
     return record, problem, store.load_run(rundir, record, template)
+
+
+def check_reference(reference: str | os.PathLike, dataset: str, *,
+                    flag: str = "--reference") -> None:
+    """Refuse, before anything runs, a reference that is no run, an unreadable one, or one on
+    another dataset (its test set would not be this run's).
+
+    Raises:
+        ConfigError: naming the flag, the reference and what is allowed.
+    """
+    path = os.fspath(reference)
+    if not os.path.isdir(path):
+        raise ConfigError(f"{flag} {path!r} does not exist; allowed: a run directory on "
+                          f"dataset {dataset!r}")
+    rundir = RunDir(path)
+    record = rundir.read_record()
+    theirs = (record.get("problem") or {}).get("dataset")
+    if theirs != dataset:
+        raise ConfigError(f"{flag} {path!r} is a run on dataset {theirs!r}; allowed: a run on "
+                          f"dataset {dataset!r}")
+    from bnnkit.runs import manifest
+
+    found = manifest.check(rundir, record)
+    problem = manifest.first_problem(rundir, found._replace(
+        findings=[f for f in found.findings if f.file != rundir.state_file.name]))
+    if problem is not None:
+        raise ConfigError(f"{flag}: {problem}")
+    if not found.samples:
+        raise ConfigError(f"{flag} {path!r} has no kept samples yet; allowed: a run with "
+                          "samples")
+
+
+def check_writable_folder(path: str | os.PathLike, what: str) -> None:
+    """Refuse a folder that this user cannot write into, before the work that writes there.
+
+    Raises:
+        ConfigError: naming the folder.
+    """
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write the {what} into {os.fspath(path)!r}: this user may "
+                          "not write there")
 
 
 def run_samples(record: dict, posterior: Any) -> Samples:
@@ -161,6 +209,11 @@ def evaluate(
     """
     if (corruption is None) != (severity is None):
         raise ConfigError("--corruption and --severity go together")
+    if write and os.path.isdir(run_dir):
+        check_writable_folder(run_dir, "evaluation")
+        predictions = RunDir(run_dir).path / "predictions"
+        if predictions.is_dir():
+            check_writable_folder(predictions, "predictions")
     record, problem, posterior = load_run(run_dir)
     x_test = problem.dataset.x_test
     if corruption is not None:
@@ -236,9 +289,14 @@ def export_samples(run_dir: str | os.PathLike, out: str | os.PathLike) -> dict[s
         The shape of every exported array, by key.
     """
     out = os.fspath(out)
+    if not out.strip():
+        raise ConfigError("--out '' names no file; allowed: a path ending in .npz")
+    if os.path.isdir(out):
+        raise ConfigError(f"--out {out!r} is a directory; allowed: a file path ending in .npz")
     parent = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(parent):
-        raise ConfigError(f"output folder {parent!r} does not exist")
+        raise ConfigError(f"--out {out!r}: output folder {parent!r} does not exist")
+    check_writable_folder(parent, "samples")
     record, _, posterior = load_run(run_dir)
     arrays = storage.flatten_tree(run_samples(record, posterior).params)
     storage.save_arrays(out, arrays)

@@ -17,7 +17,7 @@ import numpy as np
 from bnnkit import data, likelihoods, models, priors
 from bnnkit.errors import ConfigError
 from bnnkit.log_posterior import LogPosterior, network_variables
-from bnnkit.settings import setting
+from bnnkit.settings import check_numbers, setting
 from bnnkit.types import Batch, Params
 
 
@@ -63,11 +63,13 @@ class ProblemConfig:
     float64: bool = setting(False, help="compute in double precision")
     standardize: bool | None = setting(None, help="standardise a user .npz file with its "
                                                   "training statistics")
-    subset_train_to: int | None = setting(None, help="keep only the first N training examples")
+    subset_train_to: int | None = setting(None, help="keep only the first N training examples",
+                                          bounds=(1, None))
     data_dir: str | None = setting(None, help="folder with dataset files (default: "
                                               "$BNNKIT_DATA_DIR or the download cache)")
     chunk_size: int | None = setting(None, help="evaluate the full-batch likelihood in chunks "
-                                                "of N examples (bounds memory)")
+                                                "of N examples (bounds memory)",
+                                     bounds=(1, None))
     prior: str | None = setting(
         None, metavar="SPEC",
         help="prior of every weight and bias: NAME or NAME:key=value,... e.g. "
@@ -86,6 +88,7 @@ class ProblemConfig:
              "gamma:concentration=0.5,rate=1 (gamma, half_normal, lognormal)")
 
     def __post_init__(self) -> None:
+        check_numbers(self)
         # Stored canonical, so equal priors compare equal in run.json and on --resume.
         canonical = {
             "prior": priors.spec.canonical(self.prior),

@@ -26,11 +26,14 @@ from typing import Any
 
 from bnnkit.errors import ConfigError
 
+#: Seeds ``jax.random.PRNGKey`` takes without wrapping around or overflowing.
+SEED_BOUNDS = (0, 2**32 - 1)
+
 
 def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None,
             aliases: tuple[str, ...] = (), choices: tuple[str, ...] | None = None,
             metavar: str | None = None, resumable: bool = False, action: str | None = None,
-            cli: bool = True) -> Any:
+            cli: bool = True, bounds: tuple[float | None, float | None] | None = None) -> Any:
     """A Config field with what the CLI needs to offer it as a flag.
 
     Args:
@@ -43,10 +46,13 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None =
         resumable: may differ on ``--resume`` (it does not change the samples' values).
         action: an argparse action other than the type's default (``"append"``).
         cli: offered on the command line at all.
+        bounds: ``(low, high)``, inclusive, either ``None`` for no limit; checked with every
+            other number by :func:`check_numbers`.
     """
     return dataclasses.field(default=default, metadata={
         "help": help, "flag": flag, "aliases": tuple(aliases), "choices": choices,
-        "metavar": metavar, "resumable": resumable, "action": action, "cli": cli})
+        "metavar": metavar, "resumable": resumable, "action": action, "cli": cli,
+        "bounds": bounds})
 
 
 def flag(cls: type, name: str) -> str:
@@ -86,3 +92,41 @@ def check_choice(cls: type, name: str, value: str, allowed: tuple[str, ...]) -> 
     """One of ``allowed``, or a one-line ConfigError listing them."""
     if value not in allowed:
         raise ConfigError(f"unknown {flag(cls, name)} {value!r}; allowed: {', '.join(allowed)}")
+
+
+def check_numbers(config: Any) -> None:
+    """Every number of a Config finite, and within the ``bounds`` its field declares.
+
+    Called once by each Config's ``__post_init__``, so the command line and Python users get
+    the same one-line refusal before anything runs.
+
+    Raises:
+        ConfigError: naming the flag, the value and what is allowed.
+
+    Example:
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Example:
+        ...     seed: int = setting(0, help="seed", bounds=(0, 2**32 - 1))
+        ...     scale: float = setting(1.0, help="a scale")
+        >>> check_numbers(Example(seed=-1))
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: --seed -1 out of range; allowed: 0..4294967295
+        >>> check_numbers(Example(scale=float("inf")))
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: --scale inf must be a finite number
+    """
+    cls = type(config)
+    for field in dataclasses.fields(cls):
+        value = getattr(config, field.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{flag(cls, field.name)} {value} must be a finite number")
+        low, high = field.metadata.get("bounds") or (None, None)
+        if (low is not None and value < low) or (high is not None and value > high):
+            allowed = (f"{low}..{high}" if low is not None and high is not None
+                       else f">= {low}" if low is not None else f"<= {high}")
+            raise ConfigError(f"{flag(cls, field.name)} {value} out of range; allowed: "
+                              f"{allowed}")

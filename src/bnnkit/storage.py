@@ -9,7 +9,7 @@ file that cannot be read (truncated, not an archive, holding objects) is a
 Example:
     >>> import tempfile, pathlib
     >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> save_arrays(folder / "a.npz", flatten_tree({"params": {"w": np.arange(3)}}))
+    >>> _ = save_arrays(folder / "a.npz", flatten_tree({"params": {"w": np.arange(3)}}))
     >>> load_arrays(folder / "a.npz")
     {'params/w': array([0, 1, 2])}
 """
@@ -17,14 +17,15 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -32,21 +33,42 @@ import numpy as np
 from bnnkit.errors import ConfigError
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix."""
+class Written(NamedTuple):
+    """What was written: the file's sha256 (hex), its size in bytes and, for arrays, the
+    ``[shape, dtype]`` of each."""
+
+    sha256: str
+    size: int
+    arrays: dict[str, list] | None = None
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *,
+                       before_rename: Callable[[Written], None] | None = None) -> Written:
+    """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix.
+
+    Args:
+        path: the file.
+        data: its new contents.
+        before_rename: called with the new file's digest once it is durable under its temporary
+            name and before it replaces ``path`` (so a record of it can be written first).
+    """
     path = Path(path)
+    written = Written(hashlib.sha256(data).hexdigest(), len(data))
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        if before_rename is not None:
+            before_rename(written)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+    return written
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -78,27 +100,66 @@ def read_json(path: str | os.PathLike) -> Any:
                           f"{err.lineno})") from None
 
 
-def save_arrays(path: str | os.PathLike, arrays: Mapping[str, Any]) -> None:
-    """Atomically save a flat mapping of name -> array as an uncompressed ``.npz``."""
+def save_arrays(path: str | os.PathLike, arrays: Mapping[str, Any], *,
+                before_rename: Callable[[Written], None] | None = None) -> Written:
+    """Atomically save a flat mapping of name -> array as an uncompressed ``.npz``.
+
+    Returns:
+        The file's digest and every array's ``[shape, dtype]`` (``before_rename`` as in
+        :func:`atomic_write_bytes`, with the arrays filled in).
+    """
+    arrays = {k: np.asarray(v) for k, v in arrays.items()}
     buffer = io.BytesIO()
-    np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
-    atomic_write_bytes(path, buffer.getvalue())
+    np.savez(buffer, **arrays)
+    shapes = {k: [list(v.shape), v.dtype.str] for k, v in arrays.items()}
+
+    def with_shapes(written: Written) -> None:
+        if before_rename is not None:
+            before_rename(written._replace(arrays=shapes))
+
+    return atomic_write_bytes(path, buffer.getvalue(),
+                              before_rename=with_shapes)._replace(arrays=shapes)
 
 
-def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 (hex) of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_arrays(path: str | os.PathLike, *,
+                sha256: str | Collection[str] | None = None) -> dict[str, np.ndarray]:
     """Load an ``.npz`` written by :func:`save_arrays`; pickled objects are refused.
 
+    Args:
+        path: the file.
+        sha256: the digest (or digests) the file must have, as recorded when it was written.
+
     Raises:
-        ConfigError: the file is missing, truncated, not an ``.npz`` or holds objects.
+        ConfigError: the file is missing, truncated, not an ``.npz``, holds objects, or its
+            bytes differ from the recorded digest.
     """
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            return {k: archive[k] for k in archive.files}
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{str(path)!r} is missing") from None
+    if sha256 is not None:
+        allowed = {sha256} if isinstance(sha256, str) else set(sha256)
+        if hashlib.sha256(data).hexdigest() not in allowed:
+            raise ConfigError(f"{str(path)!r} is damaged or was edited: its sha256 differs "
+                              "from the one recorded when it was written")
+    try:
+        archive = np.load(io.BytesIO(data), allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ValueError("a single .npy array, not an .npz archive")
+        with archive:
+            return {k: archive[k] for k in archive.files}
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
         raise ConfigError(f"{str(path)!r} is damaged or not a bnnkit array file "
-                          f"({type(err).__name__}: {err})") from None
+                          f"({type(err).__name__}: {' '.join(str(err).split())})") from None
 
 
 def path_to_str(path: tuple) -> str:

@@ -14,6 +14,7 @@ from bnnkit.cli import main
 from bnnkit.evaluate import load_run
 from bnnkit.inference import laplace
 from bnnkit.posterior.laplace import KFACLaplace
+from bnnkit.runs.directory import settings_digest
 
 SGD = ["sgd", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--noise-std", "0.35",
        "--init-step-size", "1e-4", "--num-epochs", "20", "--batch-size", "32", "--no-progress",
@@ -85,8 +86,10 @@ def _unfinished(map_run, tmp_path):
 def _hmc(map_run, tmp_path):
     copy = tmp_path / "hmc"
     shutil.copytree(map_run, copy)
-    record = json.loads((copy / "run.json").read_text())
-    (copy / "run.json").write_text(json.dumps({**record, "method": "hmc"}))
+    record = {**json.loads((copy / "run.json").read_text()), "method": "hmc"}
+    # Stands for a real hmc run: its record carries the digest of its own settings.
+    record["settings_sha256"] = settings_digest(record)
+    (copy / "run.json").write_text(json.dumps(record))
     return copy
 
 

@@ -16,6 +16,7 @@ from bnnkit.inference import vi
 from bnnkit.posterior import DiagGaussian
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import RunDir
+from bnnkit.runs.directory import settings_digest
 from cli_checks import rmse_between_predictions, run_ok
 
 PROBLEM = ["--dataset", "yacht_0", "--model", "mlp_regression_small", "--noise-std", "0.35"]
@@ -132,6 +133,8 @@ def _edited_copy(src, dst, **changes):
             record["problem"][key] = value
         else:
             record[key] = value
+    # Stands for a real run of that kind: its record carries the digest of its own settings.
+    record["settings_sha256"] = settings_digest(record)
     (dst / "run.json").write_text(json.dumps(record))
     return dst
 

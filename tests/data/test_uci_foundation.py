@@ -73,9 +73,14 @@ def test_user_npz_used_exactly_as_given(tmp_path):
     stdz = data.load(path, standardize_data=True)
     np.testing.assert_allclose(stdz.x_train.mean(0), 0.0, atol=1e-5)
     labels = write(tmp_path / "c.npz", x_train=x, y_train=np.array([0, 1] * 5), x_test=x[:2],
-                   y_test=np.array([2, 0]))
+                   y_test=np.array([1, 0]))
     cls = data.load(labels)
-    assert cls.task == "classification" and cls.num_classes == 3
+    assert cls.task == "classification" and cls.num_classes == 2
+    # A test label the training set never shows has no output of the network to score it.
+    unseen = write(tmp_path / "u.npz", x_train=x, y_train=np.array([0, 1] * 5), x_test=x[:2],
+                   y_test=np.array([2, 0]))
+    with pytest.raises(ConfigError, match="y_test holds class 2"):
+        data.load(unseen)
 
 
 def test_user_npz_errors(tmp_path):

@@ -14,6 +14,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.evaluate import evaluate
 from bnnkit.inference import hmc
 from bnnkit.problem import ProblemConfig, build
+from bnnkit.runs.directory import settings_digest
 
 PROBLEM = ProblemConfig(dataset="yacht_0", model="mlp_regression_small", noise_std=0.35)
 CONFIG = hmc.Config(step_size=2e-4, trajectory_len=1e-3, num_iterations=4, num_burn_in=1,
@@ -126,6 +127,8 @@ def test_a_run_older_than_a_setting_is_refused_on_resume(tmp_path, capsys):
     path = tmp_path / "run" / "run.json"
     record = json.loads(path.read_text())
     del record["method_config"]["adapt"]
+    # As that older bnnkit would have written it: with the digest of its own settings.
+    record["settings_sha256"] = settings_digest(record)
     path.write_text(json.dumps(record))
     before = sorted(p.name for p in (tmp_path / "run").rglob("*"))
     err = one_line_error([*args, "--resume"], capsys)

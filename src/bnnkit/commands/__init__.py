@@ -29,6 +29,7 @@ def _load() -> dict[str, Command]:
         prior_predictive,
         prune,
         samples,
+        verify,
     )
     from bnnkit.commands.method import method_command
     from bnnkit.inference import METHODS
@@ -38,6 +39,7 @@ def _load() -> dict[str, Command]:
         "prune": prune.COMMAND,
         "evaluate": evaluate.COMMAND,
         "samples": samples.COMMAND,
+        "verify": verify.COMMAND,
         "models": models.COMMAND,
         "prior-predictive": prior_predictive.COMMAND,
         "datasets": datasets.COMMAND,

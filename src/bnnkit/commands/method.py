@@ -60,7 +60,7 @@ def method_command(name: str, module: ModuleType) -> Command:
 
     def run(args: argparse.Namespace) -> int:
         from bnnkit import runs
-        from bnnkit.evaluate import evaluate
+        from bnnkit.evaluate import check_reference, evaluate
         from bnnkit.report.tables import print_table
         from bnnkit.runs.initial import check_source_problem
 
@@ -69,6 +69,9 @@ def method_command(name: str, module: ModuleType) -> Command:
             problem = check_source_problem(config, dataset=args.dataset, model=args.model)
         else:
             problem = problem_config(args)
+        if args.reference is not None:
+            # Before the run, not after it: a bad reference must not cost a whole run.
+            check_reference(args.reference, problem.dataset)
         result = runs.run(problem, config, args.dir, resume=args.resume,
                           overwrite=args.overwrite, progress=args.progress,
                           shard=getattr(args, "shard", "auto"))

@@ -11,11 +11,59 @@ from bnnkit.data.dataset import Dataset, standardize
 from bnnkit.errors import ConfigError
 
 REQUIRED = ("x_train", "y_train", "x_test", "y_test")
+#: Largest class label: labels are int32 on the device (and a class is one network output).
+MAX_LABEL = 2**31 - 1
 
 
 def _inputs(x: np.ndarray) -> np.ndarray:
     # Integer inputs (token ids, raw pixels) keep their dtype; the model decides how to read them.
     return x if np.issubdtype(x.dtype, np.integer) else x.astype(np.float32)
+
+
+def _read(path: str) -> dict[str, np.ndarray]:
+    """The four arrays of an npz file; anything else (an .npy, a truncated or empty file,
+    pickled objects) is refused in one line."""
+    try:
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ConfigError(f"dataset file {path!r} is a single .npy array, not an .npz "
+                              f"archive; allowed: an .npz with {', '.join(REQUIRED)}")
+        with archive:
+            missing = [k for k in REQUIRED if k not in archive.files]
+            if missing:
+                raise ConfigError(
+                    f"dataset file {path!r} lacks {', '.join(missing)}; it must hold "
+                    f"{', '.join(REQUIRED)}"
+                )
+            return {k: np.asarray(archive[k]) for k in REQUIRED}
+    except ConfigError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
+        raise ConfigError(
+            f"dataset file {path!r} is not a readable .npz without pickles "
+            f"({type(err).__name__}: {' '.join(str(err).split())})"
+        ) from None
+
+
+def _check_targets(path: str, y_train: np.ndarray, y_test: np.ndarray) -> None:
+    """Integer labels: classes 0..K-1 of the training set, in both splits; reals: reals."""
+    train_int = np.issubdtype(y_train.dtype, np.integer)
+    if train_int != np.issubdtype(y_test.dtype, np.integer):
+        raise ConfigError(
+            f"{path!r}: y_train has dtype {y_train.dtype} but y_test {y_test.dtype}; allowed: "
+            "integer class labels in both, or real targets in both")
+    if not train_int:
+        return
+    low = min(int(y_train.min()), int(y_test.min()))
+    if low < 0:
+        raise ConfigError(f"{path!r}: class label {low} is negative; allowed: 0..K-1")
+    top = int(y_train.max())
+    if top > MAX_LABEL:
+        raise ConfigError(f"{path!r}: class label {top} in y_train; allowed: 0..{MAX_LABEL}")
+    if int(y_test.max()) > top:
+        raise ConfigError(
+            f"{path!r}: y_test holds class {int(y_test.max())}, which the training labels "
+            f"(0..{top}) do not have; allowed: test labels among the training classes")
 
 
 def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
@@ -40,24 +88,15 @@ def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ConfigError(f"dataset file {path!r} does not exist")
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            missing = [k for k in REQUIRED if k not in archive.files]
-            if missing:
-                raise ConfigError(
-                    f"dataset file {path!r} lacks {', '.join(missing)}; it must hold "
-                    f"{', '.join(REQUIRED)}"
-                )
-            arrays = {k: np.asarray(archive[k]) for k in REQUIRED}
-    except (ValueError, OSError, zipfile.BadZipFile) as err:
-        if isinstance(err, ConfigError):
-            raise
-        raise ConfigError(
-            f"dataset file {path!r} is not a readable npz without pickles: {err}"
-        ) from None
-
+    arrays = _read(path)
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        if x.ndim == 0 or y.ndim == 0:
+            name = f"x_{split}" if x.ndim == 0 else f"y_{split}"
+            raise ConfigError(f"{path!r}: {name} is a single number (shape ()); allowed: "
+                              "one row per example")
+        if x.shape[0] == 0:
+            raise ConfigError(f"{path!r}: x_{split} has 0 rows; allowed: at least 1")
         if x.shape[0] != y.shape[0]:
             raise ConfigError(
                 f"{path!r}: x_{split} has {x.shape[0]} rows but y_{split} has {y.shape[0]}"
@@ -68,8 +107,9 @@ def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
             raise ConfigError(
                 f"{path!r}: y_{split} has shape {y.shape}; allowed: (N,) or (N, 1)"
             )
-    if x.ndim == 1:
+    if arrays["x_train"].ndim == 1:
         arrays["x_train"] = arrays["x_train"][:, None]
+    if arrays["x_test"].ndim == 1:
         arrays["x_test"] = arrays["x_test"][:, None]
     if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
         raise ConfigError(
@@ -77,20 +117,19 @@ def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
             f"have {arrays['x_test'].shape[1:]}"
         )
     for key, value in arrays.items():
-        if not np.issubdtype(value.dtype, np.number):
-            raise ConfigError(f"{path!r}: {key} has dtype {value.dtype}; allowed: numbers")
+        if not (np.issubdtype(value.dtype, np.integer) or np.issubdtype(value.dtype, np.floating)):
+            raise ConfigError(f"{path!r}: {key} has dtype {value.dtype}; allowed: integers or "
+                              "real numbers")
         if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
             bad = int(np.sum(~np.isfinite(value)))
             raise ConfigError(f"{path!r}: {key} holds {bad} NaN or infinite values")
+    _check_targets(path, arrays["y_train"], arrays["y_test"])
 
     # Integer targets are class labels; anything else is a real-valued regression target.
     classification = np.issubdtype(arrays["y_train"].dtype, np.integer)
     num_classes = None
     if classification:
-        labels = np.concatenate([arrays["y_train"], arrays["y_test"]])
-        if labels.min() < 0:
-            raise ConfigError(f"{path!r}: class labels must be >= 0, found {labels.min()}")
-        num_classes = int(labels.max()) + 1
+        num_classes = int(arrays["y_train"].max()) + 1
     target_dtype = np.int32 if classification else np.float32
     dataset = Dataset(
         name=path,

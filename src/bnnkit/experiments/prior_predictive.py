@@ -22,7 +22,7 @@ import dataclasses
 import numpy as np
 
 from bnnkit.errors import ConfigError
-from bnnkit.settings import check_at_least, setting
+from bnnkit.settings import SEED_BOUNDS, check_at_least, check_numbers, setting
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -49,10 +49,11 @@ class Config:
     x_range: str = setting("-3,3", metavar="LOW,HIGH", help="regression: the input grid")
     num_points: int = setting(200, help="regression: grid points")
     num_inputs: int = setting(500, help="classification: the first N test inputs")
-    seed: int = setting(0, help="seed of the prior draws")
+    seed: int = setting(0, help="seed of the prior draws", bounds=SEED_BOUNDS)
 
     def __post_init__(self) -> None:
         cls = type(self)
+        check_numbers(self)
         check_at_least(cls, "num_draws", self.num_draws, 1)
         check_at_least(cls, "num_inputs", self.num_inputs, 1)
         check_at_least(cls, "depth", self.depth, 1)

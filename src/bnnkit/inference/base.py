@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
 from bnnkit.errors import ConfigError
-from bnnkit.settings import check_positive, flag, setting
+from bnnkit.settings import SEED_BOUNDS, check_numbers, check_positive, flag, setting
 from bnnkit.types import Batch, Key, Params
 
 State = Any
@@ -117,11 +117,13 @@ class RunSettings:
     SOURCE_METHODS: ClassVar[tuple[str, ...] | None] = None
     PROBLEM_FROM_SOURCE: ClassVar[bool] = False
 
-    seed: int = setting(0, help="seed of everything random: initialisation, noise, data order")
+    seed: int = setting(0, help="seed of everything random: initialisation, noise, data order",
+                        bounds=SEED_BOUNDS)
 
     def __post_init__(self) -> None:
         if int(self.seed) != self.seed:
             raise ConfigError(f"--seed {self.seed} must be an integer")
+        check_numbers(self)
 
     def loop(self, num_train: int) -> Loop:
         """How the run driver runs this method on ``num_train`` training examples."""

@@ -19,7 +19,7 @@ Example:
     >>> from bnnkit.posterior import Samples
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "sample_0000000.npz"
     >>> member = Samples({"w": np.zeros((1, 1, 3))})
-    >>> save(path, [member, member])
+    >>> _ = save(path, [member, member])
     >>> [p.num_chains for p in load(path, {"w": 0})]
     [2]
 """
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,8 +50,13 @@ KIND_KEY = "__kind__"
 META_KEY = "__meta__"
 
 
-def save(path: str | os.PathLike, members: Sequence[Any]) -> None:
-    """Write the posteriors of every member at one kept unit (atomic, no pickle)."""
+def save(path: str | os.PathLike, members: Sequence[Any], *,
+         before_rename: Callable[[storage.Written], None] | None = None) -> storage.Written:
+    """Write the posteriors of every member at one kept unit (atomic, no pickle).
+
+    Returns:
+        The file's digest (``before_rename`` as in :func:`bnnkit.storage.atomic_write_bytes`).
+    """
     kinds = {m.kind for m in members}
     if len(kinds) != 1:
         raise ValueError(f"members of one run return one kind of posterior, got {kinds}")
@@ -67,20 +72,21 @@ def save(path: str | os.PathLike, members: Sequence[Any]) -> None:
         metas = [member.meta() for member in members]
     arrays[KIND_KEY] = np.asarray(kind)
     arrays[META_KEY] = np.asarray(json.dumps(metas))
-    storage.save_arrays(path, arrays)
+    return storage.save_arrays(path, arrays, before_rename=before_rename)
 
 
-def load(path: str | os.PathLike, template: Params) -> list[Any]:
+def load(path: str | os.PathLike, template: Params, *, sha256: str | None = None) -> list[Any]:
     """The posteriors stored by :func:`save`: one joined Samples, or one object per member.
 
     Args:
         path: the file.
         template: a position with the parameter tree structure (shapes do not matter).
+        sha256: the digest the file must have (from the run's manifest).
 
     Raises:
         ConfigError: a damaged file, an unknown kind, or parameters of another model.
     """
-    arrays = storage.load_arrays(path)
+    arrays = storage.load_arrays(path, sha256=sha256)
     if KIND_KEY not in arrays or META_KEY not in arrays:
         raise ConfigError(f"{str(path)!r} is damaged or not a stored posterior (no {KIND_KEY})")
     kind = str(arrays.pop(KIND_KEY))
@@ -120,16 +126,30 @@ def load_run(rundir, record: dict, template: Params) -> Any:
         record: its ``run.json``.
         template: a position with the parameter tree structure.
 
+    Every sample file is checked against the run's manifest as it is read: a missing,
+    damaged, edited or unrecorded one is refused, never silently left out.
+
     Raises:
         ConfigError: no kept unit yet, a damaged file, or a run of an older layout whose
             posterior this version cannot read.
     """
-    units = rundir.sample_units()
-    if not units:
-        raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
+    from bnnkit.runs import manifest  # the run driver imports this module
+
     if "layout" not in record:
+        units = rundir.sample_units()
+        if not units:
+            raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
         return _load_legacy(rundir, record, template, units)
-    return combine([load(rundir.sample_file(u), template) for u in units])
+    found = manifest.check(rundir, record, hash_samples=False)
+    # The state is not read here: only the samples' files matter.
+    found = found._replace(findings=[f for f in found.findings if f.file != rundir.state_file.name])
+    problem = manifest.first_problem(rundir, found)
+    if problem is not None:
+        raise ConfigError(problem)
+    if not found.samples:
+        raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
+    return combine([load(rundir.sample_file(u), template, sha256=digest)
+                    for u, digest in sorted(found.samples.items())])
 
 
 def _load_legacy(rundir, record: dict, template: Params, units: list[int]) -> Samples:

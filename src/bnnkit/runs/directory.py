@@ -3,21 +3,29 @@
 A run directory holds::
 
     run.json         the record: method, resolved configs, versions, seed, git hash, start/end
-                     times, status ("running" / "finished") and the layout version
+                     times, status ("starting" / "running" / "finished"), the layout version
+                     and the sha256 of its own settings (an edit is detected)
+    manifest.jsonl   sha256 and array shapes of every sample and state file
+                     (:mod:`bnnkit.runs.manifest`)
     state.npz        latest full method state of every member (for exact resume)
     samples/         one file per kept unit (iteration or epoch): the posterior the method
                      returned there, written by :mod:`bnnkit.posterior.store`
     metrics.jsonl    one line per unit (acceptance, step size, losses, test metrics, ...)
     evaluation*.json, predictions/   written by ``bnnkit evaluate``
 
-Every write goes through :mod:`bnnkit.storage` (atomic, pickle-free). A lock file holds the
-writer's process id, so two processes never write one directory; a lock left by a process that
-is gone is taken over.
+Every write goes through :mod:`bnnkit.storage` (atomic, pickle-free). The lock
+(:mod:`bnnkit.runs.lock`) lets one process write a directory at a time. A new run's first
+write after its lock is ``run.json`` with status "starting"; a directory that holds nothing
+more than that (or only a stale lock and an empty ``samples/``) is a run that never started
+and may be started afresh. Everything a run's path or flags could get wrong is checked by
+:meth:`RunDir.check_target` before anything is written.
 
 Example:
     >>> import tempfile
     >>> rundir = RunDir(tempfile.mkdtemp() + "/run")
-    >>> rundir.prepare(resume=False, overwrite=False)
+    >>> rundir.check_target(resume=False, overwrite=False)
+    >>> with rundir.lock():
+    ...     rundir.prepare(overwrite=False)
     >>> rundir.sample_file(3).name
     'sample_0000003.npz'
 """
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import hashlib
 import json
 import os
 import platform
@@ -38,15 +47,36 @@ import numpy as np
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.runs import lock as _lock
+from bnnkit.runs.lock import LOCK_FILE
+from bnnkit.runs.manifest import MANIFEST_FILE
 
 RUN_FILE = "run.json"
 STATE_FILE = "state.npz"
 SAMPLES_DIR = "samples"
 LOG_FILE = "metrics.jsonl"
-LOCK_FILE = ".lock"
 
-#: Version of the layout written by this bnnkit; runs without it predate the one driver.
-LAYOUT = 2
+#: Version of the layout written by this bnnkit; runs without it predate the one driver;
+#: layout 3 adds the manifest and the settings digest.
+LAYOUT = 3
+#: The parts of ``run.json`` that decide what a run computes; their digest detects an edit.
+SETTINGS_KEYS = ("method", "layout", "problem", "method_config", "loop", "dataset", "manifest")
+#: What ``run.json`` of a run of the current layout must hold, and of which type.
+REQUIRED = {"method": str, "problem": dict, "method_config": dict, "loop": dict,
+            "status": str}
+#: Temporary files of atomic writes (see :func:`bnnkit.storage.atomic_write_bytes`).
+TEMPORARY = (".*.tmp", f"{SAMPLES_DIR}/.*.tmp")
+
+
+def settings_digest(record: Mapping[str, Any]) -> str:
+    """The sha256 of the settings ``record`` stores (canonical JSON of :data:`SETTINGS_KEYS`).
+
+    Example:
+        >>> settings_digest({"method": "hmc"}) == settings_digest({"method": "hmc", "git": "x"})
+        True
+    """
+    settings = {k: record.get(k) for k in SETTINGS_KEYS}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 
 def git_hash() -> str | None:
@@ -83,27 +113,11 @@ def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _lock_is_held(lock_path: Path) -> bool:
-    """Whether the process named in a lock file is still alive (on this machine)."""
-    try:
-        pid = int(lock_path.read_text().strip() or "0")
-    except (OSError, ValueError):
-        return False
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class RunDir:
     """A run directory: paths plus the rules for creating, resuming and overwriting it."""
 
     def __init__(self, path: str | os.PathLike):
+        self.given = os.fspath(path)
         self.path = Path(path)
 
     @property
@@ -122,77 +136,149 @@ class RunDir:
     def log_file(self) -> Path:
         return self.path / LOG_FILE
 
+    @property
+    def manifest_file(self) -> Path:
+        return self.path / MANIFEST_FILE
+
     def sample_file(self, unit: int) -> Path:
         return self.samples_dir / f"sample_{unit:07d}.npz"
 
     def exists(self) -> bool:
-        return self.path.is_dir() and any(self.path.iterdir())
+        """Whether the directory holds anything besides its lock."""
+        return self.path.is_dir() and any(e.name != LOCK_FILE for e in self.path.iterdir())
 
     def read_record(self) -> dict:
-        """``run.json``.
+        """``run.json``, checked: the keys a run needs, and settings that match their digest.
 
         Raises:
-            ConfigError: no run here, or a damaged record.
+            ConfigError: no run here, or a damaged or edited record.
         """
         if not self.run_file.is_file():
             raise ConfigError(f"{str(self.path)!r} is not a bnnkit run directory (no {RUN_FILE})")
         record = storage.read_json(self.run_file)
-        if not isinstance(record, dict) or "method" not in record:
-            raise ConfigError(f"{str(self.run_file)!r} is damaged: it names no method")
+        if not isinstance(record, dict) or not isinstance(record.get("method"), str):
+            raise ConfigError(f"{str(self.run_file)!r} is damaged: it is not a JSON object "
+                              "naming a method")
+        if record.get("layout", 0) >= 3:
+            for key, kind in REQUIRED.items():
+                if not isinstance(record.get(key), kind):
+                    raise ConfigError(f"{str(self.run_file)!r} is damaged: {key!r} is missing "
+                                      f"or not a JSON {'object' if kind is dict else 'string'}")
+            if record.get("settings_sha256") != settings_digest(record):
+                raise ConfigError(
+                    f"{str(self.run_file)!r} was edited: its settings no longer match the "
+                    "digest recorded with them; allowed: the settings the run was made with")
         return record
 
     def write_record(self, record: Mapping[str, Any]) -> None:
-        storage.write_json(self.run_file, dict(record))
+        """Write ``run.json``, with the digest of its settings."""
+        record = dict(record)
+        if record.get("layout", 0) >= 3:
+            record["settings_sha256"] = settings_digest(record)
+        storage.write_json(self.run_file, record)
 
-    def prepare(self, *, resume: bool, overwrite: bool) -> None:
-        """Create the directory, or check that it may be resumed or overwritten.
+    def check_target(self, *, resume: bool, overwrite: bool) -> None:
+        """Check, writing nothing, that a run may start (or continue) in this directory.
 
         Raises:
-            ConfigError: a non-empty directory without ``resume``/``overwrite``, both flags, or
-                ``resume`` of a directory that holds no run.
+            ConfigError: an empty path, a file in the way, a folder that cannot be written,
+                both ``resume`` and ``overwrite``, ``resume`` of a directory that holds no run,
+                a non-empty directory without either flag, ``overwrite`` of something that is
+                not a run, or a directory another live process is writing.
         """
         if resume and overwrite:
-            raise ConfigError("--resume and --overwrite exclude each other")
+            raise ConfigError("--resume and --overwrite exclude each other; allowed: one of "
+                              "them")
+        if not self.given.strip():
+            raise ConfigError("--dir '' names no directory; allowed: a path")
         if self.path.exists() and not self.path.is_dir():
-            raise ConfigError(f"run directory {str(self.path)!r} is a file")
+            raise ConfigError(f"run directory {self.given!r} is a file; allowed: a directory "
+                              "or a path that does not exist yet")
+        existing = self.path.absolute()
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir():
+            raise ConfigError(f"run directory {self.given!r} cannot be created: "
+                              f"{str(existing)!r} is a file, not a folder")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ConfigError(f"run directory {self.given!r} cannot be written: "
+                              f"{str(existing)!r} does not allow this user to write")
+        if self.samples_dir.is_dir() and not os.access(self.samples_dir, os.W_OK | os.X_OK):
+            raise ConfigError(f"run directory {self.given!r} cannot be written: "
+                              f"{str(self.samples_dir)!r} does not allow this user to write")
         if resume:
             if not self.run_file.is_file():
-                raise ConfigError(f"nothing to resume: {str(self.path)!r} holds no {RUN_FILE}")
-            return
-        if self.exists():
+                raise ConfigError(f"nothing to resume: {self.given!r} holds no {RUN_FILE}")
+        elif self.exists() and not self.never_started():
             if not overwrite:
                 raise ConfigError(
-                    f"run directory {str(self.path)!r} is not empty; pass --resume to continue "
-                    "it or --overwrite to replace it"
-                )
-            if not (self.run_file.is_file() or self._is_skeleton()):
+                    f"run directory {self.given!r} is not empty; pass --resume to continue it "
+                    "or --overwrite to replace it")
+            if not self.run_file.is_file():
                 raise ConfigError(
-                    f"refusing to overwrite {str(self.path)!r}: it is not empty and holds no "
-                    f"{RUN_FILE}, so it is not a bnnkit run"
-                )
+                    f"refusing to overwrite {self.given!r}: it is not empty and holds no "
+                    f"{RUN_FILE}, so it is not a bnnkit run")
+        who = _lock.holder(self.path) if self.path.is_dir() else None
+        if who is not None:
+            since = f" since {who['since']}" if who.get("since") else ""
+            raise ConfigError(
+                f"run directory {self.given!r} is in use by process {who.get('pid')}{since}; "
+                "allowed: one writing process at a time (wait for it to finish or stop it)")
+
+    def prepare(self, *, overwrite: bool) -> None:
+        """Under the lock: clear what ``overwrite`` replaces (or a run that never started)
+        and create ``samples/``.
+
+        Raises:
+            ConfigError: the directory changed since :meth:`check_target` into one that may not
+                be started afresh.
+        """
+        if self.exists():
+            if not (overwrite and self.run_file.is_file()) and not self.never_started():
+                raise ConfigError(f"run directory {self.given!r} is not empty; pass --resume "
+                                  "to continue it or --overwrite to replace it")
             self._clear()
         self.samples_dir.mkdir(parents=True, exist_ok=True)
 
-    def _is_skeleton(self) -> bool:
-        """Only what a run leaves before its run.json exists: an empty samples/ and a lock."""
+    def never_started(self) -> bool:
+        """Whether the directory holds only what a run leaves before its first state and
+        sample: a lock, an empty ``samples/``, temporary files, and a ``run.json`` whose
+        status is still "starting"."""
         for entry in self.path.iterdir():
-            if entry.name == LOCK_FILE and not _lock_is_held(entry):
+            if entry.name in (LOCK_FILE, MANIFEST_FILE) or (
+                    entry.name.startswith(".") and entry.name.endswith(".tmp")):
+                if entry.name == MANIFEST_FILE and entry.stat().st_size:
+                    return False
                 continue
-            if entry == self.samples_dir and entry.is_dir() and not any(entry.iterdir()):
+            if entry == self.samples_dir and entry.is_dir() and not any(
+                    not f.name.endswith(".tmp") for f in entry.iterdir()):
                 continue
+            if entry == self.run_file:
+                with contextlib.suppress(ConfigError, OSError, UnicodeDecodeError):
+                    record = storage.read_json(entry)
+                    if isinstance(record, dict) and record.get("status") == "starting":
+                        continue
             return False
         return True
 
     def _clear(self) -> None:
-        for name in (RUN_FILE, STATE_FILE, LOG_FILE, LOCK_FILE, "laplace.npz"):
+        for name in (RUN_FILE, STATE_FILE, LOG_FILE, MANIFEST_FILE, "laplace.npz"):
             with contextlib.suppress(FileNotFoundError):
                 (self.path / name).unlink()
-        for pattern in ("evaluation*.json", "predictions/*.npz"):
+        for pattern in ("evaluation*.json", "predictions/*.npz", *TEMPORARY):
             for f in self.path.glob(pattern):
                 f.unlink()
         if self.samples_dir.is_dir():
             for f in self.samples_dir.glob("*.npz"):
                 f.unlink()
+
+    def remove_temporary(self) -> None:
+        """Delete temporary files of writes a crash cut off (only under the lock: no write of
+        this run is in flight then)."""
+        for pattern in TEMPORARY:
+            for f in self.path.glob(pattern):
+                with contextlib.suppress(FileNotFoundError):
+                    f.unlink()
 
     def sample_units(self) -> list[int]:
         """Units (iterations or epochs) that have a stored posterior, in order."""
@@ -224,48 +310,39 @@ class RunDir:
         """Keep only log lines of units < ``upto_unit`` (used on resume)."""
         if not self.log_file.is_file():
             return
-        kept = []
-        with open(self.log_file) as f:
-            for line in f:
-                with contextlib.suppress(json.JSONDecodeError):
-                    if json.loads(line).get("iteration", -1) < upto_unit:
-                        kept.append(line if line.endswith("\n") else line + "\n")
+        kept = [json.dumps(record) + "\n" for record in self.read_log()
+                if record["iteration"] < upto_unit]
         storage.atomic_write_bytes(self.log_file, "".join(kept).encode())
 
     def read_log(self) -> list[dict]:
-        """Every complete line of ``metrics.jsonl`` (a torn last line is skipped)."""
+        """Every complete line of ``metrics.jsonl``: JSON objects of one unit each (a torn
+        or foreign line is skipped; the log is a diagnostic, not part of the posterior)."""
         if not self.log_file.is_file():
             return []
         records = []
-        with open(self.log_file) as f:
+        with open(self.log_file, errors="replace") as f:
             for line in f:
-                if line.strip():
-                    with contextlib.suppress(json.JSONDecodeError):
-                        records.append(json.loads(line))
+                with contextlib.suppress(json.JSONDecodeError):
+                    record = json.loads(line)
+                    if isinstance(record, dict) and type(record.get("iteration")) is int:
+                        records.append(record)
         return records
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Refuse two processes writing one run directory at the same time."""
-        lock_path = self.path / LOCK_FILE
-        if lock_path.exists() and not _lock_is_held(lock_path):
-            # Left by a process that was killed: nobody is writing the directory any more.
-            with contextlib.suppress(FileNotFoundError):
-                lock_path.unlink()
-        try:
-            fd = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            raise ConfigError(
-                f"run directory {str(self.path)!r} is in use by another process (remove "
-                f"{str(lock_path)!r} if that process is gone)"
-            ) from None
-        try:
-            os.write(fd, str(os.getpid()).encode())
-            os.close(fd)
-            yield
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                lock_path.unlink()
+        """Create the directory if needed and hold its lock; temporary files of writes cut
+        off by a crash are removed on taking it and on leaving.
+
+        Raises:
+            ConfigError: another live process holds the lock.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        with _lock.hold(self.path):
+            self.remove_temporary()
+            try:
+                yield
+            finally:
+                self.remove_temporary()
 
 
 def check_same_settings(stored: Mapping[str, Any], given: Mapping[str, Any],

@@ -56,8 +56,8 @@ from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.models import num_params
 from bnnkit.posterior import store
-from bnnkit.runs import directory, sharding
-from bnnkit.runs.directory import RunDir
+from bnnkit.runs import directory, faults, manifest, sharding
+from bnnkit.runs.directory import STATE_FILE, RunDir
 from bnnkit.runs.initial import positions_from_run, problem_of_run
 from bnnkit.runs.progress import ProgressBar
 from bnnkit.types import Batch, Params
@@ -186,6 +186,9 @@ def run(
     """
     module = method_module(config)
     sharding.check_mode(shard)
+    rundir = RunDir(run_dir)
+    # The directory first: cheap, and nothing is built for a run that cannot start there.
+    rundir.check_target(resume=resume, overwrite=overwrite)
     if problem is None:
         problem = problem_of_run(config)
     built = problem_lib.build(problem)
@@ -209,17 +212,47 @@ def run(
     template = jax.eval_shape(init_all, init_keys, first)
     problem_dict = dataclasses.asdict(problem)
     config_dict = config.to_dict()
-    rundir = RunDir(run_dir)
+    found = None
     if resume:
-        rundir.prepare(resume=True, overwrite=False)
-        _check_resume(rundir.read_record(), config, problem_dict, config_dict)
+        record = rundir.read_record()
+        _check_resume(record, config, problem_dict, config_dict)
+        found = _resume_point(rundir, record, loop)
     else:
-        rundir.prepare(resume=False, overwrite=overwrite)
+        record = _new_record(built, config, loop, method.position(template), problem_dict,
+                             config_dict)
     with rundir.lock():
+        faults.point("locked")
+        if not resume:
+            rundir.prepare(overwrite=overwrite)
+            # The directory is a run from here on: a crash leaves a run that never started.
+            rundir.write_record({**record, "status": "starting"})
+            faults.point("started")
+            rundir.samples_dir.mkdir(exist_ok=True)
         return _run_locked(built, method, config, loop, rundir,
                            lambda: jax.jit(init_all)(init_keys, first), template, batch,
-                           placements, problem_dict, config_dict, resume=resume,
+                           placements, problem_dict, config_dict, found=found,
                            progress=progress, on_unit=on_unit)
+
+
+def _resume_point(rundir: RunDir, record: dict, loop: Loop) -> manifest.Check:
+    """Where a resume starts, after checking every file it keeps against the manifest.
+
+    Raises:
+        ConfigError: a damaged, missing or unrecorded file that the resume would keep (it
+            cannot recompute what precedes its last state), or fewer units than already done.
+    """
+    found = manifest.check(rundir, record)
+    problem = manifest.first_problem(rundir, found, only_unrepairable=True)
+    if problem is not None:
+        raise ConfigError(f"cannot resume: {problem}")
+    done = found.state_unit
+    if not record.get("manifest") and rundir.state_file.is_file():
+        done = int(storage.load_arrays(rundir.state_file).get(UNIT_KEY, 0))
+    if loop.num_units < done:
+        raise ConfigError(
+            f"--resume may only extend a run: {str(rundir.path)!r} has done {done} "
+            f"{loop.kind}, more than the {loop.num_units} asked for now; allowed: >= {done}")
+    return found
 
 
 def _initial_params(built: problem_lib.Problem, config: RunSettings, loop: Loop):
@@ -300,7 +333,7 @@ def _new_record(built, config, loop, position, problem_dict, config_dict) -> dic
     return {
         "method": config.METHOD, "layout": directory.LAYOUT, "problem": problem_dict,
         "method_config": config_dict, "loop": dataclasses.asdict(loop),
-        "versions": directory.versions(), "git": directory.git_hash(),
+        "manifest": True, "versions": directory.versions(), "git": directory.git_hash(),
         "started": directory.now(),
         "num_params": num_params(jax.tree.map(
             lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), position)),
@@ -313,29 +346,28 @@ def _new_record(built, config, loop, position, problem_dict, config_dict) -> dic
 
 
 def _run_locked(built, method, config, loop, rundir, initial_state, template, batch,
-                placements, problem_dict, config_dict, *, resume, progress,
+                placements, problem_dict, config_dict, *, found, progress,
                 on_unit) -> RunResult:
     if loop.kind == "epochs":
         batch = built.train_batch()
-    if resume and rundir.state_file.is_file():
-        stored = storage.load_arrays(rundir.state_file)
-        if UNIT_KEY not in stored:
-            raise ConfigError(f"{str(rundir.state_file)!r} is damaged: it records no unit")
-        start = int(stored.pop(UNIT_KEY))
-        state = jax.tree.map(jnp.asarray, storage.unflatten_tree(template, stored))
-        record = rundir.read_record()
-        record["method_config"] = config_dict
-    else:
+    record = rundir.read_record()
+    start, state = 0, None
+    if found is not None and rundir.state_file.is_file() and (
+            found.state_sha256 is not None or not record.get("manifest")):
+        start, state = _load_state(rundir, template, found.state_sha256)
+    if state is None:
         state = initial_state()
-        start = 0
-        record = _new_record(built, config, loop, method.position(template), problem_dict,
-                             config_dict)
+    if found is not None:
+        record.update(method_config=config_dict, loop=dataclasses.asdict(loop))
     if placements is not None:
         state = jax.device_put(state, placements[0])
     # Anything written after the last checkpoint is recomputed identically from it.
     rundir.remove_samples_from(start)
     rundir.truncate_log(start)
-    record.update(status="running", resumed_at=start if resume else None)
+    files = manifest.Manifest(rundir.manifest_file)
+    _compact(rundir, files, record, start, found)
+    record.update(status="running", resumed_at=start if found is not None else None,
+                  layout=directory.LAYOUT, manifest=True)
     rundir.write_record(record)
 
     step_all = _unit_function(method, loop, built, config.seed)
@@ -352,7 +384,9 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
             state, info = step_all(state, unit, _unit_batch(built, loop, unit, batch))
             info = jax.device_get(info)
             if loop.keeps(unit):
-                meta = _store_posterior(rundir.sample_file(unit), method, state, loop)
+                meta = _store_posterior(rundir.sample_file(unit), method, state, loop,
+                                        _recorder(files, manifest.sample_name(unit), unit=unit))
+                faults.point("sample-written")
             log = _log_line(unit, loop, info, time.perf_counter() - t_unit)
             if loop.eval_every and ((unit + 1) % loop.eval_every == 0
                                     or unit + 1 == loop.num_units):
@@ -360,13 +394,17 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
             rundir.append_log([log])
             if (unit + 1) % loop.save_every == 0 or unit + 1 == loop.num_units:
                 storage.save_arrays(rundir.state_file, {**storage.flatten_tree(state),
-                                                        UNIT_KEY: np.asarray(unit + 1)})
+                                                        UNIT_KEY: np.asarray(unit + 1)},
+                                    before_rename=_recorder(files, STATE_FILE, unit=unit + 1,
+                                                            point="state-recorded"))
+            faults.point("unit-done")
             bar.update(1, _stats(log, totals))
             if on_unit is not None:
                 on_unit(unit, log)
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
+    files.rewrite(files.latest().values())
     record.update(status="finished", finished=directory.now())
     if meta.get("info"):
         record["posterior_info"] = meta["info"]
@@ -375,7 +413,60 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
     return RunResult(rundir, record, loop.num_units, seconds, seconds / done, log)
 
 
-def _store_posterior(path, method: Method, state, loop: Loop) -> dict[str, Any]:
+def _load_state(rundir: RunDir, template, sha256: str | None) -> tuple[int, Any]:
+    """The stored state (checked against its recorded digest and the run's shapes) and the
+    units it covers."""
+    stored = storage.load_arrays(rundir.state_file, sha256=sha256)
+    if UNIT_KEY not in stored:
+        raise ConfigError(f"{str(rundir.state_file)!r} is damaged: it records no unit")
+    start = int(stored.pop(UNIT_KEY))
+    tree = storage.unflatten_tree(template, stored)
+    for want, got in zip(jax.tree.leaves(template), jax.tree.leaves(tree), strict=True):
+        if tuple(want.shape) != tuple(np.shape(got)) or np.asarray(got).dtype != want.dtype:
+            raise ConfigError(f"{str(rundir.state_file)!r} is damaged: it holds an array of "
+                              f"shape {np.shape(got)} where the run has {tuple(want.shape)}")
+    return start, jax.tree.map(jnp.asarray, tree)
+
+
+def _compact(rundir: RunDir, files: manifest.Manifest, record: dict, start: int,
+             found: manifest.Check | None) -> None:
+    """Rewrite the manifest with one line per file that the run keeps (a run of an older
+    layout gets its first manifest here, from the files as they are)."""
+    if found is None:
+        files.rewrite([])
+        return
+    if not record.get("manifest"):
+        lines = [{"file": manifest.sample_name(u), "unit": u,
+                  "sha256": storage.file_sha256(rundir.sample_file(u))}
+                 for u in rundir.sample_units()]
+        if rundir.state_file.is_file():
+            lines.append({"file": STATE_FILE, "unit": start,
+                          "sha256": storage.file_sha256(rundir.state_file)})
+        files.rewrite(lines)
+        return
+    entries = files.entries()
+    lines = [lines_[-1] for name, lines_ in entries.items()
+             if name != STATE_FILE and manifest.sample_unit(name) is not None
+             and manifest.sample_unit(name) < start]
+    if found.state_sha256 is not None:
+        lines += [line for line in entries.get(STATE_FILE, [])
+                  if line["sha256"] == found.state_sha256][-1:]
+    files.rewrite(lines)
+
+
+def _recorder(files: manifest.Manifest, name: str, *, unit: int,
+              point: str = "sample-recorded") -> Callable[[storage.Written], None]:
+    """Writes a file's manifest line before the file is renamed into place."""
+
+    def record(written: storage.Written) -> None:
+        files.append(manifest.entry(name, written, unit=unit))
+        faults.point(point)
+
+    return record
+
+
+def _store_posterior(path, method: Method, state, loop: Loop,
+                     before_rename: Callable[[storage.Written], None]) -> dict[str, Any]:
     """Store ``method.posterior`` of each member's state (a kept axis of one) in one file.
 
     Returns:
@@ -383,7 +474,7 @@ def _store_posterior(path, method: Method, state, loop: Loop) -> dict[str, Any]:
     """
     members = [method.posterior(jax.tree.map(lambda a, m=m: a[m][None], state))
                for m in range(loop.num_members)]
-    store.save(path, members)
+    store.save(path, members, before_rename=before_rename)
     return members[0].meta()
 
 

@@ -1,0 +1,449 @@
+"""Every bad input is refused the same way: exit code 2, one line on stderr naming the value,
+no traceback, and the file system exactly as it was (a run directory unchanged, or absent).
+
+Each case prepares what it needs in a fresh folder (a user .npz, a damaged copy of one small
+finished run, ...) and returns the command line; the test snapshots every file under that
+folder and under the shared run before and after ``bnnkit.cli.main``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bnnkit.cli import main
+
+PROBLEM = ["--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.35"]
+HMC = ["hmc", *PROBLEM, "--step-size", "1e-3", "--trajectory-len", "2e-3",
+       "--num-iterations", "4", "--num-burn-in", "1", "--num-chains", "2", "--no-progress",
+       "--no-evaluate"]
+SGD = ["sgd", *PROBLEM, "--init-step-size", "1e-3", "--num-epochs", "1", "--batch-size", "32",
+       "--no-progress", "--no-evaluate"]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """One small finished HMC run (kept samples 1, 2, 3), shared and never modified."""
+    path = tmp_path_factory.mktemp("shared") / "run"
+    assert main([*HMC, "--dir", str(path)]) == 0
+    return path
+
+
+def with_flag(argv: list[str], flag: str, value: str) -> list[str]:
+    """``argv`` with ``flag`` set to ``value`` (replacing it when present)."""
+    argv = list(argv)
+    if flag in argv:
+        i = argv.index(flag)
+        del argv[i:i + 2]
+    return [*argv, f"{flag}={value}"]  # '=' so that '-1' is a value, not a flag
+
+
+def hmc_flag(flag: str, value: str) -> Callable:
+    return lambda tmp, run: [*with_flag(HMC, flag, value), "--dir", str(tmp / "new")]
+
+
+def sgd_flag(flag: str, value: str) -> Callable:
+    return lambda tmp, run: [*with_flag(SGD, flag, value), "--dir", str(tmp / "new")]
+
+
+def arrays(classification: bool = False, **changes) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    if classification:
+        y_train, y_test = np.arange(20) % 3, np.arange(6) % 3
+    else:
+        y_train, y_test = rng.normal(size=20), rng.normal(size=6)
+    out = {"x_train": rng.normal(size=(20, 3)), "y_train": y_train,
+           "x_test": rng.normal(size=(6, 3)), "y_test": y_test}
+    out.update(changes)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def npz_case(write: Callable[[Path], None]) -> Callable:
+    def case(tmp, run):
+        path = tmp / "data.npz"
+        write(path)
+        argv = [*HMC, "--dir", str(tmp / "new")]
+        argv[argv.index("yacht_0")] = str(path)
+        return argv
+    return case
+
+
+def savez(**kwargs) -> Callable[[Path], None]:
+    return lambda path: np.savez(path, **arrays(**kwargs))
+
+
+def write_bytes(data: bytes) -> Callable[[Path], None]:
+    return lambda path: path.write_bytes(data)
+
+
+def npy_renamed(path: Path) -> None:
+    with open(path, "wb") as f:
+        np.save(f, np.zeros((4, 3)))
+
+
+def truncated_npz(path: Path) -> None:
+    np.savez(path, **arrays())
+    path.write_bytes(path.read_bytes()[:300])
+
+
+def object_npz(path: Path) -> None:
+    values = arrays()
+    values["x_train"] = np.array([{"a": 1}] * 20, dtype=object)
+    np.savez(path, **values)
+
+
+def copy_run(run: Path, tmp: Path) -> Path:
+    return Path(shutil.copytree(run, tmp / "copy"))
+
+
+def damaged(change: Callable[[Path], None], command: str = "evaluate") -> Callable:
+    """A copy of the finished run, changed, then given to ``command``."""
+    def case(tmp, run):
+        copy = copy_run(run, tmp)
+        change(copy)
+        if command == "evaluate":
+            return ["evaluate", str(copy)]
+        if command == "samples":
+            return ["samples", str(copy), "--out", str(tmp / "out.npz")]
+        if command == "verify":
+            return ["verify", str(copy)]
+        return [*with_flag(HMC, "--num-iterations", "6"), "--dir", str(copy), "--resume"]
+    return case
+
+
+def truncate(name: str) -> Callable[[Path], None]:
+    def change(copy):
+        data = (copy / name).read_bytes()
+        (copy / name).write_bytes(data[: len(data) // 2])
+    return change
+
+
+def delete(name: str) -> Callable[[Path], None]:
+    return lambda copy: (copy / name).unlink()
+
+
+def replace_arrays(name: str, values: dict) -> Callable[[Path], None]:
+    return lambda copy: np.savez(copy / name, **values)
+
+
+def edit_record(edit: Callable[[dict], object]) -> Callable[[Path], None]:
+    def change(copy):
+        record = json.loads((copy / "run.json").read_text())
+        new = edit(record)
+        (copy / "run.json").write_text(json.dumps(record if new is None else new))
+    return change
+
+
+def set_in(section: str, key: str, value) -> Callable[[dict], None]:
+    return lambda record: record[section].__setitem__(key, value)
+
+
+def not_writable(folder_of: Callable[[Path, Path], Path], argv_of: Callable) -> Callable:
+    """The folder is made unwritable for this user (os.access says so: the tests may run as
+    root, for whom permissions do not apply)."""
+    def case(tmp, run, monkeypatch):
+        folder = os.path.abspath(folder_of(tmp, run))
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode, *a, **k: (
+            False if os.path.abspath(p) == folder and mode & os.W_OK else real(p, mode, *a, **k)))
+        return argv_of(tmp, run)
+    case.needs_monkeypatch = True
+    return case
+
+
+def a_file(tmp: Path) -> Path:
+    (tmp / "f.txt").write_text("not a folder")
+    return tmp / "f.txt"
+
+
+def a_folder_with_a_file(tmp: Path) -> Path:
+    (tmp / "mine").mkdir()
+    (tmp / "mine" / "notes.txt").write_text("keep me")
+    return tmp / "mine"
+
+
+def unfinished(copy: Path) -> None:
+    record = json.loads((copy / "run.json").read_text())
+    record["status"] = "running"  # not a setting: the digest still matches
+    (copy / "run.json").write_text(json.dumps(record))
+
+
+CASES: dict[str, tuple[Callable, str]] = {
+    # Numbers: finite and in range, refused before anything is built.
+    "seed too large for an int": (hmc_flag("--seed", "99999999999999999999"), "--seed"),
+    "seed negative": (hmc_flag("--seed", "-1"), "allowed: 0..4294967295"),
+    "seed 2^32 wraps to 0": (hmc_flag("--seed", "4294967296"), "allowed: 0..4294967295"),
+    "seed not a number": (hmc_flag("--seed", "abc"), "--seed"),
+    "temperature inf": (hmc_flag("--temperature", "inf"), "--temperature inf must be a finite"),
+    "temperature nan": (hmc_flag("--temperature", "nan"), "--temperature nan must be a finite"),
+    "temperature 0": (hmc_flag("--temperature", "0"), "temperature 0.0 must be > 0"),
+    "noise std inf": (hmc_flag("--noise-std", "inf"), "--noise-std inf must be a finite"),
+    "noise std nan": (hmc_flag("--noise-std", "nan"), "--noise-std nan must be a finite"),
+    "noise std 0": (hmc_flag("--noise-std", "0"), "noise std 0.0 must be > 0"),
+    "weight decay nan": (hmc_flag("--weight-decay", "nan"), "--weight-decay nan"),
+    "weight decay negative": (hmc_flag("--weight-decay", "-1"), "weight decay -1.0"),
+    "step size inf": (hmc_flag("--step-size", "inf"), "--step-size inf"),
+    "step size 0": (hmc_flag("--step-size", "0"), "--step-size 0.0 must be"),
+    "trajectory nan": (hmc_flag("--trajectory-len", "nan"), "--trajectory-len nan"),
+    "iterations 0": (hmc_flag("--num-iterations", "0"), "number of iterations 0"),
+    "burn-in negative": (hmc_flag("--num-burn-in", "-1"), "burn-in -1"),
+    "chains 0": (hmc_flag("--num-chains", "0"), "number of chains 0"),
+    "subset 0": (hmc_flag("--subset-train-to", "0"), "--subset-train-to 0 out of range"),
+    "chunk size 0": (hmc_flag("--chunk-size", "0"), "--chunk-size 0 out of range"),
+    "target accept 1.5": (hmc_flag("--target-accept-rate", "1.5"), "--target-accept-rate 1.5"),
+    "divergence threshold inf": (hmc_flag("--divergence-threshold", "inf"),
+                                 "--divergence-threshold inf"),
+    "sgd step size inf": (sgd_flag("--init-step-size", "inf"), "--init-step-size inf"),
+    "sgd batch size 0": (sgd_flag("--batch-size", "0"), "--batch-size 0"),
+    "sgd epochs 0": (sgd_flag("--num-epochs", "0"), "--num-epochs 0"),
+    "sgd batch larger than data": (sgd_flag("--batch-size", "100000"), "--batch-size 100000"),
+    # User .npz files.
+    "npz 0 bytes": (npz_case(write_bytes(b"")), "not a readable .npz"),
+    "npz is an .npy renamed": (npz_case(npy_renamed), "single .npy array"),
+    "npz truncated": (npz_case(truncated_npz), "not a readable .npz"),
+    "npz with an object array": (npz_case(object_npz), "not a readable .npz"),
+    "npz 0-d x_train": (npz_case(savez(x_train=np.array(1.0))), "x_train is a single number"),
+    "npz 0 training rows": (npz_case(savez(x_train=np.zeros((0, 3)), y_train=np.zeros(0))),
+                            "x_train has 0 rows"),
+    "npz empty test set": (npz_case(savez(x_test=np.zeros((0, 3)), y_test=np.zeros(0))),
+                           "x_test has 0 rows"),
+    "npz label 2^32+1": (npz_case(savez(classification=True, y_train=np.r_[
+        np.arange(19) % 3, 2**32 + 1].astype(np.int64))), "class label 4294967297"),
+    "npz test label outside the training classes": (npz_case(savez(
+        classification=True, y_test=np.array([0, 1, 2, 3, 0, 1]))), "y_test holds class 3"),
+    "npz negative label": (npz_case(savez(classification=True, y_train=np.r_[
+        np.arange(19) % 3, -1])), "class label -1 is negative"),
+    "npz integer train, real test targets": (npz_case(savez(
+        classification=True, y_test=np.zeros(6))), "y_train has dtype int64 but y_test"),
+    "npz complex inputs": (npz_case(savez(x_train=np.ones((20, 3), complex))),
+                           "x_train has dtype complex128"),
+    "npz string inputs": (npz_case(savez(x_train=np.full((20, 3), "a"))),
+                          "x_train has dtype <U1"),
+    "npz without y_test": (npz_case(savez(y_test=None)), "lacks y_test"),
+    "npz rows differ": (npz_case(savez(y_train=np.zeros(19))), "x_train has 20 rows but"),
+    "npz 2-d targets": (npz_case(savez(y_train=np.zeros((20, 3)))), "y_train has shape"),
+    "npz NaN input": (npz_case(savez(x_test=np.full((6, 3), np.nan))), "x_test holds 18 NaN"),
+    "npz feature shapes differ": (npz_case(savez(x_test=np.zeros((6, 4)))), "x_test rows have"),
+    "npz does not exist": (lambda tmp, run: [
+        *with_flag(HMC, "--dataset", str(tmp / "no.npz")), "--dir", str(tmp / "new")],
+        "does not exist"),
+    # Paths.
+    "dir empty string": (lambda tmp, run: [*HMC, "--dir", ""], "--dir '' names no directory"),
+    "dir under a file": (lambda tmp, run: [*HMC, "--dir", str(a_file(tmp) / "sub")],
+                         "is a file, not a folder"),
+    "dir is a file": (lambda tmp, run: [*HMC, "--dir", str(a_file(tmp))], "is a file"),
+    "dir parent not writable": (not_writable(
+        lambda tmp, run: tmp, lambda tmp, run: [*HMC, "--dir", str(tmp / "new")]),
+        "does not allow this user to write"),
+    "dir holds other files": (lambda tmp, run: [*HMC, "--dir", str(a_folder_with_a_file(tmp))],
+                              "is not empty"),
+    "overwrite a folder that is no run": (lambda tmp, run: [
+        *HMC, "--dir", str(a_folder_with_a_file(tmp)), "--overwrite"], "not a bnnkit run"),
+    "existing run without a flag": (lambda tmp, run: [*HMC, "--dir", str(copy_run(run, tmp))],
+                                    "is not empty; pass --resume"),
+    "resume nothing": (lambda tmp, run: [*HMC, "--dir", str(tmp / "new"), "--resume"],
+                       "nothing to resume"),
+    "resume and overwrite": (lambda tmp, run: [*HMC, "--dir", str(copy_run(run, tmp)),
+                                               "--resume", "--overwrite"],
+                             "--resume and --overwrite exclude each other"),
+    "resume with fewer iterations": (lambda tmp, run: [
+        *with_flag(HMC, "--num-iterations", "3"), "--dir", str(copy_run(run, tmp)),
+        "--resume"], "has done 4 iterations, more than the 3"),
+    "resume with another step size": (lambda tmp, run: [
+        *with_flag(HMC, "--step-size", "2e-3"), "--dir", str(copy_run(run, tmp)), "--resume"],
+        "step_size was 0.001"),
+    "resume a run dir that is not writable": (not_writable(
+        lambda tmp, run: tmp / "copy", lambda tmp, run: [
+            *HMC, "--dir", str(copy_run(run, tmp)), "--resume"]), "cannot be written"),
+    "samples out is a directory": (lambda tmp, run: ["samples", str(run), "--out", str(tmp)],
+                                   "is a directory"),
+    "samples out empty": (lambda tmp, run: ["samples", str(run), "--out", ""], "--out ''"),
+    "samples out folder missing": (lambda tmp, run: [
+        "samples", str(run), "--out", str(tmp / "no" / "x.npz")], "does not exist"),
+    "samples out not writable": (not_writable(lambda tmp, run: tmp, lambda tmp, run: [
+        "samples", str(run), "--out", str(tmp / "x.npz")]), "cannot write the samples"),
+    "evaluate a run that is not writable": (not_writable(
+        lambda tmp, run: tmp / "copy", lambda tmp, run: ["evaluate", str(copy_run(run, tmp))]),
+        "cannot write the evaluation"),
+    "evaluate nothing": (lambda tmp, run: ["evaluate", str(tmp / "nothere")],
+                         "not a bnnkit run directory"),
+    # Other runs named by a flag: checked before anything is trained.
+    "reference does not exist": (lambda tmp, run: [*HMC, "--dir", str(tmp / "new"),
+                                                   "--reference", str(tmp / "nothere")],
+                                 "--reference"),
+    "reference on another dataset": (lambda tmp, run: [
+        *with_flag(HMC, "--dataset", "yacht_1"), "--dir", str(tmp / "new"), "--reference",
+        str(run)], "is a run on dataset 'yacht_0'"),
+    "reference damaged": (lambda tmp, run: [
+        *HMC, "--dir", str(tmp / "new"), "--reference", str(damaged_copy(tmp, run))],
+        "sample_0000002.npz' is damaged"),
+    "evaluate reference does not exist": (lambda tmp, run: [
+        "evaluate", str(run), "--reference", str(tmp / "nothere")], "not a bnnkit run"),
+    "init checkpoint does not exist": (lambda tmp, run: [
+        *HMC, "--dir", str(tmp / "new"), "--init-checkpoint", str(tmp / "nothere")],
+        "--init-checkpoint"),
+    "init checkpoint sample out of range": (lambda tmp, run: [
+        *HMC, "--dir", str(tmp / "new"), "--init-checkpoint", f"{run}:99"],
+        "sample 99 out of range"),
+    "init checkpoint unfinished": (lambda tmp, run: [
+        *HMC, "--dir", str(tmp / "new"), "--init-checkpoint", str(changed(tmp, run,
+                                                                          unfinished))],
+        "is unfinished"),
+    "init checkpoint of another model": (lambda tmp, run: [
+        *with_flag(HMC, "--model", "mlp_regression_small"), "--dir", str(tmp / "new"),
+        "--init-checkpoint", str(run)], "is for model 'linear'"),
+    "init checkpoint damaged": (lambda tmp, run: [
+        *HMC, "--dir", str(tmp / "new"), "--init-checkpoint", str(damaged_copy(tmp, run))],
+        "is damaged"),
+    "mean init run does not exist": (lambda tmp, run: [
+        "vi", *PROBLEM, "--init-step-size", "1e-3", "--num-epochs", "1", "--batch-size", "32",
+        "--dir", str(tmp / "new"), "--mean-init-run", str(tmp / "nothere")], "does not exist"),
+    "map run does not exist": (lambda tmp, run: [
+        "laplace", "--map-run", str(tmp / "nothere"), "--dir", str(tmp / "new")],
+        "--map-run"),
+    "map run of a sampler": (lambda tmp, run: ["laplace", "--map-run", str(run), "--dir",
+                                               str(tmp / "new")], "is a 'hmc' run; allowed"),
+    # Damaged run directories.
+    "truncated sample, evaluate": (damaged(truncate("samples/sample_0000002.npz")),
+                                   "sample_0000002.npz' is damaged"),
+    "truncated sample, resume": (damaged(truncate("samples/sample_0000002.npz"), "resume"),
+                                 "cannot resume: '"),
+    "truncated sample, samples": (damaged(truncate("samples/sample_0000002.npz"), "samples"),
+                                  "sample_0000002.npz' is damaged"),
+    "truncated state, resume": (damaged(truncate("state.npz"), "resume"), "state.npz' is dam"),
+    "deleted sample, evaluate": (damaged(delete("samples/sample_0000003.npz")),
+                                 "sample_0000003.npz' is missing"),
+    "deleted sample, resume": (damaged(delete("samples/sample_0000003.npz"), "resume"),
+                               "sample_0000003.npz' is missing"),
+    "deleted state, resume": (damaged(delete("state.npz"), "resume"), "state.npz' is missing"),
+    "wrong-shape sample, evaluate": (damaged(replace_arrays(
+        "samples/sample_0000001.npz", {"__kind__": np.asarray("samples"),
+                                       "__meta__": np.asarray("[{}]"),
+                                       "params/Dense_0/kernel": np.zeros((2, 1, 5, 1))})),
+        "sample_0000001.npz' is damaged or was edited"),
+    "wrong-shape sample, resume": (damaged(replace_arrays(
+        "samples/sample_0000001.npz", {"w": np.zeros(3)}), "resume"), "sample_0000001.npz'"),
+    "object-array sample, evaluate": (damaged(replace_arrays(
+        "samples/sample_0000001.npz", {"w": np.array([{}], dtype=object)})),
+        "sample_0000001.npz' is damaged"),
+    "object-array state, resume": (damaged(replace_arrays(
+        "state.npz", {"w": np.array([{}], dtype=object)}), "resume"), "state.npz' is damaged"),
+    "unrecorded extra sample, evaluate": (damaged(lambda copy: shutil.copy(
+        copy / "samples/sample_0000001.npz", copy / "samples/sample_0000000.npz")),
+        "sample_0000000.npz' is not in the manifest"),
+    "manifest deleted, evaluate": (damaged(delete("manifest.jsonl")), "manifest.jsonl' is miss"),
+    "manifest edited, evaluate": (damaged(lambda copy: (copy / "manifest.jsonl").write_text(
+        "garbage\n" + (copy / "manifest.jsonl").read_text())), "manifest.jsonl'"),
+    "run.json invalid, evaluate": (damaged(lambda copy: (copy / "run.json").write_text("{")),
+                                   "run.json' is damaged: not valid JSON"),
+    "run.json a list, evaluate": (damaged(edit_record(lambda record: [])),
+                                  "run.json' is damaged"),
+    "run.json without problem, evaluate": (damaged(edit_record(
+        lambda record: record.pop("problem") and None)), "'problem' is missing"),
+    "run.json noise std edited, evaluate": (damaged(edit_record(set_in(
+        "problem", "noise_std", 0.5))), "run.json' was edited"),
+    "run.json weight decay 'nan', evaluate": (damaged(edit_record(set_in(
+        "problem", "weight_decay", "nan"))), "run.json' was edited"),
+    "run.json dataset edited, evaluate": (damaged(edit_record(set_in(
+        "problem", "dataset", "yacht_1"))), "run.json' was edited"),
+    "run.json invalid, resume": (damaged(lambda copy: (copy / "run.json").write_text("["),
+                                         "resume"), "run.json' is damaged"),
+    "run.json edited, resume": (damaged(edit_record(set_in("method_config", "num_burn_in", 2)),
+                                        "resume"), "run.json' was edited"),
+    "verify a damaged run": (damaged(truncate("samples/sample_0000002.npz"), "verify"),
+                             "1 damaged, missing or unrecorded file(s)"),
+}
+
+
+def damaged_copy(tmp: Path, run: Path) -> Path:
+    return changed(tmp, run, truncate("samples/sample_0000002.npz"))
+
+
+def changed(tmp: Path, run: Path, change: Callable[[Path], None]) -> Path:
+    copy = Path(shutil.copytree(run, tmp / "source"))
+    change(copy)
+    return copy
+
+
+def snapshot(*folders: Path) -> dict[str, bytes | None]:
+    """Every file's bytes and every folder (as ``None``) under ``folders``."""
+    out: dict[str, bytes | None] = {}
+    for folder in folders:
+        for p in sorted(folder.rglob("*")):
+            out[str(p)] = None if p.is_dir() else p.read_bytes()
+    return out
+
+
+def test_the_matrix_is_large():
+    assert len(CASES) >= 60
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_bad_input_is_one_line_exit_2_and_changes_nothing(name, finished, tmp_path,
+                                                              monkeypatch, capsys):
+    make, message = CASES[name]
+    work = tmp_path / "work"
+    work.mkdir()
+    args = (work, finished, monkeypatch) if getattr(make, "needs_monkeypatch", False) else (
+        work, finished)
+    argv = make(*args)
+    monkeypatch.chdir(work)  # a run written into the current folder would show up here
+    capsys.readouterr()
+    before = snapshot(work, finished.parent)
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own refusals
+        code = exit_.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("bnnkit: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    assert message in err, err
+    assert snapshot(work, finished.parent) == before
+
+
+def test_an_unexpected_error_is_one_line_exit_1_and_debug_shows_it(finished, monkeypatch,
+                                                                   capsys):
+    import bnnkit.evaluate
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(bnnkit.evaluate, "evaluate", broken)
+    assert main(["evaluate", str(finished)]) == 1
+    err = capsys.readouterr().err
+    assert err == ("bnnkit: error: unexpected RuntimeError: boom second line; run with --debug "
+                   "for the traceback\n")
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["evaluate", str(finished), "--debug"])
+
+
+def test_a_refusal_of_the_system_is_one_line_exit_2(finished, tmp_path, monkeypatch, capsys):
+    from bnnkit import storage
+
+    def refused(path, obj):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(storage, "write_json", refused)
+    copy = copy_run(finished, tmp_path)
+    assert main(["evaluate", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"bnnkit: error: '{copy / 'evaluation.json'}': Permission denied\n"
+
+
+def test_a_torn_line_in_the_log_is_skipped(finished, tmp_path, capsys):
+    copy = copy_run(finished, tmp_path)
+    with open(copy / "metrics.jsonl", "a") as f:
+        f.write('7\n{"iteration": 4, "acceptance_rate": [1.0, 1.')  # a foreign and a torn line
+    assert main(["evaluate", str(copy), "--json"]) == 0
+    torn = json.loads(capsys.readouterr().out)
+    intact_copy = Path(shutil.copytree(finished, tmp_path / "intact"))
+    assert main(["evaluate", str(intact_copy), "--json"]) == 0
+    intact = json.loads(capsys.readouterr().out)
+    assert torn["test"] == intact["test"] and torn["sampler"] == intact["sampler"]
