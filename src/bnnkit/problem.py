@@ -49,9 +49,11 @@ class ProblemConfig:
         chunk_size: evaluate the full-batch likelihood in chunks of this size.
     """
 
-    dataset: str = setting(help="registry name (yacht_0 = yacht, split 0; mnist; ...) or path "
+    dataset: str = setting(aliases=("--dataset-name",),
+                           help="registry name (yacht_0 = yacht, split 0; mnist; ...) or path "
                                 "to an .npz file with x_train, y_train, x_test, y_test")
-    model: str = setting(help="registered model (`bnnkit models` lists them)")
+    model: str = setting(aliases=("--model-name",),
+                         help="registered model (`bnnkit models` describes them)")
     likelihood: str | None = setting(None, choices=("gaussian", "categorical"),
                                      help="default: gaussian for regression, categorical for "
                                           "classification")
@@ -60,7 +62,8 @@ class ProblemConfig:
                                                  "its own std")
     weight_decay: float = setting(1.0, help="precision λ of the Gaussian prior N(0, 1/λ)")
     temperature: float = setting(1.0, help="posterior temperature T (T < 1: a cold posterior)")
-    float64: bool = setting(False, help="compute in double precision")
+    float64: bool = setting(False, aliases=("--use-float64",),
+                            help="compute in double precision")
     standardize: bool | None = setting(None, help="standardise a user .npz file with its "
                                                   "training statistics")
     subset_train_to: int | None = setting(None, help="keep only the first N training examples")
@@ -86,8 +89,10 @@ class ProblemConfig:
              "gamma:concentration=0.5,rate=1 (gamma, half_normal, lognormal)")
 
     def __post_init__(self) -> None:
-        # Stored canonical, so equal priors compare equal in run.json and on --resume.
+        # Stored canonical, so equal priors (and a model named by an alias) compare equal in
+        # run.json and on --resume.
         canonical = {
+            "model": models.canonical_name(self.model),
             "prior": priors.spec.canonical(self.prior),
             "bias_prior": priors.spec.canonical(self.bias_prior),
             "layer_priors": priors.spec.canonical_layer_rules(self.layer_priors),

@@ -248,14 +248,15 @@ def _check_resume(record: dict, config: RunSettings, problem_dict: dict,
     if "layout" not in record:
         raise ConfigError("the run comes from an older bnnkit layout and cannot be resumed by "
                           "this version; start it again with --overwrite")
-    newer = sorted(set(config_dict) - set(record["method_config"]))
+    stored = type(config).current_names(record["method_config"])
+    newer = sorted(set(config_dict) - set(stored))
     if newer:
         # Its state has no place for what the new setting adapts or keeps.
         raise ConfigError(f"the run was made by an older bnnkit without the setting(s) "
                           f"{', '.join(newer)} and cannot be resumed by this version; start it "
                           "again with --overwrite")
     directory.check_same_settings(
-        {**record["problem"], **record["method_config"]}, {**problem_dict, **config_dict},
+        {**record["problem"], **stored}, {**problem_dict, **config_dict},
         type(config).resumable())
 
 
