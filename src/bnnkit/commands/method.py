@@ -10,11 +10,13 @@ and ``--model`` only as checks.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from types import ModuleType
 
 from bnnkit.commands import Command
 from bnnkit.commands.flags import add_config_arguments, config_from_args
 from bnnkit.commands.problem_flags import add_problem_arguments, problem_config
+from bnnkit.errors import ConfigError
 
 
 def summary(module: ModuleType) -> str:
@@ -25,7 +27,7 @@ def summary(module: ModuleType) -> str:
 def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
     """``--dir``, ``--resume``, ``--overwrite``, progress, evaluation and ``--reference``."""
     r = p.add_argument_group("run directory")
-    r.add_argument("--dir", required=True, help="run directory to create (or resume)")
+    r.add_argument("--dir", help="run directory to create (or resume); required to run")
     r.add_argument("--resume", action="store_true",
                    help="continue the run in --dir exactly (only resumable settings may change)")
     r.add_argument("--overwrite", action="store_true", help="replace the run in --dir")
@@ -39,6 +41,8 @@ def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
                    help="skip the evaluation at the end")
     r.add_argument("--reference", default=None,
                    help="run directory (e.g. HMC) to compare the final predictive with")
+    r.add_argument("--save-all-ensembled", action="store_true",
+                   help="accepted for bnn_hmc's commands: every kept sample is always stored")
 
 
 def method_command(name: str, module: ModuleType) -> Command:
@@ -57,6 +61,9 @@ def method_command(name: str, module: ModuleType) -> Command:
             add_problem_arguments(p)
         add_config_arguments(p.add_argument_group(name), cls)
         add_run_dir_arguments(p, shard=issubclass(cls, IterationSettings))
+        p.add_argument("--print-config", action="store_true",
+                       help="print the resolved settings as TOML (a file for --config) and "
+                            "exit without running")
 
     def run(args: argparse.Namespace) -> int:
         from bnnkit import runs
@@ -69,6 +76,14 @@ def method_command(name: str, module: ModuleType) -> Command:
             problem = check_source_problem(config, dataset=args.dataset, model=args.model)
         else:
             problem = problem_config(args)
+        if args.print_config:
+            from bnnkit.commands.config_file import to_toml
+
+            values = {} if from_source else dataclasses.asdict(problem)
+            print(to_toml({**values, **config.to_dict()}))
+            return 0
+        if not args.dir:
+            raise ConfigError("--dir is required: the run directory to create (or resume)")
         result = runs.run(problem, config, args.dir, resume=args.resume,
                           overwrite=args.overwrite, progress=args.progress,
                           shard=getattr(args, "shard", "auto"))
