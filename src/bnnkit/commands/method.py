@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from types import ModuleType
 
 from bnnkit.commands import Command
@@ -36,7 +37,11 @@ def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
                        help="with several devices: split chains, or the training data, over "
                             "them (default: auto)")
     r.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="no progress bar")
+                   help="no progress output (a bar on a terminal, plain lines in a log)")
+    r.add_argument("--log-every", "--tabulate-freq", type=int, default=None, metavar="N",
+                   help="when the output is not a terminal (a log file, CI, nohup), print a "
+                        "progress line every N iterations or epochs (default: every 10 %% of "
+                        "the run or 30 s)")
     r.add_argument("--no-evaluate", dest="evaluate", action="store_false",
                    help="skip the evaluation at the end")
     r.add_argument("--reference", default=None,
@@ -82,11 +87,16 @@ def method_command(name: str, module: ModuleType) -> Command:
             values = {} if from_source else dataclasses.asdict(problem)
             print(to_toml({**values, **config.to_dict()}))
             return 0
+        if args.log_every is not None and args.log_every < 1:
+            raise ConfigError(f"--log-every {args.log_every} must be an integer >= 1")
         if not args.dir:
             raise ConfigError("--dir is required: the run directory to create (or resume)")
         result = runs.run(problem, config, args.dir, resume=args.resume,
                           overwrite=args.overwrite, progress=args.progress,
+                          log_every=args.log_every,
                           shard=getattr(args, "shard", "auto"))
+        for warning in result.warnings:
+            print(f"bnnkit: warning: {warning}", file=sys.stderr)
         loop = result.record["loop"]
         print(f"{result.num_units} {loop['kind']} in {result.seconds:.1f} s "
               f"({result.seconds_per_unit:.3g} s each); run in {args.dir}")
