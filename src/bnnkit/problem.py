@@ -107,6 +107,32 @@ class ProblemConfig:
         return cls(**{k: v for k, v in values.items() if k in names})
 
 
+#: Settings that fix which data a run's predictions are on: runs that differ in one of them
+#: cannot be compared or started from one another.
+DATA_SETTINGS = ("dataset",)
+#: Settings that fix which posterior a run targets: runs that differ in them can be compared
+#: or warm-started from one another, but the user is told.
+POSTERIOR_SETTINGS = ("model", "likelihood", "noise_std", "noise_prior", "weight_decay",
+                      "prior", "bias_prior", "layer_priors", "temperature", "subset_train_to")
+
+
+def differences(mine: ProblemConfig, other: ProblemConfig, names: tuple[str, ...],
+                other_name: str = "the other run") -> list[str]:
+    """The settings among ``names`` in which two problems differ, named by their flags.
+
+    Example:
+        >>> a = ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.1)
+        >>> b = ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35)
+        >>> differences(a, b, POSTERIOR_SETTINGS, "the reference")
+        ['--noise-std 0.1 (the reference: 0.35)']
+    """
+    from bnnkit.settings import flag
+
+    return [f"{flag(ProblemConfig, name)} {getattr(mine, name)} ({other_name}: "
+            f"{getattr(other, name)})" for name in names
+            if getattr(mine, name) != getattr(other, name)]
+
+
 @dataclasses.dataclass(frozen=True)
 class Problem:
     """The assembled pieces; ``apply`` includes any on-device input normalisation."""

@@ -109,8 +109,11 @@ def method_command(name: str, module: ModuleType) -> Command:
                 parts.append(f"log marginal likelihood {info['log_marginal_likelihood']:.6g}")
             print("; ".join(parts))
         if args.evaluate:
-            print_table(evaluate(args.dir, reference=args.reference),
-                        title=f"{config.label} on {problem.dataset}")
+            evaluation = evaluate(args.dir, reference=args.reference)
+            for differ in evaluation.get("reference", {}).get("settings_differ", ()):
+                print(f"bnnkit: warning: the reference run targets another posterior: {differ}",
+                      file=sys.stderr)
+            print_table(evaluation, title=f"{config.label} on {problem.dataset}")
         return 0
 
     return Command(help=summary(module), add_arguments=add_arguments, run=run)

@@ -58,7 +58,7 @@ from bnnkit.models import num_params
 from bnnkit.posterior import store
 from bnnkit.runs import directory, sharding
 from bnnkit.runs.directory import RunDir
-from bnnkit.runs.initial import positions_from_run, problem_of_run
+from bnnkit.runs.initial import positions_from_run, problem_of_run, source_differences
 from bnnkit.runs.progress import ProgressBar
 from bnnkit.types import Batch, Params
 
@@ -78,7 +78,8 @@ class RunResult:
         seconds_per_unit: the same per unit.
         last_log: the log line of the last unit run.
         warnings: sentences about the run a user should act on (a stuck or unstable
-            sampler), already shown during the run when progress was.
+            sampler, a start from a run with another posterior), already shown during the
+            run when progress was.
     """
 
     run_dir: RunDir
@@ -198,6 +199,8 @@ def run(
     loop = config.loop(built.dataset.num_train)
     method = module.build(built.log_posterior, config)
     init_params = _initial_params(built, config, loop)
+    notes = [] if config.source_run() is None or type(config).PROBLEM_FROM_SOURCE else (
+        source_differences(config.source_run(), problem, flag=type(config).SOURCE_FLAG))
     batch = built.train_batch() if loop.kind == "iterations" else None
     placements = None
     if loop.kind == "iterations":
@@ -225,7 +228,8 @@ def run(
         return _run_locked(built, method, config, loop, rundir,
                            lambda: jax.jit(init_all)(init_keys, first), template, batch,
                            placements, problem_dict, config_dict, resume=resume,
-                           progress=progress, log_every=log_every, on_unit=on_unit)
+                           progress=progress, log_every=log_every, on_unit=on_unit,
+                           notes=notes)
 
 
 def _initial_params(built: problem_lib.Problem, config: RunSettings, loop: Loop):
@@ -321,7 +325,7 @@ def _new_record(built, config, loop, position, problem_dict, config_dict) -> dic
 
 def _run_locked(built, method, config, loop, rundir, initial_state, template, batch,
                 placements, problem_dict, config_dict, *, resume, progress, log_every,
-                on_unit) -> RunResult:
+                on_unit, notes=()) -> RunResult:
     if loop.kind == "epochs":
         batch = built.train_batch()
     if resume and rundir.state_file.is_file():
@@ -353,6 +357,8 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
     tally = SamplerTally(loop)
     for line in rundir.read_log():  # a resumed run counts from its first unit
         tally.add(line)
+    for note in notes:
+        bar.message(f"warning: {note}")
     warned = False
     log: dict = {}
     meta: dict = {}
@@ -391,7 +397,7 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
     done = max(loop.num_units - start, 1)
     warning = tally.warning()
     return RunResult(rundir, record, loop.num_units, seconds, seconds / done, log,
-                     warnings=() if warning is None else (warning,))
+                     warnings=(*notes, *([] if warning is None else [warning])))
 
 
 def _store_posterior(path, method: Method, state, loop: Loop) -> dict[str, Any]:
