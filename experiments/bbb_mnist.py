@@ -71,7 +71,7 @@ def train(args: argparse.Namespace) -> None:
     data = blundell_npz(runs, args.data_dir)
     problem = ProblemConfig(dataset=str(data), model="mlp_bbb_400", prior=PRIORS[args.prior])
     config = vi.Config(init_step_size=args.lr, num_epochs=args.epochs, batch_size=128,
-                       eval_freq=1, save_freq=1, seed=args.seed, optimizer="adam",
+                       eval_freq=1, checkpoint_every=1, seed=args.seed, optimizer="adam",
                        vi_num_samples=1, vi_sigma_init=args.sigma_init,
                        kl_weighting=args.kl_weighting, vi_ensemble_size=args.ensemble_size)
     run_dir = runs / args.prior

@@ -75,10 +75,10 @@ def methods(setting: dict, eta: float, grad_rms: float) -> dict:
     epochs, burn, cycle = setting["epochs"], setting["burn_in"], setting["cycle"]
     common = dict(num_epochs=epochs, batch_size=setting["batch_size"])
     sgd_eta = 10 * eta  # optimisation tolerates larger steps than sampling
-    constant = dict(common, init_step_size=eta, final_step_size=eta, num_burnin_epochs=burn,
+    constant = dict(common, init_step_size=eta, final_step_size=eta, num_burn_in=burn,
                     ensemble_freq=max((epochs - burn) // 50, 1))
     clr = dict(common, init_step_size=2 * eta, step_size_schedule="cyclical", cycle_length=cycle,
-               num_burnin_epochs=burn, momentum_decay=0.9)
+               num_burn_in=burn, momentum_decay=0.9)
     return {
         "SGD": sgd.Config(**common, init_step_size=sgd_eta, momentum_decay=0.9),
         "Deep ensemble (K=5)": ensemble.Config(**common, init_step_size=sgd_eta,

@@ -100,9 +100,9 @@ def method_configs(num_train: int, scale: float, num_chains: int) -> dict:
         "ensemble": ensemble.Config(init_step_size=5e-3 / num_train, num_epochs=epochs,
                                     batch_size=batch,
                                     num_members=5, momentum_decay=0.9,
-                                    save_freq=epochs),
+                                    checkpoint_every=epochs),
         "vi": vi.Config(init_step_size=5e-3, num_epochs=epochs, batch_size=batch,  # Adam's rate
-                        save_freq=epochs),
+                        checkpoint_every=epochs),
     }
 
 

@@ -7,6 +7,9 @@ Every failure ends in one line on stderr:
 - anything unexpected (a bug) prints ``bnnkit: error: unexpected ...; run with --debug for the
   traceback`` and exits with code 1;
 - ``--debug`` (anywhere on the command line) lets the exception through with its traceback.
+
+Flags may be spelt with underscores, as bnn_hmc's commands spell them (``--dataset_name=yacht_2``
+is ``--dataset-name=yacht_2``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bnnkit.commands import COMMANDS
+from bnnkit.commands import COMMANDS, config_file
 from bnnkit.errors import ConfigError
 
 DEBUG_FLAG = "--debug"
@@ -25,13 +28,47 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"bnnkit: error: {message}\n")
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Adds ``(default: X)`` to an option's help where a default means something."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or "default" in text or default is None
+                or isinstance(default, bool) or default is argparse.SUPPRESS):
+            return text
+        if isinstance(default, (list, tuple)):
+            default = " ".join(map(str, default))
+        return f"{text} (default: {default})"
+
+
+def version() -> str:
+    """The installed bnnkit's version (``"unknown"`` when run from a source tree alone)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("bnnkit")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="bnnkit", description="Bayesian neural networks: HMC and friends.")
+    parser = _Parser(prog="bnnkit", description="Bayesian neural networks: HMC and friends.",
+                     formatter_class=_HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"bnnkit {version()}",
+                        help="print the version and exit")
     parser.add_argument(DEBUG_FLAG, action="store_true",
                         help="show the traceback of an unexpected error (accepted anywhere)")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
+                                metavar="COMMAND")
     for name, command in COMMANDS().items():
-        command.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
+        p = sub.add_parser(name, help=command.help, description=command.help,
+                           formatter_class=_HelpFormatter)
+        command.add_arguments(p)
+        p.add_argument(config_file.FLAG, metavar="FILE",
+                       help="read flags from a TOML file (key = value, the flag without its "
+                            "dashes), or a run's settings from its run.json; flags given here "
+                            "override it")
     return parser
 
 
@@ -48,13 +85,52 @@ def os_error_message(err: OSError) -> str:
     return _one_line(f"{where}{reason}")
 
 
+def _apply_config_file(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Defaults of the command's flags from its ``--config`` file, if one is given."""
+    path = config_file.config_path(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    sub = parser._subparsers._group_actions[0].choices if parser._subparsers else {}
+    if path is None or command not in sub:
+        return
+    parser_of_command = sub[command]
+    dests = {a.dest for a in parser_of_command._actions}
+    values = config_file.read(path, command, problem="temperature" in dests)
+    config_file.apply(parser_of_command, values, f"{config_file.FLAG} {path}")
+
+
+def dashed(argv: list[str]) -> list[str]:
+    """Option names with underscores written with dashes; values and positionals untouched.
+
+    Example:
+        >>> dashed(["hmc", "--dataset_name=yacht_2", "--model_name", "mlp_regression_small"])
+        ['hmc', '--dataset-name=yacht_2', '--model-name', 'mlp_regression_small']
+    """
+    out = []
+    for i, arg in enumerate(argv):
+        if arg == "--":  # everything after it is positional
+            return out + argv[i:]
+        if arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+            arg = name.replace("_", "-") + eq + value
+        out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = dashed(list(sys.argv[1:] if argv is None else argv))
     # Accepted anywhere, so that re-running a failed command needs only one word more.
     debug = DEBUG_FLAG in argv
     argv = [a for a in argv if a != DEBUG_FLAG]
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    try:
+        _apply_config_file(parser, argv)
+    except ConfigError as err:
+        if debug:
+            raise
+        print(f"bnnkit: error: {_one_line(err)}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     try:
         if getattr(args, "float64", False):
             import jax

@@ -193,7 +193,9 @@ def evaluate(
         when every chain has at least 4 samples), ``sampler`` statistics from the log,
         ``convergence`` (Markov chains with at least 4 samples each: a verdict in function
         space and what to do, see :mod:`bnnkit.metrics.convergence`) and ``reference``
-        comparison if asked.
+        comparison if asked (its ``settings_differ`` names each posterior setting, such as
+        ``--noise-std``, in which the reference run differs; a reference on other data is
+        refused).
 
     Example:
         >>> import tempfile
@@ -225,6 +227,16 @@ def evaluate(
                 f"reference run {str(reference)!r} is on {ref_problem.dataset.name!r}, not "
                 f"{problem.dataset.name!r}"
             )
+        other = f"reference {reference}"
+        refused = problem_lib.differences(problem.config, ref_problem.config,
+                                          problem_lib.DATA_SETTINGS, other)
+        if refused:
+            raise ConfigError(f"{refused[0]}: the runs predict on different data; allowed: a "
+                              "reference run on the same data")
+        # Another posterior (noise, prior, temperature, ...) can be compared with, but the
+        # numbers then measure that difference too.
+        ref_differs = problem_lib.differences(problem.config, ref_problem.config,
+                                              problem_lib.POSTERIOR_SETTINGS, other)
     samples = run_samples(record, posterior)
     prediction = run_prediction(record, problem, posterior, x_test)
     result: dict[str, Any] = {
@@ -253,20 +265,22 @@ def evaluate(
             "epochs": int(log[-1]["epoch"]),
             "seconds_per_epoch": float(np.mean([r["seconds"] for r in log])),
         }
-    if samples.num_samples >= 4:
+    if not isinstance(posterior, Samples):
+        result["independent_draws"] = True  # no R-hat or ESS: they measure Markov chains
+    elif samples.num_samples >= 4:
         result["diagnostics"] = {
             "weights": _weight_diagnostics(samples),
             "function": _function_diagnostics(prediction),
         }
-        if isinstance(posterior, Samples):  # Markov chains, not independent draws
-            sampler = result.get("sampler", {})
-            result["convergence"] = convergence.verdict(
-                prediction.per_sample, acceptance_rate=sampler.get("acceptance_rate"),
-                num_divergent=sampler.get("num_divergent"),
-                finished=record.get("status") == "finished")
+        sampler = result.get("sampler", {})
+        result["convergence"] = convergence.verdict(
+            prediction.per_sample, acceptance_rate=sampler.get("acceptance_rate"),
+            num_divergent=sampler.get("num_divergent"),
+            finished=record.get("status") == "finished")
     if reference is not None:
         ref_prediction = run_prediction(ref_record, ref_problem, ref_posterior, x_test)
-        result["reference"] = {"run": str(reference), **compare(prediction, ref_prediction)}
+        result["reference"] = {"run": str(reference), **compare(prediction, ref_prediction),
+                               "settings_differ": ref_differs}
     if write:
         rundir = RunDir(run_dir)
         suffix = "" if corruption is None else f"_{corruption}_{severity}"

@@ -49,9 +49,11 @@ class ProblemConfig:
         chunk_size: evaluate the full-batch likelihood in chunks of this size.
     """
 
-    dataset: str = setting(help="registry name (yacht_0 = yacht, split 0; mnist; ...) or path "
+    dataset: str = setting(aliases=("--dataset-name",),
+                           help="registry name (yacht_0 = yacht, split 0; mnist; ...) or path "
                                 "to an .npz file with x_train, y_train, x_test, y_test")
-    model: str = setting(help="registered model (`bnnkit models` lists them)")
+    model: str = setting(aliases=("--model-name",),
+                         help="registered model (`bnnkit models` describes them)")
     likelihood: str | None = setting(None, choices=("gaussian", "categorical"),
                                      help="default: gaussian for regression, categorical for "
                                           "classification")
@@ -60,7 +62,8 @@ class ProblemConfig:
                                                  "its own std")
     weight_decay: float = setting(1.0, help="precision λ of the Gaussian prior N(0, 1/λ)")
     temperature: float = setting(1.0, help="posterior temperature T (T < 1: a cold posterior)")
-    float64: bool = setting(False, help="compute in double precision")
+    float64: bool = setting(False, aliases=("--use-float64",),
+                            help="compute in double precision")
     standardize: bool | None = setting(None, help="standardise a user .npz file with its "
                                                   "training statistics")
     subset_train_to: int | None = setting(None, help="keep only the first N training examples",
@@ -89,8 +92,10 @@ class ProblemConfig:
 
     def __post_init__(self) -> None:
         check_numbers(self)
-        # Stored canonical, so equal priors compare equal in run.json and on --resume.
+        # Stored canonical, so equal priors (and a model named by an alias) compare equal in
+        # run.json and on --resume.
         canonical = {
+            "model": models.canonical_name(self.model),
             "prior": priors.spec.canonical(self.prior),
             "bias_prior": priors.spec.canonical(self.bias_prior),
             "layer_priors": priors.spec.canonical_layer_rules(self.layer_priors),
@@ -103,6 +108,32 @@ class ProblemConfig:
     def from_dict(cls, values: dict) -> ProblemConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in names})
+
+
+#: Settings that fix which data a run's predictions are on: runs that differ in one of them
+#: cannot be compared or started from one another.
+DATA_SETTINGS = ("dataset",)
+#: Settings that fix which posterior a run targets: runs that differ in them can be compared
+#: or warm-started from one another, but the user is told.
+POSTERIOR_SETTINGS = ("model", "likelihood", "noise_std", "noise_prior", "weight_decay",
+                      "prior", "bias_prior", "layer_priors", "temperature", "subset_train_to")
+
+
+def differences(mine: ProblemConfig, other: ProblemConfig, names: tuple[str, ...],
+                other_name: str = "the other run") -> list[str]:
+    """The settings among ``names`` in which two problems differ, named by their flags.
+
+    Example:
+        >>> a = ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.1)
+        >>> b = ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35)
+        >>> differences(a, b, POSTERIOR_SETTINGS, "the reference")
+        ['--noise-std 0.1 (the reference: 0.35)']
+    """
+    from bnnkit.settings import flag
+
+    return [f"{flag(ProblemConfig, name)} {getattr(mine, name)} ({other_name}: "
+            f"{getattr(other, name)})" for name in names
+            if getattr(mine, name) != getattr(other, name)]
 
 
 @dataclasses.dataclass(frozen=True)

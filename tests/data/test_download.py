@@ -70,7 +70,7 @@ def test_mirror_used_when_first_url_fails(server, offline_env):
 
 def test_offline_error_says_where_to_put_the_file(offline_env):
     remote = sources.Remote("blob.bin", (_closed_port_url(),), "sha256:" + "0" * 64)
-    with pytest.raises(ConfigError, match=r"could not download blob\.bin .*put blob\.bin in "
+    with pytest.raises(ConfigError, match=r"could not download demo .*put blob\.bin in "
                                           r"<data dir>/demo/"):
         fetch.download("demo", remote)
 

@@ -130,7 +130,7 @@ def test_vmapped_ensemble_equals_sequential(tmp_path):
 
 def test_kept_epochs():
     # Counted from 0: epochs 7 and 10 after a 4-epoch burn-in, every 3rd.
-    cfg = sgmcmc.Config(init_step_size=1e-5, num_epochs=10, batch_size=4, num_burnin_epochs=4,
+    cfg = sgmcmc.Config(init_step_size=1e-5, num_epochs=10, batch_size=4, num_burn_in=4,
                         ensemble_freq=3)
     assert cfg.loop(277).kept_units() == [6, 9]
     # SGD keeps its last epoch only.
@@ -142,7 +142,7 @@ def test_kept_epochs():
     (dict(batch_size=1000), "larger than the 277 training examples"),
     (dict(batch_size=0), "--batch-size 0"),
     (dict(num_epochs=0), "--num-epochs 0"),
-    (dict(num_burnin_epochs=4, ensemble_freq=5), "--ensemble-freq 5"),
+    (dict(num_burn_in=4, ensemble_freq=5), "--ensemble-freq 5"),
 ])
 def test_epoch_settings_refuse(kw, message):
     from bnnkit.errors import ConfigError

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,6 +23,9 @@ def run(args: argparse.Namespace) -> int:
 
     result = evaluate(args.run_dir, reference=args.reference, corruption=args.corruption,
                       severity=args.severity)
+    for differ in result.get("reference", {}).get("settings_differ", ()):
+        print(f"bnnkit: warning: the reference run targets another posterior: {differ}",
+              file=sys.stderr)
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:

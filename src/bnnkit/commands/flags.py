@@ -37,10 +37,6 @@ def _base_type(annotation: Any) -> type:
     return annotation
 
 
-def _default_text(value: Any) -> str:
-    return "" if value is None or isinstance(value, bool) else f" (default: {value})"
-
-
 def add_config_arguments(parser: argparse.ArgumentParser | Any, cls: type, *,
                          skip: Iterable[str] = (), only: Iterable[str] | None = None) -> None:
     """Add one flag per CLI field of the dataclass ``cls`` to ``parser`` (or a group).
@@ -64,20 +60,20 @@ def add_config_arguments(parser: argparse.ArgumentParser | Any, cls: type, *,
         default = None if required else field.default
         kind = _base_type(hints[field.name])
         text = meta["help"]
+        metavar = meta.get("metavar")
         if meta.get("choices"):
-            text += f"; one of: {', '.join(meta['choices'])}"
+            metavar = metavar or "{" + ",".join(meta["choices"]) + "}"
         if kind is bool:
             action = "store_false" if default is True else "store_true"
             parser.add_argument(*names, dest=field.name, action=action, default=default,
                                 help=text)
             continue
-        text += _default_text(default)
         if meta.get("action") == "append":
             parser.add_argument(*names, dest=field.name, action="append", default=None,
-                                metavar=meta.get("metavar"), help=text)
+                                metavar=metavar, help=text)
             continue
         parser.add_argument(*names, dest=field.name, type=kind, default=default,
-                            required=required, metavar=meta.get("metavar") or _metavar(kind),
+                            required=required, metavar=metavar or _metavar(kind),
                             help=text)
 
 

@@ -10,11 +10,14 @@ and ``--model`` only as checks.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import sys
 from types import ModuleType
 
 from bnnkit.commands import Command
 from bnnkit.commands.flags import add_config_arguments, config_from_args
 from bnnkit.commands.problem_flags import add_problem_arguments, problem_config
+from bnnkit.errors import ConfigError
 
 
 def summary(module: ModuleType) -> str:
@@ -25,7 +28,7 @@ def summary(module: ModuleType) -> str:
 def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
     """``--dir``, ``--resume``, ``--overwrite``, progress, evaluation and ``--reference``."""
     r = p.add_argument_group("run directory")
-    r.add_argument("--dir", required=True, help="run directory to create (or resume)")
+    r.add_argument("--dir", help="run directory to create (or resume); required to run")
     r.add_argument("--resume", action="store_true",
                    help="continue the run in --dir exactly (only resumable settings may change)")
     r.add_argument("--overwrite", action="store_true", help="replace the run in --dir")
@@ -34,11 +37,17 @@ def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
                        help="with several devices: split chains, or the training data, over "
                             "them (default: auto)")
     r.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="no progress bar")
+                   help="no progress output (a bar on a terminal, plain lines in a log)")
+    r.add_argument("--log-every", "--tabulate-freq", type=int, default=None, metavar="N",
+                   help="when the output is not a terminal (a log file, CI, nohup), print a "
+                        "progress line every N iterations or epochs (default: every 10 %% of "
+                        "the run or 30 s)")
     r.add_argument("--no-evaluate", dest="evaluate", action="store_false",
                    help="skip the evaluation at the end")
     r.add_argument("--reference", default=None,
                    help="run directory (e.g. HMC) to compare the final predictive with")
+    r.add_argument("--save-all-ensembled", action="store_true",
+                   help="accepted for bnn_hmc's commands: every kept sample is always stored")
 
 
 def method_command(name: str, module: ModuleType) -> Command:
@@ -57,6 +66,9 @@ def method_command(name: str, module: ModuleType) -> Command:
             add_problem_arguments(p)
         add_config_arguments(p.add_argument_group(name), cls)
         add_run_dir_arguments(p, shard=issubclass(cls, IterationSettings))
+        p.add_argument("--print-config", action="store_true",
+                       help="print the resolved settings as TOML (a file for --config) and "
+                            "exit without running")
 
     def run(args: argparse.Namespace) -> int:
         from bnnkit import runs
@@ -69,12 +81,25 @@ def method_command(name: str, module: ModuleType) -> Command:
             problem = check_source_problem(config, dataset=args.dataset, model=args.model)
         else:
             problem = problem_config(args)
+        if args.print_config:
+            from bnnkit.commands.config_file import to_toml
+
+            values = {} if from_source else dataclasses.asdict(problem)
+            print(to_toml({**values, **config.to_dict()}))
+            return 0
+        if args.log_every is not None and args.log_every < 1:
+            raise ConfigError(f"--log-every {args.log_every} must be an integer >= 1")
+        if args.dir is None:
+            raise ConfigError("--dir is required: the run directory to create (or resume)")
         if args.reference is not None:
             # Before the run, not after it: a bad reference must not cost a whole run.
             check_reference(args.reference, problem.dataset)
         result = runs.run(problem, config, args.dir, resume=args.resume,
                           overwrite=args.overwrite, progress=args.progress,
+                          log_every=args.log_every,
                           shard=getattr(args, "shard", "auto"))
+        for warning in result.warnings:
+            print(f"bnnkit: warning: {warning}", file=sys.stderr)
         loop = result.record["loop"]
         print(f"{result.num_units} {loop['kind']} in {result.seconds:.1f} s "
               f"({result.seconds_per_unit:.3g} s each); run in {args.dir}")
@@ -87,8 +112,11 @@ def method_command(name: str, module: ModuleType) -> Command:
                 parts.append(f"log marginal likelihood {info['log_marginal_likelihood']:.6g}")
             print("; ".join(parts))
         if args.evaluate:
-            print_table(evaluate(args.dir, reference=args.reference),
-                        title=f"{config.label} on {problem.dataset}")
+            evaluation = evaluate(args.dir, reference=args.reference)
+            for differ in evaluation.get("reference", {}).get("settings_differ", ()):
+                print(f"bnnkit: warning: the reference run targets another posterior: {differ}",
+                      file=sys.stderr)
+            print_table(evaluation, title=f"{config.label} on {problem.dataset}")
         return 0
 
     return Command(help=summary(module), add_arguments=add_arguments, run=run)

@@ -16,6 +16,16 @@ def add_problem_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("posterior")
     add_config_arguments(g, ProblemConfig)
     add_prior_file_argument(g)
+    list_models(p)
+
+
+def list_models(p: argparse.ArgumentParser) -> None:
+    """Name every registered model (and alias) in the help of ``--model``."""
+    from bnnkit.models import allowed_names
+
+    for action in p._actions:
+        if action.dest == "model":
+            action.help = f"{action.help}; one of: {allowed_names()}"
 
 
 PRIOR_FIELDS = ("prior", "bias_prior", "layer_priors", "noise_prior")

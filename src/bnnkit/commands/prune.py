@@ -28,9 +28,29 @@ def run(args: argparse.Namespace) -> int:
     rows = pruning.prune_run(args.run_dir, args.out, args.fractions, args.include_biases,
                              args.member)
     task = RunDir(args.run_dir).read_record().get("dataset", {}).get("task", "classification")
-    print(pruning.markdown(rows, task))
+    print_rows(rows, task)
     print(f"table, figures and metrics in {args.out or Path(args.run_dir) / 'pruning'}")
     return 0
+
+
+def print_rows(rows: list[dict], task: str) -> None:
+    """The pruning table on the terminal (``pruning.md`` holds it as markdown)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    key, label, scale, fmt = (("error", "test error (%)", 100.0, "{:.2f}")
+                              if task == "classification" else ("rmse", "test RMSE", 1.0,
+                                                                "{:.4f}"))
+    table = Table(title="pruning by signal-to-noise ratio vs magnitude")
+    for header in ("pruned", "weights removed", f"{label}, by |μ|/σ", f"{label}, by |μ|"):
+        table.add_column(header, justify="right")
+    for r in rows:
+        table.add_row(f"{100 * r['fraction']:.0f} %", f"{r['num_pruned']} / {r['num_prunable']}",
+                      fmt.format(scale * r["snr"][key]), fmt.format(scale * r["magnitude"][key]))
+    console = Console()
+    if not console.is_terminal:  # piped or captured: no width to fit, keep rows on one line
+        console = Console(width=100)
+    console.print(table)
 
 
 COMMAND = Command(help="prune a VI run's weights by signal-to-noise ratio or magnitude",

@@ -24,6 +24,33 @@ DATA_DIR_ENV = "BNNKIT_DATA_DIR"
 CACHE_DIR_ENV = "BNNKIT_CACHE_DIR"
 
 
+class UnreachableError(ConfigError):
+    """No URL of a file could be reached (offline, or every mirror down).
+
+    Attributes:
+        accepted: the file(s) the message asks for.
+        reasons: one short reason per URL tried.
+    """
+
+    def __init__(self, folder: str, accepted: str, reasons: Sequence[str]):
+        self.accepted, self.reasons = accepted, tuple(reasons)
+        super().__init__(offline_message(folder, accepted, self.reasons))
+
+
+def offline_message(folder: str, accepted: str, reasons: Sequence[str]) -> str:
+    """The one line for files that could not be downloaded: what to put where instead.
+
+    Example:
+        >>> offline_message("demo", "a.bin", ["https://x/a.bin: ConnectionError"] * 2)
+        'could not download demo (ConnectionError from 2 URLs; offline?): put a.bin in \
+<data dir>/demo/ and set BNNKIT_DATA_DIR=<data dir>'
+    """
+    kinds = ", ".join(dict.fromkeys(r.rsplit(": ", 1)[-1] for r in reasons)) or "no URL"
+    return (f"could not download {folder} ({kinds} from {len(reasons)} URL"
+            f"{'s' if len(reasons) != 1 else ''}; offline?): put {accepted} in "
+            f"<data dir>/{folder}/ and set {DATA_DIR_ENV}=<data dir>")
+
+
 def data_root(data_dir: str | os.PathLike | None = None) -> Path | None:
     """The directory of files already on disk: ``data_dir`` or ``$BNNKIT_DATA_DIR``, else None.
 
@@ -81,10 +108,15 @@ def download(folder: str, remote: Remote, *, cache: Path | None = None) -> Path:
 
         >>> path = download("mnist", REMOTES["mnist"][0])  # doctest: +SKIP
     """
+    import logging
+
     import pooch
 
     target = (cache or cache_root()) / folder
     errors = []
+    # pooch announces each attempt on its logger; what matters (success, or one line saying
+    # what to put where) is said by bnnkit.
+    pooch.get_logger().setLevel(logging.WARNING)
     for url in remote.urls:
         try:
             return Path(pooch.retrieve(url, known_hash=remote.known_hash, fname=remote.filename,
@@ -99,10 +131,41 @@ def download(folder: str, remote: Remote, *, cache: Path | None = None) -> Path:
             errors.append(f"{url}: {err}")
         except Exception as err:  # network errors come from requests, urllib3, ftplib, ...
             errors.append(f"{url}: {type(err).__name__}")
-    raise ConfigError(
-        f"could not download {remote.filename} ({'; '.join(errors)}); put {remote.filename} in "
-        f"<data dir>/{folder}/ and set {DATA_DIR_ENV}=<data dir>"
-    )
+    raise UnreachableError(folder, remote.filename, errors)
+
+
+def download_all(folder: str, remotes: Sequence[Remote], *, cache: Path | None = None,
+                 accepted: str | None = None) -> list[Path]:
+    """Download every file of ``remotes``, or leave nothing behind and name them all.
+
+    Args:
+        folder: the dataset's folder name.
+        remotes: the files.
+        cache: cache root; default :func:`cache_root`.
+        accepted: what to name in the offline error (default: every file of ``remotes``).
+
+    Raises:
+        ConfigError: a checksum mismatch, or (:class:`UnreachableError`, offline) one line naming
+            ``accepted`` and where to put it; folders this call created are removed again.
+    """
+    target = (cache or cache_root()) / folder
+    created = [d for d in (target, *target.parents) if not d.exists()]
+    try:
+        return [download(folder, remote, cache=cache) for remote in remotes]
+    except UnreachableError as err:
+        remove_empty(created)
+        names = accepted or ", ".join(r.filename for r in remotes)
+        raise UnreachableError(folder, names, err.reasons) from None
+    except ConfigError:
+        remove_empty(created)
+        raise
+
+
+def remove_empty(folders: Sequence[Path]) -> None:
+    """Remove those of ``folders`` that are empty, deepest first (what a failed download made)."""
+    for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 def _remove_partial(target: Path, filename: str) -> None:
@@ -170,5 +233,4 @@ def locate(
             f"{wanted} has no public download; put it in <data dir>/{folder}/ and set "
             f"{DATA_DIR_ENV}=<data dir>"
         )
-    paths = [download(folder, remote, cache=cache) for remote in remotes]
-    return paths[0]
+    return download_all(folder, remotes, cache=cache, accepted=what)[0]

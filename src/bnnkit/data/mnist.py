@@ -67,19 +67,21 @@ def read_arrays(family: str, data_dir: str | os.PathLike | None = None
     if (folder / npz_name).is_file():
         return read_keras_npz(folder / npz_name), str(folder / npz_name)
     paths = idx_paths(folder)
+    accepted = (f"{npz_name} (Keras layout) or the four IDX files "
+                f"({', '.join(s + '.gz' for s in IDX_FILES.values())})")
     if paths is None and root is not None:
-        raise ConfigError(
-            f"{family} not found: put {npz_name} (Keras layout) or the four IDX files "
-            f"({', '.join(s + '.gz' for s in IDX_FILES.values())}) in {folder}/"
-        )
+        raise ConfigError(f"{family} not found: put {accepted} in {folder}/")
     if paths is None:
-        try:
-            downloaded = [fetch.download(family, r, cache=base) for r in REMOTES[family]]
-        except ConfigError as err:
-            # MNIST: when the Keras file is unreachable, try the original IDX files
-            if family != "mnist" or not str(err).startswith("could not download"):
-                raise
-            downloaded = [fetch.download(family, r, cache=base) for r in REMOTES["mnist_idx"]]
+        remotes = [REMOTES[family]]
+        if family == "mnist":  # when the Keras file is unreachable, the original IDX files
+            remotes.append(REMOTES["mnist_idx"])
+        for i, files in enumerate(remotes):
+            try:
+                downloaded = fetch.download_all(family, files, cache=base, accepted=accepted)
+                break
+            except fetch.UnreachableError:
+                if i + 1 == len(remotes):
+                    raise
         if downloaded[0].suffix == ".npz":
             return read_keras_npz(downloaded[0]), str(downloaded[0])
         paths = idx_paths(folder)

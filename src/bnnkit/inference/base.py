@@ -117,6 +117,11 @@ class RunSettings:
     SOURCE_METHODS: ClassVar[tuple[str, ...] | None] = None
     PROBLEM_FROM_SOURCE: ClassVar[bool] = False
 
+    #: Old field names of stored runs and the names they have now (one name per concept
+    #: across methods), so ``run.json`` written before the rename still reads and resumes.
+    RENAMED: ClassVar[dict[str, str]] = {"num_burnin_epochs": "num_burn_in",
+                                         "save_freq": "checkpoint_every"}
+
     seed: int = setting(0, help="seed of everything random: initialisation, noise, data order",
                         bounds=SEED_BOUNDS)
 
@@ -143,10 +148,15 @@ class RunSettings:
         return dataclasses.asdict(self)
 
     @classmethod
+    def current_names(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Stored settings with renamed fields under their current names."""
+        return {cls.RENAMED.get(k, k): v for k, v in values.items()}
+
+    @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> RunSettings:
         """Rebuild (and validate) a Config from :meth:`to_dict` output; unknown keys ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in names})
+        return cls(**{k: v for k, v in cls.current_names(values).items() if k in names})
 
     @classmethod
     def resumable(cls) -> set[str]:
@@ -158,11 +168,12 @@ class RunSettings:
 class IterationSettings(RunSettings):
     """Full-batch methods (HMC, NUTS): iterations over the whole training set, several chains."""
 
-    num_iterations: int = setting(help="iterations, burn-in included", resumable=True)
-    num_burn_in: int = setting(0, help="iterations whose samples are discarded (and where the "
-                                       "sampler adapts)")
+    num_iterations: int = setting(1000, help="iterations, burn-in included", resumable=True)
+    num_burn_in: int = setting(0, aliases=("--num-burn-in-iterations",),
+                               help="iterations whose samples are discarded (and where the "
+                                    "sampler adapts)")
     num_chains: int = setting(1, help="independent chains, run together")
-    checkpoint_every: int = setting(1, resumable=True,
+    checkpoint_every: int = setting(1, resumable=True, aliases=("--save-freq",),
                                     help="write the full chain state every N iterations")
     init_checkpoint: str | None = setting(
         None, metavar="RUN[:SAMPLE]",
@@ -216,8 +227,8 @@ class EpochSettings(RunSettings):
     batch_size: int = setting(help="examples per step")
     eval_freq: int = setting(0, resumable=True,
                              help="log test metrics every N epochs (0: only at the end)")
-    save_freq: int = setting(1, resumable=True,
-                             help="write the full state every N epochs (and at the end)")
+    checkpoint_every: int = setting(1, resumable=True, aliases=("--save-freq",),
+                                    help="write the full state every N epochs (and at the end)")
     init_checkpoint: str | None = setting(
         None, metavar="RUN[:SAMPLE]",
         help="start from another run's parameters (its last kept sample, or the one of index "
@@ -232,8 +243,8 @@ class EpochSettings(RunSettings):
             raise ConfigError(f"--batch-size {self.batch_size} must be >= 1")
         if self.eval_freq < 0:
             raise ConfigError(f"--eval-freq {self.eval_freq} must be >= 0")
-        if self.save_freq < 1:
-            raise ConfigError(f"--save-freq {self.save_freq} must be >= 1")
+        if self.checkpoint_every < 1:
+            raise ConfigError(f"--checkpoint-every {self.checkpoint_every} must be >= 1")
 
     def steps_per_epoch(self, num_train: int) -> int:
         """Minibatch steps per epoch: ``num_train // batch_size`` (the remainder is dropped).
@@ -253,5 +264,5 @@ class EpochSettings(RunSettings):
         burn_in = self.num_epochs - 1 if burn_in is None else burn_in
         return Loop("epochs", self.num_epochs, num_members=num_members,
                     batch_size=self.batch_size, burn_in=burn_in, keep_every=keep_every,
-                    save_every=self.save_freq, eval_every=self.eval_freq,
+                    save_every=self.checkpoint_every, eval_every=self.eval_freq,
                     vmap_members=vmap_members)

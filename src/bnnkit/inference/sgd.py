@@ -70,8 +70,9 @@ class Config(EpochSettings):
 
     METHOD: ClassVar[str] = "sgd"
 
-    momentum_decay: float = setting(0.9, help="heavy-ball momentum β in [0, 1); the step size "
-                                              "follows a cosine schedule to 0")
+    momentum_decay: float = setting(0.9, aliases=("--momentum",),
+                                    help="heavy-ball momentum β in [0, 1); the step size "
+                                         "follows a cosine schedule to 0")
 
     def __post_init__(self) -> None:
         super().__post_init__()

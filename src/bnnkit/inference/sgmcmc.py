@@ -31,7 +31,7 @@ variants::
 
 Example:
     >>> config = Config(init_step_size=1e-5, num_epochs=8, batch_size=32, momentum_decay=0.9,
-    ...                 step_size_schedule="cyclical", cycle_length=2, num_burnin_epochs=2,
+    ...                 step_size_schedule="cyclical", cycle_length=2, num_burn_in=2,
     ...                 preconditioner="RMSprop")
     >>> config.variant, config.ensemble_freq, config.loop(277).kept_units()
     ('SGHMC-CLR-Prec', 2, [3, 5, 7])
@@ -87,8 +87,8 @@ class Config(EpochSettings):
 
     METHOD: ClassVar[str] = "sgmcmc"
 
-    momentum_decay: float = setting(0.0, help="β in [0, 1): 0 is SGLD, > 0 SGHMC (the paper "
-                                              "uses 0.9)")
+    momentum_decay: float = setting(0.0, aliases=("--momentum",),
+                                    help="β in [0, 1): 0 is SGLD, > 0 SGHMC (the paper uses 0.9)")
     preconditioner: str = setting("none", choices=PRECONDITIONERS,
                                   help="none, or rmsprop (pSGLD, Li et al. 2016)")
     rmsprop_decay: float = setting(0.99, help="RMSprop's decay α of the running average of "
@@ -102,8 +102,10 @@ class Config(EpochSettings):
              "cyclical (constant over the burn-in, then cosine cycles of --cycle-length epochs)")
     final_step_size: float | None = setting(
         None, help="constant schedule: the step size after the burn-in (default: the initial)")
-    cycle_length: int | None = setting(None, help="cyclical schedule: epochs per cycle")
-    num_burnin_epochs: int = setting(0, help="epochs before the first kept sample")
+    cycle_length: int | None = setting(None, aliases=("--step-size-cycle-length-epochs",),
+                                       help="cyclical schedule: epochs per cycle")
+    num_burn_in: int = setting(0, aliases=("--num-burnin-epochs",),
+                               help="epochs before the first kept sample")
     ensemble_freq: int | None = setting(
         None, help="keep a sample every N epochs after the burn-in (default: 1, or the cycle "
                    "length for the cyclical schedule: the end of each cycle)")
@@ -120,10 +122,10 @@ class Config(EpochSettings):
         check_choice(cls, "step_size_schedule", self.step_size_schedule, SCHEDULES)
         if not 0.0 < self.rmsprop_decay < 1.0:
             raise ConfigError(f"--rmsprop-decay {self.rmsprop_decay} must be in (0, 1)")
-        if not 0 <= self.num_burnin_epochs < self.num_epochs:
-            raise ConfigError(f"--num-burnin-epochs {self.num_burnin_epochs} must be >= 0 and "
+        if not 0 <= self.num_burn_in < self.num_epochs:
+            raise ConfigError(f"--num-burn-in {self.num_burn_in} must be >= 0 and "
                               f"smaller than --num-epochs {self.num_epochs}")
-        after = self.num_epochs - self.num_burnin_epochs
+        after = self.num_epochs - self.num_burn_in
         if self.step_size_schedule == "cyclical":
             if self.cycle_length is None:
                 raise ConfigError("--step-size-schedule cyclical needs --cycle-length (epochs "
@@ -162,7 +164,7 @@ class Config(EpochSettings):
 
     def schedule(self, steps_per_epoch: int) -> Schedule:
         """The step size as a function of the update count."""
-        burn = self.num_burnin_epochs * steps_per_epoch
+        burn = self.num_burn_in * steps_per_epoch
         if self.step_size_schedule == "cyclical":
             return schedules.cyclical_cosine(self.init_step_size, burn,
                                              self.cycle_length * steps_per_epoch)
@@ -171,7 +173,7 @@ class Config(EpochSettings):
 
     def loop(self, num_train: int) -> Loop:
         return self.epoch_loop(num_train, num_members=self.num_chains,
-                               burn_in=self.num_burnin_epochs, keep_every=self.ensemble_freq)
+                               burn_in=self.num_burn_in, keep_every=self.ensemble_freq)
 
 
 def build(log_posterior, config: Config) -> Method:

@@ -169,8 +169,8 @@ class Config(EpochSettings):
     optimizer: str = setting("adam", choices=OPTIMIZERS,
                              help="adam or sgd (with --momentum-decay); the step size follows a "
                                   "cosine schedule from --init-step-size to 0")
-    momentum_decay: float = setting(0.9, help="heavy-ball momentum β in [0, 1) of --optimizer "
-                                              "sgd")
+    momentum_decay: float = setting(0.9, aliases=("--momentum",),
+                                    help="heavy-ball momentum β in [0, 1) of --optimizer sgd")
     vi_num_samples: int = setting(1, help="reparameterised Monte Carlo samples of the weights "
                                           "per step")
     vi_sigma_init: float = setting(1e-3, help="initial posterior std σ of every weight "
@@ -182,7 +182,7 @@ class Config(EpochSettings):
                                     help="weight samples drawn from q for the predictive at "
                                          "evaluation")
     init_checkpoint: str | None = setting(
-        None, metavar="RUN[:SAMPLE]", aliases=("--mean-init-run",),
+        None, metavar="RUN[:SAMPLE]", aliases=("--mean-init-run", "--mean-init-checkpoint"),
         help="finished run (same model and data) whose parameters initialise the means, e.g. "
              "an sgd run as in the paper")
 

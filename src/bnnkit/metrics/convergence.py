@@ -46,6 +46,50 @@ MIN_ACCEPTANCE = 0.05
 MAX_DIVERGENT_SHARE = 0.10
 
 
+#: What to do about a stuck or unstable sampler.
+STUCK_ADVICE = ("use a smaller --step-size, a longer --num-burn-in so the step size adapts, or "
+                "--adapt mass")
+
+
+def sampler_warning(acceptance_rate: float, num_divergent: int,
+                    num_transitions: int) -> str | None:
+    """A warning naming the numbers when a sampler is stuck or unstable after burn-in.
+
+    The thresholds are the verdict's (:data:`MIN_ACCEPTANCE`, :data:`MAX_DIVERGENT_SHARE`), so a
+    run warned about during sampling is one whose verdict will fail.
+
+    Args:
+        acceptance_rate: mean acceptance after burn-in.
+        num_divergent: divergent transitions after burn-in, all chains together.
+        num_transitions: transitions after burn-in, all chains together.
+
+    Returns:
+        One sentence with the advice, or ``None`` when the sampler looks healthy.
+
+    Example:
+        >>> warning = sampler_warning(0.0, 70, 360)
+        >>> warning.split(";")[:2]
+        ['the chains look stuck: acceptance 0.00 after burn-in (below 0.05)', \
+' 70 divergences in 360 transitions (19%, above 10%)']
+        >>> warning.endswith("or --adapt mass")
+        True
+        >>> sampler_warning(0.85, 1, 360) is None
+        True
+    """
+    problems = []
+    if acceptance_rate < MIN_ACCEPTANCE:
+        problems.append(f"acceptance {acceptance_rate:.2f} after burn-in (below "
+                        f"{MIN_ACCEPTANCE})")
+    if num_transitions and num_divergent > MAX_DIVERGENT_SHARE * num_transitions:
+        problems.append(f"{num_divergent} divergences in {num_transitions} transitions "
+                        f"({num_divergent / num_transitions:.0%}, above "
+                        f"{MAX_DIVERGENT_SHARE:.0%})")
+    if not problems:
+        return None
+    what = "stuck" if acceptance_rate < MIN_ACCEPTANCE else "unstable"
+    return f"the chains look {what}: {'; '.join(problems)}; {STUCK_ADVICE}"
+
+
 def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
             num_divergent: int | None = None, finished: bool = True) -> dict[str, Any]:
     """Whether a run's chains have converged in function space, and what to do if not.
@@ -85,8 +129,7 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         problems.append(f"{num_divergent} divergences in {chains * samples} kept iterations "
                         f"(> {MAX_DIVERGENT_SHARE:.0%})")
     if stuck or unstable:
-        advice.append("use a smaller --step-size, a longer --num-burn-in so the step size "
-                      "adapts, or --adapt mass")
+        advice.append(STUCK_ADVICE)
     if share < RHAT_SHARE:
         problems.append(f"split R-hat < {RHAT_THRESHOLD} on only {share:.0%} of test "
                         f"predictions (needs {RHAT_SHARE:.0%})")

@@ -56,6 +56,24 @@ class Model(NamedTuple):
 
 
 MODELS: dict[str, ModelSpec] = {}
+#: Other accepted names (the paper's code calls LeNet-5 ``lenet``) and the model they name.
+ALIASES: dict[str, str] = {"lenet": "lenet5"}
+
+
+def canonical_name(name: str) -> str:
+    """The registered name of a model given by an alias; any other name unchanged.
+
+    Example:
+        >>> canonical_name("lenet"), canonical_name("mlp_classification")
+        ('lenet5', 'mlp_classification')
+    """
+    return ALIASES.get(name, name)
+
+
+def allowed_names() -> str:
+    """Every registered name, then each alias with what it names, for messages and ``--help``."""
+    aliases = [f"{a} (= {n})" for a, n in sorted(ALIASES.items()) if n in MODELS]
+    return ", ".join([*sorted(MODELS), *aliases])
 
 
 def register(name: str, spec: ModelSpec) -> None:
@@ -73,8 +91,9 @@ def get(name: str, num_outputs: int) -> Model:
         >>> model = get("linear", num_outputs=1)
         >>> params = model.init(jax.random.PRNGKey(0), np.zeros((1, 3), np.float32))
     """
+    name = canonical_name(name)
     if name not in MODELS:
-        raise ConfigError(f"unknown model {name!r}; allowed: {', '.join(sorted(MODELS))}")
+        raise ConfigError(f"unknown model {name!r}; allowed: {allowed_names()}")
     module = MODELS[name].make(num_outputs)
     return Model(name=name, init=module.init, apply=module.apply, num_outputs=num_outputs)
 
@@ -107,8 +126,9 @@ def check_compatible(
         ...
         bnnkit.errors.ConfigError: model 'lenet5' takes inputs of rank 3 but dataset 'boston' ...
     """
+    name = canonical_name(name)
     if name not in MODELS:
-        raise ConfigError(f"unknown model {name!r}; allowed: {', '.join(sorted(MODELS))}")
+        raise ConfigError(f"unknown model {name!r}; allowed: {allowed_names()}")
     spec = MODELS[name]
     if task not in spec.tasks:
         raise ConfigError(

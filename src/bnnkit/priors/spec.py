@@ -239,9 +239,8 @@ def load_toml(path: str | os.PathLike) -> dict[str, str | None]:
     """
     try:
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        raise ConfigError("a prior file needs Python >= 3.11 (tomllib); allowed there: the "
-                          "--prior, --bias-prior and --layer-prior flags") from None
+    except ModuleNotFoundError:  # Python 3.10: the same parser, a dependency there
+        import tomli as tomllib
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)

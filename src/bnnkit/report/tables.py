@@ -25,7 +25,10 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
                     ", ".join(str(n) for n in sampler["num_leapfrog"])))
         out.append(("seconds per iteration", f"{sampler['seconds_per_iteration']:.3f}"))
     diag = result.get("diagnostics")
-    if diag:
+    if result.get("independent_draws"):
+        # R-hat and ESS measure Markov chains; draws from an approximation are independent.
+        out.append(("split R-hat, ESS", "– (independent draws)"))
+    elif diag:
         for space in ("weights", "function"):
             r, e = diag[space]["rhat"], diag[space]["ess"]
             out.append((f"split R-hat, {space} (median / p90 / max)",
@@ -39,8 +42,9 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     ref = result.get("reference")
     if ref:
         for name, value in ref.items():
-            if name != "run":
+            if name not in ("run", "settings_differ"):
                 out.append((f"vs reference: {name}", f"{value:.4f}"))
+        out += [("  reference differs", d) for d in ref.get("settings_differ", ())]
     return out
 
 

@@ -89,6 +89,31 @@ def check_source_problem(config, *, dataset: str | None = None, model: str | Non
     return problem
 
 
+def source_differences(spec: str, problem: problem_lib.ProblemConfig, *,
+                       flag: str = "--init-checkpoint") -> list[str]:
+    """How a run started from ``spec`` differs from it in its posterior (for a warning).
+
+    Starting from a run with another temperature, prior or noise is a legitimate warm start,
+    so these are reported, not refused; a run on other data is refused.
+
+    Raises:
+        ConfigError: the source is on other data (:data:`~bnnkit.problem.DATA_SETTINGS`),
+            naming the setting.
+    """
+    path, _ = split_source(spec)
+    record = RunDir(path).read_record()
+    source = problem_lib.ProblemConfig.from_dict(record["problem"])
+    name = f"{flag} {path}"
+    refused = problem_lib.differences(problem, source, problem_lib.DATA_SETTINGS, name)
+    if refused:
+        raise ConfigError(f"{refused[0]}: the runs are on different data; allowed: a run on "
+                          "the same data")
+    differ = problem_lib.differences(problem, source, problem_lib.POSTERIOR_SETTINGS, name)
+    if not differ:
+        return []
+    return [f"this run starts from {path}, whose posterior differs: {'; '.join(differ)}"]
+
+
 def _positions(posterior, index: int) -> Params:
     """One position per chain of a stored posterior, stacked ``(chains, ...)``."""
     if isinstance(posterior, Samples):

@@ -58,7 +58,7 @@ from bnnkit.models import num_params
 from bnnkit.posterior import store
 from bnnkit.runs import directory, faults, manifest, sharding
 from bnnkit.runs.directory import STATE_FILE, RunDir
-from bnnkit.runs.initial import positions_from_run, problem_of_run
+from bnnkit.runs.initial import positions_from_run, problem_of_run, source_differences
 from bnnkit.runs.progress import ProgressBar
 from bnnkit.types import Batch, Params
 
@@ -77,6 +77,9 @@ class RunResult:
         seconds: wall time of the units run by this call.
         seconds_per_unit: the same per unit.
         last_log: the log line of the last unit run.
+        warnings: sentences about the run a user should act on (a stuck or unstable
+            sampler, a start from a run with another posterior), already shown during the
+            run when progress was.
     """
 
     run_dir: RunDir
@@ -85,6 +88,7 @@ class RunResult:
     seconds: float
     seconds_per_unit: float
     last_log: dict
+    warnings: tuple[str, ...] = ()
 
 
 def member_keys(seed: int, stream: int, num_members: int) -> jax.Array:
@@ -160,6 +164,7 @@ def run(
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
+    log_every: int | None = None,
     shard: str = "auto",
     on_unit: Callable[[int, dict], None] | None = None,
 ) -> RunResult:
@@ -173,7 +178,9 @@ def run(
             ``overwrite``).
         resume: continue the run stored in ``run_dir`` (only resumable settings may differ).
         overwrite: replace the run stored in ``run_dir``.
-        progress: show a progress bar.
+        progress: show progress (a bar on a terminal, plain lines otherwise).
+        log_every: with plain progress lines, one every this many units (default: every
+            10 % of the run or 30 s).
         shard: with several devices, split members (``"chains"``) or the training data
             (``"data"``) over them; ``"auto"`` picks, ``"none"`` uses one device.
         on_unit: called with (unit, log line) after each unit.
@@ -195,6 +202,8 @@ def run(
     loop = config.loop(built.dataset.num_train)
     method = module.build(built.log_posterior, config)
     init_params = _initial_params(built, config, loop)
+    notes = [] if config.source_run() is None or type(config).PROBLEM_FROM_SOURCE else (
+        source_differences(config.source_run(), problem, flag=type(config).SOURCE_FLAG))
     batch = built.train_batch() if loop.kind == "iterations" else None
     placements = None
     if loop.kind == "iterations":
@@ -231,7 +240,8 @@ def run(
         return _run_locked(built, method, config, loop, rundir,
                            lambda: jax.jit(init_all)(init_keys, first), template, batch,
                            placements, problem_dict, config_dict, found=found,
-                           progress=progress, on_unit=on_unit)
+                           progress=progress, log_every=log_every, on_unit=on_unit,
+                           notes=notes)
 
 
 def _resume_point(rundir: RunDir, record: dict, loop: Loop) -> manifest.Check:
@@ -281,14 +291,15 @@ def _check_resume(record: dict, config: RunSettings, problem_dict: dict,
     if "layout" not in record:
         raise ConfigError("the run comes from an older bnnkit layout and cannot be resumed by "
                           "this version; start it again with --overwrite")
-    newer = sorted(set(config_dict) - set(record["method_config"]))
+    stored = type(config).current_names(record["method_config"])
+    newer = sorted(set(config_dict) - set(stored))
     if newer:
         # Its state has no place for what the new setting adapts or keeps.
         raise ConfigError(f"the run was made by an older bnnkit without the setting(s) "
                           f"{', '.join(newer)} and cannot be resumed by this version; start it "
                           "again with --overwrite")
     directory.check_same_settings(
-        {**record["problem"], **record["method_config"]}, {**problem_dict, **config_dict},
+        {**record["problem"], **stored}, {**problem_dict, **config_dict},
         type(config).resumable())
 
 
@@ -346,8 +357,8 @@ def _new_record(built, config, loop, position, problem_dict, config_dict) -> dic
 
 
 def _run_locked(built, method, config, loop, rundir, initial_state, template, batch,
-                placements, problem_dict, config_dict, *, found, progress,
-                on_unit) -> RunResult:
+                placements, problem_dict, config_dict, *, found, progress, log_every,
+                on_unit, notes=()) -> RunResult:
     if loop.kind == "epochs":
         batch = built.train_batch()
     record = rundir.read_record()
@@ -373,8 +384,14 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
     step_all = _unit_function(method, loop, built, config.seed)
     label = {"iterations": config.METHOD.upper(), "epochs": f"{config.METHOD} epoch",
              "chunks": f"{config.METHOD} chunk"}[loop.kind]
-    bar = ProgressBar(label, loop.num_units, start, enabled=progress)
-    totals: dict[str, float] = {}
+    bar = ProgressBar(label, loop.num_units, start, enabled=progress, log_every=log_every,
+                      unit_name=loop.kind)
+    tally = SamplerTally(loop)
+    for line in rundir.read_log():  # a resumed run counts from its first unit
+        tally.add(line)
+    for note in notes:
+        bar.message(f"warning: {note}")
+    warned = False
     log: dict = {}
     meta: dict = {}
     t0 = time.perf_counter()
@@ -398,7 +415,13 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
                                     before_rename=_recorder(files, STATE_FILE, unit=unit + 1,
                                                             point="state-recorded"))
             faults.point("unit-done")
-            bar.update(1, _stats(log, totals))
+            tally.add(log)
+            bar.update(1, tally.status(log))
+            if not warned and tally.enough_to_judge():
+                warning = tally.warning()
+                if warning is not None:
+                    warned = True
+                    bar.message(f"warning: {warning}")
             if on_unit is not None:
                 on_unit(unit, log)
     finally:
@@ -410,7 +433,9 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
         record["posterior_info"] = meta["info"]
     rundir.write_record(record)
     done = max(loop.num_units - start, 1)
-    return RunResult(rundir, record, loop.num_units, seconds, seconds / done, log)
+    warning = tally.warning()
+    return RunResult(rundir, record, loop.num_units, seconds, seconds / done, log,
+                     warnings=(*notes, *([] if warning is None else [warning])))
 
 
 def _load_state(rundir: RunDir, template, sha256: str | None) -> tuple[int, Any]:
@@ -502,22 +527,77 @@ def _test_metrics(built, position: Params) -> dict[str, float]:
     return metrics_for(prediction, built.dataset.y_test_original)
 
 
-def _stats(log: dict[str, Any], totals: dict[str, float]) -> str:
-    """The progress bar's status: phase and the quantities a method logs."""
-    parts = ["burn-in" if log.get("burn_in") else "sampling"] if "acceptance_rate" in log else []
-    if "acceptance_rate" in log:
-        parts.append(f"accept {np.mean(log['acceptance_rate']):.2f}")
-    if "step_size" in log:
-        parts.append(f"step {np.mean(log['step_size']):.2e}")
-    if "num_leapfrog" in log:
-        parts.append(f"L {int(np.max(log['num_leapfrog']))}")
-    for key, label in (("log_posterior", "log post"), ("elbo", "elbo")):
-        if key in log:
-            parts.append(f"{label} {np.mean(log[key]):.4g}")
-    if "divergent" in log:
-        totals["divergent"] = totals.get("divergent", 0) + int(np.sum(log["divergent"]))
-        parts.append(f"div {int(totals['divergent'])}")
-    for key, value in log.get("test", {}).items():
-        if key != "ece":
-            parts.append(f"test {key} {value:.4g}")
-    return " | ".join(parts)
+class SamplerTally:
+    """Acceptance and divergences of a run so far, burn-in and sampling counted apart.
+
+    The progress status shows both (``burn-in div 21`` while burning in; ``div 0 (burn-in
+    21)`` after), so it agrees with ``bnnkit evaluate``, which counts only what follows the
+    burn-in. Methods that log no acceptance rate are not judged.
+
+    Example:
+        >>> tally = SamplerTally(Loop("iterations", 20, num_members=2, burn_in=10))
+        >>> for unit in range(20):
+        ...     tally.add({"burn_in": unit < 10, "acceptance_rate": [0.0, 0.02],
+        ...                "divergent": [True, False]})
+        >>> tally.status({"burn_in": False, "acceptance_rate": [0.0, 0.02],
+        ...               "divergent": [True, False]})
+        'sampling | accept 0.01 | div 10 (burn-in 10)'
+        >>> tally.warning()[:50]
+        'the chains look stuck: acceptance 0.01 after burn-'
+    """
+
+    def __init__(self, loop: Loop):
+        self.loop = loop
+        self.acceptance = 0.0
+        self.sampled = 0
+        self.divergent = 0
+        self.burn_in_divergent = 0
+
+    def add(self, log: dict[str, Any]) -> None:
+        if "acceptance_rate" not in log:
+            return
+        divergent = int(np.sum(log.get("divergent", 0)))
+        if log.get("burn_in"):
+            self.burn_in_divergent += divergent
+            return
+        self.sampled += 1
+        self.acceptance += float(np.mean(log["acceptance_rate"]))
+        self.divergent += divergent
+
+    def enough_to_judge(self) -> bool:
+        """At least 10 sampling units, and a tenth of them, have run."""
+        sampling = self.loop.num_units - self.loop.burn_in
+        return self.sampled >= max(10, round(0.1 * sampling)) or (
+            0 < sampling == self.sampled)
+
+    def warning(self) -> str | None:
+        """The stuck-or-unstable warning of the sampling so far (``None``: none)."""
+        from bnnkit.metrics.convergence import sampler_warning
+
+        if not self.sampled:
+            return None
+        return sampler_warning(self.acceptance / self.sampled, self.divergent,
+                               self.sampled * self.loop.num_members)
+
+    def status(self, log: dict[str, Any]) -> str:
+        """The progress bar's status: phase and the quantities a method logs."""
+        sampler = "acceptance_rate" in log
+        parts = ["burn-in" if log.get("burn_in") else "sampling"] if sampler else []
+        if sampler:
+            parts.append(f"accept {np.mean(log['acceptance_rate']):.2f}")
+        if "step_size" in log:
+            parts.append(f"step {np.mean(log['step_size']):.2e}")
+        if "num_leapfrog" in log:
+            parts.append(f"L {int(np.max(log['num_leapfrog']))}")
+        for key, label in (("log_posterior", "log post"), ("elbo", "elbo")):
+            if key in log:
+                parts.append(f"{label} {np.mean(log[key]):.4g}")
+        if sampler and "divergent" in log:
+            if log.get("burn_in"):
+                parts.append(f"burn-in div {self.burn_in_divergent}")
+            else:
+                parts.append(f"div {self.divergent} (burn-in {self.burn_in_divergent})")
+        for key, value in log.get("test", {}).items():
+            if key != "ece":
+                parts.append(f"test {key} {value:.4g}")
+        return " | ".join(parts)
