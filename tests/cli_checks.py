@@ -25,3 +25,17 @@ def rmse_between_predictions(run_dir, reference_dir) -> float:
     means = [storage.load_arrays(d / "predictions" / "test.npz")["means"].mean(0)
              for d in (run_dir, reference_dir)]
     return float(np.sqrt(np.mean((means[0] - means[1]) ** 2)))
+
+
+def stored_files(run_dir) -> dict[str, np.ndarray]:
+    """Every array of a run's samples and state, keyed ``UNIT/key`` and ``state/key``."""
+    from bnnkit.runs.directory import RunDir
+
+    rundir = RunDir(run_dir)
+    out = {}
+    for unit in rundir.sample_units():
+        for key, value in storage.load_arrays(rundir.sample_file(unit)).items():
+            out[f"{unit}/{key}"] = value
+    for key, value in storage.load_arrays(rundir.state_file).items():
+        out[f"state/{key}"] = value
+    return out

@@ -10,25 +10,14 @@ import sys
 import numpy as np
 import pytest
 
-from bnnkit import storage
 from bnnkit.cli import main
-from bnnkit.runs import RunDir, faults
+from bnnkit.runs import faults
+from cli_checks import stored_files as stored
 
 ARGV = ["hmc", "--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.35",
         "--step-size", "1e-3", "--trajectory-len", "2e-3", "--num-iterations", "5",
         "--num-burn-in", "1", "--num-chains", "2", "--checkpoint-every", "2", "--seed", "3",
         "--no-progress", "--no-evaluate"]
-
-
-def stored(path) -> dict[str, np.ndarray]:
-    rundir = RunDir(path)
-    out = {}
-    for unit in rundir.sample_units():
-        for key, value in storage.load_arrays(rundir.sample_file(unit)).items():
-            out[f"{unit}/{key}"] = value
-    for key, value in storage.load_arrays(rundir.state_file).items():
-        out[f"state/{key}"] = value
-    return out
 
 
 @pytest.fixture(scope="module")

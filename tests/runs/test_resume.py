@@ -13,6 +13,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.inference import hmc
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import RunDir
+from cli_checks import stored_files as stored
 
 PROBLEM = ProblemConfig(dataset="yacht_0", model="mlp_regression_small")
 
@@ -20,17 +21,6 @@ PROBLEM = ProblemConfig(dataset="yacht_0", model="mlp_regression_small")
 def config(num_iterations: int, **changes) -> hmc.Config:
     return hmc.Config(step_size=2e-4, trajectory_len=1e-3, num_iterations=num_iterations,
                       num_burn_in=2, num_chains=2, seed=7, **changes)
-
-
-def stored(run_dir) -> dict[str, np.ndarray]:
-    rundir = RunDir(run_dir)
-    out = {}
-    for it in rundir.sample_units():
-        for key, value in storage.load_arrays(rundir.sample_file(it)).items():
-            out[f"{it}/{key}"] = value
-    for key, value in storage.load_arrays(rundir.state_file).items():
-        out[f"state/{key}"] = value
-    return out
 
 
 def assert_identical(a: dict, b: dict) -> None:

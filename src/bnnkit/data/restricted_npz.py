@@ -13,7 +13,6 @@ Members with plain dtypes are read with ``allow_pickle=False``.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import pickle
@@ -23,6 +22,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from bnnkit.errors import ConfigError
+from bnnkit.storage import file_sha256
 
 ALLOWED_GLOBALS: frozenset[tuple[str, str]] = frozenset(
     (module, name)
@@ -47,15 +47,6 @@ class RestrictedUnpickler(pickle.Unpickler):
         if module == "numpy.core.multiarray" and hasattr(np, "_core"):
             module = "numpy._core.multiarray"  # numpy >= 2 moved it; avoids the shim's warning
         return super().find_class(module, name)
-
-
-def sha256_of(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _read_member(handle: io.BufferedIOBase, name: str) -> np.ndarray:
@@ -97,12 +88,12 @@ def load_object_npz(path: str | os.PathLike, sha256: str) -> dict[str, np.ndarra
         >>> import tempfile
         >>> path = tempfile.mkdtemp() + "/ragged.npz"
         >>> np.savez(path, x_train=np.array([[1, 2], [3]], dtype=object))
-        >>> arrays = load_object_npz(path, sha256_of(path))
+        >>> arrays = load_object_npz(path, file_sha256(path))
         >>> arrays["x_train"].dtype, arrays["x_train"][1]
         (dtype('O'), [3])
     """
     expected = sha256.removeprefix("sha256:").lower()
-    actual = sha256_of(path)
+    actual = file_sha256(path)
     if actual != expected:
         raise ConfigError(f"checksum mismatch for {str(path)!r}: sha256 {actual}, expected "
                           f"{expected}; refusing to unpickle it")
