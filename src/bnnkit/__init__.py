@@ -5,11 +5,125 @@ The data flow follows the package layout::
     data -> models -> priors + likelihoods -> log_posterior -> inference -> posterior
          -> predict -> metrics -> report
 
-See ``README.md`` for the command line and a Python example.
+The names below are the public API; each is the object of the module that defines it
+(``bnnkit.run`` is :func:`bnnkit.runs.run`, ``bnnkit.HMC`` is
+:class:`bnnkit.inference.hmc.Config`, ...). They are imported on first use, so ``import bnnkit``
+stays cheap until one is touched.
+
+- data and problem: :func:`load_dataset`, :class:`ProblemConfig`, :func:`build_problem`;
+- methods: :data:`METHODS` (name -> module with ``Config`` and ``build``) and their Configs
+  :class:`HMC`, :class:`NUTS`, :class:`SGD`, :class:`Ensemble`, :class:`SGMCMC`, :class:`VI`,
+  :class:`Laplace`;
+- runs: :func:`run` (a method on a problem, into a run directory), :func:`sample` (any log
+  density, in memory), :func:`evaluate`, :func:`export_samples`;
+- :class:`ConfigError`: every invalid input, named in the message.
+
+Example:
+    >>> import tempfile
+    >>> import bnnkit
+    >>> problem = bnnkit.ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35)
+    >>> run_dir = tempfile.mkdtemp() + "/sgd"
+    >>> _ = bnnkit.run(problem, bnnkit.SGD(init_step_size=1e-3, num_epochs=2, batch_size=64),
+    ...                run_dir, progress=False)
+    >>> sorted(bnnkit.evaluate(run_dir)["test"])
+    ['nll', 'rmse']
+
+See ``README.md`` for the command line and ``docs/`` for every method's settings.
 """
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
 from bnnkit.errors import ConfigError
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigError", "__version__"]
+# Public name -> (module, attribute). Everything but ConfigError pulls in JAX, so it is
+# imported when first asked for (PEP 562) rather than by ``import bnnkit``.
+_LAZY: dict[str, tuple[str, str]] = {
+    "load_dataset": ("bnnkit.data", "load"),
+    "ProblemConfig": ("bnnkit.problem", "ProblemConfig"),
+    "build_problem": ("bnnkit.problem", "build"),
+    "METHODS": ("bnnkit.inference", "METHODS"),
+    "HMC": ("bnnkit.inference.hmc", "Config"),
+    "NUTS": ("bnnkit.inference.nuts", "Config"),
+    "SGD": ("bnnkit.inference.sgd", "Config"),
+    "Ensemble": ("bnnkit.inference.ensemble", "Config"),
+    "SGMCMC": ("bnnkit.inference.sgmcmc", "Config"),
+    "VI": ("bnnkit.inference.vi", "Config"),
+    "Laplace": ("bnnkit.inference.laplace", "Config"),
+    "run": ("bnnkit.runs", "run"),
+    "sample": ("bnnkit.runs", "sample"),
+    "evaluate": ("bnnkit.evaluate", "evaluate"),
+    "export_samples": ("bnnkit.evaluate", "export_samples"),
+}
+
+__all__ = [
+    "HMC",
+    "METHODS",
+    "NUTS",
+    "SGD",
+    "SGMCMC",
+    "VI",
+    "ConfigError",
+    "Ensemble",
+    "Laplace",
+    "ProblemConfig",
+    "__version__",
+    "build_problem",
+    "evaluate",
+    "export_samples",
+    "load_dataset",
+    "run",
+    "sample",
+]
+
+if TYPE_CHECKING:
+    from bnnkit.data import load as load_dataset
+    from bnnkit.evaluate import evaluate, export_samples
+    from bnnkit.inference import METHODS
+    from bnnkit.inference.ensemble import Config as Ensemble
+    from bnnkit.inference.hmc import Config as HMC  # noqa: N814
+    from bnnkit.inference.laplace import Config as Laplace
+    from bnnkit.inference.nuts import Config as NUTS  # noqa: N814
+    from bnnkit.inference.sgd import Config as SGD  # noqa: N814
+    from bnnkit.inference.sgmcmc import Config as SGMCMC  # noqa: N814
+    from bnnkit.inference.vi import Config as VI  # noqa: N814
+    from bnnkit.problem import ProblemConfig
+    from bnnkit.problem import build as build_problem
+    from bnnkit.runs import run, sample
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'bnnkit' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+class _Package(types.ModuleType):
+    """The package module, keeping ``bnnkit.evaluate`` the function.
+
+    Importing the submodule ``bnnkit.evaluate`` (which the CLI and :func:`export_samples` do)
+    binds it as an attribute of the package, which would replace the public function of the
+    same name depending on import order. The submodule stays importable by its full name
+    (``from bnnkit.evaluate import load_run``, ``importlib.import_module``).
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "evaluate" and isinstance(value, types.ModuleType):
+            value = value.evaluate
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

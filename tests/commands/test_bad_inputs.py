@@ -8,6 +8,7 @@ folder and under the shared run before and after ``bnnkit.cli.main``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -410,12 +411,13 @@ def test_a_bad_input_is_one_line_exit_2_and_changes_nothing(name, finished, tmp_
 
 def test_an_unexpected_error_is_one_line_exit_1_and_debug_shows_it(finished, monkeypatch,
                                                                    capsys):
-    import bnnkit.evaluate
+    # by its full name: the attribute bnnkit.evaluate is the function, not this module
+    evaluate_module = importlib.import_module("bnnkit.evaluate")
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr(bnnkit.evaluate, "evaluate", broken)
+    monkeypatch.setattr(evaluate_module, "evaluate", broken)
     assert main(["evaluate", str(finished)]) == 1
     err = capsys.readouterr().err
     assert err == ("bnnkit: error: unexpected RuntimeError: boom second line; run with --debug "

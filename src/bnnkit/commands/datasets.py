@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import textwrap
 
 from bnnkit.commands import Command
 
@@ -15,6 +17,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "under every corruption and severity")
     parser.add_argument("--out", default="corruptions.png", help="PNG path for the grid")
     parser.add_argument("--seed", type=int, default=0, help="seed of the corruptions")
+
+
+#: Longest line printed: a terminal's width, so paths and licences wrap instead of running on.
+WIDTH = 100
+#: Indent of a dataset's ``files:`` and ``licence:`` lines under its row.
+INDENT = "    "
+
+
+def _wrapped(label: str, text: str) -> list[str]:
+    """``label: text`` indented, wrapped at spaces (never inside a path, which stays pasteable)."""
+    return textwrap.wrap(f"{label}: {text}", WIDTH, initial_indent=INDENT,
+                         subsequent_indent=INDENT * 2, break_on_hyphens=False,
+                         break_long_words=False)
 
 
 def _shape(shape: tuple[int, ...]) -> str:
@@ -31,25 +46,39 @@ def run(args: argparse.Namespace) -> int:
         path = render_grid(image, description, args.out, seed=args.seed)
         print(f"wrote {path} ({description})")
         return 0
-    header = ("name", "task", "input", "classes/dim", "train", "test", "local", "licence")
+    header = ("name", "task", "input", "classes/dim", "train", "test")
     from bnnkit.data.fetch import data_root
     from bnnkit.data.sources import REMOTES
 
     root = data_root(args.data_dir)
+    # paths are shown under the data folder, named once, so that a row's lines stay short
+    prefix = None if root is None else str(root).rstrip(os.sep) + os.sep
     rows = []
     for card in catalog.cards():
         local = catalog.where(card.name, args.data_dir)
-        if local is None and root is not None:
-            local = f"no: put its files in {root / card.name}/"
+        if local is not None and prefix is not None and local.startswith(prefix):
+            local = "DATA/" + local[len(prefix):]
+        elif local is None and root is not None:
+            local = f"no: put its files in DATA/{card.name}/"
         elif local is None:
             downloads = card.name in REMOTES and card.name != "cifar10_c"
             local = "no: downloads on first use" if downloads else "no"
-        rows.append((card.name, card.task, _shape(card.input_shape), str(card.outputs),
-                     f"{card.num_train:,}", f"{card.num_test:,}", local,
-                     card.licence + (f" [{card.note}]" if card.note else "")))
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
-    for row in [header, *rows]:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)) + "  " + row[-1])
+        rows.append(((card.name, card.task, _shape(card.input_shape), str(card.outputs),
+                      f"{card.num_train:,}", f"{card.num_test:,}"),
+                     [*_wrapped("files", local),
+                      *_wrapped("licence", card.licence + (f" [{card.note}]" if card.note
+                                                           else ""))]))
+    # the short columns in a table; the long ones (path, licence) on wrapped lines below
+    widths = [max(len(r[i]) for r in [header, *(row for row, _ in rows)])
+              for i in range(len(header))]
+    if root is not None:
+        print(*textwrap.wrap(f"DATA: {root} (--data-dir, else $BNNKIT_DATA_DIR)", WIDTH,
+                             subsequent_indent=INDENT, break_long_words=False), sep="\n")
+    print("  ".join(v.ljust(w) for v, w in zip(header, widths, strict=True)).rstrip())
+    for row, details in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+        for line in details:
+            print(line)
     return 0
 
 

@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
@@ -62,18 +63,16 @@ def find_image(preferred: str, data_dir: str | os.PathLike | None = None
                       f"BNNKIT_DATA_DIR or pass --data-dir")
 
 
-def render_grid(image: np.ndarray, description: str, out: str | os.PathLike, *,
-                seed: int = 0) -> str:
-    """Save a grid: one row per corruption, columns clean + severities 1..5.
+def grid_figure(image: np.ndarray, description: str, *, seed: int = 0) -> Any:
+    """The grid as a matplotlib Figure: one row per corruption, columns clean + severities 1..5.
 
     Args:
         image: (H, W, C) uint8 with C = 1 or 3.
         description: shown in the title (which dataset/image this is).
-        out: PNG path.
         seed: seed of every corruption's randomness.
 
     Returns:
-        The path written.
+        The ``matplotlib.figure.Figure`` (close it with ``plt.close`` when done).
     """
     import matplotlib
 
@@ -81,7 +80,10 @@ def render_grid(image: np.ndarray, description: str, out: str | os.PathLike, *,
     import matplotlib.pyplot as plt
 
     rows, cols = len(CORRUPTIONS), 1 + len(SEVERITIES)
-    fig, axes = plt.subplots(rows, cols, figsize=(1.3 * cols, 1.3 * rows + 0.6))
+    # constrained layout reserves room for the two-line suptitle above the column titles;
+    # tight_layout did not, and the title ran into "clean", "severity 1", ...
+    fig, axes = plt.subplots(rows, cols, figsize=(1.3 * cols, 1.3 * rows + 0.6),
+                             layout="constrained")
     gray = image.shape[-1] == 1
     for r, name in enumerate(CORRUPTIONS):
         corrupted = [image] + [corrupt(image, name, s, seed=seed) for s in SEVERITIES]
@@ -96,7 +98,25 @@ def render_grid(image: np.ndarray, description: str, out: str | os.PathLike, *,
             if c == 0:
                 ax.set_ylabel(name, fontsize=7)
     fig.suptitle(f"Corruptions (Hendrycks & Dietterich 2019)\n{description}", fontsize=9)
-    fig.tight_layout()
+    return fig
+
+
+def render_grid(image: np.ndarray, description: str, out: str | os.PathLike, *,
+                seed: int = 0) -> str:
+    """Save the grid of :func:`grid_figure` as a PNG.
+
+    Args:
+        image: (H, W, C) uint8 with C = 1 or 3.
+        description: shown in the title (which dataset/image this is).
+        out: PNG path.
+        seed: seed of every corruption's randomness.
+
+    Returns:
+        The path written.
+    """
+    import matplotlib.pyplot as plt
+
+    fig = grid_figure(image, description, seed=seed)
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return str(out)
