@@ -112,3 +112,19 @@ def test_netcdf_out_checked_before_anything_is_written(hmc_run, tmp_path, capsys
     assert main(["samples", str(hmc_run), "--format", "netcdf", "--out", str(missing)]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_arviz_1_gets_a_datatree(hmc_run, tmp_path, monkeypatch, capsys):
+    """ArviZ >= 1.0 works on xarray DataTrees: the same groups, written by xarray."""
+    az = pytest.importorskip("arviz")
+    xr = pytest.importorskip("xarray")
+    if not hasattr(xr, "DataTree"):
+        pytest.skip("xarray without DataTree")
+    monkeypatch.setattr(az, "__version__", "1.0.0")
+    out = tmp_path / "run.nc"
+    assert main(["samples", str(hmc_run), "--format", "netcdf", "--out", str(out)]) == 0
+    assert "Dense_0.kernel (2, 8, 6, 1)" in capsys.readouterr().out
+    tree = xr.open_datatree(out)
+    assert set(tree.children) == {"posterior", "sample_stats", "posterior_predictive",
+                                  "observed_data"}
+    assert tree["sample_stats"]["acceptance_rate"].shape == (2, 8)

@@ -214,7 +214,11 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
 
 def group_names(idata: Any) -> list[str]:
     """The groups of an InferenceData (ArviZ 0.x) or of a DataTree (ArviZ >= 1.0)."""
-    return list(idata.groups()) if hasattr(idata, "_groups") else list(idata.children)
+    import xarray as xr
+
+    if isinstance(idata, getattr(xr, "DataTree", ())):
+        return list(idata.children)
+    return list(idata.groups())
 
 
 def write_netcdf(run_dir: str | os.PathLike, out: str | os.PathLike) -> Any:
