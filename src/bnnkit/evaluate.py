@@ -112,6 +112,28 @@ def check_writable_folder(path: str | os.PathLike, what: str) -> None:
                           "not write there")
 
 
+def check_out_file(out: str | os.PathLike, suffix: str, what: str) -> None:
+    """Refuse an ``--out`` that cannot become a new file, before any work that writes it.
+
+    Args:
+        out: the path given to ``--out``.
+        suffix: the file ending named as allowed (``".npz"``, ``".nc"``).
+        what: what is written, for the message (``"samples"``).
+
+    Raises:
+        ConfigError: an empty path, a directory, a missing or unwritable output folder.
+    """
+    out = os.fspath(out)
+    if not out.strip():
+        raise ConfigError(f"--out '' names no file; allowed: a path ending in {suffix}")
+    if os.path.isdir(out):
+        raise ConfigError(f"--out {out!r} is a directory; allowed: a file path ending in {suffix}")
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise ConfigError(f"--out {out!r}: output folder {parent!r} does not exist")
+    check_writable_folder(parent, what)
+
+
 def run_samples(record: dict, posterior: Any) -> Samples:
     """The samples a run's model average runs over: its own, or draws of its approximation
     with the run's evaluation key."""
@@ -302,15 +324,7 @@ def export_samples(run_dir: str | os.PathLike, out: str | os.PathLike) -> dict[s
     Returns:
         The shape of every exported array, by key.
     """
-    out = os.fspath(out)
-    if not out.strip():
-        raise ConfigError("--out '' names no file; allowed: a path ending in .npz")
-    if os.path.isdir(out):
-        raise ConfigError(f"--out {out!r} is a directory; allowed: a file path ending in .npz")
-    parent = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(parent):
-        raise ConfigError(f"--out {out!r}: output folder {parent!r} does not exist")
-    check_writable_folder(parent, "samples")
+    check_out_file(out, ".npz", "samples")
     record, _, posterior = load_run(run_dir)
     arrays = storage.flatten_tree(run_samples(record, posterior).params)
     storage.save_arrays(out, arrays)
