@@ -11,7 +11,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bnnkit.errors import ConfigError
-    from bnnkit.runs.manifest import verify
+    from bnnkit.runs.directory import verify
 
     findings, summary = verify(args.run_dir)
     print(f"{args.run_dir}: {summary}")

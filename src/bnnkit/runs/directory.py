@@ -48,6 +48,7 @@ import numpy as np
 from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.runs import lock as _lock
+from bnnkit.runs import manifest
 from bnnkit.runs.lock import LOCK_FILE
 from bnnkit.runs.manifest import MANIFEST_FILE
 
@@ -365,3 +366,29 @@ def check_same_settings(stored: Mapping[str, Any], given: Mapping[str, Any],
                 f"--resume with a different config: {key} was {stored.get(key)!r} in the stored "
                 f"run but is {given.get(key)!r} now"
             )
+
+
+def verify(run_dir: str | os.PathLike) -> tuple[list[manifest.Finding], str]:
+    """Everything wrong in a run directory, and one line on where the run stands.
+
+    Returns:
+        The findings (``run.json`` included) and a summary such as ``"finished: 10 of 10
+        iterations"``.
+
+    Raises:
+        ConfigError: ``run_dir`` is not a run directory at all.
+    """
+    rundir = RunDir(run_dir)
+    if not rundir.path.is_dir() or not rundir.run_file.exists():
+        raise ConfigError(f"{str(run_dir)!r} is not a bnnkit run directory (no {RUN_FILE})")
+    try:
+        record = rundir.read_record()
+    except ConfigError as err:
+        problem = str(err).split("' ", 1)[-1]
+        return [manifest.Finding(RUN_FILE, problem, False)], "unreadable"
+    found = manifest.check(rundir, record)
+    loop = record.get("loop") or {}
+    total = loop.get("num_units", "?")
+    kind = loop.get("kind", "units")
+    return found.findings, (f"{record.get('status')}: the state covers {found.state_unit} of "
+                            f"{total} {kind}")

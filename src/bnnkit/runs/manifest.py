@@ -229,31 +229,3 @@ def first_problem(rundir, found: Check, *, only_unrepairable: bool = False) -> s
         return (f"{str(rundir.path / finding.file)!r} {finding.problem}; `bnnkit verify "
                 f"{rundir.path}` lists every problem")
     return None
-
-
-def verify(run_dir: str | os.PathLike) -> tuple[list[Finding], str]:
-    """Everything wrong in a run directory, and one line on where the run stands.
-
-    Returns:
-        The findings (``run.json`` included) and a summary such as ``"finished: 10 of 10
-        iterations"``.
-
-    Raises:
-        ConfigError: ``run_dir`` is not a run directory at all.
-    """
-    from bnnkit.runs.directory import RUN_FILE, RunDir
-
-    rundir = RunDir(run_dir)
-    if not rundir.path.is_dir() or not rundir.run_file.exists():
-        raise ConfigError(f"{str(run_dir)!r} is not a bnnkit run directory (no {RUN_FILE})")
-    try:
-        record = rundir.read_record()
-    except ConfigError as err:
-        problem = str(err).split("' ", 1)[-1]
-        return [Finding(RUN_FILE, problem, False)], "unreadable"
-    found = check(rundir, record)
-    loop = record.get("loop") or {}
-    total = loop.get("num_units", "?")
-    kind = loop.get("kind", "units")
-    return found.findings, (f"{record.get('status')}: the state covers {found.state_unit} of "
-                            f"{total} {kind}")
