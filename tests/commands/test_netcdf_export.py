@@ -13,17 +13,7 @@ from bnnkit import storage
 from bnnkit.cli import main
 from bnnkit.report.arviz_export import MISSING_ARVIZ, kept_sample_stats
 
-PROBLEM = ["--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.35"]
-
-
-@pytest.fixture(scope="module")
-def hmc_run(tmp_path_factory):
-    """Two chains of a short HMC run: 8 kept iterations after 4 of burn-in."""
-    d = tmp_path_factory.mktemp("hmc") / "run"
-    assert main(["hmc", *PROBLEM, "--step-size", "1e-3", "--trajectory-len", "5e-3",
-                 "--num-iterations", "12", "--num-burn-in", "4", "--num-chains", "2",
-                 "--dir", str(d), "--no-progress", "--no-evaluate"]) == 0
-    return d
+# `hmc_run` (tests/commands/conftest.py): 2 chains, 8 kept iterations after 4 of burn-in.
 
 
 @pytest.mark.parametrize("missing", [["arviz"], ["h5netcdf", "netCDF4"]])
@@ -123,7 +113,7 @@ def test_arviz_1_gets_a_datatree(hmc_run, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(az, "__version__", "1.0.0")
     out = tmp_path / "run.nc"
     assert main(["samples", str(hmc_run), "--format", "netcdf", "--out", str(out)]) == 0
-    assert "Dense_0.kernel (2, 8, 6, 1)" in capsys.readouterr().out
+    assert "Dense_0.kernel (2, 8, 6, 50)" in capsys.readouterr().out
     tree = xr.open_datatree(out)
     assert set(tree.children) == {"posterior", "sample_stats", "posterior_predictive",
                                   "observed_data"}
