@@ -488,7 +488,7 @@ def posterior_surface(points: Sequence[str | os.PathLike], out: str | os.PathLik
                       config: Config | None = None, *,
                       problem: problem_lib.ProblemConfig | str | os.PathLike | None = None,
                       resume: bool = False, overwrite: bool = False,
-                      progress: bool = True) -> Surface:
+                      progress: bool = True, plots: bool = True) -> Surface:
     """Evaluate the three fields on the plane through three points and write them to ``out``.
 
     Writes ``surface.json`` (settings), ``chunks/points_*.npz`` (each chunk atomically as it
@@ -505,6 +505,8 @@ def posterior_surface(points: Sequence[str | os.PathLike], out: str | os.PathLik
             window; the chunk size may differ).
         overwrite: replace the surface in ``out``.
         progress: show progress (a bar on a terminal, lines otherwise).
+        plots: draw the three PNGs (about a second each; :func:`write_plots` draws them later
+            from the returned :class:`Surface`).
 
     Raises:
         ConfigError: bad points or output folder, see :func:`load_points` and
@@ -565,7 +567,8 @@ def posterior_surface(points: Sequence[str | os.PathLike], out: str | os.PathLik
             points=surface_plane.points, labels=tuple(specs), u_norm=surface_plane.u_norm,
             v_norm=surface_plane.v_norm, temperature=float(built.config.temperature))
         storage.save_arrays(path / SURFACE_FILE, surface.arrays())
-        write_plots(surface, path, title=_title(built))
+        if plots:
+            write_plots(surface, path, title=_title(built))
     return surface
 
 
@@ -586,7 +589,8 @@ def write_plots(surface: Surface, out: str | os.PathLike, title: str = "") -> li
         target = Path(out) / PLOTS[name]
         storage.atomic_write_bytes(target, contour_png(
             surface.u, surface.v, getattr(surface, name), surface.points, surface.labels,
-            title=f"{label}: {title}" if title else label, value_label=label,
+            title=f"{label}: {title}" if title else label,
+            value_label=name.replace("_", " "),
             u_norm=surface.u_norm, v_norm=surface.v_norm))
         written.append(target)
     return written

@@ -72,7 +72,8 @@ def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.nda
                                                                             strict=False)),
                  fontsize=7, ha="left", va="bottom")
     buffer = _io.BytesIO()
-    fig.tight_layout(rect=(0, 0.03 if labels else 0, 1, 1))
+    # Fixed margins: tight_layout measures every tick label and would double the drawing time.
+    fig.subplots_adjust(left=0.12, right=0.93, bottom=0.14 if labels else 0.11, top=0.93)
     fig.savefig(buffer, format="png", dpi=120)
     plt.close(fig)
     return buffer.getvalue()
