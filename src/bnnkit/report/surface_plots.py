@@ -17,12 +17,28 @@ LEVELS = 20
 NAMES = ("A", "B", "C")
 
 
+def _levels(z: np.ma.MaskedArray) -> np.ndarray | None:
+    """Contour levels at quantiles of the field (``None`` when it is constant).
+
+    Far from the points a log density falls by orders of magnitude more than between them;
+    evenly spaced levels would paint everything near the points in one colour, while levels at
+    quantiles give every colour the same share of the plane, whatever the range.
+    """
+    values = z.compressed()
+    if values.size == 0 or not np.ptp(values) > 0:
+        return None
+    levels = np.unique(np.quantile(values, np.linspace(0.0, 1.0, LEVELS + 1)))
+    return levels if levels.size >= 2 else None
+
+
 def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.ndarray,
                 labels: Sequence[str] = (), *, title: str = "", value_label: str = "",
                 u_norm: float | None = None, v_norm: float | None = None) -> bytes:
     """Filled contours of ``values[i, j]`` at ``(u[i], v[j])``, with A, B, C marked.
 
-    Non-finite values (a likelihood that overflowed far from the points) are left blank.
+    Non-finite values (a likelihood that overflowed far from the points) are left blank. The
+    contour levels are the field's quantiles (each colour covers the same share of the
+    grid), so the shape near the points shows even when the field spans orders of magnitude.
 
     Args:
         u: (n,) horizontal coordinates (units of ‖θ_B − θ_A‖).
@@ -45,14 +61,19 @@ def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.nda
     import matplotlib
 
     matplotlib.use("Agg", force=False)
+    import matplotlib.colors
     import matplotlib.pyplot as plt
 
     grid_u, grid_v = np.meshgrid(np.asarray(u), np.asarray(v), indexing="ij")
     z = np.ma.masked_invalid(np.asarray(values, np.float64))
     fig, ax = plt.subplots(figsize=(6.0, 5.0))
-    if z.count() and np.ptp(z.compressed()) > 0:
-        filled = ax.contourf(grid_u, grid_v, z, levels=LEVELS, cmap="viridis", alpha=0.8,
-                             zorder=0)
+    levels = _levels(z)
+    if levels is not None:
+        # One colour per band, not per value: with quantile levels a linear map would give
+        # the bands near the maximum almost the same colour.
+        norm = matplotlib.colors.BoundaryNorm(levels, ncolors=256)
+        filled = ax.contourf(grid_u, grid_v, z, levels=levels, cmap="viridis", norm=norm,
+                             alpha=0.8, zorder=0)
         ax.contour(grid_u, grid_v, z, levels=filled.levels, colors="k", linewidths=0.4,
                    alpha=0.5, zorder=1)
         fig.colorbar(filled, ax=ax, label=value_label)
@@ -66,7 +87,7 @@ def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.nda
     ax.set_ylabel("towards C, orthogonal to B − A"
                   + (f" (units of {v_norm:.3g})" if v_norm else ""))
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize=10)
     if labels:
         fig.text(0.01, 0.005, "   ".join(f"{n}: {label}" for n, label in zip(NAMES, labels,
                                                                             strict=False)),
