@@ -29,6 +29,7 @@ def _load() -> dict[str, Command]:
         prior_predictive,
         prune,
         samples,
+        surface,
         verify,
     )
     from bnnkit.commands.method import method_command
@@ -42,6 +43,7 @@ def _load() -> dict[str, Command]:
         "verify": verify.COMMAND,
         "models": models.COMMAND,
         "prior-predictive": prior_predictive.COMMAND,
+        "surface": surface.COMMAND,
         "datasets": datasets.COMMAND,
     }
 

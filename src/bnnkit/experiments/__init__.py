@@ -3,5 +3,7 @@
 - :mod:`~bnnkit.experiments.pruning`: weight pruning by signal-to-noise ratio (Blundell et al.
   2015), ``bnnkit prune``;
 - :mod:`~bnnkit.experiments.prior_predictive`: draws from the prior predictive,
-  ``bnnkit prior-predictive``.
+  ``bnnkit prior-predictive``;
+- :mod:`~bnnkit.experiments.surface`: the posterior on the plane through three parameter
+  vectors, ``bnnkit surface``.
 """
