@@ -10,6 +10,9 @@ stores as ``evaluation.json`` plus ``predictions/test.npz``):
 - with ``reference=`` another run on the same data (e.g. HMC): agreement and total variation of
   the two predictives (classification), and the RMSE between their predictive means
   (regression);
+- with ``reference_probs=`` a released table of reference probabilities (``"cifar10_hmc"``,
+  ``"imdb_hmc"`` or a file, :mod:`bnnkit.data.reference_probs`): the competition's agreement and
+  total variation against it (classification);
 - with ``corruption=`` and ``severity=``: all of the above on the test images under a
   CIFAR-10-C-style corruption (covariate shift), stored as ``evaluation_<name>_<severity>.json``.
 
@@ -170,11 +173,44 @@ def compare(prediction: Prediction, reference: Prediction) -> dict[str, float]:
                 f"reference predictions have shape {reference.probs.shape}, expected "
                 f"{prediction.probs.shape}: the runs use different test sets"
             )
-        return {"agreement": agreement(prediction.probs, reference.probs),
-                "total_variation": total_variation(prediction.probs, reference.probs)}
+        return compare_probs(prediction.probs, reference.probs)
     if prediction.mean.shape != reference.mean.shape:
         raise ConfigError("the reference run uses a different test set")
     return {"rmse_to_reference_mean": rmse(prediction.mean, reference.mean)}
+
+
+def check_reference_probs(probs: np.ndarray, dataset, source: str) -> None:
+    """Refuse a reference table that does not have one row per test point and one column per
+    class of ``dataset``.
+
+    Raises:
+        ConfigError: one line naming both shapes.
+    """
+    if dataset.task != "classification":
+        raise ConfigError(f"--reference-probs applies to classification runs; {dataset.name!r} "
+                          f"is a {dataset.task} dataset")
+    expected = (int(np.shape(dataset.y_test)[0]), int(dataset.num_classes))
+    if tuple(probs.shape) != expected:
+        raise ConfigError(
+            f"--reference-probs {source} has shape {probs.shape[0]} x {probs.shape[1]} but the "
+            f"test set of {dataset.name!r} is {expected[0]} x {expected[1]} (test points x "
+            "classes); allowed: a reference for this test set")
+
+
+def compare_probs(probs: np.ndarray, reference: np.ndarray) -> dict[str, float]:
+    """The NeurIPS 2021 BDL competition's scores of ``probs`` against ``reference`` (N, C).
+
+    ``agreement = mean_i [argmax_k p_ik = argmax_k q_ik]`` and
+    ``total_variation = mean_i ½ Σ_k |p_ik − q_ik|``.
+
+    Example:
+        >>> p = np.array([[0.9, 0.1], [0.4, 0.6]])
+        >>> q = np.array([[0.7, 0.3], [0.8, 0.2]])
+        >>> {k: round(v, 3) for k, v in compare_probs(p, q).items()}
+        {'agreement': 0.5, 'total_variation': 0.3}
+    """
+    return {"agreement": agreement(probs, reference),
+            "total_variation": total_variation(probs, reference)}
 
 
 def corrupted_inputs(dataset, corruption: str, severity: int, seed: int = 0) -> np.ndarray:
@@ -204,6 +240,7 @@ def evaluate(
     run_dir: str | os.PathLike,
     *,
     reference: str | os.PathLike | None = None,
+    reference_probs: str | os.PathLike | None = None,
     corruption: str | None = None,
     severity: int | None = None,
     write: bool = True,
@@ -217,7 +254,8 @@ def evaluate(
         space and what to do, see :mod:`bnnkit.metrics.convergence`) and ``reference``
         comparison if asked (its ``settings_differ`` names each posterior setting, such as
         ``--noise-std``, in which the reference run differs; a reference on other data is
-        refused).
+        refused); ``reference_probs`` (agreement, total variation, and for a released reference
+        the test-set order its rows follow) if asked.
 
     Example:
         >>> import tempfile
@@ -233,12 +271,23 @@ def evaluate(
     """
     if (corruption is None) != (severity is None):
         raise ConfigError("--corruption and --severity go together")
+    if reference_probs is not None and corruption is not None:
+        raise ConfigError("--reference-probs scores predictions on the clean test set; it does "
+                          "not go with --corruption")
     if write and os.path.isdir(run_dir):
         check_writable_folder(run_dir, "evaluation")
         predictions = RunDir(run_dir).path / "predictions"
         if predictions.is_dir():
             check_writable_folder(predictions, "predictions")
+    ref_table = None
+    if reference_probs is not None:
+        # Read (and, for a released reference, download and verify) before the run is loaded.
+        from bnnkit.data import reference_probs as reference_files
+
+        ref_table, ref_info = reference_files.load(reference_probs)
     record, problem, posterior = load_run(run_dir)
+    if ref_table is not None:
+        check_reference_probs(ref_table, problem.dataset, repr(os.fspath(reference_probs)))
     x_test = problem.dataset.x_test
     if corruption is not None:
         x_test = corrupted_inputs(problem.dataset, corruption, severity)
@@ -303,6 +352,8 @@ def evaluate(
         ref_prediction = run_prediction(ref_record, ref_problem, ref_posterior, x_test)
         result["reference"] = {"run": str(reference), **compare(prediction, ref_prediction),
                                "settings_differ": ref_differs}
+    if ref_table is not None:
+        result["reference_probs"] = {**ref_info, **compare_probs(prediction.probs, ref_table)}
     if write:
         rundir = RunDir(run_dir)
         suffix = "" if corruption is None else f"_{corruption}_{severity}"

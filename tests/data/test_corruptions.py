@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from bnnkit.data.corruptions import CORRUPTIONS, corrupt, disk_kernel
+from bnnkit.data.corruptions import (
+    CORRUPTIONS,
+    canny,
+    corrupt,
+    disk_kernel,
+    equalize_hist,
+    motion_blur_images,
+    motion_kernel,
+)
 from bnnkit.errors import ConfigError
 
 
@@ -33,8 +41,11 @@ def _distance(name: str, severity: int, images: np.ndarray = IMAGES) -> float:
 
 # Published CIFAR-10-C parameters that do not grow monotonically with severity:
 # saturate desaturates at severities 1-2 (x0.3, x0.1) and over-saturates at 3-5, and
-# elastic_transform trades a shrinking random affine (2.56 -> 0.96 px) for a growing elastic field.
-NON_MONOTONE = {"saturate", "elastic_transform"}
+# elastic_transform trades a shrinking random affine (2.56 -> 0.96 px) for a growing elastic field;
+# glass_blur shuffles pixels once at severities 1-3 (blur sigma .05, .25, .4 barely matters next to
+# it) and twice at 4-5; motion_blur's severities 3 and 4 share sigma 2, their radii 6 and 8 only
+# cut taps of weight < 1e-7; spatter is water at 1-3 and mud at 4-5.
+NON_MONOTONE = {"saturate", "elastic_transform", "glass_blur", "motion_blur", "spatter"}
 
 
 @pytest.mark.parametrize("name", [n for n in CORRUPTIONS if n not in NON_MONOTONE])
@@ -49,6 +60,13 @@ def test_non_monotone_published_parameters():
     assert sat[0] < sat[1] and sat[2] < sat[3] < sat[4]
     elastic = [_distance("elastic_transform", s) for s in range(1, 6)]
     assert min(elastic) > 1.0  # every severity visibly moves the image
+    glass = [_distance("glass_blur", s) for s in range(1, 6)]
+    assert max(glass[:3]) < min(glass[3:]) and min(glass) > 1.0
+    motion = [_distance("motion_blur", s) for s in range(1, 6)]
+    assert motion[0] < motion[1] < motion[2] < motion[4] and motion[3] < motion[4]
+    assert motion[3] == pytest.approx(motion[2], abs=0.01)  # same sigma, same angles
+    spatter = [_distance("spatter", s) for s in range(1, 6)]
+    assert spatter[0] < spatter[1] < spatter[2] and spatter[3] < spatter[4]
 
 
 @pytest.mark.parametrize("name", CORRUPTIONS)
@@ -96,3 +114,32 @@ def test_bad_arguments():
         corrupt(IMAGES, "fog", 1)
     with pytest.raises(ConfigError, match="dtype float"):
         corrupt(IMAGES.astype(np.float32), "fog", 1, seed=0)
+
+
+def test_motion_blur_streaks_along_its_angle_and_keeps_flat_images():
+    distances, weights = motion_kernel(6, 1)
+    assert len(distances) == 13 and weights.sum() == pytest.approx(1.0)
+    assert np.all(np.diff(weights) < 0)  # one-sided: the pixel itself weighs most
+    image = np.zeros((2, 9, 9, 1))
+    image[:, 4, 4] = 1.0
+    out = motion_blur_images(image, 3, 1.0, np.array([0.0, 90.0]))
+    # angle 0 reads pixels to the right, so the dot streaks left along its row; 90: upwards
+    assert out[0, 4, :4, 0].sum() > 0 and out[0, :, :, 0].sum(axis=1)[[3, 5]].sum() == 0
+    assert out[1, :4, 4, 0].sum() > 0 and out[1, :, :, 0].sum(axis=0)[[3, 5]].sum() == 0
+    flat = np.full((1, 8, 8, 3), 91, np.uint8)
+    np.testing.assert_array_equal(corrupt(flat, "motion_blur", 5, seed=0), flat)
+
+
+def test_canny_and_equalize_hist_follow_opencv():
+    square = np.zeros((1, 12, 12), np.uint8)
+    square[:, 3:9, 3:9] = 200
+    edges = canny(square, 50, 150)[0]
+    # one closed, thin outline: it encloses the square's inside and nothing inside is an edge
+    # (OpenCV keeps ties on the right/lower side, so the ring is outside on the left/top)
+    assert ndimage.binary_fill_holes(edges)[4:8, 4:8].all() and not edges[4:8, 4:8].any()
+    assert edges.sum() < 6 * 4 + 4 and edges[2:9, 2:9].sum() == edges.sum()
+    assert not canny(square // 10, 50, 150).any()  # a weak step stays below the thresholds
+    flat = np.full((1, 4, 4), 7, np.uint8)
+    np.testing.assert_array_equal(equalize_hist(flat), flat)
+    ramp = equalize_hist(np.arange(16, dtype=np.uint8).reshape(1, 4, 4))
+    assert ramp.min() == 0 and ramp.max() == 255 and np.all(np.diff(ramp.ravel()) > 0)

@@ -11,6 +11,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a run directory")
     p.add_argument("--reference", default=None,
                    help="another run on the same data (e.g. HMC) to compare against")
+    p.add_argument("--reference-probs", default=None, metavar="cifar10_hmc|imdb_hmc|FILE",
+                   help="released HMC test-set probabilities (or a whitespace-delimited table, "
+                        "one row per test point) to score agreement and total variation against")
     p.add_argument("--corruption", default=None,
                    help="evaluate on test images under this CIFAR-10-C-style corruption")
     p.add_argument("--severity", type=int, default=None, help="corruption severity, 1..5")
@@ -21,7 +24,8 @@ def run(args: argparse.Namespace) -> int:
     from bnnkit.evaluate import evaluate
     from bnnkit.report.tables import print_table
 
-    result = evaluate(args.run_dir, reference=args.reference, corruption=args.corruption,
+    result = evaluate(args.run_dir, reference=args.reference,
+                      reference_probs=args.reference_probs, corruption=args.corruption,
                       severity=args.severity)
     for differ in result.get("reference", {}).get("settings_differ", ()):
         print(f"bnnkit: warning: the reference run targets another posterior: {differ}",

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from bnnkit.data import cifar, cifar10_c, fetch, mnist, uci
+from bnnkit.data import cifar, cifar10_c, fetch, mnist, reference_probs, uci
 from bnnkit.data.sources import LICENCES
 from bnnkit.errors import ConfigError
 
@@ -24,7 +24,8 @@ class Card(NamedTuple):
 
     Attributes:
         name: registry name (``load(name)``).
-        task: ``"classification"``, ``"regression"`` or ``"evaluation"`` (test-only shifts).
+        task: ``"classification"``, ``"regression"``, ``"evaluation"`` (test-only shifts) or
+            ``"reference"`` (released predictive probabilities of a test set).
         input_shape: one example's shape as stored (images uint8 HWC, IMDB token ids).
         outputs: number of classes, or the target dimension for regression.
         num_train: training examples of the published split (before any validation split).
@@ -56,6 +57,9 @@ _IMAGE_CARDS = [
          "19 corruptions x 5 severities of the CIFAR-10 test set"),
     Card("cifar10_jpeg_proxy", "classification", (32, 32, 3), 10, 50_000, 10_000,
          LICENCES["cifar10_jpeg_proxy"], "lossy JPEG copy of CIFAR-10: pipeline checks only"),
+    *(Card(ref.name, "reference", (ref.shape[1],), ref.shape[1], 0, ref.shape[0],
+           LICENCES[ref.name], f"HMC probabilities; rows in {ref.order}")
+      for ref in reference_probs.REFERENCES.values()),
 ]
 
 
@@ -104,6 +108,9 @@ def where(name: str, data_dir: str | os.PathLike | None = None) -> str | None:
         return str(found) if found else (f"{subsets[0]} (subset)" if subsets else None)
     if name == "cifar10_c":
         found = cifar10_c.find(data_dir)
+        return None if found is None else str(found)
+    if name in reference_probs.REFERENCES:
+        found = _first_existing(base / name, [reference_probs.FILENAME])
         return None if found is None else str(found)
     if name == "cifar10_jpeg_proxy":
         found = _first_existing(base / name, ["cifar10_jpeg_q75_proxy.npz"])

@@ -5,6 +5,8 @@ distributor:
 
 - ``sha256`` where the distributor publishes one (the Keras ``mnist.npz`` and ``imdb.npz``, pinned
   in Keras' own ``load_data``);
+- ``sha256`` of the released file for the HMC reference predictions (``cifar10_hmc``,
+  ``imdb_hmc``), fetched from a fixed commit of the starter kit so the bytes cannot change;
 - ``md5`` where only an md5 is published (MNIST / Fashion-MNIST IDX files, the CIFAR binary
   archives on the authors' page, the CIFAR-10-C archive on Zenodo). pooch checks ``"md5:..."``
   hashes the same way as sha256 ones.
@@ -37,6 +39,10 @@ _LECUN = "https://yann.lecun.com/exdb/mnist/"
 _MNIST_MIRROR = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 _ZALANDO = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 _TORONTO = "https://www.cs.toronto.edu/~kriz/"
+# The NeurIPS 2021 BDL competition starter kit, at the commit whose probs.csv files are the
+# whitespace-delimited ones the hashes below pin (a later commit rewrote them comma-delimited).
+_BDL_KIT = ("https://raw.githubusercontent.com/izmailovpavel/neurips_bdl_starter_kit/"
+            "6743c848e5582f1ea60878bd2d71d6367ef826a3/data/")
 
 # dataset folder -> the files a download fetches (alternatives for local use are listed by the
 # loaders: e.g. MNIST also reads the four IDX files when they are on disk; "mnist_idx" is the
@@ -90,6 +96,15 @@ REMOTES: dict[str, tuple[Remote, ...]] = {
         Remote("CIFAR-10-C.tar", ("https://zenodo.org/records/2535967/files/CIFAR-10-C.tar",),
                "md5:56bf5dcef84df0e2308c6dcbcbbd8499"),
     ),
+    # HMC predictive probabilities of Izmailov et al. (2021), test points x classes.
+    "cifar10_hmc": (
+        Remote("probs.csv", (_BDL_KIT + "cifar10/probs.csv",),
+               "sha256:4299e2e90a445fcdc6b20ebfc6f233cb214c1930635c11b3bf9c4b7e1c23b4c6"),
+    ),
+    "imdb_hmc": (
+        Remote("probs.csv", (_BDL_KIT + "imdb/probs.csv",),
+               "sha256:7308a108ed1e411faed7f2bd25f74228f8e96d3baabc6b3da0e8229b5d7798db"),
+    ),
 }
 
 LICENCES: dict[str, str] = {
@@ -100,4 +115,8 @@ LICENCES: dict[str, str] = {
     "cifar10_c": "CIFAR-10-C (Hendrycks & Dietterich 2019), CC BY 4.0",
     "imdb": "Large Movie Review Dataset (Maas et al. 2011); Keras preprocessing",
     "cifar10_jpeg_proxy": "derived from CIFAR-10 (no explicit licence); pipeline tests only",
+    "cifar10_hmc": "HMC predictions released with the NeurIPS 2021 BDL competition starter kit "
+                   "(Izmailov et al. 2021); no explicit licence",
+    "imdb_hmc": "HMC predictions released with the NeurIPS 2021 BDL competition starter kit "
+                "(Izmailov et al. 2021); no explicit licence",
 }

@@ -45,6 +45,13 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
             if name not in ("run", "settings_differ"):
                 out.append((f"vs reference: {name}", f"{value:.4f}"))
         out += [("  reference differs", d) for d in ref.get("settings_differ", ())]
+    probs = result.get("reference_probs")
+    if probs:
+        out.append((f"vs {probs['source']}: agreement", f"{probs['agreement']:.4f}"))
+        out.append((f"vs {probs['source']}: total_variation", f"{probs['total_variation']:.4f}"))
+        if "order" in probs:
+            out.append(("  its test-set order", probs["order"]))
+            out.append(("  bnnkit's test-set order", probs["bnnkit_order"]))
     return out
 
 
