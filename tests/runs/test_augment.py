@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from bnnkit import runs
 from bnnkit.errors import ConfigError
-from bnnkit.inference import sgd
+from bnnkit.inference import ensemble, sgd
 from bnnkit.inference.base import Method
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs.directory import settings_digest
@@ -144,3 +145,27 @@ def test_a_run_stored_before_augment_existed_resumes_unaugmented(images, plain, 
     # Accepted as the unaugmented run it was (finished already: nothing to recompute).
     runs.run(images, config(3, augment=False), old, resume=True, progress=False)
     assert json.loads((old / "run.json").read_text())["method_config"]["augment"] is False
+
+
+@pytest.mark.slow
+def test_members_crop_alike_vmapped_or_one_after_another(images, tmp_path):
+    # Member m takes its own augmentation key on either path; in float64 the two paths differ
+    # only by the order of floating-point sums (the tolerance of the unaugmented check).
+    problem = dataclasses.replace(images, float64=True)
+
+    def config(sequential: bool) -> ensemble.Config:
+        return ensemble.Config(init_step_size=1e-3, num_epochs=2, batch_size=8, num_members=2,
+                               seed=3, augment=True, sequential=sequential)
+
+    runs.run(problem, config(False), tmp_path / "v", progress=False)
+    runs.run(problem, config(True), tmp_path / "s", progress=False)
+    vmapped, sequential = stored(tmp_path / "v"), stored(tmp_path / "s")
+    assert sorted(vmapped) == sorted(sequential)
+    for key in vmapped:
+        if np.issubdtype(vmapped[key].dtype, np.floating):
+            np.testing.assert_allclose(vmapped[key], sequential[key], rtol=1e-10, atol=1e-12,
+                                       err_msg=key)
+        else:  # counts and names
+            np.testing.assert_array_equal(vmapped[key], sequential[key], err_msg=key)
+    kernel = vmapped["state/position/params/Dense_0/kernel"]
+    assert not np.allclose(kernel[0], kernel[1])  # members: own start, order and crops
