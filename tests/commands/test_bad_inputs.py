@@ -204,6 +204,11 @@ CASES: dict[str, tuple[Callable, str]] = {
     "sgd batch size 0": (sgd_flag("--batch-size", "0"), "--batch-size 0"),
     "sgd epochs 0": (sgd_flag("--num-epochs", "0"), "--num-epochs 0"),
     "sgd batch larger than data": (sgd_flag("--batch-size", "100000"), "--batch-size 100000"),
+    # Augmentation crops and flips images of minibatches: not tabular data, not full batches.
+    "sgd --augment on tabular data": (lambda tmp, run: [
+        *SGD, "--augment", "--dir", str(tmp / "new")], "'yacht_0' has inputs of shape N x 6"),
+    "hmc --augment (full batch)": (lambda tmp, run: [
+        *HMC, "--augment", "--dir", str(tmp / "new")], "unrecognized arguments: --augment"),
     # User .npz files.
     "npz 0 bytes": (npz_case(write_bytes(b"")), "not a readable .npz"),
     "npz is an .npy renamed": (npz_case(npy_renamed), "single .npy array"),

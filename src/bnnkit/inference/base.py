@@ -76,6 +76,7 @@ class Loop:
         eval_every: log test metrics of the members' positions every this many units (0:
             never).
         vmap_members: run members in one vmapped step (else one after another).
+        augment: randomly crop and flip each minibatch's images (epochs only).
     """
 
     kind: str
@@ -87,12 +88,15 @@ class Loop:
     save_every: int = 1
     eval_every: int = 0
     vmap_members: bool = True
+    augment: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in LOOP_KINDS:
             raise ValueError(f"loop kind {self.kind!r}; allowed: {', '.join(LOOP_KINDS)}")
         if self.kind != "iterations" and not (self.batch_size and self.batch_size >= 1):
             raise ValueError(f"a loop of {self.kind} needs a batch size >= 1")
+        if self.augment and self.kind != "epochs":
+            raise ValueError(f"a loop of {self.kind} cannot augment: it has no minibatches")
 
     def keeps(self, unit: int) -> bool:
         """Whether the posterior after ``unit`` (counted from 0) is stored."""
@@ -121,6 +125,10 @@ class RunSettings:
     #: across methods), so ``run.json`` written before the rename still reads and resumes.
     RENAMED: ClassVar[dict[str, str]] = {"num_burnin_epochs": "num_burn_in",
                                          "save_freq": "checkpoint_every"}
+    #: Settings added after runs were stored whose value those runs had implicitly (a run
+    #: made before ``--augment`` existed was not augmented), so they still resume. A setting
+    #: whose state those runs lack is not listed: their resume is refused.
+    IMPLIED: ClassVar[dict[str, Any]] = {}
 
     seed: int = setting(0, help="seed of everything random: initialisation, noise, data order",
                         bounds=SEED_BOUNDS)
@@ -149,8 +157,9 @@ class RunSettings:
 
     @classmethod
     def current_names(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        """Stored settings with renamed fields under their current names."""
-        return {cls.RENAMED.get(k, k): v for k, v in values.items()}
+        """Stored settings with renamed fields under their current names, and the
+        :attr:`IMPLIED` settings an older run lacks."""
+        return {**cls.IMPLIED, **{cls.RENAMED.get(k, k): v for k, v in values.items()}}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> RunSettings:
@@ -221,6 +230,8 @@ class HamiltonianSettings(IterationSettings):
 class EpochSettings(RunSettings):
     """Minibatch methods (SGD, ensembles, SGMCMC, VI): epochs of shuffled minibatches."""
 
+    IMPLIED: ClassVar[dict[str, Any]] = {"augment": False}
+
     init_step_size: float = setting(help="initial step size η₀ (of the tempered log "
                                          "posterior's gradient)")
     num_epochs: int = setting(help="passes over the training data")
@@ -233,6 +244,10 @@ class EpochSettings(RunSettings):
         None, metavar="RUN[:SAMPLE]",
         help="start from another run's parameters (its last kept sample, or the one of index "
              "SAMPLE); member m takes that run's chain m mod its chains")
+    augment: bool = setting(
+        False, help="randomly crop (4-pixel zero padding) and flip each minibatch's images, a "
+                    "fresh draw every step; N x H x W x C inputs only. The likelihood is then "
+                    "of augmented data. HMC and NUTS are full-batch and do not augment")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -265,4 +280,4 @@ class EpochSettings(RunSettings):
         return Loop("epochs", self.num_epochs, num_members=num_members,
                     batch_size=self.batch_size, burn_in=burn_in, keep_every=keep_every,
                     save_every=self.checkpoint_every, eval_every=self.eval_freq,
-                    vmap_members=vmap_members)
+                    vmap_members=vmap_members, augment=self.augment)

@@ -16,7 +16,7 @@ Members run in one vmapped step (or one after the other), vmapped under the axis
 :data:`~bnnkit.inference.adaptation.MEMBERS`, over which a method may share statistics between
 its chains (ChEES adaptation). Keys are pure functions of (seed,
 stream, member, unit[, minibatch]): stream 0 initialises, 1 drives the method's noise, 2 orders
-the data, 3 draws evaluation samples; member m's key at unit u is
+the data, 3 draws evaluation samples, 4 augments minibatches; member m's key at unit u is
 ``fold_in(fold_in(fold_in(key(seed), stream), m), u)``. Nothing else is random, which is what
 makes ``--resume`` reproduce the uninterrupted run bit for bit.
 
@@ -51,6 +51,7 @@ import numpy as np
 
 from bnnkit import problem as problem_lib
 from bnnkit import storage
+from bnnkit.data.augment import random_crop_flip
 from bnnkit.errors import ConfigError
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, Method, RunSettings
@@ -62,7 +63,7 @@ from bnnkit.runs.initial import positions_from_run, problem_of_run, source_diffe
 from bnnkit.runs.progress import ProgressBar
 from bnnkit.types import Batch, Params
 
-INIT_STREAM, NOISE_STREAM, DATA_STREAM, EVAL_STREAM = 0, 1, 2, 3
+INIT_STREAM, NOISE_STREAM, DATA_STREAM, EVAL_STREAM, AUGMENT_STREAM = 0, 1, 2, 3, 4
 UNIT_KEY = "__unit__"
 
 
@@ -118,14 +119,19 @@ def minibatch_indices(key: jax.Array, num_train: int, batch_size: int) -> jax.Ar
     return perm[: num_batches * batch_size].reshape(num_batches, batch_size)
 
 
-def make_epoch(method: Method, batch_size: int) -> Callable:
-    """One member's epoch: ``(state, noise_key, data_key, epoch, train) -> (state, info)``.
+def make_epoch(method: Method, batch_size: int, *, augment: bool = False) -> Callable:
+    """One member's epoch: ``(state, noise_key, data_key, epoch, train[, augment_key]) ->
+    (state, info)``.
 
-    ``info`` is the method's per-step info averaged over the epoch. Pure and jit-able; vmap it
-    over members.
+    ``info`` is the method's per-step info averaged over the epoch. With ``augment``, step b's
+    images are cropped and flipped by :func:`~bnnkit.data.augment.random_crop_flip` with the
+    key ``fold_in(fold_in(augment_key, epoch), b)``: a fresh draw every step, on the device, and
+    the same again on resume. Pure and jit-able; vmap it over members.
     """
 
-    def epoch_fn(state, noise_key, data_key, epoch, train: Batch):
+    def epoch_fn(state, noise_key, data_key, epoch, train: Batch, augment_key=None):
+        if augment and augment_key is None:
+            raise ValueError("an augmented epoch needs an augment_key")
         idx = minibatch_indices(jax.random.fold_in(data_key, epoch), train.x.shape[0],
                                 batch_size)
         epoch_key = jax.random.fold_in(noise_key, epoch)
@@ -133,6 +139,9 @@ def make_epoch(method: Method, batch_size: int) -> Callable:
         def body(state, inputs):
             b, batch_idx = inputs
             batch = Batch(train.x[batch_idx], train.y[batch_idx])
+            if augment:
+                crop_key = jax.random.fold_in(jax.random.fold_in(augment_key, epoch), b)
+                batch = batch._replace(x=random_crop_flip(crop_key, batch.x))
             return method.step(jax.random.fold_in(epoch_key, b), state, batch)
 
         state, infos = jax.lax.scan(body, state, (jnp.arange(idx.shape[0]), idx))
@@ -200,6 +209,10 @@ def run(
         problem = problem_of_run(config)
     built = problem_lib.build(problem)
     loop = config.loop(built.dataset.num_train)
+    if loop.augment and len(built.dataset.input_shape) != 3:
+        shape = " x ".join(["N", *map(str, built.dataset.input_shape)])
+        raise ConfigError(f"--augment crops and flips images, inputs of shape N x H x W x C; "
+                          f"{built.dataset.name!r} has inputs of shape {shape}")
     method = module.build(built.log_posterior, config)
     init_params = _initial_params(built, config, loop)
     notes = [] if config.source_run() is None or type(config).PROBLEM_FROM_SOURCE else (
@@ -307,17 +320,23 @@ def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed:
     """``(state, unit, batch) -> (state, info)`` advancing every member by one unit."""
     noise_keys = member_keys(seed, NOISE_STREAM, loop.num_members)
     data_keys = member_keys(seed, DATA_STREAM, loop.num_members)
+    # A stream of its own: split(k)[i] is fold_in(k, i) (partitionable threefry), so keys
+    # folded from an epoch's data key would repeat those its permutation draws.
+    augment_keys = member_keys(seed, AUGMENT_STREAM, loop.num_members)
 
     if loop.kind == "epochs":
-        one = make_epoch(method, loop.batch_size)
+        one = make_epoch(method, loop.batch_size, augment=loop.augment)
         if loop.vmap_members:
-            vmapped = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None), axis_name=MEMBERS))
-            return lambda state, unit, batch: vmapped(state, noise_keys, data_keys, unit, batch)
+            vmapped = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None, 0),
+                                       axis_name=MEMBERS))
+            return lambda state, unit, batch: vmapped(state, noise_keys, data_keys, unit, batch,
+                                                      augment_keys)
         single = jax.jit(one)
 
         def sequential(state, unit, batch):
             outs = [single(jax.tree.map(lambda a, m=m: a[m], state), noise_keys[m],
-                           data_keys[m], unit, batch) for m in range(loop.num_members)]
+                           data_keys[m], unit, batch, augment_keys[m])
+                    for m in range(loop.num_members)]
             return jax.tree.map(lambda *a: jnp.stack(a), *outs)
 
         return sequential
