@@ -27,15 +27,20 @@ from bnnkit.errors import ConfigError
 SHARD_MODES = ("auto", "chains", "data", "none")
 
 
-def placement(shard: str, num_chains: int, num_data: int, devices=None):
+def placement(shard: str, num_chains: int, num_data: int, devices=None, *,
+              data_label: str = "data"):
     """Shardings for (chain-stacked state, training batch), or ``None`` for one device.
+
+    A minibatch method passes its minibatch size as ``num_data``: the batch sharding is then
+    that of each minibatch, and the full training set is replicated.
 
     Args:
         shard: ``"chains"``, ``"data"``, ``"none"`` or ``"auto"`` (chains if they divide evenly
             over the devices, else data if the examples do, else none).
         num_chains: chains run together.
-        num_data: training examples.
+        num_data: training examples (full batch) or examples per minibatch.
         devices: defaults to ``jax.devices()``.
+        data_label: what ``num_data`` counts, for the error message.
 
     Raises:
         ConfigError: an unknown mode, or a split that does not divide evenly.
@@ -51,7 +56,8 @@ def placement(shard: str, num_chains: int, num_data: int, devices=None):
             return None
     count = num_chains if shard == "chains" else num_data
     if count % n:
-        raise ConfigError(f"--shard {shard}: {count} {shard} do not divide over {n} devices")
+        label = "chains" if shard == "chains" else data_label
+        raise ConfigError(f"--shard {shard}: {count} {label} do not divide over {n} devices")
     mesh = Mesh(np.array(devices), ("d",))
     replicated = NamedSharding(mesh, PartitionSpec())
     split = NamedSharding(mesh, PartitionSpec("d"))
