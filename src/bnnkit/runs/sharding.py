@@ -1,15 +1,18 @@
 """Several devices: split chains, or the training data, over them with ``jax.sharding``.
 
 On several devices (GPUs, TPU cores, or CPU devices simulated with
-``XLA_FLAGS=--xla_force_host_platform_device_count=N``) a full-batch run places its state and
-its training batch with :func:`placement`:
+``XLA_FLAGS=--xla_force_host_platform_device_count=N``) a run places its state and its
+training data with :func:`placement`, full-batch (HMC, NUTS) and minibatch methods (SGD,
+ensembles, SGMCMC, VI) alike:
 
 - ``"chains"``: the chains (members) are split over the devices; each device runs its chains'
   arithmetic, so the result is that of one device up to how XLA compiles a smaller batch of
-  chains (see ``tests/runs/test_sharding.py`` for what is guaranteed);
-- ``"data"``: the training examples are split over the devices and one chain's full-batch
-  gradient is a sum over devices, as the paper ran HMC on 8 GPUs; XLA inserts the cross-device
-  sum, so the code is the same on one device or many.
+  chains (see ``tests/runs/test_sharding.py`` for what is guaranteed); a sequential ensemble
+  runs each device's members one after another, the devices side by side;
+- ``"data"``: the training examples (full batch), or each minibatch's, are split over the
+  devices and one chain's gradient is a sum over devices, as the paper ran HMC on 8 GPUs; XLA
+  inserts the cross-device sum, so the code is the same on one device or many. A minibatch
+  method keeps the whole training set on every device and splits each gathered minibatch.
 
 Example:
     >>> placement("none", num_chains=4, num_data=100) is None
