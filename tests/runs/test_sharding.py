@@ -143,6 +143,21 @@ for name in sys.argv[2].split(","):
         out[f"{name}/{mode}"] = {k: v.tolist() for k, v in
                                  storage.load_arrays(rundir.sample_file(last)).items()
                                  if not k.startswith("__")}
+if "sghmc" in sys.argv[2]:
+    # Stopped after its first epoch and resumed: the same run, bit for bit.
+    class Stop(Exception):
+        pass
+    def stop(unit, log):
+        raise Stop
+    path = f"{sys.argv[1]}/resumed"
+    try:
+        runs.run(problem, configs["sghmc"], path, progress=False, shard="data", on_unit=stop)
+    except Stop:
+        pass
+    runs.run(problem, configs["sghmc"], path, progress=False, shard="data", resume=True)
+    out["sghmc/resumed"] = {k: v.tolist() for k, v in
+                            storage.load_arrays(RunDir(path).sample_file(1)).items()
+                            if not k.startswith("__")}
 try:
     runs.run(problem, sgd.Config(init_step_size=1e-3, num_epochs=1, batch_size=7),
              f"{sys.argv[1]}/odd", progress=False, shard="data")
@@ -176,6 +191,8 @@ def check_minibatch_methods(out: dict, names: tuple[str, ...]) -> None:
             "error": "--shard chains: 1 chains do not divide over 2 devices", "written": False}
     assert out["odd"] == {"error": "--shard data: 7 examples per minibatch (--batch-size) do "
                                    "not divide over 2 devices", "written": False}
+    if "sghmc" in names:
+        assert out["sghmc/resumed"] == out["sghmc/data"]
     for name in names:
         one = out[f"{name}/none"]
         modes = ("data",) if name in ("sgd", "vi") else ("chains", "data")

@@ -188,7 +188,8 @@ def run(
         log_every: with plain progress lines, one every this many units (default: every
             10 % of the run or 30 s).
         shard: with several devices, split members (``"chains"``) or the training data
-            (``"data"``) over them; ``"auto"`` picks, ``"none"`` uses one device.
+            (``"data"``; each minibatch of a minibatch method) over them; ``"auto"`` picks,
+            ``"none"`` uses one device.
         on_unit: called with (unit, log line) after each unit.
 
     Returns:
