@@ -34,8 +34,8 @@ def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
     r.add_argument("--overwrite", action="store_true", help="replace the run in --dir")
     if shard:
         r.add_argument("--shard", choices=("auto", "chains", "data", "none"), default="auto",
-                       help="with several devices: split chains, or the training data, over "
-                            "them (default: auto)")
+                       help="with several devices: split chains (members), or the training "
+                            "data (each minibatch), over them (default: auto)")
     r.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress output (a bar on a terminal, plain lines in a log)")
     r.add_argument("--log-every", "--tabulate-freq", type=int, default=None, metavar="N",
@@ -52,7 +52,7 @@ def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
 
 def method_command(name: str, module: ModuleType) -> Command:
     """The command of one method."""
-    from bnnkit.inference.base import IterationSettings
+    from bnnkit.inference.base import EpochSettings, IterationSettings
 
     cls = module.Config
     from_source = cls.PROBLEM_FROM_SOURCE
@@ -65,7 +65,7 @@ def method_command(name: str, module: ModuleType) -> Command:
         else:
             add_problem_arguments(p)
         add_config_arguments(p.add_argument_group(name), cls)
-        add_run_dir_arguments(p, shard=issubclass(cls, IterationSettings))
+        add_run_dir_arguments(p, shard=issubclass(cls, (IterationSettings, EpochSettings)))
         p.add_argument("--print-config", action="store_true",
                        help="print the resolved settings as TOML (a file for --config) and "
                             "exit without running")

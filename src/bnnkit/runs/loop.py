@@ -9,7 +9,8 @@ It then advances every member (chain) unit by unit, where a unit is whatever
   is put on the device(s) once, split over several devices with ``shard`` if asked;
 - ``epochs``: ``N // batch_size`` minibatch steps of a fresh permutation in one ``lax.scan``
   inside one jitted call (SGD, ensembles, SGMCMC, VI); the last incomplete batch is dropped, so
-  every step sees exactly ``batch_size`` examples and the ``N/|B|`` scaling is exact;
+  every step sees exactly ``batch_size`` examples and the ``N/|B|`` scaling is exact; with
+  several devices ``shard`` splits the members, or each minibatch, over them;
 - ``chunks``: one step per consecutive chunk of the training set, one pass (Laplace).
 
 Members run in one vmapped step (or one after the other), vmapped under the axis name
@@ -48,6 +49,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
 
 from bnnkit import problem as problem_lib
 from bnnkit import storage
@@ -119,14 +121,18 @@ def minibatch_indices(key: jax.Array, num_train: int, batch_size: int) -> jax.Ar
     return perm[: num_batches * batch_size].reshape(num_batches, batch_size)
 
 
-def make_epoch(method: Method, batch_size: int, *, augment: bool = False) -> Callable:
+def make_epoch(method: Method, batch_size: int, minibatch_sharding=None, *,
+               augment: bool = False) -> Callable:
     """One member's epoch: ``(state, noise_key, data_key, epoch, train[, augment_key]) ->
     (state, info)``.
 
     ``info`` is the method's per-step info averaged over the epoch. With ``augment``, step b's
     images are cropped and flipped by :func:`~bnnkit.data.augment.random_crop_flip` with the
     key ``fold_in(fold_in(augment_key, epoch), b)``: a fresh draw every step, on the device, and
-    the same again on resume. Pure and jit-able; vmap it over members.
+    the same again on resume. With ``minibatch_sharding`` (a ``jax.sharding.Sharding`` splitting
+    the leading axis over devices) each minibatch is split over the devices, so a minibatch
+    gradient is a sum of per-device sums that XLA adds across devices. Pure and jit-able; vmap
+    it over members.
     """
 
     def epoch_fn(state, noise_key, data_key, epoch, train: Batch, augment_key=None):
@@ -142,6 +148,8 @@ def make_epoch(method: Method, batch_size: int, *, augment: bool = False) -> Cal
             if augment:
                 crop_key = jax.random.fold_in(jax.random.fold_in(augment_key, epoch), b)
                 batch = batch._replace(x=random_crop_flip(crop_key, batch.x))
+            if minibatch_sharding is not None:
+                batch = jax.lax.with_sharding_constraint(batch, minibatch_sharding)
             return method.step(jax.random.fold_in(epoch_key, b), state, batch)
 
         state, infos = jax.lax.scan(body, state, (jnp.arange(idx.shape[0]), idx))
@@ -191,7 +199,8 @@ def run(
         log_every: with plain progress lines, one every this many units (default: every
             10 % of the run or 30 s).
         shard: with several devices, split members (``"chains"``) or the training data
-            (``"data"``) over them; ``"auto"`` picks, ``"none"`` uses one device.
+            (``"data"``; each minibatch of a minibatch method) over them; ``"auto"`` picks,
+            ``"none"`` uses one device.
         on_unit: called with (unit, log line) after each unit.
 
     Returns:
@@ -223,6 +232,10 @@ def run(
         placements = sharding.placement(shard, loop.num_members, built.dataset.num_train)
         if placements is not None:
             batch = jax.device_put(batch, placements[1])
+    elif loop.kind == "epochs":
+        # The training set is replicated; each minibatch (data) or the members (chains) split.
+        placements = sharding.placement(shard, loop.num_members, loop.batch_size,
+                                        data_label="examples per minibatch (--batch-size)")
     init_keys = member_keys(config.seed, INIT_STREAM, loop.num_members)
     first = _first_batch(built, loop) if batch is None else batch
 
@@ -316,7 +329,8 @@ def _check_resume(record: dict, config: RunSettings, problem_dict: dict,
         type(config).resumable())
 
 
-def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed: int):
+def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed: int,
+                   placements=None):
     """``(state, unit, batch) -> (state, info)`` advancing every member by one unit."""
     noise_keys = member_keys(seed, NOISE_STREAM, loop.num_members)
     data_keys = member_keys(seed, DATA_STREAM, loop.num_members)
@@ -325,13 +339,23 @@ def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed:
     augment_keys = member_keys(seed, AUGMENT_STREAM, loop.num_members)
 
     if loop.kind == "epochs":
-        one = make_epoch(method, loop.batch_size, augment=loop.augment)
+        split_members = placements is not None and not placements[0].is_fully_replicated
+        split_data = placements is not None and not placements[1].is_fully_replicated
+        if placements is not None:
+            # Each member's keys lie where its state does.
+            noise_keys, data_keys, augment_keys = jax.device_put(
+                (noise_keys, data_keys, augment_keys), placements[0])
+        one = make_epoch(method, loop.batch_size, placements[1] if split_data else None,
+                         augment=loop.augment)
         if loop.vmap_members:
             vmapped = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None, 0),
                                        axis_name=MEMBERS))
             return lambda state, unit, batch: vmapped(state, noise_keys, data_keys, unit, batch,
                                                       augment_keys)
         single = jax.jit(one)
+        if split_members:
+            return _sequential_per_device(single, placements[0], loop.num_members, noise_keys,
+                                          data_keys, augment_keys)
 
         def sequential(state, unit, batch):
             outs = [single(jax.tree.map(lambda a, m=m: a[m], state), noise_keys[m],
@@ -347,6 +371,35 @@ def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed:
         return jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS)(keys, state, batch)
 
     return step_all
+
+
+def _sequential_per_device(single: Callable, members: NamedSharding, num_members: int,
+                           noise_keys: jax.Array, data_keys: jax.Array,
+                           augment_keys: jax.Array) -> Callable:
+    """Members one after another on each device, the devices side by side.
+
+    Each device runs the members that ``members`` places on it, on its own copy of the
+    training set, through the same one-member program as on one device; asynchronous dispatch
+    lets the devices run concurrently. The results are assembled into arrays split as before.
+    """
+
+    def on_device(tree, device):
+        # A member-stacked leaf's block of members, or a replicated leaf's copy, on `device`.
+        return jax.tree.map(
+            lambda a: next(s.data for s in a.addressable_shards if s.device == device), tree)
+
+    def sequential(state, unit, batch):
+        per_device = []
+        for device in sorted(members.addressable_devices, key=lambda d: d.id):
+            block, noise, data, crops, train = on_device(
+                (state, noise_keys, data_keys, augment_keys, batch), device)
+            outs = [single(jax.tree.map(lambda a, m=m: a[m], block), noise[m], data[m], unit,
+                           train, crops[m]) for m in range(noise.shape[0])]
+            per_device.append(jax.tree.map(lambda *a: jnp.stack(a), *outs))
+        return jax.tree.map(lambda *a: jax.make_array_from_single_device_arrays(
+            (num_members, *a[0].shape[1:]), members, list(a)), *per_device)
+
+    return sequential
 
 
 def _unit_batch(built: problem_lib.Problem, loop: Loop, unit: int, full: Batch | None):
@@ -380,6 +433,8 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
                 on_unit, notes=()) -> RunResult:
     if loop.kind == "epochs":
         batch = built.train_batch()
+        if placements is not None:
+            batch = jax.device_put(batch, NamedSharding(placements[0].mesh, PartitionSpec()))
     record = rundir.read_record()
     start, state = 0, None
     if found is not None and rundir.state_file.is_file() and (
@@ -400,7 +455,7 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
                   layout=directory.LAYOUT, manifest=True)
     rundir.write_record(record)
 
-    step_all = _unit_function(method, loop, built, config.seed)
+    step_all = _unit_function(method, loop, built, config.seed, placements)
     label = {"iterations": config.METHOD.upper(), "epochs": f"{config.METHOD} epoch",
              "chunks": f"{config.METHOD} chunk"}[loop.kind]
     bar = ProgressBar(label, loop.num_units, start, enabled=progress, log_every=log_every,

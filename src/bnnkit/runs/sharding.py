@@ -1,15 +1,18 @@
 """Several devices: split chains, or the training data, over them with ``jax.sharding``.
 
 On several devices (GPUs, TPU cores, or CPU devices simulated with
-``XLA_FLAGS=--xla_force_host_platform_device_count=N``) a full-batch run places its state and
-its training batch with :func:`placement`:
+``XLA_FLAGS=--xla_force_host_platform_device_count=N``) a run places its state and its
+training data with :func:`placement`, full-batch (HMC, NUTS) and minibatch methods (SGD,
+ensembles, SGMCMC, VI) alike:
 
 - ``"chains"``: the chains (members) are split over the devices; each device runs its chains'
   arithmetic, so the result is that of one device up to how XLA compiles a smaller batch of
-  chains (see ``tests/runs/test_sharding.py`` for what is guaranteed);
-- ``"data"``: the training examples are split over the devices and one chain's full-batch
-  gradient is a sum over devices, as the paper ran HMC on 8 GPUs; XLA inserts the cross-device
-  sum, so the code is the same on one device or many.
+  chains (see ``tests/runs/test_sharding.py`` for what is guaranteed); a sequential ensemble
+  runs each device's members one after another, the devices side by side;
+- ``"data"``: the training examples (full batch), or each minibatch's, are split over the
+  devices and one chain's gradient is a sum over devices, as the paper ran HMC on 8 GPUs; XLA
+  inserts the cross-device sum, so the code is the same on one device or many. A minibatch
+  method keeps the whole training set on every device and splits each gathered minibatch.
 
 Example:
     >>> placement("none", num_chains=4, num_data=100) is None
@@ -27,15 +30,20 @@ from bnnkit.errors import ConfigError
 SHARD_MODES = ("auto", "chains", "data", "none")
 
 
-def placement(shard: str, num_chains: int, num_data: int, devices=None):
+def placement(shard: str, num_chains: int, num_data: int, devices=None, *,
+              data_label: str = "data"):
     """Shardings for (chain-stacked state, training batch), or ``None`` for one device.
+
+    A minibatch method passes its minibatch size as ``num_data``: the batch sharding is then
+    that of each minibatch, and the full training set is replicated.
 
     Args:
         shard: ``"chains"``, ``"data"``, ``"none"`` or ``"auto"`` (chains if they divide evenly
             over the devices, else data if the examples do, else none).
         num_chains: chains run together.
-        num_data: training examples.
+        num_data: training examples (full batch) or examples per minibatch.
         devices: defaults to ``jax.devices()``.
+        data_label: what ``num_data`` counts, for the error message.
 
     Raises:
         ConfigError: an unknown mode, or a split that does not divide evenly.
@@ -51,7 +59,8 @@ def placement(shard: str, num_chains: int, num_data: int, devices=None):
             return None
     count = num_chains if shard == "chains" else num_data
     if count % n:
-        raise ConfigError(f"--shard {shard}: {count} {shard} do not divide over {n} devices")
+        label = "chains" if shard == "chains" else data_label
+        raise ConfigError(f"--shard {shard}: {count} {label} do not divide over {n} devices")
     mesh = Mesh(np.array(devices), ("d",))
     replicated = NamedSharding(mesh, PartitionSpec())
     split = NamedSharding(mesh, PartitionSpec("d"))
