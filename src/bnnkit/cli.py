@@ -21,6 +21,9 @@ from bnnkit.commands import COMMANDS, config_file
 from bnnkit.errors import ConfigError
 
 DEBUG_FLAG = "--debug"
+#: Commands that run no method, so never join the processes of a distributed run.
+NON_RUN_COMMANDS = ("prune", "evaluate", "samples", "verify", "models", "prior-predictive",
+                    "datasets")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,6 +73,24 @@ def build_parser() -> argparse.ArgumentParser:
                             "dashes), or a run's settings from its run.json; flags given here "
                             "override it")
     return parser
+
+
+def join_processes(argv: list[str]) -> None:
+    """Join a distributed run as the method command's flags or the cluster ask.
+
+    Done before the parser is built: importing the methods' libraries already starts JAX,
+    after which ``jax.distributed.initialize`` is refused.
+    """
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command is None or command in NON_RUN_COMMANDS or "-h" in argv or "--help" in argv:
+        return
+    from bnnkit import distributed
+    from bnnkit.commands.flags import add_config_arguments, config_from_args
+
+    parser = _Parser(prog=f"bnnkit {command}", add_help=False)
+    add_config_arguments(parser, distributed.Hosts)
+    known, _ = parser.parse_known_args(argv)
+    distributed.initialize(config_from_args(known, distributed.Hosts))
 
 
 def _one_line(text: str) -> str:
@@ -122,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     # Accepted anywhere, so that re-running a failed command needs only one word more.
     debug = DEBUG_FLAG in argv
     argv = [a for a in argv if a != DEBUG_FLAG]
-    parser = build_parser()
     try:
+        join_processes(argv)
+        parser = build_parser()
         _apply_config_file(parser, argv)
     except ConfigError as err:
         if debug:
