@@ -10,6 +10,8 @@ What is guaranteed, and tested here:
   chain's gradient summed over the processes) and ``--shard chains`` (one chain per process).
 - A resume over two processes reads the state on process 0 only and hands it to the other
   process bit for bit, so the resumed run is the uninterrupted one, bit for bit.
+- A minibatch method (SGD), whose data ``--shard`` does not split yet, runs whole on every
+  process and is the one-process run bit for bit.
 - Only process 0 writes: the other process is given no directory of its own and must leave
   nothing; a refusal by process 0 (a run in the way) ends both processes with exit code 2.
 
@@ -38,6 +40,8 @@ HMC = ["hmc", "--dataset", "yacht_0", "--model", "mlp_regression_small",
        "--subset-train-to", "276", "--step-size", "2e-4", "--trajectory-len", "1e-3",
        "--num-burn-in", "1", "--num-chains", "2", "--seed", "3", "--no-progress",
        "--no-evaluate"]
+SGD = ["sgd", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--init-step-size",
+       "1e-4", "--num-epochs", "2", "--batch-size", "32", "--no-progress", "--no-evaluate"]
 CLI = "import sys; from bnnkit.cli import main; sys.exit(main(sys.argv[1:]))"
 TIMEOUT = 300  # seconds for one launch; a hang fails the test instead of the suite
 
@@ -168,3 +172,12 @@ def test_two_processes_match_one_process_with_two_devices(tmp_path):
                              tmp_path / "chains")
     assert [p.returncode for p in resumed] == [0, 0], [p.stderr[-2000:] for p in resumed]
     _assert_bit_identical(_arrays(tmp_path / "chains"), _arrays(tmp_path / "one_chains"))
+
+    # A minibatch method: every process runs the whole of it, process 0 alone writes.
+    _one_process(SGD, tmp_path / "one_sgd")
+    sgd = _two_processes(SGD, tmp_path / "sgd")
+    assert [p.returncode for p in sgd] == [0, 0], [p.stderr[-2000:] for p in sgd]
+    got, want = _arrays(tmp_path / "sgd"), _arrays(tmp_path / "one_sgd")
+    assert sorted(got) == sorted(want)
+    for key, value in want.items():
+        assert np.array_equal(got[key], value), key

@@ -182,7 +182,10 @@ def run(
         log_every: with plain progress lines, one every this many units (default: every
             10 % of the run or 30 s).
         shard: with several devices, split members (``"chains"``) or the training data
-            (``"data"``) over them; ``"auto"`` picks, ``"none"`` uses one device.
+            (``"data"``) over them; ``"auto"`` picks, ``"none"`` uses one device. After
+            :func:`bnnkit.distributed.initialize`, the devices are every process's; only
+            process 0 then reads and writes ``run_dir``, and the others' ``record`` holds
+            only the status.
         on_unit: called with (unit, log line) after each unit.
 
     Returns:
@@ -399,7 +402,7 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
     bar = ProgressBar(label, loop.num_units, start, enabled=progress, log_every=log_every,
                       unit_name=loop.kind)
     tally = SamplerTally(loop)
-    for line in rundir.read_log() if writer else ():  # a resumed run counts from unit 0
+    for line in rundir.read_log() if writer else ():  # a resumed run counts from its first unit
         tally.add(line)
     for note in notes:
         bar.message(f"warning: {note}")
