@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bnnkit.commands import COMMANDS, config_file
+from bnnkit.commands import COMMANDS, OTHER_COMMANDS, config_file
 from bnnkit.errors import ConfigError
 
 DEBUG_FLAG = "--debug"
@@ -72,6 +72,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def join_processes(argv: list[str]) -> None:
+    """Join a distributed run as the method command's flags or the cluster ask.
+
+    Done before the parser is built: importing the methods' libraries already starts JAX,
+    after which ``jax.distributed.initialize`` is refused.
+    """
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command is None or command in OTHER_COMMANDS or "-h" in argv or "--help" in argv:
+        return
+    from bnnkit import distributed
+    from bnnkit.commands.flags import add_config_arguments, config_from_args
+
+    parser = _Parser(prog=f"bnnkit {command}", add_help=False)
+    add_config_arguments(parser, distributed.Hosts)
+    known, _ = parser.parse_known_args(argv)
+    distributed.initialize(config_from_args(known, distributed.Hosts))
+
+
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -122,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     # Accepted anywhere, so that re-running a failed command needs only one word more.
     debug = DEBUG_FLAG in argv
     argv = [a for a in argv if a != DEBUG_FLAG]
-    parser = build_parser()
     try:
+        join_processes(argv)
+        parser = build_parser()
         _apply_config_file(parser, argv)
     except ConfigError as err:
         if debug:

@@ -10,6 +10,7 @@ and exits with code 2.
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -20,31 +21,21 @@ class Command(NamedTuple):
     run: Callable[[argparse.Namespace], int]
 
 
+#: The commands that run no method, in ``bnnkit --help``'s order; each is the ``COMMAND`` of
+#: the module named after it. They never join the processes of a distributed run.
+OTHER_COMMANDS: tuple[str, ...] = ("prune", "evaluate", "samples", "verify", "models",
+                                   "prior-predictive", "surface", "datasets")
+
+
 def _load() -> dict[str, Command]:
     # Imported when a command runs or --help is asked, not when bnnkit is imported.
-    from bnnkit.commands import (
-        datasets,
-        evaluate,
-        models,
-        prior_predictive,
-        prune,
-        samples,
-        surface,
-        verify,
-    )
     from bnnkit.commands.method import method_command
     from bnnkit.inference import METHODS
 
     return {
         **{name: method_command(name, module) for name, module in METHODS.items()},
-        "prune": prune.COMMAND,
-        "evaluate": evaluate.COMMAND,
-        "samples": samples.COMMAND,
-        "verify": verify.COMMAND,
-        "models": models.COMMAND,
-        "prior-predictive": prior_predictive.COMMAND,
-        "surface": surface.COMMAND,
-        "datasets": datasets.COMMAND,
+        **{name: importlib.import_module(f"bnnkit.commands.{name.replace('-', '_')}").COMMAND
+           for name in OTHER_COMMANDS},
     }
 
 

@@ -14,6 +14,7 @@ import dataclasses
 import sys
 from types import ModuleType
 
+from bnnkit import distributed
 from bnnkit.commands import Command
 from bnnkit.commands.flags import add_config_arguments, config_from_args
 from bnnkit.commands.problem_flags import add_problem_arguments, problem_config
@@ -66,6 +67,8 @@ def method_command(name: str, module: ModuleType) -> Command:
             add_problem_arguments(p)
         add_config_arguments(p.add_argument_group(name), cls)
         add_run_dir_arguments(p, shard=issubclass(cls, (IterationSettings, EpochSettings)))
+        # Read, and the processes joined, by bnnkit.cli before JAX is first used.
+        add_config_arguments(p.add_argument_group("several hosts"), distributed.Hosts)
         p.add_argument("--print-config", action="store_true",
                        help="print the resolved settings as TOML (a file for --config) and "
                             "exit without running")
@@ -93,11 +96,14 @@ def method_command(name: str, module: ModuleType) -> Command:
             raise ConfigError("--dir is required: the run directory to create (or resume)")
         if args.reference is not None:
             # Before the run, not after it: a bad reference must not cost a whole run.
-            check_reference(args.reference, problem.dataset)
+            distributed.first_decides(lambda: check_reference(args.reference,
+                                                               problem.dataset))
         result = runs.run(problem, config, args.dir, resume=args.resume,
                           overwrite=args.overwrite, progress=args.progress,
                           log_every=args.log_every,
                           shard=getattr(args, "shard", "auto"))
+        if not distributed.is_writer():  # process 0 reports and evaluates the run
+            return 0
         for warning in result.warnings:
             print(f"bnnkit: warning: {warning}", file=sys.stderr)
         loop = result.record["loop"]

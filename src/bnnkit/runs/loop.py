@@ -51,8 +51,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
+from bnnkit import distributed, storage
 from bnnkit import problem as problem_lib
-from bnnkit import storage
 from bnnkit.data.augment import random_crop_flip
 from bnnkit.errors import ConfigError
 from bnnkit.inference.adaptation import MEMBERS
@@ -200,7 +200,9 @@ def run(
             10 % of the run or 30 s).
         shard: with several devices, split members (``"chains"``) or the training data
             (``"data"``; each minibatch of a minibatch method) over them; ``"auto"`` picks,
-            ``"none"`` uses one device.
+            ``"none"`` uses one device. After :func:`bnnkit.distributed.initialize`, the
+            devices are every process's; only process 0 then reads and writes ``run_dir``, and
+            the others' ``record`` holds only the status.
         on_unit: called with (unit, log line) after each unit.
 
     Returns:
@@ -213,7 +215,7 @@ def run(
     sharding.check_mode(shard)
     rundir = RunDir(run_dir)
     # The directory first: cheap, and nothing is built for a run that cannot start there.
-    rundir.check_target(resume=resume, overwrite=overwrite)
+    distributed.first_decides(lambda: rundir.check_target(resume=resume, overwrite=overwrite))
     if problem is None:
         problem = problem_of_run(config)
     built = problem_lib.build(problem)
@@ -231,7 +233,7 @@ def run(
     if loop.kind == "iterations":
         placements = sharding.placement(shard, loop.num_members, built.dataset.num_train)
         if placements is not None:
-            batch = jax.device_put(batch, placements[1])
+            batch = distributed.place(batch, placements[1])
     elif loop.kind == "epochs":
         # The training set is replicated; each minibatch (data) or the members (chains) split.
         placements = sharding.placement(shard, loop.num_members, loop.batch_size,
@@ -249,15 +251,16 @@ def run(
     config_dict = config.to_dict()
     found = None
     if resume:
-        record = rundir.read_record()
-        _check_resume(record, config, problem_dict, config_dict)
-        found = _resume_point(rundir, record, loop)
+        # Only process 0 reads the run directory; the others receive its state.
+        found = distributed.first_decides(lambda: _resume_checks(rundir, config, problem_dict,
+                                                           config_dict, loop))
     else:
         record = _new_record(built, config, loop, method.position(template), problem_dict,
                              config_dict)
-    with rundir.lock():
+    writer = distributed.is_writer()
+    with distributed.first_holds(rundir.lock):
         faults.point("locked")
-        if not resume:
+        if not resume and writer:
             rundir.prepare(overwrite=overwrite)
             # The directory is a run from here on: a crash leaves a run that never started.
             rundir.write_record({**record, "status": "starting"})
@@ -266,8 +269,15 @@ def run(
         return _run_locked(built, method, config, loop, rundir,
                            lambda: jax.jit(init_all)(init_keys, first), template, batch,
                            placements, problem_dict, config_dict, found=found,
-                           progress=progress, log_every=log_every, on_unit=on_unit,
-                           notes=notes)
+                           progress=progress and writer, log_every=log_every,
+                           on_unit=on_unit, notes=notes)
+
+
+def _resume_checks(rundir: RunDir, config: RunSettings, problem_dict: dict,
+                   config_dict: dict, loop: Loop) -> manifest.Check:
+    record = rundir.read_record()
+    _check_resume(record, config, problem_dict, config_dict)
+    return _resume_point(rundir, record, loop)
 
 
 def _resume_point(rundir: RunDir, record: dict, loop: Loop) -> manifest.Check:
@@ -343,7 +353,7 @@ def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed:
         split_data = placements is not None and not placements[1].is_fully_replicated
         if placements is not None:
             # Each member's keys lie where its state does.
-            noise_keys, data_keys, augment_keys = jax.device_put(
+            noise_keys, data_keys, augment_keys = distributed.place(
                 (noise_keys, data_keys, augment_keys), placements[0])
         one = make_epoch(method, loop.batch_size, placements[1] if split_data else None,
                          augment=loop.augment)
@@ -434,26 +444,30 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
     if loop.kind == "epochs":
         batch = built.train_batch()
         if placements is not None:
-            batch = jax.device_put(batch, NamedSharding(placements[0].mesh, PartitionSpec()))
-    record = rundir.read_record()
+            batch = distributed.place(batch, NamedSharding(placements[0].mesh, PartitionSpec()))
+    # Every other process writes nothing and reads nothing: process 0 owns the directory.
+    writer = distributed.is_writer()
+    record = rundir.read_record() if writer else {}
     start, state = 0, None
     if found is not None and rundir.state_file.is_file() and (
             found.state_sha256 is not None or not record.get("manifest")):
         start, state = _load_state(rundir, template, found.state_sha256)
+    start, state = distributed.from_first(start, state, template)
     if state is None:
         state = initial_state()
     if found is not None:
         record.update(method_config=config_dict, loop=dataclasses.asdict(loop))
     if placements is not None:
-        state = jax.device_put(state, placements[0])
-    # Anything written after the last checkpoint is recomputed identically from it.
-    rundir.remove_samples_from(start)
-    rundir.truncate_log(start)
+        state = distributed.place(state, placements[0])
     files = manifest.Manifest(rundir.manifest_file)
-    _compact(rundir, files, record, start, found)
-    record.update(status="running", resumed_at=start if found is not None else None,
-                  layout=directory.LAYOUT, manifest=True)
-    rundir.write_record(record)
+    if writer:
+        # Anything written after the last checkpoint is recomputed identically from it.
+        rundir.remove_samples_from(start)
+        rundir.truncate_log(start)
+        _compact(rundir, files, record, start, found)
+        record.update(status="running", resumed_at=start if found is not None else None,
+                      layout=directory.LAYOUT, manifest=True)
+        rundir.write_record(record)
 
     step_all = _unit_function(method, loop, built, config.seed, placements)
     label = {"iterations": config.METHOD.upper(), "epochs": f"{config.METHOD} epoch",
@@ -461,7 +475,7 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
     bar = ProgressBar(label, loop.num_units, start, enabled=progress, log_every=log_every,
                       unit_name=loop.kind)
     tally = SamplerTally(loop)
-    for line in rundir.read_log():  # a resumed run counts from its first unit
+    for line in rundir.read_log() if writer else ():  # a resumed run counts from its first unit
         tally.add(line)
     for note in notes:
         bar.message(f"warning: {note}")
@@ -473,18 +487,23 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
         for unit in range(start, loop.num_units):
             t_unit = time.perf_counter()
             state, info = step_all(state, unit, _unit_batch(built, loop, unit, batch))
-            info = jax.device_get(info)
-            if loop.keeps(unit):
-                meta = _store_posterior(rundir.sample_file(unit), method, state, loop,
+            info = jax.device_get(distributed.fetch(info))
+            save = (unit + 1) % loop.save_every == 0 or unit + 1 == loop.num_units
+            evaluate = loop.eval_every and ((unit + 1) % loop.eval_every == 0
+                                            or unit + 1 == loop.num_units)
+            # Over several processes, every one gathers the state at the same units.
+            whole = distributed.fetch(state) if loop.keeps(unit) or save or evaluate else state
+            if loop.keeps(unit) and writer:
+                meta = _store_posterior(rundir.sample_file(unit), method, whole, loop,
                                         _recorder(files, manifest.sample_name(unit), unit=unit))
                 faults.point("sample-written")
             log = _log_line(unit, loop, info, time.perf_counter() - t_unit)
-            if loop.eval_every and ((unit + 1) % loop.eval_every == 0
-                                    or unit + 1 == loop.num_units):
-                log["test"] = _test_metrics(built, method.position(state))
-            rundir.append_log([log])
-            if (unit + 1) % loop.save_every == 0 or unit + 1 == loop.num_units:
-                storage.save_arrays(rundir.state_file, {**storage.flatten_tree(state),
+            if evaluate:
+                log["test"] = _test_metrics(built, method.position(whole))
+            if writer:
+                rundir.append_log([log])
+            if save and writer:
+                storage.save_arrays(rundir.state_file, {**storage.flatten_tree(whole),
                                                         UNIT_KEY: np.asarray(unit + 1)},
                                     before_rename=_recorder(files, STATE_FILE, unit=unit + 1,
                                                             point="state-recorded"))
@@ -501,11 +520,12 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
-    files.rewrite(files.latest().values())
     record.update(status="finished", finished=directory.now())
     if meta.get("info"):
         record["posterior_info"] = meta["info"]
-    rundir.write_record(record)
+    if writer:
+        files.rewrite(files.latest().values())
+        rundir.write_record(record)
     done = max(loop.num_units - start, 1)
     warning = tally.warning()
     return RunResult(rundir, record, loop.num_units, seconds, seconds / done, log,
