@@ -29,6 +29,7 @@ def _load() -> dict[str, Command]:
         prior_predictive,
         prune,
         samples,
+        shift,
         surface,
         verify,
     )
@@ -44,6 +45,7 @@ def _load() -> dict[str, Command]:
         "models": models.COMMAND,
         "prior-predictive": prior_predictive.COMMAND,
         "surface": surface.COMMAND,
+        "shift": shift.COMMAND,
         "datasets": datasets.COMMAND,
     }
 

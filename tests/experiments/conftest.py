@@ -1,0 +1,36 @@
+"""A short multi-chain HMC run on a tiny image dataset, for the analyses of stored runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bnnkit.cli import main
+
+
+def image_data(folder, seed: int) -> str:
+    """40 random 8×8 grayscale images, the label whether the left half is brighter."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, size=(40, 8, 8, 1), dtype=np.uint8)
+    y = (x[:, :, :4].mean((1, 2, 3)) > x[:, :, 4:].mean((1, 2, 3))).astype(np.int64)
+    path = folder / f"images{seed}.npz"
+    np.savez(path, x_train=x[:32], y_train=y[:32], x_test=x[32:], y_test=y[32:])
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def make_image_data():
+    """:func:`image_data`, for tests that need a second image dataset."""
+    return image_data
+
+
+@pytest.fixture(scope="session")
+def image_hmc_run(tmp_path_factory):
+    """Two chains of eight kept HMC samples of a linear classifier on 8×8 images."""
+    folder = tmp_path_factory.mktemp("images")
+    run_dir = folder / "hmc"
+    assert main(["hmc", "--dataset", image_data(folder, 0), "--model", "linear",
+                 "--step-size", "1e-3", "--trajectory-len", "0.01", "--num-iterations", "8",
+                 "--num-burn-in", "0", "--num-chains", "2", "--dir", str(run_dir),
+                 "--no-progress", "--no-evaluate"]) == 0
+    return run_dir
