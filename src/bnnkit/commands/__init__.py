@@ -23,6 +23,7 @@ class Command(NamedTuple):
 def _load() -> dict[str, Command]:
     # Imported when a command runs or --help is asked, not when bnnkit is imported.
     from bnnkit.commands import (
+        convergence,
         datasets,
         evaluate,
         models,
@@ -46,6 +47,7 @@ def _load() -> dict[str, Command]:
         "prior-predictive": prior_predictive.COMMAND,
         "surface": surface.COMMAND,
         "shift": shift.COMMAND,
+        "convergence": convergence.COMMAND,
         "datasets": datasets.COMMAND,
     }
 
