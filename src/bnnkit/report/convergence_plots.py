@@ -47,7 +47,13 @@ def rhat_histograms_png(histograms: dict[str, dict[str, Any]], title: str = "") 
         edges, counts = np.asarray(h["edges"]), np.asarray(h["counts"])
         ax.stairs(counts, edges, fill=True, alpha=0.7)
         if h["log_bins"]:
+            from matplotlib.ticker import FormatStrFormatter
+
             ax.set_xscale("log")
+            # Plain numbers (1, 2, 5) rather than 2×10⁰: R-hat values sit near 1.
+            ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+            ax.xaxis.set_minor_formatter(FormatStrFormatter("%g"))
+            ax.tick_params(axis="x", which="minor", labelsize=7)
         ax.axvline(1.1, color="tab:red", lw=0.8, ls=":")  # the paper's mark of convergence
         undefined = f"; {h['undefined']} constant" if h.get("undefined") else ""
         ax.set_title(f"{TITLES.get(space, space)}\n{int(counts.sum())} values{undefined}",
