@@ -149,10 +149,16 @@ def run_prediction(record: dict, problem: problem_lib.Problem, posterior: Any,
     return posterior_predictive(problem, posterior, x, evaluation_key(_seed(record)))
 
 
-def _weight_diagnostics(samples: Samples) -> dict[str, Any]:
+def weight_draws(samples: Samples) -> np.ndarray:
+    """Every parameter of every sample as one array (chains, samples, parameters), the leaves
+    in tree order: the weight space the diagnostics run over."""
     leaves = [np.asarray(leaf).reshape((*leaf.shape[:2], -1))
               for leaf in jax.tree.leaves(samples.params)]
-    draws = np.concatenate(leaves, axis=-1)
+    return np.concatenate(leaves, axis=-1)
+
+
+def _weight_diagnostics(samples: Samples) -> dict[str, Any]:
+    draws = weight_draws(samples)
     return {"rhat": diagnostics.summarize(diagnostics.split_rhat(draws)),
             "ess": diagnostics.summarize(diagnostics.ess(draws))}
 
@@ -213,8 +219,25 @@ def compare_probs(probs: np.ndarray, reference: np.ndarray) -> dict[str, float]:
             "total_variation": total_variation(probs, reference)}
 
 
-def corrupted_inputs(dataset, corruption: str, severity: int, seed: int = 0) -> np.ndarray:
-    """The test images of ``dataset`` under one corruption at one severity (1-5).
+def check_images(dataset, flag: str = "--corruption") -> None:
+    """Refuse a dataset whose test inputs are not uint8 images (N, H, W, C): corruptions apply
+    to images only.
+
+    Raises:
+        ConfigError: one line naming ``flag``, the dataset and its inputs' shape and dtype.
+    """
+    x = dataset.x_test
+    if np.dtype(x.dtype) != np.uint8 or np.ndim(x) != 4:
+        raise ConfigError(
+            f"{flag} applies to image datasets; {dataset.name!r} has test inputs of shape "
+            f"{tuple(np.shape(x))} and dtype {np.dtype(x.dtype)}"
+        )
+
+
+def corrupted_inputs(dataset, corruption: str, severity: int, seed: int = 0,
+                     count: int | None = None) -> np.ndarray:
+    """The test images of ``dataset`` (its first ``count``, default all) under one corruption at
+    one severity (1-5).
 
     Raises:
         ConfigError: the dataset's inputs are not uint8 images, or an unknown corruption or
@@ -222,12 +245,8 @@ def corrupted_inputs(dataset, corruption: str, severity: int, seed: int = 0) -> 
     """
     from bnnkit.data import corruptions
 
-    x = np.asarray(dataset.x_test)
-    if x.dtype != np.uint8 or x.ndim != 4:
-        raise ConfigError(
-            f"--corruption applies to image datasets; {dataset.name!r} has test inputs of shape "
-            f"{x.shape} and dtype {x.dtype}"
-        )
+    check_images(dataset)
+    x = np.asarray(dataset.x_test)[:count]
     if corruption not in corruptions.CORRUPTIONS:
         raise ConfigError(f"unknown corruption {corruption!r}; allowed: "
                           f"{', '.join(corruptions.CORRUPTIONS)}")

@@ -398,44 +398,17 @@ def points_digest(positions: Sequence[Params]) -> str:
 
 
 def check_out_dir(out: str | os.PathLike, *, resume: bool, overwrite: bool) -> None:
-    """Check, writing nothing, that a surface may be written into (or continued in) ``out``.
+    """Check, writing nothing, that a surface may be written into (or continued in) ``out``
+    (see :func:`bnnkit.experiments.output_folder.check`).
 
     Raises:
         ConfigError: both flags, an empty path, a file in the way, a folder that cannot be
             written, ``resume`` of a folder that holds no surface, a non-empty folder without
             either flag, or ``overwrite`` of a folder that holds no surface.
     """
-    given = os.fspath(out)
-    path = Path(given)
-    if resume and overwrite:
-        raise ConfigError("--resume and --overwrite exclude each other; allowed: one of them")
-    if not given.strip():
-        raise ConfigError("--out '' names no folder; allowed: a path")
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"--out {given!r} is a file; allowed: a folder or a path that does "
-                          "not exist yet")
-    existing = path.absolute()
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise ConfigError(f"--out {given!r} cannot be created: {str(existing)!r} is a file")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {given!r} cannot be written: {str(existing)!r} does not "
-                          "allow this user to write")
-    has_surface = (path / SETTINGS_FILE).is_file()
-    if resume:
-        if not has_surface:
-            raise ConfigError(f"nothing to resume: {given!r} holds no {SETTINGS_FILE}")
-        return
-    from bnnkit.runs.lock import LOCK_FILE
+    from bnnkit.experiments import output_folder
 
-    if path.is_dir() and any(e.name != LOCK_FILE for e in path.iterdir()):
-        if not overwrite:
-            raise ConfigError(f"--out {given!r} is not empty; pass --resume to continue it or "
-                              "--overwrite to replace it")
-        if not has_surface:
-            raise ConfigError(f"refusing to overwrite {given!r}: it is not empty and holds no "
-                              f"{SETTINGS_FILE}, so it is not a surface of bnnkit")
+    output_folder.check(out, SETTINGS_FILE, "surface", resume=resume, overwrite=overwrite)
 
 
 def _clear(path: Path) -> None:

@@ -71,3 +71,41 @@ def markdown(result: dict[str, Any]) -> str:
     lines = ["| quantity | value |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in rows(result)]
     return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def long_markdown(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    """A long table (one row per measurement) as markdown, floats to 4 decimals.
+
+    Example:
+        >>> print(long_markdown([{"method": "hmc", "accuracy": 0.91234}], ("method", "accuracy")))
+        | method | accuracy |
+        |---|---:|
+        | hmc | 0.9123 |
+    """
+    numeric = [all(isinstance(r[c], (int, float)) for r in rows) for c in columns]
+    lines = ["| " + " | ".join(columns) + " |",
+             "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
+    lines += ["| " + " | ".join(_cell(r[c]) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def csv_text(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    """A long table as CSV with a header line, floats at full precision (``repr``).
+
+    Example:
+        >>> print(csv_text([{"method": "hmc", "nll": 0.25}], ("method", "nll")), end="")
+        method,nll
+        hmc,0.25
+    """
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([[r[c] for c in columns] for r in rows])
+    return buffer.getvalue()

@@ -1,0 +1,71 @@
+"""The ``--out DIR`` of an experiment: new or empty, else continued (``--resume``) or replaced
+(``--overwrite``), and only when it holds that experiment's settings file.
+
+Every experiment checks its folder with :func:`check` before it reads a run or writes a byte,
+so a refused command leaves nothing behind.
+
+Example:
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> check(folder, "shift.json", "covariate-shift table", resume=False, overwrite=False)
+    >>> check(folder, "shift.json", "covariate-shift table", resume=True, overwrite=False)
+    Traceback (most recent call last):
+    ...
+    bnnkit.errors.ConfigError: nothing to resume: '...' holds no shift.json
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bnnkit.errors import ConfigError
+
+
+def check(out: str | os.PathLike, settings_file: str, what: str, *, resume: bool,
+          overwrite: bool) -> None:
+    """Check, writing nothing, that an experiment may be written into (or continued in) ``out``.
+
+    Args:
+        out: the folder given to ``--out``.
+        settings_file: the file that marks a folder as this experiment's (``"surface.json"``).
+        what: the experiment's output, for the messages (``"surface"``).
+        resume: continue the experiment in ``out``.
+        overwrite: replace the experiment in ``out``.
+
+    Raises:
+        ConfigError: both flags, an empty path, a file in the way, a folder that cannot be
+            written, ``resume`` of a folder without ``settings_file``, a non-empty folder
+            without either flag, or ``overwrite`` of a folder without ``settings_file``.
+    """
+    given = os.fspath(out)
+    path = Path(given)
+    if resume and overwrite:
+        raise ConfigError("--resume and --overwrite exclude each other; allowed: one of them")
+    if not given.strip():
+        raise ConfigError("--out '' names no folder; allowed: a path")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {given!r} is a file; allowed: a folder or a path that does "
+                          "not exist yet")
+    existing = path.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"--out {given!r} cannot be created: {str(existing)!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {given!r} cannot be written: {str(existing)!r} does not "
+                          "allow this user to write")
+    has_settings = (path / settings_file).is_file()
+    if resume:
+        if not has_settings:
+            raise ConfigError(f"nothing to resume: {given!r} holds no {settings_file}")
+        return
+    from bnnkit.runs.lock import LOCK_FILE
+
+    if path.is_dir() and any(e.name != LOCK_FILE for e in path.iterdir()):
+        if not overwrite:
+            raise ConfigError(f"--out {given!r} is not empty; pass --resume to continue it or "
+                              "--overwrite to replace it")
+        if not has_settings:
+            raise ConfigError(f"refusing to overwrite {given!r}: it is not empty and holds no "
+                              f"{settings_file}, so it is not a {what} of bnnkit")
