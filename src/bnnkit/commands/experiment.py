@@ -43,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from bnnkit.commands.flags import add_config_arguments
 
     sub = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT",
-                           parser_class=type(p))
+                           parser_class=type(p), help="which experiment: "
+                           + ", ".join(EXPERIMENTS))
     for name, experiment in EXPERIMENTS.items():
         q = sub.add_parser(name, help=experiment.help, description=experiment.help,
                            formatter_class=p.formatter_class)

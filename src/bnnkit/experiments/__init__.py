@@ -5,5 +5,15 @@
 - :mod:`~bnnkit.experiments.prior_predictive`: draws from the prior predictive,
   ``bnnkit prior-predictive``;
 - :mod:`~bnnkit.experiments.surface`: the posterior on the plane through three parameter
-  vectors, ``bnnkit surface``.
+  vectors, ``bnnkit surface``;
+- :mod:`~bnnkit.experiments.compare_methods`: SGD, deep ensembles and SGMCMC against an HMC
+  reference, ``bnnkit experiment compare-methods``;
+- :mod:`~bnnkit.experiments.prior_sweep`: HMC under Gaussian priors of three scales and other
+  shapes of equal variance, ``bnnkit experiment prior-sweep``;
+- :mod:`~bnnkit.experiments.bbb_mnist`: Bayes by Backprop on MNIST (Blundell et al. 2015) with
+  pruning, ``bnnkit experiment bbb-mnist``;
+- :mod:`~bnnkit.experiments.temperature`: test metrics against the posterior temperature for
+  HMC and SGMCMC with and without augmentation, ``bnnkit experiment temperature``;
+- :mod:`~bnnkit.experiments.run_reuse`: their runs made once (finished reused, cut off
+  resumed).
 """
