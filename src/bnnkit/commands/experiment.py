@@ -1,0 +1,73 @@
+"""``bnnkit experiment NAME --out DIR``: the paper's analyses, each writing its runs and report.
+
+One command with a subcommand per experiment (``compare-methods``, ``prior-sweep``,
+``bbb-mnist``, ``temperature``), so they share ``--out`` and ``--no-progress``, read alike in
+``bnnkit --help`` and keep the list of experiments in one place (:data:`EXPERIMENTS`). Each
+subcommand's other flags are its Config's fields (:mod:`bnnkit.commands.flags`). Runs are
+made in ``DIR`` once: called again, finished runs are reused and cut-off ones resumed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import NamedTuple
+
+from bnnkit.commands import Command
+
+
+class Experiment(NamedTuple):
+    module: str  # in bnnkit.experiments
+    function: str  # (config, out, progress=...) -> a result with .write(out) and .markdown()
+    help: str
+
+
+EXPERIMENTS = {
+    "compare-methods": Experiment(
+        "compare_methods", "compare_methods",
+        "SGD, deep ensemble and four SGMCMC variants against an HMC reference"),
+    "prior-sweep": Experiment(
+        "prior_sweep", "prior_sweep",
+        "HMC BMAs under Gaussian priors of three scales and other shapes of equal variance"),
+    "bbb-mnist": Experiment(
+        "bbb_mnist", "bbb_mnist",
+        "Bayes by Backprop on MNIST in Blundell et al.'s setting, with the pruning table"),
+    "temperature": Experiment(
+        "temperature", "temperature_sweep",
+        "test metrics of HMC and SGMCMC (with and without augmentation) against the "
+        "posterior temperature"),
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bnnkit.commands.flags import add_config_arguments
+
+    sub = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT",
+                           parser_class=type(p), help="which experiment: "
+                           + ", ".join(EXPERIMENTS))
+    for name, experiment in EXPERIMENTS.items():
+        q = sub.add_parser(name, help=experiment.help, description=experiment.help,
+                           formatter_class=p.formatter_class)
+        q.add_argument("--out", required=True,
+                       help="output folder: the runs, then the JSON, markdown and PNG report")
+        q.add_argument("--no-progress", dest="progress", action="store_false",
+                       help="no progress output")
+        module = importlib.import_module(f"bnnkit.experiments.{experiment.module}")
+        add_config_arguments(q.add_argument_group("experiment"), module.Config)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bnnkit.commands.flags import config_from_args
+
+    experiment = EXPERIMENTS[args.experiment]
+    module = importlib.import_module(f"bnnkit.experiments.{experiment.module}")
+    config = config_from_args(args, module.Config)
+    result = getattr(module, experiment.function)(config, args.out, progress=args.progress)
+    print(result.markdown())
+    print(f"report and runs in {args.out}")
+    return 0
+
+
+COMMAND = Command(help="the paper's experiments (compare-methods, prior-sweep, bbb-mnist, "
+                       "temperature): runs and a JSON, markdown and PNG report in --out",
+                  add_arguments=add_arguments, run=run)

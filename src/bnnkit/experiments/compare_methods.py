@@ -1,0 +1,253 @@
+"""How close do the cheaper methods come to HMC? The paper's central comparison, on small data.
+
+For each setting an HMC reference run is made first; then SGD, a deep ensemble and the four
+SGMCMC variants of the paper (SGLD, SGHMC, SGHMC-CLR, SGHMC-CLR-Prec) run on the same posterior
+and are evaluated against it with ``bnnkit.evaluate.evaluate(run, reference=hmc_run)``:
+accuracy / NLL / agreement / total variation (classification) or RMSE / NLL / RMSE to the HMC
+predictive mean (regression).
+
+The SGLD step size comes from HMC's adapted leapfrog step ε: one leapfrog step of HMC without
+the accept step is Langevin dynamics with
+
+    η = ε² / 2.
+
+RMSprop divides the step by ``M = √v``, the root mean square of the minibatch gradient, so the
+preconditioned variant gets η · median(M), with M measured at an HMC sample: the typical
+coordinate then moves as without preconditioning.
+
+Runs go to ``OUT/<setting>/<method>`` (:func:`~bnnkit.experiments.run_reuse.run_or_reuse`:
+finished ones are reused, cut-off ones resumed); ``bnnkit experiment compare-methods --out OUT``
+is the command line.
+
+Example:
+    >>> Config(settings="yacht").chosen()
+    ['yacht']
+    >>> sorted(methods(SETTINGS["yacht"], eta=1e-6, grad_rms=2.0))[:3]
+    ['Deep ensemble (K=5)', 'SGD', 'SGHMC']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bnnkit import storage
+from bnnkit.errors import ConfigError
+from bnnkit.experiments.run_reuse import run_or_reuse, run_seconds
+from bnnkit.inference import ensemble, hmc, sgd, sgmcmc
+from bnnkit.problem import ProblemConfig
+from bnnkit.settings import setting
+
+RESULTS_FILE = "results.json"
+TABLE_FILE = "table.md"
+FIGURE_FILE = "compare_methods.png"
+#: Test metrics and closeness to HMC, in the table's column order.
+COLUMNS = ("accuracy", "rmse", "nll", "ece", "agreement", "total_variation",
+           "rmse_to_reference_mean")
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One problem, its HMC reference and the minibatch methods' epochs, burn-in and cycle."""
+
+    problem: ProblemConfig
+    hmc: hmc.Config
+    batch_size: int
+    epochs: int
+    burn_in: int
+    cycle: int
+
+
+SETTINGS: dict[str, Setting] = {
+    "yacht": Setting(
+        problem=ProblemConfig(dataset="yacht_0", model="mlp_regression_small", noise_std=0.1),
+        hmc=hmc.Config(step_size=5e-4, trajectory_len=0.15, num_iterations=300,
+                       num_burn_in=100, num_chains=4),
+        batch_size=32, epochs=1500, burn_in=500, cycle=100,
+    ),
+    "mnist160": Setting(
+        problem=ProblemConfig(dataset="mnist", model="mlp_classification", subset_train_to=160),
+        hmc=hmc.Config(step_size=5e-4, trajectory_len=0.1, num_iterations=120,
+                       num_burn_in=40, num_chains=4, max_num_leapfrog_steps=2000),
+        batch_size=32, epochs=1500, burn_in=500, cycle=100,
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config:
+    """Which settings to run, and where their data are."""
+
+    settings: str = setting(",".join(SETTINGS), metavar="NAME,...",
+                            help=f"comma-separated settings to run, of: {', '.join(SETTINGS)}")
+    data_dir: str | None = setting(None, help="folder with MNIST (default: $BNNKIT_DATA_DIR "
+                                              "or the download cache)")
+
+    def chosen(self, known: Mapping[str, Setting] = SETTINGS) -> list[str]:
+        """The settings' names, in order.
+
+        Raises:
+            ConfigError: none, or one not in ``known``.
+        """
+        names = [n.strip() for n in self.settings.split(",") if n.strip()]
+        if not names:
+            raise ConfigError(f"--settings {self.settings!r} names none; allowed: "
+                              f"{', '.join(known)}")
+        for name in names:
+            if name not in known:
+                raise ConfigError(f"unknown --settings {name!r}; allowed: {', '.join(known)}")
+        return names
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """The table rows per setting (``rows[name]``: one dict per method, HMC first, with the
+    test metrics, the closeness to HMC, ``seconds`` and a ``note``) and each problem."""
+
+    rows: dict[str, list[dict[str, Any]]]
+    problems: dict[str, dict[str, Any]]
+
+    def markdown(self) -> str:
+        return "\n".join(["# Cheaper methods against HMC", "",
+                          *(markdown(name, rows) for name, rows in self.rows.items())])
+
+    def write(self, out: str | os.PathLike) -> list[Path]:
+        """``results.json``, ``table.md`` and ``compare_methods.png`` into ``out``."""
+        from bnnkit.report.experiment_plots import compare_methods_png
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        storage.write_json(out / RESULTS_FILE, {
+            name: {"problem": self.problems[name], "rows": rows}
+            for name, rows in self.rows.items()})
+        storage.atomic_write_bytes(out / TABLE_FILE, self.markdown().encode())
+        storage.atomic_write_bytes(out / FIGURE_FILE, compare_methods_png(self.rows))
+        return [out / RESULTS_FILE, out / TABLE_FILE, out / FIGURE_FILE]
+
+
+def gradient_rms(hmc_dir: str | os.PathLike, batch_size: int) -> float:
+    """Median over coordinates of the RMS minibatch gradient at HMC's last sample of chain 0."""
+    import jax
+    import jax.numpy as jnp
+
+    from bnnkit.evaluate import load_run
+    from bnnkit.runs.loop import minibatch_indices
+    from bnnkit.types import Batch
+
+    _, problem, samples = load_run(hmc_dir)
+    params = jax.tree.map(lambda a: jnp.asarray(a[0, -1]), samples.params)
+    train = problem.train_batch()
+    idx = minibatch_indices(jax.random.PRNGKey(0), problem.dataset.num_train, batch_size)
+    grad = jax.jit(jax.grad(problem.log_posterior))
+    sq = None
+    for i in idx:
+        g = jnp.concatenate([x.ravel() for x in jax.tree.leaves(
+            grad(params, Batch(train.x[i], train.y[i])))])
+        sq = g**2 if sq is None else sq + g**2
+    return float(jnp.median(jnp.sqrt(sq / len(idx))))
+
+
+def methods(setting: Setting, eta: float, grad_rms: float) -> dict[str, Any]:
+    """Method label -> its Config, from the SGLD step ``eta`` and the gradient's RMS."""
+    epochs, burn, cycle = setting.epochs, setting.burn_in, setting.cycle
+    common = dict(num_epochs=epochs, batch_size=setting.batch_size)
+    sgd_eta = 10 * eta  # optimisation tolerates larger steps than sampling
+    constant = dict(common, init_step_size=eta, final_step_size=eta, num_burn_in=burn,
+                    ensemble_freq=max((epochs - burn) // 50, 1))
+    clr = dict(common, init_step_size=2 * eta, step_size_schedule="cyclical", cycle_length=cycle,
+               num_burn_in=burn, momentum_decay=0.9)
+    return {
+        "SGD": sgd.Config(**common, init_step_size=sgd_eta, momentum_decay=0.9),
+        "Deep ensemble (K=5)": ensemble.Config(**common, init_step_size=sgd_eta,
+                                               momentum_decay=0.9, num_members=5),
+        "SGLD": sgmcmc.Config(**constant, momentum_decay=0.0),
+        "SGHMC": sgmcmc.Config(**constant, momentum_decay=0.9),
+        "SGHMC-CLR": sgmcmc.Config(**clr),
+        "SGHMC-CLR-Prec": sgmcmc.Config(**{**clr, "init_step_size": 2 * eta * grad_rms},
+                                        preconditioner="rmsprop"),
+    }
+
+
+def run_setting(name: str, setting: Setting, root: Path, progress: bool = True
+                ) -> list[dict[str, Any]]:
+    """HMC, then every method of :func:`methods` against it; the table rows."""
+    from bnnkit.evaluate import evaluate
+
+    problem = setting.problem
+    hmc_dir = root / name / "hmc"
+    _announce(progress, name, "HMC (reference)", run_or_reuse(problem, setting.hmc, hmc_dir,
+                                                              progress=progress))
+    ref = evaluate(hmc_dir)
+    sampler = ref["sampler"]
+    eps = float(np.median(sampler["step_size"]))
+    eta = eps**2 / 2
+    rows = [{"method": "HMC (reference)", **ref["test"], "seconds": run_seconds(hmc_dir),
+             "note": f"acc. {sampler['acceptance_rate']:.2f}, eps {eps:.2g}, "
+                     f"{sampler['num_divergent']} div."}]
+    rms = gradient_rms(hmc_dir, setting.batch_size)
+    for label, config in methods(setting, eta, rms).items():
+        run_dir = root / name / label.split(" ")[0].lower()
+        _announce(progress, name, label, run_or_reuse(problem, config, run_dir,
+                                                      progress=progress))
+        res = evaluate(run_dir, reference=hmc_dir)
+        rows.append({"method": label, **res["test"],
+                     **{k: v for k, v in res["reference"].items()
+                        if k not in ("run", "settings_differ")},
+                     "seconds": run_seconds(run_dir),
+                     "note": f"η₀ {config.init_step_size:.2g}, "
+                             f"{res['num_chains']}x{res['num_samples_per_chain']} samples"})
+    return rows
+
+
+def _announce(progress: bool, name: str, label: str, ran: bool) -> None:
+    if progress:
+        print(f"[{name}] {label}: {'done' if ran else 'finished earlier, reused'}", flush=True)
+
+
+def markdown(name: str, rows: list[dict[str, Any]]) -> str:
+    """One setting's table: a row per method, the metrics it has."""
+    keys = [k for k in COLUMNS if any(k in r for r in rows)]
+    head = "| method | " + " | ".join(keys) + " | seconds | note |"
+    lines = [f"### {name}", "", head, "|" + "---|" * (len(keys) + 3)]
+    for r in rows:
+        vals = [f"{r[k]:.4f}" if k in r else "—" for k in keys]
+        lines.append(f"| {r['method']} | " + " | ".join(vals) + f" | {r['seconds']:.0f} | "
+                     f"{r['note']} |")
+    return "\n".join(lines) + "\n"
+
+
+def compare_methods(config: Config, out: str | os.PathLike, *,
+                    settings: Mapping[str, Setting] | None = None,
+                    progress: bool = True) -> Comparison:
+    """Run (or reuse) every chosen setting's methods in ``out`` and write the report there.
+
+    Args:
+        config: which settings.
+        out: the output folder: runs in ``out/<setting>/<method>``, the report beside them
+            (:meth:`Comparison.write`), rewritten after each setting.
+        settings: the settings to choose from (default :data:`SETTINGS`).
+        progress: progress of each run and a line per method.
+
+    Raises:
+        ConfigError: an unknown setting, or a run directory of other settings in ``out``.
+    """
+    known = SETTINGS if settings is None else settings
+    names = config.chosen(known)
+    out = Path(out)
+    rows: dict[str, list[dict[str, Any]]] = {}
+    problems: dict[str, dict[str, Any]] = {}
+    for name in names:
+        setting_ = known[name]
+        if config.data_dir is not None:
+            setting_ = dataclasses.replace(setting_, problem=dataclasses.replace(
+                setting_.problem, data_dir=config.data_dir))
+        rows[name] = run_setting(name, setting_, out, progress)
+        problems[name] = dataclasses.asdict(setting_.problem)
+        result = Comparison(rows, problems)
+        result.write(out)
+    return result
