@@ -13,7 +13,8 @@ all q is p_T itself and over mean-field Gaussians the mean-field approximation o
 and ``L_1`` is the usual ELBO ``E_q[ℓ] − KL(q ‖ p)``.
 
 Each step estimates the gradient with the reparameterisation ``θ_s = μ + σ ⊙ ε_s``,
-``ε_s ~ N(0, I)``, ``s = 1..S`` (one flat normal draw per sample for all parameters), on
+``ε_s ~ N(0, I)``, ``s = 1..S`` (one flat normal draw for all samples and parameters, from
+:func:`bnnkit.inference._noise.standard_normal`), on
 minibatch ``B_i``, ``i = t mod M`` of the M minibatches of an epoch:
 
     L̂_i = (1/S) Σ_s (N/|B|) Σ_{n∈B_i} log p(y_n | x_n, θ_s) / T  −  M π_i C_T(q)
@@ -60,13 +61,10 @@ import numpy as np
 import optax
 
 from bnnkit import schedules
+from bnnkit.inference._noise import stacked_normal_like
 from bnnkit.inference.base import EpochSettings, Loop, Method
 from bnnkit.inference.sgd import check_momentum
-from bnnkit.posterior.diag_gaussian import (
-    DiagGaussian,
-    inverse_softplus,
-    standard_normal_like,
-)
+from bnnkit.posterior.diag_gaussian import DiagGaussian, inverse_softplus
 from bnnkit.settings import check_at_least, check_choice, check_positive, setting
 from bnnkit.types import Batch, Key, Params
 
@@ -261,7 +259,7 @@ def build(log_posterior, config: Config) -> Method:
 
     def step(key: Key, state: VIState, batch: Batch) -> tuple[VIState, VIInfo]:
         dtype = jax.tree.leaves(state.mean)[0].dtype
-        eps = standard_normal_like(key, state.mean, num_samples)
+        eps = stacked_normal_like(key, state.mean, num_samples)
         weight = kl_weight(state.count, kl_weighting, steps_per_epoch, dtype)
         variational = (state.mean, state.rho)
         grads, (elbo, expected_ll, kl) = jax.grad(negative_objective, has_aux=True)(
