@@ -12,9 +12,10 @@ differ in where the random bits come from and how they become normals:
   XLA's ``sin``/``cos`` or with the polynomial quadrant form that bnnkit adopts
   (:func:`bnnkit.inference._noise.standard_normal`).
 
-Measured on a loaded 2-core EPYC (provisional): the adopted generator takes about 0.35× the
-time of ``jax.random.normal``; ``rbg`` bits are slower than threefry's on CPU, and XLA's
-``sin``/``cos`` cost more than ``erfinv``.
+Measured on a loaded 2-core EPYC, variants interleaved (provisional): the adopted generator
+takes about 0.85× the time of ``jax.random.normal``, as much as threefry's bits alone; ``rbg``
+bits are about twice as slow as threefry's on CPU, and XLA's ``sin``/``cos`` cost more than
+``erfinv``.
 
 Rows give milliseconds per draw of 478,410 float32 normals (``mlp_bbb_400``'s parameter count),
 single and vmapped over 4 keys (ensembles and chains draw under ``vmap``), and the ratio to the
@@ -74,17 +75,21 @@ def variants(n: int):
     }
 
 
-def time_ms(fn, key, repeats: int) -> float:
-    f = jax.jit(fn)
-    jax.block_until_ready(f(key))
-    times = []
+def time_all(fns: dict, key, repeats: int) -> dict[str, float]:
+    """Median ms of each function, the variants interleaved round by round so that a changing
+    load on a shared machine affects all of them alike."""
+    compiled = {name: jax.jit(fn) for name, fn in fns.items()}
+    for f in compiled.values():
+        jax.block_until_ready(f(key))
+    times = {name: [] for name in fns}
     for i in range(repeats):
         k = jax.vmap(jax.random.fold_in, (0, None))(key, i) if key.ndim > 1 else (
             jax.random.fold_in(key, i))
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(k))
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+        for name, f in compiled.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(k))
+            times[name].append(time.perf_counter() - t0)
+    return {name: 1e3 * statistics.median(t) for name, t in times.items()}
 
 
 def main() -> None:
@@ -98,10 +103,11 @@ def main() -> None:
           f"median of {args.repeats}")
     key = jax.random.PRNGKey(0)
     keys = jax.random.split(key, args.members)
-    rows = {}
-    for name, fn in variants(args.size).items():
-        rows[name] = (time_ms(fn, key, args.repeats),
-                      time_ms(jax.vmap(fn), keys, max(args.repeats // 4, 3)))
+    fns = variants(args.size)
+    one = time_all(fns, key, args.repeats)
+    many = time_all({name: jax.vmap(fn) for name, fn in fns.items()}, keys,
+                    max(args.repeats // 4, 3))
+    rows = {name: (one[name], many[name]) for name in fns}
     base = rows["threefry + erfinv (jax.random.normal)"]
     print(f"{'variant':<52} {'ms':>8} {'ratio':>7} {f'vmap {args.members} ms':>12} {'ratio':>7}")
     for name, (one, many) in rows.items():

@@ -10,12 +10,13 @@ Drawing a normal for each of ~5·10⁵ weights with ``jax.random.normal`` costs 
 minibatch gradient of a 784-400-400-10 MLP on CPU: threefry's bits, then ``√2 erfinv(u)``.
 :func:`standard_normal` takes the same bits (one 32-bit word per normal) and transforms them
 with Box–Muller, whose ``log``/``√`` are shared by two normals and whose angle needs only
-polynomials (no ``erfinv``, no library ``sin``/``cos`` with their range reduction), which makes
-the transform about three times cheaper (``benchmarks/normal_draws.py``). Rademacher signs cost
-about a tenth of a Gaussian draw. For SGLD/SGHMC the noise
-only has to have the right first two moments: the Euler scheme with two-point increments of
-matching mean and variance (the *simplified weak Euler scheme*, Kloeden & Platen 1992, §14.1)
-has the same weak order 1 as with Gaussian increments, i.e. the same O(η) bias of expectations,
+polynomials (no ``erfinv``, no library ``sin``/``cos`` with their range reduction). The
+threefry bits are most of the cost, so the whole draw is only about 15 % cheaper than
+``jax.random.normal`` (``benchmarks/normal_draws.py``; XLA's ``rbg`` bits are slower on CPU).
+Rademacher signs cost about a tenth of a Gaussian draw. For SGLD/SGHMC the noise only has to
+have the right first two moments: the Euler scheme with two-point increments of matching mean
+and variance (the *simplified weak Euler scheme*, Kloeden & Platen 1992, §14.1) has the same
+weak order 1 as with Gaussian increments, i.e. the same O(η) bias of expectations,
 and the sum of many small steps is Gaussian by the central limit theorem. On a Gaussian target
 the stationary mean and covariance are exactly those of Gaussian noise (they depend on the noise
 covariance only), which ``tests/test_sgmcmc_exact.py`` checks.
