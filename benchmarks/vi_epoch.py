@@ -9,13 +9,18 @@ the gradient with respect to twice as many variational parameters, the KL term a
 
 Wall seconds are what the target is about; CPU seconds (all threads of this process) are the
 work done, which other jobs on a shared machine inflate less. Rows: SGD with momentum (the
-baseline); VI with the Gaussian prior (closed-form KL); VI with Blundell's scale-mixture prior
-(Monte Carlo KL, ``log p(θ_s)`` of the same draw). Target: ≤ 5 s per VI epoch on a 2-core CPU;
-published floors elsewhere: SGD 0.89 s, BBB 5.5 s.
+baseline); VI with the Gaussian prior (closed-form KL) for each ``--vi-estimator`` (weights:
+Blundell's one weight sample per minibatch; local_reparam: per-example pre-activation noise;
+flipout: shared weight noise with per-example signs); VI with Blundell's scale-mixture prior
+(Monte Carlo KL, ``log p(θ_s)`` of a weight draw) with the weights and local_reparam estimators;
+and a plain PyTorch Bayes-by-Backprop loop (``benchmarks/torch_bbb.py``: same network, batch,
+weight noise, Gaussian-prior KL and Adam, ``torch.set_num_threads`` = the cores JAX uses),
+measured in the same run, when torch is installed. Each row's ratio is to SGD's epoch and to
+PyTorch's. Targets: weight-noise BBB ≤ 0.6× PyTorch's epoch, the best estimator ≤ 0.35×.
 
 Usage::
 
-    python benchmarks/vi_epoch.py [--repeats 3] [--num-samples 1]
+    python benchmarks/vi_epoch.py [--repeats 3] [--num-samples 1] [--no-torch]
 """
 
 from __future__ import annotations
@@ -35,6 +40,11 @@ from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import get, num_params
 from bnnkit.runs.loop import make_epoch
 from bnnkit.types import Batch
+
+try:  # the PyTorch reference beside this file; optional
+    import torch_bbb
+except ImportError:
+    torch_bbb = None
 
 SCALE_MIXTURE = f"scale_mixture:pi=0.5,sigma1=1,sigma2={math.exp(-6)!r}"
 
@@ -68,6 +78,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--num-samples", type=int, default=1,
                         help="Monte Carlo samples of the weights per VI step")
+    parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch reference")
     args = parser.parse_args()
     print(f"jax {jax.__version__} on {jax.devices()[0].platform} "
           f"({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)")
@@ -76,22 +87,35 @@ def main() -> None:
     steps = train.x.shape[0] // batch_size
     # A 100-epoch cosine schedule from 1e-3, as every row uses.
     epochs = dict(init_step_size=1e-3, num_epochs=100, batch_size=batch_size)
-    vi_config = vi.Config(**epochs, vi_num_samples=args.num_samples)
     rows = {"SGD (momentum 0.9)": time_epochs(sgd.build(lp, sgd.Config(**epochs)), params,
                                               train, batch_size, args.repeats)}
-    rows["BBB, Gaussian prior (closed-form KL)"] = time_epochs(
-        vi.build(lp, vi_config), params, train, batch_size, args.repeats)
     lp_mix, *_ = setting(priors.make(SCALE_MIXTURE))
-    rows["BBB, scale mixture (Monte Carlo KL)"] = time_epochs(
-        vi.build(lp_mix, vi_config), params, train, batch_size, args.repeats)
+    cases = [(f"BBB {e}, Gaussian prior", lp, e) for e in vi.ESTIMATORS]
+    cases += [(f"BBB {e}, scale mixture (MC KL)", lp_mix, e) for e in ("weights", "local_reparam")]
+    for name, log_posterior, estimator in cases:
+        config = vi.Config(**epochs, vi_num_samples=args.num_samples, vi_estimator=estimator)
+        rows[name] = time_epochs(vi.build(log_posterior, config), params, train, batch_size,
+                                 args.repeats)
+    reference = None
+    if torch_bbb is None or args.no_torch:
+        note = "skipped (--no-torch)" if args.no_torch else "benchmarks/torch_bbb.py not found"
+    else:
+        reference = torch_bbb.time_epochs(args.repeats, train.x.shape[0], batch_size)
+        note = "torch is not installed" if reference is None else None
+    if reference is not None:
+        rows[f"PyTorch BBB ({torch_bbb.cores()} threads)"] = reference
     base = rows["SGD (momentum 0.9)"]
     print(f"mlp_bbb_400 ({num_params(params):,} parameters), {train.x.shape[0]:,} examples, "
           f"batch {batch_size}, {steps} steps/epoch, {args.num_samples} MC sample(s), "
           f"median of {args.repeats} epochs")
-    print(f"{'method':<40} {'s/epoch':>8} {'ratio to SGD':>13} {'CPU s/epoch':>12} "
-          f"{'CPU ratio':>10}")
+    print(f"{'method':<40} {'s/epoch':>8} {'to SGD':>7} {'to torch':>9} {'CPU s/epoch':>12} "
+          f"{'CPU to SGD':>11}")
     for name, (sec, cpu) in rows.items():
-        print(f"{name:<40} {sec:8.2f} {sec / base[0]:13.2f} {cpu:12.2f} {cpu / base[1]:10.2f}")
+        to_torch = f"{sec / reference[0]:9.2f}" if reference is not None else f"{'-':>9}"
+        print(f"{name:<40} {sec:8.2f} {sec / base[0]:7.2f} {to_torch} {cpu:12.2f} "
+              f"{cpu / base[1]:11.2f}")
+    if note:
+        print(f"no PyTorch reference: {note}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ all q is p_T itself and over mean-field Gaussians the mean-field approximation o
 and ``L_1`` is the usual ELBO ``E_q[ℓ] − KL(q ‖ p)``.
 
 Each step estimates the gradient with the reparameterisation ``θ_s = μ + σ ⊙ ε_s``,
-``ε_s ~ N(0, I)``, ``s = 1..S`` (one flat normal draw per sample for all parameters), on
+``ε_s ~ N(0, I)``, ``s = 1..S`` (one flat normal draw for all samples and parameters, from
+:func:`bnnkit.inference._noise.standard_normal`), on
 minibatch ``B_i``, ``i = t mod M`` of the M minibatches of an epoch:
 
     L̂_i = (1/S) Σ_s (N/|B|) Σ_{n∈B_i} log p(y_n | x_n, θ_s) / T  −  M π_i C_T(q)
@@ -60,13 +61,12 @@ import numpy as np
 import optax
 
 from bnnkit import schedules
+from bnnkit.inference._layer_noise import ESTIMATORS, check_network, noisy_apply
+from bnnkit.inference._noise import stacked_normal_like
 from bnnkit.inference.base import EpochSettings, Loop, Method
 from bnnkit.inference.sgd import check_momentum
-from bnnkit.posterior.diag_gaussian import (
-    DiagGaussian,
-    inverse_softplus,
-    standard_normal_like,
-)
+from bnnkit.log_posterior import LATENT_COLLECTIONS, network_variables
+from bnnkit.posterior.diag_gaussian import DiagGaussian, inverse_softplus
 from bnnkit.settings import check_at_least, check_choice, check_positive, setting
 from bnnkit.types import Batch, Key, Params
 
@@ -173,6 +173,11 @@ class Config(EpochSettings):
                                     help="heavy-ball momentum β in [0, 1) of --optimizer sgd")
     vi_num_samples: int = setting(1, help="reparameterised Monte Carlo samples of the weights "
                                           "per step")
+    vi_estimator: str = setting(
+        "weights", choices=ESTIMATORS,
+        help="gradient estimator of the same ELBO: weights (one weight sample per minibatch, "
+             "Blundell), local_reparam (per-example pre-activation noise, dense layers only) "
+             "or flipout (shared weight noise, per-example signs)")
     vi_sigma_init: float = setting(1e-3, help="initial posterior std σ of every weight "
                                               "(σ = softplus(ρ))")
     kl_weighting: str = setting("uniform", choices=KL_WEIGHTINGS,
@@ -189,10 +194,11 @@ class Config(EpochSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         cls = type(self)
-        for name in ("optimizer", "kl_weighting"):
+        for name in ("optimizer", "kl_weighting", "vi_estimator"):
             object.__setattr__(self, name, str(getattr(self, name)).lower())
         check_choice(cls, "optimizer", self.optimizer, OPTIMIZERS)
         check_choice(cls, "kl_weighting", self.kl_weighting, KL_WEIGHTINGS)
+        check_choice(cls, "vi_estimator", self.vi_estimator, ESTIMATORS)
         check_momentum(self.momentum_decay)
         check_at_least(cls, "vi_num_samples", self.vi_num_samples, 1)
         check_positive(cls, "vi_sigma_init", self.vi_sigma_init)
@@ -229,17 +235,42 @@ def build(log_posterior, config: Config) -> Method:
     num_samples = int(config.vi_num_samples)
     closed_form = has_closed_form_kl(prior)
     sigma_init, kl_weighting = config.vi_sigma_init, config.kl_weighting
+    estimator = config.vi_estimator
 
     def init(key: Key, params: Params, batch: Batch | None = None) -> VIState:
-        del key, batch
+        del key
+        if estimator != "weights" and batch is not None:
+            # The run driver traces init before it writes anything: a network the estimator
+            # cannot run is refused there.
+            check_network(lp.apply, estimator, network_variables(params), batch.x)
         rho = jax.tree.map(lambda p: jnp.full_like(p, inverse_softplus(sigma_init)), params)
         return VIState(params, rho, opt.init((params, rho)), jnp.zeros((), jnp.int32))
 
-    def negative_objective(variational, eps, batch, weight):
+    def layer_noise_log_likelihood(q, draws, eps, layer_key, batch):
+        # The network's own variables stay at μ (the dense layers add the noise); latent
+        # collections of the position (hierarchical priors, an inferred noise std) are drawn.
+        def one(position, e, k):
+            apply = noisy_apply(lp.apply, estimator, network_variables(q.std), k, e)
+            return dataclasses.replace(lp, apply=apply).log_likelihood(position, batch)
+
+        positions = draws if draws is not None else jax.tree.map(
+            lambda m: jnp.broadcast_to(m, (num_samples, *m.shape)), q.mean)
+        positions = {**positions, "params": jax.tree.map(
+            lambda m: jnp.broadcast_to(m, (num_samples, *m.shape)), q.mean["params"])}
+        keys = jax.random.split(layer_key, num_samples)
+        if num_samples == 1:
+            first = jax.tree.map(lambda a: a[0], (positions, eps))
+            return one(*first, keys[0])
+        return jnp.mean(jax.vmap(one)(positions, eps, keys))
+
+    def negative_objective(variational, eps, layer_key, batch, weight):
         mean, rho = variational
         q = DiagGaussian.from_rho(mean, rho)
-        draws = jax.tree.map(lambda m, s, e: m + s * e, q.mean, q.std, eps)
-        if num_samples == 1:  # no vmap: the plain network call is cheapest
+        draws = None if eps is None else jax.tree.map(lambda m, s, e: m + s * e, q.mean,
+                                                      q.std, eps)
+        if estimator != "weights":
+            log_lik = layer_noise_log_likelihood(q, draws, eps, layer_key, batch)
+        elif num_samples == 1:  # no vmap: the plain network call is cheapest
             one = jax.tree.map(lambda a: a[0], draws)
             log_lik = lp.log_likelihood(one, batch)
         else:
@@ -261,11 +292,15 @@ def build(log_posterior, config: Config) -> Method:
 
     def step(key: Key, state: VIState, batch: Batch) -> tuple[VIState, VIInfo]:
         dtype = jax.tree.leaves(state.mean)[0].dtype
-        eps = standard_normal_like(key, state.mean, num_samples)
+        # local_reparam draws no weights unless the KL (Monte Carlo) or latent variables
+        # outside the network need them; the layers' own noise comes from a second key.
+        has_latents = any(name in state.mean for name in LATENT_COLLECTIONS)
+        needs_weights = estimator != "local_reparam" or not closed_form or has_latents
+        eps = stacked_normal_like(key, state.mean, num_samples) if needs_weights else None
         weight = kl_weight(state.count, kl_weighting, steps_per_epoch, dtype)
         variational = (state.mean, state.rho)
         grads, (elbo, expected_ll, kl) = jax.grad(negative_objective, has_aux=True)(
-            variational, eps, batch, weight)
+            variational, eps, jax.random.fold_in(key, 1), batch, weight)
         updates, opt_state = opt.update(grads, state.opt_state, variational)
         mean, rho = optax.apply_updates(variational, updates)
         info = VIInfo(elbo, expected_ll, kl, jnp.asarray(schedule(state.count), elbo.dtype))

@@ -1,0 +1,119 @@
+"""Seconds per epoch of a plain PyTorch Bayes-by-Backprop loop: the reference for vi_epoch.py.
+
+The same setting as ``benchmarks/vi_epoch.py``: MLP 784-400-400-10 (478,410 weights and
+biases) on 60,000 MNIST-shaped random inputs, batch 128 (468 steps, the last incomplete batch
+dropped), Blundell's weight noise (one ``W = μ + softplus(ρ) ε`` per step, ``torch.randn``),
+the closed-form KL to a N(0, 1) prior spread uniformly over the minibatches, and Adam at 1e-3.
+Written as one would by hand in PyTorch (``F.linear`` on sampled weights, autograd, a fresh
+permutation each epoch), with ``torch.set_num_threads`` set to the cores the process may use,
+which is what XLA's CPU backend uses too.
+
+torch is not a dependency of bnnkit: without it this prints a note and exits 0.
+
+Usage::
+
+    python benchmarks/torch_bbb.py [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import statistics
+import time
+
+try:
+    import torch
+    import torch.nn.functional as F  # noqa: N812
+except ImportError:  # the benchmark is optional
+    torch = None
+
+SIZES = (784, 400, 400, 10)
+
+
+def cores() -> int:
+    """The CPUs this process may run on (the threads XLA's CPU backend uses)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def make_layers(sigma_init: float = 1e-3):
+    gen = torch.Generator().manual_seed(0)
+    rho0 = math.log(math.expm1(sigma_init))
+    layers = []
+    for fan_in, fan_out in itertools.pairwise(SIZES):
+        w = torch.randn(fan_out, fan_in, generator=gen) / math.sqrt(fan_in)
+        b = torch.zeros(fan_out)
+        layers.append([t.requires_grad_() for t in
+                       (w, torch.full_like(w, rho0), b, torch.full_like(b, rho0))])
+    return layers
+
+
+def make_epoch(num_train: int, batch_size: int):
+    """``epoch(x, y)``: one pass of Bayes by Backprop over shuffled minibatches."""
+    layers = make_layers()
+    opt = torch.optim.Adam([t for layer in layers for t in layer], lr=1e-3)
+    steps = num_train // batch_size
+
+    def kl_to_standard_normal(mu, sigma):
+        return 0.5 * torch.sum(sigma**2 + mu**2 - 1.0) - torch.sum(torch.log(sigma))
+
+    def step(xb, yb):
+        h, kl = xb, 0.0
+        for i, (w_mu, w_rho, b_mu, b_rho) in enumerate(layers):
+            w_sigma, b_sigma = F.softplus(w_rho), F.softplus(b_rho)
+            w = w_mu + w_sigma * torch.randn_like(w_mu)
+            b = b_mu + b_sigma * torch.randn_like(b_mu)
+            h = F.linear(h, w, b)
+            if i < len(layers) - 1:
+                h = F.relu(h)
+            kl = kl + kl_to_standard_normal(w_mu, w_sigma) + kl_to_standard_normal(b_mu, b_sigma)
+        nll = F.cross_entropy(h, yb, reduction="sum") * (num_train / xb.shape[0])
+        loss = nll + kl / steps
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def epoch(x, y):
+        perm = torch.randperm(num_train)
+        for i in range(steps):
+            idx = perm[i * batch_size:(i + 1) * batch_size]
+            step(x[idx], y[idx])
+
+    return epoch
+
+
+def time_epochs(repeats: int, num_train: int = 60_000, batch_size: int = 128):
+    """Median (wall, CPU) seconds of ``repeats`` epochs after one warm-up epoch, or None."""
+    if torch is None:
+        return None
+    torch.set_num_threads(cores())
+    torch.manual_seed(0)
+    x = torch.randn(num_train, SIZES[0])
+    y = torch.randint(0, SIZES[-1], (num_train,))
+    epoch = make_epoch(num_train, batch_size)
+    epoch(x, y)  # warm up the allocator and the kernels
+    wall, cpu = [], []
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        epoch(x, y)
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    result = time_epochs(args.repeats)
+    if result is None:
+        print("torch is not installed: no PyTorch reference (pip install torch to get one)")
+        return
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads: BBB "
+          f"{result[0]:.2f} s/epoch (CPU {result[1]:.2f} s), median of {args.repeats}")
+
+
+if __name__ == "__main__":
+    main()
