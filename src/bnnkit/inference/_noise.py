@@ -32,6 +32,9 @@ import jax.numpy as jnp
 from bnnkit.types import Params
 
 NOISES = ("gaussian", "rademacher")
+#: Which transform of which bits gives the Gaussian noise; stored with each run, so a run whose
+#: noise came from another generator is not resumed as if it were the same stream.
+GENERATOR = "box-muller-threefry"
 
 
 def _split_flat(flat: jax.Array, tree: Params) -> Params:

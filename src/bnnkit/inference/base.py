@@ -147,6 +147,11 @@ class RunSettings:
         """A short name of the configured method for titles (``"HMC"``, ``"SGHMC-CLR"``)."""
         return self.METHOD.upper()
 
+    @property
+    def draws_gaussian_noise(self) -> bool:
+        """Whether the run draws Gaussian noise (:data:`bnnkit.inference._noise.GENERATOR`)."""
+        return False
+
     def source_run(self) -> str | None:
         """A run whose parameters start this one (``RUN`` or ``RUN:SAMPLE``), if any."""
         return getattr(self, "init_checkpoint", None)

@@ -149,6 +149,9 @@ class Config(EpochSettings):
             raise ConfigError(f"number of chains {self.num_chains} must be >= 1")
 
     @property
+    def draws_gaussian_noise(self) -> bool:
+        return self.noise == "gaussian"
+
     def label(self) -> str:
         return self.variant
 

@@ -205,6 +205,9 @@ class Config(EpochSettings):
         check_at_least(cls, "vi_ensemble_size", self.vi_ensemble_size, 1)
 
     @property
+    def draws_gaussian_noise(self) -> bool:
+        return True
+
     def label(self) -> str:
         return f"MFVI ({self.vi_ensemble_size} samples)"
 

@@ -55,6 +55,7 @@ from bnnkit import distributed, storage
 from bnnkit import problem as problem_lib
 from bnnkit.data.augment import random_crop_flip
 from bnnkit.errors import ConfigError
+from bnnkit.inference import _noise
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.models import num_params
@@ -334,6 +335,11 @@ def _check_resume(record: dict, config: RunSettings, problem_dict: dict,
         raise ConfigError(f"the run was made by an older bnnkit without the setting(s) "
                           f"{', '.join(newer)} and cannot be resumed by this version; start it "
                           "again with --overwrite")
+    if config.draws_gaussian_noise and record.get("gaussian_noise") != _noise.GENERATOR:
+        raise ConfigError(f"the run drew its Gaussian noise with "
+                          f"{record.get('gaussian_noise', 'jax.random.normal')!r}, this version "
+                          f"with {_noise.GENERATOR!r}, so it cannot continue the same stream; "
+                          "start it again with --overwrite")
     directory.check_same_settings(
         {**record["problem"], **stored}, {**problem_dict, **config_dict},
         type(config).resumable())
@@ -427,6 +433,7 @@ def _new_record(built, config, loop, position, problem_dict, config_dict) -> dic
         "method": config.METHOD, "layout": directory.LAYOUT, "problem": problem_dict,
         "method_config": config_dict, "loop": dataclasses.asdict(loop),
         "manifest": True, "versions": directory.versions(), "git": directory.git_hash(),
+        "gaussian_noise": _noise.GENERATOR,
         "started": directory.now(),
         "num_params": num_params(jax.tree.map(
             lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), position)),
