@@ -322,6 +322,13 @@ def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed:
 
         return sequential
 
+    if method.step_members is not None:  # it compiles its own pieces
+        def host_driven(state, unit, batch):
+            keys = jax.vmap(lambda k: jax.random.fold_in(k, unit))(noise_keys)
+            return method.step_members(keys, state, batch)
+
+        return host_driven
+
     @jax.jit
     def step_all(state, unit, batch):
         keys = jax.vmap(lambda k: jax.random.fold_in(k, unit))(noise_keys)
