@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -27,8 +28,10 @@ class TinyConv(nn.Module):
 
 
 def tiny_conv_problem(n: int = 16):
-    key_x, key_y = jax.random.split(jax.random.PRNGKey(0))
-    batch = Batch(jax.random.normal(key_x, (n, 6, 6, 1)), jax.random.randint(key_y, (n,), 0, 3))
+    # NumPy draws: each eager jax.random call would compile a kernel of its own.
+    rng = np.random.default_rng(0)
+    batch = Batch(jnp.asarray(rng.normal(size=(n, 6, 6, 1)), jnp.float32),
+                  jnp.asarray(rng.integers(0, 3, n), jnp.int32))
     net = TinyConv()
     lp = LogPosterior(net.apply, likelihoods.Categorical(3), priors.Gaussian(1.0), n)
     return net, lp, batch
@@ -43,26 +46,32 @@ def run_members(step_all, state, keys, num_iterations):
     return jax.device_get((states, infos))
 
 
-@pytest.mark.parametrize("adapt", ["step", "chees"])
+@pytest.mark.parametrize("adapt", ["none", pytest.param("step", marks=pytest.mark.slow),
+                                   pytest.param("chees", marks=pytest.mark.slow)])
 def test_host_loop_gives_the_in_loop_samples_on_a_conv_model(adapt):
     net, lp, batch = tiny_conv_problem()
-    # Two chains whose step sizes adapt apart ("step"), so their numbers of leapfrog steps
-    # differ and the host loop must hold the shorter trajectory's end as the vmapped in-loop
-    # one does; ChEES pools statistics across the chains inside every iteration.
-    config = hmc.Config(step_size=0.05, trajectory_len=0.3, num_iterations=6, num_burn_in=4,
+    # Two chains with step sizes apart (given, or adapted with "step"), so their numbers of
+    # leapfrog steps differ and the host loop must hold the shorter trajectory's end as the
+    # vmapped in-loop one does; ChEES pools statistics across the chains every iteration.
+    config = hmc.Config(step_size=0.05, trajectory_len=0.3, num_iterations=4, num_burn_in=3,
                         num_chains=2, adapt=adapt, integrator="host")
     method = hmc.build(lp, config)
     keys = jax.random.split(jax.random.PRNGKey(1), config.num_chains)
-    params = jax.vmap(lambda k: net.init(k, batch.x[:1]))(keys)
+    # Standard normal parameters of the model's shapes: cheaper than compiling its initialiser.
+    rng = np.random.default_rng(1)
+    params = jax.tree.map(lambda s: jnp.asarray(rng.normal(size=(2, *s.shape)), s.dtype),
+                          jax.eval_shape(net.init, keys[0], batch.x[:1]))
     state = jax.jit(jax.vmap(lambda k, p: method.init(k, p, batch), axis_name=MEMBERS))(
         keys, params)
+    if adapt == "none":  # 6 and 10 leapfrog steps
+        state = state._replace(step_size=jnp.asarray([0.05, 0.03]))
     in_loop = jax.jit(jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS))
     scan_states, scan_infos = run_members(lambda k, s: in_loop(k, s, batch), state, keys,
                                           config.num_iterations)
     host_states, host_infos = run_members(lambda k, s: method.step_members(k, s, batch), state,
                                           keys, config.num_iterations)
     steps = np.array([info.num_leapfrog for info in scan_infos])
-    if adapt == "step":  # ChEES gives every chain the same step size and length
+    if adapt != "chees":  # ChEES gives every chain the same step size and length
         assert np.any(steps[:, 0] != steps[:, 1]), steps
     # Both compute the same operations in the same order, so the same bits: any difference
     # (a momentum drawn from another key, a step too many or too few) would show far above
@@ -74,11 +83,12 @@ def test_host_loop_gives_the_in_loop_samples_on_a_conv_model(adapt):
 
 def test_auto_picks_the_host_loop_for_a_conv_model_on_cpu_only():
     net, lp, batch = tiny_conv_problem()
-    params = net.init(jax.random.PRNGKey(0), batch.x[:1])
+    # The choice reads only the traced computation: shapes suffice.
+    params = jax.eval_shape(net.init, jax.random.PRNGKey(0), batch.x[:1])
     mlp = get("mlp_classification", num_outputs=3)
     flat = Batch(batch.x.reshape(len(batch.x), -1), batch.y)
     mlp_lp = LogPosterior(mlp.apply, likelihoods.Categorical(3), priors.Gaussian(1.0), 16)
-    mlp_params = mlp.init(jax.random.PRNGKey(0), flat.x[:1])
+    mlp_params = jax.eval_shape(mlp.init, jax.random.PRNGKey(0), flat.x[:1])
     auto = hmc.Config(step_size=0.1, trajectory_len=1.0)
     on_cpu = jax.default_backend() == "cpu"
     assert hmc.uses_host_loop(auto, lp, params, batch) == on_cpu
