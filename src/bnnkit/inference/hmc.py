@@ -28,6 +28,17 @@ What adapts during the first ``num_burn_in`` iterations is ``adapt``:
 Both adaptive modes start from a step size found where each chain stands (Hoffman & Gelman's
 doubling and halving until one leapfrog step's acceptance crosses the target).
 
+Where the leapfrog loop runs is ``integrator``. ``"scan"``: inside the compiled iteration
+(BlackJAX's ``fori_loop``). ``"host"``: from Python, one compiled leapfrog step of every chain
+per call, with the state on the device and only the chains' numbers of steps read back; the
+iteration's start (momentum draw) and end (energy, accept/reject, adaptation) are one compiled
+call each. XLA's CPU backend runs convolution gradients several times slower inside a compiled
+loop than on their own (jax issue #12868; no XLA flag of jax 0.10.2 helps), so ``"auto"`` (the
+default) takes ``"host"`` on the CPU backend for a log posterior with a convolution and
+``"scan"`` otherwise. Both apply the same operations in the same order and give the same bits;
+``"host"`` lives in the method's ``step_members`` (what the run driver calls), while ``step``
+stays the in-loop, jit-able iteration.
+
 The paper's reference code can skip the Metropolis-Hastings correction during burn-in
 (``mh_during_burn_in=False``) so that a chain started far from the typical set moves faster; a
 trajectory whose energy is not finite is rejected even then. It is on by default because on
@@ -296,11 +307,11 @@ def build(log_posterior, config: Config) -> Method:
         return jnp.clip(jnp.ceil(length / eps - 1e-6).astype(jnp.int32), 1, max_steps)
 
     def step(key: Key, state: HMCState, batch: Batch) -> tuple[HMCState, HMCInfo]:
-        return advance(key, state, batch, end=None)
+        return advance(key, state, batch, trajectory_end=None)
 
     def advance(key: Key, state: HMCState, batch: Batch,
-                end: IntegratorState | None) -> tuple[HMCState, HMCInfo]:
-        """One iteration; ``end`` is its trajectory's end point when the host integrated it,
+                trajectory_end: IntegratorState | None) -> tuple[HMCState, HMCInfo]:
+        """One iteration; ``trajectory_end`` is its end point when the host integrated it,
         ``None`` to integrate it here (BlackJAX's leapfrog loop)."""
         def logdensity_fn(params):
             return log_posterior(params, batch)
@@ -323,10 +334,10 @@ def build(log_posterior, config: Config) -> Method:
             sampled = jax.tree.map(lambda e, s: jnp.where(forced, e, s), end, sampled)
             return sampled, (do_accept, p_accept, extra)
 
-        if end is None:
+        if trajectory_end is None:
             integrator, kernel_steps = velocity_verlet, num_steps
         else:  # the host's trajectory: BlackJAX's loop takes one "step" straight to its end
-            integrator, kernel_steps = (lambda *_: lambda *_: end), 1
+            integrator, kernel_steps = (lambda *_: lambda *_: trajectory_end), 1
         kernel = blackjax.hmc.build_kernel(
             integrator=integrator,
             divergence_threshold=config.divergence_threshold,
