@@ -103,3 +103,17 @@ def test_a_run_killed_before_its_first_write_can_be_overwritten(tmp_path):
     runs.run(PROBLEM, config(3), str(path), overwrite=True, progress=False)
     assert storage.read_json(path / "run.json")["status"] == "finished"
     assert not (path / ".lock").exists()
+
+
+
+def test_host_integrator_resumes_into_the_in_loop_run(tmp_path, uninterrupted):
+    # The host-driven leapfrog loop through the run driver, then a resume with the in-loop one
+    # (auto picks it for this MLP), gives the in-loop run's files bit for bit; the record
+    # loses its integrator as a run made before that setting existed, which still resumes.
+    path = str(tmp_path / "run")
+    runs.run(PROBLEM, config(4, integrator="host"), path, progress=False)
+    record = RunDir(path).read_record()
+    del record["method_config"]["integrator"]
+    RunDir(path).write_record(record)
+    runs.run(PROBLEM, config(7), path, resume=True, progress=False)
+    assert_identical(stored(path), uninterrupted)

@@ -50,12 +50,17 @@ class Method(NamedTuple):
         posterior: ``(kept_states) -> posterior``, where ``kept_states`` stacks the states one
             chain (or member) kept along a leading axis; the posterior has ``sample(key, n)``.
         position: ``(state) -> params``, the parameters a state stands for.
+        step_members: optional ``(keys, states, batch) -> (states, infos)`` over members
+            stacked on a leading axis, giving what ``jax.vmap(step, axis_name=MEMBERS)``
+            gives but called from Python, not jitted (HMC's host-driven leapfrog loop); the
+            run driver uses it when set.
     """
 
     init: Callable[[Key, Params, Batch | None], State]
     step: Callable[[Key, State, Batch], tuple[State, Info]]
     posterior: Callable[[State], Any]
     position: Callable[[State], Params]
+    step_members: Callable[[Key, State, Batch], tuple[State, Info]] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

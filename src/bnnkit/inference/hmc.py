@@ -28,6 +28,17 @@ What adapts during the first ``num_burn_in`` iterations is ``adapt``:
 Both adaptive modes start from a step size found where each chain stands (Hoffman & Gelman's
 doubling and halving until one leapfrog step's acceptance crosses the target).
 
+Where the leapfrog loop runs is ``integrator``. ``"scan"``: inside the compiled iteration
+(BlackJAX's ``fori_loop``). ``"host"``: from Python, one compiled leapfrog step of every chain
+per call, with the state on the device and only the chains' numbers of steps read back; the
+iteration's start (momentum draw) and end (energy, accept/reject, adaptation) are one compiled
+call each. XLA's CPU backend runs convolution gradients several times slower inside a compiled
+loop than on their own (jax issue #12868; no XLA flag of jax 0.10.2 helps), so ``"auto"`` (the
+default) takes ``"host"`` on the CPU backend for a log posterior with a convolution and
+``"scan"`` otherwise. Both apply the same operations in the same order and give the same bits;
+``"host"`` lives in the method's ``step_members`` (what the run driver calls), while ``step``
+stays the in-loop, jit-able iteration.
+
 The paper's reference code can skip the Metropolis-Hastings correction during burn-in
 (``mh_during_burn_in=False``) so that a chain started far from the typical set moves faster; a
 trajectory whose energy is not finite is rejected even then. It is on by default because on
@@ -60,6 +71,8 @@ from blackjax.adaptation.step_size import (
     dual_averaging_adaptation,
     find_reasonable_step_size,
 )
+from blackjax.mcmc.integrators import IntegratorState, velocity_verlet
+from blackjax.mcmc.metrics import default_metric
 from blackjax.mcmc.proposal import static_binomial_sampling
 
 from bnnkit.errors import ConfigError
@@ -70,6 +83,7 @@ from bnnkit.settings import check_positive, flag, setting
 from bnnkit.types import Batch, Key, Params
 
 ADAPT_MODES = ("none", "step", "mass", "chees")
+INTEGRATORS = ("auto", "scan", "host")
 
 
 class HMCState(NamedTuple):
@@ -155,6 +169,12 @@ class Config(HamiltonianSettings):
     max_num_leapfrog_steps: int = setting(
         10_000, help="refuse a fixed trajectory that needs more leapfrog steps per iteration; "
                      "adapted trajectories are clipped to it")
+    integrator: str = setting(
+        "auto", choices=INTEGRATORS, resumable=True,
+        help="where the leapfrog loop runs: scan (inside one compiled iteration), host (one "
+             "compiled leapfrog step of every chain per call from Python), auto (host on CPU "
+             "for models with convolutions, whose gradients XLA's CPU backend runs slowly "
+             "inside compiled loops; scan otherwise); the samples are the same")
     mh_during_burn_in: bool = setting(True, flag="--no-mh-during-burn-in",
                                       help="accept every finite trajectory during burn-in (as "
                                            "bnn_hmc can)")
@@ -179,6 +199,9 @@ class Config(HamiltonianSettings):
             raise ConfigError(f"--adapt chees tunes across chains; allowed: --num-chains >= 2, "
                               f"not {self.num_chains} (or --adapt mass)")
         object.__setattr__(self, "adapt", adapt)
+        if self.integrator not in INTEGRATORS:
+            raise ConfigError(f"unknown {flag(cls, 'integrator')} {self.integrator!r}; "
+                              f"allowed: {', '.join(INTEGRATORS)}")
         if self.max_num_leapfrog_steps < 1:
             raise ConfigError(f"{flag(cls, 'max_num_leapfrog_steps')} "
                               f"{self.max_num_leapfrog_steps} must be >= 1")
@@ -274,16 +297,27 @@ def build(log_posterior, config: Config) -> Method:
                         jnp.exp(updated.log_step_size_avg))
         return updated, eps
 
-    def step(key: Key, state: HMCState, batch: Batch) -> tuple[HMCState, HMCInfo]:
-        def logdensity_fn(params):
-            return log_posterior(params, batch)
-
+    def trajectory_steps(state: HMCState) -> jax.Array:
+        """The number of leapfrog steps L of the iteration that starts from ``state``."""
         eps, tau = state.step_size, state.trajectory_len
         if adapt in ("none", "step"):
             length = tau
         else:  # a quasi-random fraction, shared by the chains, so draws are not periodic
             length = jitter(state.iteration, bits).astype(tau.dtype) * tau
-        num_steps = jnp.clip(jnp.ceil(length / eps - 1e-6).astype(jnp.int32), 1, max_steps)
+        return jnp.clip(jnp.ceil(length / eps - 1e-6).astype(jnp.int32), 1, max_steps)
+
+    def step(key: Key, state: HMCState, batch: Batch) -> tuple[HMCState, HMCInfo]:
+        return advance(key, state, batch, trajectory_end=None)
+
+    def advance(key: Key, state: HMCState, batch: Batch,
+                trajectory_end: IntegratorState | None) -> tuple[HMCState, HMCInfo]:
+        """One iteration; ``trajectory_end`` is its end point when the host integrated it,
+        ``None`` to integrate it here (BlackJAX's leapfrog loop)."""
+        def logdensity_fn(params):
+            return log_posterior(params, batch)
+
+        eps = state.step_size
+        num_steps = trajectory_steps(state)
         current = blackjax.mcmc.hmc.HMCState(
             state.position, state.logdensity, state.logdensity_grad
         )
@@ -300,14 +334,20 @@ def build(log_posterior, config: Config) -> Method:
             sampled = jax.tree.map(lambda e, s: jnp.where(forced, e, s), end, sampled)
             return sampled, (do_accept, p_accept, extra)
 
+        if trajectory_end is None:
+            integrator, kernel_steps = velocity_verlet, num_steps
+        else:  # the host's trajectory: BlackJAX's loop takes one "step" straight to its end
+            integrator, kernel_steps = (lambda *_: lambda *_: trajectory_end), 1
         kernel = blackjax.hmc.build_kernel(
+            integrator=integrator,
             divergence_threshold=config.divergence_threshold,
             build_proposal=functools.partial(
                 blackjax.mcmc.hmc.hmc_proposal, sample_proposal=accept_reject
             ),
         )
         proposal, info = kernel(key, current, logdensity_fn, eps, state.inverse_mass_matrix,
-                                num_steps)
+                                kernel_steps)
+        tau = state.trajectory_len
         tuned = (eps, tau, state.inverse_mass_matrix, state.adaptation, state.windows,
                  state.chees)
         if num_burn_in and adapt != "none":
@@ -360,7 +400,110 @@ def build(log_posterior, config: Config) -> Method:
             tau = jnp.where(last, final_tau, chees_state.trajectory_length)
         return eps, tau, inverse_mass, adaptation, window_state, chees_state
 
+    def trajectory_start(key: Key, state: HMCState) -> tuple[IntegratorState, jax.Array]:
+        """The point (position, fresh momentum) the iteration's trajectory starts from, and
+        its number of leapfrog steps: what ``blackjax.hmc.build_kernel`` draws from ``key``."""
+        key_momentum, _ = jax.random.split(key)
+        momentum = default_metric(state.inverse_mass_matrix).sample_momentum(
+            key_momentum, state.position)
+        point = IntegratorState(state.position, momentum, state.logdensity,
+                                state.logdensity_grad)
+        return point, trajectory_steps(state)
+
+    def leapfrog(point: IntegratorState, done: jax.Array, num_steps: jax.Array,
+                 step_size: jax.Array, inverse_mass: jax.Array, batch: Batch) -> IntegratorState:
+        """Leapfrog step ``done + 1`` of a trajectory of ``num_steps``; past its end the point
+        stays, as vmapping BlackJAX's loop over chains of different L keeps it."""
+        moved = velocity_verlet(lambda p: log_posterior(p, batch),
+                                default_metric(inverse_mass).kinetic_energy)(point, step_size)
+        return jax.tree.map(lambda m, p: jnp.where(done < num_steps, m, p), moved, point)
+
+    start_all = jax.jit(jax.vmap(trajectory_start, axis_name=MEMBERS))
+    # Not donating the point's buffers: its first is the state's own position (jit forwards
+    # an input it returns unchanged), which the iteration's end still needs.
+    leapfrog_all = jax.jit(jax.vmap(leapfrog, in_axes=(0, None, 0, 0, 0, None),
+                                    axis_name=MEMBERS))
+    finish_all = jax.jit(jax.vmap(advance, in_axes=(0, 0, None, 0), axis_name=MEMBERS))
+
+    def host_step(keys: Key, states: HMCState, batch: Batch) -> tuple[HMCState, HMCInfo]:
+        """Every chain's iteration with the leapfrog loop run from the host: one compiled
+        leapfrog step of all chains per dispatch, everything on the device; only the chains'
+        numbers of steps come to the host."""
+        point, num_steps = start_all(keys, states)
+        for done in range(int(jnp.max(num_steps))):
+            point = leapfrog_all(point, done, num_steps, states.step_size,
+                                 states.inverse_mass_matrix, batch)
+        return finish_all(keys, states, batch, point)
+
+    scan_step = jax.jit(jax.vmap(step, in_axes=(0, 0, None), axis_name=MEMBERS))
+    chosen: dict[Any, bool] = {}  # auto's choice per shapes of (position, batch)
+
+    def step_members(keys: Key, states: HMCState, batch: Batch) -> tuple[HMCState, HMCInfo]:
+        if config.integrator == "auto":
+            one = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype),
+                               states.position)
+            shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), batch)
+            signature = (jax.tree.structure((one, shapes)),
+                         tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves((one, shapes))))
+            if signature not in chosen:
+                chosen[signature] = uses_host_loop(config, log_posterior, one, shapes)
+            host = chosen[signature]
+        else:
+            host = config.integrator == "host"
+        return (host_step if host else scan_step)(keys, states, batch)
+
     def posterior(kept: HMCState) -> Samples:
         return Samples.from_single_chain(kept.position)
 
-    return Method(init=init, step=step, posterior=posterior, position=lambda s: s.position)
+    return Method(init=init, step=step, posterior=posterior, position=lambda s: s.position,
+                  step_members=None if config.integrator == "scan" else step_members)
+
+
+def has_convolution(log_posterior, params: Params, batch: Batch) -> bool:
+    """Whether ``log_posterior(params, batch)`` computes a convolution (traced, not run).
+
+    Every convolutional and recurrent model in :mod:`bnnkit.models` (LeNet-5, the ResNets, the
+    CNN-LSTM) has one, and no other model does.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> has_convolution(lambda p, b: jnp.sum(p ** 2), jnp.zeros(3), None)
+        False
+    """
+    def convolves(jaxpr) -> bool:
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "conv_general_dilated":
+                return True
+            for value in eqn.params.values():
+                for sub in value if isinstance(value, (tuple, list)) else (value,):
+                    inner = getattr(sub, "jaxpr", sub)  # a closed jaxpr holds its jaxpr
+                    if hasattr(inner, "eqns") and convolves(inner):
+                        return True
+        return False
+
+    return convolves(jax.make_jaxpr(log_posterior)(params, batch).jaxpr)
+
+
+def uses_host_loop(config: Config, log_posterior, params: Params, batch: Batch) -> bool:
+    """Whether ``config.integrator`` runs the leapfrog loop from the host for this problem.
+
+    ``"auto"`` does on the CPU backend for a log posterior with a convolution: XLA's CPU
+    backend runs convolution gradients several times slower inside a compiled loop than
+    called on their own (jax issue #12868), so there one compiled leapfrog step per dispatch
+    is faster; elsewhere the in-loop integrator saves the dispatches.
+
+    Args:
+        config: the settings.
+        log_posterior: ``(params, batch) -> log density``.
+        params, batch: one chain's position and the batch, or their shapes
+            (``jax.ShapeDtypeStruct``).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> config = Config(step_size=0.1, trajectory_len=1.0)
+        >>> uses_host_loop(config, lambda p, b: jnp.sum(p ** 2), jnp.zeros(3), None)
+        False
+    """
+    if config.integrator != "auto":
+        return config.integrator == "host"
+    return jax.default_backend() == "cpu" and has_convolution(log_posterior, params, batch)

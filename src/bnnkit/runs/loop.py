@@ -329,7 +329,9 @@ def _check_resume(record: dict, config: RunSettings, problem_dict: dict,
         raise ConfigError("the run comes from an older bnnkit layout and cannot be resumed by "
                           "this version; start it again with --overwrite")
     stored = type(config).current_names(record["method_config"])
-    newer = sorted(set(config_dict) - set(stored))
+    # A resumable setting (HMC's integrator) changes neither the state nor the samples, so a
+    # run made before it existed resumes with it.
+    newer = sorted(set(config_dict) - set(stored) - type(config).resumable())
     if newer:
         # Its state has no place for what the new setting adapts or keeps.
         raise ConfigError(f"the run was made by an older bnnkit without the setting(s) "
@@ -380,6 +382,13 @@ def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed:
             return jax.tree.map(lambda *a: jnp.stack(a), *outs)
 
         return sequential
+
+    if method.step_members is not None:  # it compiles its own pieces
+        def host_driven(state, unit, batch):
+            keys = jax.vmap(lambda k: jax.random.fold_in(k, unit))(noise_keys)
+            return method.step_members(keys, state, batch)
+
+        return host_driven
 
     @jax.jit
     def step_all(state, unit, batch):

@@ -1,0 +1,109 @@
+"""HMC's host-driven leapfrog loop gives the in-loop integrator's samples, and auto picks it
+for convolutional models on CPU only."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bnnkit import likelihoods, priors
+from bnnkit.inference import hmc
+from bnnkit.inference.adaptation import MEMBERS
+from bnnkit.log_posterior import LogPosterior
+from bnnkit.models import get
+from bnnkit.types import Batch
+
+
+class TinyConv(nn.Module):
+    """The smallest model with what LeNet-5 has: convolution, ReLU, pooling, dense."""
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.relu(nn.Conv(2, kernel_size=(3, 3), padding="VALID")(x))
+        x = nn.max_pool(x, window_shape=(2, 2), strides=(2, 2))
+        return nn.Dense(3)(x.reshape((x.shape[0], -1)))
+
+
+def tiny_conv_problem(n: int = 16):
+    # NumPy draws: each eager jax.random call would compile a kernel of its own.
+    rng = np.random.default_rng(0)
+    batch = Batch(jnp.asarray(rng.normal(size=(n, 6, 6, 1)), jnp.float32),
+                  jnp.asarray(rng.integers(0, 3, n), jnp.int32))
+    net = TinyConv()
+    lp = LogPosterior(net.apply, likelihoods.Categorical(3), priors.Gaussian(1.0), n)
+    return net, lp, batch
+
+
+def run_members(step_all, state, keys, num_iterations):
+    states, infos = [], []
+    for i in range(num_iterations):
+        state, info = step_all(jax.vmap(lambda k, i=i: jax.random.fold_in(k, i))(keys), state)
+        states.append(state)
+        infos.append(info)
+    return jax.device_get((states, infos))
+
+
+@pytest.mark.parametrize("adapt", ["none", pytest.param("step", marks=pytest.mark.slow),
+                                   pytest.param("chees", marks=pytest.mark.slow)])
+def test_host_loop_gives_the_in_loop_samples_on_a_conv_model(adapt):
+    net, lp, batch = tiny_conv_problem()
+    # "none": two chains with step sizes apart, so their numbers of leapfrog steps differ and
+    # the host loop must hold the shorter trajectory's end as the vmapped in-loop one does.
+    # "step" adds the adaptation; "chees" pools statistics across the chains every iteration.
+    config = hmc.Config(step_size=0.05, trajectory_len=0.3, num_iterations=4, num_burn_in=3,
+                        num_chains=2, adapt=adapt, integrator="host")
+    method = hmc.build(lp, config)
+    keys = jax.random.split(jax.random.PRNGKey(1), config.num_chains)
+    # Standard normal parameters of the model's shapes: cheaper than compiling its initialiser.
+    rng = np.random.default_rng(1)
+    params = jax.tree.map(lambda s: jnp.asarray(rng.normal(size=(2, *s.shape)), s.dtype),
+                          jax.eval_shape(net.init, keys[0], batch.x[:1]))
+    state = jax.jit(jax.vmap(lambda k, p: method.init(k, p, batch), axis_name=MEMBERS))(
+        keys, params)
+    if adapt == "none":  # 6 and 10 leapfrog steps
+        state = state._replace(step_size=jnp.asarray([0.05, 0.03]))
+    in_loop = jax.jit(jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS))
+    scan_states, scan_infos = run_members(lambda k, s: in_loop(k, s, batch), state, keys,
+                                          config.num_iterations)
+    host_states, host_infos = run_members(lambda k, s: method.step_members(k, s, batch), state,
+                                          keys, config.num_iterations)
+    steps = np.array([info.num_leapfrog for info in scan_infos])
+    if adapt == "none":  # the given step sizes; adapted ones need not part in 4 iterations
+        assert np.any(steps[:, 0] != steps[:, 1]), steps
+    # Both compute the same operations in the same order, so the same bits: any difference
+    # (a momentum drawn from another key, a step too many or too few) would show far above
+    # float rounding.
+    for got, want in zip(jax.tree.leaves((host_states, host_infos)),
+                         jax.tree.leaves((scan_states, scan_infos)), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_auto_picks_the_host_loop_for_a_conv_model_on_cpu_only():
+    net, lp, batch = tiny_conv_problem()
+    # The choice reads only the traced computation: shapes suffice.
+    params = jax.eval_shape(net.init, jax.random.PRNGKey(0), batch.x[:1])
+    mlp = get("mlp_classification", num_outputs=3)
+    flat = Batch(batch.x.reshape(len(batch.x), -1), batch.y)
+    mlp_lp = LogPosterior(mlp.apply, likelihoods.Categorical(3), priors.Gaussian(1.0), 16)
+    mlp_params = jax.eval_shape(mlp.init, jax.random.PRNGKey(0), flat.x[:1])
+    auto = hmc.Config(step_size=0.1, trajectory_len=1.0)
+    on_cpu = jax.default_backend() == "cpu"
+    assert hmc.uses_host_loop(auto, lp, params, batch) == on_cpu
+    assert not hmc.uses_host_loop(auto, mlp_lp, mlp_params, flat)
+    # A forced choice holds for either model.
+    for integrator, host in (("host", True), ("scan", False)):
+        forced = hmc.Config(step_size=0.1, trajectory_len=1.0, integrator=integrator)
+        assert hmc.uses_host_loop(forced, mlp_lp, mlp_params, flat) == host
+        assert hmc.uses_host_loop(forced, lp, params, batch) == host
+    assert hmc.build(mlp_lp, hmc.Config(step_size=0.1, trajectory_len=1.0,
+                                        integrator="scan")).step_members is None
+
+
+def test_unknown_integrator_is_a_config_error():
+    from bnnkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--integrator"):
+        hmc.Config(step_size=0.1, trajectory_len=1.0, integrator="loop")
