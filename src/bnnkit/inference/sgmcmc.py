@@ -152,6 +152,7 @@ class Config(EpochSettings):
     def draws_gaussian_noise(self) -> bool:
         return self.noise == "gaussian"
 
+    @property
     def label(self) -> str:
         return self.variant
 

@@ -208,6 +208,7 @@ class Config(EpochSettings):
     def draws_gaussian_noise(self) -> bool:
         return True
 
+    @property
     def label(self) -> str:
         return f"MFVI ({self.vi_ensemble_size} samples)"
 
