@@ -12,35 +12,19 @@ Example:
 
 from __future__ import annotations
 
-import io as _io
 from typing import Any
 
 import numpy as np
+
+from bnnkit.report.figures import png_bytes, pyplot
 
 TITLES = {"weights": "weight space (every parameter)",
           "function": "function space (every test prediction)"}
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(plt, fig) -> bytes:
-    buffer = _io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return buffer.getvalue()
-
-
 def rhat_histograms_png(histograms: dict[str, dict[str, Any]], title: str = "") -> bytes:
     """One panel per space, drawn from the stored edges and counts (log x when the bins are)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(histograms), figsize=(4.5 * len(histograms), 3.4),
                              squeeze=False)
     for ax, (space, h) in zip(axes[0], histograms.items(), strict=True):
@@ -62,7 +46,7 @@ def rhat_histograms_png(histograms: dict[str, dict[str, Any]], title: str = "") 
         ax.set_ylabel("count")
     if title:
         fig.suptitle(title)
-    return _png(plt, fig)
+    return png_bytes(plt, fig)
 
 
 def chains_png(rows: list[dict[str, Any]], reference: str = "") -> bytes:
@@ -75,7 +59,7 @@ def chains_png(rows: list[dict[str, Any]], reference: str = "") -> bytes:
         >>> chains_png(rows, "the run's own model average")[1:4]
         b'PNG'
     """
-    plt = _pyplot()
+    plt = pyplot()
     scores = [k for k in rows[0] if k not in ("scheme", "num_chains", "samples_per_chain",
                                               "per_chain")]
     fig, axes = plt.subplots(1, len(scores), figsize=(3.4 * len(scores), 3.2), squeeze=False)
@@ -88,4 +72,4 @@ def chains_png(rows: list[dict[str, Any]], reference: str = "") -> bytes:
         ax.grid(alpha=0.3, axis="y")
     if reference:
         fig.suptitle(f"against {reference}", fontsize=9)
-    return _png(plt, fig)
+    return png_bytes(plt, fig)

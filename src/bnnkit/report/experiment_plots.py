@@ -7,33 +7,17 @@ table rows its experiment returns; write them with :func:`bnnkit.storage.atomic_
 
 from __future__ import annotations
 
-import io as _io
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from bnnkit.report.figures import png_bytes, pyplot
 
 #: Axis labels of the test metrics the experiments report.
 METRIC_LABELS = {"accuracy": "test accuracy", "nll": "test NLL (nats per example)",
                  "rmse": "test RMSE (standardised units)", "ece": "test ECE",
                  "agreement": "agreement with HMC", "total_variation": "total variation to HMC",
                  "rmse_to_reference_mean": "RMSE to HMC's predictive mean"}
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _png(plt, fig) -> bytes:
-    buffer = _io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return buffer.getvalue()
 
 
 def _barh(ax, labels: Sequence[str], values: Sequence[float], colors: Sequence[str],
@@ -59,7 +43,7 @@ def compare_methods_png(results: Mapping[str, Sequence[Mapping[str, Any]]]) -> b
         >>> compare_methods_png({"yacht": rows})[1:4]
         b'PNG'
     """
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(len(results), 2, figsize=(11, 3.4 * len(results)), squeeze=False)
     for i, (name, rows) in enumerate(results.items()):
         labels = [r["method"] for r in rows]
@@ -71,7 +55,7 @@ def compare_methods_png(results: Mapping[str, Sequence[Mapping[str, Any]]]) -> b
             _barh(axes[i, j], labels, values, colors, f"{name}: {METRIC_LABELS[key]}",
                   METRIC_LABELS[key])
     fig.suptitle("Cheaper methods against HMC (red: the HMC reference)", fontsize=10)
-    return _png(plt, fig)
+    return png_bytes(plt, fig)
 
 
 def prior_sweep_png(rows: Sequence[Mapping[str, Any]], metrics: Mapping[str, str]) -> bytes:
@@ -86,7 +70,7 @@ def prior_sweep_png(rows: Sequence[Mapping[str, Any]], metrics: Mapping[str, str
         >>> prior_sweep_png(rows, {"yacht": "rmse"})[1:4]
         b'PNG'
     """
-    plt = _pyplot()
+    plt = pyplot()
     names = [n for n in metrics if any(r["dataset"] == n for r in rows)]
     fig, axes = plt.subplots(len(names), 2, figsize=(11, 3.6 * len(names)), squeeze=False)
     for i, name in enumerate(names):
@@ -98,7 +82,7 @@ def prior_sweep_png(rows: Sequence[Mapping[str, Any]], metrics: Mapping[str, str
                   f"{name}: {METRIC_LABELS[key]}", METRIC_LABELS[key])
     fig.suptitle("HMC BMA under different priors (blue: Gaussian scales; orange: other shapes "
                  "at the middle Gaussian's variance)", fontsize=10)
-    return _png(plt, fig)
+    return png_bytes(plt, fig)
 
 
 def error_curve_png(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
@@ -112,7 +96,7 @@ def error_curve_png(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
         >>> error_curve_png({"Gaussian": ([1, 2], [3.0, 2.5])}, {"Gaussian": 1.82})[1:4]
         b'PNG'
     """
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.0))
     for i, (label, (epochs, errors)) in enumerate(curves.items()):
         color = f"C{i}"
@@ -130,7 +114,7 @@ def error_curve_png(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title(title, fontsize=10)
-    return _png(plt, fig)
+    return png_bytes(plt, fig)
 
 
 def temperature_png(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str],
@@ -144,7 +128,7 @@ def temperature_png(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str],
         >>> temperature_png(rows, ["accuracy", "nll"])[1:4]
         b'PNG'
     """
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.2 * len(metrics), 3.8), squeeze=False)
     lines = list(dict.fromkeys(r["line"] for r in rows))
     for ax, key in zip(axes[0], metrics, strict=True):
@@ -158,4 +142,4 @@ def temperature_png(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str],
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
     fig.suptitle(title or "Test metrics against the posterior temperature", fontsize=10)
-    return _png(plt, fig)
+    return png_bytes(plt, fig)

@@ -6,28 +6,21 @@ with :func:`bnnkit.storage.atomic_write_bytes`.
 
 from __future__ import annotations
 
-import io as _io
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from bnnkit.report.figures import png_bytes, pyplot
+
 
 def _figure(width: float = 5.5, height: float = 3.6):
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     return plt, *plt.subplots(figsize=(width, height))
 
 
 def _png(plt, fig) -> bytes:
-    buffer = _io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    return buffer.getvalue()
+    return png_bytes(plt, fig, dpi=120)
 
 
 def pruning_curve_png(rows: list[dict[str, Any]], task: str, title: str = "") -> bytes:
