@@ -87,3 +87,26 @@ def test_overwrite_replaces_an_earlier_report(report_inputs, tmp_path, capsys):
     assert "convergence" in printed
     assert len(list((out / document.FIGURES_DIR).iterdir())) == 2  # the shift figure went
     assert "Covariate shift" not in (out / document.MARKDOWN_FILE).read_text()
+
+
+def test_experiment_folders_written_by_their_own_write_are_reported(tmp_path):
+    from bnnkit.experiments.compare_methods import Comparison
+    from bnnkit.experiments.temperature import TemperatureSweep
+
+    compare = [{"method": "HMC (reference)", "nll": 0.5, "rmse": 0.3, "seconds": 9.0,
+                "note": "reference"},
+               {"method": "SGD", "nll": 0.9, "rmse": 0.4, "rmse_to_reference_mean": 0.2,
+                "seconds": 1.0, "note": ""}]
+    Comparison({"yacht": compare}, {"yacht": {}}).write(tmp_path / "compare")
+    temps = [{"line": "HMC", "temperature": t, "accuracy": 0.9, "nll": 0.3 + t}
+             for t in (1.0, 0.1)]
+    TemperatureSweep(temps, "classification").write(tmp_path / "temperature")
+    assert [kinds.kind_of(tmp_path / n) for n in ("compare", "temperature")] == [
+        "compare-methods", "temperature"]
+    built = document.document([tmp_path / "compare", tmp_path / "temperature"],
+                               tmp_path / "out")
+    md = built.markdown.read_text()
+    assert "| SGD | 0.4000 | 0.9000 | 0.2000 | 1 |  |" in md
+    assert "| 0.1 | 0.9000 | 0.4000 |" in md and "| 1 | 0.9000 | 1.3000 |" in md
+    assert [p.name for p in built.figures] == ["01_compare-methods_compare_methods.png",
+                                                "02_temperature_temperature.png"]
