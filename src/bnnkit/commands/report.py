@@ -1,0 +1,32 @@
+"""``bnnkit report DIR [DIR ...] --out OUT``: one markdown and one self-contained HTML report
+of run directories and experiment output folders (:func:`bnnkit.report.document.document`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from bnnkit.commands import Command
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bnnkit.report.kinds import KINDS
+
+    p.add_argument("folders", nargs="+", metavar="DIR",
+                   help=f"run directories and experiment outputs ({', '.join(KINDS)})")
+    p.add_argument("--out", required=True,
+                   help="output folder (report.md, figures/, report.html)")
+    p.add_argument("--overwrite", action="store_true", help="replace the report in --out")
+
+
+def run(args: argparse.Namespace) -> int:
+    from bnnkit.report.document import document
+
+    report = document(args.folders, args.out, overwrite=args.overwrite)
+    for section in report.sections:
+        print(f"{section.kind}: {section.source}")
+    print(f"report in {report.markdown} and {report.html} ({len(report.figures)} figures)")
+    return 0
+
+
+COMMAND = Command(help="one markdown and self-contained HTML report of runs and experiments",
+                  add_arguments=add_arguments, run=run)

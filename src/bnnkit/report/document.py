@@ -1,0 +1,242 @@
+"""One report of many output folders: ``report.md`` with its figures, and a self-contained
+``report.html``, both drawn from the same section objects.
+
+Each folder given becomes a :class:`Section` (a title, blocks of text, headings and tables, and
+figures with captions) by the function of its kind (:mod:`bnnkit.report.kinds`). The markdown
+links each figure copied into ``OUT/figures/``; the HTML embeds every PNG as a base64 data URI
+and writes tables as HTML tables, so it opens anywhere with no other file and no network.
+
+Example:
+    >>> section = Section("demo", "note", "demo", (Table(("x", "y"), (("1", "2"),)),))
+    >>> print(markdown_text([section]))
+    # bnnkit report
+    <BLANKLINE>
+    ## demo
+    <BLANKLINE>
+    *note: `demo`*
+    <BLANKLINE>
+    | x | y |
+    |---|---|
+    | 1 | 2 |
+    <BLANKLINE>
+    >>> "<td>2</td>" in html_text([section], {})
+    True
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import html
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from bnnkit import storage
+
+MARKDOWN_FILE = "report.md"
+HTML_FILE = "report.html"
+FIGURES_DIR = "figures"
+
+_CSS = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;"
+        "line-height:1.4}table{border-collapse:collapse;margin:1em 0}"
+        "th,td{border:1px solid #bbb;padding:.2em .6em;text-align:left}"
+        "th{background:#eee}img{max-width:100%}figure{margin:1em 0}"
+        "figcaption{font-size:.9em;color:#444}code{background:#f4f4f4}")
+
+
+class Table(NamedTuple):
+    """A table of text cells: a header and rows of as many cells."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+class Heading(NamedTuple):
+    """A heading inside a section."""
+
+    text: str
+
+
+class Figure(NamedTuple):
+    """A PNG of the folder and a one-paragraph caption saying what it shows."""
+
+    path: Path
+    caption: str
+
+
+Block = str | Heading | Table  # a paragraph, a heading or a table
+
+
+class Section(NamedTuple):
+    """What one folder contributes: its kind, the folder, and its blocks and figures in order."""
+
+    title: str
+    kind: str
+    source: str
+    blocks: tuple[Block, ...] = ()
+    figures: tuple[Figure, ...] = ()
+
+
+class Report(NamedTuple):
+    """The sections written, and the files: ``markdown``, ``html`` and each copied figure."""
+
+    sections: tuple[Section, ...]
+    markdown: Path
+    html: Path
+    figures: tuple[Path, ...]
+
+
+def blocks_from_markdown(text: str) -> tuple[Block, ...]:
+    """The paragraphs, headings and pipe tables of a markdown file an experiment wrote.
+
+    Example:
+        >>> blocks_from_markdown("# T\\n\\nsome text\\n\\n| a | b |\\n|---|---:|\\n| 1 | 2 |")
+        (Heading(text='T'), 'some text', Table(columns=('a', 'b'), rows=(('1', '2'),)))
+    """
+    blocks: list[Block] = []
+    paragraph: list[str] = []
+    table: list[tuple[str, ...]] = []
+
+    def flush() -> None:
+        if paragraph:
+            blocks.append(" ".join(paragraph))
+            paragraph.clear()
+        if table:
+            # The second line of a pipe table only says how columns align.
+            blocks.append(Table(table[0], tuple(table[2:] if len(table) > 1 else ())))
+            table.clear()
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("|"):
+            if paragraph:
+                flush()
+            table.append(tuple(c.strip() for c in stripped.strip("|").split("|")))
+            continue
+        if table or not stripped:
+            flush()
+        if stripped.startswith("#"):
+            blocks.append(Heading(stripped.lstrip("#").strip()))
+        elif stripped:
+            paragraph.append(stripped)
+    flush()
+    return tuple(blocks)
+
+
+def _markdown_row(cells: Sequence[str]) -> str:
+    # A bare "|" inside a cell would end it.
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def _markdown_table(table: Table) -> str:
+    lines = [_markdown_row(table.columns), "|" + "---|" * len(table.columns)]
+    lines += [_markdown_row(row) for row in table.rows]
+    return "\n".join(lines)
+
+
+def markdown_text(sections: Sequence[Section],
+                  figure_links: Mapping[Path, str] | None = None) -> str:
+    """The report as markdown; each figure is linked by ``figure_links`` (its relative path)."""
+    links = {} if figure_links is None else figure_links
+    lines = ["# bnnkit report", ""]
+    for section in sections:
+        lines += [f"## {section.title}", "", f"*{section.kind}: `{section.source}`*", ""]
+        for block in section.blocks:
+            if isinstance(block, Table):
+                lines += [_markdown_table(block), ""]
+            elif isinstance(block, Heading):
+                lines += [f"### {block.text}", ""]
+            else:
+                lines += [block, ""]
+        for figure in section.figures:
+            link = links.get(figure.path, str(figure.path))
+            lines += [f"![{figure.path.name}]({link})", "", f"*{figure.caption}*", ""]
+    return "\n".join(lines)
+
+
+def _html_table(table: Table) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                   for row in table.rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def html_text(sections: Sequence[Section], figure_bytes: Mapping[Path, bytes]) -> str:
+    """The report as one HTML page: every figure a ``data:image/png;base64`` URI, no link out."""
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>bnnkit report</title><style>{_CSS}</style></head><body>",
+             "<h1>bnnkit report</h1>"]
+    for section in sections:
+        parts += [f"<section><h2>{html.escape(section.title)}</h2>",
+                  f"<p><em>{html.escape(section.kind)}: <code>{html.escape(section.source)}"
+                  "</code></em></p>"]
+        for block in section.blocks:
+            if isinstance(block, Table):
+                parts.append(_html_table(block))
+            elif isinstance(block, Heading):
+                parts.append(f"<h3>{html.escape(block.text)}</h3>")
+            else:
+                parts.append(f"<p>{html.escape(block)}</p>")
+        for figure in section.figures:
+            data = base64.b64encode(figure_bytes[figure.path]).decode("ascii")
+            parts.append(f'<figure><img alt="{html.escape(figure.path.name)}" '
+                         f'src="data:image/png;base64,{data}">'
+                         f"<figcaption>{html.escape(figure.caption)}</figcaption></figure>")
+        parts.append("</section>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def document(folders: Sequence[str | os.PathLike], out: str | os.PathLike, *,
+             overwrite: bool = False) -> Report:
+    """Write one report of ``folders`` (runs and experiment outputs) into ``out``.
+
+    Every folder is recognised and read, and ``out`` checked, before anything is written;
+    ``out`` gets ``report.md``, ``figures/`` (each figure copied, named by its section) and
+    ``report.html``, every file written atomically.
+
+    Args:
+        folders: run directories and experiment output folders, in the report's order.
+        out: the report's folder: new or empty, else ``overwrite`` of an earlier report.
+        overwrite: replace the report in ``out``.
+
+    Raises:
+        ConfigError: no folder, a folder of no known kind (naming it and the kinds known),
+            or a bad ``out``.
+
+    Example:
+        (Needs stored runs or experiments; see the README's "Report".)
+
+        >>> report = document(["runs/hmc", "runs/convergence"], "runs/report")  # doctest: +SKIP
+    """
+    from bnnkit.errors import ConfigError
+    from bnnkit.experiments import output_folder
+    from bnnkit.report.kinds import section
+
+    output_folder.check(out, MARKDOWN_FILE, "report", resume=False, overwrite=overwrite)
+    if not folders:
+        raise ConfigError("no folder to report on; allowed: run directories and experiment "
+                          "output folders")
+    sections = tuple(section(folder) for folder in folders)
+    figure_bytes = {f.path: f.path.read_bytes() for s in sections for f in s.figures}
+
+    path = Path(out)
+    path.mkdir(parents=True, exist_ok=True)
+    figures_dir = path / FIGURES_DIR
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(figures_dir)  # an earlier report's figures (only with overwrite)
+    figures_dir.mkdir()
+    links: dict[Path, str] = {}
+    for i, s in enumerate(sections):
+        for figure in s.figures:
+            # The section's number keeps two folders' figures of the same name apart.
+            name = f"{i + 1:02d}_{s.kind}_{figure.path.name}"
+            storage.atomic_write_bytes(figures_dir / name, figure_bytes[figure.path])
+            links[figure.path] = f"{FIGURES_DIR}/{name}"
+    storage.atomic_write_bytes(path / MARKDOWN_FILE, markdown_text(sections, links).encode())
+    storage.atomic_write_bytes(path / HTML_FILE, html_text(sections, figure_bytes).encode())
+    return Report(sections, path / MARKDOWN_FILE, path / HTML_FILE,
+                  tuple(path / link for link in links.values()))
