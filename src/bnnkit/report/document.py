@@ -1,8 +1,9 @@
 """One report of many output folders: ``report.md`` with its figures, and a self-contained
 ``report.html``, both drawn from the same section objects.
 
-Each folder given becomes a :class:`Section` (a title, blocks of text, headings and tables, and
-figures with captions) by the function of its kind (:mod:`bnnkit.report.kinds`). The markdown
+Each folder given becomes a :class:`~bnnkit.report.sections.Section` (a title, blocks of text,
+headings and tables, and figures with captions) by the function of its kind
+(:mod:`bnnkit.report.kinds`). The markdown
 links each figure copied into ``OUT/figures/``; the HTML embeds every PNG as a base64 data URI
 and writes tables as HTML tables, so it opens anywhere with no other file and no network.
 
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bnnkit import storage
+from bnnkit.report.sections import Heading, Section, Table
 
 MARKDOWN_FILE = "report.md"
 HTML_FILE = "report.html"
@@ -47,39 +49,6 @@ _CSS = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1e
         "figcaption{font-size:.9em;color:#444}code{background:#f4f4f4}")
 
 
-class Table(NamedTuple):
-    """A table of text cells: a header and rows of as many cells."""
-
-    columns: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-
-
-class Heading(NamedTuple):
-    """A heading inside a section."""
-
-    text: str
-
-
-class Figure(NamedTuple):
-    """A PNG of the folder and a one-paragraph caption saying what it shows."""
-
-    path: Path
-    caption: str
-
-
-Block = str | Heading | Table  # a paragraph, a heading or a table
-
-
-class Section(NamedTuple):
-    """What one folder contributes: its kind, the folder, and its blocks and figures in order."""
-
-    title: str
-    kind: str
-    source: str
-    blocks: tuple[Block, ...] = ()
-    figures: tuple[Figure, ...] = ()
-
-
 class Report(NamedTuple):
     """The sections written, and the files: ``markdown``, ``html`` and each copied figure."""
 
@@ -87,43 +56,6 @@ class Report(NamedTuple):
     markdown: Path
     html: Path
     figures: tuple[Path, ...]
-
-
-def blocks_from_markdown(text: str) -> tuple[Block, ...]:
-    """The paragraphs, headings and pipe tables of a markdown file an experiment wrote.
-
-    Example:
-        >>> blocks_from_markdown("# T\\n\\nsome text\\n\\n| a | b |\\n|---|---:|\\n| 1 | 2 |")
-        (Heading(text='T'), 'some text', Table(columns=('a', 'b'), rows=(('1', '2'),)))
-    """
-    blocks: list[Block] = []
-    paragraph: list[str] = []
-    table: list[tuple[str, ...]] = []
-
-    def flush() -> None:
-        if paragraph:
-            blocks.append(" ".join(paragraph))
-            paragraph.clear()
-        if table:
-            # The second line of a pipe table only says how columns align.
-            blocks.append(Table(table[0], tuple(table[2:] if len(table) > 1 else ())))
-            table.clear()
-
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("|"):
-            if paragraph:
-                flush()
-            table.append(tuple(c.strip() for c in stripped.strip("|").split("|")))
-            continue
-        if table or not stripped:
-            flush()
-        if stripped.startswith("#"):
-            blocks.append(Heading(stripped.lstrip("#").strip()))
-        elif stripped:
-            paragraph.append(stripped)
-    flush()
-    return tuple(blocks)
 
 
 def _markdown_row(cells: Sequence[str]) -> str:

@@ -2,7 +2,7 @@
 
 A kind is recognised by its marker files (a run directory: ``run.json`` naming a ``method``;
 an experiment: the files its write function leaves) and turned into a
-:class:`~bnnkit.report.document.Section` by a small function that reads what the command
+:class:`~bnnkit.report.sections.Section` by a small function that reads what the command
 already wrote: the experiments' markdown tables and PNGs, and for a run the evaluation
 :func:`bnnkit.evaluate.evaluate` stored (or computes, without writing, when it has none).
 
@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
-from bnnkit.report.document import Block, Figure, Heading, Section, Table, blocks_from_markdown
+from bnnkit.report.sections import Block, Figure, Heading, Section, Table, blocks_from_markdown
 
 
 class Kind(NamedTuple):

@@ -1,0 +1,84 @@
+"""What a report is made of: sections of paragraphs, headings, tables and captioned figures.
+
+:mod:`bnnkit.report.kinds` turns each output folder into a :class:`Section`;
+:mod:`bnnkit.report.document` writes the sections as markdown and HTML.
+
+Example:
+    >>> Section("demo", "note", "demo", (Heading("results"),)).blocks
+    (Heading(text='results'),)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+
+class Table(NamedTuple):
+    """A table of text cells: a header and rows of as many cells."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+class Heading(NamedTuple):
+    """A heading inside a section."""
+
+    text: str
+
+
+class Figure(NamedTuple):
+    """A PNG of the folder and a one-paragraph caption saying what it shows."""
+
+    path: Path
+    caption: str
+
+
+Block = str | Heading | Table  # a paragraph, a heading or a table
+
+
+class Section(NamedTuple):
+    """What one folder contributes: its kind, the folder, and its blocks and figures in order."""
+
+    title: str
+    kind: str
+    source: str
+    blocks: tuple[Block, ...] = ()
+    figures: tuple[Figure, ...] = ()
+
+
+def blocks_from_markdown(text: str) -> tuple[Block, ...]:
+    """The paragraphs, headings and pipe tables of a markdown file an experiment wrote.
+
+    Example:
+        >>> blocks_from_markdown("# T\\n\\nsome text\\n\\n| a | b |\\n|---|---:|\\n| 1 | 2 |")
+        (Heading(text='T'), 'some text', Table(columns=('a', 'b'), rows=(('1', '2'),)))
+    """
+    blocks: list[Block] = []
+    paragraph: list[str] = []
+    table: list[tuple[str, ...]] = []
+
+    def flush() -> None:
+        if paragraph:
+            blocks.append(" ".join(paragraph))
+            paragraph.clear()
+        if table:
+            # The second line of a pipe table only says how columns align.
+            blocks.append(Table(table[0], tuple(table[2:] if len(table) > 1 else ())))
+            table.clear()
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("|"):
+            if paragraph:
+                flush()
+            table.append(tuple(c.strip() for c in stripped.strip("|").split("|")))
+            continue
+        if table or not stripped:
+            flush()
+        if stripped.startswith("#"):
+            blocks.append(Heading(stripped.lstrip("#").strip()))
+        elif stripped:
+            paragraph.append(stripped)
+    flush()
+    return tuple(blocks)
