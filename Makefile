@@ -28,7 +28,7 @@ demo: $(STAMP)
 # Test processes run in parallel (pytest-xdist); 2 fits the 2-core machines this runs on.
 TEST_WORKERS ?= 2
 
-# Everything but the statistical exactness and real-data checks: about 7 minutes on 2 cores (fresh clone: 7 min 12 s).
+# Everything but the statistical exactness and real-data checks: about 7 minutes on 2 cores (fresh clone: 884 passed in 7 min 5 s).
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
