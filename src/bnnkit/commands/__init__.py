@@ -25,7 +25,7 @@ class Command(NamedTuple):
 #: the module named after it. They never join the processes of a distributed run.
 OTHER_COMMANDS: tuple[str, ...] = ("prune", "evaluate", "samples", "verify", "models",
                                    "prior-predictive", "surface", "shift", "convergence",
-                                   "experiment", "report", "datasets")
+                                   "experiment", "paper", "report", "datasets")
 
 
 def _load() -> dict[str, Command]:

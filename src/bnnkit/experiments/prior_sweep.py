@@ -192,6 +192,7 @@ def run_one(setting: Setting, label: str, spec: str, out: Path, data_dir: str | 
         "rhat_function_max": evaluation.get("diagnostics", {}).get("function", {})
         .get("rhat", {}).get("max", float("nan")),
         "seconds": run_seconds(run_dir),
+        "num_test": evaluation["num_test"],
     }
     if progress:
         print(f"{setting.name:9s} {label:18s} nll {row['nll']:.3f}  {setting.metric} "

@@ -154,11 +154,18 @@ def surface_section(folder: Path) -> Section:
                    _figures(folder, captions))
 
 
+def paper_section(folder: Path) -> Section:
+    """``bnnkit paper``: the scale and the table of the paper's findings, measured."""
+    return Section("The paper's findings", "paper", os.fspath(folder),
+                   _table_file(folder, "findings.md"), ())
+
+
 #: Every kind of folder a report covers: marker files, description and section function.
 #: Tried in this order; the first whose markers are all present (and, for a run, whose
 #: ``run.json`` names a method) is the folder's kind.
 KINDS: dict[str, Kind] = {
     "run": Kind(("run.json",), "a run directory (run.json naming a method)", run_section),
+    "paper": Kind(("paper.json", "findings.md"), "bnnkit paper", paper_section),
     "convergence": Kind(("convergence.json",), "bnnkit convergence", convergence_section),
     "shift": Kind(("shift_table.json",), "bnnkit shift", shift_section),
     "surface": Kind(("surface.json", "surface.npz"), "bnnkit surface", surface_section),

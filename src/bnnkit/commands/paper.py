@@ -1,0 +1,39 @@
+"""``bnnkit paper --scale {tiny,small,full} --out DIR``: the whole study of Izmailov et al.
+(2021) end to end, its findings scored and one report (:func:`bnnkit.experiments.paper.paper`).
+
+Called again on the same ``DIR`` (same scale and seed), it continues: finished runs are reused
+and cut-off ones resumed.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from bnnkit.commands import Command
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bnnkit.commands.flags import add_config_arguments
+    from bnnkit.experiments.paper import Config
+
+    p.add_argument("--out", required=True,
+                   help="the study's folder: a subfolder per experiment, findings.md and "
+                        "report/ (an earlier study of the same scale and seed is continued)")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress output")
+    add_config_arguments(p.add_argument_group("study"), Config)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bnnkit.commands.flags import config_from_args
+    from bnnkit.experiments.paper import Config, paper
+
+    study = paper(config_from_args(args, Config), args.out, progress=args.progress)
+    print(study.markdown())
+    print(f"report in {study.report}")
+    return 0
+
+
+COMMAND = Command(help="the paper's whole study at --scale tiny, small or full: every "
+                       "experiment, the findings scored and one report in --out",
+                  add_arguments=add_arguments, run=run)
