@@ -1,12 +1,16 @@
 """A classification run's section carries its reliability diagram, drawn from its evaluation's
-calibration bins without writing into the run; a regression run's section has none."""
+calibration bins without writing into the run; a regression run's section has none; a
+compare-methods folder lists each classification setting's reliability diagram."""
 
 from __future__ import annotations
 
 import shutil
 
+import numpy as np
+
 from bnnkit import storage
 from bnnkit.cli import main
+from bnnkit.metrics.predictive import calibration_bins
 from bnnkit.report import kinds
 from bnnkit.report.sections import Table
 
@@ -46,3 +50,18 @@ def test_a_regression_run_has_no_figure(tmp_path):
     assert section.figures == ()
     tables = [block for block in section.blocks if isinstance(block, Table)]
     assert "test rmse" in [quantity for table in tables for quantity, *_ in table.rows]
+
+
+def test_a_compare_methods_folder_lists_each_classification_settings_reliability_diagram(
+        tmp_path):
+    from bnnkit.experiments.compare_methods import Comparison
+
+    probs = np.array([[0.9, 0.1], [0.3, 0.7], [0.6, 0.4]])
+    row = {"accuracy": 2 / 3, "nll": 0.5, "ece": 0.1, "seconds": 1.0, "note": "",
+           "calibration": calibration_bins(probs, np.array([0, 1, 1]))}
+    rows = [{"method": "HMC (reference)", **row}, {"method": "SGD", **row}]
+    Comparison({"mnist160": rows}, {"mnist160": {}}).write(tmp_path)
+    section = kinds.section(tmp_path)
+    assert [f.path.name for f in section.figures] == ["compare_methods.png",
+                                                      "reliability_mnist160.png"]
+    assert "mnist160" in section.figures[1].caption

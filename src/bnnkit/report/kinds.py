@@ -162,6 +162,21 @@ def _experiment(title: str, kind: str, table: str, captions: dict[str, str],
     return build
 
 
+def compare_methods_section(folder: Path) -> Section:
+    """``bnnkit experiment compare-methods``: its table, the methods' bars and, per
+    classification setting in ``results.json``, the methods' reliability diagram."""
+    from bnnkit.experiments.compare_methods import RELIABILITY_FILE
+
+    captions = {"compare_methods.png": "Each method's test NLL and its closeness to HMC's "
+                                       "predictive."}
+    for name in storage.read_json(folder / "results.json"):
+        captions[RELIABILITY_FILE.format(name)] = (
+            f"Reliability diagram on {name}: each method's test accuracy against top-1 "
+            "confidence in 15 equal-width bins (the diagonal is perfect calibration, ECE in the "
+            "legend), and below, the share of test points in each bin.")
+    return _experiment("Methods against HMC", "compare-methods", "table.md", captions)(folder)
+
+
 def surface_section(folder: Path) -> Section:
     """``bnnkit surface``: the grid and points, and the three contour plots."""
     settings = storage.read_json(folder / "surface.json")
@@ -185,9 +200,7 @@ KINDS: dict[str, Kind] = {
     "shift": Kind(("shift_table.json",), "bnnkit shift", shift_section),
     "surface": Kind(("surface.json", "surface.npz"), "bnnkit surface", surface_section),
     "compare-methods": Kind(("results.json", "table.md"), "bnnkit experiment compare-methods",
-                            _experiment("Methods against HMC", "compare-methods", "table.md", {
-                                "compare_methods.png": "Each method's test NLL and its "
-                                                       "closeness to HMC's predictive."})),
+                            compare_methods_section),
     "prior-sweep": Kind(("results.json", "prior_sweep.md"), "bnnkit experiment prior-sweep",
                         _experiment("HMC under several priors", "prior-sweep", "prior_sweep.md",
                                     {"prior_sweep.png": "Test NLL and metric of the HMC "
