@@ -4,7 +4,9 @@
 stored (:mod:`bnnkit.posterior.store`), forms its predictive on the test set and returns (and
 stores as ``evaluation.json`` plus ``predictions/test.npz``):
 
-- classification: accuracy, NLL, ECE; regression: RMSE and NLL in original units;
+- classification: accuracy, NLL, ECE, and the reliability diagram's bins of the model average
+  (:func:`bnnkit.metrics.predictive.calibration_bins`); regression: RMSE and NLL in original
+  units;
 - split R-hat and ESS across chains, over all weights and over test-set predictions
   (function space), summarised by median / 90th percentile / max (min for ESS);
 - with ``reference=`` another run on the same data (e.g. HMC): agreement and total variation of
@@ -31,7 +33,7 @@ import numpy as np
 from bnnkit import problem as problem_lib
 from bnnkit import storage
 from bnnkit.errors import ConfigError
-from bnnkit.metrics import convergence, diagnostics
+from bnnkit.metrics import convergence, diagnostics, predictive
 from bnnkit.metrics.predictive import agreement, metrics_for, rmse, total_variation
 from bnnkit.posterior import Samples, store
 from bnnkit.predict import Prediction, posterior_predictive
@@ -267,7 +269,9 @@ def evaluate(
     """Metrics and diagnostics of a stored run, optionally against a reference run.
 
     Returns:
-        A JSON-serialisable dict: ``test`` metrics, ``diagnostics`` (weights / function space,
+        A JSON-serialisable dict: ``test`` metrics, for classification ``calibration`` (the
+        reliability diagram's bins of the test predictive, beside ``test`` so that every value
+        there stays one number), ``diagnostics`` (weights / function space,
         when every chain has at least 4 samples), ``sampler`` statistics from the log,
         ``convergence`` (Markov chains with at least 4 samples each: a verdict in function
         space and what to do, see :mod:`bnnkit.metrics.convergence`) and ``reference``
@@ -338,6 +342,9 @@ def evaluate(
         "num_test": int(len(problem.dataset.y_test_original)),
         "test": metrics_for(prediction, problem.dataset.y_test_original),
     }
+    if prediction.task == "classification":
+        result["calibration"] = predictive.calibration_bins(prediction.probs,
+                                                            problem.dataset.y_test_original)
     if corruption is not None:
         result["corruption"] = {"name": corruption, "severity": severity}
     log = RunDir(run_dir).read_log()

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from bnnkit import storage
 from bnnkit.cli import main
 from bnnkit.experiments import compare_methods
 from bnnkit.inference import hmc
+from bnnkit.metrics.predictive import calibration_bins
 from bnnkit.problem import ProblemConfig
 from experiment_checks import count_runs, png_ok
 
@@ -46,3 +48,33 @@ def test_unknown_setting_refused_with_exit_2_and_nothing_written(tmp_path, capsy
                  "--out", str(out)]) == 2
     assert "unknown --settings 'cifar'; allowed: yacht, mnist160" in capsys.readouterr().err
     assert not out.exists()
+
+
+def classification_rows() -> list[dict]:
+    """Two methods' rows of a classification setting, each with its calibration bins."""
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 50)
+    rows = []
+    for method, sharpness in (("HMC (reference)", 1.0), ("SGD", 3.0)):
+        probs = rng.dirichlet(np.full(3, 1.0 / sharpness), size=50)
+        rows.append({"method": method, "accuracy": 0.5, "nll": 0.9, "ece": 0.1,
+                     "calibration": calibration_bins(probs, labels), "seconds": 1.0,
+                     "note": ""})
+    return rows
+
+
+def test_a_classification_setting_gets_a_reliability_diagram_and_no_bins_in_the_table(
+        tmp_path):
+    regression = [{"method": "HMC (reference)", "nll": 0.5, "rmse": 0.3, "seconds": 9.0,
+                   "note": ""}]
+    written = compare_methods.Comparison(
+        {"mnist160": classification_rows(), "yacht": regression},
+        {"mnist160": {}, "yacht": {}}).write(tmp_path)
+    assert [p.name for p in written if p.name.startswith("reliability")] == [
+        "reliability_mnist160.png"]
+    assert png_ok(tmp_path / "reliability_mnist160.png")
+    assert not (tmp_path / "reliability_yacht.png").exists()
+    stored = storage.read_json(tmp_path / "results.json")["mnist160"]["rows"]
+    assert [sum(r["calibration"]["counts"]) for r in stored] == [50, 50]
+    table = (tmp_path / "table.md").read_text()
+    assert "| SGD | 0.5000 | 0.9000 | 0.1000 | 1 |  |" in table and "calibration" not in table

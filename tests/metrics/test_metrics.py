@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import jax
@@ -33,6 +34,34 @@ def test_ece_groups_points_in_a_bin():
     # mean confidence of (0.72 + 0.78 + 0.8) / 3.
     conf = (0.72 + 0.78 + 0.8) / 3
     assert predictive.ece(probs, labels, num_bins=10) == pytest.approx(abs(2 / 3 - conf))
+
+
+def test_calibration_bins_by_hand_and_ece_from_them():
+    # Top-1 confidences 0.72 (correct), 0.78 (wrong), 0.8 (correct), 0.95 (correct), 0.55
+    # (wrong) in 4 bins (0, .25], (.25, .5], (.5, .75], (.75, 1]: counts 0, 0, 2, 3.
+    probs = np.array([[0.72, 0.28], [0.78, 0.22], [0.2, 0.8], [0.05, 0.95], [0.55, 0.45]])
+    labels = np.array([0, 1, 1, 1, 1])
+    bins = predictive.calibration_bins(probs, labels, num_bins=4)
+    assert bins["edges"] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert bins["counts"] == [0, 0, 2, 3] and sum(bins["counts"]) == len(labels)
+    assert bins["accuracy"][:2] == [None, None] and bins["confidence"][:2] == [None, None]
+    assert bins["accuracy"][2:] == pytest.approx([0.5, 2 / 3], rel=1e-12)
+    assert bins["confidence"][2:] == pytest.approx([(0.72 + 0.55) / 2, (0.78 + 0.8 + 0.95) / 3],
+                                                   rel=1e-12)
+    direct = (2 * abs(0.5 - (0.72 + 0.55) / 2) + 3 * abs(2 / 3 - (0.78 + 0.8 + 0.95) / 3)) / 5
+    assert predictive.ece(probs, labels, num_bins=4) == pytest.approx(direct, rel=1e-12)
+    assert predictive.ece_from_bins(bins) == predictive.ece(probs, labels, num_bins=4)
+    json.dumps(bins, allow_nan=False)  # no NaN: empty bins are null
+
+
+def test_calibration_bins_hold_every_point():
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.full(10, 0.3), size=500)
+    bins = predictive.calibration_bins(probs, rng.integers(0, 10, 500))
+    assert len(bins["edges"]) == 16 and len(bins["counts"]) == 15
+    assert sum(bins["counts"]) == 500
+    # A confidence is at least 1/K = 0.1, so the first bin (0, 1/15] stays empty.
+    assert bins["counts"][0] == 0 and bins["accuracy"][0] is None
 
 
 def test_regression_metrics_by_hand():

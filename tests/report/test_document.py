@@ -50,9 +50,11 @@ def test_every_table_row_is_in_the_markdown_and_the_html(report_inputs, report):
 
 
 def test_every_figure_is_linked_and_embedded_once(report_inputs, report):
-    _, conv, shift = report_inputs
-    pngs = sorted(p.name for f in (conv, shift) for p in f.glob("*.png"))
-    assert pngs == ["chains.png", "degradation.png", "rhat_histograms.png"]
+    run, conv, shift = report_inputs
+    assert list(run.glob("*.png")) == []  # the run's reliability diagram is drawn in the report
+    pngs = sorted([kinds.RELIABILITY_FILE,
+                   *(p.name for f in (conv, shift) for p in f.glob("*.png"))])
+    assert pngs == ["chains.png", "degradation.png", "reliability.png", "rhat_histograms.png"]
     md = (report / document.MARKDOWN_FILE).read_text()
     links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", md)
     assert sorted(link.split("_", 2)[-1] for link in links) == pngs
@@ -76,7 +78,7 @@ def test_unknown_folders_and_a_full_out_are_refused_with_nothing_written(
     assert not out.exists()
     assert main(["report", str(report_inputs[1]), "--out", str(report)]) == 2
     assert "not empty" in capsys.readouterr().err
-    assert len(list((report / document.FIGURES_DIR).iterdir())) == 3
+    assert len(list((report / document.FIGURES_DIR).iterdir())) == 4
 
 
 def test_overwrite_replaces_an_earlier_report(report_inputs, tmp_path, capsys):

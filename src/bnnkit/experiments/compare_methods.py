@@ -4,7 +4,8 @@ For each setting an HMC reference run is made first; then SGD, a deep ensemble a
 SGMCMC variants of the paper (SGLD, SGHMC, SGHMC-CLR, SGHMC-CLR-Prec) run on the same posterior
 and are evaluated against it with ``bnnkit.evaluate.evaluate(run, reference=hmc_run)``:
 accuracy / NLL / agreement / total variation (classification) or RMSE / NLL / RMSE to the HMC
-predictive mean (regression).
+predictive mean (regression). A classification setting also gets a reliability diagram of every
+method's test predictive, HMC first (``reliability_<setting>.png``).
 
 The SGLD step size comes from HMC's adapted leapfrog step ε: one leapfrog step of HMC without
 the accept step is Langevin dynamics with
@@ -46,6 +47,8 @@ from bnnkit.settings import setting
 RESULTS_FILE = "results.json"
 TABLE_FILE = "table.md"
 FIGURE_FILE = "compare_methods.png"
+#: A classification setting's reliability diagram of every method, by the setting's name.
+RELIABILITY_FILE = "reliability_{}.png"
 #: Test metrics and closeness to HMC, in the table's column order.
 COLUMNS = ("accuracy", "rmse", "nll", "ece", "agreement", "total_variation",
            "rmse_to_reference_mean")
@@ -107,7 +110,8 @@ class Config:
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """The table rows per setting (``rows[name]``: one dict per method, HMC first, with the
-    test metrics, the closeness to HMC, ``seconds`` and a ``note``) and each problem."""
+    test metrics, the closeness to HMC, ``seconds``, a ``note`` and, for classification, the
+    ``calibration`` bins of its test predictive) and each problem."""
 
     rows: dict[str, list[dict[str, Any]]]
     problems: dict[str, dict[str, Any]]
@@ -117,8 +121,10 @@ class Comparison:
                           *(markdown(name, rows) for name, rows in self.rows.items())])
 
     def write(self, out: str | os.PathLike) -> list[Path]:
-        """``results.json``, ``table.md`` and ``compare_methods.png`` into ``out``."""
+        """``results.json``, ``table.md``, ``compare_methods.png`` and per classification
+        setting ``reliability_<setting>.png`` (every method's curve, HMC first) into ``out``."""
         from bnnkit.report.experiment_plots import compare_methods_png
+        from bnnkit.report.reliability_plots import reliability_png
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -127,7 +133,14 @@ class Comparison:
             for name, rows in self.rows.items()})
         storage.atomic_write_bytes(out / TABLE_FILE, self.markdown().encode())
         storage.atomic_write_bytes(out / FIGURE_FILE, compare_methods_png(self.rows))
-        return [out / RESULTS_FILE, out / TABLE_FILE, out / FIGURE_FILE]
+        written = [out / RESULTS_FILE, out / TABLE_FILE, out / FIGURE_FILE]
+        for name, rows in self.rows.items():
+            curves = {r["method"]: r["calibration"] for r in rows if "calibration" in r}
+            if curves:  # a classification setting
+                file = out / RELIABILITY_FILE.format(name)
+                storage.atomic_write_bytes(file, reliability_png(curves, title=f"{name}, test set"))
+                written.append(file)
+        return written
 
 
 def gradient_rms(hmc_dir: str | os.PathLike, batch_size: int) -> float:
@@ -186,7 +199,8 @@ def run_setting(name: str, setting: Setting, root: Path, progress: bool = True
     sampler = ref["sampler"]
     eps = float(np.median(sampler["step_size"]))
     eta = eps**2 / 2
-    rows = [{"method": "HMC (reference)", **ref["test"], "seconds": run_seconds(hmc_dir),
+    rows = [{"method": "HMC (reference)", **ref["test"], **_calibration(ref),
+             "seconds": run_seconds(hmc_dir),
              "note": f"acc. {sampler['acceptance_rate']:.2f}, eps {eps:.2g}, "
                      f"{sampler['num_divergent']} div."}]
     rms = gradient_rms(hmc_dir, setting.batch_size)
@@ -198,10 +212,15 @@ def run_setting(name: str, setting: Setting, root: Path, progress: bool = True
         rows.append({"method": label, **res["test"],
                      **{k: v for k, v in res["reference"].items()
                         if k not in ("run", "settings_differ")},
-                     "seconds": run_seconds(run_dir),
+                     **_calibration(res), "seconds": run_seconds(run_dir),
                      "note": f"η₀ {config.init_step_size:.2g}, "
                              f"{res['num_chains']}x{res['num_samples_per_chain']} samples"})
     return rows
+
+
+def _calibration(evaluation: dict[str, Any]) -> dict[str, Any]:
+    # Kept for the reliability diagram; the markdown table shows only COLUMNS.
+    return {k: evaluation[k] for k in ("calibration",) if k in evaluation}
 
 
 def _announce(progress: bool, name: str, label: str, ran: bool) -> None:

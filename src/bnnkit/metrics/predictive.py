@@ -46,20 +46,68 @@ def nll_categorical(probs: np.ndarray, labels: np.ndarray, eps: float = 1e-12) -
     return float(-np.mean(np.log(np.clip(p[:, 0], eps, None))))
 
 
-def ece(probs: np.ndarray, labels: np.ndarray, num_bins: int = 15) -> float:
-    """Expected calibration error with ``num_bins`` equal-width bins on the top-1 confidence."""
+def calibration_bins(probs: np.ndarray, labels: np.ndarray,
+                     num_bins: int = 15) -> dict[str, list]:
+    """The reliability diagram's bins: top-1 confidence cut into ``num_bins`` equal-width
+    bins ``B_b = (b/M, (b+1)/M]`` (M = ``num_bins``), each with its share of points, mean
+    confidence and accuracy; :func:`ece` is computed from them.
+
+        n_b    = |B_b|,   Σ_b n_b = N
+        conf_b = (1/n_b) Σ_{i∈B_b} max_k p_ik
+        acc_b  = (1/n_b) Σ_{i∈B_b} [argmax_k p_ik = y_i]
+        ECE    = Σ_b (n_b / N) · |acc_b − conf_b|
+
+    Returns:
+        JSON-serialisable lists: ``edges`` (M + 1), and per bin ``counts`` (n_b),
+        ``confidence`` (conf_b) and ``accuracy`` (acc_b), the last two ``None`` for an
+        empty bin.
+
+    Example:
+        >>> bins = calibration_bins(np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]),
+        ...                         np.array([0, 0, 0]), num_bins=2)
+        >>> bins["counts"], bins["accuracy"]
+        ([0, 3], [None, 0.6666666666666666])
+    """
     probs = np.asarray(probs, np.float64)
     confidence = probs.max(axis=-1)
     correct = (probs.argmax(axis=-1) == labels).astype(np.float64)
     edges = np.linspace(0.0, 1.0, num_bins + 1)
     # Bins are (lo, hi]; a confidence of exactly 0 cannot occur for a distribution over K classes.
     index = np.clip(np.searchsorted(edges, confidence, side="left") - 1, 0, num_bins - 1)
-    total = 0.0
+    counts, conf, acc = [], [], []
     for b in range(num_bins):
         in_bin = index == b
-        if in_bin.any():
-            total += in_bin.mean() * abs(correct[in_bin].mean() - confidence[in_bin].mean())
-    return float(total)
+        counts.append(int(in_bin.sum()))
+        # An empty bin has no mean: None (JSON null) rather than NaN, which JSON cannot hold.
+        conf.append(float(confidence[in_bin].mean()) if in_bin.any() else None)
+        acc.append(float(correct[in_bin].mean()) if in_bin.any() else None)
+    return {"edges": edges.tolist(), "counts": counts, "confidence": conf, "accuracy": acc}
+
+
+def ece_from_bins(bins: dict[str, list]) -> float:
+    """``Σ_b (n_b/N) |acc_b − conf_b|`` of :func:`calibration_bins`' bins (0 for no points).
+
+    Example:
+        >>> ece_from_bins({"counts": [1, 3], "confidence": [0.5, 0.9], "accuracy": [1.0, 0.6]})
+        0.35
+    """
+    total = sum(bins["counts"])
+    ece_ = 0.0
+    for n, conf, acc in zip(bins["counts"], bins["confidence"], bins["accuracy"], strict=True):
+        if n:
+            ece_ += n / total * abs(acc - conf)
+    return float(ece_)
+
+
+def ece(probs: np.ndarray, labels: np.ndarray, num_bins: int = 15) -> float:
+    """Expected calibration error with ``num_bins`` equal-width bins on the top-1 confidence
+    (:func:`calibration_bins`).
+
+    Example:
+        >>> ece(np.array([[0.9, 0.1], [0.2, 0.8]]), np.array([0, 0]), num_bins=10)
+        0.45
+    """
+    return ece_from_bins(calibration_bins(probs, labels, num_bins))
 
 
 def rmse(mean: np.ndarray, targets: np.ndarray) -> float:

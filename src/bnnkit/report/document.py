@@ -127,8 +127,8 @@ def document(folders: Sequence[str | os.PathLike], out: str | os.PathLike, *,
     """Write one report of ``folders`` (runs and experiment outputs) into ``out``.
 
     Every folder is recognised and read, and ``out`` checked, before anything is written;
-    ``out`` gets ``report.md``, ``figures/`` (each figure copied, named by its section) and
-    ``report.html``, every file written atomically.
+    ``out`` gets ``report.md``, ``figures/`` (each figure copied, or written where the report
+    drew it, named by its section) and ``report.html``, every file written atomically.
 
     Args:
         folders: run directories and experiment output folders, in the report's order.
@@ -153,7 +153,7 @@ def document(folders: Sequence[str | os.PathLike], out: str | os.PathLike, *,
         raise ConfigError("no folder to report on; allowed: run directories and experiment "
                           "output folders")
     sections = tuple(section(folder) for folder in folders)
-    figure_bytes = {f.path: f.path.read_bytes() for s in sections for f in s.figures}
+    figure_bytes = {f.path: f.data() for s in sections for f in s.figures}
 
     path = Path(out)
     path.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,9 @@ from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.report.sections import Block, Figure, Heading, Section, Table, blocks_from_markdown
 
+#: The name a run's reliability diagram has in a report (drawn there, never in the run).
+RELIABILITY_FILE = "reliability.png"
+
 
 class Kind(NamedTuple):
     """The files that mark a folder as this kind, what it is (for messages), and the function
@@ -62,7 +65,11 @@ def _evaluation(folder: Path) -> dict[str, Any]:
 
     stored = folder / "evaluation.json"
     if stored.is_file() and stored.stat().st_mtime >= RunDir(folder).run_file.stat().st_mtime:
-        return storage.read_json(stored)
+        result = storage.read_json(stored)
+        # An evaluation stored before classification ones carried their calibration bins is
+        # recomputed, so that the run still gets its reliability diagram.
+        if "calibration" in result or "accuracy" not in result.get("test", {}):
+            return result
     return evaluate(folder, write=False)
 
 
@@ -71,9 +78,23 @@ def _value(v: Any) -> str:
         v, (list, dict)) else str(v)
 
 
+def _reliability(folder: Path, name: str, result: dict[str, Any]) -> tuple[Figure, ...]:
+    # Drawn here, not stored: a report writes nothing into the folders it reads.
+    from bnnkit.report.reliability_plots import reliability_png
+
+    if "calibration" not in result:  # regression
+        return ()
+    png = reliability_png({name: result["calibration"]}, title=f"test set of {result['dataset']}")
+    return (Figure(folder / RELIABILITY_FILE, "Reliability diagram of the model average on the "
+                   "test set: accuracy against top-1 confidence in 15 equal-width bins, the "
+                   "diagonal being perfect calibration, and below, the share of test points "
+                   "in each bin.", png=png),)
+
+
 def run_section(folder: Path) -> Section:
-    """A run: its method, problem and settings, and its evaluation (test metrics, sampler
-    statistics, R-hat and ESS, the convergence verdict)."""
+    """A run: its method, problem and settings, its evaluation (test metrics, sampler
+    statistics, R-hat and ESS, the convergence verdict) and, for classification, its
+    reliability diagram."""
     from bnnkit.report.tables import rows
 
     record = storage.read_json(folder / "run.json")
@@ -95,7 +116,8 @@ def run_section(folder: Path) -> Section:
     if verdict:
         blocks.append("Converged in function space." if verdict["converged"] else
                       "NOT converged in function space: " + "; ".join(verdict["problems"]))
-    return Section(f"{record['method']} run", "run", os.fspath(folder), tuple(blocks))
+    return Section(f"{record['method']} run", "run", os.fspath(folder), tuple(blocks),
+                   _reliability(folder, record["method"], result))
 
 
 def convergence_section(folder: Path) -> Section:
@@ -140,6 +162,21 @@ def _experiment(title: str, kind: str, table: str, captions: dict[str, str],
     return build
 
 
+def compare_methods_section(folder: Path) -> Section:
+    """``bnnkit experiment compare-methods``: its table, the methods' bars and, per
+    classification setting in ``results.json``, the methods' reliability diagram."""
+    from bnnkit.experiments.compare_methods import RELIABILITY_FILE
+
+    captions = {"compare_methods.png": "Each method's test NLL and its closeness to HMC's "
+                                       "predictive."}
+    for name in storage.read_json(folder / "results.json"):
+        captions[RELIABILITY_FILE.format(name)] = (
+            f"Reliability diagram on {name}: each method's test accuracy against top-1 "
+            "confidence in 15 equal-width bins (the diagonal is perfect calibration, ECE in the "
+            "legend), and below, the share of test points in each bin.")
+    return _experiment("Methods against HMC", "compare-methods", "table.md", captions)(folder)
+
+
 def surface_section(folder: Path) -> Section:
     """``bnnkit surface``: the grid and points, and the three contour plots."""
     settings = storage.read_json(folder / "surface.json")
@@ -170,9 +207,7 @@ KINDS: dict[str, Kind] = {
     "shift": Kind(("shift_table.json",), "bnnkit shift", shift_section),
     "surface": Kind(("surface.json", "surface.npz"), "bnnkit surface", surface_section),
     "compare-methods": Kind(("results.json", "table.md"), "bnnkit experiment compare-methods",
-                            _experiment("Methods against HMC", "compare-methods", "table.md", {
-                                "compare_methods.png": "Each method's test NLL and its "
-                                                       "closeness to HMC's predictive."})),
+                            compare_methods_section),
     "prior-sweep": Kind(("results.json", "prior_sweep.md"), "bnnkit experiment prior-sweep",
                         _experiment("HMC under several priors", "prior-sweep", "prior_sweep.md",
                                     {"prior_sweep.png": "Test NLL and metric of the HMC "

@@ -28,10 +28,23 @@ class Heading(NamedTuple):
 
 
 class Figure(NamedTuple):
-    """A PNG of the folder and a one-paragraph caption saying what it shows."""
+    """A PNG of the folder and a one-paragraph caption saying what it shows.
+
+    A figure the report draws itself (a run's reliability diagram) carries its ``png`` bytes,
+    and ``path`` is only the name it stands for in the folder: nothing is written there.
+
+    Example:
+        >>> Figure(Path("run/reliability.png"), "demo", png=b"\\x89PNG").data()
+        b'\\x89PNG'
+    """
 
     path: Path
     caption: str
+    png: bytes | None = None
+
+    def data(self) -> bytes:
+        """The PNG: the bytes carried, else the file's."""
+        return self.path.read_bytes() if self.png is None else self.png
 
 
 Block = str | Heading | Table  # a paragraph, a heading or a table
