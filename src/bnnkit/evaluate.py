@@ -339,7 +339,7 @@ def evaluate(
         "model": problem.config.model,
         "num_chains": samples.num_chains,
         "num_samples_per_chain": samples.num_samples,
-        "num_test": int(len(problem.dataset.y_test_original)),
+        "num_test": len(problem.dataset.y_test_original),
         "test": metrics_for(prediction, problem.dataset.y_test_original),
     }
     if prediction.task == "classification":

@@ -1,0 +1,168 @@
+"""``bnnkit paper``: the findings scored from hand-made results (each verdict both ways), the
+folder checks before anything is written, and the whole tiny study end to end (slow)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from bnnkit import storage
+from bnnkit.cli import main
+from bnnkit.errors import ConfigError
+from bnnkit.experiments import paper
+from experiment_checks import png_ok
+
+
+def _compare(hmc_nll: float, ens_tv: float) -> dict:
+    rows = [
+        {"method": "HMC (reference)", "accuracy": 0.80, "nll": hmc_nll},
+        {"method": "SGD", "accuracy": 0.75, "nll": 0.90, "agreement": 0.8,
+         "total_variation": 0.3},
+        {"method": "Deep ensemble (K=5)", "accuracy": 0.78, "nll": 0.70, "agreement": 0.85,
+         "total_variation": ens_tv},
+        {"method": "SGLD", "accuracy": 0.70, "nll": 1.00, "agreement": 0.7,
+         "total_variation": 0.40},
+    ]
+    return {"mnist": {"problem": {}, "rows": rows},
+            "yacht": {"problem": {}, "rows": [{"method": "HMC (reference)", "rmse": 1.0}]}}
+
+
+def test_finding_one_needs_hmc_below_both_sgd_and_the_ensemble():
+    assert paper.finding_hmc_beats_standard(_compare(0.6, 0.2), True).verdict == "reproduced"
+    # Below SGD (0.90) but above the ensemble (0.70): not reproduced.
+    found = paper.finding_hmc_beats_standard(_compare(0.8, 0.2), False)
+    assert found.verdict == "not reproduced"
+    assert "convergence verdict" in found.caveat
+    assert paper.finding_hmc_beats_standard({}, None).verdict == "not measured"
+
+
+def test_finding_six_compares_ensemble_and_sgld_total_variation():
+    assert paper.finding_ensembles_close(_compare(0.6, 0.43)).verdict == "reproduced"  # ≤ 1.1×
+    assert paper.finding_ensembles_close(_compare(0.6, 0.45)).verdict == "not reproduced"
+
+
+def _convergence(one: float, several: float, n: int) -> dict:
+    return {"num_test_points": n, "reference": "the run's own model average", "chains": [
+        {"scheme": "1 chain x 40 samples", "agreement": one, "total_variation": 0.1},
+        {"scheme": "4 chains x 10 samples", "agreement": several, "total_variation": 0.1}]}
+
+
+def test_finding_two_allows_two_binomial_standard_errors():
+    # a = 0.9 on n = 1,000 points: 2 SE = 2·√(0.09/1000) ≈ 0.019.
+    assert paper.finding_one_long_chain(_convergence(0.885, 0.9, 1000), True).verdict == \
+        "reproduced"
+    assert paper.finding_one_long_chain(_convergence(0.875, 0.9, 1000), True).verdict == \
+        "not reproduced"
+    # The same gap on 100,000 points is 8 standard errors: a real difference.
+    assert paper.finding_one_long_chain(_convergence(0.885, 0.9, 100_000), True).verdict == \
+        "not reproduced"
+    assert paper.finding_one_long_chain(None, None).verdict == "not measured"
+
+
+def _temperature(hmc: dict, plain: dict, augmented: dict) -> dict:
+    rows = [{"line": line, "temperature": t, "nll": v}
+            for line, values in (("HMC", hmc), ("SGHMC-CLR", plain),
+                                 ("SGHMC-CLR + augment", augmented))
+            for t, v in values.items()]
+    return {"rows": rows}
+
+
+def test_finding_three_needs_hmc_best_at_one_and_augmentation_to_gain_from_cooling():
+    good = _temperature({1.0: 0.50, 0.1: 0.55}, {1.0: 0.6, 0.1: 0.6}, {1.0: 0.6, 0.1: 0.5})
+    assert paper.finding_no_cold_posterior(good).verdict == "reproduced"
+    cold_hmc = _temperature({1.0: 0.60, 0.1: 0.50}, {1.0: 0.6, 0.1: 0.6}, {1.0: 0.6, 0.1: 0.5})
+    assert paper.finding_no_cold_posterior(cold_hmc).verdict == "not reproduced"
+    no_augment_effect = _temperature({1.0: 0.5}, {1.0: 0.6, 0.1: 0.5}, {1.0: 0.6, 0.1: 0.5})
+    assert paper.finding_no_cold_posterior(no_augment_effect).verdict == "not reproduced"
+    assert paper.finding_no_cold_posterior(None).verdict == "not measured"
+
+
+def test_finding_four_bounds_accuracy_spread_by_four_standard_errors():
+    # a ≈ 0.9 on 10,000 points: 4 SE = 4·√(0.09/10^4) = 0.012.
+    rows = [{"dataset": "mnist160", "accuracy": a, "num_test": 10_000} for a in (0.895, 0.905)]
+    assert paper.finding_prior_robust(rows).verdict == "reproduced"
+    rows[1]["accuracy"] = 0.915
+    assert paper.finding_prior_robust(rows).verdict == "not reproduced"
+    yacht = [{"dataset": "yacht", "rmse": r} for r in (1.0, 1.05)]
+    assert paper.finding_prior_robust(yacht).verdict == "reproduced"
+    yacht[1]["rmse"] = 1.3
+    assert paper.finding_prior_robust(yacht).verdict == "not reproduced"
+
+
+def _shift(hmc: tuple[float, float], sgd: tuple[float, float]) -> list[dict]:
+    return [{"label": label, "corruption": c, "severity": s, "accuracy": acc}
+            for label, (clean, shifted) in (("mnist/hmc", hmc), ("mnist/sgd", sgd))
+            for c, s, acc in (("clean", 0, clean), ("fog", 5, shifted))]
+
+
+def test_finding_five_needs_hmc_lead_to_shrink_under_shift():
+    assert paper.finding_poor_under_shift(_shift((0.9, 0.5), (0.85, 0.6))).verdict == \
+        "reproduced"
+    assert paper.finding_poor_under_shift(_shift((0.9, 0.7), (0.85, 0.6))).verdict == \
+        "not reproduced"
+    assert paper.finding_poor_under_shift([]).verdict == "not measured"
+
+
+def test_scales_grow_and_keep_three_chains_for_the_surface():
+    tiny, small, full = (paper.SCALES[k] for k in ("tiny", "small", "full"))
+    for scale in (tiny, small, full):
+        assert scale.hmc_chains >= 3 and scale.hmc_burn_in < scale.hmc_iterations
+    for field in ("hmc_iterations", "epochs", "grid", "temperature_hmc_iterations"):
+        assert getattr(tiny, field) < getattr(small, field) <= getattr(full, field), field
+
+
+def test_bad_scale_is_one_line_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["paper", "--scale", "huge", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown --scale 'huge'; allowed: tiny, small, full" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_foreign_folder_and_other_scale_are_refused_before_writing(tmp_path):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not empty"):
+        paper.paper(paper.Config(scale="tiny"), foreign, progress=False)
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+
+    study = tmp_path / "study"
+    study.mkdir()
+    storage.write_json(study / paper.SETTINGS_FILE, {"scale": "small", "seed": 0})
+    with pytest.raises(ConfigError, match="--scale small"):
+        paper.paper(paper.Config(scale="tiny"), study, progress=False)
+    assert sorted(p.name for p in study.iterdir()) == [paper.SETTINGS_FILE]
+
+
+@pytest.mark.slow  # the whole tiny study: about 5 minutes on 2 cores
+def test_tiny_study_end_to_end(shared_data_dir, tmp_path, capsys):
+    out = tmp_path / "paper"
+    assert main(["paper", "--scale", "tiny", "--out", str(out), "--data-dir",
+                 str(shared_data_dir), "--no-progress"]) == 0
+    for part in paper.PARTS:
+        assert (out / part).is_dir(), part
+    items = storage.read_json(out / paper.FINDINGS_JSON)
+    assert [f["number"] for f in items] == [1, 2, 3, 4, 5, 6]
+    fields = {f.name for f in dataclasses.fields(paper.Finding)}
+    for f in items:
+        assert set(f) == fields
+        # Every finding has its data at the tiny scale (its verdict may go either way).
+        assert f["verdict"] in ("reproduced", "not reproduced"), f
+    report = (out / paper.REPORT_DIR / "report.md").read_text()
+    assert "The paper's findings" in report
+    figures = sorted((out / paper.REPORT_DIR / "figures").iterdir())
+    assert len(figures) >= 10 and all(png_ok(f) for f in figures)
+    shift = storage.read_json(out / "shift" / "shift_table.json")
+    assert all(math.isfinite(r["nll"]) for r in shift["rows"])
+
+    # Called again, it reuses every run: each run's log gains no unit.
+    logs = {p: p.read_text() for p in out.rglob("metrics.jsonl")}
+    assert logs
+    capsys.readouterr()
+    assert main(["paper", "--scale", "tiny", "--out", str(out), "--data-dir",
+                 str(shared_data_dir), "--no-progress"]) == 0
+    assert {p: p.read_text() for p in out.rglob("metrics.jsonl")} == logs
