@@ -53,6 +53,7 @@ Example (a hierarchical normal model, the eight schools, non-centred):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 from collections.abc import Callable
@@ -67,7 +68,7 @@ from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.inference import METHODS, _noise
 from bnnkit.inference.adaptation import MEMBERS
-from bnnkit.inference.base import Loop, Method, RunSettings
+from bnnkit.inference.base import Loop, RunSettings
 from bnnkit.metrics import convergence
 from bnnkit.runs import directory, faults, manifest
 from bnnkit.runs.directory import STATE_FILE, RunDir
@@ -146,8 +147,7 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
         raise ConfigError(f"initial positions need a leading axis of length --num-chains "
                           f"{loop.num_members} on every leaf, got shapes "
                           f"{[jnp.shape(leaf) for leaf in leaves]}")
-    method = module.build(lambda params, batch: log_density(params), config)
-    init_all, advance = _programs(method, config.seed, loop.num_members)
+    init_all, advance = _programs(log_density, config)
     if run_dir is None:
         state = init_all(initial_positions)
         state, positions, info = advance(state, 0, loop.num_units)
@@ -190,8 +190,8 @@ def load_chains(run_dir: str | os.PathLike, like: Params | None = None) -> Chain
     positions = jax.tree.map(lambda _, path: jax.ShapeDtypeStruct(tuple(stored[path][0]),
                                                                   np.dtype(stored[path][1])),
                              like, _paths(like))
-    method = METHODS[record["method"]].build(lambda params, batch: jnp.zeros(()), config)
-    init_all, advance = _programs(method, config.seed, loop.num_members)
+    # Shapes only: the state's structure does not depend on the density's values.
+    init_all, advance = _programs(_zero_density, config)
     template = jax.eval_shape(init_all, positions)
     info_template = jax.eval_shape(lambda state: advance(state, 0, 1)[2], template)
     found = manifest.check(rundir, record, hash_samples=False)
@@ -203,10 +203,32 @@ def load_chains(run_dir: str | os.PathLike, like: Params | None = None) -> Chain
                    loop)
 
 
-def _programs(method: Method, seed: int, num_members: int) -> tuple[Callable, Callable]:
+def _zero_density(params: Params) -> jax.Array:
+    return jnp.zeros(())
+
+
+def _programs(log_density: Callable[[Params], jax.Array],
+              config: RunSettings) -> tuple[Callable, Callable]:
     """The compiled programs of every chain: ``init(positions) -> state`` and
     ``advance(state, first, length) -> (state, positions, info)`` over iterations
-    ``first .. first + length - 1``, chains first in the outputs."""
+    ``first .. first + length - 1``, chains first in the outputs.
+
+    Cached, so that calls with the same density and Config (a resume in the same process, the
+    in-memory and the stored run) compile once.
+    """
+    # Checkpoints change where the iterations stop, not what they compute.
+    config = dataclasses.replace(config, checkpoint_every=1)
+    try:
+        hash(log_density)
+    except TypeError:  # a density object that cannot be a cache key is compiled afresh
+        return _build_programs(log_density, config)
+    return _cached_programs(log_density, config)
+
+
+def _build_programs(log_density: Callable[[Params], jax.Array],
+                    config: RunSettings) -> tuple[Callable, Callable]:
+    method = METHODS[config.METHOD].build(lambda params, batch: log_density(params), config)
+    seed, num_members = config.seed, config.loop(1).num_members
     init_keys = member_keys(seed, INIT_STREAM, num_members)
     noise_keys = member_keys(seed, NOISE_STREAM, num_members)
 
@@ -233,6 +255,9 @@ def _programs(method: Method, seed: int, num_members: int) -> tuple[Callable, Ca
         return scan(state, jnp.arange(first, first + length))
 
     return init_all, advance
+
+
+_cached_programs = functools.lru_cache(maxsize=8)(_build_programs)
 
 
 def _chains(kept: Params, info: Any, state: Any, loop: Loop) -> Chains:
@@ -297,10 +322,6 @@ def _sample_into(rundir: RunDir, initial_positions: Params, config: RunSettings,
                  name: str | None, progress: bool) -> Chains:
     """:func:`sample` into ``rundir``: every check first, then chunk by chunk under its lock."""
     rundir.check_target(resume=resume, overwrite=overwrite)
-    template = jax.eval_shape(init_all, initial_positions)
-    info_template = jax.eval_shape(lambda state: advance(state, 0, 1)[2], template)
-    positions = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
-                             initial_positions)
     problem = _problem(initial_positions, name)
     config_dict = config.to_dict()
     found = None
@@ -311,13 +332,19 @@ def _sample_into(rundir: RunDir, initial_positions: Params, config: RunSettings,
                               "not of sample(); resume it with bnnkit.runs.run")
         _check_resume(record, config, problem, config_dict)
         found = _resume_point(rundir, record, loop)
+    # Traced, not run: an error of the density shows here, before anything is written.
+    template = jax.eval_shape(init_all, initial_positions)
+    info_template = jax.eval_shape(lambda state: advance(state, 0, 1)[2], template)
+    positions = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
+                             initial_positions)
+    if found is not None:
         if record["status"] == "finished" and found.state_unit == loop.num_units:
             # Nothing to run: the stored chains, read and checked, written nothing.
             _, state = _load_state(rundir, template, found.state_sha256)
             return _chains(*_load_chunks(rundir, loop.num_units, positions, info_template),
                            state, loop)
         record.update(method_config=config_dict, loop=dataclasses.asdict(loop))
-    else:
+    if not resume:
         record = {"method": config.METHOD, "layout": directory.LAYOUT, "problem": problem,
                   "method_config": config_dict, "loop": dataclasses.asdict(loop),
                   "manifest": True, "chunks": True, "versions": directory.versions(),
