@@ -189,3 +189,14 @@ def test_nuts_stored_in_uneven_chunks_equals_in_memory(tmp_path):
     stored = sample(log_density, start(2), config, run_dir=tmp_path / "run")
     assert_same_chains(stored, sample(log_density, start(2), config))
     assert_same_chains(load_chains(tmp_path / "run"), stored)
+
+
+def test_verify_finds_missing_and_unrecorded_chunks(tmp_path):
+    folder = tmp_path / "run"
+    sample(log_density, start(2), hmc.Config(**STORED), run_dir=folder)
+    (folder / "samples" / "chunk_0000016.npz").rename(folder / "samples" / "chunk_0000017.npz")
+    assert [(f.file, f.problem, f.repairable) for f in verify(folder)[0]] == [
+        ("samples/chunk_0000016.npz", "is missing", False),
+        ("samples/chunk_0000017.npz", "is not in the manifest", False)]
+    with pytest.raises(ConfigError, match=r"chunk_0000016\.npz' is missing"):
+        load_chains(folder)
