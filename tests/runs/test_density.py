@@ -65,9 +65,10 @@ def test_sample_recovers_a_gaussian_and_says_it_converged(name):
     assert chains.convergence["converged"], chains.convergence["problems"]
 
 
-# Stored runs: 24 iterations in chunks of 8, the first 12 adapting the step size and mass matrix.
-STORED = dict(step_size=1e-2, trajectory_len=0.1, adapt="mass", num_chains=2, num_iterations=24,
-              num_burn_in=12, checkpoint_every=8)
+# Stored runs: 20 iterations in chunks of 5, the first 10 adapting the step size and mass matrix
+# (the first test's chains, whose programs it has compiled already).
+STORED = dict(step_size=1e-2, trajectory_len=0.1, adapt="mass", num_chains=2, num_iterations=20,
+              num_burn_in=10, checkpoint_every=5)
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +118,7 @@ def test_a_stored_run_equals_the_in_memory_one_and_loads_back(in_memory, tmp_pat
     record = json.loads((folder / "run.json").read_text())
     assert (record["status"], record["problem"]["log_density"]) == ("finished", "gauss")
     assert record["problem"]["initial_positions"] == {"a": [[2, 2], "<f4"], "b": [[2, 1], "<f4"]}
-    assert verify(folder) == ([], "finished: the state covers 24 of 24 iterations")
+    assert verify(folder) == ([], "finished: the state covers 20 of 20 iterations")
     # A finished run resumed with the same settings is read back, nothing written.
     before = snapshot(folder)
     assert_same_chains(sample(log_density, start(2), hmc.Config(**STORED), run_dir=folder,
@@ -127,17 +128,17 @@ def test_a_stored_run_equals_the_in_memory_one_and_loads_back(in_memory, tmp_pat
 
 def test_interrupted_runs_resume_bit_for_bit(in_memory, tmp_path, monkeypatch):
     folder, config = tmp_path / "run", hmc.Config(**STORED)
-    # Cut off while writing the state of iterations 8..15 (still adapting): the state on disk
-    # is that of iteration 8, the chunk after it is recomputed.
+    # Cut off while writing the state of iterations 5..9 (still adapting): the state on disk
+    # is that of iteration 5, the chunk after it is recomputed.
     crash_at(monkeypatch, "state-recorded", 2)
     with pytest.raises(KilledError):
         sample(log_density, start(2), config, run_dir=folder)
-    assert verify(folder) == ([], "running: the state covers 8 of 24 iterations")
-    # Then after the chunk of iterations 8..15, between two chunks.
+    assert verify(folder) == ([], "running: the state covers 5 of 20 iterations")
+    # Then after the chunk of iterations 5..9, between two chunks.
     crash_at(monkeypatch, "unit-done", 1)
     with pytest.raises(KilledError):
         sample(log_density, start(2), config, run_dir=folder, resume=True)
-    assert verify(folder)[1] == "running: the state covers 16 of 24 iterations"
+    assert verify(folder)[1] == "running: the state covers 10 of 20 iterations"
     monkeypatch.undo()
     assert_same_chains(sample(log_density, start(2), config, run_dir=folder, resume=True),
                        in_memory)
@@ -194,9 +195,9 @@ def test_nuts_stored_in_uneven_chunks_equals_in_memory(tmp_path):
 def test_verify_finds_missing_and_unrecorded_chunks(tmp_path):
     folder = tmp_path / "run"
     sample(log_density, start(2), hmc.Config(**STORED), run_dir=folder)
-    (folder / "samples" / "chunk_0000016.npz").rename(folder / "samples" / "chunk_0000017.npz")
+    (folder / "samples" / "chunk_0000010.npz").rename(folder / "samples" / "chunk_0000011.npz")
     assert [(f.file, f.problem, f.repairable) for f in verify(folder)[0]] == [
-        ("samples/chunk_0000016.npz", "is missing", False),
-        ("samples/chunk_0000017.npz", "is not in the manifest", False)]
-    with pytest.raises(ConfigError, match=r"chunk_0000016\.npz' is missing"):
+        ("samples/chunk_0000010.npz", "is missing", False),
+        ("samples/chunk_0000011.npz", "is not in the manifest", False)]
+    with pytest.raises(ConfigError, match=r"chunk_0000010\.npz' is missing"):
         load_chains(folder)

@@ -127,8 +127,8 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
         progress: show progress, one update per checkpoint (with ``run_dir``).
 
     Returns:
-        :class:`Chains`, the same bit for bit with or without ``run_dir`` and however the run
-        was interrupted and resumed.
+        :class:`Chains`, the same bit for bit with or without ``run_dir``, however the run was
+        interrupted and resumed with the same settings.
 
     Raises:
         ConfigError: a Config of a minibatch method, starting positions whose leading axis
