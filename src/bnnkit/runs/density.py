@@ -187,6 +187,10 @@ def load_chains(run_dir: str | os.PathLike, like: Params | None = None) -> Chain
             raise ConfigError(f"the positions stored in {str(rundir.path)!r} are a "
                               f"{record['problem']['structure']}, not dictionaries; pass "
                               "like= a pytree of their structure")
+    given = sorted(jax.tree.leaves(_paths(like)))
+    if given != sorted(stored):
+        raise ConfigError(f"like= has the leaves {given}, the positions stored in "
+                          f"{str(rundir.path)!r} {sorted(stored)}")
     positions = jax.tree.map(lambda _, path: jax.ShapeDtypeStruct(tuple(stored[path][0]),
                                                                   np.dtype(stored[path][1])),
                              like, _paths(like))
