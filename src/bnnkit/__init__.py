@@ -15,7 +15,8 @@ stays cheap until one is touched.
   :class:`HMC`, :class:`NUTS`, :class:`SGD`, :class:`Ensemble`, :class:`SGMCMC`, :class:`VI`,
   :class:`Laplace`;
 - runs: :func:`run` (a method on a problem, into a run directory), :func:`sample` (any log
-  density, in memory), :func:`evaluate`, :func:`export_samples`;
+  density, in memory or into a run directory), :func:`load_chains`, :func:`evaluate`,
+  :func:`export_samples`;
 - :class:`ConfigError`: every invalid input, named in the message.
 
 Example:
@@ -58,6 +59,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Laplace": ("bnnkit.inference.laplace", "Config"),
     "run": ("bnnkit.runs", "run"),
     "sample": ("bnnkit.runs", "sample"),
+    "load_chains": ("bnnkit.runs", "load_chains"),
     "evaluate": ("bnnkit.evaluate", "evaluate"),
     "export_samples": ("bnnkit.evaluate", "export_samples"),
 }
@@ -77,6 +79,7 @@ __all__ = [
     "build_problem",
     "evaluate",
     "export_samples",
+    "load_chains",
     "load_dataset",
     "run",
     "sample",
@@ -95,7 +98,7 @@ if TYPE_CHECKING:
     from bnnkit.inference.vi import Config as VI  # noqa: N814
     from bnnkit.problem import ProblemConfig
     from bnnkit.problem import build as build_problem
-    from bnnkit.runs import run, sample
+    from bnnkit.runs import load_chains, run, sample
 
 
 def __getattr__(name: str) -> Any:

@@ -9,6 +9,9 @@ starts from its last state and when it finishes.
 
 :func:`check` compares a run directory with its manifest and says what is missing, damaged or
 unrecorded, and whether ``--resume`` recomputes it (anything after the last intact state).
+A run of :func:`bnnkit.runs.sample` (``"chunks": true`` in ``run.json``) stores, instead of one
+file per kept unit, one file per chunk of iterations (:func:`chunk_name`), whose line records
+the chunk's ``first`` iteration and, as its ``unit``, the iterations done after it.
 
 Example:
     >>> import tempfile, pathlib
@@ -142,6 +145,59 @@ def sample_unit(file: str) -> int | None:
         return None
 
 
+def chunk_name(unit: int) -> str:
+    """The file of a chunk of iterations ending before ``unit``, relative to the run
+    directory."""
+    return f"samples/chunk_{unit:07d}.npz"
+
+
+def chunk_unit(file: str) -> int | None:
+    """The iterations done after a chunk file (``None``: not a chunk file)."""
+    if not (file.startswith("samples/chunk_") and file.endswith(".npz")):
+        return None
+    try:
+        return int(file[len("samples/chunk_"):-len(".npz")])
+    except ValueError:
+        return None
+
+
+def _check_chunks(rundir, record: dict, lines: dict[str, list[dict[str, Any]]],
+                  state_unit: int, state_ok: bool, hash_samples: bool) -> list[Finding]:
+    """The findings of a chunked run's chunk files (see :func:`check`)."""
+    findings = []
+    recorded = {}
+    for file, file_lines in lines.items():
+        if chunk_unit(file) is not None:
+            recorded[file] = file_lines[-1]
+    for file, line in sorted(recorded.items()):
+        # A chunk after the intact state is recomputed by a resume, like a sample there.
+        tail = state_ok and int(line.get("unit", 0)) > state_unit
+        path = rundir.path / file
+        if not path.is_file():
+            if not tail:
+                findings.append(Finding(file, "is missing", False))
+        elif hash_samples and storage.file_sha256(path) != line["sha256"]:
+            findings.append(Finding(file, "is damaged or was edited (its sha256 differs "
+                                    "from the manifest)", tail))
+    for path in sorted(rundir.samples_dir.glob("chunk_*.npz")):
+        file = f"samples/{path.name}"
+        unit = chunk_unit(file)
+        if file not in recorded and unit is not None:
+            findings.append(Finding(file, "is not in the manifest",
+                                    state_ok and unit > state_unit))
+    if record.get("status") == "finished":
+        done = 0
+        for line in sorted(recorded.values(), key=lambda line: int(line.get("unit", 0))):
+            if line.get("first") != done:
+                break
+            done = int(line["unit"])
+        total = int(record["loop"].get("num_units", 0))
+        if done < total:
+            findings.append(Finding(MANIFEST_FILE, f"records no chunk from iteration {done} "
+                                    f"(the finished run ran {total})", False))
+    return findings
+
+
 def check(rundir, record: dict, *, hash_samples: bool = True) -> Check:
     """Compare a run directory with its manifest.
 
@@ -210,7 +266,9 @@ def check(rundir, record: dict, *, hash_samples: bool = True) -> Check:
     for unit in sorted(set(present) - set(recorded)):
         findings.append(Finding(sample_name(unit), "is not in the manifest",
                                 state_ok and unit >= state_unit))
-    if record.get("status") == "finished":
+    if record.get("chunks"):
+        findings += _check_chunks(rundir, record, lines, state_unit, state_ok, hash_samples)
+    elif record.get("status") == "finished":
         from bnnkit.inference.base import Loop
 
         expected = Loop(**record["loop"]).kept_units()
