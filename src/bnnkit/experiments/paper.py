@@ -119,8 +119,8 @@ SCALES: dict[str, Scale] = {
         description="the paper's small-data settings (UCI yacht, 160 MNIST images) at CPU "
                     "length: about an hour on 2 CPU cores",
         mnist_train=160, hmc_iterations=200, hmc_burn_in=50, hmc_chains=4, yacht_factor=2,
-        epochs=1000, fashion=False, test_points=1000, corruptions=None,
-        severities=(1, 2, 3, 4, 5), grid=20, temperatures="1,0.3,0.1,0.03",
+        epochs=1000, fashion=False, test_points=500, corruptions=None,
+        severities=(1, 3, 5), grid=20, temperatures="1,0.3,0.1,0.03",
         temperature_hmc_iterations=60, temperature_epochs=200, prior_datasets="yacht,mnist160",
         priors="gaussian_small,gaussian,gaussian_large,scale_mixture,logistic,laplace,"
                "student_t",
