@@ -43,6 +43,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.settings import check_numbers, setting
@@ -121,7 +123,7 @@ SCALES: dict[str, Scale] = {
         mnist_train=160, hmc_iterations=200, hmc_burn_in=50, hmc_chains=4, yacht_factor=2,
         epochs=1000, fashion=False, test_points=500, corruptions=None,
         severities=(1, 3, 5), grid=20, temperatures="1,0.3,0.1,0.03",
-        temperature_hmc_iterations=60, temperature_epochs=200, prior_datasets="yacht,mnist160",
+        temperature_hmc_iterations=200, temperature_epochs=1000, prior_datasets="yacht,mnist160",
         priors="gaussian_small,gaussian,gaussian_large,scale_mixture,logistic,laplace,"
                "student_t",
         prior_quick=False, bbb_epochs=10, bbb_priors="gaussian,scale_mixture"),
@@ -189,8 +191,15 @@ def compare_settings(config: Config) -> dict[str, Any]:
     return chosen
 
 
-def temperature_config(config: Config):
-    """The temperature sweep at this scale: MNIST subset, HMC and SGHMC-CLR ± augmentation."""
+def temperature_config(config: Config, hmc_step_size: float | None = None):
+    """The temperature sweep at this scale: MNIST subset, HMC and SGHMC-CLR ± augmentation.
+
+    Args:
+        config: the study's settings.
+        hmc_step_size: the adapted leapfrog step ε of the compare-methods MNIST HMC run; the
+            SGHMC-CLR step at T = 1 is then SGD's there, η₀ = 5 ε² (ten times Langevin's
+            ε²/2), a step known to train this network on these data in these epochs.
+    """
     from bnnkit.experiments import temperature
 
     plan = config.plan()
@@ -199,7 +208,8 @@ def temperature_config(config: Config):
         dataset="mnist", subset_train_to=plan.mnist_train, data_dir=config.data_dir,
         temperatures=plan.temperatures, hmc_num_iterations=iters, hmc_num_burn_in=iters // 3,
         num_epochs=epochs, num_burn_in=epochs // 3, cycle_length=max(epochs // 10, 1),
-        seed=config.seed)
+        seed=config.seed,
+        **({} if hmc_step_size is None else {"step_size": float(f"{5 * hmc_step_size**2:.3g}")}))
 
 
 def prior_config(config: Config):
@@ -368,9 +378,9 @@ def finding_prior_robust(prior: Sequence[Mapping[str, Any]] | None) -> Finding:
 def finding_poor_under_shift(shift: Sequence[Mapping[str, Any]] | None) -> Finding:
     """(5) HMC generalises poorly under covariate shift, relative to its clean advantage.
 
-    Reproduced when HMC's accuracy at the highest severity (mean over corruptions) falls
-    below SGD's or the deep ensemble's, or HMC's accuracy lead over the best of them shrinks
-    from the clean images to the highest severity.
+    Reproduced when HMC's accuracy lead over the best of SGD and the deep ensemble (negative:
+    a deficit) shrinks from the clean images to the highest severity (mean over the
+    corruptions): HMC then loses more to the shift than they do.
     """
     claim = "Bayesian neural networks (HMC) generalise surprisingly poorly under domain shift"
     rows = list(shift or [])
@@ -390,7 +400,7 @@ def finding_poor_under_shift(shift: Sequence[Mapping[str, Any]] | None) -> Findi
         return Finding(5, claim, "the table lacks HMC, SGD or the ensemble", "not measured")
     clean_lead = accuracy(hmc, 0) - max(accuracy(x, 0) for x in others)
     shifted_lead = accuracy(hmc, top) - max(accuracy(x, top) for x in others)
-    ok = shifted_lead < 0 or shifted_lead < clean_lead
+    ok = shifted_lead < clean_lead
     measured = (f"accuracy lead of HMC over the best of SGD and the ensemble: clean "
                 f"{clean_lead:+.3f}, severity {top} {shifted_lead:+.3f} (mean over "
                 f"{len({r['corruption'] for r in rows}) - 1} corruptions)")
@@ -565,7 +575,9 @@ def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
     from bnnkit.evaluate import evaluate
 
     hmc_dir = parts["compare_methods"] / "mnist" / "hmc"
-    evaluate(hmc_dir)  # stores evaluation.json, whose verdict the findings quote
+    # Stores evaluation.json, whose verdict the findings quote.
+    epsilon = float(np.median(evaluate(hmc_dir)["sampler"]["step_size"]))
+    temperature_cfg = temperature_config(config, epsilon)
 
     announce(2, "convergence in weight and function space")
     convergence.convergence_report(hmc_dir, parts["convergence"],
