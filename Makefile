@@ -28,11 +28,12 @@ demo: $(STAMP)
 # Test processes run in parallel (pytest-xdist); 2 fits the 2-core machines this runs on.
 TEST_WORKERS ?= 2
 
-# Everything but the statistical exactness and real-data checks: about 7 minutes on 2 cores (fresh clone: 884 passed in 7 min 5 s).
+# Everything but the statistical exactness and real-data checks: about 8 minutes on 2 idle cores.
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
-# The statistical exactness checks (samplers against exact posteriors) and the real-data checks.
+# The statistical exactness checks (samplers against exact posteriors), the real-data checks and
+# the whole tiny study (bnnkit paper --scale tiny): about 12 minutes on 2 cores.
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m slow
 
