@@ -226,10 +226,6 @@ def build(log_posterior, config: Config) -> Method:
 
         def new_momentum(m, g, n, d=None):
             n = n if d is None else n * jnp.sqrt(d)
-            if momentum_decay == 0.0:
-                # SGLD: 0 · m is 0 for the finite m it holds, so skip reading m (one
-                # parameter-sized load per step less; the result is the same to the bit).
-                return sqrt_eta * g + noise_scale * n
             return momentum_decay * m + sqrt_eta * g + noise_scale * n
 
         if precondition:
