@@ -21,10 +21,19 @@ Inputs are random normal images by default (the time does not depend on pixel va
 ``--data proxy`` decodes the first N images of the JPEG CIFAR-10 proxy in the shared data folder
 instead (needs Pillow).
 
+The model's work per example is XLA:CPU's count of the floating-point operations of one
+un-chunked ``value_and_grad`` on a small batch (``cost_analysis``), divided by the batch size: the
+forward and backward pass once, without the forward pass ``jax.checkpoint`` repeats. Achieved
+TFLOP/s is that count times examples per second; on an accelerator it is also given as a
+fraction of the device's dense peak (``--peak-tflops``, or a table of known devices: on NVIDIA
+GPUs since Ampere, JAX's default precision runs float32 convolutions on TF32 tensor cores, so the
+TF32 peak is the one that applies; ``--matmul-precision float32`` asks for true float32).
+
 Usage::
 
     python benchmarks/resnet_full_batch_grad.py [--n 40960] [--chunk-size 512] [--repeats 1]
         [--method log_posterior|host_loop] [--check] [--data random|proxy]
+        [--matmul-precision default|tensorfloat32|float32] [--peak-tflops T]
 """
 
 from __future__ import annotations
@@ -71,6 +80,39 @@ def proxy_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         for i in index
     ])
     return (images.astype(np.float32) / 255.0 - MEAN) / STD, labels[index].astype(np.int32)
+
+
+# Dense (no sparsity) peak TFLOP/s of known accelerators: (TF32 tensor cores, plain FP32), from
+# NVIDIA's data sheets (SXM parts).
+PEAK_TFLOPS = {"H100": (494.7, 66.9), "H200": (494.7, 66.9), "A100": (156.0, 19.5)}
+
+
+def device_peak_tflops(precision: str) -> float | None:
+    """The dense peak of this process's first device for ``precision``, if it is a known GPU."""
+    kind = jax.devices()[0].device_kind
+    for name, (tf32, fp32) in PEAK_TFLOPS.items():
+        if name in kind:
+            return fp32 if precision == "float32" else tf32
+    return None
+
+
+def flops_per_example(log_posterior: LogPosterior, params: Any, x: jax.Array,
+                      y: jax.Array) -> float | None:
+    """XLA's count of floating-point operations of one example's forward and backward pass.
+
+    Counted by XLA:CPU whatever the run's backend: on GPUs XLA hands convolutions to cuDNN
+    as custom calls, which its cost analysis does not count.
+    """
+    plain = LogPosterior(log_posterior.apply, log_posterior.likelihood,
+                         log_posterior.prior, num_data=log_posterior.num_data)
+    cpu = jax.devices("cpu")[0]
+    args = jax.device_put((params, Batch(x, y)), cpu)
+    with jax.default_device(cpu):
+        compiled = jax.jit(jax.value_and_grad(plain)).lower(*args).compile()
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list | tuple) else cost
+    flops = (cost or {}).get("flops")
+    return None if flops is None else float(flops) / x.shape[0]
 
 
 def peak_rss_gib() -> float:
@@ -126,7 +168,13 @@ def main() -> None:
                         default="log_posterior", help="one jitted scan, or a host loop")
     parser.add_argument("--check", action="store_true",
                         help="also run the other method once and compare the results")
+    parser.add_argument("--matmul-precision", choices=("default", "tensorfloat32", "float32"),
+                        default="default", help="jax_default_matmul_precision for the run")
+    parser.add_argument("--peak-tflops", type=float, default=None,
+                        help="the device's peak TFLOP/s (default: known accelerators' table)")
     args = parser.parse_args()
+    if args.matmul_precision != "default":
+        jax.config.update("jax_default_matmul_precision", args.matmul_precision)
 
     load = proxy_data if args.data == "proxy" else random_data
     x_np, y_np = load(args.n, args.seed)
@@ -161,15 +209,25 @@ def main() -> None:
         times.append(time.perf_counter() - start)
     grad_norm = float(jnp.sqrt(sum(jnp.sum(g**2) for g in jax.tree.leaves(grad))))
 
-    print(f"jax {jax.__version__}, backend {jax.default_backend()}, "
-          f"{platform.processor() or platform.machine()}, float32, {args.data} inputs\n")
+    small = min(args.n, 256)
+    per_example = flops_per_example(log_posterior, params, x[:small], y[:small])
+    peak = args.peak_tflops or device_peak_tflops(args.matmul_precision)
+    device = jax.devices()[0]
+    print(f"jax {jax.__version__}, backend {jax.default_backend()} ({device.device_kind}), "
+          f"{platform.processor() or platform.machine()}, float32 parameters, matmul precision "
+          f"{args.matmul_precision}, {args.data} inputs\n")
     print("| method | N | chunk | params | compile (s) | gradient (s) | examples/s "
-          "| peak RSS (GiB) | RSS before compile (GiB) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| GFLOP/example | TFLOP/s | of peak | peak RSS (GiB) | RSS before compile (GiB) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     best = min(times)
+    rate = args.n / best
+    tflops = None if per_example is None else per_example * rate / 1e12
     print(f"| {args.method} | {args.n:,} | {args.chunk_size} | {num_params(params):,} "
-          f"| {compile_s:.1f} | {best:.1f} | {args.n / best:,.1f} | {peak_rss_gib():.2f} "
-          f"| {rss_before:.2f} |")
+          f"| {compile_s:.1f} | {best:.3f} | {rate:,.1f} "
+          f"| {'-' if per_example is None else f'{per_example / 1e9:.3f}'} "
+          f"| {'-' if tflops is None else f'{tflops:.2f}'} "
+          f"| {'-' if tflops is None or peak is None else f'{tflops / peak:.1%} of {peak:g}'} "
+          f"| {peak_rss_gib():.2f} | {rss_before:.2f} |")
     if args.check:
         other = loop_grad if args.method == "log_posterior" else scan_grad()
         other_value, other_grad = jax.block_until_ready(other(params, batch))
@@ -179,7 +237,7 @@ def main() -> None:
         print(f"check: other method's value {float(other_value):.6g}, "
               f"largest per-leaf relative gradient difference {diff:.2e}")
     print(f"\nlog posterior {float(value):.6g}, gradient norm {grad_norm:.6g}, "
-          f"all times (s): {', '.join(f'{t:.1f}' for t in times)}")
+          f"all times (s): {', '.join(f'{t:.3f}' for t in times)}")
 
 
 if __name__ == "__main__":

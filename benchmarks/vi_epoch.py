@@ -81,6 +81,7 @@ def main() -> None:
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch reference")
     args = parser.parse_args()
     print(f"jax {jax.__version__} on {jax.devices()[0].platform} "
+          f"[{jax.devices()[0].device_kind}] "
           f"({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)")
     gaussian = priors.Gaussian(1.0)
     lp, params, train, batch_size = setting(gaussian)
@@ -100,10 +101,13 @@ def main() -> None:
     if torch_bbb is None or args.no_torch:
         note = "skipped (--no-torch)" if args.no_torch else "benchmarks/torch_bbb.py not found"
     else:
-        reference = torch_bbb.time_epochs(args.repeats, train.x.shape[0], batch_size)
-        note = "torch is not installed" if reference is None else None
+        # The same kind of device as JAX's: a GPU run is compared with PyTorch on the GPU.
+        device = "cuda" if jax.default_backend() == "gpu" else "cpu"
+        reference = torch_bbb.time_epochs(args.repeats, train.x.shape[0], batch_size, device)
+        note = f"torch is not installed or sees no {device}" if reference is None else None
     if reference is not None:
-        rows[f"PyTorch BBB ({torch_bbb.cores()} threads)"] = reference
+        where = "GPU" if device == "cuda" else f"{torch_bbb.cores()} threads"
+        rows[f"PyTorch BBB ({where})"] = reference
     base = rows["SGD (momentum 0.9)"]
     print(f"mlp_bbb_400 ({num_params(params):,} parameters), {train.x.shape[0]:,} examples, "
           f"batch {batch_size}, {steps} steps/epoch, {args.num_samples} MC sample(s), "
@@ -112,7 +116,7 @@ def main() -> None:
           f"{'CPU to SGD':>11}")
     for name, (sec, cpu) in rows.items():
         to_torch = f"{sec / reference[0]:9.2f}" if reference is not None else f"{'-':>9}"
-        print(f"{name:<40} {sec:8.2f} {sec / base[0]:7.2f} {to_torch} {cpu:12.2f} "
+        print(f"{name:<40} {sec:8.3g} {sec / base[0]:7.2f} {to_torch} {cpu:12.3g} "
               f"{cpu / base[1]:11.2f}")
     if note:
         print(f"no PyTorch reference: {note}")
