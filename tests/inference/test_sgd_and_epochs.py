@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from bnnkit import likelihoods, models, priors, runs
+from bnnkit.errors import ConfigError
 from bnnkit.inference import ensemble, sgd, sgmcmc
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.problem import ProblemConfig
@@ -43,10 +44,10 @@ def test_minibatch_gradient_is_unbiased_over_an_epoch():
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
-def run_sgd(lp, model, batch, batch_size, num_epochs, eta):
+def run_sgd(lp, model, batch, batch_size, num_epochs, eta, clip=None):
     # The paper's cosine schedule over num_epochs * (N // batch_size) steps.
     config = sgd.Config(init_step_size=eta, num_epochs=num_epochs, batch_size=batch_size,
-                        momentum_decay=0.5)
+                        momentum_decay=0.5, clip_grad_norm=clip)
     method = sgd.build(lp, config)
     epoch = jax.jit(make_epoch(method, batch_size))
     state = method.init(None, f64(model.init(jax.random.PRNGKey(0), batch.x[:1])), None)
@@ -55,6 +56,38 @@ def run_sgd(lp, model, batch, batch_size, num_epochs, eta):
         state, _ = epoch(state, key, key, e, batch)
     dense = state.position["params"]["Dense_0"]
     return np.concatenate([np.asarray(dense["kernel"])[:, 0], np.asarray(dense["bias"])])
+
+
+def test_clipped_first_step_has_the_bounded_length_and_clipping_keeps_the_map():
+    # The first heavy-ball step moves by η₀ · clip(g): exactly η₀ c N when ‖g‖ > c N. Near the
+    # MAP the gradient is small, clipping stops acting, and full-batch descent still converges
+    # to the exact MAP.
+    with jax.enable_x64(True):
+        model, lp, batch = linear_problem(n=48)
+        params = f64(model.init(jax.random.PRNGKey(0), batch.x[:1]))
+        params = jax.tree.map(lambda a: a + 10.0, params)  # far from the MAP: a large gradient
+        grad_norm = float(jnp.sqrt(sum(jnp.sum(g**2) for g in
+                                       jax.tree.leaves(jax.grad(lp)(params, batch)))))
+        clip, eta = 0.01 * grad_norm / 48, 1e-4
+        method = sgd.build(lp, sgd.Config(init_step_size=eta, num_epochs=1, batch_size=48,
+                                          momentum_decay=0.5, clip_grad_norm=clip))
+        state, _ = method.step(None, method.init(None, params, None), batch)
+        moved = float(jnp.sqrt(sum(jnp.sum((a - b)**2) for a, b in zip(
+            jax.tree.leaves(state.position), jax.tree.leaves(params), strict=True))))
+        np.testing.assert_allclose(moved, eta * clip * 48, rtol=1e-12)
+
+        xa = np.concatenate([np.asarray(batch.x), np.ones((48, 1))], axis=1)
+        precision = 3.0 * np.eye(4) + xa.T @ xa / 0.4**2
+        exact_map = np.linalg.solve(precision, xa.T @ np.asarray(batch.y) / 0.4**2)
+        eta = 0.5 / np.linalg.eigvalsh(precision).max()
+        np.testing.assert_allclose(run_sgd(lp, model, batch, 48, 400, eta, clip=1.0), exact_map,
+                                   rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("clip", [0.0, -1.0, float("nan")])
+def test_clip_grad_norm_must_be_positive(clip):
+    with pytest.raises(ConfigError, match="--clip-grad-norm"):
+        sgd.Config(init_step_size=1e-3, num_epochs=1, batch_size=8, clip_grad_norm=clip)
 
 
 def test_sgd_reaches_the_conjugate_map():

@@ -11,6 +11,12 @@ optax's heavy-ball SGD (bnn_hmc's ``momentum_decay`` β)::
 with the paper's cosine schedule ``η_t = η₀ · ½ (1 + cos(π t / (E · M)))`` over E epochs of M
 minibatches (:func:`bnnkit.schedules.cosine`).
 
+``--clip-grad-norm c`` (off by default, as in bnn_hmc) first rescales the gradient ``g`` to a
+global norm of at most ``c·N`` (``g ← g · min(1, c N / ‖g‖)``, optax's
+``clip_by_global_norm``): a bound of ``c`` per training example, so one value suits any
+dataset's size. It keeps a single huge gradient from throwing the weights far away, which a
+heteroscedastic likelihood gives when its predicted noise std nears zero on a badly fitted point.
+
 Example:
     >>> import jax, jax.numpy as jnp
     >>> from bnnkit import likelihoods, models, priors
@@ -39,7 +45,7 @@ from bnnkit import schedules
 from bnnkit.errors import ConfigError
 from bnnkit.inference.base import EpochSettings, Loop, Method
 from bnnkit.posterior import Samples
-from bnnkit.settings import setting
+from bnnkit.settings import check_positive, setting
 from bnnkit.types import Batch, Key, Params
 
 
@@ -73,10 +79,15 @@ class Config(EpochSettings):
     momentum_decay: float = setting(0.9, aliases=("--momentum",),
                                     help="heavy-ball momentum β in [0, 1); the step size "
                                          "follows a cosine schedule to 0")
+    clip_grad_norm: float | None = setting(
+        None, help="rescale each step's gradient to a global norm of at most this times N, the "
+                   "number of training examples (a per-example bound; default: no clipping)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_momentum(self.momentum_decay)
+        if self.clip_grad_norm is not None:
+            check_positive(type(self), "clip_grad_norm", self.clip_grad_norm)
 
     def loop(self, num_train: int) -> Loop:
         return self.epoch_loop(num_train)
@@ -97,6 +108,9 @@ def build(log_posterior, config: Config) -> Method:
     steps = config.num_epochs * config.steps_per_epoch(log_posterior.num_data)
     schedule = schedules.cosine(config.init_step_size, steps)
     optimizer = optax.sgd(schedule, momentum=config.momentum_decay or None)
+    if config.clip_grad_norm is not None:
+        bound = config.clip_grad_norm * log_posterior.num_data
+        optimizer = optax.chain(optax.clip_by_global_norm(bound), optimizer)
 
     def init(key: Key, params: Params, batch: Batch | None = None) -> SGDState:
         del key, batch
