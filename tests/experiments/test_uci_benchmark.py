@@ -5,10 +5,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+import bnnkit.evaluate  # noqa: F401  (the module, for the patch below)
 
 SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "uci_benchmark.py"
 
@@ -21,12 +24,18 @@ def bench():
     return module
 
 
-def fake_split(split: int, rng: np.random.Generator) -> dict:
-    entry = {"rmse": float(rng.uniform(0.5, 1.5)), "ll": float(rng.uniform(-2, 0)),
-             "seconds": 1.0}
+def fake_split(bench, split: int, rng: np.random.Generator) -> dict:
+    """A finished yacht split (277 training rows), each method stamped with scale 1's settings."""
+    configs = bench.method_configs(277, 1.0, 4)
+
+    def entry(method):
+        return {"rmse": float(rng.uniform(0.5, 1.5)), "ll": float(rng.uniform(-2, 0)),
+                "seconds": 1.0, "config": configs[method].to_dict()}
+
     return {"dataset": "yacht", "split": split, "num_train": 277,
-            "hmc": {**entry, "converged": split % 2 == 0, "chains": 4, "samples_per_chain": 8},
-            "ensemble": dict(entry), "vi": dict(entry)}
+            "hmc": {**entry("hmc"), "converged": split % 2 == 0, "chains": 4,
+                    "samples_per_chain": 8},
+            "ensemble": entry("ensemble"), "vi": entry("vi")}
 
 
 def test_published_figures_cover_every_dataset(bench):
@@ -36,7 +45,7 @@ def test_published_figures_cover_every_dataset(bench):
 
 
 def test_a_finished_split_is_read_back_not_recomputed(bench, tmp_path, monkeypatch):
-    stored = fake_split(0, np.random.default_rng(0))
+    stored = fake_split(bench, 0, np.random.default_rng(0))
     path = tmp_path / "yacht" / "split_0" / "result.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(stored))
@@ -48,9 +57,29 @@ def test_a_finished_split_is_read_back_not_recomputed(bench, tmp_path, monkeypat
     assert bench.run_split("yacht", 0, str(tmp_path), 1.0, 4) == stored
 
 
+def test_only_a_method_whose_settings_changed_runs_again(bench, tmp_path, monkeypatch):
+    stored = fake_split(bench, 0, np.random.default_rng(0))
+    stored["ensemble"]["config"]["clip_grad_norm"] = None  # scored before the clip existed
+    path = tmp_path / "yacht" / "split_0" / "result.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(stored))
+    ran = []
+    monkeypatch.setattr("bnnkit.runs.run", lambda problem, config, run_dir, **kw: ran.append(
+        (type(config).METHOD, config)))
+    # bnnkit.evaluate is also the function's name in the package, so patch the module itself.
+    monkeypatch.setattr(sys.modules["bnnkit.evaluate"], "evaluate",
+                        lambda run_dir: {"test": {"rmse": 0.25, "nll": 1.5}})
+    result = bench.run_split("yacht", 0, str(tmp_path), 1.0, 4)
+    assert [method for method, _ in ran] == ["ensemble"]
+    assert ran[0][1].clip_grad_norm == 10.0
+    assert result["ensemble"]["rmse"] == 0.25 and result["ensemble"]["ll"] == -1.5
+    assert result["hmc"] == stored["hmc"] and result["vi"] == stored["vi"]
+    assert json.loads(path.read_text()) == result  # stored, with the new settings
+
+
 def test_table_gives_mean_and_standard_error_over_splits(bench):
     rng = np.random.default_rng(1)
-    splits = [fake_split(s, rng) for s in range(5)]
+    splits = [fake_split(bench, s, rng) for s in range(5)]
     text, summary = bench.table({"yacht": splits})
     hmc_rmse = np.array([s["hmc"]["rmse"] for s in splits])
     mean, se = summary["yacht"]["ours"]["HMC"]["rmse"]
