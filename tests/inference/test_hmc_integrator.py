@@ -107,3 +107,34 @@ def test_unknown_integrator_is_a_config_error():
 
     with pytest.raises(ConfigError, match="--integrator"):
         hmc.Config(step_size=0.1, trajectory_len=1.0, integrator="loop")
+
+
+def test_one_chain_host_loop_gives_the_in_loop_samples_to_rounding():
+    # One chain takes the unvmapped leapfrog step (faster for convolutions on XLA:CPU). XLA
+    # orders that convolution's sums differently from the vmapped one inside the loop, so the
+    # two agree to rounding, not to the bit. In float64 rounding is ~1e-16 per operation: 4
+    # iterations of at most 6 leapfrog steps cannot amplify it to 1e-9, while any logic slip
+    # (another key, a step too many or too few, a lost acceptance) moves the chain by far more.
+    with jax.enable_x64(True):
+        net, lp, batch = tiny_conv_problem()
+        batch = Batch(batch.x.astype(jnp.float64), batch.y)
+        config = hmc.Config(step_size=0.05, trajectory_len=0.3, num_iterations=4,
+                            num_burn_in=3, num_chains=1, adapt="step", integrator="host")
+        method = hmc.build(lp, config)
+        keys = jax.random.split(jax.random.PRNGKey(2), 1)
+        rng = np.random.default_rng(2)
+        params = jax.tree.map(lambda s: jnp.asarray(rng.normal(size=(1, *s.shape))),
+                              jax.eval_shape(net.init, keys[0], batch.x[:1]))
+        state = jax.jit(jax.vmap(lambda k, p: method.init(k, p, batch), axis_name=MEMBERS))(
+            keys, params)
+        in_loop = jax.jit(jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS))
+        scan_states, scan_infos = run_members(lambda k, s: in_loop(k, s, batch), state, keys,
+                                              config.num_iterations)
+        host_states, host_infos = run_members(lambda k, s: method.step_members(k, s, batch),
+                                              state, keys, config.num_iterations)
+    assert all(int(info.num_leapfrog[0]) > 1 for info in host_infos)
+    assert [bool(i.accepted[0]) for i in host_infos] == [bool(i.accepted[0]) for i in scan_infos]
+    assert host_states[-1].position["params"]["Dense_0"]["kernel"].dtype == np.float64
+    for got, want in zip(jax.tree.leaves((host_states, host_infos)),
+                         jax.tree.leaves((scan_states, scan_infos)), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
