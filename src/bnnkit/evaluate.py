@@ -371,10 +371,14 @@ def evaluate(
             "function": _function_diagnostics(prediction),
         }
         sampler = result.get("sampler", {})
+        # The full-batch samplers' log posterior is exact, so its trend is a signal; the
+        # minibatch methods' is a noisy estimate under a step-size schedule.
+        trace = (np.asarray([r["log_posterior"] for r in kept], np.float64).T
+                 if sampler and "log_posterior" in kept[0] else None)
         result["convergence"] = convergence.verdict(
             prediction.per_sample, acceptance_rate=sampler.get("acceptance_rate"),
             num_divergent=sampler.get("num_divergent"),
-            finished=record.get("status") == "finished")
+            finished=record.get("status") == "finished", log_posterior=trace)
     if reference is not None:
         ref_prediction = run_prediction(ref_record, ref_problem, ref_posterior, x_test)
         result["reference"] = {"run": str(reference), **compare(prediction, ref_prediction),

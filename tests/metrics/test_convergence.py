@@ -76,3 +76,42 @@ def test_evaluate_json_carries_the_verdict_of_an_unfinished_run(tmp_path, capsys
     assert verdict["criteria"]["rhat_threshold"] == convergence.RHAT_THRESHOLD
     assert main(["evaluate", str(run_dir)]) == 0
     assert "converged (function space)" in capsys.readouterr().out
+
+
+def ar1(chains, samples, rho, seed):
+    """Stationary AR(1) traces with unit marginal variance: a settled chain's log posterior."""
+    rng = np.random.default_rng(seed)
+    noise = rng.normal(size=(chains, samples)) * np.sqrt(1 - rho**2)
+    out = np.empty((chains, samples))
+    out[:, 0] = rng.normal(size=chains)
+    for t in range(1, samples):
+        out[:, t] = rho * out[:, t - 1] + noise[:, t]
+    return out
+
+
+def test_settled_chains_are_not_rising():
+    # Stationary AR(1), ρ = 0.5 (ESS ≈ n/3 = 67 per half): the rise in standard errors is
+    # close to N(0, 1), so P(z > 4) ≈ 3e-5 per chain; of 200 chains 0.006 are expected to
+    # fire, and 3 or more has probability ~1e-9. (The ESS estimate's own error fattens the
+    # tail a little, which this bound leaves room for.)
+    rising, z = convergence.rising_chains(ar1(200, 400, 0.5, seed=3))
+    assert rising.sum() <= 2, np.sort(z)[-5:]
+    assert abs(float(np.mean(z))) < 0.5  # centred: no drift is made up
+
+
+def test_climbing_chains_are_rising_and_the_verdict_says_what_to_do():
+    # A rise of 4 marginal sds over the trace: half means ~2 apart, against a standard error
+    # of ~sqrt(2 · 3 / 200) ≈ 0.17 for ρ = 0.5, so z ≈ 12 ≫ 4 in every chain.
+    trace = ar1(4, 400, 0.5, seed=4)
+    trace[:2] += np.linspace(0.0, 4.0, 400)
+    rising, z = convergence.rising_chains(trace)
+    assert rising.tolist() == [True, True, False, False], z
+    v = convergence.verdict(independent(), acceptance_rate=0.8, num_divergent=0,
+                            log_posterior=trace)
+    assert not v["converged"] and v["rising_chains"] == 2
+    assert any("still rising in 2 of 4 chains" in p for p in v["problems"])
+    assert any("--init-checkpoint" in a for a in v["advice"])
+    settled = convergence.verdict(independent(), acceptance_rate=0.8, num_divergent=0,
+                                  log_posterior=trace[2:])
+    assert settled["converged"] and settled["rising_chains"] == 0
+    assert convergence.verdict(independent())["rising_chains"] is None

@@ -10,6 +10,8 @@ looks at the predictions on test inputs, as Izmailov et al. (2021) do. A run has
   the Monte Carlo error of an average a tenth of its posterior spread);
 - the sampler is not stuck: acceptance after burn-in at least ``MIN_ACCEPTANCE`` and
   divergences at most ``MAX_DIVERGENT_SHARE`` of the kept iterations;
+- no chain's log posterior is still rising while its samples are kept (:func:`rising_chains`):
+  a chain that climbs has not reached the typical set when burn-in ends;
 - the run finished.
 
 Each failed check comes with what to do about it.
@@ -45,6 +47,17 @@ MIN_ACCEPTANCE = 0.05
 #: Divergences above this share of the kept iterations mean the step size is unstable.
 MAX_DIVERGENT_SHARE = 0.10
 
+
+#: A kept half's mean log posterior this many standard errors above the first half's means the
+#: chain is still climbing. Under stationarity a one-sided excess of 4 standard errors has
+#: probability about 3e-5 per chain, so the check practically never fires on a chain that has
+#: settled; the standard errors come from each half's ESS, which a trend shrinks, so a trend
+#: makes the check conservative rather than trigger-happy.
+RISE_Z = 4.0
+
+#: What to do about chains still climbing after burn-in.
+RISING_ADVICE = ("run a longer --num-burn-in, or start the chains near the posterior's modes: "
+                 "train an ensemble (bnnkit ensemble) and pass its run to --init-checkpoint")
 
 #: What to do about a stuck or unstable sampler.
 STUCK_ADVICE = ("use a smaller --step-size, a longer --num-burn-in so the step size adapts, or "
@@ -90,8 +103,51 @@ def sampler_warning(acceptance_rate: float, num_divergent: int,
     return f"the chains look {what}: {'; '.join(problems)}; {STUCK_ADVICE}"
 
 
+def rising_chains(log_posterior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""Which chains' log posterior still rises over the kept iterations.
+
+    Each chain's kept trace is cut in halves ``a`` and ``b``; the rise ``b̄ − ā`` is compared
+    with its Monte Carlo standard error
+
+    .. math:: \mathrm{se} = \sqrt{\operatorname{Var}(a)/\mathrm{ESS}(a)
+              + \operatorname{Var}(b)/\mathrm{ESS}(b)},
+
+    and a chain rises when ``b̄ − ā > RISE_Z · se``.
+
+    Args:
+        log_posterior: the log posterior of each kept iteration, shaped (chains, samples),
+            at least 8 samples per chain.
+
+    Returns:
+        ``(rising, z)``: per chain, whether it rises and its rise in standard errors.
+
+    Example:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> settled = rng.normal(size=(2, 200))
+        >>> climbing = settled + np.linspace(0.0, 10.0, 200)  # still rising by 10 nats
+        >>> rising_chains(np.concatenate([settled, climbing]))[0].tolist()
+        [False, False, True, True]
+    """
+    trace = np.asarray(log_posterior, np.float64)
+    half = trace.shape[1] // 2
+    a, b = trace[:, :half], trace[:, trace.shape[1] - half:]
+
+    def mean_var(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ess = np.array([float(np.squeeze(diagnostics.ess(chain[None, :, None]))) for chain in x])
+        ess = np.where(np.isfinite(ess), np.clip(ess, 1.0, x.shape[1]), 1.0)
+        return x.mean(axis=1), x.var(axis=1, ddof=1) / ess
+
+    (mean_a, var_a), (mean_b, var_b) = mean_var(a), mean_var(b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (mean_b - mean_a) / np.sqrt(var_a + var_b)
+    z = np.where(np.isfinite(z), z, 0.0)  # a constant trace (a stuck chain) does not rise
+    return z > RISE_Z, z
+
+
 def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
-            num_divergent: int | None = None, finished: bool = True) -> dict[str, Any]:
+            num_divergent: int | None = None, finished: bool = True,
+            log_posterior: np.ndarray | None = None) -> dict[str, Any]:
     """Whether a run's chains have converged in function space, and what to do if not.
 
     Args:
@@ -100,10 +156,13 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         acceptance_rate: mean acceptance after burn-in (samplers that have one).
         num_divergent: divergent transitions after burn-in, all chains together.
         finished: whether the run ran all its iterations.
+        log_posterior: the log posterior of each kept iteration, (chains, samples), to check
+            that no chain is still climbing (skipped with fewer than 8 per chain).
 
     Returns:
-        ``{"converged", "problems", "advice", "criteria", "rhat_share_below",
-        "ess_min"}``: JSON-serialisable; ``problems`` and ``advice`` are sentences.
+        ``{"converged", "problems", "advice", "criteria", "rhat_share_below", "ess_min",
+        "rising_chains"}``: JSON-serialisable; ``problems`` and ``advice`` are sentences;
+        ``rising_chains`` is ``None`` when no log posterior was given.
     """
     draws = np.asarray(function_draws, np.float64)
     chains, samples = draws.shape[:2]
@@ -130,6 +189,20 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
                         f"(> {MAX_DIVERGENT_SHARE:.0%})")
     if stuck or unstable:
         advice.append(STUCK_ADVICE)
+    rising = None
+    if log_posterior is not None and np.shape(log_posterior)[1] >= 8:
+        up, z = rising_chains(log_posterior)
+        rising = int(up.sum())
+        if rising:
+            trace = np.asarray(log_posterior, np.float64)
+            half = trace.shape[1] // 2
+            climb = trace[:, trace.shape[1] - half:].mean(1) - trace[:, :half].mean(1)
+            problems.append(
+                f"the log posterior was still rising in {rising} of {len(up)} chains while "
+                f"samples were kept (by up to {float(climb[up].max()):.3g} from the first to the "
+                f"second half, {float(z[up].max()):.0f} standard errors): burn-in ended before "
+                "they reached the typical set")
+            advice.append(RISING_ADVICE)
     if share < RHAT_SHARE:
         problems.append(f"split R-hat < {RHAT_THRESHOLD} on only {share:.0%} of test "
                         f"predictions (needs {RHAT_SHARE:.0%})")
@@ -148,7 +221,8 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         "advice": list(dict.fromkeys(advice)),
         "criteria": {"rhat_threshold": RHAT_THRESHOLD, "rhat_share": RHAT_SHARE,
                      "min_ess": MIN_ESS, "min_acceptance": MIN_ACCEPTANCE,
-                     "max_divergent_share": MAX_DIVERGENT_SHARE},
+                     "max_divergent_share": MAX_DIVERGENT_SHARE, "rise_z": RISE_Z},
         "rhat_share_below": share,
         "ess_min": ess_min,
+        "rising_chains": rising,
     }
