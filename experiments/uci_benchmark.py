@@ -93,7 +93,10 @@ def method_configs(num_train: int, scale: float, num_chains: int) -> dict:
     batch = 32
     epochs = max(20, math.ceil(steps * batch / num_train))
     return {
+        # The tables were made when every mode aimed at 0.8 (mass now defaults to 0.9, with
+        # fewer burn-in divergences); kept, so the finished splits stay valid.
         "hmc": hmc.Config(adapt="mass", step_size=1e-3, trajectory_len=3.0,
+                          target_accept_rate=0.8,
                           max_num_leapfrog_steps=1000, num_iterations=iterations,
                           num_burn_in=iterations // 5, num_chains=num_chains,
                           checkpoint_every=max(1, iterations // 20)),

@@ -136,3 +136,15 @@ def test_mass_matrix_pays_off_on_a_badly_scaled_gaussian():
     ess = diagnostics.ess(draws**2)
     err = np.abs(draws.var(axis=(0, 1)) - scales**2) / (scales**2 * np.sqrt(2 / ess))
     assert np.all(err < z_threshold(len(scales))), float(err.max())
+
+
+@pytest.mark.parametrize(("adapt", "expected"), [("step", 0.8), ("none", 0.8), ("mass", 0.9),
+                                                 ("chees", 0.9), ("MASS", 0.9)])
+def test_each_mode_has_its_own_default_target(adapt, expected):
+    config = hmc.Config(step_size=0.1, trajectory_len=1.0, adapt=adapt, num_chains=2)
+    assert config.target_accept_rate == hmc.DEFAULT_TARGET_ACCEPT_RATE[adapt.lower()] == expected
+    # An explicit target wins, and the resolved one is what is stored (so resume compares it).
+    explicit = hmc.Config(step_size=0.1, trajectory_len=1.0, adapt=adapt, num_chains=2,
+                          target_accept_rate=0.65)
+    assert explicit.target_accept_rate == 0.65
+    assert hmc.Config(**config.to_dict()) == config
