@@ -101,3 +101,34 @@ def test_one_split_end_to_end_then_resumed(bench, tmp_path):
     stamp = done.stat().st_mtime_ns
     assert bench.run_split("yacht", 0, str(tmp_path), 0.01, 2) == first
     assert done.stat().st_mtime_ns == stamp
+
+
+def test_hmc_starts_from_the_splits_ensemble_where_listed(bench, tmp_path, monkeypatch):
+    # yacht stands in for a larger dataset: the order and the link are what is checked.
+    monkeypatch.setattr(bench, "FROM_ENSEMBLE", ("yacht",))
+    ran = []
+    monkeypatch.setattr("bnnkit.runs.run", lambda problem, config, run_dir, **kw: ran.append(
+        (type(config).METHOD, config, Path(run_dir))))
+    monkeypatch.setattr(sys.modules["bnnkit.evaluate"], "evaluate",
+                        lambda run_dir: {"test": {"rmse": 0.25, "nll": 1.5}} if "hmc" not in
+                        str(run_dir) else {"test": {"rmse": 0.2, "nll": 1.0}, "num_chains": 4,
+                                           "num_samples_per_chain": 8,
+                                           "sampler": {"acceptance_rate": 0.8},
+                                           "convergence": {"converged": False}})
+    result = bench.run_split("yacht", 0, str(tmp_path), 1.0, 4)
+    methods = [method for method, _, _ in ran]
+    assert methods.index("ensemble") < methods.index("hmc")
+    ensemble_dir = next(d for m, _, d in ran if m == "ensemble")
+    hmc_config = next(c for m, c, _ in ran if m == "hmc")
+    assert Path(hmc_config.init_checkpoint) == ensemble_dir
+    assert result["hmc"]["config"]["init_checkpoint"] == str(ensemble_dir)
+    # Read back with the same start, the finished split is not run again.
+    ran.clear()
+    assert bench.run_split("yacht", 0, str(tmp_path), 1.0, 4) == result and not ran
+
+
+def test_other_datasets_start_from_the_prior(bench, tmp_path):
+    assert "yacht" not in bench.FROM_ENSEMBLE
+    assert bench.hmc_start("yacht", 0, str(tmp_path)) is None
+    assert bench.hmc_start("protein", 3, str(tmp_path)) == str(
+        tmp_path / "protein" / "split_3" / "ensemble")
