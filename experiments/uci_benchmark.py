@@ -163,6 +163,9 @@ def run_split(dataset: str, split: int, root: str, scale: float, num_chains: int
         return json.loads(done.read_text())  # every method scored with today's settings
     num_train = len(load(problem.dataset).x_train)
     result = {"dataset": dataset, "split": split, "num_train": num_train, **result}
+    start = configs["hmc"].init_checkpoint
+    if "hmc" not in result and start is not None and not (Path(start) / "run.json").exists():
+        result.pop("ensemble", None)  # scored, but its run is gone: HMC needs it to start
     for name in ("ensemble", "vi", "hmc"):  # HMC may start from the ensemble
         config = configs[name]
         if name in result:

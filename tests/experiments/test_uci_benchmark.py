@@ -132,3 +132,20 @@ def test_other_datasets_start_from_the_prior(bench, tmp_path):
     assert bench.hmc_start("yacht", 0, str(tmp_path)) is None
     assert bench.hmc_start("protein", 3, str(tmp_path)) == str(
         tmp_path / "protein" / "split_3" / "ensemble")
+
+
+def test_an_ensemble_scored_but_deleted_runs_again_when_hmc_starts_from_it(bench, tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setattr(bench, "FROM_ENSEMBLE", ("yacht",))
+    stored = fake_split(bench, 0, np.random.default_rng(0))
+    del stored["hmc"]  # HMC to run; the ensemble was scored but its run directory is gone
+    path = tmp_path / "yacht" / "split_0" / "result.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(stored))
+    ran = []
+    monkeypatch.setattr("bnnkit.runs.run", lambda problem, config, run_dir, **kw: ran.append(
+        type(config).METHOD))
+    monkeypatch.setattr(sys.modules["bnnkit.evaluate"], "evaluate",
+                        lambda run_dir: {"test": {"rmse": 0.25, "nll": 1.5}})
+    bench.run_split("yacht", 0, str(tmp_path), 1.0, 4)
+    assert ran == ["ensemble", "hmc"]
