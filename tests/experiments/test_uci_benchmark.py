@@ -130,8 +130,8 @@ def test_hmc_starts_from_the_splits_ensemble_where_listed(bench, tmp_path, monke
 def test_other_datasets_start_from_the_prior(bench, tmp_path):
     assert "yacht" not in bench.FROM_ENSEMBLE
     assert bench.hmc_start("yacht", 0, str(tmp_path)) is None
-    assert bench.hmc_start("protein", 3, str(tmp_path)) == str(
-        tmp_path / "protein" / "split_3" / "ensemble")
+    assert bench.hmc_start("kin8nm", 3, str(tmp_path)) == str(
+        tmp_path / "kin8nm" / "split_3" / "ensemble")
 
 
 def test_an_ensemble_scored_but_deleted_runs_again_when_hmc_starts_from_it(bench, tmp_path,
