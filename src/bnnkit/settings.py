@@ -30,6 +30,43 @@ from bnnkit.errors import ConfigError
 SEED_BOUNDS = (0, 2**32 - 1)
 
 
+class Exclusive(float):
+    """A bound of :func:`setting` that the value may not reach: ``bounds=(Exclusive(0), None)``
+    allows every number > 0, ``(Exclusive(0), Exclusive(1))`` the open interval (0, 1).
+
+    Example:
+        >>> Exclusive(0) == 0, repr(Exclusive(0.5))
+        (True, 'Exclusive(0.5)')
+    """
+
+    def __repr__(self) -> str:
+        return f"Exclusive({float(self)!r})"
+
+
+def _allowed(low: float | None, high: float | None) -> str:
+    """The allowed range in words: ``0..10``, ``> 0``, ``in (0, 1]``."""
+    if low is not None and high is not None:
+        if not isinstance(low, Exclusive) and not isinstance(high, Exclusive):
+            return f"{low}..{high}"
+        left = "(" if isinstance(low, Exclusive) else "["
+        right = ")" if isinstance(high, Exclusive) else "]"
+        return f"in {left}{_number(low)}, {_number(high)}{right}"
+    if low is not None:
+        return f"{'>' if isinstance(low, Exclusive) else '>='} {_number(low)}"
+    return f"{'<' if isinstance(high, Exclusive) else '<='} {_number(high)}"
+
+
+def _number(bound: float) -> str:
+    value = float(bound)
+    return str(int(value)) if value.is_integer() else str(value)
+
+
+def _outside(value: float, low: float | None, high: float | None) -> bool:
+    if low is not None and (value <= low if isinstance(low, Exclusive) else value < low):
+        return True
+    return high is not None and (value >= high if isinstance(high, Exclusive) else value > high)
+
+
 def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None,
             aliases: tuple[str, ...] = (), choices: tuple[str, ...] | None = None,
             metavar: str | None = None, resumable: bool = False, action: str | None = None,
@@ -46,8 +83,8 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None =
         resumable: may differ on ``--resume`` (it does not change the samples' values).
         action: an argparse action other than the type's default (``"append"``).
         cli: offered on the command line at all.
-        bounds: ``(low, high)``, inclusive, either ``None`` for no limit; checked with every
-            other number by :func:`check_numbers`.
+        bounds: ``(low, high)``, inclusive unless given as :class:`Exclusive`, either ``None``
+            for no limit; checked with every other number by :func:`check_numbers`.
     """
     return dataclasses.field(default=default, metadata={
         "help": help, "flag": flag, "aliases": tuple(aliases), "choices": choices,
@@ -116,6 +153,13 @@ def check_numbers(config: Any) -> None:
         Traceback (most recent call last):
         ...
         bnnkit.errors.ConfigError: --scale inf must be a finite number
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Rate:
+        ...     target: float = setting(0.8, help="a rate", bounds=(Exclusive(0), Exclusive(1)))
+        >>> check_numbers(Rate(target=1.0))
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: --target 1.0 out of range; allowed: in (0, 1)
     """
     cls = type(config)
     for field in dataclasses.fields(cls):
@@ -125,8 +169,6 @@ def check_numbers(config: Any) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{flag(cls, field.name)} {value} must be a finite number")
         low, high = field.metadata.get("bounds") or (None, None)
-        if (low is not None and value < low) or (high is not None and value > high):
-            allowed = (f"{low}..{high}" if low is not None and high is not None
-                       else f">= {low}" if low is not None else f"<= {high}")
+        if _outside(value, low, high):
             raise ConfigError(f"{flag(cls, field.name)} {value} out of range; allowed: "
-                              f"{allowed}")
+                              f"{_allowed(low, high)}")
