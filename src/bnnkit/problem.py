@@ -206,8 +206,6 @@ def build(config: ProblemConfig) -> Problem:
     if config.float64 and not jax.config.read("jax_enable_x64"):
         jax.config.update("jax_enable_x64", True)
     dtype = jnp.float64 if config.float64 else jnp.float32
-    if config.subset_train_to is not None and config.subset_train_to < 1:
-        raise ConfigError(f"--subset-train-to {config.subset_train_to} must be >= 1")
     options = {}
     if config.subset_train_to is not None:
         options["subset_train_to"] = config.subset_train_to

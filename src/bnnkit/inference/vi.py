@@ -64,10 +64,10 @@ from bnnkit import schedules
 from bnnkit.inference._layer_noise import ESTIMATORS, check_network, noisy_apply
 from bnnkit.inference._noise import stacked_normal_like
 from bnnkit.inference.base import EpochSettings, Loop, Method
-from bnnkit.inference.sgd import check_momentum
+from bnnkit.inference.sgd import MOMENTUM_BOUNDS
 from bnnkit.log_posterior import LATENT_COLLECTIONS, network_variables
 from bnnkit.posterior.diag_gaussian import DiagGaussian, inverse_softplus
-from bnnkit.settings import check_at_least, check_choice, check_positive, setting
+from bnnkit.settings import Exclusive, check_at_least, check_choice, setting
 from bnnkit.types import Batch, Key, Params
 
 OPTIMIZERS = ("adam", "sgd")
@@ -170,7 +170,8 @@ class Config(EpochSettings):
                              help="adam or sgd (with --momentum-decay); the step size follows a "
                                   "cosine schedule from --init-step-size to 0")
     momentum_decay: float = setting(0.9, aliases=("--momentum",),
-                                    help="heavy-ball momentum β in [0, 1) of --optimizer sgd")
+                                    help="heavy-ball momentum β in [0, 1) of --optimizer sgd",
+                                    bounds=MOMENTUM_BOUNDS)
     vi_num_samples: int = setting(1, help="reparameterised Monte Carlo samples of the weights "
                                           "per step")
     vi_estimator: str = setting(
@@ -179,7 +180,7 @@ class Config(EpochSettings):
              "Blundell), local_reparam (per-example pre-activation noise, dense layers only) "
              "or flipout (shared weight noise, per-example signs)")
     vi_sigma_init: float = setting(1e-3, help="initial posterior std σ of every weight "
-                                              "(σ = softplus(ρ))")
+                                              "(σ = softplus(ρ))", bounds=(Exclusive(0), None))
     kl_weighting: str = setting("uniform", choices=KL_WEIGHTINGS,
                                 help="share of the KL per minibatch i of M: uniform (1/M) or "
                                      "blundell (2^(M-i)/(2^M-1))")
@@ -199,9 +200,7 @@ class Config(EpochSettings):
         check_choice(cls, "optimizer", self.optimizer, OPTIMIZERS)
         check_choice(cls, "kl_weighting", self.kl_weighting, KL_WEIGHTINGS)
         check_choice(cls, "vi_estimator", self.vi_estimator, ESTIMATORS)
-        check_momentum(self.momentum_decay)
         check_at_least(cls, "vi_num_samples", self.vi_num_samples, 1)
-        check_positive(cls, "vi_sigma_init", self.vi_sigma_init)
         check_at_least(cls, "vi_ensemble_size", self.vi_ensemble_size, 1)
 
     @property
