@@ -113,7 +113,11 @@ class Loop:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunSettings:
-    """Settings every method's Config has. ``METHOD`` names the method in ``METHODS``.
+    """Settings every method's Config has. ``METHOD`` names the method in ``METHODS``;
+    ``API_NAME`` names the Config in the public API (``bnnkit.HMC``), from which
+    ``bnnkit.__all__`` and the docs are derived. It is ``METHOD`` in capitals unless the Config
+    states another (``API_NAME = "Ensemble"``), and a Config never takes its parent's (the
+    ensemble's extends SGD's); being a class's name, it starts with a capital letter.
 
     A run may start from another run (:meth:`source_run`); ``SOURCE_FLAG`` and
     ``SOURCE_NAME`` name that run in messages, ``SOURCE_METHODS`` restricts its method, and
@@ -121,6 +125,7 @@ class RunSettings:
     """
 
     METHOD: ClassVar[str] = ""
+    API_NAME: ClassVar[str] = ""
     SOURCE_FLAG: ClassVar[str] = "--init-checkpoint"
     SOURCE_NAME: ClassVar[str] = "run given to --init-checkpoint"
     SOURCE_METHODS: ClassVar[tuple[str, ...] | None] = None
@@ -137,6 +142,11 @@ class RunSettings:
 
     seed: int = setting(0, help="seed of everything random: initialisation, noise, data order",
                         bounds=SEED_BOUNDS)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "API_NAME" not in cls.__dict__:  # stated by this class itself, not inherited
+            cls.API_NAME = cls.METHOD.upper()
 
     def __post_init__(self) -> None:
         if int(self.seed) != self.seed:

@@ -28,6 +28,7 @@ class Config(sgd.Config):
     """K members of :class:`bnnkit.inference.sgd.Config`."""
 
     METHOD: ClassVar[str] = "ensemble"
+    API_NAME: ClassVar[str] = "Ensemble"
 
     num_members: int = setting(help="K members; each has its own initialisation and data order",
                                bounds=(1, None))
