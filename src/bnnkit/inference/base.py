@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
 from bnnkit.errors import ConfigError
+from bnnkit.posterior.base import Posterior
 from bnnkit.settings import SEED_BOUNDS, check_numbers, check_positive, flag, setting
 from bnnkit.types import Batch, Key, Params
 
@@ -48,7 +49,8 @@ class Method(NamedTuple):
         init: ``(key, params, batch) -> state``.
         step: ``(key, state, batch) -> (state, info)``; pure and jit-able.
         posterior: ``(kept_states) -> posterior``, where ``kept_states`` stacks the states one
-            chain (or member) kept along a leading axis; the posterior has ``sample(key, n)``.
+            chain (or member) kept along a leading axis; the posterior is a
+            :class:`~bnnkit.posterior.base.Posterior`, which the run driver stores.
         position: ``(state) -> params``, the parameters a state stands for.
         step_members: optional ``(keys, states, batch) -> (states, infos)`` over members
             stacked on a leading axis, giving what ``jax.vmap(step, axis_name=MEMBERS)``
@@ -58,7 +60,7 @@ class Method(NamedTuple):
 
     init: Callable[[Key, Params, Batch | None], State]
     step: Callable[[Key, State, Batch], tuple[State, Info]]
-    posterior: Callable[[State], Any]
+    posterior: Callable[[State], Posterior]
     position: Callable[[State], Params]
     step_members: Callable[[Key, State, Batch], tuple[State, Info]] | None = None
 

@@ -29,20 +29,21 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.posterior.base import Posterior
 from bnnkit.posterior.diag_gaussian import DiagGaussian
 from bnnkit.posterior.laplace import DiagLaplace, KFACLaplace, LastLayerLaplace
 from bnnkit.posterior.mixture import Mixture
 from bnnkit.posterior.samples import Samples
 from bnnkit.types import Params
 
-#: Every storable posterior class by its ``kind``.
-KINDS: dict[str, type] = {
+#: Every storable posterior class by its ``kind``: a new kind of posterior is its class (a
+#: :class:`~bnnkit.posterior.base.Posterior`) and one entry here.
+KINDS: dict[str, type[Posterior]] = {
     cls.kind: cls
     for cls in (Samples, DiagGaussian, DiagLaplace, LastLayerLaplace, KFACLaplace)
 }
@@ -50,7 +51,7 @@ KIND_KEY = "__kind__"
 META_KEY = "__meta__"
 
 
-def save(path: str | os.PathLike, members: Sequence[Any], *,
+def save(path: str | os.PathLike, members: Sequence[Posterior], *,
          before_rename: Callable[[storage.Written], None] | None = None) -> storage.Written:
     """Write the posteriors of every member at one kept unit (atomic, no pickle).
 
@@ -75,7 +76,8 @@ def save(path: str | os.PathLike, members: Sequence[Any], *,
     return storage.save_arrays(path, arrays, before_rename=before_rename)
 
 
-def load(path: str | os.PathLike, template: Params, *, sha256: str | None = None) -> list[Any]:
+def load(path: str | os.PathLike, template: Params, *,
+         sha256: str | None = None) -> list[Posterior]:
     """The posteriors stored by :func:`save`: one joined Samples, or one object per member.
 
     Args:
@@ -104,7 +106,7 @@ def load(path: str | os.PathLike, template: Params, *, sha256: str | None = None
     return members
 
 
-def combine(units: Sequence[list[Any]]) -> Any:
+def combine(units: Sequence[list[Posterior]]) -> Posterior | Mixture:
     """One posterior from those of several kept units (each a list per :func:`load`).
 
     Samples are joined along the sample axis; approximations become components of a
@@ -118,7 +120,7 @@ def combine(units: Sequence[list[Any]]) -> Any:
     return components[0] if len(components) == 1 else Mixture(components)
 
 
-def load_run(rundir, record: dict, template: Params) -> Any:
+def load_run(rundir, record: dict, template: Params) -> Posterior | Mixture:
     """The posterior a run directory stores, over all its kept units.
 
     Args:
