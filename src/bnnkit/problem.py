@@ -16,9 +16,9 @@ import numpy as np
 
 from bnnkit import data, likelihoods, models, priors
 from bnnkit.errors import ConfigError
-from bnnkit.log_posterior import LogPosterior, network_variables
+from bnnkit.log_posterior import LogPosterior
 from bnnkit.settings import check_numbers, setting
-from bnnkit.types import Batch, Params
+from bnnkit.types import Batch, Key, Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,9 +148,10 @@ class Problem:
     log_posterior: LogPosterior
     dtype: Any
 
-    def apply(self, params: Params, x: jax.Array) -> jax.Array:
-        """Network outputs at a position (its latent collections are not the network's)."""
-        return self.log_posterior.apply(network_variables(params), x)
+    def apply(self, params: Params, x: jax.Array, *, key: Key | None = None) -> jax.Array:
+        """Network outputs at a position (its latent collections are not the network's);
+        ``key`` draws a stochastic model's randomness, else it runs deterministically."""
+        return self.log_posterior.outputs(params, x, key)
 
     def likelihood_at(self, params: Params) -> likelihoods.Likelihood:
         """The likelihood at a position (with the position's noise std when it is inferred)."""
@@ -254,12 +255,13 @@ def build(config: ProblemConfig) -> Problem:
         mean = jnp.asarray(norm.mean, dtype)
         inv_std = jnp.asarray(1.0 / np.asarray(norm.std), dtype)
 
-        def apply(params, x, _apply=model.apply):
-            return _apply(params, (x.astype(dtype) - mean) * inv_std)
+        def apply(params, x, *, key=None, _apply=model.apply):
+            return _apply(params, (x.astype(dtype) - mean) * inv_std, key=key)
 
     log_posterior = LogPosterior(
         apply=apply, likelihood=likelihood, prior=prior, num_data=dataset.num_train,
         temperature=config.temperature, chunk_size=config.chunk_size,
+        stochastic=model.stochastic,
     )
     return Problem(
         config=config, dataset=dataset, model=model, likelihood=likelihood, prior=prior,

@@ -19,6 +19,12 @@ field names are the run log's keys). Keys always come in as arguments. ``init`` 
 too because methods that cache the log density and its gradient (HMC) need data to evaluate
 them; methods that do not simply ignore it.
 
+A model with randomness of its own (dropout, :mod:`bnnkit.models.registry`) draws it from
+the key a minibatch method gives the log posterior, :func:`model_key` of its step's key, which
+leaves the keys of the method's own noise as they were (runs stored before it resume bit for
+bit). Full-batch samplers (HMC, NUTS) need an exact log density and give no key: they sample
+the posterior of the model's deterministic mode.
+
 Example:
     >>> loop = Loop("epochs", num_units=10, batch_size=32, burn_in=6, keep_every=2)
     >>> loop.kept_units()  # epochs 8 and 10, counted from 1
@@ -31,6 +37,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
+import jax
+
 from bnnkit.errors import ConfigError
 from bnnkit.posterior.base import Posterior
 from bnnkit.settings import SEED_BOUNDS, check_numbers, check_positive, flag, setting
@@ -40,6 +48,23 @@ State = Any
 Info = Any
 
 LOOP_KINDS = ("iterations", "epochs", "chunks")
+
+#: ``fold_in`` data of the model's randomness within a step's key: unlike anything a method
+#: folds into its own key (small indices), so the method's own noise keeps its keys.
+MODEL_STREAM = 0x6D6F64  # "mod"
+
+
+def model_key(key: Key | None) -> Key | None:
+    """The key a step gives the model's own randomness: ``fold_in(key, MODEL_STREAM)``
+    (``None`` for ``None``). The log posterior passes it to a stochastic model only.
+
+    Example:
+        >>> model_key(None) is None
+        True
+        >>> bool((model_key(jax.random.PRNGKey(0)) != jax.random.PRNGKey(0)).any())
+        True
+    """
+    return None if key is None else jax.random.fold_in(key, MODEL_STREAM)
 
 
 class Method(NamedTuple):

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import optax
 
 from bnnkit import schedules
-from bnnkit.inference.base import EpochSettings, Loop, Method
+from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
 from bnnkit.posterior import Samples
 from bnnkit.settings import Exclusive, setting
 from bnnkit.types import Batch, Key, Params
@@ -90,8 +90,10 @@ def build(log_posterior, config: Config) -> Method:
     """SGD with heavy-ball momentum on ``-log_posterior``.
 
     Args:
-        log_posterior: ``(params, batch) -> scalar`` tempered log posterior (minibatch-scaled);
-            its ``num_data`` sets the steps per epoch of the schedule.
+        log_posterior: the tempered log posterior (minibatch-scaled), a
+            :class:`~bnnkit.log_posterior.LogPosterior`; its ``num_data`` sets the steps per
+            epoch of the schedule, and a stochastic model gets the step's
+            :func:`~bnnkit.inference.base.model_key`.
         config: the settings.
 
     Returns:
@@ -110,8 +112,8 @@ def build(log_posterior, config: Config) -> Method:
         return SGDState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
     def step(key: Key, state: SGDState, batch: Batch) -> tuple[SGDState, SGDInfo]:
-        del key
-        value, grad = jax.value_and_grad(log_posterior)(state.position, batch)
+        value, grad = jax.value_and_grad(log_posterior)(state.position, batch,
+                                                        key=model_key(key))
         neg_grad = jax.tree.map(jnp.negative, grad)
         updates, opt_state = optimizer.update(neg_grad, state.opt_state, state.position)
         position = optax.apply_updates(state.position, updates)

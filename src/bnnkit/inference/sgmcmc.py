@@ -48,7 +48,7 @@ import jax.numpy as jnp
 from bnnkit import schedules
 from bnnkit.errors import ConfigError
 from bnnkit.inference._noise import DRAWS, NOISES
-from bnnkit.inference.base import EpochSettings, Loop, Method
+from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
 from bnnkit.inference.sgd import MOMENTUM_BOUNDS
 from bnnkit.posterior import Samples
 from bnnkit.settings import Exclusive, check_choice, setting
@@ -179,8 +179,10 @@ def build(log_posterior, config: Config) -> Method:
     """SGLD (``momentum_decay=0``) or SGHMC, optionally RMSprop-preconditioned.
 
     Args:
-        log_posterior: ``(params, batch) -> scalar`` tempered log posterior (minibatch-scaled);
-            its ``num_data`` sets the steps per epoch of the schedule.
+        log_posterior: the tempered log posterior (minibatch-scaled), a
+            :class:`~bnnkit.log_posterior.LogPosterior`; its ``num_data`` sets the steps per
+            epoch of the schedule, and a stochastic model gets the step's
+            :func:`~bnnkit.inference.base.model_key` (ξ keeps the step's key).
         config: the settings.
 
     Returns:
@@ -205,7 +207,8 @@ def build(log_posterior, config: Config) -> Method:
                            jnp.zeros((), jnp.int32))
 
     def step(key: Key, state: SGMCMCState, batch: Batch):
-        value, grad = jax.value_and_grad(log_posterior)(state.position, batch)
+        value, grad = jax.value_and_grad(log_posterior)(state.position, batch,
+                                                        key=model_key(key))
         eta = jnp.asarray(schedule(state.count), value.dtype)
         sqrt_eta = jnp.sqrt(eta)
         xi = draw(key, grad)

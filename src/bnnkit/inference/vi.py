@@ -63,7 +63,7 @@ import optax
 from bnnkit import schedules
 from bnnkit.inference._layer_noise import ESTIMATORS, check_network, noisy_apply
 from bnnkit.inference._noise import stacked_normal_like
-from bnnkit.inference.base import EpochSettings, Loop, Method
+from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
 from bnnkit.inference.sgd import MOMENTUM_BOUNDS
 from bnnkit.log_posterior import LATENT_COLLECTIONS, network_variables
 from bnnkit.posterior.diag_gaussian import DiagGaussian, inverse_softplus
@@ -254,7 +254,8 @@ def build(log_posterior, config: Config) -> Method:
         # collections of the position (hierarchical priors, an inferred noise std) are drawn.
         def one(position, e, k):
             apply = noisy_apply(lp.apply, estimator, network_variables(q.std), k, e)
-            return dataclasses.replace(lp, apply=apply).log_likelihood(position, batch)
+            return dataclasses.replace(lp, apply=apply).log_likelihood(position, batch,
+                                                                       key=model_key(k))
 
         positions = draws if draws is not None else jax.tree.map(
             lambda m: jnp.broadcast_to(m, (num_samples, *m.shape)), q.mean)
@@ -275,9 +276,10 @@ def build(log_posterior, config: Config) -> Method:
             log_lik = layer_noise_log_likelihood(q, draws, eps, layer_key, batch)
         elif num_samples == 1:  # no vmap: the plain network call is cheapest
             one = jax.tree.map(lambda a: a[0], draws)
-            log_lik = lp.log_likelihood(one, batch)
+            log_lik = lp.log_likelihood(one, batch, key=model_key(layer_key))
         else:
-            log_lik = jnp.mean(jax.vmap(lambda p: lp.log_likelihood(p, batch))(draws))
+            log_lik = jnp.mean(jax.vmap(lambda p, k: lp.log_likelihood(p, batch, key=k))(
+                draws, jax.random.split(model_key(layer_key), num_samples)))
         expected_ll = lp.data_weight(batch.x.shape[0]) * log_lik
         if closed_form:
             kl = prior.kl_closed_form(q.mean, q.std)
