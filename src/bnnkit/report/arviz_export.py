@@ -151,12 +151,12 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
     az = require_arviz()
     import xarray as xr
 
-    from bnnkit.evaluate import load_run, run_samples
+    from bnnkit.evaluation import run_samples
     from bnnkit.posterior import Samples
     from bnnkit.predict import predict
-    from bnnkit.runs import RunDir
+    from bnnkit.runs import RunDir, load_run
 
-    record, problem, posterior = load_run(run_dir)
+    record, problem, posterior, _ = load_run(run_dir, network=True)
     samples = run_samples(record, posterior)
     chains, draws = samples.num_chains, samples.num_samples
     sample_coords = {"chain": np.arange(chains), "draw": np.arange(draws)}
@@ -233,7 +233,7 @@ def write_netcdf(run_dir: str | os.PathLike, out: str | os.PathLike) -> Any:
     Raises:
         ConfigError: ArviZ is missing, ``out`` cannot be written, or the run cannot be read.
     """
-    from bnnkit.evaluate import check_out_file
+    from bnnkit.evaluation import check_out_file
 
     require_arviz()
     check_out_file(out, ".nc", "samples")
