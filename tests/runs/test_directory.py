@@ -167,3 +167,16 @@ def test_load_run_reads_both_kinds_and_each_reader_refuses_the_other(finished, t
         runs.sample(log_density, start, config, run_dir=driver, resume=True)
     assert {p: p.read_bytes() for p in driver.rglob("*") if p.is_file()} == before
 
+
+def test_the_recorded_version_is_the_installed_distributions(monkeypatch):
+    import importlib.metadata
+
+    from bnnkit.runs import directory
+
+    assert directory.versions()["bnnkit"] == importlib.metadata.version("bnnkit")
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert directory.package_version() == "unknown"

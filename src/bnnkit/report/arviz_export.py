@@ -201,9 +201,9 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
                     + dataset.target_shift)
     groups["observed_data"] = xr.Dataset({"y": (("test_point",), observed)}, coords=point_coords)
 
-    from bnnkit import __version__
+    from bnnkit.runs.directory import package_version
 
-    attrs = {"inference_library": "bnnkit", "inference_library_version": __version__,
+    attrs = {"inference_library": "bnnkit", "inference_library_version": package_version(),
              "method": str(record.get("method", "")), "dataset": dataset.name}
     for ds in groups.values():
         ds.attrs.update(attrs)
