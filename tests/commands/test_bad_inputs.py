@@ -416,8 +416,7 @@ def test_a_bad_input_is_one_line_exit_2_and_changes_nothing(name, finished, tmp_
 
 def test_an_unexpected_error_is_one_line_exit_1_and_debug_shows_it(finished, monkeypatch,
                                                                    capsys):
-    # by its full name: the attribute bnnkit.evaluate is the function, not this module
-    evaluate_module = importlib.import_module("bnnkit.evaluate")
+    evaluate_module = importlib.import_module("bnnkit.evaluation")
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom\nsecond line")
