@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from bnnkit.errors import ConfigError
-from bnnkit.metrics import mcmc
+from bnnkit.metrics import diagnostics, mcmc
 from bnnkit.metrics.mcmc_summary import Summary, summary
 
 # Every quantity is a smooth function of float64 sums of at most S = chains × samples ≤ 2000
@@ -95,6 +95,8 @@ def test_every_diagnostic_equals_arviz(az, case):
     for name, value in expected.items():
         assert ours[name].shape == ()
         np.testing.assert_allclose(ours[name], value, rtol=RTOL, atol=0, err_msg=name)
+    # The ESS that evaluate and the convergence verdict report is the bulk ESS.
+    np.testing.assert_allclose(diagnostics.ess(x), expected["ess_bulk"], rtol=RTOL, atol=0)
 
 
 def test_many_quantities_at_once_equal_arviz_one_at_a_time(az):
