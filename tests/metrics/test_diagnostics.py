@@ -149,13 +149,16 @@ def test_shapes_nan_and_bad_input():
     rng = np.random.default_rng(3)
     draws = rng.normal(size=(4, 50, 3, 2))
     draws[:, :, 0, 1] = 7.0  # constant
-    draws[0, 5, 2, 0] = np.nan  # a broken draw
+    draws[0, 5, 2, 0] = np.nan  # broken draws
+    draws[1, 7, 1, 1] = -np.inf
     for name, value in our_values(draws).items():
         assert value.shape == (3, 2), name
-        assert np.isnan(value[0, 1]) and np.isnan(value[2, 0]), name
-        assert np.isfinite(np.delete(value.ravel(), [1, 4])).all(), name
+        assert np.isnan(value[[0, 2, 1], [1, 0, 1]]).all(), name
+        assert np.isfinite(np.delete(value.ravel(), [1, 4, 3])).all(), name
     assert mcmc.rhat(rng.normal(size=(4, 50))).shape == ()
-    assert mcmc.ess_bulk(np.zeros((4, 50, 0))).shape == (0,)
+    for name, value in our_values(np.zeros((4, 50, 0))).items():  # no quantities at all
+        assert value.shape == (0,), name
+    assert all(column.shape == (0,) for column in mcmc.diagnose(np.zeros((4, 50, 0))).values())
     with pytest.raises(ConfigError, match=r"at least 4 samples per chain, got shape \(4, 3\)"):
         mcmc.rhat(rng.normal(size=(4, 3)))
     with pytest.raises(ValueError, match="at least 4 samples"):  # ConfigError is a ValueError

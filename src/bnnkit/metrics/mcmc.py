@@ -49,6 +49,7 @@ Where this differs from ArviZ 0.23 (on purpose; everything else agrees to float 
 
 - a constant quantity (its range within float64 resolution, 1e-15, of its magnitude) gives NaN
   everywhere: it has no R-hat, ESS or Monte Carlo error (ArviZ reports ESS = S and MCSE 0);
+  so does one with a NaN draw (as in ArviZ) or an infinite one;
 - :func:`rhat` of a single chain is the R-hat of its two halves (ArviZ: NaN);
 - fewer than 4 draws per chain raise :class:`bnnkit.ConfigError` (ArviZ: NaN and a warning);
 - a series is taken as constant relative to its magnitude, not below ArviZ's absolute 1e-15,
@@ -113,7 +114,9 @@ def _blockwise(x: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], *,
     parts = []
     for start in range(0, max(k, 1), step):
         block = np.ascontiguousarray(x[:, :, start:start + step].transpose(2, 0, 1))
-        values = statistic(block)
+        # NaN or infinite draws make invalid operations; their results are masked (NaN).
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = statistic(block)
         parts.append(np.where(_constant(block), np.nan, values) if mask else values)
     return np.concatenate(parts, axis=-1)
 
@@ -125,11 +128,12 @@ def _check_prob(prob: float, what: str) -> float:
 
 
 def _constant(x: np.ndarray) -> np.ndarray:
-    """Per quantity of (K, M, N): its range is rounding (NaN counts as constant)."""
+    """Per quantity of (K, M, N): its range is rounding, or a draw is NaN or infinite (then
+    neither its variance nor its diagnostics are defined either)."""
     low, high = x.min(axis=(1, 2)), x.max(axis=(1, 2))
     with np.errstate(invalid="ignore"):
         constant = (high - low) <= _RESOLUTION * np.maximum(np.abs(low), np.abs(high))
-    return constant | np.isnan(low)
+    return constant | ~np.isfinite(low) | ~np.isfinite(high)
 
 
 def _split(x: np.ndarray) -> np.ndarray:
@@ -174,9 +178,14 @@ def _z_scale(x: np.ndarray) -> np.ndarray:
     return z.reshape(k, m, n)
 
 
+def _flat(x: np.ndarray) -> np.ndarray:
+    """(K, M, N) -> (K, S): each quantity's draws in one row."""
+    return x.reshape(x.shape[0], x.shape[1] * x.shape[2])
+
+
 def _sorted(x: np.ndarray) -> np.ndarray:
     """Each quantity's draws of (K, M, N) in ascending order, (K, S)."""
-    return np.sort(x.reshape(x.shape[0], -1), axis=1)
+    return np.sort(_flat(x), axis=1)
 
 
 def _quantiles(values: np.ndarray, probs: Sequence[float]) -> np.ndarray:
@@ -257,7 +266,7 @@ def _rhat_rank(x: np.ndarray, z_split: np.ndarray | None = None) -> np.ndarray:
     """Rank-normalised split R-hat of (K, M, N); ``z_split``: the split draws' z if known."""
     split = _split(x)
     bulk = _rhat_of(_z_scale(split) if z_split is None else z_split)
-    median = np.median(split.reshape(split.shape[0], -1), axis=1)[:, None, None]
+    median = np.median(_flat(split), axis=1)[:, None, None]
     tail = _rhat_of(_z_scale(np.abs(split - median)))
     # A folded series can be constant when the quantity is not (two values either side of the
     # median); then only the bulk R-hat is defined, as in ArviZ.
@@ -289,7 +298,7 @@ def _mcse_sd_from(squares: np.ndarray, ess: np.ndarray) -> np.ndarray:
 
 
 def _sd(x: np.ndarray) -> np.ndarray:
-    return x.reshape(x.shape[0], -1).std(axis=1, ddof=1)
+    return _flat(x).std(axis=1, ddof=1)
 
 
 def _mcse_quantile_from(values: np.ndarray, prob: float, ess: np.ndarray) -> np.ndarray:

@@ -167,7 +167,8 @@ def summary(positions: Any) -> Summary:
                           f"same chains and samples, got shapes "
                           f"{dict(zip(paths, (a.shape for a in arrays), strict=True))}")
     (chains, samples), = heads
-    draws = np.concatenate([a.reshape(chains, samples, -1) for a in arrays], axis=2)
+    draws = np.concatenate([a.reshape(chains, samples, math.prod(a.shape[2:])) for a in arrays],
+                           axis=2)
     table = mcmc.diagnose(draws)
     names = [name for path, a in zip(paths, arrays, strict=True)
              for name in _names(path, a.shape[2:])]
