@@ -1,7 +1,9 @@
-"""HMC's samples are pinned bit for bit: every adaptation mode, both leapfrog loops.
+"""HMC's samples are pinned bit for bit: every adaptation mode, both leapfrog loops (and
+NUTS's, which shares Stan's windows with HMC's ``"mass"`` mode).
 
 The expected digests were produced by the HMC of ``main`` before its kernel was taken apart
-into module-level pieces (``inference/hmc.py``, ``adaptation.py``, ``host_leapfrog.py``), by
+into module-level pieces (``inference/hmc.py``, ``nuts.py``, ``adaptation.py``,
+``host_leapfrog.py``), by
 running :func:`pinned_digest` of this file with that version's own interpreter::
 
     cd <checkout of that version> && .venv/bin/python -c "import sys; \\
@@ -26,7 +28,7 @@ import numpy as np
 import pytest
 
 from bnnkit import likelihoods, priors
-from bnnkit.inference import hmc
+from bnnkit.inference import hmc, nuts
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.types import Batch
@@ -54,6 +56,7 @@ CASES = {
     # bnn_hmc's uncorrected burn-in.
     "step-scan-no-mh": dict(adapt="step", integrator="scan", num_chains=2,
                             mh_during_burn_in=False),
+    "nuts": dict(method="nuts", num_chains=2, max_tree_depth=4),
 }
 # With two chains both loops give the same bits (tests/inference/test_hmc_integrator.py).
 EXPECTED = {
@@ -68,25 +71,31 @@ EXPECTED = {
     "step-host-one-chain": "536764ebd94c4bfcf99525f9385faa8ad1e70b88e1e52ccd9a141db8a5cd696e",
     "mass-host-one-chain": "f8ec9fa41f6dd345951af1c1d487be16c527c5507e68e845aa90656df788fbdd",
     "step-scan-no-mh": "09b940640bbc0d9a0afe39a8006d3c37063268a742e2d3c949c2a0e4063aea57",
+    "nuts": "e2ccea3ad59fe48b0368b3f622e846dbd67118407ced2f2c7249a3e17b265dfa",
 }
 
 
-def pinned_digest(**settings) -> str:
-    """The sha256 of a short run of HMC on a tiny classification problem (see the module)."""
-    config = hmc.Config(**COMMON, **settings)
+def pinned_digest(method: str = "hmc", **settings) -> str:
+    """The sha256 of a short run of HMC (or NUTS) on a tiny classification problem (see the
+    module)."""
+    if method == "nuts":
+        config = nuts.Config(step_size=COMMON["step_size"], num_iterations=30, num_burn_in=26,
+                             **settings)
+    else:
+        config = hmc.Config(**COMMON, **settings)
     rng = np.random.default_rng(0)
     batch = Batch(jnp.asarray(rng.normal(size=(24, 2)), jnp.float32),
                   jnp.asarray(rng.integers(0, 3, 24), jnp.int32))
     net = TinyMLP()
     lp = LogPosterior(net.apply, likelihoods.Categorical(3), priors.Gaussian(1.0), 24)
-    method = hmc.build(lp, config)
+    method = {"hmc": hmc, "nuts": nuts}[config.METHOD].build(lp, config)
     keys = jax.random.split(jax.random.PRNGKey(3), config.num_chains)
     params = jax.tree.map(
         lambda s: jnp.asarray(rng.normal(size=(config.num_chains, *s.shape)), s.dtype),
         jax.eval_shape(net.init, keys[0], batch.x[:1]))
     state = jax.jit(jax.vmap(lambda k, p: method.init(k, p, batch), axis_name=MEMBERS))(
         keys, params)
-    if config.integrator == "host":
+    if getattr(config, "integrator", "scan") == "host":
         step_all = method.step_members
     else:  # what the run driver compiles
         step_all = jax.jit(jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS))
