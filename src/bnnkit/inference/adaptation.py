@@ -16,6 +16,13 @@
   the vmapped axis, so every chain computes the same update.
 - :func:`jitter`: the quasi-random fraction of the trajectory length integrated at an iteration
   (a base-2 Halton sequence, shared by all chains, so that draws are not periodic).
+- :class:`Adaptation`: a sampler's burn-in tuning as two pure functions, ``init`` and
+  ``update``, that answer one question after every iteration: the next ε, τ and M⁻¹
+  (:class:`Tuning`). :func:`hmc_adaptation` gives HMC's modes (:data:`ADAPT_MODES`: none, the
+  paper's dual averaging, Stan's windows, ChEES), :func:`window_adaptation` NUTS's windows.
+  Each is assembled with ``functools.partial`` from the module-level pieces below
+  (:func:`reasonable_step_size`, :func:`paper_update`, :func:`window_update`,
+  :func:`chees_update`, :func:`during_burn_in`).
 
 All states are NamedTuples of arrays: they live in a sampler's state and resume bit for bit.
 

@@ -51,9 +51,13 @@ class Method(NamedTuple):
             chain (or member) kept along a leading axis; the posterior has ``sample(key, n)``.
         position: ``(state) -> params``, the parameters a state stands for.
         step_members: optional ``(keys, states, batch) -> (states, infos)`` over members
-            stacked on a leading axis, giving what ``jax.vmap(step, axis_name=MEMBERS)``
-            gives but called from Python, not jitted (HMC's host-driven leapfrog loop); the
-            run driver uses it when set.
+            stacked on a leading axis, called from Python, not jitted; the run driver calls
+            it instead of compiling ``jax.vmap(step, axis_name=MEMBERS)`` when it is set. It
+            must give what that vmapped ``step`` gives: the same bits for several members,
+            and for one member at least the same values to rounding, always computed the same
+            way (so a resumed run stays bit-exact). It is the hook for a method whose
+            iteration is driven from the host: HMC's leapfrog loop on XLA:CPU
+            (:mod:`bnnkit.inference.host_leapfrog`). ``None``: the driver vmaps ``step``.
     """
 
     init: Callable[[Key, Params, Batch | None], State]

@@ -11,8 +11,10 @@ During the first ``num_burn_in`` iterations the step size ε and the diagonal in
 a fast window of dual averaging on ε towards ``target_accept_rate``, then slow windows, each
 twice as long as the last, that estimate ``M⁻¹`` as the regularised sample variance of the
 chain's positions (Welford) and restart the averaging, and a last fast window. At the end of
-burn-in ε freezes at its average and ``M⁻¹`` at the last window's estimate. All of it lives in
-the state, advanced one iteration at a time, so a run resumes bit for bit.
+burn-in ε freezes at its average and ``M⁻¹`` at the last window's estimate
+(:func:`~bnnkit.inference.adaptation.window_adaptation`, the windows of HMC's ``"mass"``
+mode). All of it lives in the state, advanced one iteration at a time, so a run resumes bit for
+bit.
 
 Example:
     >>> import jax, jax.numpy as jnp
