@@ -41,7 +41,7 @@ agrees with ``"scan"`` to rounding (and resumes bit for bit). ``"host"`` lives i
 ``step_members`` (what the run driver calls), while ``step`` stays the in-loop, jit-able
 iteration.
 
-The pieces are BlackJAX's: :func:`init` and :func:`step` are module-level pure functions that
+As in BlackJAX, :func:`init` and :func:`step` are module-level pure functions that
 take the log posterior and the settings as arguments, and :func:`build` binds them with
 ``functools.partial``. What burn-in tunes is an :class:`~bnnkit.inference.adaptation.Adaptation`
 (:func:`~bnnkit.inference.adaptation.hmc_adaptation`): after each iteration :func:`step` asks it
@@ -341,6 +341,18 @@ def step(rng_key: Key, state: HMCState, batch: Batch,
         mh_during_burn_in: ``False`` accepts every finite trajectory during burn-in.
         divergence_threshold: energy error (nats) of a divergent trajectory.
         jitter_bits, max_steps: the trajectory's number of steps (:func:`trajectory_steps`).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> def log_density(x, batch):
+        ...     return -0.5 * jnp.sum(x ** 2)
+        >>> fixed = hmc_adaptation("none", num_burn_in=0, num_iterations=1, target=0.8)
+        >>> state = init(None, jnp.ones(2), None, log_posterior=log_density, adaptation=fixed,
+        ...              step_size=0.5, trajectory_len=1.0)
+        >>> state, info = step(jax.random.PRNGKey(0), state, None, log_posterior=log_density,
+        ...                    adaptation=fixed, num_burn_in=0)
+        >>> int(info.num_leapfrog), int(state.iteration)
+        (2, 1)
     """
     num_steps = trajectory_steps(state, jitter_bits=jitter_bits, max_steps=max_steps)
     in_burn_in = state.iteration < num_burn_in
