@@ -70,11 +70,12 @@ import dataclasses
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple
 
 import blackjax
 import jax
 import jax.numpy as jnp
+from blackjax.adaptation.chees_adaptation import ChEESAdaptationState
 from blackjax.adaptation.step_size import DualAveragingAdaptationState
 from blackjax.mcmc.hmc import hmc_proposal
 from blackjax.mcmc.integrators import IntegratorState, velocity_verlet
@@ -133,7 +134,7 @@ class HMCState(NamedTuple):
     inverse_mass_matrix: jax.Array
     adaptation: DualAveragingAdaptationState
     windows: WindowState
-    chees: Any
+    chees: ChEESAdaptationState
     iteration: jax.Array
 
 
@@ -433,7 +434,7 @@ def build(log_posterior: Callable, config: Config) -> Method:
         posterior=posterior,
         position=position,
         step_members=host_leapfrog.build(
-            log_posterior, config.integrator, step=iteration, finish=iteration,
+            log_posterior, config.integrator, step=iteration,
             num_steps=functools.partial(trajectory_steps, **trajectory)),
     )
 

@@ -157,7 +157,7 @@ def auto_step(keys: Key, states, batch: Batch, *, log_posterior: Callable, host:
     return (host if chosen[signature] else scan)(keys, states, batch)
 
 
-def build(log_posterior: Callable, integrator: str, *, step: Callable, finish: Callable,
+def build(log_posterior: Callable, integrator: str, *, step: Callable,
           num_steps: Callable[[Any], jax.Array]) -> MemberStep | None:
     """The chains' iteration for the run driver (``Method.step_members``), or ``None`` for
     ``"scan"`` (the driver then vmaps ``step`` itself).
@@ -165,9 +165,9 @@ def build(log_posterior: Callable, integrator: str, *, step: Callable, finish: C
     Args:
         log_posterior: ``(params, batch) -> log density``.
         integrator: one of :data:`INTEGRATORS`.
-        step: ``(key, state, batch) -> (state, info)``, the in-loop iteration of one chain.
-        finish: ``(key, state, batch, trajectory_end) -> (state, info)``, the same iteration
-            given its trajectory's end point (an ``IntegratorState``).
+        step: ``(key, state, batch, trajectory_end=None) -> (state, info)``, the iteration of
+            one chain: with ``trajectory_end`` (an ``IntegratorState``) the same iteration
+            whose trajectory ends there, without it the in-loop one.
         num_steps: ``state -> L``, the iteration's number of leapfrog steps.
     """
     if integrator == "scan":
@@ -184,7 +184,7 @@ def build(log_posterior: Callable, integrator: str, *, step: Callable, finish: C
         # vmapped over an axis of one about 1.2x slower than the plain one (LeNet-5), and the
         # leapfrog step takes no collective over the chains.
         leapfrog_one=jax.jit(functools.partial(leapfrog, log_posterior=log_posterior)),
-        finish=jax.jit(jax.vmap(finish, in_axes=(0, 0, None, 0), axis_name=MEMBERS)))
+        finish=jax.jit(jax.vmap(step, in_axes=(0, 0, None, 0), axis_name=MEMBERS)))
     if integrator == "host":
         return host
     scan = jax.jit(jax.vmap(step, in_axes=(0, 0, None), axis_name=MEMBERS))
