@@ -4,7 +4,7 @@ A short HMC run (2 chains, 20 kept iterations, ``mlp_regression_small``) is writ
 temporary folder, then each of these is timed in a fresh process (first call: XLA
 compilation included, as a user's ``bnnkit evaluate`` pays it) and again in that process:
 
-- ``evaluate``: ``bnnkit.evaluate.evaluate(run)`` (reading the run, every test prediction,
+- ``evaluate``: ``bnnkit.evaluation.evaluate(run)`` (reading the run, every test prediction,
   metrics, R-hat and ESS in weight and function space, the convergence verdict, writing
   ``evaluation.json``), first call (compilations included) and a second call;
 - ``predictions``: the floor, ``run_prediction`` alone on the same run (the forward passes
@@ -26,10 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bnnkit.evaluate import evaluate, load_run, run_prediction
+from bnnkit.evaluation import evaluate, run_prediction
 from bnnkit.inference import hmc
 from bnnkit.problem import ProblemConfig
-from bnnkit.runs import run
+from bnnkit.runs import load_run, run
 
 
 def timed(fn) -> float:
@@ -41,7 +41,7 @@ def timed(fn) -> float:
 def measure(what: str, run_dir: Path) -> tuple[float, float]:
     """First and second call of ``what`` on ``run_dir``, in this process."""
     def predictions():
-        record, problem, posterior = load_run(run_dir)
+        record, problem, posterior, _ = load_run(run_dir)
         run_prediction(record, problem, posterior, problem.dataset.x_test).mean.sum()
 
     fn = predictions if what == "predictions" else lambda: evaluate(run_dir)

@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
     from bnnkit import runs
     from bnnkit.data import load
-    from bnnkit.evaluate import evaluate
+    from bnnkit.evaluation import evaluate
     from bnnkit.problem import ProblemConfig
 
     problem = ProblemConfig(f"{args.dataset}_{args.split}", MODEL)

@@ -153,7 +153,7 @@ def run_split(dataset: str, split: int, root: str, scale: float, num_chains: int
     """Every method on one split (resumed where a method's run is unfinished)."""
     from bnnkit import runs
     from bnnkit.data import load
-    from bnnkit.evaluate import evaluate
+    from bnnkit.evaluation import evaluate
     from bnnkit.problem import ProblemConfig
     from bnnkit.runs.directory import RunDir
 

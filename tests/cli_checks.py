@@ -18,7 +18,7 @@ def run_ok(argv, capsys) -> str:
 
 def rmse_between_predictions(run_dir, reference_dir) -> float:
     """RMSE between the two runs' predictive means, from the predictions evaluate stored."""
-    from bnnkit.evaluate import evaluate
+    from bnnkit.evaluation import evaluate
 
     if not (reference_dir / "predictions" / "test.npz").is_file():
         evaluate(reference_dir)

@@ -181,3 +181,84 @@ def test_two_processes_match_one_process_with_two_devices(tmp_path):
     assert sorted(got) == sorted(want)
     for key, value in want.items():
         assert np.array_equal(got[key], value), key
+
+
+# sample() on two processes: both compute every chain; process 0 alone reads and writes the run
+# directory, and hands a resumed run's state and earlier chunks to the other bit for bit.
+SAMPLE = """
+import sys
+import numpy as np
+import jax.numpy as jnp
+from bnnkit import distributed, storage
+port, pid, run_dir, out, iterations, resume = sys.argv[1:]
+distributed.initialize(distributed.Hosts(coordinator_address=f"localhost:{port}",
+                                         num_processes=2, process_id=int(pid), timeout=60))
+from bnnkit.inference import hmc
+from bnnkit.runs import sample
+config = hmc.Config(step_size=0.3, trajectory_len=1.0, adapt="mass", num_chains=2,
+                    num_iterations=int(iterations), num_burn_in=4, checkpoint_every=3)
+chains = sample(lambda p: -0.5 * jnp.sum(p["x"] ** 2), {"x": jnp.zeros((2, 3))}, config,
+                run_dir=run_dir, resume=resume == "resume")
+np.savez(out, **storage.flatten_tree(chains[:3]))
+"""
+
+
+def _sample_on_two_processes(tmp_path, iterations: int, resume: bool,
+                             kill_at: str | None = None) -> list[dict]:
+    """The chains (positions, info, state) each process returned, flattened; process 1 is
+    given a directory of its own, which it must leave alone. With ``kill_at``, process 0 is
+    killed at that point of :mod:`bnnkit.runs.faults` instead (process 1 is killed there too,
+    or aborted by JAX's coordination service when process 0 is gone first)."""
+    from bnnkit.runs import faults
+
+    env = {**_env(1), **({faults.ENV: kill_at} if kill_at else {})}
+    port = _free_port()
+    procs = [subprocess.Popen(
+        [sys.executable, "-c", SAMPLE, str(port), str(i),
+         str(tmp_path / ("run" if i == 0 else "not_process_0s")), str(tmp_path / f"out{i}.npz"),
+         str(iterations), "resume" if resume else "new"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(2)]
+    try:
+        for i, proc in enumerate(procs):
+            _, err = proc.communicate(timeout=TIMEOUT)
+            expected = ((-9,) if i == 0 else (-9, -6)) if kill_at else (0,)
+            assert proc.returncode in expected, err[-3000:]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert not (tmp_path / "not_process_0s").exists()
+    return [] if kill_at else [dict(np.load(tmp_path / f"out{i}.npz")) for i in range(2)]
+
+
+@pytest.mark.slow
+def test_sample_on_two_processes_writes_on_process_0_and_resumes_bit_for_bit(tmp_path):
+    import jax.numpy as jnp
+
+    from bnnkit.inference import hmc
+    from bnnkit.runs import load_chains, sample
+    from bnnkit.runs.directory import verify
+
+    config = hmc.Config(step_size=0.3, trajectory_len=1.0, adapt="mass", num_chains=2,
+                        num_iterations=9, num_burn_in=4, checkpoint_every=3)
+    want = storage.flatten_tree(
+        sample(lambda p: -0.5 * jnp.sum(p["x"] ** 2), {"x": jnp.zeros((2, 3))}, config)[:3])
+    assert len(want) >= 10  # positions, every info field and the adapted state
+
+    def assert_same(got):
+        assert sorted(got) == sorted(want)
+        for key, value in want.items():
+            assert got[key].dtype == value.dtype and np.array_equal(got[key], value), key
+
+    # Killed after the first chunk, all burn-in; resumed (nothing kept before the restart:
+    # empty arrays go across); resumed again when finished (nothing runs; the stored chunks
+    # go across).
+    _sample_on_two_processes(tmp_path, 9, resume=False, kill_at="unit-done:1")
+    assert verify(tmp_path / "run") == ([], "running: the state covers 3 of 9 iterations")
+    for _ in range(2):
+        for got in _sample_on_two_processes(tmp_path, 9, resume=True):
+            assert_same(got)
+    assert verify(tmp_path / "run") == ([], "finished: the state covers 9 of 9 iterations")
+    assert_same(storage.flatten_tree(load_chains(tmp_path / "run")[:3]))

@@ -11,7 +11,7 @@ import pytest
 
 from bnnkit import storage
 from bnnkit.cli import main
-from bnnkit.evaluate import evaluate
+from bnnkit.evaluation import evaluate
 from bnnkit.metrics.predictive import calibration_bins, ece_from_bins
 from cli_checks import run_ok
 

@@ -89,15 +89,21 @@ def test_import_is_cheap_until_a_name_is_touched():
 
 
 def test_evaluate_stays_the_function_whatever_the_import_order():
-    # a fresh interpreter, so the submodule is imported before the public name is looked up
-    code = ("import bnnkit.evaluate, bnnkit; from bnnkit.evaluate import load_run; "
-            "import importlib; m = importlib.import_module('bnnkit.evaluate'); "
+    # No submodule is named like a public function, so importing one cannot rebind the name.
+    src = ROOT / "src" / "bnnkit"
+    submodules = {p.stem for p in src.glob("*.py")} | {p.name for p in src.iterdir()
+                                                      if (p / "__init__.py").is_file()}
+    assert not submodules & set(bnnkit._LAZY), submodules & set(bnnkit._LAZY)
+    # A fresh interpreter, so the submodule is imported before the public name is looked up.
+    code = ("import bnnkit.evaluation, bnnkit; from bnnkit.evaluation import export_samples; "
+            "import importlib; m = importlib.import_module('bnnkit.evaluation'); "
             "assert bnnkit.evaluate is m.evaluate, bnnkit.evaluate; "
-            "from bnnkit import evaluate; assert evaluate is m.evaluate")
+            "from bnnkit import evaluate; assert evaluate is m.evaluate; "
+            "assert bnnkit.evaluation is m")
     paths = [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
-    assert bnnkit.evaluate is importlib.import_module("bnnkit.evaluate").evaluate
+    assert bnnkit.evaluate is importlib.import_module("bnnkit.evaluation").evaluate
 
 
 def test_unknown_names_raise_attribute_error():

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from bnnkit.errors import ConfigError
@@ -54,8 +53,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "run": ("bnnkit.runs", "run"),
     "sample": ("bnnkit.runs", "sample"),
     "load_chains": ("bnnkit.runs", "load_chains"),
-    "evaluate": ("bnnkit.evaluate", "evaluate"),
-    "export_samples": ("bnnkit.evaluate", "export_samples"),
+    "evaluate": ("bnnkit.evaluation", "evaluate"),
+    "export_samples": ("bnnkit.evaluation", "export_samples"),
 }
 
 # Names defined here, not imported lazily.
@@ -70,7 +69,7 @@ if TYPE_CHECKING:
                "export_samples", "load_chains", "load_dataset", "run", "sample"]
 
     from bnnkit.data import load as load_dataset
-    from bnnkit.evaluate import evaluate, export_samples
+    from bnnkit.evaluation import evaluate, export_samples
     from bnnkit.inference import METHODS
     from bnnkit.inference.ensemble import Config as Ensemble
     from bnnkit.inference.hmc import Config as HMC  # noqa: N814
@@ -117,20 +116,3 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY, *_method_configs()})
 
-
-class _Package(types.ModuleType):
-    """The package module, keeping ``bnnkit.evaluate`` the function.
-
-    Importing the submodule ``bnnkit.evaluate`` (which the CLI and :func:`export_samples` do)
-    binds it as an attribute of the package, which would replace the public function of the
-    same name depending on import order. The submodule stays importable by its full name
-    (``from bnnkit.evaluate import load_run``, ``importlib.import_module``).
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "evaluate" and isinstance(value, types.ModuleType):
-            value = value.evaluate
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -190,11 +190,11 @@ CASES: dict[str, tuple[Callable, str]] = {
     "weight decay nan": (hmc_flag("--weight-decay", "nan"), "--weight-decay nan"),
     "weight decay negative": (hmc_flag("--weight-decay", "-1"), "weight decay -1.0"),
     "step size inf": (hmc_flag("--step-size", "inf"), "--step-size inf"),
-    "step size 0": (hmc_flag("--step-size", "0"), "--step-size 0.0 must be"),
+    "step size 0": (hmc_flag("--step-size", "0"), "--step-size 0.0 out of range; allowed: > 0"),
     "trajectory nan": (hmc_flag("--trajectory-len", "nan"), "--trajectory-len nan"),
-    "iterations 0": (hmc_flag("--num-iterations", "0"), "number of iterations 0"),
+    "iterations 0": (hmc_flag("--num-iterations", "0"), "--num-iterations 0 out of range"),
     "burn-in negative": (hmc_flag("--num-burn-in", "-1"), "burn-in -1"),
-    "chains 0": (hmc_flag("--num-chains", "0"), "number of chains 0"),
+    "chains 0": (hmc_flag("--num-chains", "0"), "--num-chains 0 out of range"),
     "subset 0": (hmc_flag("--subset-train-to", "0"), "--subset-train-to 0 out of range"),
     "chunk size 0": (hmc_flag("--chunk-size", "0"), "--chunk-size 0 out of range"),
     "target accept 1.5": (hmc_flag("--target-accept-rate", "1.5"), "--target-accept-rate 1.5"),
@@ -416,8 +416,7 @@ def test_a_bad_input_is_one_line_exit_2_and_changes_nothing(name, finished, tmp_
 
 def test_an_unexpected_error_is_one_line_exit_1_and_debug_shows_it(finished, monkeypatch,
                                                                    capsys):
-    # by its full name: the attribute bnnkit.evaluate is the function, not this module
-    evaluate_module = importlib.import_module("bnnkit.evaluate")
+    evaluate_module = importlib.import_module("bnnkit.evaluation")
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom\nsecond line")

@@ -30,8 +30,8 @@ def with_args(**changes) -> list[str]:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        (dict(step_size="0"), "--step-size 0.0 must be a finite number > 0"),
-        (dict(step_size="-1e-3"), "--step-size -0.001 must be"),
+        (dict(step_size="0"), "--step-size 0.0 out of range; allowed: > 0"),
+        (dict(step_size="-1e-3"), "--step-size -0.001 out of range"),
         (dict(dataset="imagenet"), "unknown dataset 'imagenet'"),
         (dict(dataset="yacht_25"), "split index 25 out of range for 'yacht': allowed 0..19"),
         (dict(model="transformer"), "unknown model 'transformer'"),

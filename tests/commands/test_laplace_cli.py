@@ -11,9 +11,9 @@ import pytest
 
 from bnnkit import runs
 from bnnkit.cli import main
-from bnnkit.evaluate import load_run
 from bnnkit.inference import laplace
 from bnnkit.posterior.laplace import KFACLaplace
+from bnnkit.runs import load_run
 from bnnkit.runs.directory import settings_digest
 
 SGD = ["sgd", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--noise-std", "0.35",

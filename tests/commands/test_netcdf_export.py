@@ -40,7 +40,7 @@ def test_sample_stats_leave_out_a_partly_logged_statistic():
 
 def test_netcdf_holds_the_run(hmc_run, tmp_path, capsys):
     az = pytest.importorskip("arviz")
-    from bnnkit.evaluate import load_run
+    from bnnkit.runs import load_run
 
     out = tmp_path / "run.nc"
     assert main(["samples", str(hmc_run), "--format", "netcdf", "--out", str(out)]) == 0
@@ -49,7 +49,7 @@ def test_netcdf_holds_the_run(hmc_run, tmp_path, capsys):
     idata = az.from_netcdf(str(out))
 
     # posterior: the stored samples, bit for bit, named by parameter path.
-    record, problem, posterior = load_run(hmc_run)
+    record, problem, posterior, _ = load_run(hmc_run)
     stored = storage.flatten_tree(posterior.params)
     assert "Dense_0.kernel" in idata["posterior"]
     assert len(idata["posterior"].data_vars) == len(stored)
@@ -82,7 +82,7 @@ def test_netcdf_holds_the_run(hmc_run, tmp_path, capsys):
     np.testing.assert_allclose(observed, np.asarray(dataset.y_test, np.float64)
                                * dataset.target_scale + dataset.target_shift, rtol=1e-12)
     # The draws' average is the model average `bnnkit evaluate` scores.
-    from bnnkit.evaluate import run_prediction
+    from bnnkit.evaluation import run_prediction
 
     bma = run_prediction(record, problem, posterior, dataset.x_test).mean
     np.testing.assert_allclose(means.values.mean(axis=(0, 1)), bma, rtol=1e-6)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bnnkit.cli import main
-from bnnkit.evaluate import compare_probs
+from bnnkit.evaluation import compare_probs
 
 NUM_TEST, NUM_CLASSES = 6, 3
 

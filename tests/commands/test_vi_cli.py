@@ -11,11 +11,10 @@ import pytest
 
 from bnnkit import runs, storage
 from bnnkit.cli import main
-from bnnkit.evaluate import load_run
 from bnnkit.inference import vi
 from bnnkit.posterior import DiagGaussian
 from bnnkit.problem import ProblemConfig
-from bnnkit.runs import RunDir
+from bnnkit.runs import RunDir, load_run
 from bnnkit.runs.directory import settings_digest
 from cli_checks import rmse_between_predictions, run_ok
 

@@ -9,7 +9,7 @@ import pytest
 
 from bnnkit import storage
 from bnnkit.cli import main
-from bnnkit.evaluate import evaluate
+from bnnkit.evaluation import evaluate
 from bnnkit.experiments import convergence
 from bnnkit.metrics.diagnostics import split_rhat
 from bnnkit.runs import RunDir

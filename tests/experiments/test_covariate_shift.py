@@ -13,7 +13,7 @@ import pytest
 from bnnkit import storage
 from bnnkit.cli import main
 from bnnkit.errors import ConfigError
-from bnnkit.evaluate import evaluate
+from bnnkit.evaluation import evaluate
 from bnnkit.experiments import covariate_shift
 from bnnkit.runs import RunDir
 from cli_checks import run_ok

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import bnnkit.evaluate  # noqa: F401  (the module, for the patch below)
+import bnnkit.evaluation  # noqa: F401  (the module, for the patch below)
 
 SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "uci_benchmark.py"
 
@@ -66,8 +66,8 @@ def test_only_a_method_whose_settings_changed_runs_again(bench, tmp_path, monkey
     ran = []
     monkeypatch.setattr("bnnkit.runs.run", lambda problem, config, run_dir, **kw: ran.append(
         (type(config).METHOD, config)))
-    # bnnkit.evaluate is also the function's name in the package, so patch the module itself.
-    monkeypatch.setattr(sys.modules["bnnkit.evaluate"], "evaluate",
+    # The module the benchmark calls evaluate from, so patch the module itself.
+    monkeypatch.setattr(sys.modules["bnnkit.evaluation"], "evaluate",
                         lambda run_dir: {"test": {"rmse": 0.25, "nll": 1.5}})
     result = bench.run_split("yacht", 0, str(tmp_path), 1.0, 4)
     assert [method for method, _ in ran] == ["ensemble"]
@@ -109,7 +109,7 @@ def test_hmc_starts_from_the_splits_ensemble_where_listed(bench, tmp_path, monke
     ran = []
     monkeypatch.setattr("bnnkit.runs.run", lambda problem, config, run_dir, **kw: ran.append(
         (type(config).METHOD, config, Path(run_dir))))
-    monkeypatch.setattr(sys.modules["bnnkit.evaluate"], "evaluate",
+    monkeypatch.setattr(sys.modules["bnnkit.evaluation"], "evaluate",
                         lambda run_dir: {"test": {"rmse": 0.25, "nll": 1.5}} if "hmc" not in
                         str(run_dir) else {"test": {"rmse": 0.2, "nll": 1.0}, "num_chains": 4,
                                            "num_samples_per_chain": 8,
@@ -145,7 +145,7 @@ def test_an_ensemble_scored_but_deleted_runs_again_when_hmc_starts_from_it(bench
     ran = []
     monkeypatch.setattr("bnnkit.runs.run", lambda problem, config, run_dir, **kw: ran.append(
         type(config).METHOD))
-    monkeypatch.setattr(sys.modules["bnnkit.evaluate"], "evaluate",
+    monkeypatch.setattr(sys.modules["bnnkit.evaluation"], "evaluate",
                         lambda run_dir: {"test": {"rmse": 0.25, "nll": 1.5}})
     bench.run_split("yacht", 0, str(tmp_path), 1.0, 4)
     assert ran == ["ensemble", "hmc"]

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from bnnkit import likelihoods, models, priors, runs, storage
-from bnnkit.evaluate import evaluate
+from bnnkit.evaluation import evaluate
 from bnnkit.inference import METHODS, sgd
 from bnnkit.inference.base import Loop
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.posterior import Posterior, store
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import RunDir
+from bnnkit.runs.stored import combine
 from bnnkit.types import Batch
 from conjugate import conjugate_problem, linear_draws
 from mcmc_checks import assert_gaussian_moments
@@ -113,7 +114,7 @@ def test_method_protocol(name, tmp_path):
     assert jax.tree.structure(draws) == jax.tree.structure(params)
     assert all(leaf.shape[0] == 5 for leaf in jax.tree.leaves(draws))
     store.save(tmp_path / "p.npz", [posterior, posterior])
-    loaded = store.combine([store.load(tmp_path / "p.npz", params)])
+    loaded = combine([store.load(tmp_path / "p.npz", params)])
     again = loaded.draws(jax.random.PRNGKey(5))
     first = posterior.draws(jax.random.PRNGKey(5))
     assert again.num_chains == 2 * first.num_chains

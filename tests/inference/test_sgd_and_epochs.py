@@ -113,7 +113,7 @@ def small_config(**kw):
 
 
 def final_sample(run_dir):
-    from bnnkit.evaluate import load_run
+    from bnnkit.runs import load_run
 
     return load_run(run_dir)[2].params
 

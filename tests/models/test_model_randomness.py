@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from bnnkit import models, runs, storage
-from bnnkit.evaluate import evaluate
+from bnnkit.evaluation import evaluate
 from bnnkit.inference import hmc, sgd, sgmcmc, vi
 from bnnkit.inference.base import model_key
 from bnnkit.models.registry import ModelSpec

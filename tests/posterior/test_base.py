@@ -19,6 +19,7 @@ from bnnkit.posterior.laplace import DiagLaplace, KFACLaplace, LastLayerLaplace
 from bnnkit.predict import posterior_predictive
 from bnnkit.problem import ProblemConfig, build
 from bnnkit.runs.initial import _positions
+from bnnkit.runs.stored import combine
 from bnnkit.types import Key, Params
 
 # The members the protocol states, read from the protocol itself.
@@ -179,7 +180,7 @@ def test_a_new_kind_needs_only_its_class_and_one_entry(tmp_path, monkeypatch):
     for unit, centre in enumerate(centres):
         store.save(tmp_path / f"sample_{unit}.npz", [PointMass(centre), PointMass(centre)])
     units = [store.load(tmp_path / f"sample_{unit}.npz", t) for unit in range(2)]
-    posterior = store.combine(units)
+    posterior = combine(units)
     assert isinstance(posterior, Mixture) and len(posterior.components) == 4
 
     # The predictive averages the model over its draws: here 4 components x 2 equal draws.

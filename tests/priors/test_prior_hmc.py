@@ -27,9 +27,10 @@ from scipy import stats
 
 from bnnkit import priors, storage
 from bnnkit.cli import main
-from bnnkit.evaluate import evaluate, load_run
+from bnnkit.evaluation import evaluate
 from bnnkit.inference import hmc
 from bnnkit.metrics import diagnostics
+from bnnkit.runs import load_run
 
 FAMILY_ERROR = 1e-3
 NUM_CHAINS, NUM_ITERATIONS, NUM_BURN_IN = 4, 3300, 300
@@ -146,7 +147,7 @@ def test_hierarchical_prior_with_inferred_noise_runs_and_evaluates(tmp_path, cap
     )
     args = [*BASE, "--prior-file", str(priors_toml), "--no-evaluate", "--dir", run_dir]
     assert main([*args, "--num-iterations", "5"]) == 0, capsys.readouterr().err
-    record, problem, samples = load_run(run_dir)
+    record, problem, samples, _ = load_run(run_dir)
     assert record["problem"]["noise_prior"] == "gamma:concentration=0.5,rate=1"
     assert record["problem"]["layer_priors"] == "Dense_0/kernel=ard:concentration=2,scale=1"
     assert samples.num_samples == 4

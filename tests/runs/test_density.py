@@ -11,8 +11,7 @@ import pytest
 
 from bnnkit.errors import ConfigError
 from bnnkit.inference import hmc, nuts, sgd
-from bnnkit.runs import faults, sample
-from bnnkit.runs.density import load_chains
+from bnnkit.runs import faults, load_chains, sample
 from bnnkit.runs.directory import verify
 from mcmc_checks import assert_gaussian_moments
 
@@ -63,6 +62,8 @@ def test_sample_recovers_a_gaussian_and_says_it_converged(name):
     assert_gaussian_moments(draws.astype(np.float64), MEAN, COV, name)
     # Exactly Gaussian, adapted: ESS in the thousands, R-hat ≈ 1; the verdict must agree.
     assert chains.convergence["converged"], chains.convergence["problems"]
+    # The warning's thresholds are the verdict's, so a converged run has none.
+    assert chains.warnings == ()
 
 
 # Stored runs: 20 iterations in chunks of 5, the first 10 adapting the step size and mass matrix
@@ -201,3 +202,25 @@ def test_verify_finds_missing_and_unrecorded_chunks(tmp_path):
         ("samples/chunk_0000011.npz", "is not in the manifest", False)]
     with pytest.raises(ConfigError, match=r"chunk_0000010\.npz' is missing"):
         load_chains(folder)
+
+
+def test_a_stuck_sampler_is_named_while_it_runs_and_on_the_result(tmp_path, capsys):
+    # No adaptation and a step of 0.5: 25 times the leapfrog's stability limit 2 sigma = 0.02
+    # on the narrowest direction (sigma = 0.01), so the energy error grows geometrically along
+    # every trajectory and every proposal is rejected: acceptance 0 by construction.
+    config = hmc.Config(step_size=0.5, trajectory_len=2.0, adapt="none", num_chains=2,
+                        num_iterations=30, num_burn_in=10, checkpoint_every=10)
+    stored = sample(log_density, start(2), config, run_dir=tmp_path / "run", progress=True)
+    out = capsys.readouterr().out
+    assert len(stored.warnings) == 1, stored.warnings
+    assert stored.warnings[0].startswith("the chains look stuck: acceptance 0.00 after burn-in")
+    # Shown once, as soon as 10 sampling iterations were judged (the chunk ending at 20).
+    assert out.count("warning: the chains look stuck") == 1, out
+    assert out.index("warning:") < out.index("HMC 30/30")
+    assert sample(log_density, start(2), config).warnings == stored.warnings
+    assert load_chains(tmp_path / "run").warnings == stored.warnings
+    # A resumed run counts the iterations before its restart too.
+    shorter = hmc.Config(**{**config.to_dict(), "num_iterations": 20})
+    sample(log_density, start(2), shorter, run_dir=tmp_path / "part")
+    resumed = sample(log_density, start(2), config, run_dir=tmp_path / "part", resume=True)
+    assert resumed.warnings == stored.warnings

@@ -11,7 +11,7 @@ import pytest
 from bnnkit import runs, storage
 from bnnkit.cli import main
 from bnnkit.errors import ConfigError
-from bnnkit.evaluate import evaluate
+from bnnkit.evaluation import evaluate
 from bnnkit.inference import hmc
 from bnnkit.problem import ProblemConfig, build
 from bnnkit.runs.directory import settings_digest
@@ -134,3 +134,49 @@ def test_a_run_older_than_a_setting_is_refused_on_resume(tmp_path, capsys):
     err = one_line_error([*args, "--resume"], capsys)
     assert "older bnnkit without the setting(s) adapt" in err
     assert sorted(p.name for p in (tmp_path / "run").rglob("*")) == before
+
+
+def test_load_run_reads_both_kinds_and_each_reader_refuses_the_other(finished, tmp_path):
+    import jax.numpy as jnp
+
+    def log_density(p):
+        return -0.5 * jnp.sum(p["x"] ** 2)
+
+    config = hmc.Config(step_size=0.1, trajectory_len=0.5, num_chains=2, num_iterations=6,
+                        num_burn_in=2, checkpoint_every=3)
+    start = {"x": jnp.zeros((2, 3))}
+    density = tmp_path / "density"
+    chains = runs.sample(log_density, start, config, run_dir=density)
+    stored = runs.load_run(density)
+    assert stored.problem is None and stored.record["chunks"]
+    np.testing.assert_array_equal(stored.chains.positions["x"], chains.positions["x"])
+    np.testing.assert_array_equal(stored.posterior.params["x"], chains.positions["x"])
+    with pytest.raises(ConfigError, match=r"run of bnnkit\.runs\.sample: .*bnnkit\.load_chains"):
+        evaluate(density)
+    with pytest.raises(ConfigError, match=r"is a run of bnnkit\.runs\.sample, not of the "):
+        runs.run(PROBLEM, CONFIG, density, resume=True, progress=False)
+
+    network = runs.load_run(finished)
+    assert network.chains is None and network.problem.dataset.name == "yacht_0"
+    assert (network.posterior.num_chains, network.posterior.num_samples) == (2, 3)
+    with pytest.raises(ConfigError, match=r"is not a run of bnnkit\.runs\.sample"):
+        runs.load_chains(finished)
+    driver = copy(finished, tmp_path / "driver")
+    before = {p: p.read_bytes() for p in driver.rglob("*") if p.is_file()}
+    with pytest.raises(ConfigError, match=r"is a run of the driver \(bnnkit\.runs\.run\)"):
+        runs.sample(log_density, start, config, run_dir=driver, resume=True)
+    assert {p: p.read_bytes() for p in driver.rglob("*") if p.is_file()} == before
+
+
+def test_the_recorded_version_is_the_installed_distributions(monkeypatch):
+    import importlib.metadata
+
+    from bnnkit.runs import directory
+
+    assert directory.versions()["bnnkit"] == importlib.metadata.version("bnnkit")
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert directory.package_version() == "unknown"

@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bnnkit.evaluate import evaluate
+    from bnnkit.evaluation import evaluate
     from bnnkit.report.tables import print_table
 
     result = evaluate(args.run_dir, reference=args.reference,

@@ -75,7 +75,7 @@ def method_command(name: str, module: ModuleType) -> Command:
 
     def run(args: argparse.Namespace) -> int:
         from bnnkit import runs
-        from bnnkit.evaluate import check_reference, evaluate
+        from bnnkit.evaluation import check_reference, evaluate
         from bnnkit.report.tables import print_table
         from bnnkit.runs.initial import check_source_problem
 

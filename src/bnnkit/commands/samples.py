@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}")
         return 0
 
-    from bnnkit.evaluate import export_samples
+    from bnnkit.evaluation import export_samples
 
     shapes = export_samples(args.run_dir, args.out)
     for key, shape in shapes.items():

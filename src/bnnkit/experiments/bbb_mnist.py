@@ -184,7 +184,7 @@ def summarise(run_dir: Path, out: Path, prior: str) -> tuple[tuple[list[int], li
                                                              dict[str, Any], str]:
     """One run's error curve, summary row and pruning table (written to
     ``out/pruning_<prior>``)."""
-    from bnnkit.evaluate import evaluate
+    from bnnkit.evaluation import evaluate
     from bnnkit.experiments.pruning import prune_run
     from bnnkit.runs import RunDir
 

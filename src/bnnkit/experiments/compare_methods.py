@@ -2,7 +2,7 @@
 
 For each setting an HMC reference run is made first; then SGD, a deep ensemble and the four
 SGMCMC variants of the paper (SGLD, SGHMC, SGHMC-CLR, SGHMC-CLR-Prec) run on the same posterior
-and are evaluated against it with ``bnnkit.evaluate.evaluate(run, reference=hmc_run)``:
+and are evaluated against it with ``bnnkit.evaluation.evaluate(run, reference=hmc_run)``:
 accuracy / NLL / agreement / total variation (classification) or RMSE / NLL / RMSE to the HMC
 predictive mean (regression). A classification setting also gets a reliability diagram of every
 method's test predictive, HMC first (``reliability_<setting>.png``).
@@ -149,11 +149,11 @@ def gradient_rms(hmc_dir: str | os.PathLike, batch_size: int) -> float:
     import jax
     import jax.numpy as jnp
 
-    from bnnkit.evaluate import load_run
+    from bnnkit.runs import load_run
     from bnnkit.runs.loop import minibatch_indices
     from bnnkit.types import Batch
 
-    _, problem, samples = load_run(hmc_dir)
+    _, problem, samples, _ = load_run(hmc_dir, network=True)
     params = jax.tree.map(lambda a: jnp.asarray(a[0, -1]), samples.params)
     train = problem.train_batch()
     idx = minibatch_indices(jax.random.PRNGKey(0), problem.dataset.num_train, batch_size)
@@ -190,7 +190,7 @@ def methods(setting: Setting, eta: float, grad_rms: float) -> dict[str, Any]:
 def run_setting(name: str, setting: Setting, root: Path, progress: bool = True
                 ) -> list[dict[str, Any]]:
     """HMC, then every method of :func:`methods` against it; the table rows."""
-    from bnnkit.evaluate import evaluate
+    from bnnkit.evaluation import evaluate
 
     problem = setting.problem
     hmc_dir = root / name / "hmc"

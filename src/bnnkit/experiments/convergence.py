@@ -131,7 +131,7 @@ def _average(task: str, per_sample: np.ndarray) -> Any:
 
 def compare_chains(prediction: Any, reference: Any) -> list[dict[str, Any]]:
     """One chain of n·m samples against n chains of m samples each, scored against
-    ``reference`` by :func:`bnnkit.evaluate.compare` (see the module docstring).
+    ``reference`` by :func:`bnnkit.evaluation.compare` (see the module docstring).
 
     Args:
         prediction: the run's predictive with its per-sample values on every test point
@@ -141,7 +141,7 @@ def compare_chains(prediction: Any, reference: Any) -> list[dict[str, Any]]:
     Returns:
         Two rows, or none when k < n.
     """
-    from bnnkit.evaluate import compare
+    from bnnkit.evaluation import compare
 
     per_sample = np.asarray(prediction.per_sample)
     chains, kept = per_sample.shape[:2]
@@ -165,12 +165,13 @@ def compare_chains(prediction: Any, reference: Any) -> list[dict[str, Any]]:
 
 def _load(run: str, reference: str | None):
     from bnnkit import problem as problem_lib
-    from bnnkit.evaluate import check_reference, load_run, run_samples
+    from bnnkit.evaluation import check_reference, run_samples
     from bnnkit.posterior import Samples
+    from bnnkit.runs import load_run
 
     if not os.path.isdir(run):
         raise ConfigError(f"run {run!r} does not exist; allowed: a run directory")
-    record, problem, posterior = load_run(run)
+    record, problem, posterior, _ = load_run(run, network=True)
     method = record.get("method")
     if not isinstance(posterior, Samples):
         raise ConfigError(f"run {run!r} is a {method!r} run of independent draws; allowed: a "
@@ -184,7 +185,7 @@ def _load(run: str, reference: str | None):
     ref = None
     if reference is not None:
         check_reference(reference, problem.dataset.name)
-        ref_record, ref_problem, ref_posterior = load_run(reference)
+        ref_record, ref_problem, ref_posterior, _ = load_run(reference, network=True)
         refused = problem_lib.differences(problem.config, ref_problem.config,
                                           problem_lib.DATA_SETTINGS, f"reference {reference}")
         if refused:
@@ -225,7 +226,7 @@ def convergence_report(run: str | os.PathLike, out: str | os.PathLike,
         >>> report = convergence_report("runs/hmc", "runs/convergence")  # doctest: +SKIP
     """
     from bnnkit import output_folder
-    from bnnkit.evaluate import run_prediction, weight_draws
+    from bnnkit.evaluation import run_prediction, weight_draws
     from bnnkit.metrics import diagnostics
     from bnnkit.predict import predict
     from bnnkit.runs import lock

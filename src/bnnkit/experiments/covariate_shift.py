@@ -10,7 +10,7 @@ model average
 is scored on the corrupted test set by accuracy, NLL and ECE
 (:func:`bnnkit.metrics.predictive.metrics_for`), plus once on the clean test set (severity 0).
 The corrupted images and the predictive are exactly those of ``bnnkit evaluate --corruption``
-(:func:`bnnkit.evaluate.corrupted_inputs`, :func:`bnnkit.evaluate.run_prediction`): the same
+(:func:`bnnkit.evaluation.corrupted_inputs`, :func:`bnnkit.evaluation.run_prediction`): the same
 corruption seed, and for VI or Laplace runs the same evaluation draws. Nothing is trained.
 
 One cell, a (run, corruption) pair with all its severities, is written atomically to
@@ -130,7 +130,8 @@ def load_runs(runs: Sequence[str | os.PathLike]) -> list[LoadedRun]:
             or runs on different data.
     """
     from bnnkit import problem as problem_lib
-    from bnnkit.evaluate import check_images, load_run
+    from bnnkit.evaluation import check_images
+    from bnnkit.runs import load_run
 
     paths = [os.fspath(r) for r in runs]
     if not paths:
@@ -141,7 +142,7 @@ def load_runs(runs: Sequence[str | os.PathLike]) -> list[LoadedRun]:
     for path, label in zip(paths, _labels(paths), strict=True):
         if not os.path.isdir(path):
             raise ConfigError(f"run {path!r} does not exist; allowed: run directories")
-        record, problem, posterior = load_run(path)
+        record, problem, posterior, _ = load_run(path, network=True)
         check_images(problem.dataset, flag=f"bnnkit shift ({path})")
         if loaded:
             first = loaded[0]
@@ -158,7 +159,7 @@ def load_runs(runs: Sequence[str | os.PathLike]) -> list[LoadedRun]:
 def run_digest(run: LoadedRun) -> str:
     """sha256 of the samples the run's model average uses (a resume must be of the same
     posteriors: a run continued since would give other numbers)."""
-    from bnnkit.evaluate import run_samples
+    from bnnkit.evaluation import run_samples
 
     digest = hashlib.sha256()
     arrays = storage.flatten_tree(run_samples(run.record, run.posterior).params)
@@ -172,7 +173,7 @@ def cell_metrics(run: LoadedRun, corruption: str, severity: int,
                  config: Config) -> dict[str, float]:
     """Accuracy, NLL and ECE of the run's model average on the test images under
     ``corruption`` at ``severity`` (``CLEAN`` and 0: the clean images)."""
-    from bnnkit.evaluate import corrupted_inputs, run_prediction
+    from bnnkit.evaluation import corrupted_inputs, run_prediction
     from bnnkit.metrics.predictive import metrics_for
 
     dataset = run.problem.dataset

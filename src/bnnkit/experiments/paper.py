@@ -572,7 +572,7 @@ def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
         compare_methods.Config(settings=",".join(settings)), parts["compare_methods"],
         settings=settings, progress=progress)
 
-    from bnnkit.evaluate import evaluate
+    from bnnkit.evaluation import evaluate
 
     hmc_dir = parts["compare_methods"] / "mnist" / "hmc"
     # Stores evaluation.json, whose verdict the findings quote.

@@ -2,7 +2,7 @@
 
 The question of Izmailov et al. (2021, §7): does the shape of the prior matter, or only its
 scale? For each dataset full-batch HMC (:func:`bnnkit.runs.run`) is run and the BMA is
-evaluated on the test set (:func:`bnnkit.evaluate.evaluate`) under
+evaluated on the test set (:func:`bnnkit.evaluation.evaluate`) under
 
 - an isotropic Gaussian at three scales, s/3, s and 3s;
 - a scale mixture and logistic, Laplace and Student-t (ν = 3) priors, each scaled to the
@@ -177,7 +177,7 @@ class PriorSweep:
 def run_one(setting: Setting, label: str, spec: str, out: Path, data_dir: str | None,
             seed: int, progress: bool = True) -> dict[str, Any]:
     """One prior's HMC run (or the finished one in ``out/runs``) and its table row."""
-    from bnnkit.evaluate import evaluate
+    from bnnkit.evaluation import evaluate
 
     run_dir = out / "runs" / f"{setting.name}_{spec.replace(':', '_').replace(',', '_')}"
     problem = ProblemConfig(**setting.problem, prior=spec, data_dir=data_dir)

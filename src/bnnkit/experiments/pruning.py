@@ -212,14 +212,14 @@ def prune_run(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
 
         >>> rows = prune_run("runs/bbb_mnist", fractions=[0.0, 0.95])  # doctest: +SKIP
     """
-    from bnnkit.evaluate import load_run
     from bnnkit.report import pruning_plots
+    from bnnkit.runs import load_run
 
     fractions = check_fractions(DEFAULT_FRACTIONS if fractions is None else fractions)
     out_dir = Path(out) if out is not None else Path(run_dir) / "pruning"
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out {str(out_dir)!r} is a file; allowed: a folder")
-    record, problem, posterior = load_run(run_dir)
+    record, problem, posterior, _ = load_run(run_dir, network=True)
     members = vi_members(posterior, run_dir, record.get("method"))
     if not 0 <= member < len(members):
         raise ConfigError(f"--member {member} out of range; allowed: 0..{len(members) - 1}")

@@ -290,11 +290,12 @@ def common_problem(sources: Sequence[_Source],
 
 
 def _load_position(source: _Source, template: Params) -> Params:
-    from bnnkit.posterior import Samples, store
+    from bnnkit.posterior import Samples
     from bnnkit.runs import RunDir
+    from bnnkit.runs.stored import stored_posterior
 
     if source.record is not None:
-        posterior = store.load_run(RunDir(source.path), source.record, template)
+        posterior = stored_posterior(RunDir(source.path), source.record, template)
     else:
         arrays = storage.load_arrays(source.path)
         params = storage.unflatten_tree(template, arrays)

@@ -259,7 +259,7 @@ def temperature_sweep(config: Config, out: str | os.PathLike, *,
         ConfigError: bad settings, or a run of other settings in ``out``; all checked before
             the first run.
     """
-    from bnnkit.evaluate import evaluate
+    from bnnkit.evaluation import evaluate
 
     task = _check(config)
     out = Path(out)

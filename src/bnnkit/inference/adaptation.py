@@ -16,6 +16,13 @@
   the vmapped axis, so every chain computes the same update.
 - :func:`jitter`: the quasi-random fraction of the trajectory length integrated at an iteration
   (a base-2 Halton sequence, shared by all chains, so that draws are not periodic).
+- :class:`Adaptation`: a sampler's burn-in tuning as two pure functions, ``init`` and
+  ``update``, that answer one question after every iteration: the next ε, τ and M⁻¹
+  (:class:`Tuning`). :func:`hmc_adaptation` gives HMC's modes (:data:`ADAPT_MODES`: none, the
+  paper's dual averaging, Stan's windows, ChEES), :func:`window_adaptation` NUTS's windows.
+  Each is assembled with ``functools.partial`` from the module-level pieces below
+  (:func:`reasonable_step_size`, :func:`paper_update`, :func:`window_update`,
+  :func:`chees_update`, :func:`during_burn_in`).
 
 All states are NamedTuples of arrays: they live in a sampler's state and resume bit for bit.
 
@@ -30,13 +37,17 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import blackjax
 import jax
 import jax.numpy as jnp
 import optax
 from blackjax.adaptation import chees_adaptation
+from blackjax.adaptation.chees_adaptation import ChEESAdaptationState
 from blackjax.adaptation.mass_matrix import (
     MassMatrixAdaptationState,
     WelfordAlgorithmState,
@@ -47,6 +58,7 @@ from blackjax.adaptation.metric_estimators import fisher_score_diagonal_from_mom
 from blackjax.adaptation.step_size import (
     DualAveragingAdaptationState,
     dual_averaging_adaptation,
+    find_reasonable_step_size,
 )
 from blackjax.adaptation.window_adaptation import build_schedule
 from blackjax.mcmc.dynamic_hmc import halton_sequence
@@ -255,3 +267,271 @@ class ChEES:
         """The step size and trajectory length to sample with: the moving averages."""
         return (jnp.exp(state.log_step_size_moving_average),
                 jnp.exp(state.log_trajectory_length_moving_average))
+
+
+# --- The burn-in tuning of a sampler, mode by mode -------------------------------------------
+
+#: What HMC's burn-in may tune (``hmc.Config.adapt``); see :func:`hmc_adaptation`.
+ADAPT_MODES = ("none", "step", "mass", "chees")
+
+
+class Tuning(NamedTuple):
+    """What an iteration integrates with.
+
+    Attributes:
+        step_size: the leapfrog step size ε.
+        trajectory_len: the integration time τ (``None`` for NUTS, whose trajectories end
+            where they turn back).
+        inverse_mass_matrix: the diagonal of M⁻¹.
+    """
+
+    step_size: jax.Array
+    trajectory_len: jax.Array | None
+    inverse_mass_matrix: jax.Array
+
+
+class HMCAdaptationState(NamedTuple):
+    """The tuning state of every HMC mode in one layout.
+
+    A mode advances the parts it uses and leaves the others as initialised, so a chain's state
+    (and a stored run's ``state.npz``) has the same fields whatever the mode.
+
+    Attributes:
+        step: the paper mode's dual averaging of ε.
+        windows: Stan's windows of ``"mass"`` and ``"chees"``.
+        chees: the ChEES state of ``"chees"``.
+    """
+
+    step: DualAveragingAdaptationState
+    windows: WindowState
+    chees: ChEESAdaptationState
+
+
+class Adaptation(NamedTuple):
+    """A sampler's burn-in tuning of ε, τ and M⁻¹ as two pure functions.
+
+    The sampler keeps the adaptation's state in its own and asks, after every iteration, what
+    the next one integrates with; past burn-in the answer no longer changes.
+
+    Attributes:
+        init: ``(key, start, logdensity_fn, step_size, trajectory_len) -> (state, tuning)``:
+            the adaptation's state and the first iteration's :class:`Tuning` at the chain's
+            start (a ``blackjax.mcmc.hmc.HMCState``), from the given ε and τ.
+        update: ``(state, iteration, start_position, proposal, info, tuning) -> (state,
+            tuning)``: after iteration ``iteration`` (counted from 0), which started at
+            ``start_position`` with ``tuning`` and moved to ``proposal`` (an ``HMCState``)
+            with BlackJAX's ``info``, the state and the next iteration's tuning.
+        jittered: each iteration integrates a quasi-random fraction (:func:`jitter`) of τ.
+
+    Example:
+        >>> import blackjax, jax, jax.numpy as jnp
+        >>> def logdensity(x):
+        ...     return -0.5 * jnp.sum(x ** 2)
+        >>> adaptation = hmc_adaptation("step", num_burn_in=10, num_iterations=20, target=0.8)
+        >>> start = blackjax.hmc.init(jnp.zeros(2), logdensity)
+        >>> state, tuning = adaptation.init(None, start, logdensity, 0.1, 1.0)
+        >>> info = blackjax.hmc.build_kernel()(jax.random.PRNGKey(0), start, logdensity,
+        ...                                    tuning.step_size, tuning.inverse_mass_matrix, 10)[1]
+        >>> state, tuning = adaptation.update(state, jnp.int32(0), start.position, start, info,
+        ...                                   tuning)
+        >>> bool(tuning.step_size > 0.1), float(tuning.trajectory_len)  # accepted: ε grows
+        (True, 1.0)
+    """
+
+    init: Callable[..., tuple[Any, Tuning]]
+    update: Callable[..., tuple[Any, Tuning]]
+    jittered: bool = False
+
+
+def size_and_dtype(position: Params) -> tuple[int, Any]:
+    """The number of parameters of ``position`` and their common float type."""
+    leaves = jax.tree.leaves(position)
+    return sum(leaf.size for leaf in leaves), jnp.result_type(*leaves)
+
+
+def reasonable_step_size(key: jax.Array, start, logdensity_fn: Callable, step_size: jax.Array, *,
+                         target: float, divergence_threshold: float) -> jax.Array:
+    """Hoffman & Gelman's doubling and halving of ε from ``start`` (identity mass) until one
+    leapfrog step's acceptance crosses ``target``, so that adaptation starts where the chain
+    stands (``blackjax.adaptation.step_size.find_reasonable_step_size``)."""
+    size, dtype = size_and_dtype(start.position)
+    base = blackjax.hmc.build_kernel(divergence_threshold=divergence_threshold)
+    ones = jnp.ones(size, dtype)
+
+    def kernel_at(eps):
+        return lambda k, s: base(k, s, logdensity_fn, eps, ones, 1)
+
+    return find_reasonable_step_size(key, kernel_at, start, step_size, target_accept=target)
+
+
+def hmc_init(key: jax.Array, start, logdensity_fn: Callable, step_size: float,
+             trajectory_len: float, *, windows: Windows, chees: ChEES, search: bool,
+             across_chains: bool, target: float,
+             divergence_threshold: float) -> tuple[HMCAdaptationState, Tuning]:
+    """Every HMC mode's initial state and tuning (see :func:`hmc_adaptation`).
+
+    ``search``: start from :func:`reasonable_step_size`. ``across_chains``: one ε for every
+    chain of the vmapped axis :data:`MEMBERS` (their geometric mean), and τ at least ε.
+    """
+    size, dtype = size_and_dtype(start.position)
+    eps = jnp.asarray(step_size, dtype)
+    tau = jnp.asarray(trajectory_len, dtype)
+    if search:
+        eps = reasonable_step_size(key, start, logdensity_fn, eps, target=target,
+                                   divergence_threshold=divergence_threshold).astype(dtype)
+    if across_chains:
+        # ChEES starts from the given trajectory length (at least one leapfrog step). Started
+        # from one step, its Adam on log τ barely moved while the chains were still climbing
+        # to the typical set, so they climbed by Langevin steps: on yacht_0 after 250 burn-in
+        # iterations the chains' log posteriors were -490..-330 with τ at 4 steps, against
+        # +160..+340 started from τ = 1 (which ChEES shortened to 0.19, 35-80 steps).
+        eps = jnp.exp(jax.lax.pmean(jnp.log(eps), MEMBERS))
+        tau = jnp.maximum(tau, eps)
+    da_init, _, _ = dual_averaging_adaptation(target=target)
+    # Centred on ε itself, not Stan's 10ε (see Windows._averaging).
+    step = jax.tree.map(lambda v: jnp.asarray(v, dtype), da_init(eps)._replace(mu=jnp.log(eps)))
+    state = HMCAdaptationState(step, windows.init(eps, size, dtype), chees.init(eps, tau, dtype))
+    return state, Tuning(eps, tau, jnp.ones(size, dtype))
+
+
+def kept(state: Any, iteration: jax.Array, start_position: Params, proposal, info,
+         tuning: Tuning) -> tuple[Any, Tuning]:
+    """The update of a sampler that adapts nothing: state and tuning as they are."""
+    return state, tuning
+
+
+def paper_update(state: HMCAdaptationState, iteration: jax.Array, start_position: Params,
+                 proposal, info, tuning: Tuning, *, num_burn_in: int,
+                 target: float) -> tuple[HMCAdaptationState, Tuning]:
+    """The paper mode: ε by dual averaging, restarted halfway through burn-in, then frozen at
+    its average; τ and M⁻¹ as they are."""
+    da_init, da_update, _ = dual_averaging_adaptation(target=target)
+    updated = da_update(state.step, info.acceptance_rate)
+    # Restart the averaging halfway through burn-in (as Stan's windows do): the chain's
+    # transient from its initialisation wants larger steps than the typical set does, and an
+    # average over it would freeze a step size that is too large.
+    restart = iteration + 1 == num_burn_in // 2
+    fresh = da_init(jnp.exp(updated.log_step_size))
+    fresh = fresh._replace(mu=fresh.log_step_size)
+    updated = jax.tree.map(lambda f, u: jnp.where(restart, jnp.asarray(f, u.dtype), u), fresh,
+                           updated)
+    # Inside burn-in take the current iterate; at its end freeze the averaged value.
+    still_burning = iteration + 1 < num_burn_in
+    eps = jnp.where(still_burning, jnp.exp(updated.log_step_size),
+                    jnp.exp(updated.log_step_size_avg))
+    return state._replace(step=updated), tuning._replace(step_size=eps)
+
+
+def window_update(state: WindowState, iteration: jax.Array, start_position: Params, proposal,
+                  info, tuning: Tuning, *, windows: Windows) -> tuple[WindowState, Tuning]:
+    """Stan's windows: ε by dual averaging and M⁻¹ from the chain's own positions (and
+    gradients); τ as it is."""
+    state, eps, inverse_mass = windows.update(state, iteration, proposal.position,
+                                              info.acceptance_rate,
+                                              gradient=proposal.logdensity_grad)
+    return state, Tuning(eps, tuning.trajectory_len, inverse_mass)
+
+
+def mass_update(state: HMCAdaptationState, iteration: jax.Array, start_position: Params,
+                proposal, info, tuning: Tuning, *,
+                windows: Windows) -> tuple[HMCAdaptationState, Tuning]:
+    """HMC's ``"mass"`` mode: :func:`window_update` on its part of the state."""
+    window_state, tuning = window_update(state.windows, iteration, start_position, proposal,
+                                         info, tuning, windows=windows)
+    return state._replace(windows=window_state), tuning
+
+
+def chees_update(state: HMCAdaptationState, iteration: jax.Array, start_position: Params,
+                 proposal, info, tuning: Tuning, *, chees: ChEES, windows: Windows,
+                 num_burn_in: int) -> tuple[HMCAdaptationState, Tuning]:
+    """ε and τ by ChEES from every chain's trajectory; M⁻¹ pooled over the chains in Stan's
+    windows. At the end of burn-in ε and τ freeze at ChEES's moving averages."""
+    chees_state = chees.update(state.chees, info.proposal.position, info.proposal.momentum,
+                               start_position, info.acceptance_rate, info.is_divergent,
+                               tuning.inverse_mass_matrix)
+    window_state, _, inverse_mass = windows.update(
+        state.windows, iteration, proposal.position, info.acceptance_rate,
+        gradient=proposal.logdensity_grad, adapt_step=False)
+    last = iteration + 1 == num_burn_in
+    final_eps, final_tau = ChEES.final(chees_state)
+    eps = jnp.where(last, final_eps, chees_state.step_size)
+    tau = jnp.where(last, final_tau, chees_state.trajectory_length)
+    return (state._replace(windows=window_state, chees=chees_state),
+            Tuning(eps, tau, inverse_mass))
+
+
+def during_burn_in(state: Any, iteration: jax.Array, start_position: Params, proposal, info,
+                   tuning: Tuning, *, update: Callable,
+                   num_burn_in: int) -> tuple[Any, Tuning]:
+    """``update`` during the first ``num_burn_in`` iterations; after them, state and tuning
+    as they are (traced values: the same program serves the whole run)."""
+    new = update(state, iteration, start_position, proposal, info, tuning)
+    in_burn_in = iteration < num_burn_in
+    return jax.tree.map(lambda n, o: jnp.where(in_burn_in, jnp.asarray(n, o.dtype), o), new,
+                        (state, tuning))
+
+
+def hmc_adaptation(mode: str, *, num_burn_in: int, num_iterations: int, target: float,
+                   estimator: str = "fisher", max_leapfrog_steps: int = 10_000,
+                   divergence_threshold: float = 1000.0) -> Adaptation:
+    """What HMC's burn-in tunes, one of :data:`ADAPT_MODES`; state: :class:`HMCAdaptationState`.
+
+    - ``"none"``: nothing.
+    - ``"step"`` (the paper's): ε by dual averaging (:func:`paper_update`), from the given ε.
+    - ``"mass"``: ε and M⁻¹ in Stan's :class:`Windows` (:func:`mass_update`), jittered τ.
+    - ``"chees"``: ε and τ by :class:`ChEES`, M⁻¹ pooled in Stan's windows
+      (:func:`chees_update`), jittered τ; it must run vmapped over :data:`MEMBERS`.
+
+    ``"mass"`` and ``"chees"`` start from :func:`reasonable_step_size` when there is a burn-in.
+
+    Args:
+        mode: one of :data:`ADAPT_MODES`.
+        num_burn_in: iterations that adapt (0: none does).
+        num_iterations: iterations of the run (sizes ChEES's jitter sequence).
+        target: the acceptance rate the step size aims at.
+        estimator: M⁻¹ of ``"mass"`` and ``"chees"`` (:data:`MASS_ESTIMATORS`).
+        max_leapfrog_steps: ChEES's τ is clipped to this many steps.
+        divergence_threshold: the energy error of a divergent trajectory in the step size
+            search.
+    """
+    if mode not in ADAPT_MODES:
+        raise ValueError(f"adaptation mode {mode!r}; allowed: {', '.join(ADAPT_MODES)}")
+    windows = Windows(max(num_burn_in, 1), target, estimator=estimator,
+                      pool_axis=MEMBERS if mode == "chees" else None)
+    chees = ChEES(num_iterations, target, max_leapfrog_steps)
+    init = functools.partial(hmc_init, windows=windows, chees=chees,
+                             search=mode in ("mass", "chees") and num_burn_in > 0,
+                             across_chains=mode == "chees", target=target,
+                             divergence_threshold=divergence_threshold)
+    if mode == "none" or not num_burn_in:
+        update = kept
+    else:
+        update = functools.partial(during_burn_in, num_burn_in=num_burn_in, update={
+            "step": functools.partial(paper_update, num_burn_in=num_burn_in, target=target),
+            "mass": functools.partial(mass_update, windows=windows),
+            "chees": functools.partial(chees_update, chees=chees, windows=windows,
+                                       num_burn_in=num_burn_in),
+        }[mode])
+    return Adaptation(init, update, jittered=mode in ("mass", "chees"))
+
+
+def window_init(key: jax.Array, start, logdensity_fn: Callable, step_size: float,
+                trajectory_len: float | None, *,
+                windows: Windows) -> tuple[WindowState, Tuning]:
+    """Stan's windows from the given ε (no search) and the identity M⁻¹."""
+    del key, logdensity_fn, trajectory_len
+    size, dtype = size_and_dtype(start.position)
+    return (windows.init(step_size, size, dtype),
+            Tuning(jnp.asarray(step_size, dtype), None, jnp.ones(size, dtype)))
+
+
+def window_adaptation(num_burn_in: int, target: float, *,
+                      adapt_mass: bool = True) -> Adaptation:
+    """Stan's window adaptation of ε and, with ``adapt_mass``, a diagonal M⁻¹ (Stan's
+    regularised variance of the positions), as NUTS tunes; state: :class:`WindowState`."""
+    windows = Windows(max(num_burn_in, 1), target, adapt_mass=adapt_mass)
+    update = kept
+    if num_burn_in:
+        update = functools.partial(during_burn_in, num_burn_in=num_burn_in,
+                                   update=functools.partial(window_update, windows=windows))
+    return Adaptation(functools.partial(window_init, windows=windows), update)

@@ -41,7 +41,7 @@ import jax
 
 from bnnkit.errors import ConfigError
 from bnnkit.posterior.base import Posterior
-from bnnkit.settings import SEED_BOUNDS, check_numbers, check_positive, flag, setting
+from bnnkit.settings import SEED_BOUNDS, Exclusive, check_numbers, setting
 from bnnkit.types import Batch, Key, Params
 
 State = Any
@@ -78,9 +78,13 @@ class Method(NamedTuple):
             :class:`~bnnkit.posterior.base.Posterior`, which the run driver stores.
         position: ``(state) -> params``, the parameters a state stands for.
         step_members: optional ``(keys, states, batch) -> (states, infos)`` over members
-            stacked on a leading axis, giving what ``jax.vmap(step, axis_name=MEMBERS)``
-            gives but called from Python, not jitted (HMC's host-driven leapfrog loop); the
-            run driver uses it when set.
+            stacked on a leading axis, called from Python, not jitted; the run driver calls
+            it instead of compiling ``jax.vmap(step, axis_name=MEMBERS)`` when it is set. It
+            must give what that vmapped ``step`` gives: the same bits for several members,
+            and for one member at least the same values to rounding, always computed the same
+            way (so a resumed run stays bit-exact). It is the hook for a method whose
+            iteration is driven from the host: HMC's leapfrog loop on XLA:CPU
+            (:mod:`bnnkit.inference.host_leapfrog`). ``None``: the driver vmaps ``step``.
     """
 
     init: Callable[[Key, Params, Batch | None], State]
@@ -224,30 +228,26 @@ class RunSettings:
 class IterationSettings(RunSettings):
     """Full-batch methods (HMC, NUTS): iterations over the whole training set, several chains."""
 
-    num_iterations: int = setting(1000, help="iterations, burn-in included", resumable=True)
+    num_iterations: int = setting(1000, help="iterations, burn-in included", resumable=True,
+                                  bounds=(1, None))
     num_burn_in: int = setting(0, aliases=("--num-burn-in-iterations",),
                                help="iterations whose samples are discarded (and where the "
-                                    "sampler adapts)")
-    num_chains: int = setting(1, help="independent chains, run together")
+                                    "sampler adapts)", bounds=(0, None))
+    num_chains: int = setting(1, help="independent chains, run together", bounds=(1, None))
     checkpoint_every: int = setting(1, resumable=True, aliases=("--save-freq",),
-                                    help="write the full chain state every N iterations")
+                                    help="write the full chain state every N iterations",
+                                    bounds=(1, None))
     init_checkpoint: str | None = setting(
         None, metavar="RUN[:SAMPLE]",
         help="start every chain from another run's parameters (its last kept sample, or the "
              "one of index SAMPLE); chain c takes that run's chain c mod its chains")
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.num_iterations < 1:
-            raise ConfigError(f"number of iterations {self.num_iterations} must be >= 1")
-        if not 0 <= self.num_burn_in < self.num_iterations:
+        super().__post_init__()  # every number within its bounds
+        if not self.num_burn_in < self.num_iterations:
             raise ConfigError(
                 f"burn-in {self.num_burn_in} must be >= 0 and smaller than the number of "
                 f"iterations {self.num_iterations}")
-        if self.num_chains < 1:
-            raise ConfigError(f"number of chains {self.num_chains} must be >= 1")
-        if self.checkpoint_every < 1:
-            raise ConfigError(f"checkpoint interval {self.checkpoint_every} must be >= 1")
 
     def loop(self, num_train: int) -> Loop:
         return Loop("iterations", self.num_iterations, num_members=self.num_chains,
@@ -260,17 +260,11 @@ class HamiltonianSettings(IterationSettings):
     when a trajectory counts as divergent."""
 
     target_accept_rate: float = setting(0.8, help="acceptance rate the step-size adaptation "
-                                                  "aims at, in (0, 1)")
+                                                  "aims at, in (0, 1)",
+                                        bounds=(Exclusive(0), Exclusive(1)))
     divergence_threshold: float = setting(1000.0, help="energy error (nats) above which a "
-                                                       "trajectory counts as divergent")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        cls = type(self)
-        check_positive(cls, "divergence_threshold", self.divergence_threshold)
-        if not 0 < self.target_accept_rate < 1:
-            raise ConfigError(f"{flag(cls, 'target_accept_rate')} {self.target_accept_rate} "
-                              "must be in (0, 1)")
+                                                       "trajectory counts as divergent",
+                                          bounds=(Exclusive(0), None))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -280,13 +274,15 @@ class EpochSettings(RunSettings):
     IMPLIED: ClassVar[dict[str, Any]] = {"augment": False}
 
     init_step_size: float = setting(help="initial step size η₀ (of the tempered log "
-                                         "posterior's gradient)")
-    num_epochs: int = setting(help="passes over the training data")
-    batch_size: int = setting(help="examples per step")
+                                         "posterior's gradient)", bounds=(Exclusive(0), None))
+    num_epochs: int = setting(help="passes over the training data", bounds=(1, None))
+    batch_size: int = setting(help="examples per step", bounds=(1, None))
     eval_freq: int = setting(0, resumable=True,
-                             help="log test metrics every N epochs (0: only at the end)")
+                             help="log test metrics every N epochs (0: only at the end)",
+                             bounds=(0, None))
     checkpoint_every: int = setting(1, resumable=True, aliases=("--save-freq",),
-                                    help="write the full state every N epochs (and at the end)")
+                                    help="write the full state every N epochs (and at the end)",
+                                    bounds=(1, None))
     init_checkpoint: str | None = setting(
         None, metavar="RUN[:SAMPLE]",
         help="start from another run's parameters (its last kept sample, or the one of index "
@@ -295,18 +291,6 @@ class EpochSettings(RunSettings):
         False, help="randomly crop (4-pixel zero padding) and flip each minibatch's images, a "
                     "fresh draw every step; N x H x W x C inputs only. The likelihood is then "
                     "of augmented data. HMC and NUTS are full-batch and do not augment")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive(type(self), "init_step_size", self.init_step_size)
-        if self.num_epochs < 1:
-            raise ConfigError(f"--num-epochs {self.num_epochs} must be >= 1")
-        if self.batch_size < 1:
-            raise ConfigError(f"--batch-size {self.batch_size} must be >= 1")
-        if self.eval_freq < 0:
-            raise ConfigError(f"--eval-freq {self.eval_freq} must be >= 0")
-        if self.checkpoint_every < 1:
-            raise ConfigError(f"--checkpoint-every {self.checkpoint_every} must be >= 1")
 
     def steps_per_epoch(self, num_train: int) -> int:
         """Minibatch steps per epoch: ``num_train // batch_size`` (the remainder is dropped).

@@ -33,18 +33,19 @@ accepted nearly all or nothing, and at 0.8 many of the rejections diverge.
 
 Where the leapfrog loop runs is ``integrator``. ``"scan"``: inside the compiled iteration
 (BlackJAX's ``fori_loop``). ``"host"``: from Python, one compiled leapfrog step of every chain
-per call, with the state on the device and only the chains' numbers of steps read back; the
-iteration's start (momentum draw) and end (energy, accept/reject, adaptation) are one compiled
-call each. XLA's CPU backend runs convolution gradients several times slower inside a compiled
-loop than on their own (jax issue #12868; no XLA flag of jax 0.10.2 helps), so ``"auto"`` (the
+per call (:mod:`bnnkit.inference.host_leapfrog`), because XLA's CPU backend runs convolution
+gradients several times slower inside a compiled loop than on their own. ``"auto"`` (the
 default) takes ``"host"`` on the CPU backend for a log posterior with a convolution and
-``"scan"`` otherwise. With several chains both apply the same operations in the same order and
-give the same bits. A single chain's host loop calls its leapfrog step unvmapped, which XLA:CPU
-runs about 15 % faster for LeNet-5 than vmapped over an axis of one; XLA then sums the
-convolution in another order, so it agrees with ``"scan"`` to rounding, not to the bit (a resumed
-run takes the same path, so resume stays bit-exact). ``"host"`` lives in the method's
+``"scan"`` otherwise. With several chains both give the same bits; a single chain's host loop
+agrees with ``"scan"`` to rounding (and resumes bit for bit). ``"host"`` lives in the method's
 ``step_members`` (what the run driver calls), while ``step`` stays the in-loop, jit-able
 iteration.
+
+As in BlackJAX, :func:`init` and :func:`step` are module-level pure functions that
+take the log posterior and the settings as arguments, and :func:`build` binds them with
+``functools.partial``. What burn-in tunes is an :class:`~bnnkit.inference.adaptation.Adaptation`
+(:func:`~bnnkit.inference.adaptation.hmc_adaptation`): after each iteration :func:`step` asks it
+for the next ε, τ and M⁻¹.
 
 The paper's reference code can skip the Metropolis-Hastings correction during burn-in
 (``mh_during_burn_in=False``) so that a chain started far from the typical set moves faster; a
@@ -68,39 +69,48 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, ClassVar, NamedTuple
+from collections.abc import Callable
+from typing import ClassVar, NamedTuple
 
 import blackjax
 import jax
 import jax.numpy as jnp
-from blackjax.adaptation.step_size import (
-    DualAveragingAdaptationState,
-    dual_averaging_adaptation,
-    find_reasonable_step_size,
-)
+from blackjax.adaptation.chees_adaptation import ChEESAdaptationState
+from blackjax.adaptation.step_size import DualAveragingAdaptationState
+from blackjax.mcmc.hmc import hmc_proposal
 from blackjax.mcmc.integrators import IntegratorState, velocity_verlet
-from blackjax.mcmc.metrics import default_metric
 from blackjax.mcmc.proposal import static_binomial_sampling
 
 from bnnkit.errors import ConfigError
-from bnnkit.inference.adaptation import MEMBERS, ChEES, Windows, WindowState, halton_bits, jitter
+from bnnkit.inference import host_leapfrog
+from bnnkit.inference.adaptation import (
+    ADAPT_MODES,
+    Adaptation,
+    HMCAdaptationState,
+    Tuning,
+    WindowState,
+    halton_bits,
+    hmc_adaptation,
+    jitter,
+)
 from bnnkit.inference.base import HamiltonianSettings, Method
+from bnnkit.inference.host_leapfrog import INTEGRATORS
 from bnnkit.posterior import Samples
-from bnnkit.settings import check_positive, flag, setting
+from bnnkit.settings import Exclusive, check_choice, setting
 from bnnkit.types import Batch, Key, Params
 
-ADAPT_MODES = ("none", "step", "mass", "chees")
 #: The acceptance rate each mode's step-size adaptation aims at unless told otherwise. The
 #: paper's modes keep bnn_hmc's 0.8. With long static trajectories a network posterior's
 #: acceptance is nearly 0 or 1 per iteration, and on yacht_0 (heteroscedastic) and concrete_0
 #: a quarter of the rejections at 0.8 were divergences: 4.6 % and 5.3 % of burn-in iterations
 #: with ``mass``, against 1.4 % and 0.75 % at 0.9 (4 chains, 300 burn-in iterations each).
 DEFAULT_TARGET_ACCEPT_RATE = {"none": 0.8, "step": 0.8, "mass": 0.9, "chees": 0.9}
-INTEGRATORS = ("auto", "scan", "host")
 
 
 class HMCState(NamedTuple):
     """What the next HMC iteration needs.
+
+    Stored runs are read back by these fields' names and order: keep both.
 
     Attributes:
         position: current parameters.
@@ -124,7 +134,7 @@ class HMCState(NamedTuple):
     inverse_mass_matrix: jax.Array
     adaptation: DualAveragingAdaptationState
     windows: WindowState
-    chees: Any
+    chees: ChEESAdaptationState
     iteration: jax.Array
 
 
@@ -150,6 +160,10 @@ def num_leapfrog_steps(trajectory_len: float, step_size: float) -> int:
     return max(1, math.ceil(trajectory_len / step_size - 1e-9))
 
 
+POSITIVE = (Exclusive(0), None)
+OPEN_UNIT = (Exclusive(0), Exclusive(1))
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Config(HamiltonianSettings):
     """Full-batch HMC (bnn_hmc's flag names) and what it adapts during burn-in.
@@ -162,11 +176,12 @@ class Config(HamiltonianSettings):
 
     METHOD: ClassVar[str] = "hmc"
 
-    step_size: float = setting(help="leapfrog step size ε (the initial one when it adapts)")
+    step_size: float = setting(help="leapfrog step size ε (the initial one when it adapts)",
+                               bounds=POSITIVE)
     trajectory_len: float = setting(
         help="integration time τ: each iteration takes ceil(τ/ε) leapfrog steps with --adapt "
              "none or step; --adapt mass integrates a quasi-random fraction of it; --adapt chees "
-             "starts from it and tunes τ")
+             "starts from it and tunes τ", bounds=POSITIVE)
     adapt: str = setting(
         "step", choices=ADAPT_MODES,
         help="what burn-in tunes: none; step (the paper's: ε by dual averaging); mass (ε and a "
@@ -174,7 +189,8 @@ class Config(HamiltonianSettings):
              "chains)")
     target_accept_rate: float | None = setting(
         None, help="acceptance rate the step-size adaptation aims at, in (0, 1); default 0.8 "
-                   "with --adapt step (the paper's), 0.9 with mass and chees")
+                   "with --adapt step (the paper's), 0.9 with mass and chees",
+        bounds=OPEN_UNIT)
     adapt_step_size: bool = setting(True, flag="--no-adapt-step-size",
                                     help="keep the given step size during burn-in (the same as "
                                          "--adapt none)")
@@ -184,7 +200,7 @@ class Config(HamiltonianSettings):
              "p]) from positions and gradients) or variance (Stan's, positions only)")
     max_num_leapfrog_steps: int = setting(
         10_000, help="refuse a fixed trajectory that needs more leapfrog steps per iteration; "
-                     "adapted trajectories are clipped to it")
+                     "adapted trajectories are clipped to it", bounds=(1, None))
     integrator: str = setting(
         "auto", choices=INTEGRATORS, resumable=True,
         help="where the leapfrog loop runs: scan (inside one compiled iteration), host (one "
@@ -199,13 +215,21 @@ class Config(HamiltonianSettings):
         if self.target_accept_rate is None:
             object.__setattr__(self, "target_accept_rate", DEFAULT_TARGET_ACCEPT_RATE.get(
                 str(self.adapt).lower(), DEFAULT_TARGET_ACCEPT_RATE["step"]))
-        super().__post_init__()
+        super().__post_init__()  # every number within its bounds
         cls = type(self)
-        check_positive(cls, "step_size", self.step_size)
-        check_positive(cls, "trajectory_len", self.trajectory_len)
-        if self.mass_estimator not in ("fisher", "variance"):
-            raise ConfigError(f"unknown {flag(cls, 'mass_estimator')} {self.mass_estimator!r}; "
-                              "allowed: fisher, variance")
+        check_choice(cls, "mass_estimator", self.mass_estimator, ("fisher", "variance"))
+        object.__setattr__(self, "adapt", self._adapt_mode())
+        check_choice(cls, "integrator", self.integrator, INTEGRATORS)
+        needed = num_leapfrog_steps(self.trajectory_len, self.step_size)
+        if self.adapt in ("none", "step") and needed > self.max_num_leapfrog_steps:
+            raise ConfigError(
+                f"trajectory length {self.trajectory_len} / step size {self.step_size} needs "
+                f"{needed} leapfrog steps, more than --max-num-leapfrog-steps "
+                f"{self.max_num_leapfrog_steps}")
+
+    def _adapt_mode(self) -> str:
+        """``adapt`` in lower case, ``"none"`` with ``--no-adapt-step-size``, checked against
+        the other settings."""
         adapt = str(self.adapt).lower()
         if adapt not in ADAPT_MODES:
             raise ConfigError(f"unknown --adapt {self.adapt!r}; allowed: {', '.join(ADAPT_MODES)}")
@@ -217,22 +241,167 @@ class Config(HamiltonianSettings):
         if adapt == "chees" and self.num_chains < 2:
             raise ConfigError(f"--adapt chees tunes across chains; allowed: --num-chains >= 2, "
                               f"not {self.num_chains} (or --adapt mass)")
-        object.__setattr__(self, "adapt", adapt)
-        if self.integrator not in INTEGRATORS:
-            raise ConfigError(f"unknown {flag(cls, 'integrator')} {self.integrator!r}; "
-                              f"allowed: {', '.join(INTEGRATORS)}")
-        if self.max_num_leapfrog_steps < 1:
-            raise ConfigError(f"{flag(cls, 'max_num_leapfrog_steps')} "
-                              f"{self.max_num_leapfrog_steps} must be >= 1")
-        needed = num_leapfrog_steps(self.trajectory_len, self.step_size)
-        if adapt in ("none", "step") and needed > self.max_num_leapfrog_steps:
-            raise ConfigError(
-                f"trajectory length {self.trajectory_len} / step size {self.step_size} needs "
-                f"{needed} leapfrog steps, more than --max-num-leapfrog-steps "
-                f"{self.max_num_leapfrog_steps}")
+        return adapt
 
 
-def build(log_posterior, config: Config) -> Method:
+def init(key: Key, params: Params, batch: Batch, *, log_posterior: Callable,
+         adaptation: Adaptation, step_size: float, trajectory_len: float) -> HMCState:
+    """A chain's state at ``params``: the log posterior and its gradient there, and the first
+    iteration's ε, τ and M⁻¹ from ``adaptation.init`` (which may search for ε with ``key``).
+
+    Args:
+        key: the key of the adaptation's initial step size search (unused without one).
+        params: the chain's initial position.
+        batch: the data ``log_posterior`` takes.
+        log_posterior: ``(params, batch) -> log density``.
+        adaptation: what burn-in tunes.
+        step_size, trajectory_len: the given ε and τ.
+    """
+    logdensity, grad = jax.value_and_grad(log_posterior)(params, batch)
+    start = blackjax.mcmc.hmc.HMCState(params, logdensity, grad)
+    tuned, tuning = adaptation.init(key, start, lambda p: log_posterior(p, batch), step_size,
+                                    trajectory_len)
+    return HMCState(
+        position=params,
+        logdensity=logdensity,
+        logdensity_grad=grad,
+        step_size=tuning.step_size,
+        trajectory_len=tuning.trajectory_len,
+        inverse_mass_matrix=tuning.inverse_mass_matrix,
+        adaptation=tuned.step,
+        windows=tuned.windows,
+        chees=tuned.chees,
+        iteration=jnp.zeros((), jnp.int32),
+    )
+
+
+def trajectory_steps(state: HMCState, *, jitter_bits: int | None,
+                     max_steps: int) -> jax.Array:
+    """The number of leapfrog steps L of the iteration that starts from ``state``:
+    ``ceil(τ/ε)``, or with ``jitter_bits`` a quasi-random fraction of τ (shared by the chains,
+    so draws are not periodic), clipped to ``1..max_steps``."""
+    eps, tau = state.step_size, state.trajectory_len
+    length = tau
+    if jitter_bits is not None:
+        length = jitter(state.iteration, jitter_bits).astype(tau.dtype) * tau
+    return jnp.clip(jnp.ceil(length / eps - 1e-6).astype(jnp.int32), 1, max_steps)
+
+
+def sample_proposal(key: Key, log_p_accept: jax.Array, start, end, *,
+                    accept_finite: jax.Array | bool):
+    """BlackJAX's Metropolis-Hastings choice, or with ``accept_finite`` the trajectory's end
+    whenever its energy is finite (bnn_hmc's uncorrected burn-in)."""
+    sampled, (do_accept, p_accept, extra) = static_binomial_sampling(key, log_p_accept, start,
+                                                                     end)
+    # log_p_accept is -inf for a non-finite energy: such a trajectory is always rejected.
+    forced = jnp.logical_and(accept_finite, jnp.isfinite(log_p_accept))
+    do_accept = jnp.logical_or(do_accept, forced)
+    sampled = jax.tree.map(lambda e, s: jnp.where(forced, e, s), end, sampled)
+    return sampled, (do_accept, p_accept, extra)
+
+
+def arriving_at(end: IntegratorState) -> Callable:
+    """An "integrator" whose one step goes straight to ``end`` (a trajectory integrated
+    elsewhere, :mod:`~bnnkit.inference.host_leapfrog`)."""
+    return lambda logdensity_fn, kinetic_energy: lambda state, step_size: end
+
+
+def build_kernel(divergence_threshold: float = 1000.0, *, accept_finite: jax.Array | bool = False,
+                 trajectory_end: IntegratorState | None = None) -> Callable:
+    """BlackJAX's HMC kernel (``blackjax.hmc.build_kernel``) with :func:`sample_proposal`.
+
+    Returns ``kernel(rng_key, state, logdensity_fn, step_size, inverse_mass_matrix,
+    num_integration_steps) -> (state, info)`` on ``blackjax.mcmc.hmc.HMCState``; given
+    ``trajectory_end``, its one integration step goes there.
+    """
+    return blackjax.hmc.build_kernel(
+        integrator=velocity_verlet if trajectory_end is None else arriving_at(trajectory_end),
+        divergence_threshold=divergence_threshold,
+        build_proposal=functools.partial(
+            hmc_proposal,
+            sample_proposal=functools.partial(sample_proposal, accept_finite=accept_finite)),
+    )
+
+
+def step(rng_key: Key, state: HMCState, batch: Batch,
+         trajectory_end: IntegratorState | None = None, *, log_posterior: Callable,
+         adaptation: Adaptation, num_burn_in: int, mh_during_burn_in: bool = True,
+         divergence_threshold: float = 1000.0, jitter_bits: int | None = None,
+         max_steps: int = 10_000) -> tuple[HMCState, HMCInfo]:
+    """One HMC iteration, then what ``adaptation`` tunes for the next.
+
+    Args:
+        rng_key: the iteration's key (momentum, then the accept/reject draw).
+        state: the chain's state.
+        batch: the data ``log_posterior`` takes.
+        trajectory_end: the trajectory's end point when the host integrated it, ``None`` to
+            integrate it here (BlackJAX's leapfrog loop).
+        log_posterior: ``(params, batch) -> log density``.
+        adaptation: what burn-in tunes.
+        num_burn_in: iterations of burn-in.
+        mh_during_burn_in: ``False`` accepts every finite trajectory during burn-in.
+        divergence_threshold: energy error (nats) of a divergent trajectory.
+        jitter_bits, max_steps: the trajectory's number of steps (:func:`trajectory_steps`).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> def log_density(x, batch):
+        ...     return -0.5 * jnp.sum(x ** 2)
+        >>> fixed = hmc_adaptation("none", num_burn_in=0, num_iterations=1, target=0.8)
+        >>> state = init(None, jnp.ones(2), None, log_posterior=log_density, adaptation=fixed,
+        ...              step_size=0.5, trajectory_len=1.0)
+        >>> state, info = step(jax.random.PRNGKey(0), state, None, log_posterior=log_density,
+        ...                    adaptation=fixed, num_burn_in=0)
+        >>> int(info.num_leapfrog), int(state.iteration)
+        (2, 1)
+    """
+    num_steps = trajectory_steps(state, jitter_bits=jitter_bits, max_steps=max_steps)
+    in_burn_in = state.iteration < num_burn_in
+    kernel = build_kernel(divergence_threshold,
+                          accept_finite=jnp.logical_and(in_burn_in, not mh_during_burn_in),
+                          trajectory_end=trajectory_end)
+    current = blackjax.mcmc.hmc.HMCState(state.position, state.logdensity,
+                                          state.logdensity_grad)
+    proposal, info = kernel(rng_key, current, lambda p: log_posterior(p, batch), state.step_size,
+                            state.inverse_mass_matrix,
+                            num_steps if trajectory_end is None else 1)
+    tuned, tuning = adaptation.update(
+        HMCAdaptationState(state.adaptation, state.windows, state.chees), state.iteration,
+        state.position, proposal, info,
+        Tuning(state.step_size, state.trajectory_len, state.inverse_mass_matrix))
+    new_state = HMCState(
+        position=proposal.position,
+        logdensity=proposal.logdensity,
+        logdensity_grad=proposal.logdensity_grad,
+        step_size=tuning.step_size,
+        trajectory_len=tuning.trajectory_len,
+        inverse_mass_matrix=tuning.inverse_mass_matrix,
+        adaptation=tuned.step,
+        windows=tuned.windows,
+        chees=tuned.chees,
+        iteration=state.iteration + 1,
+    )
+    return new_state, HMCInfo(
+        acceptance_rate=info.acceptance_rate,
+        accepted=info.is_accepted,
+        divergent=info.is_divergent,
+        num_leapfrog=num_steps,
+        step_size=state.step_size,
+        trajectory_len=state.trajectory_len,
+        log_posterior=proposal.logdensity,
+    )
+
+
+def posterior(kept: HMCState) -> Samples:
+    """The kept states' positions as samples of one chain."""
+    return Samples.from_single_chain(kept.position)
+
+
+def position(state: HMCState) -> Params:
+    return state.position
+
+
+def build(log_posterior: Callable, config: Config) -> Method:
     """Full-batch HMC on ``log_posterior(params, batch)``.
 
     Args:
@@ -246,292 +415,34 @@ def build(log_posterior, config: Config) -> Method:
         A :class:`~bnnkit.inference.base.Method` whose ``posterior`` returns
         :class:`~bnnkit.posterior.Samples`.
     """
-    adapt, num_burn_in = config.adapt, config.num_burn_in
-    max_steps = config.max_num_leapfrog_steps
-    skip_mh_in_burn_in = not config.mh_during_burn_in
-    da_init, da_update, _ = dual_averaging_adaptation(target=config.target_accept_rate)
-    windows = Windows(max(num_burn_in, 1), config.target_accept_rate,
-                      estimator=config.mass_estimator,
-                      pool_axis=MEMBERS if adapt == "chees" else None)
-    chees = ChEES(config.num_iterations, config.target_accept_rate, max_steps)
-    bits = halton_bits(config.num_iterations)
-
-    def reasonable_step_size(key, current, batch, eps, size, dtype):
-        """Hoffman & Gelman's doubling and halving of ε until one leapfrog step's acceptance
-        crosses the target, so that adaptation starts where the chain stands."""
-        base = blackjax.hmc.build_kernel(divergence_threshold=config.divergence_threshold)
-        ones = jnp.ones(size, dtype)
-
-        def kernel_at(step_size):
-            return lambda k, s: base(k, s, lambda p: log_posterior(p, batch), step_size, ones, 1)
-
-        return find_reasonable_step_size(key, kernel_at, current, eps,
-                                         target_accept=config.target_accept_rate)
-
-    def init(key: Key, params: Params, batch: Batch) -> HMCState:
-        logdensity, grad = jax.value_and_grad(log_posterior)(params, batch)
-        leaves = jax.tree.leaves(params)
-        dtype = jnp.result_type(*leaves)
-        size = sum(leaf.size for leaf in leaves)
-        eps = jnp.asarray(config.step_size, dtype)
-        tau = jnp.asarray(config.trajectory_len, dtype)
-        if adapt in ("mass", "chees") and num_burn_in:
-            current = blackjax.mcmc.hmc.HMCState(params, logdensity, grad)
-            eps = reasonable_step_size(key, current, batch, eps, size, dtype).astype(dtype)
-        if adapt == "chees":
-            # One step size for every chain (their geometric mean), and ChEES starts from the
-            # given trajectory length (at least one leapfrog step). Started from one step, its
-            # Adam on log τ barely moved while the chains were still climbing to the typical
-            # set, so they climbed by Langevin steps: on yacht_0 after 250 burn-in iterations
-            # the chains' log posteriors were -490..-330 with τ at 4 steps, against +160..+340
-            # started from τ = 1 (which ChEES shortened to 0.19, 35-80 steps).
-            eps = jnp.exp(jax.lax.pmean(jnp.log(eps), MEMBERS))
-            tau = jnp.maximum(tau, eps)
-        return HMCState(
-            position=params,
-            logdensity=logdensity,
-            logdensity_grad=grad,
-            step_size=eps,
-            trajectory_len=tau,
-            inverse_mass_matrix=jnp.ones(size, dtype),
-            adaptation=jax.tree.map(
-                lambda v: jnp.asarray(v, dtype), da_init(eps)._replace(mu=jnp.log(eps))
-            ),
-            windows=windows.init(eps, size, dtype),
-            chees=chees.init(eps, tau, dtype),
-            iteration=jnp.zeros((), jnp.int32),
-        )
-
-    def paper_step_size(state: HMCState, acceptance_rate: jax.Array):
-        """The paper mode's dual averaging: (averaging state, next ε) during burn-in."""
-        updated = da_update(state.adaptation, acceptance_rate)
-        # Restart the averaging halfway through burn-in (as Stan's windows do): the chain's
-        # transient from its initialisation wants larger steps than the typical set does,
-        # and an average over it would freeze a step size that is too large.
-        restart = state.iteration + 1 == num_burn_in // 2
-        fresh = da_init(jnp.exp(updated.log_step_size))
-        fresh = fresh._replace(mu=fresh.log_step_size)
-        updated = jax.tree.map(
-            lambda f, u: jnp.where(restart, jnp.asarray(f, u.dtype), u), fresh, updated
-        )
-        # Inside burn-in take the current iterate; at its end freeze the averaged value.
-        still_burning = state.iteration + 1 < num_burn_in
-        eps = jnp.where(still_burning, jnp.exp(updated.log_step_size),
-                        jnp.exp(updated.log_step_size_avg))
-        return updated, eps
-
-    def trajectory_steps(state: HMCState) -> jax.Array:
-        """The number of leapfrog steps L of the iteration that starts from ``state``."""
-        eps, tau = state.step_size, state.trajectory_len
-        if adapt in ("none", "step"):
-            length = tau
-        else:  # a quasi-random fraction, shared by the chains, so draws are not periodic
-            length = jitter(state.iteration, bits).astype(tau.dtype) * tau
-        return jnp.clip(jnp.ceil(length / eps - 1e-6).astype(jnp.int32), 1, max_steps)
-
-    def step(key: Key, state: HMCState, batch: Batch) -> tuple[HMCState, HMCInfo]:
-        return advance(key, state, batch, trajectory_end=None)
-
-    def advance(key: Key, state: HMCState, batch: Batch,
-                trajectory_end: IntegratorState | None) -> tuple[HMCState, HMCInfo]:
-        """One iteration; ``trajectory_end`` is its end point when the host integrated it,
-        ``None`` to integrate it here (BlackJAX's leapfrog loop)."""
-        def logdensity_fn(params):
-            return log_posterior(params, batch)
-
-        eps = state.step_size
-        num_steps = trajectory_steps(state)
-        current = blackjax.mcmc.hmc.HMCState(
-            state.position, state.logdensity, state.logdensity_grad
-        )
-        in_burn_in = state.iteration < num_burn_in
-        skip_mh = jnp.logical_and(in_burn_in, skip_mh_in_burn_in)
-
-        def accept_reject(key, log_p_accept, start, end):
-            sampled, (do_accept, p_accept, extra) = static_binomial_sampling(
-                key, log_p_accept, start, end
-            )
-            # log_p_accept is -inf for a non-finite energy: such a trajectory is always rejected.
-            forced = jnp.logical_and(skip_mh, jnp.isfinite(log_p_accept))
-            do_accept = jnp.logical_or(do_accept, forced)
-            sampled = jax.tree.map(lambda e, s: jnp.where(forced, e, s), end, sampled)
-            return sampled, (do_accept, p_accept, extra)
-
-        if trajectory_end is None:
-            integrator, kernel_steps = velocity_verlet, num_steps
-        else:  # the host's trajectory: BlackJAX's loop takes one "step" straight to its end
-            integrator, kernel_steps = (lambda *_: lambda *_: trajectory_end), 1
-        kernel = blackjax.hmc.build_kernel(
-            integrator=integrator,
-            divergence_threshold=config.divergence_threshold,
-            build_proposal=functools.partial(
-                blackjax.mcmc.hmc.hmc_proposal, sample_proposal=accept_reject
-            ),
-        )
-        proposal, info = kernel(key, current, logdensity_fn, eps, state.inverse_mass_matrix,
-                                kernel_steps)
-        tau = state.trajectory_len
-        tuned = (eps, tau, state.inverse_mass_matrix, state.adaptation, state.windows,
-                 state.chees)
-        if num_burn_in and adapt != "none":
-            tuned = adapted(state, proposal, info, tuned)
-            tuned = jax.tree.map(lambda n, o: jnp.where(in_burn_in, jnp.asarray(n, o.dtype), o),
-                                 tuned, (eps, tau, state.inverse_mass_matrix, state.adaptation,
-                                         state.windows, state.chees))
-        next_eps, next_tau, inverse_mass, adaptation, window_state, chees_state = tuned
-        new_state = HMCState(
-            position=proposal.position,
-            logdensity=proposal.logdensity,
-            logdensity_grad=proposal.logdensity_grad,
-            step_size=next_eps,
-            trajectory_len=next_tau,
-            inverse_mass_matrix=inverse_mass,
-            adaptation=adaptation,
-            windows=window_state,
-            chees=chees_state,
-            iteration=state.iteration + 1,
-        )
-        return new_state, HMCInfo(
-            acceptance_rate=info.acceptance_rate,
-            accepted=info.is_accepted,
-            divergent=info.is_divergent,
-            num_leapfrog=num_steps,
-            step_size=eps,
-            trajectory_len=tau,
-            log_posterior=proposal.logdensity,
-        )
-
-    def adapted(state: HMCState, proposal, info, current: tuple) -> tuple:
-        """The tuned (ε, τ, M⁻¹, and adaptation states) after a burn-in iteration."""
-        eps, tau, inverse_mass, adaptation, window_state, chees_state = current
-        if adapt == "step":
-            adaptation, eps = paper_step_size(state, info.acceptance_rate)
-        elif adapt == "mass":
-            window_state, eps, inverse_mass = windows.update(
-                state.windows, state.iteration, proposal.position, info.acceptance_rate,
-                gradient=proposal.logdensity_grad)
-        else:  # chees: ε and τ from every chain's trajectory, M⁻¹ pooled in Stan's windows
-            chees_state = chees.update(
-                state.chees, info.proposal.position, info.proposal.momentum, state.position,
-                info.acceptance_rate, info.is_divergent, state.inverse_mass_matrix)
-            window_state, _, inverse_mass = windows.update(
-                state.windows, state.iteration, proposal.position, info.acceptance_rate,
-                gradient=proposal.logdensity_grad, adapt_step=False)
-            last = state.iteration + 1 == num_burn_in
-            final_eps, final_tau = ChEES.final(chees_state)
-            eps = jnp.where(last, final_eps, chees_state.step_size)
-            tau = jnp.where(last, final_tau, chees_state.trajectory_length)
-        return eps, tau, inverse_mass, adaptation, window_state, chees_state
-
-    def trajectory_start(key: Key, state: HMCState) -> tuple[IntegratorState, jax.Array]:
-        """The point (position, fresh momentum) the iteration's trajectory starts from, and
-        its number of leapfrog steps: what ``blackjax.hmc.build_kernel`` draws from ``key``."""
-        key_momentum, _ = jax.random.split(key)
-        momentum = default_metric(state.inverse_mass_matrix).sample_momentum(
-            key_momentum, state.position)
-        point = IntegratorState(state.position, momentum, state.logdensity,
-                                state.logdensity_grad)
-        return point, trajectory_steps(state)
-
-    def leapfrog(point: IntegratorState, done: jax.Array, num_steps: jax.Array,
-                 step_size: jax.Array, inverse_mass: jax.Array, batch: Batch) -> IntegratorState:
-        """Leapfrog step ``done + 1`` of a trajectory of ``num_steps``; past its end the point
-        stays, as vmapping BlackJAX's loop over chains of different L keeps it."""
-        moved = velocity_verlet(lambda p: log_posterior(p, batch),
-                                default_metric(inverse_mass).kinetic_energy)(point, step_size)
-        return jax.tree.map(lambda m, p: jnp.where(done < num_steps, m, p), moved, point)
-
-    start_all = jax.jit(jax.vmap(trajectory_start, axis_name=MEMBERS))
-    # Not donating the point's buffers: its first is the state's own position (jit forwards
-    # an input it returns unchanged), which the iteration's end still needs.
-    leapfrog_all = jax.jit(jax.vmap(leapfrog, in_axes=(0, None, 0, 0, 0, None),
-                                    axis_name=MEMBERS))
-    finish_all = jax.jit(jax.vmap(advance, in_axes=(0, 0, None, 0), axis_name=MEMBERS))
-    # One chain: its leapfrog step unvmapped. XLA:CPU runs a convolution's gradient vmapped
-    # over an axis of one about 1.2x slower than the plain one (LeNet-5), and the leapfrog
-    # step takes no collective over the chains.
-    leapfrog_one = jax.jit(leapfrog)
-
-    def host_step(keys: Key, states: HMCState, batch: Batch) -> tuple[HMCState, HMCInfo]:
-        """Every chain's iteration with the leapfrog loop run from the host: one compiled
-        leapfrog step of all chains per dispatch, everything on the device; only the chains'
-        numbers of steps come to the host."""
-        point, num_steps = start_all(keys, states)
-        steps = int(jnp.max(num_steps))
-        if num_steps.shape[0] == 1:
-            one, step_size, inverse_mass = jax.tree.map(
-                lambda a: a[0], (point, states.step_size, states.inverse_mass_matrix))
-            for done in range(steps):
-                one = leapfrog_one(one, done, num_steps[0], step_size, inverse_mass, batch)
-            point = jax.tree.map(lambda a: a[None], one)
-        else:
-            for done in range(steps):
-                point = leapfrog_all(point, done, num_steps, states.step_size,
-                                     states.inverse_mass_matrix, batch)
-        return finish_all(keys, states, batch, point)
-
-    scan_step = jax.jit(jax.vmap(step, in_axes=(0, 0, None), axis_name=MEMBERS))
-    chosen: dict[Any, bool] = {}  # auto's choice per shapes of (position, batch)
-
-    def step_members(keys: Key, states: HMCState, batch: Batch) -> tuple[HMCState, HMCInfo]:
-        if config.integrator == "auto":
-            one = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype),
-                               states.position)
-            shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), batch)
-            signature = (jax.tree.structure((one, shapes)),
-                         tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves((one, shapes))))
-            if signature not in chosen:
-                chosen[signature] = uses_host_loop(config, log_posterior, one, shapes)
-            host = chosen[signature]
-        else:
-            host = config.integrator == "host"
-        return (host_step if host else scan_step)(keys, states, batch)
-
-    def posterior(kept: HMCState) -> Samples:
-        return Samples.from_single_chain(kept.position)
-
-    return Method(init=init, step=step, posterior=posterior, position=lambda s: s.position,
-                  step_members=None if config.integrator == "scan" else step_members)
+    adaptation = hmc_adaptation(
+        config.adapt, num_burn_in=config.num_burn_in, num_iterations=config.num_iterations,
+        target=config.target_accept_rate, estimator=config.mass_estimator,
+        max_leapfrog_steps=config.max_num_leapfrog_steps,
+        divergence_threshold=config.divergence_threshold)
+    trajectory = dict(jitter_bits=halton_bits(config.num_iterations) if adaptation.jittered
+                      else None, max_steps=config.max_num_leapfrog_steps)
+    iteration = functools.partial(
+        step, log_posterior=log_posterior, adaptation=adaptation,
+        num_burn_in=config.num_burn_in, mh_during_burn_in=config.mh_during_burn_in,
+        divergence_threshold=config.divergence_threshold, **trajectory)
+    return Method(
+        init=functools.partial(init, log_posterior=log_posterior, adaptation=adaptation,
+                               step_size=config.step_size,
+                               trajectory_len=config.trajectory_len),
+        step=iteration,
+        posterior=posterior,
+        position=position,
+        step_members=host_leapfrog.build(
+            log_posterior, config.integrator, step=iteration,
+            num_steps=functools.partial(trajectory_steps, **trajectory)),
+    )
 
 
-def has_convolution(log_posterior, params: Params, batch: Batch) -> bool:
-    """Whether ``log_posterior(params, batch)`` computes a convolution (traced, not run).
-
-    Every convolutional and recurrent model in :mod:`bnnkit.models` (LeNet-5, the ResNets, the
-    CNN-LSTM) has one, and no other model does.
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> has_convolution(lambda p, b: jnp.sum(p ** 2), jnp.zeros(3), None)
-        False
-    """
-    def convolves(jaxpr) -> bool:
-        for eqn in jaxpr.eqns:
-            if eqn.primitive.name == "conv_general_dilated":
-                return True
-            for value in eqn.params.values():
-                for sub in value if isinstance(value, (tuple, list)) else (value,):
-                    inner = getattr(sub, "jaxpr", sub)  # a closed jaxpr holds its jaxpr
-                    if hasattr(inner, "eqns") and convolves(inner):
-                        return True
-        return False
-
-    return convolves(jax.make_jaxpr(log_posterior)(params, batch).jaxpr)
-
-
-def uses_host_loop(config: Config, log_posterior, params: Params, batch: Batch) -> bool:
-    """Whether ``config.integrator`` runs the leapfrog loop from the host for this problem.
-
-    ``"auto"`` does on the CPU backend for a log posterior with a convolution: XLA's CPU
-    backend runs convolution gradients several times slower inside a compiled loop than
-    called on their own (jax issue #12868), so there one compiled leapfrog step per dispatch
-    is faster; elsewhere the in-loop integrator saves the dispatches.
-
-    Args:
-        config: the settings.
-        log_posterior: ``(params, batch) -> log density``.
-        params, batch: one chain's position and the batch, or their shapes
-            (``jax.ShapeDtypeStruct``).
+def uses_host_loop(config: Config, log_posterior: Callable, params: Params,
+                   batch: Batch) -> bool:
+    """Whether ``config.integrator`` runs the leapfrog loop from the host for this problem
+    (:func:`bnnkit.inference.host_leapfrog.uses_host_loop`).
 
     Example:
         >>> import jax.numpy as jnp
@@ -539,6 +450,4 @@ def uses_host_loop(config: Config, log_posterior, params: Params, batch: Batch) 
         >>> uses_host_loop(config, lambda p, b: jnp.sum(p ** 2), jnp.zeros(3), None)
         False
     """
-    if config.integrator != "auto":
-        return config.integrator == "host"
-    return jax.default_backend() == "cpu" and has_convolution(log_posterior, params, batch)
+    return host_leapfrog.uses_host_loop(config.integrator, log_posterior, params, batch)

@@ -11,8 +11,10 @@ During the first ``num_burn_in`` iterations the step size ε and the diagonal in
 a fast window of dual averaging on ε towards ``target_accept_rate``, then slow windows, each
 twice as long as the last, that estimate ``M⁻¹`` as the regularised sample variance of the
 chain's positions (Welford) and restart the averaging, and a last fast window. At the end of
-burn-in ε freezes at its average and ``M⁻¹`` at the last window's estimate. All of it lives in
-the state, advanced one iteration at a time, so a run resumes bit for bit.
+burn-in ε freezes at its average and ``M⁻¹`` at the last window's estimate
+(:func:`~bnnkit.inference.adaptation.window_adaptation`, the windows of HMC's ``"mass"``
+mode). All of it lives in the state, advanced one iteration at a time, so a run resumes bit for
+bit.
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -30,17 +32,18 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from typing import ClassVar, NamedTuple
 
 import blackjax
 import jax
 import jax.numpy as jnp
 
-from bnnkit.errors import ConfigError
-from bnnkit.inference.adaptation import Windows, WindowState
+from bnnkit.inference.adaptation import Adaptation, Tuning, WindowState, window_adaptation
 from bnnkit.inference.base import HamiltonianSettings, Method
 from bnnkit.posterior import Samples
-from bnnkit.settings import check_positive, flag, setting
+from bnnkit.settings import Exclusive, setting
 from bnnkit.types import Batch, Key, Params
 
 
@@ -87,22 +90,63 @@ class Config(HamiltonianSettings):
 
     METHOD: ClassVar[str] = "nuts"
 
-    step_size: float = setting(1e-3, help="initial leapfrog step size ε (tuned during burn-in)")
-    max_tree_depth: int = setting(10, help="at most 2^depth leapfrog steps per iteration")
+    step_size: float = setting(1e-3, help="initial leapfrog step size ε (tuned during burn-in)",
+                               bounds=(Exclusive(0), None))
+    max_tree_depth: int = setting(10, help="at most 2^depth leapfrog steps per iteration",
+                                  bounds=(1, 16))
     adapt_mass_matrix: bool = setting(True, flag="--no-adapt-mass-matrix",
                                       help="keep the identity mass matrix during burn-in "
                                            "(the step size still adapts)")
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        cls = type(self)
-        check_positive(cls, "step_size", self.step_size)
-        if not 1 <= self.max_tree_depth <= 16:
-            raise ConfigError(f"{flag(cls, 'max_tree_depth')} {self.max_tree_depth} must be in "
-                              "1..16")
+
+def init(key: Key, params: Params, batch: Batch, *, log_posterior: Callable,
+         adaptation: Adaptation, step_size: float) -> NUTSState:
+    """A chain's state at ``params``: the log posterior and its gradient there, the given ε,
+    the identity M⁻¹ and the adaptation's state (deterministic: ``key`` is unused)."""
+    logdensity, grad = jax.value_and_grad(log_posterior)(params, batch)
+    start = blackjax.mcmc.hmc.HMCState(params, logdensity, grad)
+    tuned, tuning = adaptation.init(key, start, lambda p: log_posterior(p, batch), step_size,
+                                    None)
+    return NUTSState(params, logdensity, grad, tuning.step_size, tuning.inverse_mass_matrix,
+                     tuned, jnp.zeros((), jnp.int32))
 
 
-def build(log_posterior, config: Config) -> Method:
+def step(rng_key: Key, state: NUTSState, batch: Batch, *, log_posterior: Callable,
+         adaptation: Adaptation, max_tree_depth: int = 10,
+         divergence_threshold: float = 1000.0) -> tuple[NUTSState, NUTSInfo]:
+    """One NUTS iteration (``blackjax.nuts.build_kernel``), then what ``adaptation`` tunes for
+    the next."""
+    kernel = blackjax.nuts.build_kernel(divergence_threshold=divergence_threshold)
+    current = blackjax.mcmc.hmc.HMCState(state.position, state.logdensity,
+                                          state.logdensity_grad)
+    proposal, info = kernel(rng_key, current, lambda p: log_posterior(p, batch),
+                            state.step_size, state.inverse_mass_matrix, max_tree_depth)
+    tuned, tuning = adaptation.update(state.adaptation, state.iteration, state.position,
+                                      proposal, info,
+                                      Tuning(state.step_size, None, state.inverse_mass_matrix))
+    new_state = NUTSState(proposal.position, proposal.logdensity, proposal.logdensity_grad,
+                          tuning.step_size, tuning.inverse_mass_matrix, tuned,
+                          state.iteration + 1)
+    return new_state, NUTSInfo(
+        acceptance_rate=info.acceptance_rate,
+        divergent=info.is_divergent,
+        num_leapfrog=info.num_integration_steps,
+        tree_depth=info.num_trajectory_expansions,
+        step_size=state.step_size,
+        log_posterior=proposal.logdensity,
+    )
+
+
+def posterior(kept: NUTSState) -> Samples:
+    """The kept states' positions as samples of one chain."""
+    return Samples.from_single_chain(kept.position)
+
+
+def position(state: NUTSState) -> Params:
+    return state.position
+
+
+def build(log_posterior: Callable, config: Config) -> Method:
     """NUTS on ``log_posterior(params, batch)`` with window adaptation during burn-in.
 
     Args:
@@ -114,49 +158,14 @@ def build(log_posterior, config: Config) -> Method:
         A :class:`~bnnkit.inference.base.Method` whose ``posterior`` returns
         :class:`~bnnkit.posterior.Samples`.
     """
-    num_burn_in = config.num_burn_in
-    windows = Windows(max(num_burn_in, 1), config.target_accept_rate,
-                      adapt_mass=config.adapt_mass_matrix)
-    kernel = blackjax.nuts.build_kernel(divergence_threshold=config.divergence_threshold)
-
-    def init(key: Key, params: Params, batch: Batch) -> NUTSState:
-        del key  # the initial state is deterministic given params
-        logdensity, grad = jax.value_and_grad(log_posterior)(params, batch)
-        leaves = jax.tree.leaves(params)
-        dtype = jnp.result_type(*leaves)
-        size = sum(leaf.size for leaf in leaves)
-        adaptation = windows.init(config.step_size, size, dtype)
-        return NUTSState(params, logdensity, grad, jnp.asarray(config.step_size, dtype),
-                         jnp.ones(size, dtype), adaptation, jnp.zeros((), jnp.int32))
-
-    def step(key: Key, state: NUTSState, batch: Batch) -> tuple[NUTSState, NUTSInfo]:
-        def logdensity_fn(params):
-            return log_posterior(params, batch)
-
-        current = blackjax.mcmc.hmc.HMCState(state.position, state.logdensity,
-                                              state.logdensity_grad)
-        proposal, info = kernel(key, current, logdensity_fn, state.step_size,
-                                state.inverse_mass_matrix, config.max_tree_depth)
-        tuned = (state.adaptation, state.step_size, state.inverse_mass_matrix)
-        if num_burn_in:
-            new = windows.update(state.adaptation, state.iteration, proposal.position,
-                                 info.acceptance_rate)
-            burning = state.iteration < num_burn_in
-            tuned = jax.tree.map(lambda n, o: jnp.where(burning, jnp.asarray(n, o.dtype), o),
-                                 new, tuned)
-        adaptation, step_size, inverse_mass = tuned
-        new_state = NUTSState(proposal.position, proposal.logdensity, proposal.logdensity_grad,
-                              step_size, inverse_mass, adaptation, state.iteration + 1)
-        return new_state, NUTSInfo(
-            acceptance_rate=info.acceptance_rate,
-            divergent=info.is_divergent,
-            num_leapfrog=info.num_integration_steps,
-            tree_depth=info.num_trajectory_expansions,
-            step_size=state.step_size,
-            log_posterior=proposal.logdensity,
-        )
-
-    def posterior(kept: NUTSState) -> Samples:
-        return Samples.from_single_chain(kept.position)
-
-    return Method(init=init, step=step, posterior=posterior, position=lambda s: s.position)
+    adaptation = window_adaptation(config.num_burn_in, config.target_accept_rate,
+                                   adapt_mass=config.adapt_mass_matrix)
+    return Method(
+        init=functools.partial(init, log_posterior=log_posterior, adaptation=adaptation,
+                               step_size=config.step_size),
+        step=functools.partial(step, log_posterior=log_posterior, adaptation=adaptation,
+                               max_tree_depth=config.max_tree_depth,
+                               divergence_threshold=config.divergence_threshold),
+        posterior=posterior,
+        position=position,
+    )

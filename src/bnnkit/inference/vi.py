@@ -53,6 +53,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -215,6 +216,140 @@ class Config(EpochSettings):
         return self.epoch_loop(num_train)
 
 
+class Objective(NamedTuple):
+    """How a step estimates ``L_T(q)`` on a minibatch.
+
+    Attributes:
+        log_posterior: the tempered log posterior (its likelihood, prior, tempered pieces and
+            ``num_data`` are used separately).
+        estimator: the gradient estimator (:data:`~bnnkit.inference._layer_noise.ESTIMATORS`).
+        num_samples: S, the Monte Carlo samples per step.
+        closed_form: the KL is in closed form (:func:`has_closed_form_kl` of the prior).
+    """
+
+    log_posterior: Any
+    estimator: str
+    num_samples: int
+    closed_form: bool
+
+
+def optimizer(config: Config, steps_per_epoch: int) -> tuple[optax.GradientTransformation,
+                                                              optax.Schedule]:
+    """Adam or SGD (heavy-ball momentum) with the cosine schedule from ``init_step_size``."""
+    schedule = schedules.cosine(config.init_step_size, config.num_epochs * steps_per_epoch)
+    if config.optimizer == "adam":
+        return optax.adam(schedule), schedule
+    return optax.sgd(schedule, momentum=config.momentum_decay or None), schedule
+
+
+def init(key: Key, params: Params, batch: Batch | None = None, *, objective: Objective,
+         sigma_init: float, opt: optax.GradientTransformation) -> VIState:
+    """q with means ``params`` and every std ``sigma_init`` (deterministic: ``key`` unused)."""
+    del key
+    lp = objective.log_posterior
+    if objective.estimator != "weights" and batch is not None:
+        # The run driver traces init before it writes anything: a network the estimator
+        # cannot run is refused there.
+        check_network(lp.apply, objective.estimator, network_variables(params), batch.x)
+    rho = jax.tree.map(lambda p: jnp.full_like(p, inverse_softplus(sigma_init)), params)
+    return VIState(params, rho, opt.init((params, rho)), jnp.zeros((), jnp.int32))
+
+
+def layer_noise_log_likelihood(q: DiagGaussian, draws: Params | None, eps: Params | None,
+                               layer_key: Key, batch: Batch, *,
+                               objective: Objective) -> jax.Array:
+    """The log likelihood averaged over S draws whose dense layers add their own noise
+    (local reparameterisation or flipout)."""
+    lp, num_samples = objective.log_posterior, objective.num_samples
+
+    # The network's own variables stay at μ (the dense layers add the noise); latent
+    # collections of the position (hierarchical priors, an inferred noise std) are drawn.
+    def one(position, e, k):
+        apply = noisy_apply(lp.apply, objective.estimator, network_variables(q.std), k, e)
+        return dataclasses.replace(lp, apply=apply).log_likelihood(position, batch,
+                                                                   key=model_key(k))
+
+    positions = draws if draws is not None else jax.tree.map(
+        lambda m: jnp.broadcast_to(m, (num_samples, *m.shape)), q.mean)
+    positions = {**positions, "params": jax.tree.map(
+        lambda m: jnp.broadcast_to(m, (num_samples, *m.shape)), q.mean["params"])}
+    keys = jax.random.split(layer_key, num_samples)
+    if num_samples == 1:
+        first = jax.tree.map(lambda a: a[0], (positions, eps))
+        return one(*first, keys[0])
+    return jnp.mean(jax.vmap(one)(positions, eps, keys))
+
+
+def expected_log_likelihood(q: DiagGaussian, draws: Params | None, eps: Params | None,
+                            layer_key: Key, batch: Batch, *, objective: Objective) -> jax.Array:
+    """``(1/S) Σ_s Σ_{n∈B} log p(y_n | x_n, θ_s)`` by the objective's estimator."""
+    lp = objective.log_posterior
+    if objective.estimator != "weights":
+        return layer_noise_log_likelihood(q, draws, eps, layer_key, batch, objective=objective)
+    if objective.num_samples == 1:  # no vmap: the plain network call is cheapest
+        return lp.log_likelihood(jax.tree.map(lambda a: a[0], draws), batch,
+                                 key=model_key(layer_key))
+    return jnp.mean(jax.vmap(lambda p, k: lp.log_likelihood(p, batch, key=k))(
+        draws, jax.random.split(model_key(layer_key), objective.num_samples)))
+
+
+def negative_objective(variational: tuple[Params, Params], eps: Params | None, layer_key: Key,
+                       batch: Batch, weight: jax.Array, *, objective: Objective):
+    """``−L̂_i`` (KL weighted by ``weight``) and, as auxiliary values, the minibatch's ELBO,
+    expected log likelihood and KL."""
+    lp = objective.log_posterior
+    mean, rho = variational
+    q = DiagGaussian.from_rho(mean, rho)
+    draws = None if eps is None else jax.tree.map(lambda m, s, e: m + s * e, q.mean, q.std, eps)
+    log_lik = expected_log_likelihood(q, draws, eps, layer_key, batch, objective=objective)
+    expected_ll = lp.data_weight(batch.x.shape[0]) * log_lik
+    if objective.closed_form:
+        kl = lp.prior.kl_closed_form(q.mean, q.std)
+    else:
+        kl = jnp.mean(monte_carlo_kl_terms(q, lp.prior, draws))
+    # C_T = −E_q[log p]/T − H[q] with E_q[log p] = −KL − H: KL/T + (H/T − H), written so
+    # that no large entropy cancels in float32; at T = 1 it is KL and H is not computed.
+    complexity = kl
+    if lp.is_tempered:
+        entropy = q.entropy()
+        complexity = lp.temper(kl) + (lp.temper(entropy) - entropy)
+    elbo = lp.temper(expected_ll) - complexity
+    objective_value = lp.temper(expected_ll) - weight * complexity
+    return -objective_value, (elbo, expected_ll, kl)
+
+
+def step(key: Key, state: VIState, batch: Batch, *, objective: Objective,
+         opt: optax.GradientTransformation, schedule: optax.Schedule, kl_weighting: str,
+         steps_per_epoch: int) -> tuple[VIState, VIInfo]:
+    """One update of (μ, ρ) on ``−L̂_i`` for minibatch ``batch``."""
+    dtype = jax.tree.leaves(state.mean)[0].dtype
+    # local_reparam draws no weights unless the KL (Monte Carlo) or latent variables
+    # outside the network need them; the layers' own noise comes from a second key.
+    has_latents = any(name in state.mean for name in LATENT_COLLECTIONS)
+    needs_weights = (objective.estimator != "local_reparam" or not objective.closed_form
+                     or has_latents)
+    eps = stacked_normal_like(key, state.mean, objective.num_samples) if needs_weights else None
+    weight = kl_weight(state.count, kl_weighting, steps_per_epoch, dtype)
+    variational = (state.mean, state.rho)
+    grads, (elbo, expected_ll, kl) = jax.grad(
+        functools.partial(negative_objective, objective=objective), has_aux=True)(
+        variational, eps, jax.random.fold_in(key, 1), batch, weight)
+    updates, opt_state = opt.update(grads, state.opt_state, variational)
+    mean, rho = optax.apply_updates(variational, updates)
+    info = VIInfo(elbo, expected_ll, kl, jnp.asarray(schedule(state.count), elbo.dtype))
+    return VIState(mean, rho, opt_state, state.count + 1), info
+
+
+def posterior(kept: VIState, *, num_draws: int) -> DiagGaussian:
+    """q of the last kept state, averaging ``num_draws`` weight samples when it predicts."""
+    last = jax.tree.map(lambda a: a[-1], (kept.mean, kept.rho))
+    return DiagGaussian.from_rho(*last, num_draws=num_draws)
+
+
+def position(state: VIState) -> Params:
+    return state.mean
+
+
 def build(log_posterior, config: Config) -> Method:
     """Bayes by Backprop on a :class:`~bnnkit.log_posterior.LogPosterior`.
 
@@ -228,91 +363,15 @@ def build(log_posterior, config: Config) -> Method:
         kept state's :class:`~bnnkit.posterior.diag_gaussian.DiagGaussian`.
     """
     steps_per_epoch = config.steps_per_epoch(log_posterior.num_data)
-    schedule = schedules.cosine(config.init_step_size, config.num_epochs * steps_per_epoch)
-    if config.optimizer == "adam":
-        opt = optax.adam(schedule)
-    else:
-        opt = optax.sgd(schedule, momentum=config.momentum_decay or None)
-    lp = log_posterior
-    prior = lp.prior
-    num_samples = int(config.vi_num_samples)
-    closed_form = has_closed_form_kl(prior)
-    sigma_init, kl_weighting = config.vi_sigma_init, config.kl_weighting
-    estimator = config.vi_estimator
-
-    def init(key: Key, params: Params, batch: Batch | None = None) -> VIState:
-        del key
-        if estimator != "weights" and batch is not None:
-            # The run driver traces init before it writes anything: a network the estimator
-            # cannot run is refused there.
-            check_network(lp.apply, estimator, network_variables(params), batch.x)
-        rho = jax.tree.map(lambda p: jnp.full_like(p, inverse_softplus(sigma_init)), params)
-        return VIState(params, rho, opt.init((params, rho)), jnp.zeros((), jnp.int32))
-
-    def layer_noise_log_likelihood(q, draws, eps, layer_key, batch):
-        # The network's own variables stay at μ (the dense layers add the noise); latent
-        # collections of the position (hierarchical priors, an inferred noise std) are drawn.
-        def one(position, e, k):
-            apply = noisy_apply(lp.apply, estimator, network_variables(q.std), k, e)
-            return dataclasses.replace(lp, apply=apply).log_likelihood(position, batch,
-                                                                       key=model_key(k))
-
-        positions = draws if draws is not None else jax.tree.map(
-            lambda m: jnp.broadcast_to(m, (num_samples, *m.shape)), q.mean)
-        positions = {**positions, "params": jax.tree.map(
-            lambda m: jnp.broadcast_to(m, (num_samples, *m.shape)), q.mean["params"])}
-        keys = jax.random.split(layer_key, num_samples)
-        if num_samples == 1:
-            first = jax.tree.map(lambda a: a[0], (positions, eps))
-            return one(*first, keys[0])
-        return jnp.mean(jax.vmap(one)(positions, eps, keys))
-
-    def negative_objective(variational, eps, layer_key, batch, weight):
-        mean, rho = variational
-        q = DiagGaussian.from_rho(mean, rho)
-        draws = None if eps is None else jax.tree.map(lambda m, s, e: m + s * e, q.mean,
-                                                      q.std, eps)
-        if estimator != "weights":
-            log_lik = layer_noise_log_likelihood(q, draws, eps, layer_key, batch)
-        elif num_samples == 1:  # no vmap: the plain network call is cheapest
-            one = jax.tree.map(lambda a: a[0], draws)
-            log_lik = lp.log_likelihood(one, batch, key=model_key(layer_key))
-        else:
-            log_lik = jnp.mean(jax.vmap(lambda p, k: lp.log_likelihood(p, batch, key=k))(
-                draws, jax.random.split(model_key(layer_key), num_samples)))
-        expected_ll = lp.data_weight(batch.x.shape[0]) * log_lik
-        if closed_form:
-            kl = prior.kl_closed_form(q.mean, q.std)
-        else:
-            kl = jnp.mean(monte_carlo_kl_terms(q, prior, draws))
-        # C_T = −E_q[log p]/T − H[q] with E_q[log p] = −KL − H: KL/T + (H/T − H), written so
-        # that no large entropy cancels in float32; at T = 1 it is KL and H is not computed.
-        complexity = kl
-        if lp.is_tempered:
-            entropy = q.entropy()
-            complexity = lp.temper(kl) + (lp.temper(entropy) - entropy)
-        elbo = lp.temper(expected_ll) - complexity
-        objective = lp.temper(expected_ll) - weight * complexity
-        return -objective, (elbo, expected_ll, kl)
-
-    def step(key: Key, state: VIState, batch: Batch) -> tuple[VIState, VIInfo]:
-        dtype = jax.tree.leaves(state.mean)[0].dtype
-        # local_reparam draws no weights unless the KL (Monte Carlo) or latent variables
-        # outside the network need them; the layers' own noise comes from a second key.
-        has_latents = any(name in state.mean for name in LATENT_COLLECTIONS)
-        needs_weights = estimator != "local_reparam" or not closed_form or has_latents
-        eps = stacked_normal_like(key, state.mean, num_samples) if needs_weights else None
-        weight = kl_weight(state.count, kl_weighting, steps_per_epoch, dtype)
-        variational = (state.mean, state.rho)
-        grads, (elbo, expected_ll, kl) = jax.grad(negative_objective, has_aux=True)(
-            variational, eps, jax.random.fold_in(key, 1), batch, weight)
-        updates, opt_state = opt.update(grads, state.opt_state, variational)
-        mean, rho = optax.apply_updates(variational, updates)
-        info = VIInfo(elbo, expected_ll, kl, jnp.asarray(schedule(state.count), elbo.dtype))
-        return VIState(mean, rho, opt_state, state.count + 1), info
-
-    def posterior(kept: VIState) -> DiagGaussian:
-        last = jax.tree.map(lambda a: a[-1], (kept.mean, kept.rho))
-        return DiagGaussian.from_rho(*last, num_draws=config.vi_ensemble_size)
-
-    return Method(init=init, step=step, posterior=posterior, position=lambda s: s.mean)
+    opt, schedule = optimizer(config, steps_per_epoch)
+    objective = Objective(log_posterior, config.vi_estimator, int(config.vi_num_samples),
+                          has_closed_form_kl(log_posterior.prior))
+    return Method(
+        init=functools.partial(init, objective=objective, sigma_init=config.vi_sigma_init,
+                               opt=opt),
+        step=functools.partial(step, objective=objective, opt=opt, schedule=schedule,
+                               kl_weighting=config.kl_weighting,
+                               steps_per_epoch=steps_per_epoch),
+        posterior=functools.partial(posterior, num_draws=config.vi_ensemble_size),
+        position=position,
+    )

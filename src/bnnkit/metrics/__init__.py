@@ -1,5 +1,5 @@
 """Predictive metrics and convergence diagnostics."""
 
-from bnnkit.metrics import diagnostics, predictive
+from bnnkit.metrics import diagnostics, mcmc, mcmc_summary, predictive
 
-__all__ = ["diagnostics", "predictive"]
+__all__ = ["diagnostics", "mcmc", "mcmc_summary", "predictive"]

@@ -3,11 +3,12 @@
 Weights of a BNN are not identifiable (hidden-unit permutations and sign flips), so the verdict
 looks at the predictions on test inputs, as Izmailov et al. (2021) do. A run has converged when
 
-- split R-hat (Vehtari et al. 2021) is below ``RHAT_THRESHOLD`` on at least ``RHAT_SHARE`` of
-  the test predictions: the chains (and both halves of each) agree;
-- the smallest function-space ESS is at least ``MIN_ESS`` (Vehtari et al. recommend about 100
-  per chain before trusting R-hat and Monte Carlo errors; 100 in all is the least that makes
-  the Monte Carlo error of an average a tenth of its posterior spread);
+- split R-hat (:func:`bnnkit.metrics.diagnostics.split_rhat`) is below ``RHAT_THRESHOLD`` on at
+  least ``RHAT_SHARE`` of the test predictions: the chains (and both halves of each) agree;
+- the smallest function-space bulk ESS (:func:`bnnkit.metrics.diagnostics.ess`) is at least
+  ``MIN_ESS`` (Vehtari et al. 2021 recommend about 100 per chain before trusting R-hat and
+  Monte Carlo errors; 100 in all is the least that makes the Monte Carlo error of an average a
+  tenth of its posterior spread);
 - the sampler is not stuck: acceptance after burn-in at least ``MIN_ACCEPTANCE`` and
   divergences at most ``MAX_DIVERGENT_SHARE`` of the kept iterations;
 - no chain's log posterior is still rising while its samples are kept (:func:`rising_chains`):
@@ -33,14 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from bnnkit.metrics import diagnostics
+from bnnkit.metrics import diagnostics, mcmc
 
 #: Split R-hat below this counts as agreement between chains (Vehtari et al. 2021 use 1.01 for
 #: final results; BNN predictions rarely reach it, and the paper reports ~1.05-1.1).
 RHAT_THRESHOLD = 1.05
 #: Share of test predictions that must be below the threshold.
 RHAT_SHARE = 0.95
-#: Smallest acceptable function-space ESS (all chains together).
+#: Smallest acceptable function-space bulk ESS (all chains together).
 MIN_ESS = 100.0
 #: A chain whose acceptance rate after burn-in is below this is stuck.
 MIN_ACCEPTANCE = 0.05
@@ -112,7 +113,8 @@ def rising_chains(log_posterior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     .. math:: \mathrm{se} = \sqrt{\operatorname{Var}(a)/\mathrm{ESS}(a)
               + \operatorname{Var}(b)/\mathrm{ESS}(b)},
 
-    and a chain rises when ``b̄ − ā > RISE_Z · se``.
+    and a chain rises when ``b̄ − ā > RISE_Z · se``. ESS is the ESS of a half's mean on its own
+    (:func:`bnnkit.metrics.mcmc.ess_mean`, not split), at most the half's length.
 
     Args:
         log_posterior: the log posterior of each kept iteration, shaped (chains, samples),
@@ -134,7 +136,10 @@ def rising_chains(log_posterior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a, b = trace[:, :half], trace[:, trace.shape[1] - half:]
 
     def mean_var(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ess = np.array([float(np.squeeze(diagnostics.ess(chain[None, :, None]))) for chain in x])
+        # The ESS of each half's mean on its own (every chain one quantity of a single chain),
+        # not split: a drift within the half would count as disagreement between its halves
+        # and hide the very rise this checks for.
+        ess = mcmc.ess_mean(x.T[None], split=False)
         ess = np.where(np.isfinite(ess), np.clip(ess, 1.0, x.shape[1]), 1.0)
         return x.mean(axis=1), x.var(axis=1, ddof=1) / ess
 

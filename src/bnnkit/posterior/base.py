@@ -13,7 +13,7 @@ A method's ``posterior(kept_states)`` returns one of these (:class:`~bnnkit.post
 
 A new kind (a diagonal plus low-rank Gaussian, say) is its class, satisfying this protocol,
 and one entry in :data:`bnnkit.posterior.store.KINDS`; nothing else dispatches on it.
-:class:`~bnnkit.posterior.mixture.Mixture`, what :func:`~bnnkit.posterior.store.combine`
+:class:`~bnnkit.posterior.mixture.Mixture`, what :func:`~bnnkit.runs.stored.combine`
 makes of several stored approximations, is never stored and offers ``sample`` and ``draws``
 only.
 

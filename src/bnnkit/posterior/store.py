@@ -1,7 +1,7 @@
-"""The one save/load path of any posterior a method returns.
+"""The one save/load of a file of the posteriors a method returns.
 
 The run driver stores, after every kept unit (iteration or epoch), what ``method.posterior``
-returned for each member, in one file ``samples/sample_<unit>.npz``:
+returned for each member, in one file ``samples/sample_<unit>.npz`` (:func:`save`):
 
 - :class:`~bnnkit.posterior.Samples` of all members are joined along the chain axis, so the
   file holds each parameter as ``(chains, 1, ...)`` under its tree path
@@ -10,9 +10,8 @@ returned for each member, in one file ``samples/sample_<unit>.npz``:
   Laplace approximation) is stored per member under ``<member>/...``.
 
 Two more entries name the kind and hold each member's JSON metadata (``__kind__``,
-``__meta__``); both are plain unicode arrays, so nothing is pickled. :func:`load_run` reads a
-run back as one posterior: the samples of every kept unit joined along the sample axis, or the
-stored approximations as one component each of a :class:`~bnnkit.posterior.mixture.Mixture`.
+``__meta__``); both are plain unicode arrays, so nothing is pickled. :func:`load` reads one
+file back; reading a whole run, every kept unit joined, is :mod:`bnnkit.runs.stored`'s.
 
 Example:
     >>> import tempfile, pathlib, numpy as np
@@ -37,7 +36,6 @@ from bnnkit.errors import ConfigError
 from bnnkit.posterior.base import Posterior
 from bnnkit.posterior.diag_gaussian import DiagGaussian
 from bnnkit.posterior.laplace import DiagLaplace, KFACLaplace, LastLayerLaplace
-from bnnkit.posterior.mixture import Mixture
 from bnnkit.posterior.samples import Samples
 from bnnkit.types import Params
 
@@ -104,72 +102,3 @@ def load(path: str | os.PathLike, template: Params, *,
         own = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
         members.append(KINDS[kind].from_arrays(template, own, meta))
     return members
-
-
-def combine(units: Sequence[list[Posterior]]) -> Posterior | Mixture:
-    """One posterior from those of several kept units (each a list per :func:`load`).
-
-    Samples are joined along the sample axis; approximations become components of a
-    :class:`Mixture` (a single one is returned as itself).
-    """
-    if not units:
-        raise ValueError("nothing to combine")
-    if isinstance(units[0][0], Samples):
-        return Samples.concatenate([unit[0] for unit in units], axis=1)
-    components = tuple(c for unit in units for c in unit)
-    return components[0] if len(components) == 1 else Mixture(components)
-
-
-def load_run(rundir, record: dict, template: Params) -> Posterior | Mixture:
-    """The posterior a run directory stores, over all its kept units.
-
-    Args:
-        rundir: a :class:`bnnkit.runs.RunDir`.
-        record: its ``run.json``.
-        template: a position with the parameter tree structure.
-
-    Every sample file is checked against the run's manifest as it is read: a missing,
-    damaged, edited or unrecorded one is refused, never silently left out.
-
-    Raises:
-        ConfigError: no kept unit yet, a damaged file, or a run of an older layout whose
-            posterior this version cannot read.
-    """
-    from bnnkit.runs import manifest  # the run driver imports this module
-
-    if "layout" not in record:
-        units = rundir.sample_units()
-        if not units:
-            raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
-        return _load_legacy(rundir, record, template, units)
-    found = manifest.check(rundir, record, hash_samples=False)
-    # The state is not read here: only the samples' files matter.
-    found = found._replace(findings=[f for f in found.findings if f.file != rundir.state_file.name])
-    problem = manifest.first_problem(rundir, found)
-    if problem is not None:
-        raise ConfigError(problem)
-    if not found.samples:
-        raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
-    return combine([load(rundir.sample_file(u), template, sha256=digest)
-                    for u, digest in sorted(found.samples.items())])
-
-
-def _load_legacy(rundir, record: dict, template: Params, units: list[int]) -> Samples:
-    """Runs written before the one driver: sample files hold ``(chains, ...)`` positions."""
-    kind = record.get("posterior", "samples")
-    if kind != "samples":
-        raise ConfigError(
-            f"run {str(rundir.path)!r} comes from an older bnnkit layout whose {kind!r} "
-            "posterior this version does not read; run it again with this version")
-    parts = []
-    for u in units:
-        arrays = storage.load_arrays(rundir.sample_file(u))
-        tree = storage.unflatten_tree(template, arrays)
-        parts.append(Samples(_add_sample_axis(tree)))
-    return Samples.concatenate(parts, axis=1)
-
-
-def _add_sample_axis(tree: Params) -> Params:
-    import jax
-
-    return jax.tree.map(lambda a: np.asarray(a)[:, None], tree)

@@ -151,12 +151,12 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
     az = require_arviz()
     import xarray as xr
 
-    from bnnkit.evaluate import load_run, run_samples
+    from bnnkit.evaluation import run_samples
     from bnnkit.posterior import Samples
     from bnnkit.predict import predict
-    from bnnkit.runs import RunDir
+    from bnnkit.runs import RunDir, load_run
 
-    record, problem, posterior = load_run(run_dir)
+    record, problem, posterior, _ = load_run(run_dir, network=True)
     samples = run_samples(record, posterior)
     chains, draws = samples.num_chains, samples.num_samples
     sample_coords = {"chain": np.arange(chains), "draw": np.arange(draws)}
@@ -201,9 +201,9 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
                     + dataset.target_shift)
     groups["observed_data"] = xr.Dataset({"y": (("test_point",), observed)}, coords=point_coords)
 
-    from bnnkit import __version__
+    from bnnkit.runs.directory import package_version
 
-    attrs = {"inference_library": "bnnkit", "inference_library_version": __version__,
+    attrs = {"inference_library": "bnnkit", "inference_library_version": package_version(),
              "method": str(record.get("method", "")), "dataset": dataset.name}
     for ds in groups.values():
         ds.attrs.update(attrs)
@@ -233,7 +233,7 @@ def write_netcdf(run_dir: str | os.PathLike, out: str | os.PathLike) -> Any:
     Raises:
         ConfigError: ArviZ is missing, ``out`` cannot be written, or the run cannot be read.
     """
-    from bnnkit.evaluate import check_out_file
+    from bnnkit.evaluation import check_out_file
 
     require_arviz()
     check_out_file(out, ".nc", "samples")

@@ -4,7 +4,7 @@ A kind is recognised by its marker files (a run directory: ``run.json`` naming a
 an experiment: the files its write function leaves) and turned into a
 :class:`~bnnkit.report.sections.Section` by a small function that reads what the command
 already wrote: the experiments' markdown tables and PNGs, and for a run the evaluation
-:func:`bnnkit.evaluate.evaluate` stored (or computes, without writing, when it has none).
+:func:`bnnkit.evaluation.evaluate` stored (or computes, without writing, when it has none).
 
 Example:
     >>> import tempfile
@@ -64,7 +64,7 @@ def _table_file(folder: Path, name: str) -> tuple[Block, ...]:
 
 def _evaluation(folder: Path) -> dict[str, Any]:
     # evaluate() stores its result beside the run; reuse it unless the run changed since.
-    from bnnkit.evaluate import evaluate
+    from bnnkit.evaluation import evaluate
     from bnnkit.runs import RunDir
 
     stored = folder / "evaluation.json"

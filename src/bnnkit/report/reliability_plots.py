@@ -1,7 +1,7 @@
 """The reliability diagram: accuracy against top-1 confidence per confidence bin.
 
 From the bins :func:`bnnkit.metrics.predictive.calibration_bins` gives (and
-:func:`bnnkit.evaluate.evaluate` stores under ``"calibration"``): a perfectly calibrated
+:func:`bnnkit.evaluation.evaluate` stores under ``"calibration"``): a perfectly calibrated
 predictive has ``acc_b = conf_b`` in every bin, on the diagonal, and its expected calibration
 error ``ECE = Σ_b (n_b/N) |acc_b − conf_b|`` (in the legend) weighs each bin's gap by its share
 of the points ``n_b/N`` (the lower panel). One model is drawn as bars; several, to compare

@@ -6,7 +6,7 @@ from typing import Any
 
 
 def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """(quantity, value) rows of an evaluation dict from :func:`bnnkit.evaluate.evaluate`."""
+    """(quantity, value) rows of an evaluation dict from :func:`bnnkit.evaluation.evaluate`."""
     out = [("dataset", result["dataset"]), ("model", result["model"]),
            *([("covariate shift", f"{result['corruption']['name']}, severity "
                                   f"{result['corruption']['severity']}")]

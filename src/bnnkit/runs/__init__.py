@@ -3,15 +3,22 @@
 - :func:`run`: any method of :data:`bnnkit.inference.METHODS` on a problem, into a run
   directory, with checkpoints and bit-exact resume (:mod:`bnnkit.runs.loop`);
 - :func:`sample`: the same chains on any log density over a pytree, in memory or into a run
-  directory, and :func:`load_chains` to read such a run back (:mod:`bnnkit.runs.density`);
+  directory (:mod:`bnnkit.runs.density`);
+- :mod:`bnnkit.runs.lifecycle`: what both share: a run directory's life from its lock to
+  "finished", the key streams, the rules over several processes and the sampler warnings;
+- :func:`load_run`: any run directory read back (:mod:`bnnkit.runs.stored`), and
+  :func:`load_chains`, the chains of a :func:`sample` run;
 - :class:`RunDir`: a run directory's files, lock and resume rules
   (:mod:`bnnkit.runs.directory`);
 - :mod:`bnnkit.runs.initial`: start from another run; :mod:`bnnkit.runs.sharding`: several
   devices; :mod:`bnnkit.runs.progress`: the progress bar.
 """
 
-from bnnkit.runs.density import Chains, load_chains, sample
+from bnnkit.runs.density import Chains, sample
 from bnnkit.runs.directory import RunDir
-from bnnkit.runs.loop import RunResult, evaluation_key, run
+from bnnkit.runs.lifecycle import evaluation_key
+from bnnkit.runs.loop import RunResult, run
+from bnnkit.runs.stored import StoredRun, load_chains, load_run
 
-__all__ = ["Chains", "RunDir", "RunResult", "evaluation_key", "load_chains", "run", "sample"]
+__all__ = ["Chains", "RunDir", "RunResult", "StoredRun", "evaluation_key", "load_chains",
+           "load_run", "run", "sample"]

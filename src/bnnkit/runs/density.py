@@ -15,13 +15,16 @@ then every chain's sampler state (adapted step size, mass matrix, adaptation sta
 ``state.npz``, each recorded with its sha256 in the manifest (:mod:`bnnkit.runs.manifest`)
 before it is renamed into place. ``run.json`` holds the method, its Config, the density's
 ``name``, the sha256 and shapes of the initial positions and the status; ``resume`` continues
-from the last complete chunk and refuses a damaged or edited directory or other settings,
-exactly like the driver (:mod:`bnnkit.runs.loop`); ``bnnkit verify`` checks such a directory.
+from the last complete chunk and refuses a damaged or edited directory or other settings; the
+directory's life, the rules over several processes (only process 0 reads and writes it) and the
+sampler warnings are the driver's, from :mod:`bnnkit.runs.lifecycle`, which also says why the
+chunks are files of their own. ``bnnkit verify`` checks such a directory and
+:func:`bnnkit.runs.load_chains` (:mod:`bnnkit.runs.stored`) reads it back.
 
 The result carries the kept positions, every iteration's sampler info and the convergence
 verdict of :mod:`bnnkit.metrics.convergence` on the positions themselves (for an identifiable
 target the parameters are the quantities of interest; for a network use the run driver, whose
-verdict is in function space).
+verdict is in function space), and the warning of a stuck or unstable sampler, if any.
 
 Example (a hierarchical normal model, the eight schools, non-centred):
     >>> import tempfile
@@ -46,6 +49,7 @@ Example (a hierarchical normal model, the eight schools, non-centred):
     >>> stored = sample(log_density, start, config, run_dir=folder, name="eight_schools")
     >>> bool(jnp.all(stored.positions["z"] == chains.positions["z"]))
     True
+    >>> from bnnkit.runs import load_chains
     >>> bool(jnp.all(load_chains(folder).positions["mu"] == chains.positions["mu"]))
     True
 """
@@ -64,24 +68,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from bnnkit import storage
+from bnnkit import distributed, storage
 from bnnkit.errors import ConfigError
-from bnnkit.inference import METHODS, _noise
+from bnnkit.inference import METHODS
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, RunSettings
 from bnnkit.metrics import convergence
-from bnnkit.runs import directory, faults, manifest
-from bnnkit.runs.directory import STATE_FILE, RunDir
-from bnnkit.runs.loop import (
-    INIT_STREAM,
-    NOISE_STREAM,
-    UNIT_KEY,
-    _check_resume,
-    _load_state,
-    _recorder,
-    _resume_point,
-    member_keys,
-)
+from bnnkit.runs import faults, lifecycle, manifest
+from bnnkit.runs.directory import RunDir
+from bnnkit.runs.lifecycle import INIT_STREAM, NOISE_STREAM, Lifecycle, SamplerTally, member_keys
 from bnnkit.runs.progress import ProgressBar
 from bnnkit.types import Params
 
@@ -94,12 +89,16 @@ class Chains(NamedTuple):
         info: the sampler's info of every iteration, burn-in included, (chains, iterations).
         state: the final sampler state of every chain (adapted step size, mass matrix, ...).
         convergence: the verdict on the positions (see :mod:`bnnkit.metrics.convergence`).
+        warnings: what a user should act on: a stuck or unstable sampler after burn-in (the
+            driver's warning, :class:`bnnkit.runs.lifecycle.SamplerTally`), already shown
+            when progress was.
     """
 
     positions: Params
     info: Any
     state: Any
     convergence: dict[str, Any]
+    warnings: tuple[str, ...] = ()
 
 
 def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params,
@@ -124,7 +123,8 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
         overwrite: replace the run stored in ``run_dir``.
         name: a label of the density stored in ``run.json`` (e.g. ``"eight_schools"``);
             a resume must give the same.
-        progress: show progress, one update per checkpoint (with ``run_dir``).
+        progress: show progress, one update per checkpoint (with ``run_dir``; in memory one
+            at the end), and the warning of a stuck or unstable sampler.
 
     Returns:
         :class:`Chains`, the same bit for bit with or without ``run_dir``, however the run was
@@ -149,62 +149,31 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
                           f"{[jnp.shape(leaf) for leaf in leaves]}")
     init_all, advance = _programs(log_density, config)
     if run_dir is None:
+        bar = ProgressBar(config.METHOD.upper(), loop.num_units, enabled=progress,
+                          unit_name="iterations")
         state = init_all(initial_positions)
         state, positions, info = advance(state, 0, loop.num_units)
-        return _chains(jax.tree.map(lambda x: x[:, loop.burn_in:], positions), info, state,
-                       loop)
+        chains = chains_of(jax.tree.map(lambda x: x[:, loop.burn_in:], positions), info, state,
+                           loop)
+        bar.update(loop.num_units, f"accept {np.mean(info.acceptance_rate):.2f}")
+        for warning in chains.warnings:
+            bar.message(f"warning: {warning}")
+        bar.close()
+        return chains
     return _sample_into(RunDir(run_dir), initial_positions, config, loop, init_all, advance,
                         resume=resume, overwrite=overwrite, name=name, progress=progress)
 
 
-def load_chains(run_dir: str | os.PathLike, like: Params | None = None) -> Chains:
-    """The chains a finished :func:`sample` run stored, each file checked against its digest.
+def shapes(config: RunSettings, positions: Params) -> tuple[Any, Any, Any]:
+    """The shapes and dtypes of a run's sampler state, and of the kept positions and the info
+    of one iteration (chains first), for ``positions`` of one position per chain.
 
-    Args:
-        run_dir: the run directory.
-        like: a pytree of the positions' structure (e.g. the initial positions); ``None``
-            rebuilds nested dictionaries from the stored names, which fits positions that are
-            dictionaries.
-
-    Raises:
-        ConfigError: not a finished :func:`sample` run, a damaged or edited file, or positions
-            that are not dictionaries without ``like``.
+    The state's structure does not depend on the density's values, so none is needed.
     """
-    rundir = RunDir(run_dir)
-    record = rundir.read_record()
-    if not record.get("chunks") or record.get("method") not in METHODS:
-        raise ConfigError(f"{str(rundir.path)!r} is not a run of bnnkit.runs.sample")
-    if record.get("status") != "finished":
-        raise ConfigError(f"{str(rundir.path)!r} is not finished (status "
-                          f"{record.get('status')!r}); resume it with sample(..., "
-                          "resume=True)")
-    config = METHODS[record["method"]].Config.from_dict(record["method_config"])
-    loop = config.loop(1)
-    stored = record["problem"]["initial_positions"]
-    if like is None:
-        like = _nested({path: 0 for path in stored})
-        if str(jax.tree.structure(like)) != record["problem"]["structure"]:
-            raise ConfigError(f"the positions stored in {str(rundir.path)!r} are a "
-                              f"{record['problem']['structure']}, not dictionaries; pass "
-                              "like= a pytree of their structure")
-    given = sorted(jax.tree.leaves(_paths(like)))
-    if given != sorted(stored):
-        raise ConfigError(f"like= has the leaves {given}, the positions stored in "
-                          f"{str(rundir.path)!r} {sorted(stored)}")
-    positions = jax.tree.map(lambda _, path: jax.ShapeDtypeStruct(tuple(stored[path][0]),
-                                                                  np.dtype(stored[path][1])),
-                             like, _paths(like))
-    # Shapes only: the state's structure does not depend on the density's values.
     init_all, advance = _programs(_zero_density, config)
-    template = jax.eval_shape(init_all, positions)
-    info_template = jax.eval_shape(lambda state: advance(state, 0, 1)[2], template)
-    found = manifest.check(rundir, record, hash_samples=False)
-    problem = manifest.first_problem(rundir, found)
-    if problem is not None:
-        raise ConfigError(f"cannot load: {problem}")
-    _, state = _load_state(rundir, template, found.state_sha256)
-    return _chains(*_load_chunks(rundir, loop.num_units, positions, info_template), state,
-                   loop)
+    state = jax.eval_shape(init_all, positions)
+    _, kept, info = jax.eval_shape(lambda state: advance(state, 0, 1), state)
+    return state, kept, info
 
 
 def _zero_density(params: Params) -> jax.Array:
@@ -264,7 +233,9 @@ def _build_programs(log_density: Callable[[Params], jax.Array],
 _cached_programs = functools.lru_cache(maxsize=8)(_build_programs)
 
 
-def _chains(kept: Params, info: Any, state: Any, loop: Loop) -> Chains:
+def chains_of(kept: Params, info: Any, state: Any, loop: Loop) -> Chains:
+    """The :class:`Chains` of the kept positions and every iteration's info (chains first),
+    with the verdict and the sampler warning computed from them."""
     draws = jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(kept)
     after = jax.tree.map(lambda x: np.asarray(x)[:, loop.burn_in:], info)
     verdict = (convergence.verdict(np.asarray(draws),
@@ -273,7 +244,18 @@ def _chains(kept: Params, info: Any, state: Any, loop: Loop) -> Chains:
                if draws.shape[1] >= 4 else
                {"converged": False, "problems": ["fewer than 4 kept samples per chain"],
                 "advice": ["run more iterations after burn-in"]})
-    return Chains(kept, info, state, verdict)
+    tally = SamplerTally(loop)
+    tally_chunk(tally, 0, info, loop)
+    warning = tally.warning()
+    return Chains(kept, info, state, verdict, () if warning is None else (warning,))
+
+
+def tally_chunk(tally: SamplerTally, first: int, info: Any, loop: Loop) -> None:
+    """Count iterations ``first, first + 1, ...`` of ``info`` (chains first) in ``tally``."""
+    accepted, divergent = np.asarray(info.acceptance_rate), np.asarray(info.divergent)
+    for i in range(accepted.shape[1]):
+        tally.add({"burn_in": first + i < loop.burn_in, "acceptance_rate": accepted[:, i],
+                   "divergent": divergent[:, i]})
 
 
 def positions_digest(positions: Params) -> str:
@@ -293,24 +275,6 @@ def positions_digest(positions: Params) -> str:
     return digest.hexdigest()
 
 
-def _paths(tree: Any) -> Any:
-    """``tree`` with each leaf replaced by its path as :func:`bnnkit.storage.flatten_tree`
-    names it."""
-    return jax.tree_util.tree_map_with_path(lambda path, _: storage.path_to_str(path), tree)
-
-
-def _nested(flat: dict[str, Any]) -> dict[str, Any]:
-    """``{"a/b": x}`` as ``{"a": {"b": x}}``."""
-    out: dict[str, Any] = {}
-    for path, value in flat.items():
-        *parents, last = path.split("/")
-        node = out
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
-    return out
-
-
 def _problem(initial_positions: Params, name: str | None) -> dict[str, Any]:
     """What ``run.json`` records of the density: what a resume must give again."""
     flat = storage.flatten_tree(initial_positions)
@@ -325,116 +289,95 @@ def _sample_into(rundir: RunDir, initial_positions: Params, config: RunSettings,
                  init_all: Callable, advance: Callable, *, resume: bool, overwrite: bool,
                  name: str | None, progress: bool) -> Chains:
     """:func:`sample` into ``rundir``: every check first, then chunk by chunk under its lock."""
-    rundir.check_target(resume=resume, overwrite=overwrite)
+    lifecycle.check_target(rundir, resume=resume, overwrite=overwrite)
     problem = _problem(initial_positions, name)
-    config_dict = config.to_dict()
-    found = None
-    if resume:
-        record = rundir.read_record()
-        if not record.get("chunks"):
-            raise ConfigError(f"{rundir.given!r} is a run of the driver (bnnkit.runs.run), "
-                              "not of sample(); resume it with bnnkit.runs.run")
-        _check_resume(record, config, problem, config_dict)
-        found = _resume_point(rundir, record, loop)
+    found = (lifecycle.resume_checks(rundir, config, problem, loop, chunks=True) if resume
+             else None)
     # Traced, not run: an error of the density shows here, before anything is written.
     template = jax.eval_shape(init_all, initial_positions)
-    info_template = jax.eval_shape(lambda state: advance(state, 0, 1)[2], template)
-    positions = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
-                             initial_positions)
-    if found is not None:
-        if record["status"] == "finished" and found.state_unit == loop.num_units:
-            # Nothing to run: the stored chains, read and checked, written nothing.
-            _, state = _load_state(rundir, template, found.state_sha256)
-            return _chains(*_load_chunks(rundir, loop.num_units, positions, info_template),
-                           state, loop)
-        record.update(method_config=config_dict, loop=dataclasses.asdict(loop))
-    if not resume:
-        record = {"method": config.METHOD, "layout": directory.LAYOUT, "problem": problem,
-                  "method_config": config_dict, "loop": dataclasses.asdict(loop),
-                  "manifest": True, "chunks": True, "versions": directory.versions(),
-                  "git": directory.git_hash(), "gaussian_noise": _noise.GENERATOR,
-                  "started": directory.now()}
-    files = manifest.Manifest(rundir.manifest_file)
-    with rundir.lock():
-        faults.point("locked")
-        start, kept, info = 0, [], []
-        if found is None:
-            rundir.prepare(overwrite=overwrite)
-            # The directory is a run from here on: a crash leaves a run that never started.
-            rundir.write_record({**record, "status": "starting"})
-            faults.point("started")
-            files.rewrite([])
-        elif found.state_sha256 is not None:
-            start, state = _load_state(rundir, template, found.state_sha256)
-            kept, info = (list(part) for part in zip(
-                _load_chunks(rundir, start, positions, info_template), strict=True))
+    _, kept_template, info_template = jax.eval_shape(lambda s: advance(s, 0, 1), template)
+    record = None if resume else lifecycle.new_record(config, loop, problem, chunks=True)
+    with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
+        start, state = life.resume_state(template)
+        kept, info = _chunks_before(life, start, kept_template, info_template, loop)
+        if found is not None and life.record["status"] == "finished" and (
+                start == loop.num_units):
+            # Nothing to run: the stored chains, read and checked; nothing is written.
+            return chains_of(_concatenate(kept), _concatenate(info), state, loop)
         if not start:
             state = init_all(initial_positions)
-        if found is not None:
-            _forget_after(rundir, files, start, found.state_sha256)
-        record.update(status="running", resumed_at=start if found is not None else None,
-                      iterations_done=start)
-        rundir.write_record(record)
-        bar = ProgressBar(config.METHOD.upper(), loop.num_units, start, enabled=progress,
-                          unit_name="iterations")
+        life.begin(start, config, loop, iterations_done=start)
+        tally = SamplerTally(loop)
+        for part in info:
+            tally_chunk(tally, 0, part, loop)
+        bar = ProgressBar(config.METHOD.upper(), loop.num_units, start,
+                          enabled=progress and life.writer, unit_name="iterations")
         try:
             for first in range(start, loop.num_units, loop.save_every):
                 length = min(loop.save_every, loop.num_units - first)
                 state, chunk_positions, chunk_info = advance(state, first, length)
                 chunk_kept = jax.tree.map(lambda x, f=first: x[:, max(loop.burn_in - f, 0):],
                                           chunk_positions)
-                end = first + length
-                storage.save_arrays(
-                    rundir.path / manifest.chunk_name(end),
-                    {**storage.flatten_tree(chunk_kept, "positions/"),
-                     **storage.flatten_tree(chunk_info, "info/")},
-                    before_rename=_chunk_recorder(files, first, end))
-                storage.save_arrays(rundir.state_file,
-                                    {**storage.flatten_tree(state), UNIT_KEY: np.asarray(end)},
-                                    before_rename=_recorder(files, STATE_FILE, unit=end,
-                                                            point="state-recorded"))
-                rundir.write_record({**record, "iterations_done": end})
-                faults.point("unit-done")
+                _save_chunk(life, first, first + length, chunk_kept, chunk_info, state)
                 kept.append(chunk_kept)
                 info.append(chunk_info)
+                tally_chunk(tally, first, chunk_info, loop)
                 bar.update(length, f"accept {np.mean(chunk_info.acceptance_rate):.2f}")
+                warning = tally.news()
+                if warning is not None:
+                    bar.message(f"warning: {warning}")
         finally:
             bar.close()
-        record.update(status="finished", finished=directory.now(),
-                      iterations_done=loop.num_units)
-        files.rewrite(files.latest().values())
-        rundir.write_record(record)
-    return _chains(_concatenate(kept), _concatenate(info), state, loop)
+        life.finish(iterations_done=loop.num_units)
+    return chains_of(_concatenate(kept), _concatenate(info), state, loop)
 
 
-def _chunk_recorder(files: manifest.Manifest, first: int,
-                    end: int) -> Callable[[storage.Written], None]:
-    """Writes a chunk's manifest line before the chunk is renamed into place."""
-
-    def record(written: storage.Written) -> None:
-        files.append(manifest.entry(manifest.chunk_name(end), written, unit=end, first=first))
-        faults.point("sample-recorded")
-
-    return record
-
-
-def _forget_after(rundir: RunDir, files: manifest.Manifest, start: int,
-                  state_sha256: str | None) -> None:
-    """Delete the chunks after iteration ``start`` (recomputed identically from the state)
-    and rewrite the manifest with one line per file kept."""
-    for path in rundir.samples_dir.glob("chunk_*.npz"):
-        unit = manifest.chunk_unit(f"samples/{path.name}")
-        if unit is None or unit > start:
-            path.unlink()
-    files.rewrite(line for file, line in files.latest().items()
-                  if (file == STATE_FILE and line["sha256"] == state_sha256)
-                  or (manifest.chunk_unit(file) is not None and line["unit"] <= start))
+def _save_chunk(life: Lifecycle, first: int, end: int, kept: Params, info: Any,
+                state: Any) -> None:
+    """Write the chunk of iterations ``first .. end - 1`` (its kept positions and info), then
+    the state after it, each recorded in the manifest before it is renamed into place."""
+    if life.writer:
+        name = manifest.chunk_name(end)
+        storage.save_arrays(life.rundir.path / name,
+                            {**storage.flatten_tree(kept, "positions/"),
+                             **storage.flatten_tree(info, "info/")},
+                            before_rename=life.recorder(name, unit=end, first=first))
+    life.save_state(state, end)
+    if life.writer:
+        life.rundir.write_record({**life.record, "iterations_done": end})
+    faults.point("unit-done")
 
 
-def _load_chunks(rundir: RunDir, upto: int, positions: Params,
-                 info_template: Any) -> tuple[Params, Any]:
+def _chunks_before(life: Lifecycle, start: int, kept_template: Any, info_template: Any,
+                   loop: Loop) -> tuple[list[Any], list[Any]]:
+    """The kept positions and info of the iterations before ``start``, as lists of one part
+    (none when ``start`` is 0): read by process 0, handed to every process bit for bit."""
+    if not start:
+        return [], []
+    stored = (load_chunks(life.rundir, start, kept_template, info_template) if life.writer
+              else None)
+    template = (_along(kept_template, max(start - loop.burn_in, 0)),
+                _along(info_template, start))
+    _, (kept, info) = distributed.from_first(start, stored, template)
+    return [kept], [info]
+
+
+def _along(template: Any, length: int) -> Any:
+    """``template`` (chains, 1, ...) with ``length`` iterations instead of one."""
+    return jax.tree.map(lambda t: jax.ShapeDtypeStruct((t.shape[0], length, *t.shape[2:]),
+                                                       t.dtype), template)
+
+
+def load_chunks(rundir: RunDir, upto: int, positions: Params,
+                info_template: Any) -> tuple[Params, Any]:
     """The kept positions and info of iterations ``0 .. upto - 1`` from the chunk files,
     each checked against its recorded digest.
+
+    Args:
+        rundir: a :func:`sample` run's directory.
+        upto: the iterations to read.
+        positions: a pytree of the positions' structure.
+        info_template: a pytree of the info's structure.
 
     Raises:
         ConfigError: a damaged or edited chunk, or chunks that do not cover those iterations.

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import hashlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -92,6 +93,20 @@ def git_hash() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def package_version() -> str:
+    """The installed bnnkit distribution's version (``"unknown"`` when bnnkit runs from a
+    source tree that was never installed).
+
+    Example:
+        >>> package_version() != ""
+        True
+    """
+    try:
+        return importlib.metadata.version("bnnkit")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def versions() -> dict[str, str]:
     """Versions of bnnkit, its numerical dependencies and Python, and the JAX backend."""
     import blackjax
@@ -99,10 +114,8 @@ def versions() -> dict[str, str]:
     import jax
     import optax
 
-    import bnnkit
-
     return {
-        "bnnkit": bnnkit.__version__, "jax": jax.__version__, "flax": flax.__version__,
+        "bnnkit": package_version(), "jax": jax.__version__, "flax": flax.__version__,
         "optax": optax.__version__, "blackjax": blackjax.__version__,
         "numpy": np.__version__, "python": platform.python_version(),
         "backend": jax.default_backend(),

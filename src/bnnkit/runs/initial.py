@@ -27,8 +27,9 @@ import numpy as np
 
 from bnnkit import problem as problem_lib
 from bnnkit.errors import ConfigError
-from bnnkit.posterior import Mixture, Samples, store
+from bnnkit.posterior import Mixture, Samples
 from bnnkit.runs.directory import RunDir
+from bnnkit.runs.stored import stored_posterior
 from bnnkit.types import Params
 
 
@@ -154,7 +155,7 @@ def positions_from_run(spec: str, built: problem_lib.Problem, num_members: int, 
                 f"{flag} {str(rundir.path)!r} is for {key} {record['problem'].get(key)!r}, not "
                 f"{mine[key]!r}; allowed: a run with the same model and dataset")
     template = jax.eval_shape(built.init_params, jax.random.PRNGKey(0))
-    stored = _positions(store.load_run(rundir, record, template), index)
+    stored = _positions(stored_posterior(rundir, record, template), index)
     chains = int(jax.tree.leaves(stored)[0].shape[0])
     for t, s in zip(jax.tree.leaves(template), jax.tree.leaves(stored), strict=True):
         if tuple(t.shape) != tuple(s.shape[1:]):

@@ -15,11 +15,9 @@ It then advances every member (chain) unit by unit, where a unit is whatever
 
 Members run in one vmapped step (or one after the other), vmapped under the axis name
 :data:`~bnnkit.inference.adaptation.MEMBERS`, over which a method may share statistics between
-its chains (ChEES adaptation). Keys are pure functions of (seed,
-stream, member, unit[, minibatch]): stream 0 initialises, 1 drives the method's noise, 2 orders
-the data, 3 draws evaluation samples, 4 augments minibatches; member m's key at unit u is
-``fold_in(fold_in(fold_in(key(seed), stream), m), u)``. Nothing else is random, which is what
-makes ``--resume`` reproduce the uninterrupted run bit for bit.
+its chains (ChEES adaptation). Keys, the directory's life (lock, "starting", resume,
+"finished"), the rules over several processes and the sampler warnings are those of
+:mod:`bnnkit.runs.lifecycle`, which :func:`bnnkit.runs.sample` shares.
 
 After each unit, in this order: the posterior ``method.posterior`` returns for each member is
 stored through :mod:`bnnkit.posterior.store` when the unit is kept; one log line is appended;
@@ -51,23 +49,28 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from bnnkit import distributed, storage
+from bnnkit import distributed
 from bnnkit import problem as problem_lib
 from bnnkit.data.augment import random_crop_flip
 from bnnkit.errors import ConfigError
-from bnnkit.inference import _noise
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.models import num_params
 from bnnkit.posterior import store
-from bnnkit.runs import directory, faults, manifest, sharding
-from bnnkit.runs.directory import STATE_FILE, RunDir
+from bnnkit.runs import faults, lifecycle, manifest, sharding
+from bnnkit.runs.directory import RunDir
 from bnnkit.runs.initial import positions_from_run, problem_of_run, source_differences
+from bnnkit.runs.lifecycle import (
+    AUGMENT_STREAM,
+    DATA_STREAM,
+    INIT_STREAM,
+    NOISE_STREAM,
+    Lifecycle,
+    SamplerTally,
+    member_keys,
+)
 from bnnkit.runs.progress import ProgressBar
 from bnnkit.types import Batch, Params
-
-INIT_STREAM, NOISE_STREAM, DATA_STREAM, EVAL_STREAM, AUGMENT_STREAM = 0, 1, 2, 3, 4
-UNIT_KEY = "__unit__"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,17 +96,6 @@ class RunResult:
     seconds_per_unit: float
     last_log: dict
     warnings: tuple[str, ...] = ()
-
-
-def member_keys(seed: int, stream: int, num_members: int) -> jax.Array:
-    """Member m's root key of ``stream``: ``fold_in(fold_in(key(seed), stream), m)``."""
-    base = jax.random.fold_in(jax.random.PRNGKey(seed), stream)
-    return jax.vmap(lambda m: jax.random.fold_in(base, m))(jnp.arange(num_members))
-
-
-def evaluation_key(seed: int) -> jax.Array:
-    """The key of a run's evaluation draws (stream 3), so repeated evaluations agree."""
-    return jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_STREAM)
 
 
 def minibatch_indices(key: jax.Array, num_train: int, batch_size: int) -> jax.Array:
@@ -216,7 +208,7 @@ def run(
     sharding.check_mode(shard)
     rundir = RunDir(run_dir)
     # The directory first: cheap, and nothing is built for a run that cannot start there.
-    distributed.first_decides(lambda: rundir.check_target(resume=resume, overwrite=overwrite))
+    lifecycle.check_target(rundir, resume=resume, overwrite=overwrite)
     if problem is None:
         problem = problem_of_run(config)
     built = problem_lib.build(problem)
@@ -229,16 +221,7 @@ def run(
     init_params = _initial_params(built, config, loop)
     notes = [] if config.source_run() is None or type(config).PROBLEM_FROM_SOURCE else (
         source_differences(config.source_run(), problem, flag=type(config).SOURCE_FLAG))
-    batch = built.train_batch() if loop.kind == "iterations" else None
-    placements = None
-    if loop.kind == "iterations":
-        placements = sharding.placement(shard, loop.num_members, built.dataset.num_train)
-        if placements is not None:
-            batch = distributed.place(batch, placements[1])
-    elif loop.kind == "epochs":
-        # The training set is replicated; each minibatch (data) or the members (chains) split.
-        placements = sharding.placement(shard, loop.num_members, loop.batch_size,
-                                        data_label="examples per minibatch (--batch-size)")
+    batch, placements = _placed_batch(built, loop, shard)
     init_keys = member_keys(config.seed, INIT_STREAM, loop.num_members)
     first = _first_batch(built, loop) if batch is None else batch
 
@@ -249,57 +232,32 @@ def run(
     # Everything the run needs is checked here, by tracing, before the directory is touched.
     template = jax.eval_shape(init_all, init_keys, first)
     problem_dict = dataclasses.asdict(problem)
-    config_dict = config.to_dict()
-    found = None
+    found, record = None, None
     if resume:
-        # Only process 0 reads the run directory; the others receive its state.
-        found = distributed.first_decides(lambda: _resume_checks(rundir, config, problem_dict,
-                                                           config_dict, loop))
+        found = lifecycle.resume_checks(rundir, config, problem_dict, loop, chunks=False)
     else:
-        record = _new_record(built, config, loop, method.position(template), problem_dict,
-                             config_dict)
-    writer = distributed.is_writer()
-    with distributed.first_holds(rundir.lock):
-        faults.point("locked")
-        if not resume and writer:
-            rundir.prepare(overwrite=overwrite)
-            # The directory is a run from here on: a crash leaves a run that never started.
-            rundir.write_record({**record, "status": "starting"})
-            faults.point("started")
-            rundir.samples_dir.mkdir(exist_ok=True)
-        return _run_locked(built, method, config, loop, rundir,
+        record = _new_record(built, config, loop, method.position(template), problem_dict)
+    with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
+        return _run_locked(life, built, method, config, loop,
                            lambda: jax.jit(init_all)(init_keys, first), template, batch,
-                           placements, problem_dict, config_dict, found=found,
-                           progress=progress and writer, log_every=log_every,
+                           placements, progress=progress and life.writer, log_every=log_every,
                            on_unit=on_unit, notes=notes)
 
 
-def _resume_checks(rundir: RunDir, config: RunSettings, problem_dict: dict,
-                   config_dict: dict, loop: Loop) -> manifest.Check:
-    record = rundir.read_record()
-    _check_resume(record, config, problem_dict, config_dict)
-    return _resume_point(rundir, record, loop)
-
-
-def _resume_point(rundir: RunDir, record: dict, loop: Loop) -> manifest.Check:
-    """Where a resume starts, after checking every file it keeps against the manifest.
-
-    Raises:
-        ConfigError: a damaged, missing or unrecorded file that the resume would keep (it
-            cannot recompute what precedes its last state), or fewer units than already done.
-    """
-    found = manifest.check(rundir, record)
-    problem = manifest.first_problem(rundir, found, only_unrepairable=True)
-    if problem is not None:
-        raise ConfigError(f"cannot resume: {problem}")
-    done = found.state_unit
-    if not record.get("manifest") and rundir.state_file.is_file():
-        done = int(storage.load_arrays(rundir.state_file).get(UNIT_KEY, 0))
-    if loop.num_units < done:
-        raise ConfigError(
-            f"--resume may only extend a run: {str(rundir.path)!r} has done {done} "
-            f"{loop.kind}, more than the {loop.num_units} asked for now; allowed: >= {done}")
-    return found
+def _placed_batch(built: problem_lib.Problem, loop: Loop, shard: str):
+    """The full training set of a full-batch method, placed on the devices (``None`` for the
+    others), and the placements of (members, data) over the devices (``None``: one device)."""
+    if loop.kind == "iterations":
+        batch = built.train_batch()
+        placements = sharding.placement(shard, loop.num_members, built.dataset.num_train)
+        if placements is not None:
+            batch = distributed.place(batch, placements[1])
+        return batch, placements
+    if loop.kind == "epochs":
+        # The training set is replicated; each minibatch (data) or the members (chains) split.
+        return None, sharding.placement(shard, loop.num_members, loop.batch_size,
+                                        data_label="examples per minibatch (--batch-size)")
+    return None, None
 
 
 def _initial_params(built: problem_lib.Problem, config: RunSettings, loop: Loop):
@@ -319,32 +277,6 @@ def _first_batch(built: problem_lib.Problem, loop: Loop) -> Batch:
     """A batch of the loop's size, for methods whose ``init`` reads the data's shapes."""
     n = min(loop.batch_size or built.dataset.num_train, built.dataset.num_train)
     return built.batch(built.dataset.x_train[:n], built.dataset.y_train[:n])
-
-
-def _check_resume(record: dict, config: RunSettings, problem_dict: dict,
-                  config_dict: dict) -> None:
-    if record.get("method") != config.METHOD:
-        raise ConfigError(f"cannot resume a {record.get('method')!r} run as {config.METHOD!r}")
-    if "layout" not in record:
-        raise ConfigError("the run comes from an older bnnkit layout and cannot be resumed by "
-                          "this version; start it again with --overwrite")
-    stored = type(config).current_names(record["method_config"])
-    # A resumable setting (HMC's integrator) changes neither the state nor the samples, so a
-    # run made before it existed resumes with it.
-    newer = sorted(set(config_dict) - set(stored) - type(config).resumable())
-    if newer:
-        # Its state has no place for what the new setting adapts or keeps.
-        raise ConfigError(f"the run was made by an older bnnkit without the setting(s) "
-                          f"{', '.join(newer)} and cannot be resumed by this version; start it "
-                          "again with --overwrite")
-    if config.draws_gaussian_noise and record.get("gaussian_noise") != _noise.GENERATOR:
-        raise ConfigError(f"the run drew its Gaussian noise with "
-                          f"{record.get('gaussian_noise', 'jax.random.normal')!r}, this version "
-                          f"with {_noise.GENERATOR!r}, so it cannot continue the same stream; "
-                          "start it again with --overwrite")
-    directory.check_same_settings(
-        {**record["problem"], **stored}, {**problem_dict, **config_dict},
-        type(config).resumable())
 
 
 def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed: int,
@@ -437,65 +369,40 @@ def _unit_batch(built: problem_lib.Problem, loop: Loop, unit: int, full: Batch |
     return built.batch(built.dataset.x_train[start:stop], built.dataset.y_train[start:stop])
 
 
-def _new_record(built, config, loop, position, problem_dict, config_dict) -> dict:
-    return {
-        "method": config.METHOD, "layout": directory.LAYOUT, "problem": problem_dict,
-        "method_config": config_dict, "loop": dataclasses.asdict(loop),
-        "manifest": True, "versions": directory.versions(), "git": directory.git_hash(),
-        "gaussian_noise": _noise.GENERATOR,
-        "started": directory.now(),
-        "num_params": num_params(jax.tree.map(
+def _new_record(built, config, loop, position, problem_dict) -> dict:
+    return lifecycle.new_record(
+        config, loop, problem_dict,
+        num_params=num_params(jax.tree.map(
             lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), position)),
-        "dataset": {"name": built.dataset.name, "task": built.dataset.task,
-                    "num_train": built.dataset.num_train,
-                    "num_test": len(built.dataset.x_test),
-                    **{k: v for k, v in built.dataset.info.items()
-                       if isinstance(v, (str, int, float))}},
-    }
+        dataset={"name": built.dataset.name, "task": built.dataset.task,
+                 "num_train": built.dataset.num_train,
+                 "num_test": len(built.dataset.x_test),
+                 **{k: v for k, v in built.dataset.info.items()
+                    if isinstance(v, (str, int, float))}})
 
 
-def _run_locked(built, method, config, loop, rundir, initial_state, template, batch,
-                placements, problem_dict, config_dict, *, found, progress, log_every,
-                on_unit, notes=()) -> RunResult:
+def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, template,
+                batch, placements, *, progress, log_every, on_unit, notes=()) -> RunResult:
     if loop.kind == "epochs":
         batch = built.train_batch()
         if placements is not None:
             batch = distributed.place(batch, NamedSharding(placements[0].mesh, PartitionSpec()))
-    # Every other process writes nothing and reads nothing: process 0 owns the directory.
-    writer = distributed.is_writer()
-    record = rundir.read_record() if writer else {}
-    start, state = 0, None
-    if found is not None and rundir.state_file.is_file() and (
-            found.state_sha256 is not None or not record.get("manifest")):
-        start, state = _load_state(rundir, template, found.state_sha256)
-    start, state = distributed.from_first(start, state, template)
+    start, state = life.resume_state(template)
     if state is None:
         state = initial_state()
-    if found is not None:
-        record.update(method_config=config_dict, loop=dataclasses.asdict(loop))
     if placements is not None:
         state = distributed.place(state, placements[0])
-    files = manifest.Manifest(rundir.manifest_file)
-    if writer:
-        # Anything written after the last checkpoint is recomputed identically from it.
-        rundir.remove_samples_from(start)
-        rundir.truncate_log(start)
-        _compact(rundir, files, record, start, found)
-        record.update(status="running", resumed_at=start if found is not None else None,
-                      layout=directory.LAYOUT, manifest=True)
-        rundir.write_record(record)
-
+    life.begin(start, config, loop)
     step_all = _unit_function(method, loop, built, config.seed, placements)
     label = {"iterations": config.METHOD.upper(), "epochs": f"{config.METHOD} epoch",
              "chunks": f"{config.METHOD} chunk"}[loop.kind]
     bar = ProgressBar(label, loop.num_units, start, enabled=progress, log_every=log_every,
                       unit_name=loop.kind)
     tally = SamplerTally(loop)
-    for line in rundir.read_log() if writer else ():  # a resumed run counts from its first unit
+    for line in life.rundir.read_log() if life.writer else ():  # counted from its first unit
         tally.add(line)
     for note in notes:
         bar.message(f"warning: {note}")
-    warned = False
     log: dict = {}
     meta: dict = {}
     t0 = time.perf_counter()
@@ -509,99 +416,35 @@ def _run_locked(built, method, config, loop, rundir, initial_state, template, ba
                                             or unit + 1 == loop.num_units)
             # Over several processes, every one gathers the state at the same units.
             whole = distributed.fetch(state) if loop.keeps(unit) or save or evaluate else state
-            if loop.keeps(unit) and writer:
-                meta = _store_posterior(rundir.sample_file(unit), method, whole, loop,
-                                        _recorder(files, manifest.sample_name(unit), unit=unit))
-                faults.point("sample-written")
+            if loop.keeps(unit) and life.writer:
+                meta = _store_posterior(life, unit, method, whole, loop)
             log = _log_line(unit, loop, info, time.perf_counter() - t_unit)
             if evaluate:
                 log["test"] = _test_metrics(built, method.position(whole))
-            if writer:
-                rundir.append_log([log])
-            if save and writer:
-                storage.save_arrays(rundir.state_file, {**storage.flatten_tree(whole),
-                                                        UNIT_KEY: np.asarray(unit + 1)},
-                                    before_rename=_recorder(files, STATE_FILE, unit=unit + 1,
-                                                            point="state-recorded"))
+            if life.writer:
+                life.rundir.append_log([log])
+            if save:
+                life.save_state(whole, unit + 1)
             faults.point("unit-done")
             tally.add(log)
             bar.update(1, tally.status(log))
-            if not warned and tally.enough_to_judge():
-                warning = tally.warning()
-                if warning is not None:
-                    warned = True
-                    bar.message(f"warning: {warning}")
+            warning = tally.news()
+            if warning is not None:
+                bar.message(f"warning: {warning}")
             if on_unit is not None:
                 on_unit(unit, log)
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
-    record.update(status="finished", finished=directory.now())
-    if meta.get("info"):
-        record["posterior_info"] = meta["info"]
-    if writer:
-        files.rewrite(files.latest().values())
-        rundir.write_record(record)
-    done = max(loop.num_units - start, 1)
+    life.finish(**({"posterior_info": meta["info"]} if meta.get("info") else {}))
     warning = tally.warning()
-    return RunResult(rundir, record, loop.num_units, seconds, seconds / done, log,
+    return RunResult(life.rundir, life.record, loop.num_units, seconds,
+                     seconds / max(loop.num_units - start, 1), log,
                      warnings=(*notes, *([] if warning is None else [warning])))
 
 
-def _load_state(rundir: RunDir, template, sha256: str | None) -> tuple[int, Any]:
-    """The stored state (checked against its recorded digest and the run's shapes) and the
-    units it covers."""
-    stored = storage.load_arrays(rundir.state_file, sha256=sha256)
-    if UNIT_KEY not in stored:
-        raise ConfigError(f"{str(rundir.state_file)!r} is damaged: it records no unit")
-    start = int(stored.pop(UNIT_KEY))
-    tree = storage.unflatten_tree(template, stored)
-    for want, got in zip(jax.tree.leaves(template), jax.tree.leaves(tree), strict=True):
-        if tuple(want.shape) != tuple(np.shape(got)) or np.asarray(got).dtype != want.dtype:
-            raise ConfigError(f"{str(rundir.state_file)!r} is damaged: it holds an array of "
-                              f"shape {np.shape(got)} where the run has {tuple(want.shape)}")
-    return start, jax.tree.map(jnp.asarray, tree)
-
-
-def _compact(rundir: RunDir, files: manifest.Manifest, record: dict, start: int,
-             found: manifest.Check | None) -> None:
-    """Rewrite the manifest with one line per file that the run keeps (a run of an older
-    layout gets its first manifest here, from the files as they are)."""
-    if found is None:
-        files.rewrite([])
-        return
-    if not record.get("manifest"):
-        lines = [{"file": manifest.sample_name(u), "unit": u,
-                  "sha256": storage.file_sha256(rundir.sample_file(u))}
-                 for u in rundir.sample_units()]
-        if rundir.state_file.is_file():
-            lines.append({"file": STATE_FILE, "unit": start,
-                          "sha256": storage.file_sha256(rundir.state_file)})
-        files.rewrite(lines)
-        return
-    entries = files.entries()
-    lines = [lines_[-1] for name, lines_ in entries.items()
-             if name != STATE_FILE and manifest.sample_unit(name) is not None
-             and manifest.sample_unit(name) < start]
-    if found.state_sha256 is not None:
-        lines += [line for line in entries.get(STATE_FILE, [])
-                  if line["sha256"] == found.state_sha256][-1:]
-    files.rewrite(lines)
-
-
-def _recorder(files: manifest.Manifest, name: str, *, unit: int,
-              point: str = "sample-recorded") -> Callable[[storage.Written], None]:
-    """Writes a file's manifest line before the file is renamed into place."""
-
-    def record(written: storage.Written) -> None:
-        files.append(manifest.entry(name, written, unit=unit))
-        faults.point(point)
-
-    return record
-
-
-def _store_posterior(path, method: Method, state, loop: Loop,
-                     before_rename: Callable[[storage.Written], None]) -> dict[str, Any]:
+def _store_posterior(life: Lifecycle, unit: int, method: Method, state,
+                     loop: Loop) -> dict[str, Any]:
     """Store ``method.posterior`` of each member's state (a kept axis of one) in one file.
 
     Returns:
@@ -609,7 +452,9 @@ def _store_posterior(path, method: Method, state, loop: Loop,
     """
     members = [method.posterior(jax.tree.map(lambda a, m=m: a[m][None], state))
                for m in range(loop.num_members)]
-    store.save(path, members, before_rename=before_rename)
+    store.save(life.rundir.sample_file(unit), members,
+               before_rename=life.recorder(manifest.sample_name(unit), unit=unit))
+    faults.point("sample-written")
     return members[0].meta()
 
 
@@ -635,79 +480,3 @@ def _test_metrics(built, position: Params) -> dict[str, float]:
     samples = Samples(jax.tree.map(lambda a: np.asarray(a)[:, None], position))
     prediction = predict(built, samples, built.dataset.x_test, max_diagnostic_points=1)
     return metrics_for(prediction, built.dataset.y_test_original)
-
-
-class SamplerTally:
-    """Acceptance and divergences of a run so far, burn-in and sampling counted apart.
-
-    The progress status shows both (``burn-in div 21`` while burning in; ``div 0 (burn-in
-    21)`` after), so it agrees with ``bnnkit evaluate``, which counts only what follows the
-    burn-in. Methods that log no acceptance rate are not judged.
-
-    Example:
-        >>> tally = SamplerTally(Loop("iterations", 20, num_members=2, burn_in=10))
-        >>> for unit in range(20):
-        ...     tally.add({"burn_in": unit < 10, "acceptance_rate": [0.0, 0.02],
-        ...                "divergent": [True, False]})
-        >>> tally.status({"burn_in": False, "acceptance_rate": [0.0, 0.02],
-        ...               "divergent": [True, False]})
-        'sampling | accept 0.01 | div 10 (burn-in 10)'
-        >>> tally.warning()[:50]
-        'the chains look stuck: acceptance 0.01 after burn-'
-    """
-
-    def __init__(self, loop: Loop):
-        self.loop = loop
-        self.acceptance = 0.0
-        self.sampled = 0
-        self.divergent = 0
-        self.burn_in_divergent = 0
-
-    def add(self, log: dict[str, Any]) -> None:
-        if "acceptance_rate" not in log:
-            return
-        divergent = int(np.sum(log.get("divergent", 0)))
-        if log.get("burn_in"):
-            self.burn_in_divergent += divergent
-            return
-        self.sampled += 1
-        self.acceptance += float(np.mean(log["acceptance_rate"]))
-        self.divergent += divergent
-
-    def enough_to_judge(self) -> bool:
-        """At least 10 sampling units, and a tenth of them, have run."""
-        sampling = self.loop.num_units - self.loop.burn_in
-        return self.sampled >= max(10, round(0.1 * sampling)) or (
-            0 < sampling == self.sampled)
-
-    def warning(self) -> str | None:
-        """The stuck-or-unstable warning of the sampling so far (``None``: none)."""
-        from bnnkit.metrics.convergence import sampler_warning
-
-        if not self.sampled:
-            return None
-        return sampler_warning(self.acceptance / self.sampled, self.divergent,
-                               self.sampled * self.loop.num_members)
-
-    def status(self, log: dict[str, Any]) -> str:
-        """The progress bar's status: phase and the quantities a method logs."""
-        sampler = "acceptance_rate" in log
-        parts = ["burn-in" if log.get("burn_in") else "sampling"] if sampler else []
-        if sampler:
-            parts.append(f"accept {np.mean(log['acceptance_rate']):.2f}")
-        if "step_size" in log:
-            parts.append(f"step {np.mean(log['step_size']):.2e}")
-        if "num_leapfrog" in log:
-            parts.append(f"L {int(np.max(log['num_leapfrog']))}")
-        for key, label in (("log_posterior", "log post"), ("elbo", "elbo")):
-            if key in log:
-                parts.append(f"{label} {np.mean(log[key]):.4g}")
-        if sampler and "divergent" in log:
-            if log.get("burn_in"):
-                parts.append(f"burn-in div {self.burn_in_divergent}")
-            else:
-                parts.append(f"div {self.divergent} (burn-in {self.burn_in_divergent})")
-        for key, value in log.get("test", {}).items():
-            if key != "ece":
-                parts.append(f"test {key} {value:.4g}")
-        return " | ".join(parts)

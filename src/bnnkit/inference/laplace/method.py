@@ -35,8 +35,10 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -142,6 +144,98 @@ class Config(RunSettings):
         return Loop("chunks", chunks, batch_size=self.curvature_chunk_size, burn_in=chunks - 1)
 
 
+def last_layer(position: Params, example: jax.Array, *, log_posterior, model: str):
+    """The path of the last Dense layer of the network at ``position`` (read from one input)."""
+    return curvature.last_dense_path(log_posterior.apply, network_variables(position), example,
+                                     model)
+
+
+def batch_curvature(position: Params, batch: Batch, example: jax.Array, *, log_posterior,
+                    structure: str, max_elements: int, model: str):
+    """The GGN of ``batch`` at ``position`` in the shape ``structure`` keeps.
+
+    The GGN is over the network's variables; the likelihood is the one at the position (with
+    its inferred noise std, if any).
+    """
+    apply = log_posterior.apply
+    params = network_variables(position)
+    likelihood = log_posterior.likelihood_for(position)
+    if structure == "diag":
+        return curvature.ggn_diag(apply, likelihood, params, batch, max_elements=max_elements)
+    if structure == "last_layer":
+        path = last_layer(params, example, log_posterior=log_posterior, model=model)
+        return curvature.ggn_block(apply, likelihood, params, batch, path,
+                                   max_elements=max_elements)
+    return curvature.kfac_factors(apply, likelihood, params, batch, max_elements=max_elements,
+                                  model=model)
+
+
+def init(key: Key, params: Params, batch: Batch, *, curvature_of: Callable) -> LaplaceState:
+    """θ* = ``params`` and zero curvature of the shape ``curvature_of`` gives."""
+    del key
+    if batch is None:
+        raise ConfigError("the Laplace method needs a batch at init to read the network")
+    example = batch.x[:1]
+    shapes = jax.eval_shape(curvature_of, params, Batch(batch.x[:1], batch.y[:1]), example)
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    dtype = jax.tree.leaves(params)[0].dtype
+    return LaplaceState(params, zeros, jnp.zeros((), dtype), jnp.zeros((), jnp.int32), example)
+
+
+def step(key: Key, state: LaplaceState, batch: Batch, *, log_posterior,
+         curvature_of: Callable) -> tuple[LaplaceState, LaplaceInfo]:
+    """Add the GGN and the log likelihood of ``batch`` at θ* (θ* never changes)."""
+    del key
+    position = state.position
+    ggn = curvature_of(position, batch, state.example)
+    ll = jnp.sum(log_posterior.likelihood_for(position).log_prob(
+        log_posterior.apply(network_variables(position), batch.x), batch.y))
+    n = jnp.asarray(batch.x.shape[0], jnp.int32)
+    new = LaplaceState(position, jax.tree.map(jnp.add, state.curvature, ggn),
+                       state.log_likelihood + ll.astype(state.log_likelihood.dtype),
+                       state.num_seen + n, state.example)
+    return new, LaplaceInfo(ll, n)
+
+
+def structured_posterior(state: LaplaceState, *, log_posterior, structure: str, model: str,
+                         **common):
+    """The posterior of one state's summed curvature, scaled to the full data set."""
+    seen = int(state.num_seen)
+    # The untempered full-data GGN: (N / n) Σ over the n examples seen.
+    scale = log_posterior.data_weight(seen)
+    common = dict(log_prior=log_posterior.log_prior, temper=log_posterior.temper,
+                  log_likelihood=float(state.log_likelihood) * scale, **common)
+    if structure == "kfac":
+        factors = {name: (np.asarray(A, np.float64) / seen, np.asarray(B, np.float64) * scale)
+                   for name, (A, B) in state.curvature.items()}
+        return structures.kronecker(state.position, factors, **common)
+    if structure == "last_layer":
+        G = np.asarray(state.curvature, np.float64) * scale
+        path = last_layer(state.position, state.example, log_posterior=log_posterior,
+                          model=model)
+        return structures.last_layer(state.position, G, path, **common)
+    G = jax.tree.map(lambda a: np.asarray(a, np.float64) * scale, state.curvature)
+    return structures.diagonal(state.position, _position_ggn(state.position, G, log_posterior),
+                               **common)
+
+
+def posterior(kept: LaplaceState, **settings):
+    """The Laplace posterior of the last kept state (:func:`structured_posterior`), with a
+    warning when its precision needed damping."""
+    state = jax.tree.map(lambda a: a[-1], kept)
+    if int(state.num_seen) < 1:
+        raise ConfigError("no data seen: run at least one step before the posterior")
+    post = structured_posterior(state, **settings)
+    message = structures.damping_message(post.info)
+    if message is not None:
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+    return post
+
+
+def position(state: LaplaceState) -> Params:
+    return state.position
+
+
 def build(log_posterior, config: Config, *, max_elements: int = curvature.MAX_ELEMENTS,
           model: str = "model") -> Method:
     """A Laplace approximation as ``init``/``step``/``posterior``.
@@ -153,78 +247,18 @@ def build(log_posterior, config: Config, *, max_elements: int = curvature.MAX_EL
         max_elements: bound on the per-example products held at once in a step.
         model: the model's name, for error messages.
     """
-    structure, prior_precision = config.structure, config.prior_precision
-    apply = log_posterior.apply
-    fields = {"num_draws": config.num_samples, "predictive": config.predictive}
-
-    def last_layer(position, example):
-        return curvature.last_dense_path(apply, network_variables(position), example, model)
-
-    def batch_curvature(position, batch: Batch, example):
-        # The GGN is over the network's variables; the likelihood is the one at the position
-        # (with its inferred noise std, if any).
-        params = network_variables(position)
-        likelihood = log_posterior.likelihood_for(position)
-        if structure == "diag":
-            return curvature.ggn_diag(apply, likelihood, params, batch, max_elements=max_elements)
-        if structure == "last_layer":
-            return curvature.ggn_block(apply, likelihood, params, batch,
-                                       last_layer(params, example), max_elements=max_elements)
-        return curvature.kfac_factors(apply, likelihood, params, batch,
-                                      max_elements=max_elements, model=model)
-
-    def init(key: Key, params: Params, batch: Batch) -> LaplaceState:
-        del key
-        if batch is None:
-            raise ConfigError("the Laplace method needs a batch at init to read the network")
-        example = batch.x[:1]
-        shapes = jax.eval_shape(batch_curvature, params, Batch(batch.x[:1], batch.y[:1]),
-                                example)
-        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-        dtype = jax.tree.leaves(params)[0].dtype
-        return LaplaceState(params, zeros, jnp.zeros((), dtype), jnp.zeros((), jnp.int32),
-                            example)
-
-    def step(key: Key, state: LaplaceState, batch: Batch):
-        del key
-        position = state.position
-        ggn = batch_curvature(position, batch, state.example)
-        ll = jnp.sum(log_posterior.likelihood_for(position).log_prob(
-            apply(network_variables(position), batch.x), batch.y))
-        n = jnp.asarray(batch.x.shape[0], jnp.int32)
-        new = LaplaceState(position, jax.tree.map(jnp.add, state.curvature, ggn),
-                           state.log_likelihood + ll.astype(state.log_likelihood.dtype),
-                           state.num_seen + n, state.example)
-        return new, LaplaceInfo(ll, n)
-
-    def posterior(kept: LaplaceState):
-        state = jax.tree.map(lambda a: a[-1], kept)
-        seen = int(state.num_seen)
-        if seen < 1:
-            raise ConfigError("no data seen: run at least one step before the posterior")
-        # The untempered full-data GGN: (N / n) Σ over the n examples seen.
-        scale = log_posterior.data_weight(seen)
-        common = dict(log_prior=log_posterior.log_prior, temper=log_posterior.temper,
-                      prior_precision=prior_precision,
-                      log_likelihood=float(state.log_likelihood) * scale, **fields)
-        if structure == "kfac":
-            factors = {name: (np.asarray(A, np.float64) / seen, np.asarray(B, np.float64) * scale)
-                       for name, (A, B) in state.curvature.items()}
-            post = structures.kronecker(state.position, factors, **common)
-        elif structure == "last_layer":
-            G = np.asarray(state.curvature, np.float64) * scale
-            post = structures.last_layer(state.position, G,
-                                         last_layer(state.position, state.example), **common)
-        else:
-            G = jax.tree.map(lambda a: np.asarray(a, np.float64) * scale, state.curvature)
-            post = structures.diagonal(state.position, _position_ggn(state.position, G,
-                                                                     log_posterior), **common)
-        message = structures.damping_message(post.info)
-        if message is not None:
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
-        return post
-
-    return Method(init=init, step=step, posterior=posterior, position=lambda s: s.position)
+    curvature_of = functools.partial(batch_curvature, log_posterior=log_posterior,
+                                     structure=config.structure, max_elements=max_elements,
+                                     model=model)
+    return Method(
+        init=functools.partial(init, curvature_of=curvature_of),
+        step=functools.partial(step, log_posterior=log_posterior, curvature_of=curvature_of),
+        posterior=functools.partial(
+            posterior, log_posterior=log_posterior, structure=config.structure, model=model,
+            prior_precision=config.prior_precision, num_draws=config.num_samples,
+            predictive=config.predictive),
+        position=position,
+    )
 
 
 def _position_ggn(position: Params, network_ggn: Params, log_posterior) -> Params:

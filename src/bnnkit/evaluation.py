@@ -1,8 +1,8 @@
 """Recompute predictions, metrics and diagnostics from a stored run directory.
 
-``evaluate(run_dir)`` rebuilds the problem from ``run.json``, reads the posterior the run
-stored (:mod:`bnnkit.posterior.store`), forms its predictive on the test set and returns (and
-stores as ``evaluation.json`` plus ``predictions/test.npz``):
+``evaluate(run_dir)`` reads the run back (:func:`bnnkit.runs.load_run`: ``run.json``, the
+rebuilt problem and the posterior of every kept unit), forms its predictive on the test set
+and returns (and stores as ``evaluation.json`` plus ``predictions/test.npz``):
 
 - classification: accuracy, NLL, ECE, and the reliability diagram's bins of the model average
   (:func:`bnnkit.metrics.predictive.calibration_bins`); regression: RMSE and NLL in original
@@ -35,45 +35,14 @@ from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.metrics import convergence, diagnostics, predictive
 from bnnkit.metrics.predictive import agreement, metrics_for, rmse, total_variation
-from bnnkit.posterior import Samples, store
+from bnnkit.posterior import Samples
 from bnnkit.predict import Prediction, posterior_predictive
 from bnnkit.runs import RunDir, evaluation_key
+from bnnkit.runs.stored import kept_samples, load_run
 
 
 def _seed(record: dict) -> int:
     return int(record.get("method_config", {}).get("seed", record.get("seed", 0)))
-
-
-def load_run(run_dir: str | os.PathLike) -> tuple[dict, problem_lib.Problem, Any]:
-    """The run record, the rebuilt problem and the stored posterior of a run directory.
-
-    Raises:
-        ConfigError: not a run directory, a damaged one, or no kept samples yet.
-
-    Example:
-        >>> import tempfile
-        >>> from bnnkit.inference import sgd
-        >>> from bnnkit.runs.loop import run
-        >>> run_dir = tempfile.mkdtemp() + "/run"
-        >>> _ = run(problem_lib.ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
-        ...         sgd.Config(init_step_size=1e-3, num_epochs=2, batch_size=64), run_dir,
-        ...         progress=False)
-        >>> record, problem, posterior = load_run(run_dir)
-        >>> record["status"], problem.dataset.name, posterior.num_chains, posterior.num_samples
-        ('finished', 'yacht_0', 1, 1)
-    """
-    rundir = RunDir(run_dir)
-    record = rundir.read_record()
-    if not isinstance(record.get("problem"), dict):
-        raise ConfigError(f"{str(rundir.run_file)!r} is damaged: it has no 'problem' object")
-    try:
-        config = problem_lib.ProblemConfig.from_dict(record["problem"])
-    except TypeError as err:  # a run of an older layout, edited by hand
-        raise ConfigError(f"{str(rundir.run_file)!r} is damaged: its problem is not one this "
-                          f"bnnkit can build ({err})") from None
-    problem = problem_lib.build(config)
-    template = jax.eval_shape(problem.init_params, jax.random.PRNGKey(0))
-    return record, problem, store.load_run(rundir, record, template)
 
 
 def check_reference(reference: str | os.PathLike, dataset: str, *,
@@ -94,14 +63,11 @@ def check_reference(reference: str | os.PathLike, dataset: str, *,
     if theirs != dataset:
         raise ConfigError(f"{flag} {path!r} is a run on dataset {theirs!r}; allowed: a run on "
                           f"dataset {dataset!r}")
-    from bnnkit.runs import manifest
-
-    found = manifest.check(rundir, record)
-    problem = manifest.first_problem(rundir, found._replace(
-        findings=[f for f in found.findings if f.file != rundir.state_file.name]))
-    if problem is not None:
-        raise ConfigError(f"{flag}: {problem}")
-    if not found.samples:
+    try:
+        samples = kept_samples(rundir, record)
+    except ConfigError as err:
+        raise ConfigError(f"{flag}: {err}") from None
+    if not samples:
         raise ConfigError(f"{flag} {path!r} has no kept samples yet; allowed: a run with "
                           "samples")
 
@@ -308,14 +274,14 @@ def evaluate(
         from bnnkit.data import reference_probs as reference_files
 
         ref_table, ref_info = reference_files.load(reference_probs)
-    record, problem, posterior = load_run(run_dir)
+    record, problem, posterior, _ = load_run(run_dir, network=True)
     if ref_table is not None:
         check_reference_probs(ref_table, problem.dataset, repr(os.fspath(reference_probs)))
     x_test = problem.dataset.x_test
     if corruption is not None:
         x_test = corrupted_inputs(problem.dataset, corruption, severity)
     if reference is not None:
-        ref_record, ref_problem, ref_posterior = load_run(reference)
+        ref_record, ref_problem, ref_posterior, _ = load_run(reference, network=True)
         if ref_problem.dataset.name != problem.dataset.name:
             raise ConfigError(
                 f"reference run {str(reference)!r} is on {ref_problem.dataset.name!r}, not "
@@ -407,7 +373,7 @@ def export_samples(run_dir: str | os.PathLike, out: str | os.PathLike) -> dict[s
         The shape of every exported array, by key.
     """
     check_out_file(out, ".npz", "samples")
-    record, _, posterior = load_run(run_dir)
+    record, _, posterior, _ = load_run(run_dir, network=True)
     arrays = storage.flatten_tree(run_samples(record, posterior).params)
     storage.save_arrays(out, arrays)
     return {k: v.shape for k, v in arrays.items()}

@@ -1,0 +1,419 @@
+"""The life of a run directory, the same for the run driver and for :func:`bnnkit.runs.sample`.
+
+Both :func:`bnnkit.runs.run` (a method on a problem) and :func:`bnnkit.runs.sample` (a
+full-batch sampler on any log density) go through these steps, in this order:
+
+1. check the target (:func:`check_target`) and, for a resume, the stored run
+   (:func:`resume_checks`: the record, the same settings as now, the point the manifest lets
+   it restart from) — all before anything is written;
+2. take the lock (:func:`opened`); a new run then clears what ``overwrite`` replaces and
+   writes ``run.json`` with status "starting": from here on the directory is a run, and one
+   that dies before its first state is one that never started;
+3. a resume loads the state it restarts from, checked against its manifest digest and the run's
+   shapes (:func:`load_state`), and forgets every file written after it, which the units after
+   it rewrite bit for bit (:meth:`Lifecycle.begin`); status "running";
+4. units: the kept posteriors and, every ``save_every`` units, the state, each recorded in the
+   manifest before it is renamed into place (:meth:`Lifecycle.recorder`,
+   :meth:`Lifecycle.save_state`);
+5. status "finished", the manifest compacted to one line per file (:meth:`Lifecycle.finish`).
+
+Keys are pure functions of (seed, stream, member, unit): stream 0 initialises, 1 drives the
+method's noise, 2 orders the data, 3 draws evaluation samples, 4 augments minibatches; member
+m's key at unit u is ``fold_in(fold_in(fold_in(key(seed), stream), m), u)``
+(:func:`member_keys`). Nothing else is random, which is what makes a resume reproduce the
+uninterrupted run bit for bit.
+
+Over several processes (:mod:`bnnkit.distributed`) only process 0 reads and writes the
+directory: it alone checks the target and the stored run (``first_decides``), holds the lock
+(``first_holds``) and reads the state, which the others receive bit for bit (``from_first``);
+every writing method of :class:`Lifecycle` does nothing on the other processes, and arrays
+spread over processes are gathered whole (``fetch``) by every process at the same units.
+
+:class:`SamplerTally` counts acceptance and divergences as the units run, so that a stuck or
+unstable sampler is named while it runs and on the result.
+
+The two samplers of directories keep two sample-file layouts, on purpose. The driver writes one
+``samples/sample_<unit>.npz`` per kept unit, holding whatever ``method.posterior`` returned for
+each member (:mod:`bnnkit.posterior.store`): a network's kept draw is large and rare (one per
+iteration of a full-batch gradient over the whole training set), and a kept unit of VI or
+Laplace is an approximation, not a draw. :func:`bnnkit.runs.sample` writes one
+``samples/chunk_<iterations done>.npz`` per checkpoint, holding the chunk's kept positions and
+every iteration's sampler info: its draws are cheap (a small density takes microseconds per
+iteration) and many, and one fsynced file per draw would make the disk, not the sampler, the
+cost of a run of thousands of draws per chain. The manifest records both kinds
+(:mod:`bnnkit.runs.manifest`) and :mod:`bnnkit.runs.stored` reads both back.
+
+Example:
+    >>> keys = member_keys(0, NOISE_STREAM, 3)
+    >>> keys.shape, bool((keys[0] != keys[1]).any())
+    ((3, 2), True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnnkit import distributed, storage
+from bnnkit.errors import ConfigError
+from bnnkit.inference import _noise
+from bnnkit.inference.base import Loop, RunSettings
+from bnnkit.runs import directory, faults, manifest
+from bnnkit.runs.directory import STATE_FILE, RunDir
+
+INIT_STREAM, NOISE_STREAM, DATA_STREAM, EVAL_STREAM, AUGMENT_STREAM = 0, 1, 2, 3, 4
+#: The entry of ``state.npz`` holding the units the state covers.
+UNIT_KEY = "__unit__"
+
+
+def member_keys(seed: int, stream: int, num_members: int) -> jax.Array:
+    """Member m's root key of ``stream``: ``fold_in(fold_in(key(seed), stream), m)``."""
+    base = jax.random.fold_in(jax.random.PRNGKey(seed), stream)
+    return jax.vmap(lambda m: jax.random.fold_in(base, m))(jnp.arange(num_members))
+
+
+def evaluation_key(seed: int) -> jax.Array:
+    """The key of a run's evaluation draws (stream 3), so repeated evaluations agree."""
+    return jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_STREAM)
+
+
+def new_record(config: RunSettings, loop: Loop, problem: dict, **more: Any) -> dict:
+    """``run.json`` of a new run (its status is set by :func:`opened`).
+
+    Args:
+        config: the method's Config.
+        loop: its loop.
+        problem: what the run is on (a problem's settings, or a density's description).
+        more: what else the run records (its dataset, its number of parameters, ...).
+    """
+    return {"method": config.METHOD, "layout": directory.LAYOUT, "problem": problem,
+            "method_config": config.to_dict(), "loop": dataclasses.asdict(loop),
+            "manifest": True, **more, "versions": directory.versions(),
+            "git": directory.git_hash(), "gaussian_noise": _noise.GENERATOR,
+            "started": directory.now()}
+
+
+def check_target(rundir: RunDir, *, resume: bool, overwrite: bool) -> None:
+    """:meth:`RunDir.check_target` on process 0; every process raises if it refused."""
+    distributed.first_decides(lambda: rundir.check_target(resume=resume, overwrite=overwrite))
+
+
+def check_resume(record: dict, config: RunSettings, problem: dict) -> None:
+    """Refuse to resume ``record``'s run with ``config`` on ``problem`` unless only resumable
+    settings differ.
+
+    Raises:
+        ConfigError: another method, an older layout or noise generator, a setting the stored
+            run has no state for, or a setting that differs, named in one line.
+    """
+    if record.get("method") != config.METHOD:
+        raise ConfigError(f"cannot resume a {record.get('method')!r} run as {config.METHOD!r}")
+    if "layout" not in record:
+        raise ConfigError("the run comes from an older bnnkit layout and cannot be resumed by "
+                          "this version; start it again with --overwrite")
+    config_dict = config.to_dict()
+    stored = type(config).current_names(record["method_config"])
+    # A resumable setting (HMC's integrator) changes neither the state nor the samples, so a
+    # run made before it existed resumes with it.
+    newer = sorted(set(config_dict) - set(stored) - type(config).resumable())
+    if newer:
+        # Its state has no place for what the new setting adapts or keeps.
+        raise ConfigError(f"the run was made by an older bnnkit without the setting(s) "
+                          f"{', '.join(newer)} and cannot be resumed by this version; start it "
+                          "again with --overwrite")
+    if config.draws_gaussian_noise and record.get("gaussian_noise") != _noise.GENERATOR:
+        raise ConfigError(f"the run drew its Gaussian noise with "
+                          f"{record.get('gaussian_noise', 'jax.random.normal')!r}, this version "
+                          f"with {_noise.GENERATOR!r}, so it cannot continue the same stream; "
+                          "start it again with --overwrite")
+    directory.check_same_settings(
+        {**record["problem"], **stored}, {**problem, **config_dict}, type(config).resumable())
+
+
+def resume_point(rundir: RunDir, record: dict, loop: Loop) -> manifest.Check:
+    """Where a resume starts, after checking every file it keeps against the manifest.
+
+    Raises:
+        ConfigError: a damaged, missing or unrecorded file that the resume would keep (it
+            cannot recompute what precedes its last state), or fewer units than already done.
+    """
+    found = manifest.check(rundir, record)
+    problem = manifest.first_problem(rundir, found, only_unrepairable=True)
+    if problem is not None:
+        raise ConfigError(f"cannot resume: {problem}")
+    done = found.state_unit
+    if not record.get("manifest") and rundir.state_file.is_file():
+        done = int(storage.load_arrays(rundir.state_file).get(UNIT_KEY, 0))
+    if loop.num_units < done:
+        raise ConfigError(
+            f"--resume may only extend a run: {str(rundir.path)!r} has done {done} "
+            f"{loop.kind}, more than the {loop.num_units} asked for now; allowed: >= {done}")
+    return found
+
+
+def resume_checks(rundir: RunDir, config: RunSettings, problem: dict, loop: Loop, *,
+                  chunks: bool) -> manifest.Check | None:
+    """Every check of a resume, on process 0 (the others get ``None``; every process raises
+    if process 0 refused).
+
+    Args:
+        chunks: the resume is of a :func:`bnnkit.runs.sample` run (else of the driver's).
+
+    Raises:
+        ConfigError: a run of the other kind, or as :func:`check_resume` and
+            :func:`resume_point`.
+    """
+
+    def checks() -> manifest.Check:
+        record = rundir.read_record()
+        if bool(record.get("chunks")) != chunks:
+            made, use = (("the driver (bnnkit.runs.run)", "bnnkit.runs.run") if chunks else
+                         ("bnnkit.runs.sample", "bnnkit.runs.sample"))
+            raise ConfigError(f"{rundir.given!r} is a run of {made}, not of "
+                              f"{'sample()' if chunks else 'the driver'}; resume it with {use}")
+        check_resume(record, config, problem)
+        return resume_point(rundir, record, loop)
+
+    return distributed.first_decides(checks)
+
+
+def load_state(rundir: RunDir, template: Any, sha256: str | None) -> tuple[int, Any]:
+    """The stored state (checked against its recorded digest and the run's shapes) and the
+    units it covers.
+
+    Args:
+        rundir: the run directory.
+        template: the state's shapes and dtypes (``jax.eval_shape`` of the run's init).
+        sha256: the digest the manifest records for it (``None``: a run of an older layout).
+
+    Raises:
+        ConfigError: a damaged state.
+    """
+    stored = storage.load_arrays(rundir.state_file, sha256=sha256)
+    if UNIT_KEY not in stored:
+        raise ConfigError(f"{str(rundir.state_file)!r} is damaged: it records no unit")
+    start = int(stored.pop(UNIT_KEY))
+    tree = storage.unflatten_tree(template, stored)
+    for want, got in zip(jax.tree.leaves(template), jax.tree.leaves(tree), strict=True):
+        if tuple(want.shape) != tuple(np.shape(got)) or np.asarray(got).dtype != want.dtype:
+            raise ConfigError(f"{str(rundir.state_file)!r} is damaged: it holds an array of "
+                              f"shape {np.shape(got)} where the run has {tuple(want.shape)}")
+    return start, jax.tree.map(jnp.asarray, tree)
+
+
+class Lifecycle:
+    """A locked run directory from "starting" to "finished", as process 0 writes it.
+
+    Made by :func:`opened`. Every method that writes does nothing on a process other than 0.
+
+    Attributes:
+        rundir: the run directory.
+        record: its ``run.json`` (on a process other than 0, only what this process set).
+        found: what :func:`resume_point` found (``None``: a new run, or not process 0).
+        files: the manifest.
+        writer: whether this process writes the directory.
+    """
+
+    def __init__(self, rundir: RunDir, record: dict, found: manifest.Check | None):
+        self.rundir, self.record, self.found = rundir, record, found
+        self.files = manifest.Manifest(rundir.manifest_file)
+        self.writer = distributed.is_writer()
+
+    def resume_state(self, template: Any) -> tuple[int, Any]:
+        """The units done and the state a resume restarts from (``(0, None)``: from the
+        start), read by process 0 and handed to every process bit for bit."""
+        start, state, found = 0, None, self.found
+        if found is not None and self.rundir.state_file.is_file() and (
+                found.state_sha256 is not None or not self.record.get("manifest")):
+            start, state = load_state(self.rundir, template, found.state_sha256)
+        return distributed.from_first(start, state, template)
+
+    def begin(self, start: int, config: RunSettings, loop: Loop, **more: Any) -> None:
+        """Forget every file written after the state at ``start`` (the run rewrites them bit
+        for bit) and mark the run "running" with ``config`` (a resume may change resumable
+        settings) and ``more``."""
+        if not self.writer:
+            return
+        self.rundir.remove_samples_from(start)
+        if self.record.get("chunks"):
+            for path in self.rundir.samples_dir.glob("chunk_*.npz"):
+                done = manifest.chunk_unit(f"{directory.SAMPLES_DIR}/{path.name}")
+                if done is None or done > start:
+                    path.unlink()
+        self.rundir.truncate_log(start)
+        self._compact(start)
+        self.record.update(method_config=config.to_dict(), loop=dataclasses.asdict(loop),
+                           status="running",
+                           resumed_at=start if self.found is not None else None,
+                           layout=directory.LAYOUT, manifest=True, **more)
+        self.rundir.write_record(self.record)
+
+    def _compact(self, start: int) -> None:
+        """Rewrite the manifest with one line per file that the run keeps (a run of an older
+        layout gets its first manifest here, from the files as they are)."""
+        rundir, files, found = self.rundir, self.files, self.found
+        if found is None:
+            files.rewrite([])
+            return
+        if not self.record.get("manifest"):
+            lines = [{"file": manifest.sample_name(u), "unit": u,
+                      "sha256": storage.file_sha256(rundir.sample_file(u))}
+                     for u in rundir.sample_units()]
+            if rundir.state_file.is_file():
+                lines.append({"file": STATE_FILE, "unit": start,
+                              "sha256": storage.file_sha256(rundir.state_file)})
+            files.rewrite(lines)
+            return
+        entries = files.entries()
+        lines = [lines_[-1] for name, lines_ in entries.items()
+                 if (manifest.sample_unit(name) is not None and manifest.sample_unit(name) < start)
+                 or (manifest.chunk_unit(name) is not None and lines_[-1]["unit"] <= start)]
+        if found.state_sha256 is not None:
+            # The line the state matches: the newest, or the one before when a crash cut off
+            # the write the newest describes.
+            lines += [line for line in entries.get(STATE_FILE, [])
+                      if line["sha256"] == found.state_sha256][-1:]
+        files.rewrite(lines)
+
+    def recorder(self, name: str, *, unit: int, point: str = "sample-recorded",
+                 **extra: Any) -> Callable[[storage.Written], None]:
+        """Writes a file's manifest line before the file is renamed into place (for
+        ``before_rename`` of :func:`bnnkit.storage.save_arrays`)."""
+
+        def record(written: storage.Written) -> None:
+            self.files.append(manifest.entry(name, written, unit=unit, **extra))
+            faults.point(point)
+
+        return record
+
+    def save_state(self, state: Any, unit: int) -> None:
+        """Write the full state after ``unit`` units (gathered whole: see
+        :func:`bnnkit.distributed.fetch`)."""
+        if self.writer:
+            storage.save_arrays(self.rundir.state_file,
+                                {**storage.flatten_tree(state), UNIT_KEY: np.asarray(unit)},
+                                before_rename=self.recorder(STATE_FILE, unit=unit,
+                                                            point="state-recorded"))
+
+    def finish(self, **more: Any) -> None:
+        """Mark the run "finished" (with ``more``) and compact the manifest."""
+        self.record.update(status="finished", finished=directory.now(), **more)
+        if self.writer:
+            self.files.rewrite(self.files.latest().values())
+            self.rundir.write_record(self.record)
+
+
+@contextlib.contextmanager
+def opened(rundir: RunDir, found: manifest.Check | None, *, record: dict | None,
+           overwrite: bool) -> Iterator[Lifecycle]:
+    """Hold the run directory's lock (process 0) for the block: a new run (``record``) is
+    prepared and written with status "starting", a resumed one's record is read back.
+
+    Raises:
+        ConfigError: another process holds the lock, or the directory changed since
+            :func:`check_target` into one that may not be started afresh.
+    """
+    writer = distributed.is_writer()
+    with distributed.first_holds(rundir.lock):
+        faults.point("locked")
+        if record is not None and writer:
+            rundir.prepare(overwrite=overwrite)
+            # The directory is a run from here on: a crash leaves a run that never started.
+            rundir.write_record({**record, "status": "starting"})
+            faults.point("started")
+            rundir.samples_dir.mkdir(exist_ok=True)
+        yield Lifecycle(rundir, rundir.read_record() if writer else {}, found)
+
+
+class SamplerTally:
+    """Acceptance and divergences of a run so far, burn-in and sampling counted apart.
+
+    The progress status shows both (``burn-in div 21`` while burning in; ``div 0 (burn-in
+    21)`` after), so it agrees with ``bnnkit evaluate``, which counts only what follows the
+    burn-in. Methods that log no acceptance rate are not judged.
+
+    Example:
+        >>> tally = SamplerTally(Loop("iterations", 20, num_members=2, burn_in=10))
+        >>> for unit in range(20):
+        ...     tally.add({"burn_in": unit < 10, "acceptance_rate": [0.0, 0.02],
+        ...                "divergent": [True, False]})
+        >>> tally.status({"burn_in": False, "acceptance_rate": [0.0, 0.02],
+        ...               "divergent": [True, False]})
+        'sampling | accept 0.01 | div 10 (burn-in 10)'
+        >>> tally.warning()[:50]
+        'the chains look stuck: acceptance 0.01 after burn-'
+        >>> tally.news()[:21], tally.news()
+        ('the chains look stuck', None)
+    """
+
+    def __init__(self, loop: Loop):
+        self.loop = loop
+        self.acceptance = 0.0
+        self.sampled = 0
+        self.divergent = 0
+        self.burn_in_divergent = 0
+        self.told = False
+
+    def add(self, log: dict[str, Any]) -> None:
+        if "acceptance_rate" not in log:
+            return
+        divergent = int(np.sum(log.get("divergent", 0)))
+        if log.get("burn_in"):
+            self.burn_in_divergent += divergent
+            return
+        self.sampled += 1
+        self.acceptance += float(np.mean(log["acceptance_rate"]))
+        self.divergent += divergent
+
+    def enough_to_judge(self) -> bool:
+        """At least 10 sampling units, and a tenth of them, have run."""
+        sampling = self.loop.num_units - self.loop.burn_in
+        return self.sampled >= max(10, round(0.1 * sampling)) or (
+            0 < sampling == self.sampled)
+
+    def warning(self) -> str | None:
+        """The stuck-or-unstable warning of the sampling so far (``None``: none)."""
+        from bnnkit.metrics.convergence import sampler_warning
+
+        if not self.sampled:
+            return None
+        return sampler_warning(self.acceptance / self.sampled, self.divergent,
+                               self.sampled * self.loop.num_members)
+
+    def news(self) -> str | None:
+        """The warning, the first time there is enough to judge and one to give (then
+        ``None``): what a running loop shows once."""
+        if self.told or not self.enough_to_judge():
+            return None
+        warning = self.warning()
+        self.told = warning is not None
+        return warning
+
+    def status(self, log: dict[str, Any]) -> str:
+        """The progress bar's status: phase and the quantities a method logs."""
+        sampler = "acceptance_rate" in log
+        parts = ["burn-in" if log.get("burn_in") else "sampling"] if sampler else []
+        if sampler:
+            parts.append(f"accept {np.mean(log['acceptance_rate']):.2f}")
+        if "step_size" in log:
+            parts.append(f"step {np.mean(log['step_size']):.2e}")
+        if "num_leapfrog" in log:
+            parts.append(f"L {int(np.max(log['num_leapfrog']))}")
+        for key, label in (("log_posterior", "log post"), ("elbo", "elbo")):
+            if key in log:
+                parts.append(f"{label} {np.mean(log[key]):.4g}")
+        if sampler and "divergent" in log:
+            if log.get("burn_in"):
+                parts.append(f"burn-in div {self.burn_in_divergent}")
+            else:
+                parts.append(f"div {self.divergent} (burn-in {self.burn_in_divergent})")
+        for key, value in log.get("test", {}).items():
+            if key != "ece":
+                parts.append(f"test {key} {value:.4g}")
+        return " | ".join(parts)

@@ -1,0 +1,267 @@
+"""Read any run directory back: the one path from a directory to the run it holds.
+
+:func:`load_run` reads ``run.json`` (checked against its settings digest), checks the files it
+reads against the manifest (:mod:`bnnkit.runs.manifest`: a missing, damaged, edited or
+unrecorded file is refused, never silently left out) and joins every kept unit:
+
+- a run of the driver (:func:`bnnkit.runs.run`): the problem rebuilt from its settings and
+  the posterior of every kept unit, read by :func:`bnnkit.posterior.store.load` from
+  ``samples/sample_<unit>.npz`` — samples joined along the sample axis, approximations (VI,
+  Laplace) as the components of a :class:`~bnnkit.posterior.mixture.Mixture`
+  (:func:`stored_posterior`);
+- a run of :func:`bnnkit.runs.sample`: its :class:`~bnnkit.runs.density.Chains` from
+  ``samples/chunk_<iterations done>.npz`` and ``state.npz``, and their kept positions as
+  :class:`~bnnkit.posterior.Samples` (:func:`load_chains` returns the chains alone).
+
+Runs written before the one driver (no ``layout`` in ``run.json``) keep reading: their sample
+files hold ``(chains, ...)`` positions.
+
+Example:
+    >>> import tempfile
+    >>> from bnnkit.inference import sgd
+    >>> from bnnkit.problem import ProblemConfig
+    >>> from bnnkit.runs.loop import run
+    >>> run_dir = tempfile.mkdtemp() + "/run"
+    >>> _ = run(ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
+    ...         sgd.Config(init_step_size=1e-3, num_epochs=2, batch_size=64), run_dir,
+    ...         progress=False)
+    >>> stored = load_run(run_dir)
+    >>> stored.record["status"], stored.problem.dataset.name, stored.chains
+    ('finished', 'yacht_0', None)
+    >>> stored.posterior.num_chains, stored.posterior.num_samples
+    (1, 1)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from bnnkit import problem as problem_lib
+from bnnkit import storage
+from bnnkit.errors import ConfigError
+from bnnkit.inference import METHODS
+from bnnkit.posterior import store
+from bnnkit.posterior.mixture import Mixture
+from bnnkit.posterior.samples import Samples
+from bnnkit.runs import density, lifecycle, manifest
+from bnnkit.runs.density import Chains
+from bnnkit.runs.directory import RunDir
+from bnnkit.types import Params
+
+
+class StoredRun(NamedTuple):
+    """What :func:`load_run` reads back.
+
+    Attributes:
+        record: ``run.json``.
+        problem: the rebuilt problem of a run of the driver (``None`` for a run of
+            :func:`bnnkit.runs.sample`, which has no data or model).
+        posterior: every kept unit's posterior joined (:func:`stored_posterior`); for a
+            :func:`bnnkit.runs.sample` run, its kept positions as Samples.
+        chains: a :func:`bnnkit.runs.sample` run's chains (``None`` for a run of the driver).
+    """
+
+    record: dict
+    problem: problem_lib.Problem | None
+    posterior: Any
+    chains: Chains | None
+
+
+def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
+             network: bool = False) -> StoredRun:
+    """Read the run stored in ``run_dir`` back.
+
+    Args:
+        run_dir: the run directory.
+        like: for a :func:`bnnkit.runs.sample` run, a pytree of its positions' structure
+            (see :func:`load_chains`).
+        network: refuse a :func:`bnnkit.runs.sample` run (for readers that predict with the
+            problem).
+
+    Raises:
+        ConfigError: not a run directory, a damaged one, no kept samples yet, an unfinished
+            :func:`bnnkit.runs.sample` run, or one when ``network``.
+    """
+    rundir = RunDir(run_dir)
+    record = rundir.read_record()
+    if record.get("chunks"):
+        if network:
+            raise ConfigError(f"{str(rundir.path)!r} is a run of bnnkit.runs.sample: chains "
+                              "on a log density, with no data or model to predict with; read "
+                              "it with bnnkit.load_chains")
+        chains = _chains(rundir, record, like)
+        return StoredRun(record, None, Samples(chains.positions), chains)
+    if not isinstance(record.get("problem"), dict):
+        raise ConfigError(f"{str(rundir.run_file)!r} is damaged: it has no 'problem' object")
+    try:
+        config = problem_lib.ProblemConfig.from_dict(record["problem"])
+    except TypeError as err:  # a run of an older layout, edited by hand
+        raise ConfigError(f"{str(rundir.run_file)!r} is damaged: its problem is not one this "
+                          f"bnnkit can build ({err})") from None
+    problem = problem_lib.build(config)
+    template = jax.eval_shape(problem.init_params, jax.random.PRNGKey(0))
+    return StoredRun(record, problem, stored_posterior(rundir, record, template), None)
+
+
+def load_chains(run_dir: str | os.PathLike, like: Params | None = None) -> Chains:
+    """The chains a finished :func:`bnnkit.runs.sample` run stored, each file checked against
+    its digest (:func:`load_run` of such a run, its chains alone).
+
+    Args:
+        run_dir: the run directory.
+        like: a pytree of the positions' structure (e.g. the initial positions); ``None``
+            rebuilds nested dictionaries from the stored names, which fits positions that are
+            dictionaries.
+
+    Raises:
+        ConfigError: not a finished :func:`bnnkit.runs.sample` run, a damaged or edited file,
+            or positions that are not dictionaries without ``like``.
+    """
+    rundir = RunDir(run_dir)
+    record = rundir.read_record()
+    if not record.get("chunks"):
+        raise ConfigError(f"{str(rundir.path)!r} is not a run of bnnkit.runs.sample")
+    return _chains(rundir, record, like)
+
+
+def _chains(rundir: RunDir, record: dict, like: Params | None) -> Chains:
+    """A :func:`bnnkit.runs.sample` run's chains (see :func:`load_chains`)."""
+    if record.get("method") not in METHODS:
+        raise ConfigError(f"{str(rundir.path)!r} is not a run of bnnkit.runs.sample")
+    if record.get("status") != "finished":
+        raise ConfigError(f"{str(rundir.path)!r} is not finished (status "
+                          f"{record.get('status')!r}); resume it with sample(..., "
+                          "resume=True)")
+    config = METHODS[record["method"]].Config.from_dict(record["method_config"])
+    loop = config.loop(1)
+    stored = record["problem"]["initial_positions"]
+    if like is None:
+        like = _nested({path: 0 for path in stored})
+        if str(jax.tree.structure(like)) != record["problem"]["structure"]:
+            raise ConfigError(f"the positions stored in {str(rundir.path)!r} are a "
+                              f"{record['problem']['structure']}, not dictionaries; pass "
+                              "like= a pytree of their structure")
+    given = sorted(jax.tree.leaves(_paths(like)))
+    if given != sorted(stored):
+        raise ConfigError(f"like= has the leaves {given}, the positions stored in "
+                          f"{str(rundir.path)!r} {sorted(stored)}")
+    positions = jax.tree.map(lambda _, path: jax.ShapeDtypeStruct(tuple(stored[path][0]),
+                                                                  np.dtype(stored[path][1])),
+                             like, _paths(like))
+    template, kept_template, info_template = density.shapes(config, positions)
+    found = manifest.check(rundir, record, hash_samples=False)
+    problem = manifest.first_problem(rundir, found)
+    if problem is not None:
+        raise ConfigError(f"cannot load: {problem}")
+    _, state = lifecycle.load_state(rundir, template, found.state_sha256)
+    kept, info = density.load_chunks(rundir, loop.num_units, kept_template, info_template)
+    return density.chains_of(kept, info, state, loop)
+
+
+def _paths(tree: Any) -> Any:
+    """``tree`` with each leaf replaced by its path as :func:`bnnkit.storage.flatten_tree`
+    names it."""
+    return jax.tree_util.tree_map_with_path(lambda path, _: storage.path_to_str(path), tree)
+
+
+def _nested(flat: dict[str, Any]) -> dict[str, Any]:
+    """``{"a/b": x}`` as ``{"a": {"b": x}}``."""
+    out: dict[str, Any] = {}
+    for path, value in flat.items():
+        *parents, last = path.split("/")
+        node = out
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
+def kept_samples(rundir: RunDir, record: dict, *,
+                 hash_samples: bool = True) -> dict[int, str | None]:
+    """The kept units of a run of the driver and their files' recorded digests, after
+    checking every sample file against the manifest (the state is not: only the samples
+    matter to a reader).
+
+    Args:
+        rundir: the run directory.
+        record: its ``run.json``.
+        hash_samples: hash every sample file now (else the reader checks each digest as it
+            loads the file).
+
+    Returns:
+        ``{unit: sha256}`` (``None`` for a run of an older layout without a manifest); empty
+        when nothing is kept yet.
+
+    Raises:
+        ConfigError: a missing, damaged, edited or unrecorded sample file, in one line.
+    """
+    found = manifest.check(rundir, record, hash_samples=hash_samples)
+    found = found._replace(findings=[f for f in found.findings
+                                     if f.file != rundir.state_file.name])
+    problem = manifest.first_problem(rundir, found)
+    if problem is not None:
+        raise ConfigError(problem)
+    return found.samples
+
+
+def stored_posterior(rundir: RunDir, record: dict, template: Params) -> Any:
+    """The posterior a run of the driver stores, over all its kept units (see :func:`combine`).
+
+    Args:
+        rundir: the run directory.
+        record: its ``run.json``.
+        template: a position with the parameter tree structure.
+
+    Raises:
+        ConfigError: no kept unit yet, a damaged file, or a run of an older layout whose
+            posterior this version cannot read.
+    """
+    if "layout" not in record:
+        units = rundir.sample_units()
+        if not units:
+            raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
+        return _load_legacy(rundir, record, template, units)
+    samples = kept_samples(rundir, record, hash_samples=False)
+    if not samples:
+        raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
+    return combine([store.load(rundir.sample_file(u), template, sha256=digest)
+                    for u, digest in sorted(samples.items())])
+
+
+def combine(units: Sequence[list[Any]]) -> Any:
+    """One posterior from those of several kept units (each a list per
+    :func:`bnnkit.posterior.store.load`).
+
+    Samples are joined along the sample axis; approximations become components of a
+    :class:`~bnnkit.posterior.mixture.Mixture` (a single one is returned as itself).
+
+    Example:
+        >>> one = [Samples({"w": np.zeros((2, 1, 3))})]
+        >>> combine([one, one, one]).num_samples
+        3
+    """
+    if not units:
+        raise ValueError("nothing to combine")
+    if isinstance(units[0][0], Samples):
+        return Samples.concatenate([unit[0] for unit in units], axis=1)
+    components = tuple(c for unit in units for c in unit)
+    return components[0] if len(components) == 1 else Mixture(components)
+
+
+def _load_legacy(rundir: RunDir, record: dict, template: Params, units: list[int]) -> Samples:
+    """Runs written before the one driver: sample files hold ``(chains, ...)`` positions."""
+    kind = record.get("posterior", "samples")
+    if kind != "samples":
+        raise ConfigError(
+            f"run {str(rundir.path)!r} comes from an older bnnkit layout whose {kind!r} "
+            "posterior this version does not read; run it again with this version")
+    parts = []
+    for u in units:
+        tree = storage.unflatten_tree(template, storage.load_arrays(rundir.sample_file(u)))
+        parts.append(Samples(jax.tree.map(lambda a: np.asarray(a)[:, None], tree)))
+    return Samples.concatenate(parts, axis=1)

@@ -1,0 +1,117 @@
+"""HMC's samples are pinned bit for bit: every adaptation mode, both leapfrog loops (and
+NUTS's, which shares Stan's windows with HMC's ``"mass"`` mode).
+
+The expected digests were produced by the HMC of ``main`` before its kernel was taken apart
+into module-level pieces (``inference/hmc.py``, ``nuts.py``, ``adaptation.py``,
+``host_leapfrog.py``), by
+running :func:`pinned_digest` of this file with that version's own interpreter::
+
+    cd <checkout of that version> && .venv/bin/python -c "import sys; \\
+        sys.path[:0] = ['<this worktree>/tests/inference']; import test_hmc_pinned as t; \\
+        [print(name, t.pinned_digest(**case)) for name, case in t.CASES.items()]"
+
+A digest is the sha256 of the bytes of every iteration's positions and diagnostics and of the
+last full state (every leaf, in the state's field order), so any change of a sample, of a
+tuned ε, τ or M⁻¹, or of the stored state's layout changes it. Floating-point results are the
+CPU backend's (jax 0.10.2, XLA:CPU on x86-64); another backend sums in other orders, so the
+test runs on the CPU backend only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bnnkit import likelihoods, priors
+from bnnkit.inference import hmc, nuts
+from bnnkit.inference.adaptation import MEMBERS
+from bnnkit.log_posterior import LogPosterior
+from bnnkit.types import Batch
+
+
+class TinyMLP(nn.Module):
+    """A nonlinear model small enough to compile in a moment."""
+
+    @nn.compact
+    def __call__(self, x):
+        return nn.Dense(3)(jnp.tanh(nn.Dense(4)(x)))
+
+
+# 30 iterations, 26 of burn-in: long enough for one of Stan's slow windows to close (10 fast,
+# 5 slow, 10 fast at the end, scaled by adaptation.window_schedule), so M⁻¹ changes in "mass"
+# and "chees", and the paper mode's dual averaging restarts at iteration 13.
+COMMON = dict(step_size=0.05, trajectory_len=0.3, num_iterations=30, num_burn_in=26,
+              max_num_leapfrog_steps=20)
+CASES = {
+    **{f"{adapt}-{integrator}": dict(adapt=adapt, integrator=integrator, num_chains=2)
+       for adapt in ("none", "step", "mass", "chees") for integrator in ("scan", "host")},
+    # One chain's host loop runs its leapfrog step unvmapped (another program than the scan's).
+    "step-host-one-chain": dict(adapt="step", integrator="host", num_chains=1),
+    "mass-host-one-chain": dict(adapt="mass", integrator="host", num_chains=1),
+    # bnn_hmc's uncorrected burn-in.
+    "step-scan-no-mh": dict(adapt="step", integrator="scan", num_chains=2,
+                            mh_during_burn_in=False),
+    "nuts": dict(method="nuts", num_chains=2, max_tree_depth=4),
+}
+# With two chains both loops give the same bits (tests/inference/test_hmc_integrator.py).
+EXPECTED = {
+    "none-scan": "fb26ca90b16e86fd4ecab476863137ff43406c64e8ecd5c9680b90e00b419b17",
+    "none-host": "fb26ca90b16e86fd4ecab476863137ff43406c64e8ecd5c9680b90e00b419b17",
+    "step-scan": "f91e088c7d86667a61bbea456e9ac8a63754fbfb73e1e3df0a5e1603647687d2",
+    "step-host": "f91e088c7d86667a61bbea456e9ac8a63754fbfb73e1e3df0a5e1603647687d2",
+    "mass-scan": "33732345f4fb6ba781ca6ef52feceada8612ac53b64fa28cf0adb2fbb1708ece",
+    "mass-host": "33732345f4fb6ba781ca6ef52feceada8612ac53b64fa28cf0adb2fbb1708ece",
+    "chees-scan": "da5d0bf426a507636d952a775fc9bc8dfa7e2ce4dcf4ae83768b03074670baa0",
+    "chees-host": "da5d0bf426a507636d952a775fc9bc8dfa7e2ce4dcf4ae83768b03074670baa0",
+    "step-host-one-chain": "536764ebd94c4bfcf99525f9385faa8ad1e70b88e1e52ccd9a141db8a5cd696e",
+    "mass-host-one-chain": "f8ec9fa41f6dd345951af1c1d487be16c527c5507e68e845aa90656df788fbdd",
+    "step-scan-no-mh": "09b940640bbc0d9a0afe39a8006d3c37063268a742e2d3c949c2a0e4063aea57",
+    "nuts": "e2ccea3ad59fe48b0368b3f622e846dbd67118407ced2f2c7249a3e17b265dfa",
+}
+
+
+def pinned_digest(method: str = "hmc", **settings) -> str:
+    """The sha256 of a short run of HMC (or NUTS) on a tiny classification problem (see the
+    module)."""
+    if method == "nuts":
+        config = nuts.Config(step_size=COMMON["step_size"], num_iterations=30, num_burn_in=26,
+                             **settings)
+    else:
+        config = hmc.Config(**COMMON, **settings)
+    rng = np.random.default_rng(0)
+    batch = Batch(jnp.asarray(rng.normal(size=(24, 2)), jnp.float32),
+                  jnp.asarray(rng.integers(0, 3, 24), jnp.int32))
+    net = TinyMLP()
+    lp = LogPosterior(net.apply, likelihoods.Categorical(3), priors.Gaussian(1.0), 24)
+    method = {"hmc": hmc, "nuts": nuts}[config.METHOD].build(lp, config)
+    keys = jax.random.split(jax.random.PRNGKey(3), config.num_chains)
+    params = jax.tree.map(
+        lambda s: jnp.asarray(rng.normal(size=(config.num_chains, *s.shape)), s.dtype),
+        jax.eval_shape(net.init, keys[0], batch.x[:1]))
+    state = jax.jit(jax.vmap(lambda k, p: method.init(k, p, batch), axis_name=MEMBERS))(
+        keys, params)
+    if getattr(config, "integrator", "scan") == "host":
+        step_all = method.step_members
+    else:  # what the run driver compiles
+        step_all = jax.jit(jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS))
+    digest = hashlib.sha256()
+    for i in range(config.num_iterations):
+        state, info = step_all(jax.vmap(lambda k, i=i: jax.random.fold_in(k, i))(keys), state,
+                               batch)
+        for leaf in jax.tree.leaves((state.position, info)):
+            digest.update(np.asarray(leaf).tobytes())
+    for leaf in jax.tree.leaves(state):
+        digest.update(np.asarray(leaf).tobytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu",
+                    reason="the digests are of the CPU backend's floating-point results")
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_samples_equal_the_pinned_ones(case):
+    assert pinned_digest(**CASES[case]) == EXPECTED[case]
