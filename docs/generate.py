@@ -2,7 +2,9 @@
 
 Each setting's flag, aliases, default, choices and help come from its ``setting(...)``
 declaration, the same source as ``bnnkit <method> --help``, so the pages cannot drift from the
-command line (``tests/test_docs.py`` regenerates them and compares).
+command line (``tests/test_docs.py`` regenerates them and compares). The methods are those of
+``METHODS``, each page naming its Config by ``Config.API_NAME``; ``method_nav.py`` puts the
+same pages in the site's navigation.
 
 Usage::
 
@@ -17,7 +19,6 @@ import inspect
 import sys
 from pathlib import Path
 
-import bnnkit
 from bnnkit import METHODS, ProblemConfig
 from bnnkit.settings import flag
 
@@ -68,7 +69,7 @@ def settings_table(cls: type) -> str:
 
 def method_page(name: str) -> str:
     cls = METHODS[name].Config
-    python = next(export for export in bnnkit.__all__ if getattr(bnnkit, export) is cls)
+    python = cls.API_NAME  # bnnkit.<API_NAME> is cls (tests/test_public_api.py)
     return (f"{HEADER}\n# {name}\n\n{_summary(cls)}\n\n"
             f"Command line: `bnnkit {name} --dataset ... --model ... --dir DIR [settings]`; "
             f"Python: `bnnkit.{python}(setting=value, ...)`. Every method also takes the "

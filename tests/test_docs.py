@@ -1,9 +1,11 @@
-"""The docs: settings pages match the Configs, and the site builds without warnings."""
+"""The docs: settings pages match the Configs, the nav reaches every page (each method's from
+``METHODS``), and the site builds without warnings."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +28,9 @@ def load_generator():
 def test_generated_pages_are_up_to_date(tmp_path):
     generate = load_generator()
     written = generate.write(tmp_path)
-    assert len(written) == 8  # the problem and seven methods
+    assert len(written) == len(METHODS) + 1  # the problem and one page per method
+    assert {p.relative_to(tmp_path).as_posix() for p in written} == {
+        "problem.md", *(f"methods/{name}.md" for name in METHODS)}
     for path in written:
         committed = ROOT / "docs" / path.relative_to(tmp_path)
         assert committed.is_file(), f"{committed} missing: run python docs/generate.py"
@@ -54,10 +58,60 @@ def test_a_pipe_in_help_does_not_split_the_row():
     assert row == "| `mode` | `--mode` |  | `'a'` | a \\| b; one of `a`, `b` |"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None, reason="mkdocs not installed")
+needs_mkdocs = pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
+                                  reason="mkdocs not installed")
+
+
+def built_nav(docs_dir: Path | None = None):
+    """The site's files and navigation as ``mkdocs build`` makes them: mkdocs.yml loaded, its
+    hooks run on the config (``method_nav.py`` fills the methods), then mkdocs's own
+    ``get_files`` and ``get_navigation``. ``docs_dir`` replaces the docs folder."""
+    from mkdocs.config import load_config
+    from mkdocs.structure.files import get_files
+    from mkdocs.structure.nav import get_navigation
+
+    overrides = {} if docs_dir is None else {"docs_dir": str(docs_dir)}
+    config = load_config(str(ROOT / "mkdocs.yml"), **overrides)
+    config = config.plugins.on_config(config)
+    files = get_files(config)
+    return files, get_navigation(files, config)
+
+
+def reached(nav) -> set[str]:
+    return {page.file.src_uri for page in nav.pages}
+
+
+@needs_mkdocs
+def test_every_method_page_is_in_the_nav():
+    _, nav = built_nav()
+    missing = {f"methods/{name}.md" for name in METHODS} - reached(nav)
+    assert not missing, f"methods without a page in the nav: {sorted(missing)}"
+
+
+@needs_mkdocs
+def test_every_docs_page_is_reached_by_the_nav():
+    # mkdocs --strict warns about a page the nav leaves out only with mkdocs.yml's
+    # validation setting; this holds whatever that setting says.
+    files, nav = built_nav()
+    pages = {f.src_uri for f in files.documentation_pages()}
+    assert pages == reached(nav), f"pages the nav does not reach: {sorted(pages - reached(nav))}"
+
+
+@needs_mkdocs
+def test_an_unreachable_page_is_caught(tmp_path):
+    # The check above can fail: a copy of docs/ with one page more than the nav reaches.
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    (tmp_path / "docs" / "orphan.md").write_text("# not in the nav\n", encoding="utf-8")
+    files, nav = built_nav(tmp_path / "docs")
+    pages = {f.src_uri for f in files.documentation_pages()}
+    assert pages - reached(nav) == {"orphan.md"}
+
+
+@needs_mkdocs
 def test_mkdocs_build_is_strict_clean(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"),
          "-d", str(tmp_path / "site")], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "site" / "methods" / "hmc" / "index.html").is_file()
+    for name in METHODS:
+        assert (tmp_path / "site" / "methods" / name / "index.html").is_file(), name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import os
@@ -37,14 +38,54 @@ def test_every_exported_name_resolves_and_is_documented(name):
     assert name in dir(bnnkit)
 
 
-def test_all_lists_every_lazy_name():
-    assert set(bnnkit.__all__) == {"ConfigError", "__version__", *bnnkit._LAZY}
+def method_names() -> dict[str, type]:
+    """Each registered method's Config by the public name it states."""
+    return {module.Config.API_NAME: module.Config for module in bnnkit.METHODS.values()}
+
+
+def test_all_lists_every_lazy_name_and_every_method_config():
+    assert len(bnnkit.__all__) == len(set(bnnkit.__all__))
+    assert set(bnnkit.__all__) == {"ConfigError", "__version__", *bnnkit._LAZY, *method_names()}
 
 
 def test_method_configs_are_the_registered_ones():
-    configs = {bnnkit.HMC, bnnkit.NUTS, bnnkit.SGD, bnnkit.Ensemble, bnnkit.SGMCMC, bnnkit.VI,
-               bnnkit.Laplace}
-    assert configs == {module.Config for module in bnnkit.METHODS.values()}
+    names = method_names()
+    assert len(names) == len(bnnkit.METHODS), "two methods' Configs state the same API_NAME"
+    for name, config in names.items():
+        # a class's name: capitalised, which is what lets bnnkit resolve it lazily
+        assert name.isidentifier() and name[:1].isupper(), name
+        assert getattr(bnnkit, name) is config, name
+        assert name in dir(bnnkit), name
+    assert names["HMC"] is bnnkit.METHODS["hmc"].Config  # the names users already write
+    assert names["Ensemble"] is bnnkit.METHODS["ensemble"].Config
+
+
+def test_static_view_names_only_real_names():
+    # The TYPE_CHECKING block's __all__ and imports (for static checkers) name nothing that
+    # bnnkit does not offer at run time, and each name it lists is imported there or defined.
+    tree = ast.parse((ROOT / "src" / "bnnkit" / "__init__.py").read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If)
+                 and getattr(node.test, "id", None) == "TYPE_CHECKING")
+    static = next(ast.literal_eval(node.value) for node in block.body
+                  if isinstance(node, ast.Assign) and node.targets[0].id == "__all__")
+    imported = {alias.asname or alias.name for node in block.body
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert set(static) <= set(bnnkit.__all__)
+    assert set(static) - imported <= {"ConfigError", "__version__"}
+    assert imported <= set(static)
+    for name in imported:
+        assert getattr(bnnkit, name) is not None, name
+
+
+def test_import_is_cheap_until_a_name_is_touched():
+    # A fresh interpreter: ``import bnnkit`` must not import JAX; a method's Config does.
+    code = ("import sys, bnnkit; assert 'jax' not in sys.modules, 'jax at import'; "
+            "bnnkit.ConfigError; assert 'jax' not in sys.modules, 'jax at ConfigError'; "
+            "config = bnnkit.SGD; assert 'jax' in sys.modules; "
+            "assert config is bnnkit.METHODS['sgd'].Config")
+    paths = [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
 def test_evaluate_stays_the_function_whatever_the_import_order():

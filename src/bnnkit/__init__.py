@@ -11,9 +11,9 @@ The names below are the public API; each is the object of the module that define
 stays cheap until one is touched.
 
 - data and problem: :func:`load_dataset`, :class:`ProblemConfig`, :func:`build_problem`;
-- methods: :data:`METHODS` (name -> module with ``Config`` and ``build``) and their Configs
-  :class:`HMC`, :class:`NUTS`, :class:`SGD`, :class:`Ensemble`, :class:`SGMCMC`, :class:`VI`,
-  :class:`Laplace`;
+- methods: :data:`METHODS` (name -> module with ``Config`` and ``build``) and each method's
+  Config under the name it states, ``Config.API_NAME`` (:class:`HMC`, :class:`SGD`,
+  :class:`Ensemble`, ...): these names and ``__all__`` are derived from :data:`METHODS`;
 - runs: :func:`run` (a method on a problem, into a run directory), :func:`sample` (any log
   density, in memory or into a run directory), :func:`load_chains`, :func:`evaluate`,
   :func:`export_samples`;
@@ -35,6 +35,7 @@ See ``README.md`` for the command line and ``docs/`` for every method's settings
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 from bnnkit.errors import ConfigError
@@ -42,19 +43,13 @@ from bnnkit.errors import ConfigError
 __version__ = "0.1.0"
 
 # Public name -> (module, attribute). Everything but ConfigError pulls in JAX, so it is
-# imported when first asked for (PEP 562) rather than by ``import bnnkit``.
+# imported when first asked for (PEP 562) rather than by ``import bnnkit``. The methods'
+# Configs are not listed: they come from METHODS (_method_configs).
 _LAZY: dict[str, tuple[str, str]] = {
     "load_dataset": ("bnnkit.data", "load"),
     "ProblemConfig": ("bnnkit.problem", "ProblemConfig"),
     "build_problem": ("bnnkit.problem", "build"),
     "METHODS": ("bnnkit.inference", "METHODS"),
-    "HMC": ("bnnkit.inference.hmc", "Config"),
-    "NUTS": ("bnnkit.inference.nuts", "Config"),
-    "SGD": ("bnnkit.inference.sgd", "Config"),
-    "Ensemble": ("bnnkit.inference.ensemble", "Config"),
-    "SGMCMC": ("bnnkit.inference.sgmcmc", "Config"),
-    "VI": ("bnnkit.inference.vi", "Config"),
-    "Laplace": ("bnnkit.inference.laplace", "Config"),
     "run": ("bnnkit.runs", "run"),
     "sample": ("bnnkit.runs", "sample"),
     "load_chains": ("bnnkit.runs", "load_chains"),
@@ -62,28 +57,17 @@ _LAZY: dict[str, tuple[str, str]] = {
     "export_samples": ("bnnkit.evaluation", "export_samples"),
 }
 
-__all__ = [
-    "HMC",
-    "METHODS",
-    "NUTS",
-    "SGD",
-    "SGMCMC",
-    "VI",
-    "ConfigError",
-    "Ensemble",
-    "Laplace",
-    "ProblemConfig",
-    "__version__",
-    "build_problem",
-    "evaluate",
-    "export_samples",
-    "load_chains",
-    "load_dataset",
-    "run",
-    "sample",
-]
+# Names defined here, not imported lazily.
+_EAGER = ("ConfigError", "__version__")
 
 if TYPE_CHECKING:
+    # What static checkers see (they cannot run METHODS): the names as of this writing. At run
+    # time every name, a new method's Config included, comes from _LAZY and METHODS, and
+    # __all__ from __getattr__; tests/test_public_api.py checks this list against it.
+    __all__ = ["HMC", "METHODS", "NUTS", "SGD", "SGMCMC", "VI", "ConfigError", "Ensemble",
+               "Laplace", "ProblemConfig", "__version__", "build_problem", "evaluate",
+               "export_samples", "load_chains", "load_dataset", "run", "sample"]
+
     from bnnkit.data import load as load_dataset
     from bnnkit.evaluation import evaluate, export_samples
     from bnnkit.inference import METHODS
@@ -99,15 +83,36 @@ if TYPE_CHECKING:
     from bnnkit.runs import load_chains, run, sample
 
 
+def _method_configs() -> dict[str, tuple[str, str]]:
+    """Each registered method's Config by its public name, ``Config.API_NAME`` (imports JAX).
+
+    Empty while :mod:`bnnkit.inference` is itself being imported, so that a look-up made
+    during that import (``from bnnkit import ...``) cannot re-enter it.
+    """
+    inference = sys.modules.get("bnnkit.inference")
+    if inference is not None and not hasattr(inference, "METHODS"):
+        return {}
+    methods = importlib.import_module("bnnkit.inference").METHODS
+    return {m.Config.API_NAME: (m.__name__, "Config") for m in methods.values()}
+
+
 def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'bnnkit' has no attribute {name!r}")
-    module, attribute = _LAZY[name]
-    value = getattr(importlib.import_module(module), attribute)
+    if name == "__all__":
+        configs = _method_configs()
+        if not configs:  # asked while the methods are being imported: not final yet
+            return sorted({*_EAGER, *_LAZY})
+        value: Any = sorted({*_EAGER, *_LAZY, *configs})
+    else:
+        # A Config's name is a class name, capitalised; other names (submodules being
+        # imported, dunder probes) never import the methods.
+        source = _LAZY.get(name) or (_method_configs().get(name) if name[:1].isupper() else None)
+        if source is None:
+            raise AttributeError(f"module 'bnnkit' has no attribute {name!r}")
+        value = getattr(importlib.import_module(source[0]), source[1])
     globals()[name] = value  # later look-ups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *_LAZY, *_method_configs()})
 

@@ -43,7 +43,7 @@ import jax
 import numpy as np
 
 from bnnkit.errors import ConfigError
-from bnnkit.settings import setting
+from bnnkit.settings import check_numbers, setting
 
 DISTRIBUTED_MODES = ("auto", "on", "off")
 T = TypeVar("T")
@@ -70,13 +70,16 @@ class Hosts:
     coordinator_address: str | None = setting(
         None, metavar="HOST:PORT",
         help="process 0's address and a free port, the same for every process")
-    num_processes: int | None = setting(None, help="processes in the run (one per host)")
+    num_processes: int | None = setting(None, help="processes in the run (one per host)",
+                                        bounds=(1, None))
     process_id: int | None = setting(None, metavar="I",
-                                     help="this process's number, 0 to --num-processes - 1")
+                                     help="this process's number, 0 to --num-processes - 1",
+                                     bounds=(0, None))
     timeout: int = setting(300, flag="--distributed-timeout", metavar="SECONDS",
-                           help="seconds to wait for every process to connect")
+                           help="seconds to wait for every process to connect", bounds=(1, None))
 
     def __post_init__(self):
+        check_numbers(self)
         if self.distributed not in DISTRIBUTED_MODES:
             raise ConfigError(f"unknown --distributed {self.distributed!r}; allowed: "
                               f"{', '.join(DISTRIBUTED_MODES)}")
@@ -84,12 +87,6 @@ class Hosts:
                  if getattr(self, f) is not None]
         if self.distributed == "off" and given:
             raise ConfigError(f"--distributed off contradicts --{given[0].replace('_', '-')}")
-        if self.timeout < 1:
-            raise ConfigError(f"--distributed-timeout {self.timeout} must be an integer >= 1")
-        if self.num_processes is not None and self.num_processes < 1:
-            raise ConfigError(f"--num-processes {self.num_processes} must be an integer >= 1")
-        if self.process_id is not None and self.process_id < 0:
-            raise ConfigError(f"--process-id {self.process_id} must be an integer >= 0")
         if (self.process_id is not None and self.num_processes is not None
                 and self.process_id >= self.num_processes):
             raise ConfigError(

@@ -14,6 +14,12 @@ already tempered: :meth:`LogPosterior.tempered_log_likelihood`,
 :meth:`LogPosterior.tempered_log_prior` and the curvature weight
 :meth:`LogPosterior.tempered_data_weight`; none of them divides by T itself.
 
+A network with randomness of its own (dropout; ``stochastic=True``, see
+:mod:`bnnkit.models.registry`) gets the ``key`` given to :meth:`LogPosterior.__call__` and the
+log likelihood, one draw for the whole batch (each chunk of a chunked sum folds in its index);
+without a key, or for a network without randomness, the key is not passed on and the log
+posterior is the deterministic one.
+
 θ is a *position*: the network's flax variables ``{"params": ...}`` plus, when the prior needs
 them, ``{"prior": ...}`` (latent log-variances of hierarchical priors) and
 ``{"noise": {"log_std": u}}`` (an inferred regression noise std σ₀ = eᵘ). The prior scores the
@@ -31,7 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from bnnkit.errors import ConfigError
-from bnnkit.types import Batch, Params
+from bnnkit.types import Batch, Key, Params
 
 __all__ = ["LATENT_COLLECTIONS", "LogPosterior", "network_variables"]
 
@@ -57,13 +63,16 @@ class LogPosterior:
 
     Attributes:
         apply: ``apply(variables, x) -> outputs`` of the network; it gets the position
-            without its latent collections.
+            without its latent collections (and ``key=`` when ``stochastic``).
         likelihood: has ``log_prob(outputs, y)`` per example; with a ``noise`` collection in
             the position, its ``noise_std`` is replaced by ``exp(position["noise"]["log_std"])``.
         prior: has ``log_prob(position)``.
         num_data: N, the size of the whole training set (scales minibatch sums).
         temperature: T > 0; T = 1 is the Bayes posterior, T < 1 a "cold" one.
         chunk_size: if set, evaluate the likelihood in chunks of this many examples.
+        stochastic: the network draws randomness (dropout) from a key,
+            ``apply(variables, x, *, key)``; a ``key`` given to the log likelihood is passed
+            on to it, and only then.
 
     Example:
         >>> from bnnkit import likelihoods, models, priors
@@ -84,6 +93,7 @@ class LogPosterior:
     num_data: int
     temperature: float = 1.0
     chunk_size: int | None = None
+    stochastic: bool = False
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:
@@ -102,15 +112,26 @@ class LogPosterior:
         return dataclasses.replace(self.likelihood,
                                    noise_std=jnp.exp(params["noise"]["log_std"]))
 
-    def log_likelihood(self, params: Params, batch: Batch) -> jax.Array:
-        """``Σ_{i∈B} log p(y_i | x_i, θ)`` over the batch, untempered and unscaled."""
+    def outputs(self, params: Params, x: jax.Array, key: Key | None = None) -> jax.Array:
+        """The network's outputs at a position; ``key`` reaches a stochastic network only."""
+        if self.stochastic and key is not None:
+            return self.apply(network_variables(params), x, key=key)
+        return self.apply(network_variables(params), x)
+
+    def log_likelihood(self, params: Params, batch: Batch, *,
+                       key: Key | None = None) -> jax.Array:
+        """``Σ_{i∈B} log p(y_i | x_i, θ)`` over the batch, untempered and unscaled; ``key``
+        draws a stochastic network's randomness (else it runs deterministically)."""
         n = batch.x.shape[0]
         if self.chunk_size is None or n <= self.chunk_size:
-            outputs = self.apply(network_variables(params), batch.x)
+            outputs = self.outputs(params, batch.x, key)
             return jnp.sum(self.likelihood_for(params).log_prob(outputs, batch.y))
+        if self.stochastic and key is not None:
+            return self._chunked_log_likelihood(params, batch, key)
         return self._chunked_log_likelihood(params, batch)
 
-    def _chunked_log_likelihood(self, params: Params, batch: Batch) -> jax.Array:
+    def _chunked_log_likelihood(self, params: Params, batch: Batch,
+                                key: Key | None = None) -> jax.Array:
         n, c = batch.x.shape[0], self.chunk_size
         num_chunks = -(-n // c)
         pad = num_chunks * c - n
@@ -122,8 +143,8 @@ class LogPosterior:
         mask = chunks(jnp.ones((n,), bool))
 
         @jax.checkpoint  # recompute activations in the backward pass: memory of one chunk
-        def chunk_sum(params, x, y, m):
-            outputs = self.apply(network_variables(params), x)
+        def chunk_sum(params, x, y, m, k=None):
+            outputs = self.outputs(params, x, k)
             ll = self.likelihood_for(params).log_prob(outputs, y)
             return jnp.sum(jnp.where(m, ll, 0.0))
 
@@ -131,7 +152,10 @@ class LogPosterior:
             return total + chunk_sum(params, *chunk), None
 
         zero = jnp.zeros((), jnp.result_type(*jax.tree.leaves(params)))
-        total, _ = jax.lax.scan(body, zero, (chunks(batch.x), chunks(batch.y), mask))
+        xs = (chunks(batch.x), chunks(batch.y), mask)
+        if key is not None:  # chunk j draws with fold_in(key, j)
+            xs = (*xs, jax.vmap(lambda j: jax.random.fold_in(key, j))(jnp.arange(num_chunks)))
+        total, _ = jax.lax.scan(body, zero, xs)
         return total
 
     @property
@@ -161,11 +185,15 @@ class LogPosterior:
         """``log p(θ) / T``."""
         return self.temper(self.log_prior(params))
 
-    def tempered_log_likelihood(self, params: Params, batch: Batch) -> jax.Array:
+    def tempered_log_likelihood(self, params: Params, batch: Batch, *,
+                                key: Key | None = None) -> jax.Array:
         """``(N/|B|) Σ_{i∈B} log p(y_i | x_i, θ) / T``."""
-        return self.tempered_data_weight(batch.x.shape[0]) * self.log_likelihood(params, batch)
+        return self.tempered_data_weight(batch.x.shape[0]) * self.log_likelihood(
+            params, batch, key=key)
 
-    def __call__(self, params: Params, batch: Batch) -> jax.Array:
-        """``[log p(θ) + (N/|B|) Σ_{i∈B} log p(y_i | x_i, θ)] / T``."""
+    def __call__(self, params: Params, batch: Batch, *, key: Key | None = None) -> jax.Array:
+        """``[log p(θ) + (N/|B|) Σ_{i∈B} log p(y_i | x_i, θ)] / T``; ``key`` draws a
+        stochastic network's randomness (:meth:`log_likelihood`)."""
         scale = self.data_weight(batch.x.shape[0])
-        return self.temper(self.log_prior(params) + scale * self.log_likelihood(params, batch))
+        return self.temper(self.log_prior(params)
+                           + scale * self.log_likelihood(params, batch, key=key))

@@ -10,6 +10,11 @@
   classification uses the probit approximation ``softmax(f*_k / √(1 + π/8 · (J Λ⁻¹ Jᵀ)_kk))``
   (MacKay 1992).
 - :func:`posterior_predictive`: whichever of the two a stored posterior asks for.
+
+A model with randomness of its own (dropout, :mod:`bnnkit.models.registry`) is averaged over
+it too when a key is given: posterior draw s makes its pass with its own key, so the model
+average is ``(1/S) Σ_s p(y | x, θ_s, ε_s)`` over draws of the weights and the model's noise
+together. Without a key, or for a model without randomness, every pass is deterministic.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from bnnkit.log_posterior import network_variables
 from bnnkit.posterior import Samples
 from bnnkit.posterior.laplace import DiagLaplace, KFACLaplace, LastLayerLaplace
 from bnnkit.types import Key
+
+#: ``fold_in`` data of the model's randomness within the key of :func:`posterior_predictive`
+#: (the draws of an approximation use the key itself, the linearised predictive 1).
+MODEL_PASSES = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +65,7 @@ def predict(
     samples: Samples,
     x: np.ndarray,
     *,
+    key: Key | None = None,
     test_chunk: int = 2048,
     max_diagnostic_points: int = 1000,
 ) -> Prediction:
@@ -64,6 +74,10 @@ def predict(
     Memory stays bounded: inputs are processed ``test_chunk`` at a time and, for
     classification, only the running BMA plus the per-sample outputs on the first
     ``max_diagnostic_points`` inputs are kept.
+
+    With a ``key`` and a stochastic model, the pass of draw s (counted chain-major) over
+    chunk c of the inputs draws the model's randomness with ``fold_in(fold_in(key, s), c)``;
+    otherwise ``key`` is not used.
 
     Example:
         >>> from bnnkit.problem import ProblemConfig, build
@@ -83,9 +97,23 @@ def predict(
     def outputs(params, xb):
         return jax.lax.map(lambda p: problem.apply(p, xb), params)
 
+    @jax.jit
+    def random_outputs(params, keys, xb):  # one pass per draw, each with its own key
+        return jax.lax.map(lambda pk: problem.apply(pk[0], xb, key=pk[1]), (params, keys))
+
+    draw_keys = None
+    if key is not None and problem.log_posterior.stochastic:
+        draw_keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(
+            jnp.arange(chains * per_chain))
+
     prob_chunks, mean_chunks, std_chunks = [], [], []
-    for start in range(0, len(x), test_chunk):
-        out = outputs(flat, problem.to_device(x[start : start + test_chunk]))  # (S, n, O)
+    for c, start in enumerate(range(0, len(x), test_chunk)):
+        xb = problem.to_device(x[start : start + test_chunk])
+        if draw_keys is None:
+            out = outputs(flat, xb)  # (S, n, O)
+        else:
+            out = random_outputs(flat, jax.vmap(lambda k, c=c: jax.random.fold_in(k, c))(
+                draw_keys), xb)
         if classification:
             probs = jax.nn.softmax(out.astype(jnp.float32), axis=-1)
             prob_chunks.append(np.asarray(probs.mean(axis=0)))
@@ -201,8 +229,10 @@ def glm_predict(
 
 def posterior_predictive(problem, posterior, x: np.ndarray, key: Key) -> Prediction:
     """The predictive a posterior stands for at ``x``: the linearised one for a Laplace
-    approximation built with ``predictive="glm"``, otherwise the model average over its draws
-    (its samples, or ``posterior.draws(key)``)."""
+    approximation built with ``predictive="glm"`` (of the deterministic network), otherwise
+    the model average over its draws (its samples, or ``posterior.draws(key)``), with one pass
+    of a stochastic model's randomness per draw (``fold_in(key, MODEL_PASSES)``)."""
     if getattr(posterior, "predictive", "mc") == "glm":
         return glm_predict(problem, posterior, x, key=jax.random.fold_in(key, 1))
-    return predict(problem, posterior.draws(key), x)
+    return predict(problem, posterior.draws(key), x,
+                   key=jax.random.fold_in(key, MODEL_PASSES))

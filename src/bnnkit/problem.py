@@ -16,9 +16,9 @@ import numpy as np
 
 from bnnkit import data, likelihoods, models, priors
 from bnnkit.errors import ConfigError
-from bnnkit.log_posterior import LogPosterior, network_variables
+from bnnkit.log_posterior import LogPosterior
 from bnnkit.settings import check_numbers, setting
-from bnnkit.types import Batch, Params
+from bnnkit.types import Batch, Key, Params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,9 +148,10 @@ class Problem:
     log_posterior: LogPosterior
     dtype: Any
 
-    def apply(self, params: Params, x: jax.Array) -> jax.Array:
-        """Network outputs at a position (its latent collections are not the network's)."""
-        return self.log_posterior.apply(network_variables(params), x)
+    def apply(self, params: Params, x: jax.Array, *, key: Key | None = None) -> jax.Array:
+        """Network outputs at a position (its latent collections are not the network's);
+        ``key`` draws a stochastic model's randomness, else it runs deterministically."""
+        return self.log_posterior.outputs(params, x, key)
 
     def likelihood_at(self, params: Params) -> likelihoods.Likelihood:
         """The likelihood at a position (with the position's noise std when it is inferred)."""
@@ -206,8 +207,6 @@ def build(config: ProblemConfig) -> Problem:
     if config.float64 and not jax.config.read("jax_enable_x64"):
         jax.config.update("jax_enable_x64", True)
     dtype = jnp.float64 if config.float64 else jnp.float32
-    if config.subset_train_to is not None and config.subset_train_to < 1:
-        raise ConfigError(f"--subset-train-to {config.subset_train_to} must be >= 1")
     options = {}
     if config.subset_train_to is not None:
         options["subset_train_to"] = config.subset_train_to
@@ -256,12 +255,13 @@ def build(config: ProblemConfig) -> Problem:
         mean = jnp.asarray(norm.mean, dtype)
         inv_std = jnp.asarray(1.0 / np.asarray(norm.std), dtype)
 
-        def apply(params, x, _apply=model.apply):
-            return _apply(params, (x.astype(dtype) - mean) * inv_std)
+        def apply(params, x, *, key=None, _apply=model.apply):
+            return _apply(params, (x.astype(dtype) - mean) * inv_std, key=key)
 
     log_posterior = LogPosterior(
         apply=apply, likelihood=likelihood, prior=prior, num_data=dataset.num_train,
         temperature=config.temperature, chunk_size=config.chunk_size,
+        stochastic=model.stochastic,
     )
     return Problem(
         config=config, dataset=dataset, model=model, likelihood=likelihood, prior=prior,

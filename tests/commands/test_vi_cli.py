@@ -139,8 +139,8 @@ def _edited_copy(src, dst, **changes):
 
 
 @pytest.mark.parametrize("case, fragment", [
-    ("sigma0", "--vi-sigma-init 0.0 must be a finite number > 0"),
-    ("sigma_neg", "--vi-sigma-init -0.1 must be a finite number > 0"),
+    ("sigma0", "--vi-sigma-init 0.0 out of range; allowed: > 0"),
+    ("sigma_neg", "--vi-sigma-init -0.1 out of range; allowed: > 0"),
     ("samples0", "--vi-num-samples 0 must be an integer >= 1"),
     ("weighting", "unknown --kl-weighting 'linear'; allowed: uniform, blundell"),
     ("ensemble0", "--vi-ensemble-size 0 must be an integer >= 1"),

@@ -14,7 +14,7 @@ from bnnkit.evaluation import evaluate
 from bnnkit.inference import METHODS, sgd
 from bnnkit.inference.base import Loop
 from bnnkit.log_posterior import LogPosterior
-from bnnkit.posterior import store
+from bnnkit.posterior import Posterior, store
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import RunDir
 from bnnkit.runs.stored import combine
@@ -109,6 +109,7 @@ def test_method_protocol(name, tmp_path):
     # through the one store unchanged.
     kept = jax.tree.map(lambda *xs: jnp.stack(xs), eager1, eager2)
     posterior = method.posterior(kept)
+    assert isinstance(posterior, Posterior) and store.KINDS[posterior.kind] is type(posterior)
     draws = posterior.sample(jax.random.PRNGKey(4), 5)
     assert jax.tree.structure(draws) == jax.tree.structure(params)
     assert all(leaf.shape[0] == 5 for leaf in jax.tree.leaves(draws))

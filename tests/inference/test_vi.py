@@ -125,7 +125,7 @@ def test_monte_carlo_kl_drives_a_step_for_a_non_gaussian_prior(estimator):
 
 
 @pytest.mark.parametrize("kw, fragment", [
-    (dict(vi_sigma_init=0.0), "--vi-sigma-init 0.0 must be a finite number > 0"),
+    (dict(vi_sigma_init=0.0), "--vi-sigma-init 0.0 out of range; allowed: > 0"),
     (dict(vi_sigma_init=-1.0), "--vi-sigma-init -1.0"),
     (dict(vi_num_samples=0), "--vi-num-samples 0"),
     (dict(kl_weighting="linear"), "unknown --kl-weighting 'linear'; allowed: uniform, blundell"),

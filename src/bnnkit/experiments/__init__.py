@@ -21,5 +21,5 @@
 - :mod:`~bnnkit.experiments.run_reuse`: their runs made once (finished reused, cut off
   resumed).
 
-:mod:`~bnnkit.experiments.output_folder` is their shared ``--out DIR`` check.
+:mod:`~bnnkit.output_folder` is their shared ``--out DIR`` check.
 """

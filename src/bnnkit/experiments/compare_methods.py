@@ -42,13 +42,14 @@ from bnnkit.errors import ConfigError
 from bnnkit.experiments.run_reuse import run_or_reuse, run_seconds
 from bnnkit.inference import ensemble, hmc, sgd, sgmcmc
 from bnnkit.problem import ProblemConfig
+from bnnkit.report.kinds import SETTING_RELIABILITY_FILE
 from bnnkit.settings import setting
 
 RESULTS_FILE = "results.json"
 TABLE_FILE = "table.md"
 FIGURE_FILE = "compare_methods.png"
 #: A classification setting's reliability diagram of every method, by the setting's name.
-RELIABILITY_FILE = "reliability_{}.png"
+RELIABILITY_FILE = SETTING_RELIABILITY_FILE
 #: Test metrics and closeness to HMC, in the table's column order.
 COLUMNS = ("accuracy", "rmse", "nll", "ece", "agreement", "total_variation",
            "rmse_to_reference_mean")

@@ -225,8 +225,8 @@ def convergence_report(run: str | os.PathLike, out: str | os.PathLike,
 
         >>> report = convergence_report("runs/hmc", "runs/convergence")  # doctest: +SKIP
     """
+    from bnnkit import output_folder
     from bnnkit.evaluation import run_prediction, weight_draws
-    from bnnkit.experiments import output_folder
     from bnnkit.metrics import diagnostics
     from bnnkit.predict import predict
     from bnnkit.runs import lock

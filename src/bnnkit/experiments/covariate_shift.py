@@ -282,7 +282,7 @@ def covariate_shift(runs: Sequence[str | os.PathLike], out: str | os.PathLike,
         plots: draw ``degradation.png``.
 
     Raises:
-        ConfigError: a bad output folder (:func:`bnnkit.experiments.output_folder.check`),
+        ConfigError: a bad output folder (:func:`bnnkit.output_folder.check`),
             unknown corruptions or severities, runs that are not on images or not on one
             dataset, or a resume with other settings.
 
@@ -292,7 +292,7 @@ def covariate_shift(runs: Sequence[str | os.PathLike], out: str | os.PathLike,
         >>> shift = covariate_shift(["runs/hmc", "runs/sgd"], "runs/shift",
         ...                         corruptions=["fog", "snow"])  # doctest: +SKIP
     """
-    from bnnkit.experiments import output_folder
+    from bnnkit import output_folder
     from bnnkit.runs import lock
     from bnnkit.runs.progress import ProgressBar
 

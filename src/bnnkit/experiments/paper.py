@@ -499,7 +499,7 @@ def _check_out(out: Path, config: Config) -> bool:
                 f"--out {given!r} holds a study of --scale {stored.get('scale')} and --seed "
                 f"{stored.get('seed')}; allowed: the same, or another --out")
         return True
-    from bnnkit.experiments import output_folder
+    from bnnkit import output_folder
 
     output_folder.check(out, SETTINGS_FILE, "paper study", resume=False, overwrite=False)
     return False

@@ -400,14 +400,14 @@ def points_digest(positions: Sequence[Params]) -> str:
 
 def check_out_dir(out: str | os.PathLike, *, resume: bool, overwrite: bool) -> None:
     """Check, writing nothing, that a surface may be written into (or continued in) ``out``
-    (see :func:`bnnkit.experiments.output_folder.check`).
+    (see :func:`bnnkit.output_folder.check`).
 
     Raises:
         ConfigError: both flags, an empty path, a file in the way, a folder that cannot be
             written, ``resume`` of a folder that holds no surface, a non-empty folder without
             either flag, or ``overwrite`` of a folder that holds no surface.
     """
-    from bnnkit.experiments import output_folder
+    from bnnkit import output_folder
 
     output_folder.check(out, SETTINGS_FILE, "surface", resume=resume, overwrite=overwrite)
 

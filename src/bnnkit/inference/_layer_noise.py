@@ -80,7 +80,7 @@ def noisy_apply(apply: Callable[[Params, jax.Array], jax.Array], estimator: str,
         seen: if given, each intercepted layer's path is appended to it.
 
     Returns:
-        ``(variables, x) -> outputs``, to be called inside the traced step.
+        ``(variables, x, *, key=None) -> outputs``, to be called inside the traced step.
 
     Example:
         >>> from bnnkit import models
@@ -127,9 +127,9 @@ def noisy_apply(apply: Callable[[Params, jax.Array], jax.Array], estimator: str,
             return dense(context.module, x)
         return next_fun(*args, **kwargs)
 
-    def wrapped(variables: Params, x: jax.Array) -> jax.Array:
-        with nn.intercept_methods(interceptor):
-            return apply(variables, x)
+    def wrapped(variables: Params, x: jax.Array, *, key: Key | None = None) -> jax.Array:
+        with nn.intercept_methods(interceptor):  # a stochastic network's key passes through
+            return apply(variables, x) if key is None else apply(variables, x, key=key)
 
     return wrapped
 

@@ -19,6 +19,12 @@ field names are the run log's keys). Keys always come in as arguments. ``init`` 
 too because methods that cache the log density and its gradient (HMC) need data to evaluate
 them; methods that do not simply ignore it.
 
+A model with randomness of its own (dropout, :mod:`bnnkit.models.registry`) draws it from
+the key a minibatch method gives the log posterior, :func:`model_key` of its step's key, which
+leaves the keys of the method's own noise as they were (runs stored before it resume bit for
+bit). Full-batch samplers (HMC, NUTS) need an exact log density and give no key: they sample
+the posterior of the model's deterministic mode.
+
 Example:
     >>> loop = Loop("epochs", num_units=10, batch_size=32, burn_in=6, keep_every=2)
     >>> loop.kept_units()  # epochs 8 and 10, counted from 1
@@ -31,7 +37,10 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
+import jax
+
 from bnnkit.errors import ConfigError
+from bnnkit.posterior.base import Posterior
 from bnnkit.settings import SEED_BOUNDS, Exclusive, check_numbers, setting
 from bnnkit.types import Batch, Key, Params
 
@@ -39,6 +48,23 @@ State = Any
 Info = Any
 
 LOOP_KINDS = ("iterations", "epochs", "chunks")
+
+#: ``fold_in`` data of the model's randomness within a step's key: unlike anything a method
+#: folds into its own key (small indices), so the method's own noise keeps its keys.
+MODEL_STREAM = 0x6D6F64  # "mod"
+
+
+def model_key(key: Key | None) -> Key | None:
+    """The key a step gives the model's own randomness: ``fold_in(key, MODEL_STREAM)``
+    (``None`` for ``None``). The log posterior passes it to a stochastic model only.
+
+    Example:
+        >>> model_key(None) is None
+        True
+        >>> bool((model_key(jax.random.PRNGKey(0)) != jax.random.PRNGKey(0)).any())
+        True
+    """
+    return None if key is None else jax.random.fold_in(key, MODEL_STREAM)
 
 
 class Method(NamedTuple):
@@ -48,7 +74,8 @@ class Method(NamedTuple):
         init: ``(key, params, batch) -> state``.
         step: ``(key, state, batch) -> (state, info)``; pure and jit-able.
         posterior: ``(kept_states) -> posterior``, where ``kept_states`` stacks the states one
-            chain (or member) kept along a leading axis; the posterior has ``sample(key, n)``.
+            chain (or member) kept along a leading axis; the posterior is a
+            :class:`~bnnkit.posterior.base.Posterior`, which the run driver stores.
         position: ``(state) -> params``, the parameters a state stands for.
         step_members: optional ``(keys, states, batch) -> (states, infos)`` over members
             stacked on a leading axis, called from Python, not jitted; the run driver calls
@@ -62,7 +89,7 @@ class Method(NamedTuple):
 
     init: Callable[[Key, Params, Batch | None], State]
     step: Callable[[Key, State, Batch], tuple[State, Info]]
-    posterior: Callable[[State], Any]
+    posterior: Callable[[State], Posterior]
     position: Callable[[State], Params]
     step_members: Callable[[Key, State, Batch], tuple[State, Info]] | None = None
 
@@ -117,7 +144,11 @@ class Loop:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunSettings:
-    """Settings every method's Config has. ``METHOD`` names the method in ``METHODS``.
+    """Settings every method's Config has. ``METHOD`` names the method in ``METHODS``;
+    ``API_NAME`` names the Config in the public API (``bnnkit.HMC``), from which
+    ``bnnkit.__all__`` and the docs are derived. It is ``METHOD`` in capitals unless the Config
+    states another (``API_NAME = "Ensemble"``), and a Config never takes its parent's (the
+    ensemble's extends SGD's); being a class's name, it starts with a capital letter.
 
     A run may start from another run (:meth:`source_run`); ``SOURCE_FLAG`` and
     ``SOURCE_NAME`` name that run in messages, ``SOURCE_METHODS`` restricts its method, and
@@ -125,6 +156,7 @@ class RunSettings:
     """
 
     METHOD: ClassVar[str] = ""
+    API_NAME: ClassVar[str] = ""
     SOURCE_FLAG: ClassVar[str] = "--init-checkpoint"
     SOURCE_NAME: ClassVar[str] = "run given to --init-checkpoint"
     SOURCE_METHODS: ClassVar[tuple[str, ...] | None] = None
@@ -141,6 +173,11 @@ class RunSettings:
 
     seed: int = setting(0, help="seed of everything random: initialisation, noise, data order",
                         bounds=SEED_BOUNDS)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "API_NAME" not in cls.__dict__:  # stated by this class itself, not inherited
+            cls.API_NAME = cls.METHOD.upper()
 
     def __post_init__(self) -> None:
         if int(self.seed) != self.seed:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from bnnkit.errors import ConfigError
 from bnnkit.inference import sgd
 from bnnkit.inference.base import Loop
 from bnnkit.settings import setting
@@ -29,15 +28,12 @@ class Config(sgd.Config):
     """K members of :class:`bnnkit.inference.sgd.Config`."""
 
     METHOD: ClassVar[str] = "ensemble"
+    API_NAME: ClassVar[str] = "Ensemble"
 
-    num_members: int = setting(help="K members; each has its own initialisation and data order")
+    num_members: int = setting(help="K members; each has its own initialisation and data order",
+                               bounds=(1, None))
     sequential: bool = setting(False, help="train members one after another instead of in one "
                                            "vmapped step (members that do not fit together)")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.num_members < 1:
-            raise ConfigError(f"number of members {self.num_members} must be >= 1")
 
     @property
     def label(self) -> str:

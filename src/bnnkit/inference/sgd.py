@@ -42,10 +42,9 @@ import jax.numpy as jnp
 import optax
 
 from bnnkit import schedules
-from bnnkit.errors import ConfigError
-from bnnkit.inference.base import EpochSettings, Loop, Method
+from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
 from bnnkit.posterior import Samples
-from bnnkit.settings import check_positive, setting
+from bnnkit.settings import Exclusive, setting
 from bnnkit.types import Batch, Key, Params
 
 
@@ -64,10 +63,8 @@ class SGDInfo(NamedTuple):
     step_size: jax.Array
 
 
-def check_momentum(value: float) -> None:
-    """β in [0, 1), or a one-line ConfigError."""
-    if not 0.0 <= value < 1.0:
-        raise ConfigError(f"--momentum-decay {value} must be in [0, 1)")
+#: Heavy-ball momentum β in [0, 1), for every method that has one (SGD, SGMCMC, VI's SGD).
+MOMENTUM_BOUNDS = (0.0, Exclusive(1.0))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -78,16 +75,12 @@ class Config(EpochSettings):
 
     momentum_decay: float = setting(0.9, aliases=("--momentum",),
                                     help="heavy-ball momentum β in [0, 1); the step size "
-                                         "follows a cosine schedule to 0")
+                                         "follows a cosine schedule to 0",
+                                    bounds=MOMENTUM_BOUNDS)
     clip_grad_norm: float | None = setting(
         None, help="rescale each step's gradient to a global norm of at most this times N, the "
-                   "number of training examples (a per-example bound; default: no clipping)")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_momentum(self.momentum_decay)
-        if self.clip_grad_norm is not None:
-            check_positive(type(self), "clip_grad_norm", self.clip_grad_norm)
+                   "number of training examples (a per-example bound; default: no clipping)",
+        bounds=(Exclusive(0), None))
 
     def loop(self, num_train: int) -> Loop:
         return self.epoch_loop(num_train)
@@ -97,8 +90,10 @@ def build(log_posterior, config: Config) -> Method:
     """SGD with heavy-ball momentum on ``-log_posterior``.
 
     Args:
-        log_posterior: ``(params, batch) -> scalar`` tempered log posterior (minibatch-scaled);
-            its ``num_data`` sets the steps per epoch of the schedule.
+        log_posterior: the tempered log posterior (minibatch-scaled), a
+            :class:`~bnnkit.log_posterior.LogPosterior`; its ``num_data`` sets the steps per
+            epoch of the schedule, and a stochastic model gets the step's
+            :func:`~bnnkit.inference.base.model_key`.
         config: the settings.
 
     Returns:
@@ -117,8 +112,8 @@ def build(log_posterior, config: Config) -> Method:
         return SGDState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
     def step(key: Key, state: SGDState, batch: Batch) -> tuple[SGDState, SGDInfo]:
-        del key
-        value, grad = jax.value_and_grad(log_posterior)(state.position, batch)
+        value, grad = jax.value_and_grad(log_posterior)(state.position, batch,
+                                                        key=model_key(key))
         neg_grad = jax.tree.map(jnp.negative, grad)
         updates, opt_state = optimizer.update(neg_grad, state.opt_state, state.position)
         position = optax.apply_updates(state.position, updates)

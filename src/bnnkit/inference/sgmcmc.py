@@ -48,10 +48,10 @@ import jax.numpy as jnp
 from bnnkit import schedules
 from bnnkit.errors import ConfigError
 from bnnkit.inference._noise import DRAWS, NOISES
-from bnnkit.inference.base import EpochSettings, Loop, Method
-from bnnkit.inference.sgd import check_momentum
+from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
+from bnnkit.inference.sgd import MOMENTUM_BOUNDS
 from bnnkit.posterior import Samples
-from bnnkit.settings import check_choice, check_positive, setting
+from bnnkit.settings import Exclusive, check_choice, setting
 from bnnkit.types import Batch, Key, Params, Schedule
 
 PRECONDITIONERS = ("none", "rmsprop")
@@ -88,11 +88,13 @@ class Config(EpochSettings):
     METHOD: ClassVar[str] = "sgmcmc"
 
     momentum_decay: float = setting(0.0, aliases=("--momentum",),
-                                    help="β in [0, 1): 0 is SGLD, > 0 SGHMC (the paper uses 0.9)")
+                                    help="β in [0, 1): 0 is SGLD, > 0 SGHMC (the paper uses 0.9)",
+                                    bounds=MOMENTUM_BOUNDS)
     preconditioner: str = setting("none", choices=PRECONDITIONERS,
                                   help="none, or rmsprop (pSGLD, Li et al. 2016)")
     rmsprop_decay: float = setting(0.99, help="RMSprop's decay α of the running average of "
-                                              "squared gradients, in (0, 1)")
+                                              "squared gradients, in (0, 1)",
+                                   bounds=(Exclusive(0), Exclusive(1)))
     noise: str = setting("gaussian", choices=NOISES,
                          help="gaussian, or rademacher: ±1 signs with the same mean and "
                               "covariance, several times cheaper to draw (same weak order)")
@@ -101,27 +103,26 @@ class Config(EpochSettings):
         help="constant (cosine over the burn-in to --final-step-size, then constant) or "
              "cyclical (constant over the burn-in, then cosine cycles of --cycle-length epochs)")
     final_step_size: float | None = setting(
-        None, help="constant schedule: the step size after the burn-in (default: the initial)")
+        None, help="constant schedule: the step size after the burn-in (default: the initial)",
+        bounds=(Exclusive(0), None))
     cycle_length: int | None = setting(None, aliases=("--step-size-cycle-length-epochs",),
                                        help="cyclical schedule: epochs per cycle")
     num_burn_in: int = setting(0, aliases=("--num-burnin-epochs",),
                                help="epochs before the first kept sample")
     ensemble_freq: int | None = setting(
         None, help="keep a sample every N epochs after the burn-in (default: 1, or the cycle "
-                   "length for the cyclical schedule: the end of each cycle)")
-    num_chains: int = setting(1, help="independent chains, vmapped")
+                   "length for the cyclical schedule: the end of each cycle)",
+        bounds=(1, None))
+    num_chains: int = setting(1, help="independent chains, vmapped", bounds=(1, None))
 
     def __post_init__(self) -> None:
         super().__post_init__()
         cls = type(self)
         for name in ("preconditioner", "noise", "step_size_schedule"):
             object.__setattr__(self, name, str(getattr(self, name)).lower())
-        check_momentum(self.momentum_decay)
         check_choice(cls, "preconditioner", self.preconditioner, PRECONDITIONERS)
         check_choice(cls, "noise", self.noise, NOISES)
         check_choice(cls, "step_size_schedule", self.step_size_schedule, SCHEDULES)
-        if not 0.0 < self.rmsprop_decay < 1.0:
-            raise ConfigError(f"--rmsprop-decay {self.rmsprop_decay} must be in (0, 1)")
         if not 0 <= self.num_burn_in < self.num_epochs:
             raise ConfigError(f"--num-burn-in {self.num_burn_in} must be >= 0 and "
                               f"smaller than --num-epochs {self.num_epochs}")
@@ -135,18 +136,12 @@ class Config(EpochSettings):
                                   f"the {after} epochs after the burn-in; allowed: 1..{after}")
         elif self.cycle_length is not None:
             raise ConfigError("--cycle-length applies to --step-size-schedule cyclical only")
-        if self.final_step_size is not None:
-            check_positive(cls, "final_step_size", self.final_step_size)
         if self.ensemble_freq is None:
             default = self.cycle_length if self.step_size_schedule == "cyclical" else 1
             object.__setattr__(self, "ensemble_freq", default)
-        if self.ensemble_freq < 1:
-            raise ConfigError(f"--ensemble-freq {self.ensemble_freq} must be >= 1")
         if self.ensemble_freq > after:
             raise ConfigError(f"no sample would be kept: --ensemble-freq {self.ensemble_freq} "
                               f"is longer than the {after} epochs after the burn-in")
-        if self.num_chains < 1:
-            raise ConfigError(f"number of chains {self.num_chains} must be >= 1")
 
     @property
     def draws_gaussian_noise(self) -> bool:
@@ -184,8 +179,10 @@ def build(log_posterior, config: Config) -> Method:
     """SGLD (``momentum_decay=0``) or SGHMC, optionally RMSprop-preconditioned.
 
     Args:
-        log_posterior: ``(params, batch) -> scalar`` tempered log posterior (minibatch-scaled);
-            its ``num_data`` sets the steps per epoch of the schedule.
+        log_posterior: the tempered log posterior (minibatch-scaled), a
+            :class:`~bnnkit.log_posterior.LogPosterior`; its ``num_data`` sets the steps per
+            epoch of the schedule, and a stochastic model gets the step's
+            :func:`~bnnkit.inference.base.model_key` (ξ keeps the step's key).
         config: the settings.
 
     Returns:
@@ -210,7 +207,8 @@ def build(log_posterior, config: Config) -> Method:
                            jnp.zeros((), jnp.int32))
 
     def step(key: Key, state: SGMCMCState, batch: Batch):
-        value, grad = jax.value_and_grad(log_posterior)(state.position, batch)
+        value, grad = jax.value_and_grad(log_posterior)(state.position, batch,
+                                                        key=model_key(key))
         eta = jnp.asarray(schedule(state.count), value.dtype)
         sqrt_eta = jnp.sqrt(eta)
         xi = draw(key, grad)

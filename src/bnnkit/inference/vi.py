@@ -64,11 +64,11 @@ import optax
 from bnnkit import schedules
 from bnnkit.inference._layer_noise import ESTIMATORS, check_network, noisy_apply
 from bnnkit.inference._noise import stacked_normal_like
-from bnnkit.inference.base import EpochSettings, Loop, Method
-from bnnkit.inference.sgd import check_momentum
+from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
+from bnnkit.inference.sgd import MOMENTUM_BOUNDS
 from bnnkit.log_posterior import LATENT_COLLECTIONS, network_variables
 from bnnkit.posterior.diag_gaussian import DiagGaussian, inverse_softplus
-from bnnkit.settings import check_at_least, check_choice, check_positive, setting
+from bnnkit.settings import Exclusive, check_at_least, check_choice, setting
 from bnnkit.types import Batch, Key, Params
 
 OPTIMIZERS = ("adam", "sgd")
@@ -171,7 +171,8 @@ class Config(EpochSettings):
                              help="adam or sgd (with --momentum-decay); the step size follows a "
                                   "cosine schedule from --init-step-size to 0")
     momentum_decay: float = setting(0.9, aliases=("--momentum",),
-                                    help="heavy-ball momentum β in [0, 1) of --optimizer sgd")
+                                    help="heavy-ball momentum β in [0, 1) of --optimizer sgd",
+                                    bounds=MOMENTUM_BOUNDS)
     vi_num_samples: int = setting(1, help="reparameterised Monte Carlo samples of the weights "
                                           "per step")
     vi_estimator: str = setting(
@@ -180,7 +181,7 @@ class Config(EpochSettings):
              "Blundell), local_reparam (per-example pre-activation noise, dense layers only) "
              "or flipout (shared weight noise, per-example signs)")
     vi_sigma_init: float = setting(1e-3, help="initial posterior std σ of every weight "
-                                              "(σ = softplus(ρ))")
+                                              "(σ = softplus(ρ))", bounds=(Exclusive(0), None))
     kl_weighting: str = setting("uniform", choices=KL_WEIGHTINGS,
                                 help="share of the KL per minibatch i of M: uniform (1/M) or "
                                      "blundell (2^(M-i)/(2^M-1))")
@@ -200,9 +201,7 @@ class Config(EpochSettings):
         check_choice(cls, "optimizer", self.optimizer, OPTIMIZERS)
         check_choice(cls, "kl_weighting", self.kl_weighting, KL_WEIGHTINGS)
         check_choice(cls, "vi_estimator", self.vi_estimator, ESTIMATORS)
-        check_momentum(self.momentum_decay)
         check_at_least(cls, "vi_num_samples", self.vi_num_samples, 1)
-        check_positive(cls, "vi_sigma_init", self.vi_sigma_init)
         check_at_least(cls, "vi_ensemble_size", self.vi_ensemble_size, 1)
 
     @property
@@ -267,7 +266,8 @@ def layer_noise_log_likelihood(q: DiagGaussian, draws: Params | None, eps: Param
     # collections of the position (hierarchical priors, an inferred noise std) are drawn.
     def one(position, e, k):
         apply = noisy_apply(lp.apply, objective.estimator, network_variables(q.std), k, e)
-        return dataclasses.replace(lp, apply=apply).log_likelihood(position, batch)
+        return dataclasses.replace(lp, apply=apply).log_likelihood(position, batch,
+                                                                   key=model_key(k))
 
     positions = draws if draws is not None else jax.tree.map(
         lambda m: jnp.broadcast_to(m, (num_samples, *m.shape)), q.mean)
@@ -287,8 +287,10 @@ def expected_log_likelihood(q: DiagGaussian, draws: Params | None, eps: Params |
     if objective.estimator != "weights":
         return layer_noise_log_likelihood(q, draws, eps, layer_key, batch, objective=objective)
     if objective.num_samples == 1:  # no vmap: the plain network call is cheapest
-        return lp.log_likelihood(jax.tree.map(lambda a: a[0], draws), batch)
-    return jnp.mean(jax.vmap(lambda p: lp.log_likelihood(p, batch))(draws))
+        return lp.log_likelihood(jax.tree.map(lambda a: a[0], draws), batch,
+                                 key=model_key(layer_key))
+    return jnp.mean(jax.vmap(lambda p, k: lp.log_likelihood(p, batch, key=k))(
+        draws, jax.random.split(model_key(layer_key), objective.num_samples)))
 
 
 def negative_objective(variational: tuple[Params, Params], eps: Params | None, layer_key: Key,

@@ -6,21 +6,48 @@ A model is used as a pair of pure functions over a params pytree::
     params = model.init(key, x[:1])
     outputs = model.apply(params, x)          # (batch, num_outputs)
 
-Outputs depend only on the parameters and the input (no batch statistics, dropout or hidden
-randomness), which is what HMC needs.
+Outputs depend only on the parameters and the input (no batch statistics), and randomness only
+through an explicit key. The contract for a model with randomness of its own (dropout):
+
+- its :class:`ModelSpec` says ``stochastic=True``, and its flax module's ``__call__`` takes
+  ``deterministic: bool = True`` and draws its randomness from the flax RNG stream
+  :data:`RNG_STREAM` when ``deterministic=False``;
+- ``model.apply(params, x, key=key)`` draws that randomness from ``key`` (one draw per call:
+  a dropout mask per example); ``model.apply(params, x)``, without a key, is the model's
+  deterministic mode (dropout off), so the same inputs always give the same outputs. A model
+  without randomness ignores ``key``;
+- who passes a key: the log posterior (:class:`bnnkit.log_posterior.LogPosterior`, given
+  ``key=``), into which minibatch methods pass ``fold_in(step_key, MODEL_STREAM)``
+  (:func:`bnnkit.inference.base.model_key`), and the predictive
+  (:func:`bnnkit.predict.predict`, one key per posterior draw), and each only to a model
+  whose ``stochastic`` is set. Full-batch samplers (HMC, NUTS) and Laplace's curvature pass
+  none: they need an exact, deterministic log density and run the deterministic mode.
+
+Example:
+    >>> from bnnkit import models  # the package registers the built-in models
+    >>> model = models.get("linear", num_outputs=1)
+    >>> x = np.ones((2, 3), np.float32)
+    >>> params = model.init(jax.random.PRNGKey(0), x[:1])
+    >>> model.stochastic, bool((model.apply(params, x, key=jax.random.PRNGKey(1))
+    ...                         == model.apply(params, x)).all())
+    (False, True)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
 import numpy as np
 
 from bnnkit.errors import ConfigError
-from bnnkit.types import Params
+from bnnkit.types import Key, Params
+
+#: The flax RNG stream a stochastic model's module draws its randomness from (flax's default
+#: for ``nn.Dropout``).
+RNG_STREAM = "dropout"
 
 
 class ModelSpec(NamedTuple):
@@ -36,6 +63,8 @@ class ModelSpec(NamedTuple):
         example_shape: shape of one typical input example (e.g. ``(32, 32, 3)``), used by
             ``bnnkit models`` to count parameters; ``None`` for models whose size depends on the
             data (the MLPs), which the command counts for a stated example input instead.
+        stochastic: the module has randomness of its own (dropout): its ``__call__`` takes
+            ``deterministic`` and draws from :data:`RNG_STREAM` (see the module docstring).
     """
 
     make: Callable[[int], nn.Module]
@@ -44,15 +73,38 @@ class ModelSpec(NamedTuple):
     description: str
     input_dtype: str = "float"
     example_shape: tuple[int, ...] | None = None
+    stochastic: bool = False
 
 
 class Model(NamedTuple):
-    """A model as two pure functions: ``init(key, example_x) -> params``, ``apply(params, x)``."""
+    """A model as two pure functions: ``init(key, example_x) -> params`` and
+    ``apply(params, x, *, key=None) -> outputs``.
+
+    Attributes:
+        stochastic: ``apply`` draws randomness (dropout) from ``key``; without a key it runs
+            its deterministic mode. ``False``: ``key`` is ignored.
+    """
 
     name: str
     init: Callable[[jax.Array, jax.Array], Params]
-    apply: Callable[[Params, jax.Array], jax.Array]
+    apply: Callable[..., jax.Array]
     num_outputs: int
+    stochastic: bool = False
+
+
+def _apply_fn(module: nn.Module, stochastic: bool) -> Callable[..., jax.Array]:
+    """``module.apply`` as ``apply(params, x, *, key=None)``, the model contract."""
+    if not stochastic:
+        def apply(params: Params, x: jax.Array, *, key: Key | None = None) -> Any:
+            del key  # nothing random to draw
+            return module.apply(params, x)
+        return apply
+
+    def apply_stochastic(params: Params, x: jax.Array, *, key: Key | None = None) -> Any:
+        if key is None:
+            return module.apply(params, x, deterministic=True)
+        return module.apply(params, x, deterministic=False, rngs={RNG_STREAM: key})
+    return apply_stochastic
 
 
 MODELS: dict[str, ModelSpec] = {}
@@ -94,8 +146,10 @@ def get(name: str, num_outputs: int) -> Model:
     name = canonical_name(name)
     if name not in MODELS:
         raise ConfigError(f"unknown model {name!r}; allowed: {allowed_names()}")
-    module = MODELS[name].make(num_outputs)
-    return Model(name=name, init=module.init, apply=module.apply, num_outputs=num_outputs)
+    spec = MODELS[name]
+    module = spec.make(num_outputs)
+    return Model(name=name, init=module.init, apply=_apply_fn(module, spec.stochastic),
+                 num_outputs=num_outputs, stochastic=spec.stochastic)
 
 
 def check_compatible(

@@ -5,11 +5,14 @@
 - :mod:`bnnkit.posterior.laplace`: Laplace approximations (diagonal, last layer, KFAC);
 - :class:`~bnnkit.posterior.mixture.Mixture`: an equal-weight mixture of approximations.
 
-:mod:`bnnkit.posterior.store` saves and loads any of them.
+All but the mixture satisfy :class:`~bnnkit.posterior.base.Posterior`, the members the
+store, the predictive and a run started from another run read; :mod:`bnnkit.posterior.store`
+saves and loads them (a run's several kept approximations load as one mixture).
 """
 
+from bnnkit.posterior.base import Posterior
 from bnnkit.posterior.diag_gaussian import DiagGaussian
 from bnnkit.posterior.mixture import Mixture
 from bnnkit.posterior.samples import Samples
 
-__all__ = ["DiagGaussian", "Mixture", "Samples"]
+__all__ = ["DiagGaussian", "Mixture", "Posterior", "Samples"]

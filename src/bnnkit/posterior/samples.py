@@ -20,8 +20,8 @@ class Samples:
 
     Example:
         >>> post = Samples({"w": jnp.zeros((2, 10, 3))})
-        >>> post.num_chains, post.num_samples
-        (2, 10)
+        >>> post.num_chains, post.num_samples, post.mean["w"].shape
+        (2, 10, (3,))
         >>> Samples.from_single_chain({"w": jnp.zeros((10, 3))}).num_chains
         1
         >>> Samples.concatenate([post, post]).num_samples
@@ -50,6 +50,11 @@ class Samples:
     @property
     def num_samples(self) -> int:
         return int(jax.tree.leaves(self.params)[0].shape[1])
+
+    @property
+    def mean(self) -> Params:
+        """The average of every stored sample, ``(1/S) Σ_s θ_s``, shaped like one position."""
+        return jax.tree.map(lambda a: np.mean(np.asarray(a), axis=(0, 1)), self.params)
 
     def flat(self) -> Params:
         """All samples along one leading axis, chain-major: ``(chains * samples, ...)``."""

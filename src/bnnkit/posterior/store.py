@@ -28,19 +28,20 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.posterior.base import Posterior
 from bnnkit.posterior.diag_gaussian import DiagGaussian
 from bnnkit.posterior.laplace import DiagLaplace, KFACLaplace, LastLayerLaplace
 from bnnkit.posterior.samples import Samples
 from bnnkit.types import Params
 
-#: Every storable posterior class by its ``kind``.
-KINDS: dict[str, type] = {
+#: Every storable posterior class by its ``kind``: a new kind of posterior is its class (a
+#: :class:`~bnnkit.posterior.base.Posterior`) and one entry here.
+KINDS: dict[str, type[Posterior]] = {
     cls.kind: cls
     for cls in (Samples, DiagGaussian, DiagLaplace, LastLayerLaplace, KFACLaplace)
 }
@@ -48,7 +49,7 @@ KIND_KEY = "__kind__"
 META_KEY = "__meta__"
 
 
-def save(path: str | os.PathLike, members: Sequence[Any], *,
+def save(path: str | os.PathLike, members: Sequence[Posterior], *,
          before_rename: Callable[[storage.Written], None] | None = None) -> storage.Written:
     """Write the posteriors of every member at one kept unit (atomic, no pickle).
 
@@ -73,7 +74,8 @@ def save(path: str | os.PathLike, members: Sequence[Any], *,
     return storage.save_arrays(path, arrays, before_rename=before_rename)
 
 
-def load(path: str | os.PathLike, template: Params, *, sha256: str | None = None) -> list[Any]:
+def load(path: str | os.PathLike, template: Params, *,
+         sha256: str | None = None) -> list[Posterior]:
     """The posteriors stored by :func:`save`: one joined Samples, or one object per member.
 
     Args:

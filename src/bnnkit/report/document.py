@@ -144,8 +144,8 @@ def document(folders: Sequence[str | os.PathLike], out: str | os.PathLike, *,
 
         >>> report = document(["runs/hmc", "runs/convergence"], "runs/report")  # doctest: +SKIP
     """
+    from bnnkit import output_folder
     from bnnkit.errors import ConfigError
-    from bnnkit.experiments import output_folder
     from bnnkit.report.kinds import section
 
     output_folder.check(out, MARKDOWN_FILE, "report", resume=False, overwrite=overwrite)

@@ -28,6 +28,10 @@ from bnnkit.report.sections import Block, Figure, Heading, Section, Table, block
 
 #: The name a run's reliability diagram has in a report (drawn there, never in the run).
 RELIABILITY_FILE = "reliability.png"
+#: The reliability diagram ``bnnkit experiment compare-methods`` draws per classification
+#: setting (``.format(setting)``); defined here, where the report reads it, so that the
+#: experiment imports it from report/ and report/ never imports experiments/.
+SETTING_RELIABILITY_FILE = "reliability_{}.png"
 
 
 class Kind(NamedTuple):
@@ -165,12 +169,10 @@ def _experiment(title: str, kind: str, table: str, captions: dict[str, str],
 def compare_methods_section(folder: Path) -> Section:
     """``bnnkit experiment compare-methods``: its table, the methods' bars and, per
     classification setting in ``results.json``, the methods' reliability diagram."""
-    from bnnkit.experiments.compare_methods import RELIABILITY_FILE
-
     captions = {"compare_methods.png": "Each method's test NLL and its closeness to HMC's "
                                        "predictive."}
     for name in storage.read_json(folder / "results.json"):
-        captions[RELIABILITY_FILE.format(name)] = (
+        captions[SETTING_RELIABILITY_FILE.format(name)] = (
             f"Reliability diagram on {name}: each method's test accuracy against top-1 "
             "confidence in 15 equal-width bins (the diagonal is perfect calibration, ECE in the "
             "legend), and below, the share of test points in each bin.")

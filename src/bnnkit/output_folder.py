@@ -1,8 +1,9 @@
-"""The ``--out DIR`` of an experiment: new or empty, else continued (``--resume``) or replaced
-(``--overwrite``), and only when it holds that experiment's settings file.
+"""The ``--out DIR`` of an experiment or a report: new or empty, else continued (``--resume``)
+or replaced (``--overwrite``), and only when it holds that output's settings file.
 
-Every experiment checks its folder with :func:`check` before it reads a run or writes a byte,
-so a refused command leaves nothing behind.
+Every experiment and :func:`bnnkit.report.document.document` check their folder with
+:func:`check` before they read a run or write a byte, so a refused command leaves nothing
+behind. It sits below both, so that ``report/`` does not import ``experiments/``.
 
 Example:
     >>> import tempfile
