@@ -17,6 +17,9 @@ stays cheap until one is touched.
 - runs: :func:`run` (a method on a problem, into a run directory), :func:`sample` (any log
   density, in memory or into a run directory), :func:`load_chains`, :func:`evaluate`,
   :func:`export_samples`;
+- per-parameter MCMC diagnostics (Vehtari et al. 2021, equal to ArviZ's): :func:`summary`
+  (:class:`Summary`), :func:`rhat`, :func:`ess_bulk`, :func:`ess_tail`, :func:`mcse_mean`,
+  :func:`mcse_sd`, :func:`mcse_quantile`;
 - :class:`ConfigError`: every invalid input, named in the message.
 
 Example:
@@ -55,6 +58,14 @@ _LAZY: dict[str, tuple[str, str]] = {
     "load_chains": ("bnnkit.runs", "load_chains"),
     "evaluate": ("bnnkit.evaluation", "evaluate"),
     "export_samples": ("bnnkit.evaluation", "export_samples"),
+    "summary": ("bnnkit.metrics.mcmc_summary", "summary"),
+    "Summary": ("bnnkit.metrics.mcmc_summary", "Summary"),
+    "rhat": ("bnnkit.metrics.mcmc", "rhat"),
+    "ess_bulk": ("bnnkit.metrics.mcmc", "ess_bulk"),
+    "ess_tail": ("bnnkit.metrics.mcmc", "ess_tail"),
+    "mcse_mean": ("bnnkit.metrics.mcmc", "mcse_mean"),
+    "mcse_sd": ("bnnkit.metrics.mcmc", "mcse_sd"),
+    "mcse_quantile": ("bnnkit.metrics.mcmc", "mcse_quantile"),
 }
 
 # Names defined here, not imported lazily.
@@ -66,7 +77,9 @@ if TYPE_CHECKING:
     # __all__ from __getattr__; tests/test_public_api.py checks this list against it.
     __all__ = ["HMC", "METHODS", "NUTS", "SGD", "SGMCMC", "VI", "ConfigError", "Ensemble",
                "Laplace", "ProblemConfig", "__version__", "build_problem", "evaluate",
-               "export_samples", "load_chains", "load_dataset", "run", "sample"]
+               "export_samples", "load_chains", "load_dataset", "run", "sample", "Summary",
+               "ess_bulk", "ess_tail", "mcse_mean", "mcse_quantile", "mcse_sd", "rhat",
+               "summary"]
 
     from bnnkit.data import load as load_dataset
     from bnnkit.evaluation import evaluate, export_samples
@@ -78,6 +91,15 @@ if TYPE_CHECKING:
     from bnnkit.inference.sgd import Config as SGD  # noqa: N814
     from bnnkit.inference.sgmcmc import Config as SGMCMC  # noqa: N814
     from bnnkit.inference.vi import Config as VI  # noqa: N814
+    from bnnkit.metrics.mcmc import (
+        ess_bulk,
+        ess_tail,
+        mcse_mean,
+        mcse_quantile,
+        mcse_sd,
+        rhat,
+    )
+    from bnnkit.metrics.mcmc_summary import Summary, summary
     from bnnkit.problem import ProblemConfig
     from bnnkit.problem import build as build_problem
     from bnnkit.runs import load_chains, run, sample

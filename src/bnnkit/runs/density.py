@@ -45,6 +45,9 @@ Example (a hierarchical normal model, the eight schools, non-centred):
     (4, 300, 8)
     >>> chains.convergence["converged"], chains.convergence["problems"]
     (True, [])
+    >>> table = chains.summary()  # per parameter: MCSE, bulk and tail ESS, R-hat
+    >>> bool(table["mu"].r_hat < 1.01), bool(table["z[0]"].ess_bulk > 400)
+    (True, True)
     >>> folder = tempfile.mkdtemp() + "/eight_schools"
     >>> stored = sample(log_density, start, config, run_dir=folder, name="eight_schools")
     >>> bool(jnp.all(stored.positions["z"] == chains.positions["z"]))
@@ -99,6 +102,13 @@ class Chains(NamedTuple):
     state: Any
     convergence: dict[str, Any]
     warnings: tuple[str, ...] = ()
+
+    def summary(self):
+        """Per-parameter diagnostics of the kept positions: mean, sd, quantiles, MCSE, bulk and
+        tail ESS and rank-normalised R-hat (:func:`bnnkit.metrics.mcmc_summary.summary`)."""
+        from bnnkit.metrics.mcmc_summary import summary
+
+        return summary(self.positions)
 
 
 def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params,
