@@ -75,11 +75,34 @@ if TYPE_CHECKING:
     # What static checkers see (they cannot run METHODS): the names as of this writing. At run
     # time every name, a new method's Config included, comes from _LAZY and METHODS, and
     # __all__ from __getattr__; tests/test_public_api.py checks this list against it.
-    __all__ = ["HMC", "METHODS", "NUTS", "SGD", "SGMCMC", "VI", "ConfigError", "Ensemble",
-               "Laplace", "ProblemConfig", "__version__", "build_problem", "evaluate",
-               "export_samples", "load_chains", "load_dataset", "run", "sample", "Summary",
-               "ess_bulk", "ess_tail", "mcse_mean", "mcse_quantile", "mcse_sd", "rhat",
-               "summary"]
+    __all__ = [
+        "HMC",
+        "METHODS",
+        "NUTS",
+        "SGD",
+        "SGMCMC",
+        "VI",
+        "ConfigError",
+        "Ensemble",
+        "Laplace",
+        "ProblemConfig",
+        "Summary",
+        "__version__",
+        "build_problem",
+        "ess_bulk",
+        "ess_tail",
+        "evaluate",
+        "export_samples",
+        "load_chains",
+        "load_dataset",
+        "mcse_mean",
+        "mcse_quantile",
+        "mcse_sd",
+        "rhat",
+        "run",
+        "sample",
+        "summary",
+    ]
 
     from bnnkit.data import load as load_dataset
     from bnnkit.evaluation import evaluate, export_samples
