@@ -450,7 +450,10 @@ def _store_posterior(life: Lifecycle, unit: int, method: Method, state,
     Returns:
         Member 0's posterior metadata (e.g. a Laplace approximation's evidence).
     """
-    members = [method.posterior(jax.tree.map(lambda a, m=m: a[m][None], state))
+    # One transfer, then NumPy slices: slicing device arrays costs a dispatch per leaf and
+    # member (on yacht with 8 chains, 50 ms of every kept iteration).
+    host = jax.device_get(state)
+    members = [method.posterior(jax.tree.map(lambda a, m=m: a[m][None], host))
                for m in range(loop.num_members)]
     store.save(life.rundir.sample_file(unit), members,
                before_rename=life.recorder(manifest.sample_name(unit), unit=unit))
