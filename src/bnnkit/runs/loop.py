@@ -59,7 +59,12 @@ from bnnkit.models import num_params
 from bnnkit.posterior import store
 from bnnkit.runs import faults, lifecycle, manifest, sharding
 from bnnkit.runs.directory import RunDir
-from bnnkit.runs.initial import positions_from_run, problem_of_run, source_differences
+from bnnkit.runs.initial import (
+    positions_from_run,
+    problem_of_run,
+    source_differences,
+    with_chains,
+)
 from bnnkit.runs.lifecycle import (
     AUGMENT_STREAM,
     DATA_STREAM,
@@ -209,6 +214,7 @@ def run(
     rundir = RunDir(run_dir)
     # The directory first: cheap, and nothing is built for a run that cannot start there.
     lifecycle.check_target(rundir, resume=resume, overwrite=overwrite)
+    config = with_chains(config)
     if problem is None:
         problem = problem_of_run(config)
     built = problem_lib.build(problem)
