@@ -52,6 +52,11 @@ register("mlp_regression_small", ModelSpec(
     make=_mlp((50,)), tasks=("regression",), input_rank=None,
     description="1 hidden layer of 50 ReLU units (bnn_hmc's UCI model)",
 ))
+register("mlp_regression_2x16", ModelSpec(
+    make=_mlp((16, 16)), tasks=("regression",), input_rank=None,
+    description="2 hidden layers of 16 ReLU units (the tabular default of MILE, Sommer et "
+                "al. 2025)",
+))
 register("mlp_regression", ModelSpec(
     make=_mlp((100, 100)), tasks=("regression",), input_rank=None,
     description="2 hidden layers of 100 ReLU units",
