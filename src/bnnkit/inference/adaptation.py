@@ -242,8 +242,12 @@ class Windows:
         grads = self._pooled(gradients, include)
         var_x, count, _ = self.wf_final(positions)
         var_g, _, _ = self.wf_final(grads)
-        inverse_mass = jnp.where(count > 1, fisher_score_diagonal_from_moments(var_x, var_g),
-                                 mass.inverse_mass_matrix)
+        estimate = fisher_score_diagonal_from_moments(var_x, var_g)
+        # A coordinate that did not move within the window (a chain far out in the tails
+        # taking steps below float resolution) has no variance to estimate: an estimate of 0
+        # there made every later step diverge, so it keeps its previous value.
+        usable = (count > 1) & jnp.isfinite(estimate) & (estimate > 0)
+        inverse_mass = jnp.where(usable, estimate, mass.inverse_mass_matrix)
         fresh = like(self.wf_init(inverse_mass.shape[0]), gradients)
         return like(MassMatrixAdaptationState(inverse_mass, fresh), mass), fresh
 
