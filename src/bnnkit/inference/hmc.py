@@ -10,8 +10,26 @@ whole run. Burn-in samples are never kept.
 
 What adapts during the first ``num_burn_in`` iterations is ``adapt``:
 
+- ``"auto"`` (the default unless both ε and τ are given): each chain on its own runs NUTS
+  (BlackJAX's iterative kernel) through Stan's windows during burn-in: ε by dual averaging on
+  NUTS's acceptance statistic from a step found where the chain starts, a diagonal M⁻¹ (the
+  Fisher estimate) per slow window, and trees at most 2^6 − 1 steps long until the first slow
+  window has closed (the identity metric's step is set by the narrowest direction, so a
+  trajectory long in the widest is thousands of steps: its cost is what a chain far out
+  cannot afford), 2^10 − 1 after. τ is the 90 % quantile of the chain's NUTS integration
+  times in the last window (a log-normal fit), and the kept iterations are static HMC
+  integrating a quasi-random fraction of τ (jittered, so draws are not periodic).
+  Why this and not Stan's windows with static trajectories throughout (``"mass"`` with its
+  early trajectories bounded): a static τ is in units of a metric that does not exist yet,
+  and any fixed default is wrong for some posterior (0.3 right for the exact regression of
+  the tests was a third of the ESS of a better τ); NUTS measures the posterior's own
+  integration time per chain, and burn-in costs what NUTS's does (less from a far start, its
+  early trees being shallow). The kept phase keeps static HMC's advantage over NUTS (2-20x
+  effective samples per gradient on well-conditioned targets, ``benchmarks/
+  sampler_defaults.py``). Nothing is pooled across chains: chains started in different modes
+  (from an ensemble's members) each get their own ε, M⁻¹ and τ.
 - ``"none"``: nothing; ``L = ceil(τ/ε)`` with the given ε and τ, identity mass.
-- ``"step"`` (the default): the paper's mode. ε is tuned by dual averaging (Hoffman & Gelman
+- ``"step"`` (the default when both ε and τ are given): the paper's mode. ε is tuned by dual averaging (Hoffman & Gelman
   2014) towards ``target_accept_rate``, centred on the initial ε (not 10ε, which throws a chain
   started at a random initialisation into divergences) and restarted halfway through burn-in,
   then frozen at its average; τ fixed, identity mass.
@@ -21,11 +39,18 @@ What adapts during the first ``num_burn_in`` iterations is ``adapt``:
 - ``"chees"``: for several chains. ε by dual averaging of the chains' harmonic-mean acceptance and
   τ by maximising the ChEES criterion across chains (Hoffman, Radul & Sountsov 2021), starting
   from the given τ (at least one leapfrog step), with a diagonal M⁻¹ pooled over the chains in
-  Stan's windows; jittered trajectories throughout. The chains exchange their statistics
+  Stan's windows; jittered trajectories throughout. A chain whose log density is more than 5
+  robust spreads below the median chain's is left out of every pooled statistic
+  (:func:`~bnnkit.inference.adaptation.pooled_chains`); below 4 chains it warns. The chains exchange their statistics
   through collectives over the vmapped axis :data:`~bnnkit.inference.adaptation.MEMBERS` (the
   run driver vmaps under that name).
 
-Both adaptive modes start from a step size found where each chain stands (Hoffman & Gelman's
+``"mass"`` and ``"chees"`` take at most 2^6 − 1 leapfrog steps per iteration while M⁻¹ is still
+the identity, for the same reason as ``"auto"``'s shallow early trees. A trajectory cut short
+by ``max_num_leapfrog_steps`` (or ``"auto"``'s tree depth limit) is ``capped`` in the info, and
+the run reports the share.
+
+The adaptive modes start from a step size found where each chain stands (Hoffman & Gelman's
 doubling and halving until one leapfrog step's acceptance crosses the target), and aim at an
 acceptance of 0.9 rather than the paper modes' 0.8 unless told otherwise
 (:data:`DEFAULT_TARGET_ACCEPT_RATE`): long static trajectories on a network posterior are
@@ -62,6 +87,11 @@ Example:
     >>> state, info = jax.jit(method.step)(jax.random.PRNGKey(1), state, None)
     >>> int(info.num_leapfrog), bool(info.divergent)
     (4, False)
+    >>> default = build(log_density, Config(num_iterations=10))  # no knobs: "auto"
+    >>> state = default.init(jax.random.PRNGKey(0), {"x": jnp.zeros(2)}, None)
+    >>> state, info = jax.jit(default.step)(jax.random.PRNGKey(1), state, None)
+    >>> bool(info.num_leapfrog <= 63)  # a NUTS tree, shallow while the metric is the identity
+    True
 """
 
 from __future__ import annotations
