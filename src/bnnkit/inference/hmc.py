@@ -29,8 +29,8 @@ What adapts during the first ``num_burn_in`` iterations is ``adapt``:
   sampler_defaults.py``). Nothing is pooled across chains: chains started in different modes
   (from an ensemble's members) each get their own ε, M⁻¹ and τ.
 - ``"none"``: nothing; ``L = ceil(τ/ε)`` with the given ε and τ, identity mass.
-- ``"step"`` (the default when both ε and τ are given): the paper's mode. ε is tuned by dual averaging (Hoffman & Gelman
-  2014) towards ``target_accept_rate``, centred on the initial ε (not 10ε, which throws a chain
+- ``"step"`` (the default when both ε and τ are given): the paper's mode. ε is tuned by dual
+  averaging (Hoffman & Gelman 2014) towards ``target_accept_rate``, centred on the initial ε (not 10ε, which throws a chain
   started at a random initialisation into divergences) and restarted halfway through burn-in,
   then frozen at its average; τ fixed, identity mass.
 - ``"mass"``: Stan's windows (:class:`~bnnkit.inference.adaptation.Windows`): dual averaging of
@@ -41,9 +41,9 @@ What adapts during the first ``num_burn_in`` iterations is ``adapt``:
   from the given τ (at least one leapfrog step), with a diagonal M⁻¹ pooled over the chains in
   Stan's windows; jittered trajectories throughout. A chain whose log density is more than 5
   robust spreads below the median chain's is left out of every pooled statistic
-  (:func:`~bnnkit.inference.adaptation.pooled_chains`); below 4 chains it warns. The chains exchange their statistics
-  through collectives over the vmapped axis :data:`~bnnkit.inference.adaptation.MEMBERS` (the
-  run driver vmaps under that name).
+  (:func:`~bnnkit.inference.adaptation.pooled_chains`); below 4 chains it warns. The chains
+  exchange their statistics through collectives over the vmapped axis
+  :data:`~bnnkit.inference.adaptation.MEMBERS` (the run driver vmaps under that name).
 
 ``"mass"`` and ``"chees"`` take at most 2^6 − 1 leapfrog steps per iteration while M⁻¹ is still
 the identity, for the same reason as ``"auto"``'s shallow early trees. A trajectory cut short
@@ -317,8 +317,8 @@ class Config(HamiltonianSettings):
         elif not self.num_burn_in:
             raise ConfigError(f"--adapt {adapt} tunes during burn-in; allowed: --num-burn-in "
                               ">= 1, or --step-size and --trajectory-len with --adapt step")
-        if adapt == "chees" and self.num_chains < MIN_POOLED_CHAINS:
-            warnings.warn(f"--adapt chees pools {self.num_chains} chains: below "
+        if adapt == "chees" and self.chains < MIN_POOLED_CHAINS:
+            warnings.warn(f"--adapt chees pools {self.chains} chains: below "
                           f"{MIN_POOLED_CHAINS} it cannot leave out a stranded chain; use "
                           f">= {MIN_POOLED_CHAINS} chains or --adapt auto (per chain)",
                           UserWarning, stacklevel=3)
@@ -344,9 +344,16 @@ class Config(HamiltonianSettings):
             raise ConfigError(f"--adapt {adapt} integrates a fixed trajectory and needs "
                               f"{missing}; allowed: both given, or --adapt auto (the default "
                               "without them: tunes both)")
-        if adapt == "chees" and self.num_chains < 2:
+        if adapt == "chees" and self.init_checkpoint is not None:
+            # Chains started from different members of a run sit in different modes; pooled
+            # statistics would mix the modes' scales.
+            raise ConfigError(f"--adapt chees pools its tuning across chains, and chains started "
+                              f"from --init-checkpoint {self.init_checkpoint!r} start in "
+                              "different places; allowed: --adapt auto or mass (tuned per "
+                              "chain)")
+        if adapt == "chees" and self.chains < 2:
             raise ConfigError(f"--adapt chees tunes across chains; allowed: --num-chains >= 2, "
-                              f"not {self.num_chains} (or --adapt auto)")
+                              f"not {self.chains} (or --adapt auto)")
         return adapt
 
 
