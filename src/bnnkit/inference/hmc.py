@@ -30,9 +30,9 @@ What adapts during the first ``num_burn_in`` iterations is ``adapt``:
   (from an ensemble's members) each get their own ε, M⁻¹ and τ.
 - ``"none"``: nothing; ``L = ceil(τ/ε)`` with the given ε and τ, identity mass.
 - ``"step"`` (the default when both ε and τ are given): the paper's mode. ε is tuned by dual
-  averaging (Hoffman & Gelman 2014) towards ``target_accept_rate``, centred on the initial ε (not 10ε, which throws a chain
-  started at a random initialisation into divergences) and restarted halfway through burn-in,
-  then frozen at its average; τ fixed, identity mass.
+  averaging (Hoffman & Gelman 2014) towards ``target_accept_rate``, centred on the initial ε (not
+  10ε, which throws a chain started at a random initialisation into divergences) and restarted
+  halfway through burn-in, then frozen at its average; τ fixed, identity mass.
 - ``"mass"``: Stan's windows (:class:`~bnnkit.inference.adaptation.Windows`): dual averaging of
   ε and a diagonal M⁻¹ from each chain's own positions and gradients; τ fixed, each iteration
   integrating a quasi-random fraction of it (so draws are not periodic).
