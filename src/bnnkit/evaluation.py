@@ -319,6 +319,9 @@ def evaluate(
         result["sampler"] = {
             "acceptance_rate": float(np.mean([r["acceptance_rate"] for r in kept])),
             "num_divergent": int(sum(sum(r["divergent"]) for r in kept)),
+            # Logs written before samplers reported capped trajectories count none.
+            "num_capped": int(sum(sum(r.get("capped", ())) for r in kept)),
+            "num_transitions": int(sum(len(r["acceptance_rate"]) for r in kept)),
             "step_size": [float(s) for s in kept[-1]["step_size"]],
             "num_leapfrog": [int(n) for n in kept[-1]["num_leapfrog"]],
             "seconds_per_iteration": float(np.mean([r["seconds"] for r in kept])),
@@ -345,6 +348,10 @@ def evaluate(
             prediction.per_sample, acceptance_rate=sampler.get("acceptance_rate"),
             num_divergent=sampler.get("num_divergent"),
             finished=record.get("status") == "finished", log_posterior=trace)
+        capped = (convergence.capped_warning(sampler["num_capped"], sampler["num_transitions"],
+                                             record.get("method")) if sampler else None)
+        if capped is not None:  # slower mixing, not a convergence failure: a warning
+            result["convergence"].setdefault("warnings", []).append(capped)
     if reference is not None:
         ref_prediction = run_prediction(ref_record, ref_problem, ref_posterior, x_test)
         result["reference"] = {"run": str(reference), **compare(prediction, ref_prediction),

@@ -73,7 +73,6 @@ def run_or_reuse(problem: ProblemConfig, config: Any, run_dir: str | os.PathLike
     """
     from bnnkit import runs
     from bnnkit.runs import RunDir
-
     from bnnkit.runs.initial import with_chains
 
     status = run_status(run_dir)

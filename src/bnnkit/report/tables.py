@@ -19,6 +19,10 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     if sampler:
         out.append(("acceptance rate (after burn-in)", f"{sampler['acceptance_rate']:.3f}"))
         out.append(("divergences (after burn-in)", str(sampler["num_divergent"])))
+        if sampler.get("num_capped"):
+            out.append(("capped trajectories (after burn-in)",
+                        f"{sampler['num_capped']} "
+                        f"({sampler['num_capped'] / sampler['num_transitions']:.0%})"))
         out.append(("step size per chain",
                     ", ".join(f"{s:.2e}" for s in sampler["step_size"])))
         out.append(("leapfrog steps per iteration",
@@ -39,6 +43,7 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("converged (function space)", "yes" if verdict["converged"] else "NO"))
         out += [("  problem", problem) for problem in verdict["problems"]]
         out += [("  to do", advice) for advice in verdict["advice"]]
+        out += [("  warning", warning) for warning in verdict.get("warnings", ())]
     ref = result.get("reference")
     if ref:
         for name, value in ref.items():

@@ -404,7 +404,7 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
              "chunks": f"{config.METHOD} chunk"}[loop.kind]
     bar = ProgressBar(label, loop.num_units, start, enabled=progress, log_every=log_every,
                       unit_name=loop.kind)
-    tally = SamplerTally(loop)
+    tally = SamplerTally(loop, config.METHOD)
     for line in life.rundir.read_log() if life.writer else ():  # counted from its first unit
         tally.add(line)
     for note in notes:
@@ -442,7 +442,8 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
-    life.finish(**({"posterior_info": meta["info"]} if meta.get("info") else {}))
+    life.finish(**({"posterior_info": meta["info"]} if meta.get("info") else {}),
+                **tally.record())
     warning = tally.warning()
     return RunResult(life.rundir, life.record, loop.num_units, seconds,
                      seconds / max(loop.num_units - start, 1), log,
