@@ -17,6 +17,7 @@ from bnnkit import models, storage
 from bnnkit.posterior import DiagGaussian, Mixture, Posterior, Samples, store
 from bnnkit.posterior.laplace import DiagLaplace, KFACLaplace, LastLayerLaplace
 from bnnkit.posterior.low_rank_gaussian import LowRankGaussian
+from bnnkit.posterior.mc_dropout import MCDropout
 from bnnkit.predict import posterior_predictive
 from bnnkit.problem import ProblemConfig, build
 from bnnkit.runs.initial import _positions
@@ -70,6 +71,7 @@ FACTORIES = {
         t, positive_like(jax.random.PRNGKey(11), t),
         jax.tree.map(lambda a: jax.random.normal(jax.random.PRNGKey(12), (3, *a.shape)), t),
         num_draws=3),
+    "mc_dropout": lambda t: MCDropout(positive_like(jax.random.PRNGKey(13), t), 0.25, 3),
 }
 
 

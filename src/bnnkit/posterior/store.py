@@ -37,6 +37,7 @@ from bnnkit.posterior.base import Posterior
 from bnnkit.posterior.diag_gaussian import DiagGaussian
 from bnnkit.posterior.laplace import DiagLaplace, KFACLaplace, LastLayerLaplace
 from bnnkit.posterior.low_rank_gaussian import LowRankGaussian
+from bnnkit.posterior.mc_dropout import MCDropout
 from bnnkit.posterior.samples import Samples
 from bnnkit.types import Params
 
@@ -45,7 +46,7 @@ from bnnkit.types import Params
 KINDS: dict[str, type[Posterior]] = {
     cls.kind: cls
     for cls in (Samples, DiagGaussian, DiagLaplace, LastLayerLaplace, KFACLaplace,
-                LowRankGaussian)
+                LowRankGaussian, MCDropout)
 }
 KIND_KEY = "__kind__"
 META_KEY = "__meta__"
