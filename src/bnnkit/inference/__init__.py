@@ -5,7 +5,7 @@ driver, the command line and the protocol test read it; adding a method touches 
 line here, one row in the protocol test and its docs.
 """
 
-from bnnkit.inference import ensemble, hmc, ivon, laplace, nuts, sgd, sgmcmc, swag, vi
+from bnnkit.inference import dropout, ensemble, hmc, ivon, laplace, nuts, sgd, sgmcmc, swag, vi
 from bnnkit.inference.base import Method
 
 METHODS = {
@@ -18,6 +18,7 @@ METHODS = {
     "laplace": laplace,
     "swag": swag,
     "ivon": ivon,
+    "dropout": dropout,
 }
 
 __all__ = ["METHODS", "Method"]
