@@ -23,7 +23,7 @@ class Command(NamedTuple):
 
 #: The commands that run no method, in ``bnnkit --help``'s order; each is the ``COMMAND`` of
 #: the module named after it. They never join the processes of a distributed run.
-OTHER_COMMANDS: tuple[str, ...] = ("prune", "evaluate", "samples", "verify", "models",
+OTHER_COMMANDS: tuple[str, ...] = ("reference", "prune", "evaluate", "samples", "verify", "models",
                                    "prior-predictive", "surface", "shift", "convergence",
                                    "experiment", "paper", "report", "datasets")
 

@@ -238,9 +238,15 @@ class Config(HamiltonianSettings):
                 raise ConfigError(f"--no-adapt-step-size contradicts --adapt {adapt}; allowed: "
                                   "--adapt none, or no --no-adapt-step-size")
             adapt = "none"
-        if adapt == "chees" and self.num_chains < 2:
+        if adapt == "chees" and self.init_checkpoint is not None:
+            # Chains started from different members of a run sit in different modes; pooled
+            # statistics would mix the modes' scales.
+            raise ConfigError(f"--adapt chees pools its tuning across chains, and chains started "
+                              f"from --init-checkpoint {self.init_checkpoint!r} start in "
+                              "different places; allowed: --adapt mass (tuned per chain)")
+        if adapt == "chees" and self.chains < 2:
             raise ConfigError(f"--adapt chees tunes across chains; allowed: --num-chains >= 2, "
-                              f"not {self.num_chains} (or --adapt mass)")
+                              f"not {self.chains} (or --adapt mass)")
         return adapt
 
 

@@ -147,11 +147,14 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
             the stored run's, or a damaged or edited file the resume would keep.
     """
     module = METHODS.get(config.METHOD)
-    loop = config.loop(1)
-    if module is None or loop.kind != "iterations":
+    if module is None or config.loop(1).kind != "iterations":
         raise ConfigError(f"sample() runs full-batch samplers (hmc, nuts), not "
                           f"{config.METHOD!r}")
     leaves = jax.tree.leaves(initial_positions)
+    if config.num_chains is None and leaves and jnp.ndim(leaves[0]) >= 1:
+        # One chain per starting position.
+        config = dataclasses.replace(config, num_chains=int(jnp.shape(leaves[0])[0]))
+    loop = config.loop(1)
     if not leaves or any(jnp.ndim(leaf) < 1 or jnp.shape(leaf)[0] != loop.num_members
                          for leaf in leaves):
         raise ConfigError(f"initial positions need a leading axis of length --num-chains "
