@@ -17,7 +17,7 @@ import numpy as np
 from bnnkit import data, likelihoods, models, priors
 from bnnkit.errors import ConfigError
 from bnnkit.log_posterior import LogPosterior
-from bnnkit.settings import check_numbers, setting
+from bnnkit.settings import Exclusive, check_numbers, setting
 from bnnkit.types import Batch, Key, Params
 
 
@@ -47,6 +47,12 @@ class ProblemConfig:
         subset_train_to: keep only the first N training examples.
         data_dir: where dataset files are (otherwise ``BNNKIT_DATA_DIR`` or the cache).
         chunk_size: evaluate the full-batch likelihood in chunks of this size.
+        validation_size: examples held out from the end of the training set (before
+            ``subset_train_to``) as a validation set, ``dataset.info["validation"]``: the
+            method never sees them; ``bnnkit evaluate --calibrate`` and ``--conformal`` fit
+            on them.
+        dropout_rate: p of a dropout model (``*_dropout``; default
+            :data:`bnnkit.models.registry.DEFAULT_DROPOUT_RATE`); refused for other models.
     """
 
     dataset: str = setting(aliases=("--dataset-name",),
@@ -89,6 +95,14 @@ class ProblemConfig:
         None, metavar="SPEC",
         help="infer the regression noise std σ0 under this prior instead of fixing it, e.g. "
              "gamma:concentration=0.5,rate=1 (gamma, half_normal, lognormal)")
+    validation_size: int | None = setting(
+        None, help="hold out the last N training examples (before --subset-train-to) as a "
+                   "validation set, which the method never sees: evaluate --calibrate and "
+                   "--conformal fit on it", bounds=(1, None))
+    dropout_rate: float | None = setting(
+        None, help="probability p with which a dropout model (*_dropout) drops each input of "
+                   "every layer, in [0, 1) (default 0.1); other models have no dropout",
+        bounds=(0.0, Exclusive(1.0)))
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -116,7 +130,8 @@ DATA_SETTINGS = ("dataset",)
 #: Settings that fix which posterior a run targets: runs that differ in them can be compared
 #: or warm-started from one another, but the user is told.
 POSTERIOR_SETTINGS = ("model", "likelihood", "noise_std", "noise_prior", "weight_decay",
-                      "prior", "bias_prior", "layer_priors", "temperature", "subset_train_to")
+                      "prior", "bias_prior", "layer_priors", "temperature", "subset_train_to",
+                      "dropout_rate", "validation_size")
 
 
 def differences(mine: ProblemConfig, other: ProblemConfig, names: tuple[str, ...],
@@ -212,6 +227,8 @@ def build(config: ProblemConfig) -> Problem:
         options["subset_train_to"] = config.subset_train_to
     if config.data_dir is not None:
         options["data_dir"] = config.data_dir
+    if config.validation_size is not None:
+        options["validation_size"] = config.validation_size
     dataset = data.load(config.dataset, standardize_data=config.standardize, **options)
     if config.subset_train_to is not None and dataset.num_train > config.subset_train_to:
         # Loaders that do not subset themselves: take the first N, as bnn_hmc does.
@@ -236,7 +253,8 @@ def build(config: ProblemConfig) -> Problem:
         config.likelihood, task=dataset.task, num_classes=dataset.num_classes,
         noise_std=noise_std,
     )
-    model = models.get(config.model, num_outputs=likelihood.num_outputs)
+    model = models.get(config.model, num_outputs=likelihood.num_outputs,
+                       dropout_rate=config.dropout_rate)
     plain = all(getattr(config, f) is None
                 for f in ("prior", "bias_prior", "layer_priors", "noise_prior"))
     example = np.asarray(dataset.x_train[:1])
@@ -261,7 +279,7 @@ def build(config: ProblemConfig) -> Problem:
     log_posterior = LogPosterior(
         apply=apply, likelihood=likelihood, prior=prior, num_data=dataset.num_train,
         temperature=config.temperature, chunk_size=config.chunk_size,
-        stochastic=model.stochastic,
+        stochastic=model.stochastic, dropout_rate=model.dropout_rate,
     )
     return Problem(
         config=config, dataset=dataset, model=model, likelihood=likelihood, prior=prior,
