@@ -11,14 +11,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bnnkit.errors import ConfigError
-    from bnnkit.runs.directory import verify
+    from bnnkit.runs.directory import DATA_FINDING, verify
 
     findings, summary = verify(args.run_dir)
     print(f"{args.run_dir}: {summary}")
+    # verify takes no --resume or --overwrite: the advice names the command that does.
+    command = f"the run's command (bnnkit {_method(args.run_dir)} ...)"
     for finding in findings:
-        how = ("--resume recomputes it from the last intact state" if finding.repairable else
-               "--resume cannot recompute it; rerun the same command with --overwrite (the "
-               "run reproduces bit for bit)")
+        if finding.file == DATA_FINDING:
+            how = "restore the data file the run was made on"
+        elif finding.repairable:
+            how = f"{command} with --resume recomputes it from the last intact state"
+        else:
+            how = (f"a resume cannot recompute it; {command} with --overwrite makes the run "
+                   "again (it reproduces bit for bit)")
         print(f"  {finding.file} {finding.problem}: {how}")
     if not findings:
         print("every file matches its manifest and run.json its settings digest")
@@ -26,8 +32,21 @@ def run(args: argparse.Namespace) -> int:
     fixable = all(f.repairable for f in findings)
     raise ConfigError(
         f"{args.run_dir!r} has {len(findings)} damaged, missing or unrecorded file(s); "
-        + ("--resume repairs them" if fixable else "--resume cannot repair them all; rerun "
-           "with --overwrite"))
+        + (f"{command} with --resume repairs them" if fixable else
+           f"a resume cannot repair them all; {command} with --overwrite makes the run again"))
+
+
+def _method(run_dir: str) -> str:
+    """The method of the run in ``run_dir`` as its command is named (``METHOD`` if unknown)."""
+    import json
+    import os
+
+    try:
+        with open(os.path.join(run_dir, "run.json"), "rb") as f:
+            method = json.loads(f.read()).get("method")
+    except (OSError, ValueError, RecursionError, AttributeError):
+        method = None
+    return method if isinstance(method, str) and method.isidentifier() else "METHOD"
 
 
 from bnnkit.commands import Command  # noqa: E402

@@ -250,11 +250,9 @@ def _source(spec: str) -> _Source:
 
 
 def _problem_config(record: dict, where: str) -> problem_lib.ProblemConfig:
-    try:
-        return problem_lib.ProblemConfig.from_dict(record["problem"])
-    except TypeError as err:  # a run of an older layout, edited by hand
-        raise ConfigError(f"{where} is damaged: its problem is not one this bnnkit can build "
-                          f"({err})") from None
+    from bnnkit.runs.stored import recorded_problem
+
+    return recorded_problem(record, where)
 
 
 def common_problem(sources: Sequence[_Source],

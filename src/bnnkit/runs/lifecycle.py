@@ -53,7 +53,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -61,6 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnnkit import distributed, storage
+from bnnkit.data import npz
 from bnnkit.errors import ConfigError
 from bnnkit.inference import _noise
 from bnnkit.inference.base import Loop, RunSettings
@@ -68,6 +72,60 @@ from bnnkit.runs import directory, faults, manifest
 from bnnkit.runs.directory import STATE_FILE, RunDir
 
 INIT_STREAM, NOISE_STREAM, DATA_STREAM, EVAL_STREAM, AUGMENT_STREAM = 0, 1, 2, 3, 4
+#: Signals that stop a run the way Ctrl-C does: a scheduler's pre-emption, a closed terminal.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminated(KeyboardInterrupt):
+    """A run stopped by SIGTERM or SIGHUP.
+
+    Raised in the main thread when the signal arrives (:func:`stopped_by_signals`), so the run
+    unwinds exactly as after Ctrl-C: writes in flight are dropped, the lock is let go and the
+    last state stays on disk for ``--resume``. A ``KeyboardInterrupt``, so whatever handles
+    Ctrl-C handles it too.
+
+    Attributes:
+        signum: the signal's number (the command line exits with ``128 + signum``).
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread.
+
+    Only signals left at their default action are taken over (an ignored SIGHUP, as under
+    ``nohup``, stays ignored; a caller's own handler stays), and they are given back after the
+    block. Outside the main thread, where Python delivers no signal, this does nothing.
+
+    Example:
+        >>> import os
+        >>> with stopped_by_signals():
+        ...     try:
+        ...         os.kill(os.getpid(), signal.SIGTERM)
+        ...     except Terminated as stop:
+        ...         print(stop.signum == signal.SIGTERM)
+        True
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, _raise_terminated)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 #: The entry of ``state.npz`` holding the units the state covers.
 UNIT_KEY = "__unit__"
 
@@ -158,12 +216,15 @@ def resume_point(rundir: RunDir, record: dict, loop: Loop) -> manifest.Check:
 
 
 def resume_checks(rundir: RunDir, config: RunSettings, problem: dict, loop: Loop, *,
-                  chunks: bool) -> manifest.Check | None:
+                  chunks: bool, data: Mapping[str, Any] | None = None
+                  ) -> manifest.Check | None:
     """Every check of a resume, on process 0 (the others get ``None``; every process raises
     if process 0 refused).
 
     Args:
         chunks: the resume is of a :func:`bnnkit.runs.sample` run (else of the driver's).
+        data: the dataset's ``info`` as loaded now: a user file's fingerprint must be the one
+            the run recorded (then the file may be named by another path, from another folder).
 
     Raises:
         ConfigError: a run of the other kind, or as :func:`check_resume` and
@@ -177,7 +238,12 @@ def resume_checks(rundir: RunDir, config: RunSettings, problem: dict, loop: Loop
                          ("bnnkit.runs.sample", "bnnkit.runs.sample"))
             raise ConfigError(f"{rundir.given!r} is a run of {made}, not of "
                               f"{'sample()' if chunks else 'the driver'}; resume it with {use}")
-        check_resume(record, config, problem)
+        given = problem
+        recorded = record.get("dataset")
+        if data is not None and isinstance(recorded, dict) and isinstance(
+                record.get("problem"), dict) and npz.same_data(recorded, data, "--dataset"):
+            given = {**problem, "dataset": record["problem"].get("dataset")}
+        check_resume(record, config, given)
         return resume_point(rundir, record, loop)
 
     return distributed.first_decides(checks)
@@ -224,6 +290,9 @@ class Lifecycle:
         self.rundir, self.record, self.found = rundir, record, found
         self.files = manifest.Manifest(rundir.manifest_file)
         self.writer = distributed.is_writer()
+        #: Whether a state or kept unit has been recorded (from then on the run is kept
+        #: whatever happens next).
+        self.durable = False
 
     def resume_state(self, template: Any) -> tuple[int, Any]:
         """The units done and the state a resume restarts from (``(0, None)``: from the
@@ -288,6 +357,7 @@ class Lifecycle:
 
         def record(written: storage.Written) -> None:
             self.files.append(manifest.entry(name, written, unit=unit, **extra))
+            self.durable = True
             faults.point(point)
 
         return record
@@ -315,20 +385,63 @@ def opened(rundir: RunDir, found: manifest.Check | None, *, record: dict | None,
     """Hold the run directory's lock (process 0) for the block: a new run (``record``) is
     prepared and written with status "starting", a resumed one's record is read back.
 
+    SIGTERM and SIGHUP stop the block as Ctrl-C does (:func:`stopped_by_signals`). A new run
+    that fails with an error before its first state or kept unit is recorded leaves
+    nothing behind: its files are removed, and the directory too when this run created it
+    (so the same command, its value corrected, starts afresh). An interrupt (Ctrl-C, SIGTERM)
+    leaves the run that never started, which ``--resume`` or the same command starts again.
+
     Raises:
         ConfigError: another process holds the lock, or the directory changed since
             :func:`check_target` into one that may not be started afresh.
     """
     writer = distributed.is_writer()
-    with distributed.first_holds(rundir.lock):
-        faults.point("locked")
-        if record is not None and writer:
-            rundir.prepare(overwrite=overwrite)
-            # The directory is a run from here on: a crash leaves a run that never started.
-            rundir.write_record({**record, "status": "starting"})
-            faults.point("started")
-            rundir.samples_dir.mkdir(exist_ok=True)
-        yield Lifecycle(rundir, rundir.read_record() if writer else {}, found)
+    created = _first_missing(rundir.path) if record is not None and writer else None
+    undone = False
+    try:
+        with stopped_by_signals(), distributed.first_holds(rundir.lock):
+            faults.point("locked")
+            if record is not None and writer:
+                rundir.prepare(overwrite=overwrite)
+                # The directory is a run from here on: a crash leaves a run that never started.
+                rundir.write_record({**record, "status": "starting"})
+                faults.point("started")
+                rundir.samples_dir.mkdir(exist_ok=True)
+            life = Lifecycle(rundir, rundir.read_record() if writer else {}, found)
+            try:
+                yield life
+            except Exception:
+                if record is not None and writer and not life.durable:
+                    rundir.forget_start()
+                    undone = True
+                raise
+    finally:
+        if undone and created is not None:
+            # Once the lock is let go: the folders this run created, where still empty.
+            _remove_empty(rundir.path, created)
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (``None``: it exists)."""
+    path = path.absolute()
+    if path.exists():
+        return None
+    while not path.parent.exists():
+        path = path.parent
+    return path
+
+
+def _remove_empty(path: Path, upto: Path) -> None:
+    """Remove ``path`` and its parents up to ``upto`` while they are empty folders."""
+    current = path.absolute()
+    while True:
+        try:
+            current.rmdir()
+        except OSError:
+            return
+        if current == upto or current.parent == current:
+            return
+        current = current.parent
 
 
 class SamplerTally:

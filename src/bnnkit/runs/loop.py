@@ -234,7 +234,8 @@ def run(
     problem_dict = dataclasses.asdict(problem)
     found, record = None, None
     if resume:
-        found = lifecycle.resume_checks(rundir, config, problem_dict, loop, chunks=False)
+        found = lifecycle.resume_checks(rundir, config, problem_dict, loop, chunks=False,
+                                        data=built.dataset.info)
     else:
         record = _new_record(built, config, loop, method.position(template), problem_dict)
     with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
