@@ -256,7 +256,7 @@ def evaluate(
         >>> from bnnkit.runs.loop import run
         >>> run_dir = tempfile.mkdtemp() + "/run"
         >>> _ = run(problem_lib.ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
-        ...         sgd.Config(init_step_size=1e-3, num_epochs=2, batch_size=64), run_dir,
+        ...         sgd.Config(init_step_size=1e-4, num_epochs=2, batch_size=64), run_dir,
         ...         progress=False)
         >>> result = evaluate(run_dir)  # also stored as RUN_DIR/evaluation.json
         >>> sorted(result["test"])  # in the units of the targets

@@ -76,6 +76,79 @@ INIT_STREAM, NOISE_STREAM, DATA_STREAM, EVAL_STREAM, AUGMENT_STREAM = 0, 1, 2, 3
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
+class DivergenceError(ConfigError):
+    """A run stopped because a member's loss, log density or parameters became NaN or
+    infinite (:func:`non_finite`): what it computed from there on would be meaningless, so it
+    stops keeping its last finite state, and the command line exits non-zero (code 2)."""
+
+
+def finite_members(position: Any, num_members: int) -> jax.Array:
+    """Whether each member's parameters are all finite (jit-able; members on the leading
+    axis of every leaf).
+
+    Example:
+        >>> finite_members({"w": jnp.array([[0.0, 1.0], [jnp.nan, 2.0]])}, 2)
+        Array([ True, False], dtype=bool)
+    """
+    ok = jnp.ones(num_members, bool)
+    for leaf in jax.tree.leaves(position):
+        if jnp.issubdtype(leaf.dtype, jnp.inexact):
+            ok = ok & jnp.all(jnp.isfinite(leaf.reshape(num_members, -1)), axis=1)
+    return ok
+
+
+def non_finite(info: Any, finite: np.ndarray) -> tuple[list[str], list[int]] | None:
+    """What became non-finite in a unit, and in which members (``None``: nothing).
+
+    Every method reports its loss or log density in its ``Info`` and its parameters through
+    ``method.position``, so this one check covers every method: a real-valued ``Info`` field
+    that is NaN or infinite, or a parameter that is. (A sampler's rejected proposal is not in
+    its ``Info``: HMC and NUTS reject a non-finite trajectory as a divergence and report its
+    acceptance as 0, so their chains stay finite.)
+
+    Args:
+        info: the unit's ``Info``, on the host, members on the leading axis.
+        finite: :func:`finite_members` of the unit's state.
+
+    Example:
+        >>> from typing import NamedTuple
+        >>> class Info(NamedTuple):
+        ...     log_posterior: np.ndarray
+        >>> non_finite(Info(np.array([1.0, np.nan])), np.array([True, True]))
+        (['log_posterior'], [1])
+    """
+    finite = np.asarray(finite, bool).reshape(-1)
+    bad = ~finite
+    what = ["the parameters"] if bad.any() else []
+    for name, value in info._asdict().items():
+        value = np.asarray(value)
+        if not np.issubdtype(value.dtype, np.floating):
+            continue
+        rows = value.reshape(len(finite), -1) if value.size and value.ndim else value.reshape(
+            1, -1).repeat(len(finite), axis=0)
+        broken = ~np.isfinite(rows).all(axis=1)
+        if broken.any():
+            what.append(name)
+            bad |= broken
+    return (what, [int(m) for m in np.flatnonzero(bad)]) if what else None
+
+
+def divergence_advice(config: RunSettings) -> str:
+    """What to try after a divergence, naming only the settings ``config``'s command takes."""
+    from bnnkit.settings import flag
+
+    names = [f.name for f in dataclasses.fields(config)]
+    tips = [f"a smaller {flag(type(config), name)}" for name in names
+            if name.endswith("step_size") and getattr(config, name) is not None]
+    if "clip_grad_norm" in names:
+        tips.append(f"gradient clipping ({flag(type(config), 'clip_grad_norm')})")
+    if "prior_precision" in names:
+        tips.append(f"a larger {flag(type(config), 'prior_precision')}")
+    if not tips:
+        tips.append("other settings")
+    return ", ".join(tips[:-1]) + (" or " if len(tips) > 1 else "") + tips[-1]
+
+
 class Terminated(KeyboardInterrupt):
     """A run stopped by SIGTERM or SIGHUP.
 
@@ -370,6 +443,31 @@ class Lifecycle:
                                 {**storage.flatten_tree(state), UNIT_KEY: np.asarray(unit)},
                                 before_rename=self.recorder(STATE_FILE, unit=unit,
                                                             point="state-recorded"))
+
+    def diverged(self, config: RunSettings, loop: Loop, unit: int, what: list[str],
+                 members: list[int]) -> DivergenceError:
+        """Mark the run "diverged" at ``unit`` (when it has kept something; a run that kept
+        nothing is removed by :func:`opened`) and say so in one line.
+
+        Returns:
+            The :class:`DivergenceError` to raise.
+        """
+        kind = {"iterations": "iteration", "epochs": "epoch", "chunks": "chunk"}[loop.kind]
+        who = (f"member {members[0]}" if len(members) == 1 else
+               f"members {', '.join(map(str, members[:5]))}{', ...' if len(members) > 5 else ''}")
+        if self.durable:
+            self.record.update(status="diverged",
+                               diverged={"unit": unit, "what": what, "members": members})
+            if self.writer:
+                self.rundir.write_record(self.record)
+            kept = ("its directory keeps the last finite state and the samples before it; "
+                    "start it again (--overwrite) with")
+        else:
+            kept = "nothing was kept; run it again with"
+        return DivergenceError(
+            f"{config.label}: {' and '.join(what)} became NaN or infinite in {kind} {unit + 1} "
+            f"of {loop.num_units} ({who}), so the run stopped: {kept} "
+            f"{divergence_advice(config)}")
 
     def finish(self, **more: Any) -> None:
         """Mark the run "finished" (with ``more``) and compact the manifest."""

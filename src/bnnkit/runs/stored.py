@@ -23,7 +23,7 @@ Example:
     >>> from bnnkit.runs.loop import run
     >>> run_dir = tempfile.mkdtemp() + "/run"
     >>> _ = run(ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
-    ...         sgd.Config(init_step_size=1e-3, num_epochs=2, batch_size=64), run_dir,
+    ...         sgd.Config(init_step_size=1e-4, num_epochs=2, batch_size=64), run_dir,
     ...         progress=False)
     >>> stored = load_run(run_dir)
     >>> stored.record["status"], stored.problem.dataset.name, stored.chains
@@ -259,6 +259,11 @@ def stored_posterior(rundir: RunDir, record: dict, template: Params) -> Any:
         return _load_legacy(rundir, record, template, units)
     samples = kept_samples(rundir, record, hash_samples=False)
     if not samples:
+        diverged = record.get("diverged")
+        if record.get("status") == "diverged" and isinstance(diverged, dict):
+            raise ConfigError(f"run {str(rundir.path)!r} diverged (NaN or infinite values) in "
+                              f"unit {diverged.get('unit', 0) + 1} before it kept a sample; "
+                              "allowed: a run with kept samples")
         raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
     return combine([store.load(rundir.sample_file(u), template, sha256=digest)
                     for u, digest in sorted(samples.items())])
