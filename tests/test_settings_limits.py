@@ -32,11 +32,7 @@ def fields_of(kind: type) -> list[tuple[type, str]]:
         hints = field_types(cls)
         for field in dataclasses.fields(cls):
             kinds = _kinds(hints[field.name])[0]
-            if kind is int and int in kinds and float not in kinds:
-                out.append((cls, field.name))
-            elif kind is float and float in kinds:
-                out.append((cls, field.name))
-            elif kind is object and kinds:
+            if (kind is int and int in kinds and float not in kinds) or (kind is float and float in kinds) or (kind is object and kinds):
                 out.append((cls, field.name))
     return out
 

@@ -7,6 +7,7 @@ import json
 
 from bnnkit.cli import main
 
+
 def with_flag(argv: list[str], flag: str, value: str) -> list[str]:
     i = argv.index(flag)
     return [*argv[:i + 1], value, *argv[i + 2:]]
