@@ -32,7 +32,9 @@ def fields_of(kind: type) -> list[tuple[type, str]]:
         hints = field_types(cls)
         for field in dataclasses.fields(cls):
             kinds = _kinds(hints[field.name])[0]
-            if (kind is int and int in kinds and float not in kinds) or (kind is float and float in kinds) or (kind is object and kinds):
+            wanted = {int: int in kinds and float not in kinds, float: float in kinds,
+                      object: bool(kinds)}[kind]
+            if wanted:
                 out.append((cls, field.name))
     return out
 
