@@ -377,12 +377,16 @@ def changed(tmp: Path, run: Path, change: Callable[[Path], None]) -> Path:
     return copy
 
 
-def snapshot(*folders: Path) -> dict[str, bytes | None]:
-    """Every file's bytes and every folder (as ``None``) under ``folders``."""
-    out: dict[str, bytes | None] = {}
+def snapshot(*folders: Path) -> dict[str, bytes | str | None]:
+    """Every file's bytes, every folder (as ``None``) and every link (as its target) under
+    ``folders``."""
+    out: dict[str, bytes | str | None] = {}
     for folder in folders:
         for p in sorted(folder.rglob("*")):
-            out[str(p)] = None if p.is_dir() else p.read_bytes()
+            if p.is_symlink():
+                out[str(p)] = f"-> {os.readlink(p)}"
+            else:
+                out[str(p)] = None if p.is_dir() else p.read_bytes()
     return out
 
 
@@ -412,6 +416,63 @@ def test_a_bad_input_is_one_line_exit_2_and_changes_nothing(name, finished, tmp_
     assert "Traceback" not in err
     assert message in err, err
     assert snapshot(work, finished.parent) == before
+
+
+def run_entries(run: Path) -> list[str]:
+    """Every file and folder a run writes, from a finished and evaluated run's listing (its
+    lock included, which exists while it runs)."""
+    return sorted({str(p.relative_to(run)) for p in run.rglob("*")} | {".lock"})
+
+
+@pytest.fixture(scope="module")
+def evaluated(finished, tmp_path_factory) -> Path:
+    path = Path(shutil.copytree(finished, tmp_path_factory.mktemp("evaluated") / "run"))
+    assert main(["evaluate", str(path)]) == 0
+    return path
+
+
+def test_a_link_in_a_run_directory_is_never_written_through(evaluated, tmp_path, capsys):
+    """Each file or folder of a run replaced by a symbolic link to a copy outside it (or to a
+    path that does not exist yet): every command that writes the run refuses in one line
+    naming the link, and writes nothing, inside or outside."""
+    entries = run_entries(evaluated)
+    assert {"run.json", "state.npz", "manifest.jsonl", "metrics.jsonl", "samples",
+            "samples/sample_0000003.npz", "evaluation.json", "predictions",
+            "predictions/test.npz", ".lock"} <= set(entries), entries
+    commands = {
+        "resume": lambda run: [*with_flag(HMC, "--num-iterations", "6"), "--dir", str(run),
+                               "--resume"],
+        "overwrite": lambda run: [*HMC, "--dir", str(run), "--overwrite"],
+        "evaluate": lambda run: ["evaluate", str(run)],
+    }
+    for entry in entries:
+        for dangling in (False, True):
+            for name, argv_of in commands.items():
+                work = tmp_path / f"{entry.replace('/', '_')}-{dangling}-{name}"
+                work.mkdir()
+                run = Path(shutil.copytree(evaluated, work / "run"))
+                target = work / "outside"
+                own = run / entry
+                if not dangling and own.is_dir():
+                    shutil.copytree(own, target)
+                elif not dangling and own.exists():
+                    shutil.copy(own, target)
+                elif not dangling:  # the lock, which a finished run does not hold
+                    target.write_text("a file outside the run\n")
+                if own.is_dir():
+                    shutil.rmtree(own)
+                elif own.exists():
+                    own.unlink()
+                own.symlink_to(target, target_is_directory=not dangling and target.is_dir())
+                before = snapshot(work)
+                capsys.readouterr()
+                code = main(argv_of(run))
+                err = capsys.readouterr().err
+                assert code == 2, (entry, name, err)
+                assert "is a symbolic link" in err and entry.split("/")[-1] in err, (entry, err)
+                assert err.count("\n") == 1
+                assert snapshot(work) == before, (entry, dangling, name)
+                assert target.exists() != dangling
 
 
 def test_an_unexpected_error_is_one_line_exit_1_and_debug_shows_it(finished, monkeypatch,
