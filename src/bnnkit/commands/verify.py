@@ -29,11 +29,19 @@ def run(args: argparse.Namespace) -> int:
     if not findings:
         print("every file matches its manifest and run.json its settings digest")
         return 0
-    fixable = all(f.repairable for f in findings)
+    # Data that changed is no damage to the run: remaking it (--overwrite) would replace a
+    # good run with one on other data, so only restoring the file is advised for it.
+    files = [f for f in findings if f.file != DATA_FINDING]
+    data = ("the data file it was made on changed or is gone; restore that file"
+            if len(files) < len(findings) else "")
+    if not files:
+        raise ConfigError(f"{args.run_dir!r}: {data} (the run's own files are intact)")
+    fixable = all(f.repairable for f in files)
     raise ConfigError(
-        f"{args.run_dir!r} has {len(findings)} damaged, missing or unrecorded file(s); "
+        f"{args.run_dir!r} has {len(files)} damaged, missing or unrecorded file(s); "
         + (f"{command} with --resume repairs them" if fixable else
-           f"a resume cannot repair them all; {command} with --overwrite makes the run again"))
+           f"a resume cannot repair them all; {command} with --overwrite makes the run again")
+        + (f"; and {data}" if data else ""))
 
 
 def _method(run_dir: str) -> str:
