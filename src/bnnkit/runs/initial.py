@@ -56,6 +56,9 @@ def _source_record(spec: str, flag: str, allowed_methods: Sequence[str] | None) 
     if allowed_methods and record.get("method") not in allowed_methods:
         raise ConfigError(f"{flag} {path!r} is a {record.get('method')!r} run; allowed: "
                           f"{allowed}")
+    if record.get("status") == "diverged":  # a resume would diverge again: nothing to advise
+        raise ConfigError(f"{flag} {path!r} diverged (NaN or infinite values) before it "
+                          f"finished; allowed: {allowed}")
     if record.get("status") != "finished":
         raise ConfigError(f"{flag} {path!r} is unfinished (status {record.get('status')!r}); "
                           "allowed: a finished run (complete it with --resume)")

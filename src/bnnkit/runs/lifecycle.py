@@ -248,6 +248,17 @@ def check_resume(record: dict, config: RunSettings, problem: dict) -> None:
     if "layout" not in record:
         raise ConfigError("the run comes from an older bnnkit layout and cannot be resumed by "
                           "this version; start it again with --overwrite")
+    if record.get("status") == "diverged":
+        # A resume repeats the same steps bit for bit, so it would only diverge again.
+        where = record.get("diverged")
+        unit = where.get("unit") if isinstance(where, dict) else None
+        loop_record = record.get("loop")
+        kind = {"iterations": "iteration", "epochs": "epoch", "chunks": "chunk"}.get(
+            loop_record.get("kind") if isinstance(loop_record, dict) else None, "unit")
+        at = f" in {kind} {unit + 1}" if isinstance(unit, int) else ""
+        raise ConfigError(f"the run diverged (NaN or infinite values){at}, and a resume repeats "
+                          "its steps bit for bit; start it again with --overwrite and "
+                          f"{divergence_advice(config)}")
     config_dict = config.to_dict()
     stored = type(config).current_names(record["method_config"])
     # A resumable setting (HMC's integrator) changes neither the state nor the samples, so a
@@ -455,7 +466,8 @@ class Lifecycle:
         kind = {"iterations": "iteration", "epochs": "epoch", "chunks": "chunk"}[loop.kind]
         who = (f"member {members[0]}" if len(members) == 1 else
                f"members {', '.join(map(str, members[:5]))}{', ...' if len(members) > 5 else ''}")
-        if self.durable:
+        # A resumed run keeps the state it resumed from even before it records a new one.
+        if self.durable or self.found is not None:
             self.record.update(status="diverged",
                                diverged={"unit": unit, "what": what, "members": members})
             if self.writer:
