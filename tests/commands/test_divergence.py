@@ -47,6 +47,8 @@ def test_a_step_size_that_diverges_is_never_silent(name, tmp_path, capsys):
         assert "became NaN or infinite in epoch 1 of 3" in err, err
         assert "smaller --init-step-size" in err, err
         assert not run.exists()  # nothing finite was reached, so nothing is kept
+        # ... so the same command, its value corrected, starts afresh.
+        assert main([a if a != "1e30" else "1e-3" for a in argv]) == 0
     elif "step_size" in have:  # exact MCMC: every proposal is rejected, and it says so
         argv = [name, *PROBLEM, "--step-size", "1e30", "--num-iterations", "3",
                 "--num-burn-in", "1", "--dir", str(run)]
