@@ -27,7 +27,7 @@ Example:
     >>> import bnnkit
     >>> problem = bnnkit.ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35)
     >>> run_dir = tempfile.mkdtemp() + "/sgd"
-    >>> _ = bnnkit.run(problem, bnnkit.SGD(init_step_size=1e-3, num_epochs=2, batch_size=64),
+    >>> _ = bnnkit.run(problem, bnnkit.SGD(init_step_size=1e-4, num_epochs=2, batch_size=64),
     ...                run_dir, progress=False)
     >>> sorted(bnnkit.evaluate(run_dir)["test"])
     ['nll', 'rmse']

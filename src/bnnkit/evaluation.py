@@ -57,6 +57,7 @@ from bnnkit.metrics.predictive import (
 from bnnkit.posterior import Samples
 from bnnkit.predict import Prediction, posterior_predictive
 from bnnkit.runs import RunDir, evaluation_key
+from bnnkit.runs.directory import PREDICTIONS_DIR, check_outside_runs
 from bnnkit.runs.stored import kept_samples, load_run
 
 
@@ -111,7 +112,8 @@ def check_out_file(out: str | os.PathLike, suffix: str, what: str) -> None:
         what: what is written, for the message (``"samples"``).
 
     Raises:
-        ConfigError: an empty path, a directory, a missing or unwritable output folder.
+        ConfigError: an empty path, a directory, a missing or unwritable output folder, a path
+            inside a run directory, or a symbolic link.
     """
     out = os.fspath(out)
     if not out.strip():
@@ -121,6 +123,8 @@ def check_out_file(out: str | os.PathLike, suffix: str, what: str) -> None:
     parent = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(parent):
         raise ConfigError(f"--out {out!r}: output folder {parent!r} does not exist")
+    check_outside_runs(out, "--out")
+    storage.refuse_link(out)
     check_writable_folder(parent, what)
 
 
@@ -279,7 +283,7 @@ def evaluate(
         >>> from bnnkit.runs.loop import run
         >>> run_dir = tempfile.mkdtemp() + "/run"
         >>> _ = run(problem_lib.ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
-        ...         sgd.Config(init_step_size=1e-3, num_epochs=2, batch_size=64), run_dir,
+        ...         sgd.Config(init_step_size=1e-4, num_epochs=2, batch_size=64), run_dir,
         ...         progress=False)
         >>> result = evaluate(run_dir)  # also stored as RUN_DIR/evaluation.json
         >>> sorted(result["test"])  # in the units of the targets
@@ -292,11 +296,9 @@ def evaluate(
                           "not go with --corruption")
     if conformal is not None:
         posthoc.check_alpha(conformal)
+    suffix = "" if corruption is None else f"_{corruption}_{severity}"
     if write and os.path.isdir(run_dir):
-        check_writable_folder(run_dir, "evaluation")
-        predictions = RunDir(run_dir).path / "predictions"
-        if predictions.is_dir():
-            check_writable_folder(predictions, "predictions")
+        _check_writes(RunDir(run_dir), suffix)
     ref_table = None
     if reference_probs is not None:
         # Read (and, for a released reference, download and verify) before the run is loaded.
@@ -407,14 +409,15 @@ def evaluate(
             prediction, lambda x: run_prediction(record, problem, posterior, x), ood_x, ood)
     if write:
         rundir = RunDir(run_dir)
-        suffix = "" if corruption is None else f"_{corruption}_{severity}"
-        storage.write_json(rundir.path / f"evaluation{suffix}.json", result)
-        (rundir.path / "predictions").mkdir(exist_ok=True)
+        rundir.check_links()  # again, just before writing
+        (rundir.path / PREDICTIONS_DIR).mkdir(exist_ok=True)
         arrays = ({"probs": prediction.probs} if prediction.task == "classification"
                   else {"means": prediction.means, "stds": prediction.stds})
-        storage.save_arrays(rundir.path / "predictions" / f"test{suffix}.npz", arrays)
+        storage.save_arrays(rundir.path / PREDICTIONS_DIR / f"test{suffix}.npz", arrays)
         if ood_scores is not None:
-            storage.save_arrays(rundir.path / "predictions" / ood_file(ood, suffix), ood_scores)
+            storage.save_arrays(rundir.path / PREDICTIONS_DIR / ood_file(ood, suffix), ood_scores)
+        # Last: an evaluation.json says every file of the evaluation is in place.
+        storage.write_json(rundir.path / f"evaluation{suffix}.json", result)
     return result
 
 
@@ -428,6 +431,28 @@ def ood_file(dataset: str, suffix: str = "") -> str:
     """
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(os.fspath(dataset)))
     return f"ood_{safe}{suffix}.npz"
+
+
+def _check_writes(rundir: RunDir, suffix: str) -> None:
+    """Refuse, before anything is computed, an evaluation that could not write its files:
+    an unwritable run directory, a link or a file where they go.
+
+    Raises:
+        ConfigError: naming the path.
+    """
+    check_writable_folder(rundir.path, "evaluation")
+    rundir.check_links()
+    predictions = rundir.path / PREDICTIONS_DIR
+    if predictions.exists() and not predictions.is_dir():
+        raise ConfigError(f"{str(predictions)!r} is a file; allowed: the folder where bnnkit "
+                          "evaluate writes the predictions (remove the file)")
+    if predictions.is_dir():
+        check_writable_folder(predictions, "predictions")
+    for target in (rundir.path / f"evaluation{suffix}.json",
+                   predictions / f"test{suffix}.npz"):
+        if target.is_dir():
+            raise ConfigError(f"{str(target)!r} is a folder; allowed: the file bnnkit evaluate "
+                              "writes (remove the folder)")
 
 
 def export_samples(run_dir: str | os.PathLike, out: str | os.PathLike) -> dict[str, tuple]:

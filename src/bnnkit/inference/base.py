@@ -41,7 +41,15 @@ import jax
 
 from bnnkit.errors import ConfigError
 from bnnkit.posterior.base import Posterior
-from bnnkit.settings import SEED_BOUNDS, Exclusive, check_numbers, setting
+from bnnkit.settings import (
+    MAX_INT32,
+    MEMBERS,
+    SEED_BOUNDS,
+    UNITS,
+    Exclusive,
+    check_numbers,
+    setting,
+)
 from bnnkit.types import Batch, Key, Params
 
 State = Any
@@ -180,9 +188,7 @@ class RunSettings:
             cls.API_NAME = cls.METHOD.upper()
 
     def __post_init__(self) -> None:
-        if int(self.seed) != self.seed:
-            raise ConfigError(f"--seed {self.seed} must be an integer")
-        check_numbers(self)
+        check_numbers(self)  # first: every value of its field's type before any is read
 
     def loop(self, num_train: int) -> Loop:
         """How the run driver runs this method on ``num_train`` training examples."""
@@ -229,17 +235,17 @@ class IterationSettings(RunSettings):
     """Full-batch methods (HMC, NUTS): iterations over the whole training set, several chains."""
 
     num_iterations: int = setting(1000, help="iterations, burn-in included", resumable=True,
-                                  bounds=(1, None))
+                                  bounds=UNITS)
     num_burn_in: int = setting(0, aliases=("--num-burn-in-iterations",),
                                help="iterations whose samples are discarded (and where the "
-                                    "sampler adapts)", bounds=(0, None))
+                                    "sampler adapts)", bounds=(0, UNITS[1]))
     num_chains: int | None = setting(
-        None, bounds=(1, None),
+        None, bounds=MEMBERS,
         help="independent chains, run together; default: one per chain (member) of the "
              "--init-checkpoint run, else 1")
     checkpoint_every: int = setting(1, resumable=True, aliases=("--save-freq",),
                                     help="write the full chain state every N iterations",
-                                    bounds=(1, None))
+                                    bounds=UNITS)
     init_checkpoint: str | None = setting(
         None, metavar="RUN[:SAMPLE]",
         help="start the chains from another run's parameters (its last kept sample, or the "
@@ -285,14 +291,14 @@ class EpochSettings(RunSettings):
 
     init_step_size: float = setting(help="initial step size η₀ (of the tempered log "
                                          "posterior's gradient)", bounds=(Exclusive(0), None))
-    num_epochs: int = setting(help="passes over the training data", bounds=(1, None))
-    batch_size: int = setting(help="examples per step", bounds=(1, None))
+    num_epochs: int = setting(help="passes over the training data", bounds=UNITS)
+    batch_size: int = setting(help="examples per step", bounds=(1, MAX_INT32))
     eval_freq: int = setting(0, resumable=True,
                              help="log test metrics every N epochs (0: only at the end)",
-                             bounds=(0, None))
+                             bounds=(0, UNITS[1]))
     checkpoint_every: int = setting(1, resumable=True, aliases=("--save-freq",),
                                     help="write the full state every N epochs (and at the end)",
-                                    bounds=(1, None))
+                                    bounds=UNITS)
     init_checkpoint: str | None = setting(
         None, metavar="RUN[:SAMPLE]",
         help="start from another run's parameters (its last kept sample, or the one of index "

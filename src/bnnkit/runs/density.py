@@ -81,6 +81,7 @@ from bnnkit.runs import faults, lifecycle, manifest
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.lifecycle import INIT_STREAM, NOISE_STREAM, Lifecycle, SamplerTally, member_keys
 from bnnkit.runs.progress import ProgressBar
+from bnnkit.settings import check_dtype
 from bnnkit.types import Params
 
 
@@ -109,6 +110,38 @@ class Chains(NamedTuple):
         from bnnkit.metrics.mcmc_summary import summary
 
         return summary(self.positions)
+
+
+def check_density(log_density: Callable[[Params], jax.Array], initial_positions: Params) -> None:
+    """Refuse, in one line, starting positions that are not real numbers and a log density
+    that does not give one real number per position (what the samplers differentiate).
+
+    Raises:
+        ConfigError: naming the leaf and its dtype, or the density's output shape and dtype.
+
+    Example:
+        >>> check_density(lambda p: p["x"] ** 2, {"x": jnp.zeros((2, 3))})
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: log_density gives shape (3,) float32 for one position; ...
+    """
+    for path, leaf in jax.tree_util.tree_flatten_with_path(initial_positions)[0]:
+        dtype = jnp.result_type(leaf)
+        if not jnp.issubdtype(dtype, jnp.floating):
+            raise ConfigError(f"initial position {storage.path_to_str(path) or 'leaf'!r} has "
+                              f"dtype {dtype}; allowed: real numbers (float32 or float64), e.g. "
+                              "jnp.asarray(x, float)")
+    one = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(jnp.shape(leaf)[1:],
+                                                         jnp.result_type(leaf)),
+                       initial_positions)
+    out = jax.eval_shape(log_density, one)
+    if not (hasattr(out, "shape") and out.shape == () and jnp.issubdtype(out.dtype,
+                                                                          jnp.floating)):
+        shape = getattr(out, "shape", None)
+        what = (f"shape {tuple(shape)} {out.dtype}" if shape is not None
+                else f"a {type(out).__name__}")
+        raise ConfigError(f"log_density gives {what} for one position; allowed: a scalar "
+                          "(shape ()) of a real dtype, the log density of that position")
 
 
 def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params,
@@ -160,6 +193,8 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
         raise ConfigError(f"initial positions need a leading axis of length --num-chains "
                           f"{loop.num_members} on every leaf, got shapes "
                           f"{[jnp.shape(leaf) for leaf in leaves]}")
+    check_density(log_density, initial_positions)
+    check_dtype(config, jnp.result_type(*leaves))
     init_all, advance = _programs(log_density, config)
     if run_dir is None:
         bar = ProgressBar(config.METHOD.upper(), loop.num_units, enabled=progress,

@@ -24,6 +24,13 @@ stored through :mod:`bnnkit.posterior.store` when the unit is kept; one log line
 every ``save_every`` units (and at the end) the full state is written. A crash between those
 writes loses at most the units after the last state, which a resume recomputes identically.
 
+Before any of that, every unit is checked (:func:`bnnkit.runs.lifecycle.non_finite`): a member
+whose loss, log density (anything real its ``Info`` reports) or parameters became NaN or
+infinite stops the run with :class:`~bnnkit.runs.lifecycle.DivergenceError` (exit code 2 on
+the command line), naming the unit and what to try; nothing of that unit is stored, so the
+directory keeps the last finite state, marked "diverged" (a run that kept nothing yet is
+removed). A posterior that is not finite is not stored either.
+
 Example:
     >>> from bnnkit.inference import hmc
     >>> from bnnkit.problem import ProblemConfig
@@ -75,6 +82,7 @@ from bnnkit.runs.lifecycle import (
     member_keys,
 )
 from bnnkit.runs.progress import ProgressBar
+from bnnkit.settings import check_dtype
 from bnnkit.types import Batch, Params
 
 
@@ -218,6 +226,7 @@ def run(
     if problem is None:
         problem = problem_of_run(config)
     built = problem_lib.build(problem)
+    check_dtype(config, built.dtype)  # every real setting as the run computes it
     loop = config.loop(built.dataset.num_train)
     if loop.augment and len(built.dataset.input_shape) != 3:
         shape = " x ".join(["N", *map(str, built.dataset.input_shape)])
@@ -240,7 +249,8 @@ def run(
     problem_dict = dataclasses.asdict(problem)
     found, record = None, None
     if resume:
-        found = lifecycle.resume_checks(rundir, config, problem_dict, loop, chunks=False)
+        found = lifecycle.resume_checks(rundir, config, problem_dict, loop, chunks=False,
+                                        data=built.dataset.info)
     else:
         record = _new_record(built, config, loop, method.position(template), problem_dict)
     with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
@@ -400,6 +410,7 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
         state = distributed.place(state, placements[0])
     life.begin(start, config, loop)
     step_all = _unit_function(method, loop, built, config.seed, placements)
+    finite = jax.jit(lambda s: lifecycle.finite_members(method.position(s), loop.num_members))
     label = {"iterations": config.METHOD.upper(), "epochs": f"{config.METHOD} epoch",
              "chunks": f"{config.METHOD} chunk"}[loop.kind]
     bar = ProgressBar(label, loop.num_units, start, enabled=progress, log_every=log_every,
@@ -417,13 +428,21 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
             t_unit = time.perf_counter()
             state, info = step_all(state, unit, _unit_batch(built, loop, unit, batch))
             info = jax.device_get(distributed.fetch(info))
+            # Before anything of this unit is kept: a NaN loss or parameter stops the run.
+            broken = lifecycle.non_finite(info, jax.device_get(distributed.fetch(finite(state))))
+            if broken is not None:
+                raise life.diverged(config, loop, unit, *broken)
             save = (unit + 1) % loop.save_every == 0 or unit + 1 == loop.num_units
             evaluate = loop.eval_every and ((unit + 1) % loop.eval_every == 0
                                             or unit + 1 == loop.num_units)
             # Over several processes, every one gathers the state at the same units.
             whole = distributed.fetch(state) if loop.keeps(unit) or save or evaluate else state
-            if loop.keeps(unit) and life.writer:
-                meta = _store_posterior(life, unit, method, whole, loop)
+            if loop.keeps(unit):
+                # Process 0 stores it; every process stops if its posterior is not finite.
+                stored = distributed.first_decides(
+                    lambda unit=unit, whole=whole: _store_posterior(life, unit, method, whole,
+                                                                    config, loop))
+                meta = stored if life.writer else meta
             log = _log_line(unit, loop, info, time.perf_counter() - t_unit)
             if evaluate:
                 log["test"] = _test_metrics(built, method.position(whole))
@@ -450,18 +469,27 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
                      warnings=(*notes, *([] if warning is None else [warning])))
 
 
-def _store_posterior(life: Lifecycle, unit: int, method: Method, state,
+def _store_posterior(life: Lifecycle, unit: int, method: Method, state, config: RunSettings,
                      loop: Loop) -> dict[str, Any]:
     """Store ``method.posterior`` of each member's state (a kept axis of one) in one file.
 
     Returns:
         Member 0's posterior metadata (e.g. a Laplace approximation's evidence).
+
+    Raises:
+        DivergenceError: a member's posterior holds a NaN or infinite value (a Laplace
+            precision that overflowed, say): it is not stored.
     """
     # One transfer, then NumPy slices: slicing device arrays costs a dispatch per leaf and
     # member (on yacht with 8 chains, 50 ms of every kept iteration).
     host = jax.device_get(state)
     members = [method.posterior(jax.tree.map(lambda a, m=m: a[m][None], host))
                for m in range(loop.num_members)]
+    broken = [m for m, posterior in enumerate(members)
+              if not all(np.isfinite(a).all() for a in posterior.arrays().values()
+                         if np.issubdtype(np.asarray(a).dtype, np.floating))]
+    if broken:
+        raise life.diverged(config, loop, unit, ["the posterior"], broken)
     store.save(life.rundir.sample_file(unit), members,
                before_rename=life.recorder(manifest.sample_name(unit), unit=unit))
     faults.point("sample-written")
