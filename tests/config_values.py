@@ -19,6 +19,7 @@ REQUIRED: dict[str, Any] = {
     "step_size": 1e-2,
     "trajectory_len": 0.05,
     "num_members": 2,
+    "num_burn_in": 1,
     "dataset": "yacht_0",
     "model": "linear",
 }

@@ -123,7 +123,7 @@ def test_a_value_of_another_type_is_refused_naming_the_field(cls, name):
      "num_chains"),
     (lambda: METHODS["hmc"].Config(step_size=1e-3, trajectory_len=1e-2, num_iterations="4"),
      "num_iterations"),
-    (lambda: METHODS["hmc"].Config(step_size=1e-3, trajectory_len=1e-2, num_burn_in=None),
+    (lambda: METHODS["hmc"].Config(step_size=1e-3, trajectory_len=1e-2, num_burn_in=2.5),
      "num_burn_in"),
     (lambda: ProblemConfig("yacht_0", "linear", noise_std="abc"), "noise_std"),
     (lambda: ProblemConfig(123, "linear"), "dataset"),
