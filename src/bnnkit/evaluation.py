@@ -33,11 +33,12 @@ import numpy as np
 from bnnkit import problem as problem_lib
 from bnnkit import storage
 from bnnkit.errors import ConfigError
-from bnnkit.metrics import convergence, diagnostics, predictive
+from bnnkit.metrics import diagnostics, predictive
 from bnnkit.metrics.predictive import agreement, metrics_for, rmse, total_variation
 from bnnkit.posterior import Samples
 from bnnkit.predict import Prediction, posterior_predictive
 from bnnkit.runs import RunDir, evaluation_key
+from bnnkit.runs import verdict as run_verdict
 from bnnkit.runs.stored import kept_samples, load_run
 
 
@@ -314,15 +315,9 @@ def evaluate(
     if corruption is not None:
         result["corruption"] = {"name": corruption, "severity": severity}
     log = RunDir(run_dir).read_log()
-    kept = [r for r in log if not r.get("burn_in", False)]
-    if kept and "acceptance_rate" in kept[0]:
-        result["sampler"] = {
-            "acceptance_rate": float(np.mean([r["acceptance_rate"] for r in kept])),
-            "num_divergent": int(sum(sum(r["divergent"]) for r in kept)),
-            "step_size": [float(s) for s in kept[-1]["step_size"]],
-            "num_leapfrog": [int(n) for n in kept[-1]["num_leapfrog"]],
-            "seconds_per_iteration": float(np.mean([r["seconds"] for r in kept])),
-        }
+    sampler = run_verdict.sampler_statistics(log)
+    if sampler is not None:
+        result["sampler"] = sampler
     elif log and "epoch" in log[-1]:
         result["training"] = {
             "method": record.get("method"),
@@ -336,15 +331,8 @@ def evaluate(
             "weights": _weight_diagnostics(samples),
             "function": _function_diagnostics(prediction),
         }
-        sampler = result.get("sampler", {})
-        # The full-batch samplers' log posterior is exact, so its trend is a signal; the
-        # minibatch methods' is a noisy estimate under a step-size schedule.
-        trace = (np.asarray([r["log_posterior"] for r in kept], np.float64).T
-                 if sampler and "log_posterior" in kept[0] else None)
-        result["convergence"] = convergence.verdict(
-            prediction.per_sample, acceptance_rate=sampler.get("acceptance_rate"),
-            num_divergent=sampler.get("num_divergent"),
-            finished=record.get("status") == "finished", log_posterior=trace)
+        result["convergence"] = run_verdict.of_prediction(record, log, prediction,
+                                                          problem.dataset.y_test_original)
     if reference is not None:
         ref_prediction = run_prediction(ref_record, ref_problem, ref_posterior, x_test)
         result["reference"] = {"run": str(reference), **compare(prediction, ref_prediction),

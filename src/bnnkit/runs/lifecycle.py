@@ -352,8 +352,9 @@ class SamplerTally:
         ('the chains look stuck', None)
     """
 
-    def __init__(self, loop: Loop):
+    def __init__(self, loop: Loop, vocabulary: Any = None):
         self.loop = loop
+        self.vocabulary = vocabulary  # the warning's words (None: the command line's)
         self.acceptance = 0.0
         self.sampled = 0
         self.divergent = 0
@@ -383,8 +384,11 @@ class SamplerTally:
 
         if not self.sampled:
             return None
+        from bnnkit.metrics.vocabulary import FUNCTION_CLI
+
         return sampler_warning(self.acceptance / self.sampled, self.divergent,
-                               self.sampled * self.loop.num_members)
+                               self.sampled * self.loop.num_members,
+                               vocabulary=self.vocabulary or FUNCTION_CLI)
 
     def news(self) -> str | None:
         """The warning, the first time there is enough to judge and one to give (then
