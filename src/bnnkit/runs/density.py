@@ -152,6 +152,12 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
     if module is None or loop.kind != "iterations":
         raise ConfigError(f"sample() runs full-batch samplers (hmc, nuts), not "
                           f"{config.METHOD!r}")
+    extending = [name for name in ("until_converged", "max_time")
+                 if getattr(config, name, None) not in (None, False)]
+    if extending:
+        raise ConfigError(f"{' and '.join(extending)} extend or stop runs of the run driver "
+                          "(bnnkit.run, bnnkit hmc); sample() runs num_iterations: leave "
+                          f"{'them' if len(extending) > 1 else 'it'} unset")
     leaves = jax.tree.leaves(initial_positions)
     if not leaves or any(jnp.ndim(leaf) < 1 or jnp.shape(leaf)[0] != loop.num_members
                          for leaf in leaves):

@@ -15,7 +15,9 @@ full-batch sampler on any log density) go through these steps, in this order:
 4. units: the kept posteriors and, every ``save_every`` units, the state, each recorded in the
    manifest before it is renamed into place (:meth:`Lifecycle.recorder`,
    :meth:`Lifecycle.save_state`);
-5. status "finished", the manifest compacted to one line per file (:meth:`Lifecycle.finish`).
+5. status "finished", the manifest compacted to one line per file (:meth:`Lifecycle.finish`);
+   or, when a time budget ends first, status "stopped" after a saved state
+   (:meth:`Lifecycle.stop`), from which a resume goes on.
 
 Keys are pure functions of (seed, stream, member, unit): stream 0 initialises, 1 drives the
 method's noise, 2 orders the data, 3 draws evaluation samples, 4 augments minibatches; member
@@ -248,6 +250,7 @@ class Lifecycle:
                     path.unlink()
         self.rundir.truncate_log(start)
         self._compact(start)
+        self.record.pop("stopped", None)  # a stopped run goes on
         self.record.update(method_config=config.to_dict(), loop=dataclasses.asdict(loop),
                            status="running",
                            resumed_at=start if self.found is not None else None,
@@ -300,6 +303,14 @@ class Lifecycle:
                                 {**storage.flatten_tree(state), UNIT_KEY: np.asarray(unit)},
                                 before_rename=self.recorder(STATE_FILE, unit=unit,
                                                             point="state-recorded"))
+
+    def stop(self, reason: str, *, units_done: int) -> None:
+        """Mark the run "stopped" before its last unit (its state after ``units_done`` units is
+        saved; ``--resume`` continues it), with the reason in a sentence."""
+        self.record.update(status="stopped", stopped={"reason": reason, "units_done": units_done,
+                                                      "at": directory.now()})
+        if self.writer:
+            self.rundir.write_record(self.record)
 
     def finish(self, **more: Any) -> None:
         """Mark the run "finished" (with ``more``) and compact the manifest."""
