@@ -287,6 +287,22 @@ def _agree(error: BaseException | None) -> None:
                           f"{jax.process_index()} of {jax.process_count()}")
 
 
+def first_says(answer: bool) -> bool:
+    """Process 0's ``answer`` on every process (unchanged with one process): for decisions
+    every process must take alike, such as stopping at a deadline that each process's own
+    clock would reach at a different unit.
+
+    Example:
+        >>> first_says(True)
+        True
+    """
+    if jax.process_count() == 1:
+        return bool(answer)
+    from jax.experimental import multihost_utils
+
+    return bool(int(multihost_utils.broadcast_one_to_all(np.int32(bool(answer)))))
+
+
 def from_first(start: int, state: Any, template: Any) -> tuple[int, Any]:
     """Process 0's ``(start unit, state)`` on every process; unchanged with one process.
 

@@ -57,6 +57,7 @@ from bnnkit.metrics.predictive import (
 from bnnkit.posterior import Samples
 from bnnkit.predict import Prediction, posterior_predictive
 from bnnkit.runs import RunDir, evaluation_key
+from bnnkit.runs import verdict as run_verdict
 from bnnkit.runs.directory import PREDICTIONS_DIR, check_outside_runs
 from bnnkit.runs.stored import kept_samples, load_run
 
@@ -350,18 +351,9 @@ def evaluate(
     if corruption is not None:
         result["corruption"] = {"name": corruption, "severity": severity}
     log = RunDir(run_dir).read_log()
-    kept = [r for r in log if not r.get("burn_in", False)]
-    if kept and "acceptance_rate" in kept[0]:
-        result["sampler"] = {
-            "acceptance_rate": float(np.mean([r["acceptance_rate"] for r in kept])),
-            "num_divergent": int(sum(sum(r["divergent"]) for r in kept)),
-            # Logs written before samplers reported capped trajectories count none.
-            "num_capped": int(sum(sum(r.get("capped", ())) for r in kept)),
-            "num_transitions": int(sum(len(r["acceptance_rate"]) for r in kept)),
-            "step_size": [float(s) for s in kept[-1]["step_size"]],
-            "num_leapfrog": [int(n) for n in kept[-1]["num_leapfrog"]],
-            "seconds_per_iteration": float(np.mean([r["seconds"] for r in kept])),
-        }
+    sampler = run_verdict.sampler_statistics(log)
+    if sampler is not None:
+        result["sampler"] = sampler
     elif log and "epoch" in log[-1]:
         result["training"] = {
             "method": record.get("method"),
@@ -375,15 +367,8 @@ def evaluate(
             "weights": _weight_diagnostics(samples),
             "function": _function_diagnostics(prediction),
         }
-        sampler = result.get("sampler", {})
-        # The full-batch samplers' log posterior is exact, so its trend is a signal; the
-        # minibatch methods' is a noisy estimate under a step-size schedule.
-        trace = (np.asarray([r["log_posterior"] for r in kept], np.float64).T
-                 if sampler and "log_posterior" in kept[0] else None)
-        result["convergence"] = convergence.verdict(
-            prediction.per_sample, acceptance_rate=sampler.get("acceptance_rate"),
-            num_divergent=sampler.get("num_divergent"),
-            finished=record.get("status") == "finished", log_posterior=trace)
+        result["convergence"] = run_verdict.of_prediction(record, log, prediction,
+                                                          problem.dataset.y_test_original)
         capped = (convergence.capped_warning(sampler["num_capped"], sampler["num_transitions"],
                                              record.get("method")) if sampler else None)
         if capped is not None:  # slower mixing, not a convergence failure: a warning

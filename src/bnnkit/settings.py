@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from typing import Any
@@ -122,6 +123,47 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None =
         "help": help, "flag": flag, "aliases": tuple(aliases), "choices": choices,
         "metavar": metavar, "resumable": resumable, "action": action, "cli": cli,
         "bounds": bounds})
+
+
+#: Units a duration may be written in, and their seconds.
+DURATION_UNITS = {"d": 86_400.0, "h": 3_600.0, "min": 60.0, "m": 60.0, "s": 1.0}
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(d|h|min|m|s)")
+
+
+def parse_duration(value: Any, name: str = "--max-time") -> float:
+    """Seconds from a duration: a number of seconds, or numbers with units (``90s``,
+    ``30m``, ``2h``, ``1h30m``, ``1.5h``; ``d``, ``h``, ``m`` or ``min``, ``s``).
+
+    Raises:
+        ConfigError: anything else, or a duration that is not positive and finite, naming
+            ``name``.
+
+    Example:
+        >>> parse_duration("30m"), parse_duration("1h30m"), parse_duration("90s"), parse_duration(5)
+        (1800.0, 5400.0, 90.0, 5.0)
+        >>> parse_duration("3x")
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: --max-time '3x' is not a duration; allowed: seconds (90) \
+or numbers with units d, h, m (min), s, such as 90s, 30m, 2h, 1h30m
+    """
+    seconds = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = _DURATION.findall(text)
+            if parts and "".join(number + unit for number, unit in parts) == text:
+                seconds = sum(float(number) * DURATION_UNITS[unit] for number, unit in parts)
+    if seconds is None:
+        raise ConfigError(f"{name} {value!r} is not a duration; allowed: seconds (90) or numbers "
+                          "with units d, h, m (min), s, such as 90s, 30m, 2h, 1h30m")
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"{name} {value!r} out of range; allowed: a duration > 0")
+    return seconds
 
 
 def flag(cls: type, name: str) -> str:

@@ -107,8 +107,13 @@ def method_command(name: str, module: ModuleType) -> Command:
         for warning in result.warnings:
             print(f"bnnkit: warning: {warning}", file=sys.stderr)
         loop = result.record["loop"]
-        print(f"{result.num_units} {loop['kind']} in {result.seconds:.1f} s "
+        done = (result.record.get("stopped") or {}).get("units_done", result.num_units)
+        print(f"{done} {loop['kind']} in {result.seconds:.1f} s "
               f"({result.seconds_per_unit:.3g} s each); run in {args.dir}")
+        if result.until_converged is not None:
+            print(result.until_converged["outcome"])
+        if result.stopped is not None:
+            print(f"{result.stopped}; the same command with --resume continues the run")
         info = result.record.get("posterior_info", {})
         if info.get("num_params") is not None:
             parts = [f"posterior over {info['num_params']} parameters"]

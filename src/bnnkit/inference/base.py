@@ -48,6 +48,7 @@ from bnnkit.settings import (
     UNITS,
     Exclusive,
     check_numbers,
+    parse_duration,
     setting,
 )
 from bnnkit.types import Batch, Key, Params
@@ -251,9 +252,25 @@ class IterationSettings(RunSettings):
         help="start the chains from another run's parameters (its last kept sample, or the "
              "one of index SAMPLE): chain c from that run's chain c mod its chains, so from a "
              "deep ensemble each chain starts at its own member and is tuned on its own")
+    # How long the driver runs, never what a sample is: resumable, like checkpoint_every.
+    until_converged: bool = setting(
+        False, resumable=True,
+        help="extend the run in blocks until every chain mixes by the within-chain verdict of "
+             "bnnkit evaluate, or --max-time ends; each block is what --resume with a larger "
+             "--num-iterations does (the kept iterations grow by half), so the samples are those "
+             "of one longer run; needs --max-time")
+    max_time: float | str | None = setting(
+        None, resumable=True, metavar="DURATION", bounds=(Exclusive(0), None),
+        help="stop cleanly, resumable with --resume, once this much wall time has passed in "
+             "this call: seconds, or 90s, 30m, 2h, 1h30m")
 
     def __post_init__(self) -> None:
+        if self.max_time is not None:
+            object.__setattr__(self, "max_time", parse_duration(self.max_time))
         super().__post_init__()  # every number within its bounds
+        if self.until_converged and self.max_time is None:
+            raise ConfigError("--until-converged needs --max-time: a time budget such as 30m "
+                              "or 2h")
         if not self.num_burn_in < self.num_iterations:
             raise ConfigError(
                 f"burn-in {self.num_burn_in} must be >= 0 and smaller than the number of "

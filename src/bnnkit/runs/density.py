@@ -77,6 +77,7 @@ from bnnkit.inference import METHODS
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, RunSettings
 from bnnkit.metrics import convergence
+from bnnkit.metrics.vocabulary import PARAMETERS_PYTHON
 from bnnkit.runs import faults, lifecycle, manifest
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.lifecycle import INIT_STREAM, NOISE_STREAM, Lifecycle, SamplerTally, member_keys
@@ -183,6 +184,12 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
     if module is None or config.loop(1).kind != "iterations":
         raise ConfigError(f"sample() runs full-batch samplers (hmc, nuts), not "
                           f"{config.METHOD!r}")
+    extending = [name for name in ("until_converged", "max_time")
+                 if getattr(config, name, None) not in (None, False)]
+    if extending:
+        raise ConfigError(f"{' and '.join(extending)} extend or stop runs of the run driver "
+                          "(bnnkit.run, bnnkit hmc); sample() runs num_iterations: leave "
+                          f"{'them' if len(extending) > 1 else 'it'} unset")
     leaves = jax.tree.leaves(initial_positions)
     if config.num_chains is None and leaves and jnp.ndim(leaves[0]) >= 1:
         # One chain per starting position.
@@ -287,13 +294,17 @@ def chains_of(kept: Params, info: Any, state: Any, loop: Loop,
     with the verdict and the sampler warnings (``method``'s advice) computed from them."""
     draws = jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(kept)
     after = jax.tree.map(lambda x: np.asarray(x)[:, loop.burn_in:], info)
+    trace = getattr(after, "log_posterior", None)
     verdict = (convergence.verdict(np.asarray(draws),
                                    acceptance_rate=float(np.mean(after.acceptance_rate)),
-                                   num_divergent=int(np.sum(after.divergent)))
+                                   num_divergent=int(np.sum(after.divergent)),
+                                   log_posterior=None if trace is None else np.asarray(trace),
+                                   vocabulary=PARAMETERS_PYTHON)
                if draws.shape[1] >= 4 else
-               {"converged": False, "problems": ["fewer than 4 kept samples per chain"],
-                "advice": ["run more iterations after burn-in"]})
-    tally = SamplerTally(loop, method)
+               {"converged": False, "level": "not-mixed",
+                "problems": ["fewer than 4 kept samples per chain"],
+                "advice": ["run more iterations after burn-in (a larger num_iterations)"]})
+    tally = SamplerTally(loop, method, PARAMETERS_PYTHON)
     tally_chunk(tally, 0, info, loop)
     warning = tally.warning()
     return Chains(kept, info, state, verdict, () if warning is None else (warning,))
@@ -359,7 +370,7 @@ def _sample_into(rundir: RunDir, initial_positions: Params, config: RunSettings,
         if not start:
             state = init_all(initial_positions)
         life.begin(start, config, loop, iterations_done=start)
-        tally = SamplerTally(loop, config.METHOD)
+        tally = SamplerTally(loop, config.METHOD, PARAMETERS_PYTHON)
         for part in info:
             tally_chunk(tally, 0, part, loop)
         bar = ProgressBar(config.METHOD.upper(), loop.num_units, start,

@@ -15,7 +15,9 @@ full-batch sampler on any log density) go through these steps, in this order:
 4. units: the kept posteriors and, every ``save_every`` units, the state, each recorded in the
    manifest before it is renamed into place (:meth:`Lifecycle.recorder`,
    :meth:`Lifecycle.save_state`);
-5. status "finished", the manifest compacted to one line per file (:meth:`Lifecycle.finish`).
+5. status "finished", the manifest compacted to one line per file (:meth:`Lifecycle.finish`);
+   or, when a time budget ends first, status "stopped" after a saved state
+   (:meth:`Lifecycle.stop`), from which a resume goes on.
 
 Keys are pure functions of (seed, stream, member, unit): stream 0 initialises, 1 drives the
 method's noise, 2 orders the data, 3 draws evaluation samples, 4 augments minibatches; member
@@ -401,6 +403,7 @@ class Lifecycle:
                     path.unlink()
         self.rundir.truncate_log(start)
         self._compact(start)
+        self.record.pop("stopped", None)  # a stopped run goes on
         self.record.update(method_config=config.to_dict(), loop=dataclasses.asdict(loop),
                            status="running",
                            resumed_at=start if self.found is not None else None,
@@ -480,6 +483,14 @@ class Lifecycle:
             f"{config.label}: {' and '.join(what)} became NaN or infinite in {kind} {unit + 1} "
             f"of {loop.num_units} ({who}), so the run stopped: {kept} "
             f"{divergence_advice(config)}")
+
+    def stop(self, reason: str, *, units_done: int) -> None:
+        """Mark the run "stopped" before its last unit (its state after ``units_done`` units is
+        saved; ``--resume`` continues it), with the reason in a sentence."""
+        self.record.update(status="stopped", stopped={"reason": reason, "units_done": units_done,
+                                                      "at": directory.now()})
+        if self.writer:
+            self.rundir.write_record(self.record)
 
     def finish(self, **more: Any) -> None:
         """Mark the run "finished" (with ``more``) and compact the manifest."""
@@ -578,9 +589,10 @@ class SamplerTally:
         ('the chains look stuck', None)
     """
 
-    def __init__(self, loop: Loop, method: str | None = None):
+    def __init__(self, loop: Loop, method: str | None = None, vocabulary: Any = None):
         self.loop = loop
         self.method = method
+        self.vocabulary = vocabulary  # the warning's words (None: the command line's)
         self.acceptance = 0.0
         self.sampled = 0
         self.divergent = 0
@@ -621,8 +633,10 @@ class SamplerTally:
         if not self.sampled:
             return None
         transitions = self.sampled * self.loop.num_members
+        from bnnkit.metrics.vocabulary import FUNCTION_CLI
+
         warnings = [sampler_warning(self.acceptance / self.sampled, self.divergent,
-                                    transitions),
+                                    transitions, vocabulary=self.vocabulary or FUNCTION_CLI),
                     capped_warning(self.capped, transitions, self.method)]
         return "; ".join(w for w in warnings if w is not None) or None
 

@@ -100,6 +100,11 @@ class RunResult:
         warnings: sentences about the run a user should act on (a stuck or unstable
             sampler, a start from a run with another posterior), already shown during the
             run when progress was.
+        stopped: why the run stopped before its last unit (its time budget, ``max_time``)
+            and where, in a sentence; ``None`` when it ran them all. A stopped run resumes.
+        until_converged: with ``until_converged``, what the blocks did
+            (:func:`bnnkit.runs.extension.until_converged`): ``outcome`` (a sentence),
+            ``holds``, ``blocks`` and the last ``verdict``; ``None`` otherwise.
     """
 
     run_dir: RunDir
@@ -109,6 +114,8 @@ class RunResult:
     seconds_per_unit: float
     last_log: dict
     warnings: tuple[str, ...] = ()
+    stopped: str | None = None
+    until_converged: dict | None = None
 
 
 def minibatch_indices(key: jax.Array, num_train: int, batch_size: int) -> jax.Array:
@@ -211,12 +218,46 @@ def run(
             the others' ``record`` holds only the status.
         on_unit: called with (unit, log line) after each unit.
 
+    With a full-batch sampler's ``max_time`` the run stops cleanly after the unit at which
+    that much wall time has passed in this call (its state saved, status "stopped",
+    resumable); with ``until_converged`` it extends itself in blocks until every chain mixes or
+    that time ends (:mod:`bnnkit.runs.extension`).
+
     Returns:
         A :class:`RunResult`.
 
     Raises:
         ConfigError: any bad input, named in one line, before anything is written.
     """
+    max_time = getattr(config, "max_time", None)
+    deadline = None if max_time is None else time.monotonic() + max_time
+    if getattr(config, "until_converged", False):
+        from bnnkit.runs.extension import until_converged
+
+        return until_converged(problem, config, run_dir, deadline=deadline, resume=resume,
+                               overwrite=overwrite, progress=progress, log_every=log_every,
+                               shard=shard, on_unit=on_unit)
+    return run_block(problem, config, run_dir, resume=resume, overwrite=overwrite,
+                     progress=progress, log_every=log_every, shard=shard, on_unit=on_unit,
+                     deadline=deadline)
+
+
+def run_block(
+    problem: problem_lib.ProblemConfig | None,
+    config: RunSettings,
+    run_dir: str | os.PathLike,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    log_every: int | None = None,
+    shard: str = "auto",
+    on_unit: Callable[[int, dict], None] | None = None,
+    deadline: float | None = None,
+) -> RunResult:
+    """:func:`run` up to ``config``'s last unit, or until ``deadline`` (a
+    :func:`time.monotonic` time) has passed after a unit: the run is then "stopped" there,
+    its state saved so that ``--resume`` continues it bit for bit."""
     module = method_module(config)
     sharding.check_mode(shard)
     rundir = RunDir(run_dir)
@@ -257,7 +298,7 @@ def run(
         return _run_locked(life, built, method, config, loop,
                            lambda: jax.jit(init_all)(init_keys, first), template, batch,
                            placements, progress=progress and life.writer, log_every=log_every,
-                           on_unit=on_unit, notes=notes)
+                           on_unit=on_unit, notes=notes, deadline=deadline)
 
 
 def _placed_batch(built: problem_lib.Problem, loop: Loop, shard: str):
@@ -398,7 +439,8 @@ def _new_record(built, config, loop, position, problem_dict) -> dict:
 
 
 def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, template,
-                batch, placements, *, progress, log_every, on_unit, notes=()) -> RunResult:
+                batch, placements, *, progress, log_every, on_unit, notes=(),
+                deadline=None) -> RunResult:
     if loop.kind == "epochs":
         batch = built.train_batch()
         if placements is not None:
@@ -422,6 +464,8 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
         bar.message(f"warning: {note}")
     log: dict = {}
     meta: dict = {}
+    stopped = None
+    done = start
     t0 = time.perf_counter()
     try:
         for unit in range(start, loop.num_units):
@@ -458,15 +502,26 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
                 bar.message(f"warning: {warning}")
             if on_unit is not None:
                 on_unit(unit, log)
+            done = unit + 1
+            if (deadline is not None and done < loop.num_units
+                    and distributed.first_says(time.monotonic() >= deadline)):
+                if not save:  # so that a resume starts exactly here
+                    life.save_state(distributed.fetch(state), done)
+                stopped = (f"the time budget ended after {done} of {loop.num_units} "
+                           f"{loop.kind}")
+                break
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
-    life.finish(**({"posterior_info": meta["info"]} if meta.get("info") else {}),
-                **tally.record())
+    if stopped is None:
+        life.finish(**({"posterior_info": meta["info"]} if meta.get("info") else {}),
+                    **tally.record())
+    else:
+        life.stop(stopped, units_done=done)
     warning = tally.warning()
     return RunResult(life.rundir, life.record, loop.num_units, seconds,
-                     seconds / max(loop.num_units - start, 1), log,
-                     warnings=(*notes, *([] if warning is None else [warning])))
+                     seconds / max(done - start, 1), log,
+                     warnings=(*notes, *([] if warning is None else [warning])), stopped=stopped)
 
 
 def _store_posterior(life: Lifecycle, unit: int, method: Method, state, config: RunSettings,
