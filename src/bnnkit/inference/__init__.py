@@ -5,12 +5,13 @@ driver, the command line and the protocol test read it; adding a method touches 
 line here, one row in the protocol test and its docs.
 """
 
-from bnnkit.inference import ensemble, hmc, laplace, nuts, sgd, sgmcmc, vi
+from bnnkit.inference import ensemble, hmc, laplace, mclmc, nuts, sgd, sgmcmc, vi
 from bnnkit.inference.base import Method
 
 METHODS = {
     "hmc": hmc,
     "nuts": nuts,
+    "mclmc": mclmc,
     "sgd": sgd,
     "ensemble": ensemble,
     "sgmcmc": sgmcmc,
