@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     # __all__ from __getattr__; tests/test_public_api.py checks this list against it.
     __all__ = [
         "HMC",
+        "MCLMC",
         "METHODS",
         "NUTS",
         "SGD",
@@ -110,6 +111,7 @@ if TYPE_CHECKING:
     from bnnkit.inference.ensemble import Config as Ensemble
     from bnnkit.inference.hmc import Config as HMC  # noqa: N814
     from bnnkit.inference.laplace import Config as Laplace
+    from bnnkit.inference.mclmc import Config as MCLMC  # noqa: N814
     from bnnkit.inference.nuts import Config as NUTS  # noqa: N814
     from bnnkit.inference.sgd import Config as SGD  # noqa: N814
     from bnnkit.inference.sgmcmc import Config as SGMCMC  # noqa: N814
