@@ -101,7 +101,7 @@ import functools
 import math
 import warnings
 from collections.abc import Callable
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import blackjax
 import jax
@@ -507,31 +507,17 @@ def step(rng_key: Key, state: HMCState, batch: Batch,
     proposal, info = kernel(rng_key, current, logdensity_fn, state.step_size,
                             state.inverse_mass_matrix,
                             num_steps if trajectory_end is None else 1)
-    capped = wanted_steps(state, **steps) > max_steps
-    accepted, acceptance, divergent = info.is_accepted, info.acceptance_rate, info.is_divergent
-    num_leapfrog, length, transition = num_steps, state.trajectory_len, info
+    moved = Transition(proposal, info.is_accepted, info.acceptance_rate, info.is_divergent,
+                       num_steps, state.trajectory_len, wanted_steps(state, **steps) > max_steps,
+                       info)
     if adaptation.tree_depth is not None:
-        depth = adaptation.tree_depth(state.iteration)
-        dynamic = depth > 0
-        moved, tree = nuts_lib.bounded_kernel(divergence_threshold, max_tree_depth=MAX_TREE_DEPTH)(
-            rng_key, current, logdensity_fn, state.step_size, state.inverse_mass_matrix, depth)
-
-        def pick(a, b):
-            return jax.tree.map(lambda x, y: jnp.where(dynamic, x, y), a, b)
-
-        proposal = pick(moved, proposal)
-        accepted = pick(jnp.any(ravel_pytree(moved.position)[0]
-                                != ravel_pytree(current.position)[0]), accepted)
-        acceptance = pick(tree.acceptance_rate, acceptance)
-        divergent = pick(tree.is_divergent, divergent)
-        num_leapfrog = pick(tree.num_integration_steps, num_leapfrog)
-        length = pick(tree.num_integration_steps * state.step_size, length)
-        capped = pick((tree.num_trajectory_expansions >= depth) & ~tree.is_turning
-                      & ~tree.is_divergent, capped)
-        transition = tree
+        moved = _tree_during_burn_in(rng_key, state, current, logdensity_fn, moved,
+                                     depth=adaptation.tree_depth(state.iteration),
+                                     divergence_threshold=divergence_threshold)
+    proposal = moved.proposal
     tuned, tuning = adaptation.update(
         HMCAdaptationState(state.adaptation, state.windows, state.chees), state.iteration,
-        state.position, proposal, transition,
+        state.position, proposal, moved.info,
         Tuning(state.step_size, state.trajectory_len, state.inverse_mass_matrix))
     new_state = HMCState(
         position=proposal.position,
@@ -546,15 +532,52 @@ def step(rng_key: Key, state: HMCState, batch: Batch,
         iteration=state.iteration + 1,
     )
     return new_state, HMCInfo(
-        acceptance_rate=acceptance,
-        accepted=accepted,
-        divergent=divergent,
-        num_leapfrog=num_leapfrog,
+        acceptance_rate=moved.acceptance,
+        accepted=moved.accepted,
+        divergent=moved.divergent,
+        num_leapfrog=moved.num_leapfrog,
         step_size=state.step_size,
-        trajectory_len=length,
+        trajectory_len=moved.length,
         log_posterior=proposal.logdensity,
-        capped=capped,
+        capped=moved.capped,
     )
+
+
+class Transition(NamedTuple):
+    """One iteration's move and what :class:`HMCInfo` reports of it (``info``: the kernel's
+    own, which the adaptation reads)."""
+
+    proposal: Any
+    accepted: jax.Array
+    acceptance: jax.Array
+    divergent: jax.Array
+    num_leapfrog: jax.Array
+    length: jax.Array
+    capped: jax.Array
+    info: Any
+
+
+def _tree_during_burn_in(rng_key: Key, state: HMCState, current, logdensity_fn: Callable,
+                         static: Transition, *, depth: jax.Array,
+                         divergence_threshold: float) -> Transition:
+    """The NUTS transition with trees at most ``depth`` deep where ``depth > 0`` (``"auto"``'s
+    burn-in), else the static trajectory's ``static``: both are computed and one is selected,
+    so vmapped chains run one program."""
+    moved, tree = nuts_lib.bounded_kernel(divergence_threshold, max_tree_depth=MAX_TREE_DEPTH)(
+        rng_key, current, logdensity_fn, state.step_size, state.inverse_mass_matrix, depth)
+    dynamic = depth > 0
+
+    def pick(a, b):
+        return jax.tree.map(lambda x, y: jnp.where(dynamic, x, y), a, b)
+
+    changed = jnp.any(ravel_pytree(moved.position)[0] != ravel_pytree(current.position)[0])
+    capped = (tree.num_trajectory_expansions >= depth) & ~tree.is_turning & ~tree.is_divergent
+    return Transition(
+        pick(moved, static.proposal), pick(changed, static.accepted),
+        pick(tree.acceptance_rate, static.acceptance), pick(tree.is_divergent, static.divergent),
+        pick(tree.num_integration_steps, static.num_leapfrog),
+        pick(tree.num_integration_steps * state.step_size, static.length),
+        pick(capped, static.capped), tree)
 
 
 def posterior(kept: HMCState) -> Samples:
