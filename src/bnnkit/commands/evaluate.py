@@ -40,4 +40,5 @@ def run(args: argparse.Namespace) -> int:
 from bnnkit.commands import Command  # noqa: E402
 
 COMMAND = Command(help="recompute metrics and diagnostics of a run", add_arguments=add_arguments,
-                  run=run)
+                  run=run,
+                  docs="concepts/reference.md")

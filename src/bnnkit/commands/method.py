@@ -125,4 +125,5 @@ def method_command(name: str, module: ModuleType) -> Command:
             print_table(evaluation, title=f"{config.label} on {problem.dataset}")
         return 0
 
-    return Command(help=summary(module), add_arguments=add_arguments, run=run)
+    return Command(help=summary(module), add_arguments=add_arguments, run=run,
+                   docs=f"reference/methods/{name}.md")

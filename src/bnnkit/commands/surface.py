@@ -50,4 +50,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(help="the log posterior, likelihood and prior on the plane through three "
-                       "parameter vectors", add_arguments=add_arguments, run=run)
+                       "parameter vectors", add_arguments=add_arguments, run=run,
+                  docs="guides/surface.md")
