@@ -28,7 +28,8 @@ demo: $(STAMP)
 # Test processes run in parallel (pytest-xdist); 2 fits the 2-core machines this runs on.
 TEST_WORKERS ?= 2
 
-# Everything but the statistical exactness and real-data checks: about 8 minutes on 2 idle cores.
+# Everything but the statistical exactness and real-data checks: about 10 minutes on 2 cores
+# (9 min 47 s measured on 2 cores shared with other work).
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 

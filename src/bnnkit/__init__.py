@@ -32,7 +32,7 @@ Example:
     >>> sorted(bnnkit.evaluate(run_dir)["test"])
     ['nll', 'rmse']
 
-See ``README.md`` for the command line and ``docs/`` for every method's settings.
+See ``docs/`` (``mkdocs serve``) for the command line, tutorials and every method's settings.
 """
 
 from __future__ import annotations

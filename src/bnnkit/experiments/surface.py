@@ -487,7 +487,7 @@ def posterior_surface(points: Sequence[str | os.PathLike], out: str | os.PathLik
             :func:`check_out_dir`; a resume with other settings.
 
     Example:
-        (Needs three stored runs; see the README's "Posterior surface".)
+        (Needs three stored runs; see docs/guides/surface.md.)
 
         >>> surface = posterior_surface(["runs/hmc1", "runs/hmc2", "runs/hmc3"],
         ...                             "runs/surface")  # doctest: +SKIP
