@@ -119,7 +119,8 @@ def method_page(name: str, guide: str | None = None) -> str:
 def problem_page() -> str:
     return (f"{HEADER}\n# Problem settings\n\n{_summary(ProblemConfig)}\n\n"
             "Every method command takes these; in Python they are the fields of "
-            "`bnnkit.ProblemConfig`.\n\n"
+            "`bnnkit.ProblemConfig`, and the keyword settings of `bnnkit.Problem.from_arrays` "
+            "(which takes the data and the model as objects instead of names).\n\n"
             f"{settings_table(ProblemConfig)}")
 
 
@@ -223,7 +224,8 @@ def datasets_page() -> str:
     return (f"{HEADER}\n# Datasets\n\n"
             "Every dataset of the registry, as `bnnkit datasets` lists it (that command also "
             "says which files are on this machine). A UCI name takes a split, `yacht_2`; "
-            "`--dataset` also takes a path to your own `.npz`. Where the files come "
+            "`--dataset` also takes a path to your own `.npz`, and Python takes arrays in memory "
+            "([your own model and data](../tutorials/own-model.md)). Where the files come "
             "from, corruptions and the released HMC references: [Data](../guides/data.md).\n\n"
             + "\n".join(rows) + "\n")
 
@@ -239,7 +241,10 @@ def models_page() -> str:
         rows.append(f"| `{r.name}` | {r.tasks} | {shape} {r.input_kind}{star} | "
                     f"{r.num_params:,} ({r.num_outputs} out) | {_cell(r.description)} |")
     return (f"{HEADER}\n# Models\n\n"
-            "Every network of the registry, as `bnnkit models` lists it.\n\n"
+            "Every network of the registry, as `bnnkit models` lists it. `--model` also takes "
+            "an importable Flax module, `package.module:ClassName` (with `--model-args`), and "
+            "Python takes any Flax module or `apply` function ([your own model and data]"
+            "(../tutorials/own-model.md)).\n\n"
             + "\n".join(rows) + "\n\n"
             f"\\* no fixed input size: counted for {CLASSIFICATION_FEATURES} input features "
             f"(classification) or {REGRESSION_FEATURES} (regression only).\n")

@@ -98,7 +98,10 @@ def method_command(name: str, module: ModuleType) -> Command:
             # Before the run, not after it: a bad reference must not cost a whole run.
             distributed.first_decides(lambda: check_reference(args.reference,
                                                                problem.dataset))
-        result = runs.run(problem, config, args.dir, resume=args.resume,
+        # A problem taken from the source run is built from that run, as its own (its data
+        # may be the arrays it stored).
+        result = runs.run(None if from_source else problem, config, args.dir,
+                          resume=args.resume,
                           overwrite=args.overwrite, progress=args.progress,
                           log_every=args.log_every,
                           shard=getattr(args, "shard", "auto"))

@@ -61,12 +61,25 @@ def _source_record(spec: str, flag: str, allowed_methods: Sequence[str] | None) 
     return rundir, record, index
 
 
-def problem_of_run(config) -> problem_lib.ProblemConfig:
-    """The problem of the run ``config`` starts from (for methods that take it from there).
+def problem_of_run(config) -> problem_lib.Problem:
+    """The problem of the run ``config`` starts from (for methods that take it from there),
+    built as that run's (:func:`bnnkit.problem.build_recorded`).
 
     Raises:
         ConfigError: the config names no source run, or the source is not usable.
     """
+    source = config.source_run()
+    if source is None:
+        raise ConfigError(f"{config.METHOD} needs a problem (--dataset, --model, ...) or a run "
+                          "to start from")
+    rundir, record, _ = _source_record(source, type(config).SOURCE_FLAG,
+                                       getattr(type(config), "SOURCE_METHODS", None))
+    return problem_lib.build_recorded(problem_lib.ProblemConfig.from_dict(record["problem"]),
+                                      rundir.path, record.get("dataset"))
+
+
+def config_of_run(config) -> problem_lib.ProblemConfig:
+    """The problem settings of the run ``config`` starts from (nothing loaded or built)."""
     source = config.source_run()
     if source is None:
         raise ConfigError(f"{config.METHOD} needs a problem (--dataset, --model, ...) or a run "
@@ -82,7 +95,7 @@ def check_source_problem(config, *, dataset: str | None = None, model: str | Non
     Raises:
         ConfigError: naming the flag and the source run's value.
     """
-    problem = problem_of_run(config)
+    problem = config_of_run(config)
     for name, given in (("dataset", dataset), ("model", model)):
         if given is not None and given != getattr(problem, name):
             raise ConfigError(f"--{name} {given!r} does not match the {config.SOURCE_NAME}, "

@@ -49,7 +49,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from bnnkit import distributed
+from bnnkit import distributed, storage
 from bnnkit import problem as problem_lib
 from bnnkit.data.augment import random_crop_flip
 from bnnkit.errors import ConfigError
@@ -167,7 +167,7 @@ def method_module(config: RunSettings):
 
 
 def run(
-    problem: problem_lib.ProblemConfig | None,
+    problem: problem_lib.ProblemConfig | problem_lib.Problem | None,
     config: RunSettings,
     run_dir: str | os.PathLike,
     *,
@@ -181,8 +181,11 @@ def run(
     """Run (or resume) the method ``config`` configures on ``problem`` into ``run_dir``.
 
     Args:
-        problem: data, model, likelihood, prior, temperature; ``None`` takes it from the run
-            the config starts from (Laplace's ``map_run``).
+        problem: data, model, likelihood, prior, temperature: a
+            :class:`~bnnkit.problem.ProblemConfig`, or a built
+            :class:`~bnnkit.problem.Problem` (e.g. :meth:`~bnnkit.problem.Problem.from_arrays`
+            on arrays in memory, whose arrays the run stores as ``data.npz``); ``None`` takes
+            it from the run the config starts from (Laplace's ``map_run``).
         config: a method's Config (``bnnkit.inference.hmc.Config(...)``, ...).
         run_dir: the run directory (created; an existing non-empty one needs ``resume`` or
             ``overwrite``).
@@ -209,9 +212,13 @@ def run(
     rundir = RunDir(run_dir)
     # The directory first: cheap, and nothing is built for a run that cannot start there.
     lifecycle.check_target(rundir, resume=resume, overwrite=overwrite)
-    if problem is None:
-        problem = problem_of_run(config)
-    built = problem_lib.build(problem)
+    if isinstance(problem, problem_lib.Problem):
+        built, problem = problem, problem.config
+    elif problem is None:
+        built = problem_of_run(config)
+        problem = built.config
+    else:
+        built = problem_lib.build(problem)
     loop = config.loop(built.dataset.num_train)
     if loop.augment and len(built.dataset.input_shape) != 3:
         shape = " x ".join(["N", *map(str, built.dataset.input_shape)])
@@ -238,10 +245,19 @@ def run(
     else:
         record = _new_record(built, config, loop, method.position(template), problem_dict)
     with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
+        _store_arrays(life, built)
         return _run_locked(life, built, method, config, loop,
                            lambda: jax.jit(init_all)(init_keys, first), template, batch,
                            placements, progress=progress and life.writer, log_every=log_every,
                            on_unit=on_unit, notes=notes)
+
+
+def _store_arrays(life: Lifecycle, built: problem_lib.Problem) -> None:
+    """A problem made from arrays in memory: keep them in the run directory (once), so the
+    run can be evaluated in another process; ``run.json`` records their sha256."""
+    path = life.rundir.path / problem_lib.DATA_FILE
+    if built.arrays is not None and life.writer and not path.is_file():
+        storage.save_arrays(path, dict(built.arrays))
 
 
 def _placed_batch(built: problem_lib.Problem, loop: Loop, shard: str):

@@ -73,7 +73,7 @@ class StoredRun(NamedTuple):
 
 
 def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
-             network: bool = False) -> StoredRun:
+             network: bool = False, problem: problem_lib.Problem | None = None) -> StoredRun:
     """Read the run stored in ``run_dir`` back.
 
     Args:
@@ -82,10 +82,15 @@ def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
             (see :func:`load_chains`).
         network: refuse a :func:`bnnkit.runs.sample` run (for readers that predict with the
             problem).
+        problem: the run's problem, passed back in (a run made by
+            :meth:`~bnnkit.problem.Problem.from_arrays` whose model cannot be rebuilt in
+            another process); it must be the run's, settings and arrays. ``None`` rebuilds it
+            from the run (:func:`bnnkit.problem.build_recorded`).
 
     Raises:
         ConfigError: not a run directory, a damaged one, no kept samples yet, an unfinished
-            :func:`bnnkit.runs.sample` run, or one when ``network``.
+            :func:`bnnkit.runs.sample` run, or one when ``network``; a ``problem`` that is not
+            the run's.
     """
     rundir = RunDir(run_dir)
     record = rundir.read_record()
@@ -103,7 +108,11 @@ def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
     except TypeError as err:  # a run of an older layout, edited by hand
         raise ConfigError(f"{str(rundir.run_file)!r} is damaged: its problem is not one this "
                           f"bnnkit can build ({err})") from None
-    problem = problem_lib.build(config)
+    recorded = record.get("dataset") if isinstance(record.get("dataset"), dict) else {}
+    if problem is None:
+        problem = problem_lib.build_recorded(config, rundir.path, recorded)
+    else:
+        problem_lib.check_same(problem, config, recorded, f"the run {str(rundir.path)!r}")
     template = jax.eval_shape(problem.init_params, jax.random.PRNGKey(0))
     return StoredRun(record, problem, stored_posterior(rundir, record, template), None)
 
