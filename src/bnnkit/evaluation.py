@@ -347,9 +347,13 @@ def evaluate(
         # minibatch methods' is a noisy estimate under a step-size schedule.
         trace = (np.asarray([r["log_posterior"] for r in kept], np.float64).T
                  if sampler and "log_posterior" in kept[0] else None)
+        steps = sampler.get("step_size")
         result["convergence"] = convergence.verdict(
             prediction.per_sample, acceptance_rate=sampler.get("acceptance_rate"),
             num_divergent=sampler.get("num_divergent"),
+            step_size=float(np.mean(steps)) if steps else None,
+            given_step_size=record.get("method_config", {}).get("step_size"),
+            burn_in=record.get("loop", {}).get("burn_in"),
             finished=record.get("status") == "finished", log_posterior=trace)
     if reference is not None:
         ref_prediction = run_prediction(ref_record, ref_problem, ref_posterior, x_test)

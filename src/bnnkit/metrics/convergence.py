@@ -60,13 +60,49 @@ RISE_Z = 4.0
 RISING_ADVICE = ("run a longer --num-burn-in, or start the chains near the posterior's modes: "
                  "train an ensemble (bnnkit ensemble) and pass its run to --init-checkpoint")
 
-#: What to do about a stuck or unstable sampler.
+#: What to do about a stuck or unstable sampler (when the step size it ran at is unknown).
 STUCK_ADVICE = ("use a smaller --step-size, a longer --num-burn-in so the step size adapts, or "
                 "--adapt mass")
+#: An adapted step size this many times the given one counts as raised by burn-in.
+RAISED = 1.5
+
+
+def stuck_advice(step_size: float | None = None, given_step_size: float | None = None,
+                 burn_in: int | None = None) -> str:
+    """What to do about a stuck or unstable sampler, following the step size it ran at.
+
+    When burn-in raised the step size above the given ``--step-size`` (dual averaging on a
+    short burn-in can overshoot), a smaller ``--step-size`` would change nothing: the advice
+    is then a longer burn-in, a higher target acceptance, or keeping the given step size.
+
+    Args:
+        step_size: the step size the chains ran at after burn-in (their mean).
+        given_step_size: the ``--step-size`` the run was given.
+        burn_in: the burn-in iterations the adaptation had.
+
+    Example:
+        >>> stuck_advice(1.4e-4, 1e-5, 10)[:66]
+        'burn-in raised the step size to 0.00014 (from --step-size 1e-05), '
+        >>> stuck_advice(1e-5, 1e-5).startswith("use a smaller --step-size (the chains ran at")
+        True
+    """
+    if step_size is None:
+        return STUCK_ADVICE
+    if given_step_size is not None and step_size > RAISED * given_step_size:
+        longer = f" (it had {burn_in} iterations)" if burn_in is not None else ""
+        return (f"burn-in raised the step size to {step_size:.2g} (from --step-size "
+                f"{given_step_size:.2g}), too large for the chains after it: a longer "
+                f"--num-burn-in{longer} lets the adaptation settle, a higher "
+                "--target-accept-rate makes it choose a smaller step, or --adapt none keeps "
+                "--step-size as given")
+    return (f"use a smaller --step-size (the chains ran at {step_size:.2g}), a longer "
+            "--num-burn-in so the step size adapts, or --adapt mass")
 
 
 def sampler_warning(acceptance_rate: float, num_divergent: int,
-                    num_transitions: int) -> str | None:
+                    num_transitions: int, *, step_size: float | None = None,
+                    given_step_size: float | None = None,
+                    burn_in: int | None = None) -> str | None:
     """A warning naming the numbers when a sampler is stuck or unstable after burn-in.
 
     The thresholds are the verdict's (:data:`MIN_ACCEPTANCE`, :data:`MAX_DIVERGENT_SHARE`), so a
@@ -76,6 +112,10 @@ def sampler_warning(acceptance_rate: float, num_divergent: int,
         acceptance_rate: mean acceptance after burn-in.
         num_divergent: divergent transitions after burn-in, all chains together.
         num_transitions: transitions after burn-in, all chains together.
+        step_size: the step size the chains ran at after burn-in (the advice follows it,
+            :func:`stuck_advice`).
+        given_step_size: the step size the run was given.
+        burn_in: the run's burn-in iterations.
 
     Returns:
         One sentence with the advice, or ``None`` when the sampler looks healthy.
@@ -101,7 +141,8 @@ def sampler_warning(acceptance_rate: float, num_divergent: int,
     if not problems:
         return None
     what = "stuck" if acceptance_rate < MIN_ACCEPTANCE else "unstable"
-    return f"the chains look {what}: {'; '.join(problems)}; {STUCK_ADVICE}"
+    advice = stuck_advice(step_size, given_step_size, burn_in)
+    return f"the chains look {what}: {'; '.join(problems)}; {advice}"
 
 
 def rising_chains(log_posterior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -152,7 +193,9 @@ def rising_chains(log_posterior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
             num_divergent: int | None = None, finished: bool = True,
-            log_posterior: np.ndarray | None = None) -> dict[str, Any]:
+            log_posterior: np.ndarray | None = None, step_size: float | None = None,
+            given_step_size: float | None = None,
+            burn_in: int | None = None) -> dict[str, Any]:
     """Whether a run's chains have converged in function space, and what to do if not.
 
     Args:
@@ -163,6 +206,10 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         finished: whether the run ran all its iterations.
         log_posterior: the log posterior of each kept iteration, (chains, samples), to check
             that no chain is still climbing (skipped with fewer than 8 per chain).
+        step_size: the step size the chains ran at after burn-in (the advice for a stuck
+            sampler follows it, :func:`stuck_advice`).
+        given_step_size: the step size the run was given.
+        burn_in: the run's burn-in iterations.
 
     Returns:
         ``{"converged", "problems", "advice", "criteria", "rhat_share_below", "ess_min",
@@ -193,7 +240,7 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         problems.append(f"{num_divergent} divergences in {chains * samples} kept iterations "
                         f"(> {MAX_DIVERGENT_SHARE:.0%})")
     if stuck or unstable:
-        advice.append(STUCK_ADVICE)
+        advice.append(stuck_advice(step_size, given_step_size, burn_in))
     rising = None
     if log_posterior is not None and np.shape(log_posterior)[1] >= 8:
         up, z = rising_chains(log_posterior)

@@ -352,8 +352,11 @@ class SamplerTally:
         ('the chains look stuck', None)
     """
 
-    def __init__(self, loop: Loop):
+    def __init__(self, loop: Loop, given_step_size: float | None = None):
         self.loop = loop
+        # The advice of a warning follows the step size the chains run at against this one.
+        self.given_step_size = given_step_size
+        self.step_size: float | None = None
         self.acceptance = 0.0
         self.sampled = 0
         self.divergent = 0
@@ -370,6 +373,8 @@ class SamplerTally:
         self.sampled += 1
         self.acceptance += float(np.mean(log["acceptance_rate"]))
         self.divergent += divergent
+        if "step_size" in log:
+            self.step_size = float(np.mean(log["step_size"]))
 
     def enough_to_judge(self) -> bool:
         """At least 10 sampling units, and a tenth of them, have run."""
@@ -384,7 +389,9 @@ class SamplerTally:
         if not self.sampled:
             return None
         return sampler_warning(self.acceptance / self.sampled, self.divergent,
-                               self.sampled * self.loop.num_members)
+                               self.sampled * self.loop.num_members, step_size=self.step_size,
+                               given_step_size=self.given_step_size,
+                               burn_in=self.loop.burn_in)
 
     def news(self) -> str | None:
         """The warning, the first time there is enough to judge and one to give (then
