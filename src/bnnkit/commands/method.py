@@ -51,6 +51,29 @@ def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
                    help="accepted for bnn_hmc's commands: every kept sample is always stored")
 
 
+def run_summary(result) -> str:
+    """What a call of the driver ran and how long it took, compilation included (the
+    evaluation table's seconds per iteration are the mean after burn-in, without it).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> resumed = SimpleNamespace(num_units=120, units_run=20, seconds=10.5,
+        ...                           seconds_per_unit=0.525, record={"loop": {"kind":
+        ...                                                                    "iterations"}})
+        >>> run_summary(resumed)
+        '20 more iterations in 10.5 s, 0.525 s each with compilation (120 of 120 done)'
+    """
+    kind = result.record["loop"]["kind"]
+    ran = result.num_units if result.units_run is None else result.units_run
+    if ran == result.num_units:
+        return (f"{ran} {kind} in {result.seconds:.1f} s, {result.seconds_per_unit:.3g} s each "
+                "with compilation")
+    if ran == 0:
+        return f"nothing to run: all {result.num_units} {kind} were done"
+    return (f"{ran} more {kind} in {result.seconds:.1f} s, {result.seconds_per_unit:.3g} s "
+            f"each with compilation ({result.num_units} of {result.num_units} done)")
+
+
 def method_command(name: str, module: ModuleType) -> Command:
     """The command of one method."""
     from bnnkit.inference.base import EpochSettings, IterationSettings
@@ -109,9 +132,7 @@ def method_command(name: str, module: ModuleType) -> Command:
             return 0
         for warning in result.warnings:
             print(f"bnnkit: warning: {warning}", file=sys.stderr)
-        loop = result.record["loop"]
-        print(f"{result.num_units} {loop['kind']} in {result.seconds:.1f} s "
-              f"({result.seconds_per_unit:.3g} s each); run in {args.dir}")
+        print(f"{run_summary(result)}; run in {args.dir}")
         info = result.record.get("posterior_info", {})
         if info.get("num_params") is not None:
             parts = [f"posterior over {info['num_params']} parameters"]

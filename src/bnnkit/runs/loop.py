@@ -81,8 +81,8 @@ class RunResult:
         run_dir: the run directory.
         record: its ``run.json``.
         num_units: units (iterations, epochs, chunks) of the whole run.
-        seconds: wall time of the units run by this call.
-        seconds_per_unit: the same per unit.
+        seconds: wall time of the units run by this call (compilation included).
+        seconds_per_unit: the same per unit run by this call.
         last_log: the log line of the last unit run.
         warnings: sentences about the run a user should act on (a stuck or unstable
             sampler, a start from a run with another posterior), already shown during the
@@ -96,6 +96,7 @@ class RunResult:
     seconds_per_unit: float
     last_log: dict
     warnings: tuple[str, ...] = ()
+    units_run: int | None = None  # by this call (fewer than num_units after a resume)
 
 
 def minibatch_indices(key: jax.Array, num_train: int, batch_size: int) -> jax.Array:
@@ -412,13 +413,15 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
     step_all = _unit_function(method, loop, built, config.seed, placements)
     label = {"iterations": config.METHOD.upper(), "epochs": f"{config.METHOD} epoch",
              "chunks": f"{config.METHOD} chunk"}[loop.kind]
+    # A sampler's burn-in tunes its step size, and with it the cost of an iteration.
     bar = ProgressBar(label, loop.num_units, start, enabled=progress, log_every=log_every,
-                      unit_name=loop.kind)
-    tally = SamplerTally(loop)
+                      unit_name=loop.kind,
+                      settle_after=loop.burn_in if loop.kind == "iterations" else 0)
+    tally = SamplerTally(loop, given_step_size=getattr(config, "step_size", None))
     for line in life.rundir.read_log() if life.writer else ():  # counted from its first unit
         tally.add(line)
     for note in notes:
-        bar.message(f"warning: {note}")
+        bar.message(f"bnnkit: warning: {note}")
     log: dict = {}
     meta: dict = {}
     t0 = time.perf_counter()
@@ -446,7 +449,7 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
             bar.update(1, tally.status(log))
             warning = tally.news()
             if warning is not None:
-                bar.message(f"warning: {warning}")
+                bar.message(f"bnnkit: warning: {warning}")
             if on_unit is not None:
                 on_unit(unit, log)
     finally:
@@ -456,7 +459,8 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
     warning = tally.warning()
     return RunResult(life.rundir, life.record, loop.num_units, seconds,
                      seconds / max(loop.num_units - start, 1), log,
-                     warnings=(*notes, *([] if warning is None else [warning])))
+                     warnings=(*notes, *([] if warning is None else [warning])),
+                     units_run=loop.num_units - start)
 
 
 def _store_posterior(life: Lifecycle, unit: int, method: Method, state,
