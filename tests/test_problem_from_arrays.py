@@ -186,6 +186,9 @@ def test_an_import_path_is_checked_like_a_registry_name():
         build(ProblemConfig("yacht_0", "user_models:TinyMLP", model_args='{"depth": 2}'))
     with pytest.raises(ConfigError, match=r"--model-args is for a --model package.module"):
         ProblemConfig("yacht_0", "mlp_regression_small", model_args="{}")
+    # --dropout-rate is a registry dropout model's; an imported module has no rate to take.
+    with pytest.raises(ConfigError, match=r"--dropout-rate 0.2 applies to a model with dropout"):
+        build(ProblemConfig("yacht_0", "user_models:TinyMLP", dropout_rate=0.2))
     problem = build(ProblemConfig("yacht_0", "user_models:TinyMLP", model_args='{"width": 3}',
                                   noise_std=0.3))
     assert problem.model.num_outputs == 1

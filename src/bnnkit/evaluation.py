@@ -10,13 +10,25 @@ and returns (and stores as ``evaluation.json`` plus ``predictions/test.npz``):
 - split R-hat and ESS across chains, over all weights and over test-set predictions
   (function space), summarised by median / 90th percentile / max (min for ESS);
 - with ``reference=`` another run on the same data (e.g. HMC): agreement and total variation of
-  the two predictives (classification), and the RMSE between their predictive means
-  (regression);
+  the two predictives (classification), and the RMSE between their predictive means and the
+  mean over test points of the Wasserstein-1 distance between their predictive draws
+  (regression: the approximate-inference competition's "W2", which scipy's
+  ``wasserstein_distance`` computes as W₁; :mod:`bnnkit.metrics.predictive`);
 - with ``reference_probs=`` a released table of reference probabilities (``"cifar10_hmc"``,
   ``"imdb_hmc"`` or a file, :mod:`bnnkit.data.reference_probs`): the competition's agreement and
   total variation against it (classification);
 - with ``corruption=`` and ``severity=``: all of the above on the test images under a
-  CIFAR-10-C-style corruption (covariate shift), stored as ``evaluation_<name>_<severity>.json``.
+  CIFAR-10-C-style corruption (covariate shift), stored as ``evaluation_<name>_<severity>.json``;
+- with ``calibrate=True``: temperature scaling of the predictive
+  (:mod:`bnnkit.metrics.recalibration`) fitted on the run's validation set and the test
+  metrics after it; with ``conformal=α``: split conformal prediction sets or intervals
+  (:mod:`bnnkit.metrics.conformal`) calibrated on that set, with their test coverage and mean
+  size or width. The validation set is the last ``--validation-size`` examples of the training
+  set (before ``--subset-train-to``), held out when the run was made: its size is in the run's
+  ``run.json`` and the same examples are carved again here, so the split is reproducible;
+- with ``ood=`` another dataset: how well predictive entropy and mutual information tell its
+  test inputs from this dataset's (AUROC, FPR at 95 % TPR; :mod:`bnnkit.metrics.ood`), the
+  scores stored in ``predictions/ood_<dataset>.npz`` for the report's histograms.
 
 Approximate posteriors (VI, Laplace) are evaluated through draws taken with the run's fixed
 evaluation key (:func:`bnnkit.runs.evaluation_key`), so repeated evaluations agree.
@@ -25,16 +37,23 @@ evaluation key (:func:`bnnkit.runs.evaluation_key`), so repeated evaluations agr
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import jax
 import numpy as np
 
+from bnnkit import posthoc, storage
 from bnnkit import problem as problem_lib
-from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.metrics import convergence, diagnostics, predictive
-from bnnkit.metrics.predictive import agreement, metrics_for, rmse, total_variation
+from bnnkit.metrics.predictive import (
+    agreement,
+    metrics_for,
+    predictive_wasserstein_1,
+    rmse,
+    total_variation,
+)
 from bnnkit.posterior import Samples
 from bnnkit.predict import Prediction, posterior_predictive
 from bnnkit.runs import RunDir, evaluation_key
@@ -150,7 +169,8 @@ def compare(prediction: Prediction, reference: Prediction) -> dict[str, float]:
         return compare_probs(prediction.probs, reference.probs)
     if prediction.mean.shape != reference.mean.shape:
         raise ConfigError("the reference run uses a different test set")
-    return {"rmse_to_reference_mean": rmse(prediction.mean, reference.mean)}
+    return {"rmse_to_reference_mean": rmse(prediction.mean, reference.mean),
+            "wasserstein_1": predictive_wasserstein_1(prediction, reference)}
 
 
 def check_reference_probs(probs: np.ndarray, dataset, source: str) -> None:
@@ -230,6 +250,9 @@ def evaluate(
     reference_probs: str | os.PathLike | None = None,
     corruption: str | None = None,
     severity: int | None = None,
+    calibrate: bool = False,
+    conformal: float | None = None,
+    ood: str | None = None,
     write: bool = True,
     problem: problem_lib.Problem | None = None,
 ) -> dict[str, Any]:
@@ -250,7 +273,11 @@ def evaluate(
         comparison if asked (its ``settings_differ`` names each posterior setting, such as
         ``--noise-std``, in which the reference run differs; a reference on other data is
         refused); ``reference_probs`` (agreement, total variation, and for a released reference
-        the test-set order its rows follow) if asked.
+        the test-set order its rows follow) if asked; ``temperature_scaling`` (the fitted
+        temperature or std stretch, the validation size and the test metrics after it),
+        ``conformal`` (α, the score, the threshold, test coverage and mean set size or interval
+        width) and ``ood`` (the other dataset, AUROC and FPR at 95 % TPR of the entropy and the
+        mutual information) if asked; see :mod:`bnnkit.posthoc`.
 
     Example:
         >>> import tempfile
@@ -269,6 +296,8 @@ def evaluate(
     if reference_probs is not None and corruption is not None:
         raise ConfigError("--reference-probs scores predictions on the clean test set; it does "
                           "not go with --corruption")
+    if conformal is not None:
+        posthoc.check_alpha(conformal)
     if write and os.path.isdir(run_dir):
         check_writable_folder(run_dir, "evaluation")
         predictions = RunDir(run_dir).path / "predictions"
@@ -283,6 +312,11 @@ def evaluate(
     record, problem, posterior, _ = load_run(run_dir, network=True, problem=problem)
     if ref_table is not None:
         check_reference_probs(ref_table, problem.dataset, repr(os.fspath(reference_probs)))
+    held_out = None
+    if calibrate or conformal is not None:
+        held_out = posthoc.validation_set(problem,
+                                          "--calibrate" if calibrate else "--conformal")
+    ood_x = None if ood is None else posthoc.ood_inputs(problem, ood)
     x_test = problem.dataset.x_test
     if corruption is not None:
         x_test = corrupted_inputs(problem.dataset, corruption, severity)
@@ -325,6 +359,9 @@ def evaluate(
         result["sampler"] = {
             "acceptance_rate": float(np.mean([r["acceptance_rate"] for r in kept])),
             "num_divergent": int(sum(sum(r["divergent"]) for r in kept)),
+            # Logs written before samplers reported capped trajectories count none.
+            "num_capped": int(sum(sum(r.get("capped", ())) for r in kept)),
+            "num_transitions": int(sum(len(r["acceptance_rate"]) for r in kept)),
             "step_size": [float(s) for s in kept[-1]["step_size"]],
             "num_leapfrog": [int(n) for n in kept[-1]["num_leapfrog"]],
             "seconds_per_iteration": float(np.mean([r["seconds"] for r in kept])),
@@ -355,12 +392,29 @@ def evaluate(
             given_step_size=record.get("method_config", {}).get("step_size"),
             burn_in=record.get("loop", {}).get("burn_in"),
             finished=record.get("status") == "finished", log_posterior=trace)
+        capped = (convergence.capped_warning(sampler["num_capped"], sampler["num_transitions"],
+                                             record.get("method")) if sampler else None)
+        if capped is not None:  # slower mixing, not a convergence failure: a warning
+            result["convergence"].setdefault("warnings", []).append(capped)
     if reference is not None:
         ref_prediction = run_prediction(ref_record, ref_problem, ref_posterior, x_test)
         result["reference"] = {"run": str(reference), **compare(prediction, ref_prediction),
                                "settings_differ": ref_differs}
     if ref_table is not None:
         result["reference_probs"] = {**ref_info, **compare_probs(prediction.probs, ref_table)}
+    y_test = problem.dataset.y_test_original
+    if held_out is not None:
+        validation = run_prediction(record, problem, posterior, held_out[0])
+        if calibrate:
+            result["temperature_scaling"] = posthoc.temperature_scaling(
+                validation, held_out[1], prediction, y_test)
+        if conformal is not None:
+            result["conformal"] = posthoc.split_conformal(validation, held_out[1], prediction,
+                                                          y_test, conformal)
+    ood_scores = None
+    if ood is not None:
+        result["ood"], ood_scores = posthoc.ood_detection(
+            prediction, lambda x: run_prediction(record, problem, posterior, x), ood_x, ood)
     if write:
         rundir = RunDir(run_dir)
         suffix = "" if corruption is None else f"_{corruption}_{severity}"
@@ -369,7 +423,21 @@ def evaluate(
         arrays = ({"probs": prediction.probs} if prediction.task == "classification"
                   else {"means": prediction.means, "stds": prediction.stds})
         storage.save_arrays(rundir.path / "predictions" / f"test{suffix}.npz", arrays)
+        if ood_scores is not None:
+            storage.save_arrays(rundir.path / "predictions" / ood_file(ood, suffix), ood_scores)
     return result
+
+
+def ood_file(dataset: str, suffix: str = "") -> str:
+    """The file name, in a run's ``predictions/``, of the OOD scores against ``dataset`` (a name
+    or a path; anything but letters, digits, ``._-`` becomes ``_``).
+
+    Example:
+        >>> ood_file("fashion_mnist"), ood_file("/data/my set.npz")
+        ('ood_fashion_mnist.npz', 'ood_my_set.npz.npz')
+    """
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(os.fspath(dataset)))
+    return f"ood_{safe}{suffix}.npz"
 
 
 def export_samples(run_dir: str | os.PathLike, out: str | os.PathLike) -> dict[str, tuple]:

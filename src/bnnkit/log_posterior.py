@@ -73,6 +73,9 @@ class LogPosterior:
         stochastic: the network draws randomness (dropout) from a key,
             ``apply(variables, x, *, key)``; a ``key`` given to the log likelihood is passed
             on to it, and only then.
+        dropout_rate: p with which a dropout network drops each input of every weight layer
+            (its model's ``dropout_rate``; 0 without dropout). The density does not depend on
+            it; MC dropout's objective (:mod:`bnnkit.inference.dropout`) reads it.
 
     Example:
         >>> from bnnkit import likelihoods, models, priors
@@ -94,6 +97,7 @@ class LogPosterior:
     temperature: float = 1.0
     chunk_size: int | None = None
     stochastic: bool = False
+    dropout_rate: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.temperature > 0:

@@ -46,6 +46,9 @@ class Prediction:
         means, stds: (S, N) per-sample Gaussian means and stds in original units (regression).
         per_sample: (chains, samples, M[, K]) per-sample function values on the first M inputs
             (regression means, classification probabilities) for function-space diagnostics.
+        expected_entropy: (N,) the draws' mean entropy ``(1/S) Σ_s H[p_s(· | x)]``
+            (classification): the aleatoric part of the predictive entropy, whose difference
+            from ``H[p̄]`` is the mutual information (:mod:`bnnkit.metrics.ood`).
     """
 
     task: str
@@ -53,6 +56,7 @@ class Prediction:
     means: np.ndarray | None = None
     stds: np.ndarray | None = None
     per_sample: np.ndarray | None = None
+    expected_entropy: np.ndarray | None = None
 
     @property
     def mean(self) -> np.ndarray:
@@ -106,7 +110,7 @@ def predict(
         draw_keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(
             jnp.arange(chains * per_chain))
 
-    prob_chunks, mean_chunks, std_chunks = [], [], []
+    prob_chunks, mean_chunks, std_chunks, entropy_chunks = [], [], [], []
     for c, start in enumerate(range(0, len(x), test_chunk)):
         xb = problem.to_device(x[start : start + test_chunk])
         if draw_keys is None:
@@ -116,7 +120,9 @@ def predict(
                 draw_keys), xb)
         if classification:
             probs = jax.nn.softmax(out.astype(jnp.float32), axis=-1)
+            logp = jax.nn.log_softmax(out.astype(jnp.float32), axis=-1)
             prob_chunks.append(np.asarray(probs.mean(axis=0)))
+            entropy_chunks.append(np.asarray(-jnp.sum(probs * logp, axis=-1).mean(axis=0)))
             if start < max_diagnostic_points:
                 mean_chunks.append(np.asarray(probs[:, : max_diagnostic_points - start]))
         else:
@@ -139,6 +145,7 @@ def predict(
             task="classification",
             probs=np.concatenate(prob_chunks, axis=0),
             per_sample=per_sample(np.concatenate(mean_chunks, axis=1)),
+            expected_entropy=np.concatenate(entropy_chunks, axis=0),
         )
     scale, shift = problem.dataset.target_scale, problem.dataset.target_shift
     means = np.concatenate(mean_chunks, axis=1) * scale + shift
@@ -209,14 +216,26 @@ def glm_predict(
     out, cov = np.concatenate(outs), np.concatenate(covs)
     cov = 0.5 * (cov + np.swapaxes(cov, 1, 2))
     m = min(len(x), max_diagnostic_points)
-    w, v = np.linalg.eigh(cov[:m])
-    z = np.asarray(jax.random.normal(key, (num_samples, m, out.shape[-1])), np.float64)
-    draws = out[None, :m] + np.einsum("nij,nj,snj->sni", v, np.sqrt(np.clip(w, 0, None)), z)
-    if problem.dataset.task == "classification":
+    classification = problem.dataset.task == "classification"
+    # Classification draws every input (their entropies); regression only the first m.
+    drawn = len(x) if classification else m
+    w, v = np.linalg.eigh(cov[:drawn])
+    k = out.shape[-1]
+    z = np.asarray(jax.random.normal(key, (num_samples, m, k)), np.float64)
+    if drawn > m:  # the first m as without the rest, so diagnostics keep their draws
+        rest = jax.random.normal(jax.random.fold_in(key, 1), (num_samples, drawn - m, k))
+        z = np.concatenate([z, np.asarray(rest, np.float64)], axis=1)
+    draws = out[None, :drawn] + np.einsum("nij,nj,snj->sni", v, np.sqrt(np.clip(w, 0, None)),
+                                          z)
+    if classification:
         kappa = 1.0 / np.sqrt(1.0 + math.pi / 8.0 * np.diagonal(cov, axis1=1, axis2=2))
         probs = np.asarray(jax.nn.softmax(jnp.asarray(out * kappa), axis=-1), np.float64)
-        per_sample = np.asarray(jax.nn.softmax(jnp.asarray(draws), axis=-1), np.float64)
-        return Prediction(task="classification", probs=probs, per_sample=per_sample[None])
+        logp = np.asarray(jax.nn.log_softmax(jnp.asarray(draws), axis=-1), np.float64)
+        sample_probs = np.exp(logp)
+        expected_entropy = -np.sum(sample_probs * logp, axis=-1).mean(axis=0)
+        return Prediction(task="classification", probs=probs,
+                          per_sample=sample_probs[None, :, :m],
+                          expected_entropy=expected_entropy)
     # An inferred noise std is taken at θ*; the linearisation covers the network's outputs.
     likelihood = problem.log_posterior.likelihood_for(posterior.mean)
     mean, noise = (np.asarray(a, np.float64) for a in likelihood.mean_std(jnp.asarray(out)))

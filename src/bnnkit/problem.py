@@ -31,7 +31,7 @@ from bnnkit.data.npz import from_arrays as dataset_from_arrays
 from bnnkit.errors import ConfigError
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import imported
-from bnnkit.settings import check_numbers, setting
+from bnnkit.settings import Exclusive, check_numbers, setting
 from bnnkit.types import Batch, Key, Params
 
 
@@ -64,6 +64,12 @@ class ProblemConfig:
         subset_train_to: keep only the first N training examples.
         data_dir: where dataset files are (otherwise ``BNNKIT_DATA_DIR`` or the cache).
         chunk_size: evaluate the full-batch likelihood in chunks of this size.
+        validation_size: examples held out from the end of the training set (before
+            ``subset_train_to``) as a validation set, ``dataset.info["validation"]``: the
+            method never sees them; ``bnnkit evaluate --calibrate`` and ``--conformal`` fit
+            on them.
+        dropout_rate: p of a dropout model (``*_dropout``; default
+            :data:`bnnkit.models.registry.DEFAULT_DROPOUT_RATE`); refused for other models.
     """
 
     dataset: str = setting(aliases=("--dataset-name",),
@@ -111,6 +117,14 @@ class ProblemConfig:
         None, metavar="JSON",
         help="constructor arguments of a --model package.module:ClassName, a JSON object, "
              "e.g. '{\"features\": 32}' (num_outputs is set for the likelihood if left out)")
+    validation_size: int | None = setting(
+        None, help="hold out the last N training examples (before --subset-train-to) as a "
+                   "validation set, which the method never sees: evaluate --calibrate and "
+                   "--conformal fit on it", bounds=(1, None))
+    dropout_rate: float | None = setting(
+        None, help="probability p with which a dropout model (*_dropout) drops each input of "
+                   "every layer, in [0, 1) (default 0.1); other models have no dropout",
+        bounds=(0.0, Exclusive(1.0)))
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -143,7 +157,7 @@ DATA_SETTINGS = ("dataset",)
 #: or warm-started from one another, but the user is told.
 POSTERIOR_SETTINGS = ("model", "model_args", "likelihood", "noise_std", "noise_prior",
                       "weight_decay", "prior", "bias_prior", "layer_priors", "temperature",
-                      "subset_train_to")
+                      "subset_train_to", "dropout_rate", "validation_size")
 
 
 #: How a setting left unset reads in a message, where ``None`` would say nothing.
@@ -158,6 +172,8 @@ UNSET = {
     "standardize": "the dataset's default",
     "chunk_size": "none",
     "model_args": "the defaults",
+    "validation_size": "none",
+    "dropout_rate": "the model's (0.1 for *_dropout, else none)",
 }
 
 
@@ -378,6 +394,8 @@ def build(config: ProblemConfig) -> Problem:
         options["subset_train_to"] = config.subset_train_to
     if config.data_dir is not None:
         options["data_dir"] = config.data_dir
+    if config.validation_size is not None:
+        options["validation_size"] = config.validation_size
     dataset = data.load(config.dataset, standardize_data=config.standardize, **options)
     return _assemble(config, _subset(dataset, config.subset_train_to))
 
@@ -502,7 +520,11 @@ def _model(config: ProblemConfig, dataset: data.Dataset, num_outputs: int, likel
     the data's shapes and the likelihood's outputs."""
     if maker is None and not imported.is_import_path(config.model):
         models.check_compatible(config.model, dataset.task, dataset.input_shape, dataset.name)
-        return models.get(config.model, num_outputs=num_outputs)
+        return models.get(config.model, num_outputs=num_outputs,
+                          dropout_rate=config.dropout_rate)
+    if config.dropout_rate is not None:
+        raise ConfigError(f"--dropout-rate {config.dropout_rate} applies to a model with dropout "
+                          f"(*_dropout); {config.model!r} drops nothing")
     if maker is None:
         module = imported.module_from_path(config.model, config.model_args,
                                            num_outputs=num_outputs)
@@ -558,7 +580,7 @@ def _assemble(config: ProblemConfig, dataset: data.Dataset,
     log_posterior = LogPosterior(
         apply=apply, likelihood=likelihood, prior=prior, num_data=dataset.num_train,
         temperature=config.temperature, chunk_size=config.chunk_size,
-        stochastic=model.stochastic,
+        stochastic=model.stochastic, dropout_rate=model.dropout_rate,
     )
     return Problem(
         config=config, dataset=dataset, model=model, likelihood=likelihood, prior=prior,

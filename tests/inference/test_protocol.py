@@ -46,6 +46,12 @@ ROWS = {
                     preconditioner="rmsprop", num_chains=2), True, None),
     "vi": (dict(init_step_size=1e-3, num_epochs=2, batch_size=4, vi_num_samples=2,
                 kl_weighting="blundell"), True, None),
+    "swag": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16, num_burn_in=0,
+                  collect_every=1, max_rank=3, num_members=2), False, None),
+    "ivon": (dict(init_step_size=0.1, num_epochs=2, batch_size=4, ivon_num_samples=2), True,
+             None),
+    "dropout": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16, num_passes=3), False,
+                None),
 }
 
 

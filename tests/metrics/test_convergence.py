@@ -56,6 +56,39 @@ def test_stuck_or_diverging_samplers_and_unfinished_runs_are_named():
     assert not one_chain["converged"] and "2 chains" in one_chain["advice"][-1]
 
 
+def test_capped_trajectories_are_named_with_the_advice_that_applies():
+    hmc = convergence.capped_warning(970, 1000, "hmc")
+    assert hmc.startswith("970 of 1000 iterations after burn-in (97%) hit the cap")
+    assert "--max-num-leapfrog-steps" in hmc and "--max-tree-depth" not in hmc
+    assert "--max-tree-depth" in convergence.capped_warning(1, 1000, "nuts")
+    assert convergence.capped_warning(0, 1000, "hmc") is None
+    assert convergence.capped_warning(0, 0, "nuts") is None
+
+
+def test_a_run_forced_to_hit_the_cap_says_so(tmp_path, capsys):
+    # τ = 10 in units of the adapted metric, at most 2 leapfrog steps: nearly every iteration
+    # after burn-in wants more and is capped. The share reaches the record, the log, the
+    # verdict's warnings in --json and the printed table.
+    run_dir = tmp_path / "run"
+    assert main(["hmc", "--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.35",
+                 "--adapt", "mass", "--trajectory-len", "10", "--max-num-leapfrog-steps", "2",
+                 "--num-iterations", "40", "--num-burn-in", "20", "--num-chains", "2",
+                 "--dir", str(run_dir), "--no-progress", "--no-evaluate"]) == 0
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["capped"]["share"] > 0.5 and record["capped"]["num_capped"] > 20
+    log = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert sum(sum(line["capped"]) for line in log if not line["burn_in"]) == (
+        record["capped"]["num_capped"])
+    capsys.readouterr()
+    assert main(["evaluate", str(run_dir), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["sampler"]["num_capped"] == record["capped"]["num_capped"]
+    assert any("hit the cap on trajectory length" in w and "--max-num-leapfrog-steps" in w
+               for w in result["convergence"]["warnings"])
+    assert main(["evaluate", str(run_dir)]) == 0
+    assert "capped trajectories (after burn-in)" in capsys.readouterr().out
+
+
 def test_evaluate_json_carries_the_verdict_of_an_unfinished_run(tmp_path, capsys):
     # A run killed after 8 of 10 iterations: its kept samples are evaluated, and the verdict
     # says it is unfinished.

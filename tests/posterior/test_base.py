@@ -16,6 +16,8 @@ import pytest
 from bnnkit import models, storage
 from bnnkit.posterior import DiagGaussian, Mixture, Posterior, Samples, store
 from bnnkit.posterior.laplace import DiagLaplace, KFACLaplace, LastLayerLaplace
+from bnnkit.posterior.low_rank_gaussian import LowRankGaussian
+from bnnkit.posterior.mc_dropout import MCDropout
 from bnnkit.predict import posterior_predictive
 from bnnkit.problem import ProblemConfig, build
 from bnnkit.runs.initial import _positions
@@ -65,6 +67,11 @@ FACTORIES = {
         t, {"Dense_0": (orthogonal(jax.random.PRNGKey(4), 4), orthogonal(jax.random.PRNGKey(5), 2),
                         positive_like(jax.random.PRNGKey(6), {"e": jnp.zeros((4, 2))})["e"])},
         num_draws=2),
+    "low_rank_gaussian": lambda t: LowRankGaussian(
+        t, positive_like(jax.random.PRNGKey(11), t),
+        jax.tree.map(lambda a: jax.random.normal(jax.random.PRNGKey(12), (3, *a.shape)), t),
+        num_draws=3),
+    "mc_dropout": lambda t: MCDropout(positive_like(jax.random.PRNGKey(13), t), 0.25, 3),
 }
 
 

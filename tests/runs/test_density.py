@@ -51,11 +51,12 @@ def test_refuses_minibatch_methods_and_positions_without_a_chain_axis():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["hmc-mass", "hmc-chees", "nuts"])
+@pytest.mark.parametrize("name", ["hmc-mass", "hmc-chees", "nuts", "hmc-auto"])
 def test_sample_recovers_a_gaussian_and_says_it_converged(name):
     # Every mean and covariance entry within Bonferroni-corrected MCSE (tests/mcmc_checks.py).
     common = dict(step_size=1e-2, num_chains=4, num_iterations=1500, num_burn_in=500)
     config = (nuts.Config(**common) if name == "nuts" else
+              hmc.Config(num_chains=4, num_iterations=1500) if name == "hmc-auto" else  # no knobs
               hmc.Config(**common, trajectory_len=2.0, adapt=name.split("-")[1]))
     chains = sample(log_density, start(4), config)
     draws = np.concatenate([chains.positions["a"], chains.positions["b"]], -1)

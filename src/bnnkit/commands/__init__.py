@@ -35,8 +35,8 @@ class Command(NamedTuple):
 #: The commands that run no method, by group, in ``bnnkit --help``'s order; each is the
 #: ``COMMAND`` of the module named after it. The methods' group comes from ``METHODS``.
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
-    "analysis": ("evaluate", "convergence", "surface", "shift", "prune", "prior-predictive",
-                 "experiment", "paper", "report"),
+    "analysis": ("reference", "evaluate", "convergence", "surface", "shift", "prune",
+                 "prior-predictive", "experiment", "paper", "report"),
     "data": ("datasets", "models"),
     "runs": ("samples", "verify"),
 }

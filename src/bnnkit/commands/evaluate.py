@@ -17,6 +17,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corruption", default=None,
                    help="evaluate on test images under this CIFAR-10-C-style corruption")
     p.add_argument("--severity", type=int, default=None, help="corruption severity, 1..5")
+    p.add_argument("--calibrate", action="store_true",
+                   help="fit temperature scaling of the predictive (classification: one "
+                        "temperature; regression: one stretch of the predictive about its mean) "
+                        "on the run's validation set (--validation-size), and report the test "
+                        "metrics after it")
+    p.add_argument("--conformal", type=float, default=None, metavar="ALPHA",
+                   help="split conformal prediction at miscoverage ALPHA, calibrated on the "
+                        "run's validation set: LAC sets (classification) or intervals from "
+                        "|y - mean| / std (regression), with their test coverage and mean size "
+                        "or width")
+    p.add_argument("--ood", default=None, metavar="DATASET",
+                   help="out-of-distribution detection against DATASET's test inputs (e.g. "
+                        "fashion_mnist for an MNIST run): AUROC and FPR at 95%% TPR of the "
+                        "predictive entropy and the mutual information")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
@@ -26,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
 
     result = evaluate(args.run_dir, reference=args.reference,
                       reference_probs=args.reference_probs, corruption=args.corruption,
-                      severity=args.severity)
+                      severity=args.severity, calibrate=args.calibrate,
+                      conformal=args.conformal, ood=args.ood)
     for differ in result.get("reference", {}).get("settings_differ", ()):
         print(f"bnnkit: warning: the reference run targets another posterior: {differ}",
               file=sys.stderr)

@@ -12,9 +12,9 @@ Example:
     >>> parser = argparse.ArgumentParser()
     >>> add_config_arguments(parser, hmc.Config)
     >>> args = parser.parse_args(["--step-size", "1e-3", "--trajectory-len", "0.1",
-    ...                           "--num-iterations", "10"])
+    ...                           "--num-iterations", "10", "--num-chains", "4"])
     >>> config_from_args(args, hmc.Config).num_chains
-    1
+    4
 """
 
 from __future__ import annotations

@@ -53,13 +53,16 @@ def _settings_differ(record: dict, problem: ProblemConfig, config: Any) -> list[
 
 
 def run_or_reuse(problem: ProblemConfig, config: Any, run_dir: str | os.PathLike, *,
-                 progress: bool = True,
+                 progress: bool = True, overwrite: bool = False,
                  on_unit: Callable[[int, dict], None] | None = None) -> bool:
     """Make the run of ``config`` on ``problem`` in ``run_dir`` unless it is there, finished.
 
     A finished run of the same settings is left alone; one that differs only in settings a
     resume may change (more iterations, say) is extended; one cut off is resumed; an empty or
     never-started directory gets a new run (:func:`bnnkit.runs.run`).
+
+    With ``overwrite`` a run that is there is replaced instead (under its lock, as
+    :func:`bnnkit.runs.run` replaces runs).
 
     Returns:
         Whether anything ran (False: a finished run was reused).
@@ -70,8 +73,15 @@ def run_or_reuse(problem: ProblemConfig, config: Any, run_dir: str | os.PathLike
     """
     from bnnkit import runs
     from bnnkit.runs import RunDir
+    from bnnkit.runs.initial import with_chains
 
     status = run_status(run_dir)
+    if status in ("running", "finished"):
+        config = with_chains(config)  # as the stored run recorded it
+    if overwrite and status is not None:
+        runs.run(problem, config, Path(run_dir), overwrite=True, progress=progress,
+                 on_unit=on_unit)
+        return True
     if status in ("running", "finished"):
         record = RunDir(run_dir).read_record()
         if record.get("method") != config.METHOD:

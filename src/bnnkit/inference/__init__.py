@@ -5,7 +5,7 @@ driver, the command line and the protocol test read it; adding a method touches 
 line here, one row in the protocol test and its docs.
 """
 
-from bnnkit.inference import ensemble, hmc, laplace, nuts, sgd, sgmcmc, vi
+from bnnkit.inference import dropout, ensemble, hmc, ivon, laplace, nuts, sgd, sgmcmc, swag, vi
 from bnnkit.inference.base import Method
 
 METHODS = {
@@ -16,6 +16,9 @@ METHODS = {
     "sgmcmc": sgmcmc,
     "vi": vi,
     "laplace": laplace,
+    "swag": swag,
+    "ivon": ivon,
+    "dropout": dropout,
 }
 
 __all__ = ["METHODS", "Method"]

@@ -13,7 +13,12 @@
 - :class:`ChEES`: the step size and trajectory length of jittered HMC tuned across chains by
   maximising the ChEES criterion (Hoffman, Radul & Sountsov 2021; ``blackjax.adaptation.
   chees_adaptation.base``). The chains of a run are gathered with ``jax.lax.all_gather`` over
-  the vmapped axis, so every chain computes the same update.
+  the vmapped axis, so every chain computes the same update. Chains stranded far below the
+  others are left out of every pooled statistic (:func:`pooled_chains`).
+- ``"auto"`` (:func:`hmc_adaptation`), HMC's default: each chain on its own runs NUTS through
+  Stan's windows during burn-in (its trees at most :data:`EARLY_TREE_DEPTH` deep while M⁻¹ is
+  still the identity), and the kept iterations are jittered static HMC whose τ is a high
+  quantile of that chain's NUTS integration times in the last window (:func:`auto_update`).
 - :func:`jitter`: the quasi-random fraction of the trajectory length integrated at an iteration
   (a base-2 Halton sequence, shared by all chains, so that draws are not periodic).
 - :class:`Adaptation`: a sampler's burn-in tuning as two pure functions, ``init`` and
@@ -39,12 +44,14 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import blackjax
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from blackjax.adaptation import chees_adaptation
 from blackjax.adaptation.chees_adaptation import ChEESAdaptationState
@@ -69,6 +76,25 @@ from bnnkit.types import Params
 #: The axis name under which the run driver vmaps a method's members (chains).
 MEMBERS = "members"
 
+#: The deepest NUTS tree of ``"auto"``'s burn-in: at most 2^10 − 1 leapfrog steps, NUTS's
+#: own default (:mod:`bnnkit.inference.nuts`).
+MAX_TREE_DEPTH = 10
+#: The deepest tree while M⁻¹ is still the identity (until the first slow window closes), and
+#: the most leapfrog steps (2^6 − 1) of a static trajectory then (``"mass"``, ``"chees"``).
+#: With the identity metric the step size is set by the narrowest direction, and a trajectory
+#: long in the widest one takes thousands of steps: on a regression with income-scale
+#: predictors ``"mass"`` spent 97 % of its gradients in the first 50 iterations. The first
+#: window only needs the chain to move enough for its variance and gradient statistics.
+EARLY_TREE_DEPTH = 6
+#: The quantile of a chain's NUTS integration times (last window of burn-in) that ``"auto"``
+#: integrates as τ afterwards, jittered: each iteration a quasi-random fraction of it.
+TRAJECTORY_QUANTILE = 0.9
+#: ChEES leaves out of its pooled statistics a chain whose log density is more than this many
+#: spreads below the median chain's (:func:`pooled_chains`).
+STRANDED_SPREADS = 5.0
+#: Fewer chains than this cannot outvote a stranded one (with 2 the median is their mean).
+MIN_POOLED_CHAINS = 4
+
 
 def like(new: Any, old: Any) -> Any:
     """``new`` with the dtypes of ``old`` (BlackJAX's constructors return Python scalars)."""
@@ -86,6 +112,37 @@ def jitter(iteration: jax.Array, bits: int) -> jax.Array:
 
 
 MASS_ESTIMATORS = ("variance", "fisher")
+
+
+def pooled_chains(logdensity: jax.Array, num_params: int,
+                  axis_name: str = MEMBERS) -> jax.Array:
+    r"""Whether this chain's statistics may be pooled with the others' (called inside the vmap
+    over ``axis_name``).
+
+    A chain is left out when its log density is not finite or lies more than
+    :data:`STRANDED_SPREADS` spreads below the median chain's, the spread being
+
+    .. math:: s = \max\big(1.4826\,\mathrm{MAD}(\log p),\ \sqrt{d/2}\big),
+
+    the chains' robust standard deviation, but never below a d-dimensional Gaussian's spread of
+    ``log p`` in its typical set (so chains that all sit in the typical set are all kept). A
+    chain stranded in a far region (from a dispersed start) would otherwise pull every pooled
+    statistic: the ChEES criterion, the harmonic-mean acceptance behind ε and the pooled mass
+    matrix. With two chains the median is their mean and no chain is ever left out: ChEES
+    warns below :data:`MIN_POOLED_CHAINS`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> keep = jax.vmap(lambda lp: pooled_chains(lp, 10), axis_name=MEMBERS)
+        >>> keep(jnp.array([-5.0, -7.0, -6.0, -1e6])).tolist()
+        [True, True, True, False]
+    """
+    every = jax.lax.all_gather(logdensity, axis_name)
+    finite = jnp.isfinite(every)
+    median = jnp.nanmedian(jnp.where(finite, every, jnp.nan))
+    mad = jnp.nanmedian(jnp.where(finite, jnp.abs(every - median), jnp.nan))
+    spread = jnp.maximum(1.4826 * mad, jnp.sqrt(num_params / 2.0))
+    return jnp.isfinite(logdensity) & (logdensity >= median - STRANDED_SPREADS * spread)
 
 
 def window_schedule(num_burn_in: int) -> list[tuple[int, bool]]:
@@ -161,38 +218,49 @@ class Windows:
         state = self.da_init(step_size)
         return state._replace(mu=jnp.log(jnp.asarray(step_size)))
 
-    def _pooled(self, w: WelfordAlgorithmState) -> WelfordAlgorithmState:
-        """A window's Welford statistics merged over the chains (Chan et al. 1979)."""
+    def _pooled(self, w: WelfordAlgorithmState,
+                include: jax.Array | None = None) -> WelfordAlgorithmState:
+        """A window's Welford statistics merged over the chains (Chan et al. 1979), leaving
+        out a chain whose ``include`` is false (:func:`pooled_chains`)."""
         if self.pool_axis is None:
             return w
+        if include is not None:
+            w = jax.tree.map(lambda v: jnp.where(include, v, jnp.zeros_like(v)), w)
         count = w.sample_size.astype(w.mean.dtype)
         total = jax.lax.psum(count, self.pool_axis)
         mean = jax.lax.psum(count * w.mean, self.pool_axis) / jnp.maximum(total, 1)
         m2 = jax.lax.psum(w.m2 + count * jnp.square(w.mean - mean), self.pool_axis)
         return WelfordAlgorithmState(mean, m2, jax.lax.psum(w.sample_size, self.pool_axis))
 
-    def _close(self, mass: MassMatrixAdaptationState, gradients: WelfordAlgorithmState):
+    def _close(self, mass: MassMatrixAdaptationState, gradients: WelfordAlgorithmState,
+               include: jax.Array | None = None):
         """``M⁻¹`` from the window that ends, and fresh windows."""
-        positions = self._pooled(mass.wc_state)
+        positions = self._pooled(mass.wc_state, include)
         if self.estimator == "variance":
             new = like(self.mm_final(mass._replace(wc_state=positions)), mass)
             return new, gradients
-        grads = self._pooled(gradients)
+        grads = self._pooled(gradients, include)
         var_x, count, _ = self.wf_final(positions)
         var_g, _, _ = self.wf_final(grads)
-        inverse_mass = jnp.where(count > 1, fisher_score_diagonal_from_moments(var_x, var_g),
-                                 mass.inverse_mass_matrix)
+        estimate = fisher_score_diagonal_from_moments(var_x, var_g)
+        # A coordinate that did not move within the window (a chain far out in the tails
+        # taking steps below float resolution) has no variance to estimate: an estimate of 0
+        # there made every later step diverge, so it keeps its previous value.
+        usable = (count > 1) & jnp.isfinite(estimate) & (estimate > 0)
+        inverse_mass = jnp.where(usable, estimate, mass.inverse_mass_matrix)
         fresh = like(self.wf_init(inverse_mass.shape[0]), gradients)
         return like(MassMatrixAdaptationState(inverse_mass, fresh), mass), fresh
 
     def update(self, state: WindowState, iteration: jax.Array, position: Params,
                acceptance_rate: jax.Array, *, gradient: Params | None = None,
-               adapt_step: bool = True) -> tuple[WindowState, jax.Array, jax.Array]:
+               adapt_step: bool = True,
+               include: jax.Array | None = None) -> tuple[WindowState, jax.Array, jax.Array]:
         """After burn-in iteration ``iteration``: the new state, step size and ``M⁻¹``.
 
         The step size is the current dual-averaging iterate, and at the last burn-in
         iteration its average (Stan's final value). ``gradient`` (of the log density at
-        ``position``) is needed by the ``"fisher"`` estimator.
+        ``position``) is needed by the ``"fisher"`` estimator. With ``pool_axis``, a chain
+        whose ``include`` is false adds nothing to the pooled window that closes.
         """
         ss, mm, gw = state
         stage, window_end = self.schedule[jnp.minimum(iteration, self.num_burn_in - 1)]
@@ -207,7 +275,7 @@ class Windows:
 
         def close_window(ss, mm, gw):
             # Estimate M⁻¹ from the window, restart the averaging at the average step size.
-            mm, gw = self._close(mm, gw)
+            mm, gw = self._close(mm, gw, include)
             if adapt_step:
                 ss = like(self._averaging(jnp.exp(ss.log_step_size_avg)), ss)
             return ss, mm, gw
@@ -248,8 +316,13 @@ class ChEES:
 
     def update(self, state, proposal_position: Params, proposal_momentum: Params,
                start_position: Params, acceptance_rate: jax.Array, divergent: jax.Array,
-               inverse_mass: jax.Array):
-        """The shared update from every chain's trajectory (called inside the vmap)."""
+               inverse_mass: jax.Array, include: jax.Array | bool = True):
+        """The shared update from every chain's trajectory (called inside the vmap).
+
+        A chain whose ``include`` is false (:func:`pooled_chains`) counts as BlackJAX's
+        divergent chains do: its acceptance, trajectory and position enter neither the step
+        size nor the criterion (its start is NaN, which BlackJAX's means skip).
+        """
 
         def gather(value):
             return jax.lax.all_gather(value, self.axis_name)
@@ -257,8 +330,11 @@ class ChEES:
         def flat(tree):  # BlackJAX's criterion takes one (chains, dim) array per quantity
             return gather(ravel_pytree(tree)[0])
 
-        new = self._update(state, flat(proposal_position), flat(proposal_momentum),
-                           flat(start_position), gather(acceptance_rate), gather(divergent),
+        start = flat(start_position)
+        included = gather(jnp.asarray(include))
+        start = jnp.where(included[:, None], start, jnp.nan)
+        new = self._update(state, flat(proposal_position), flat(proposal_momentum), start,
+                           gather(acceptance_rate), gather(divergent) | ~included,
                            inverse_mass)
         return like(new, state)
 
@@ -272,7 +348,7 @@ class ChEES:
 # --- The burn-in tuning of a sampler, mode by mode -------------------------------------------
 
 #: What HMC's burn-in may tune (``hmc.Config.adapt``); see :func:`hmc_adaptation`.
-ADAPT_MODES = ("none", "step", "mass", "chees")
+ADAPT_MODES = ("none", "step", "mass", "chees", "auto")
 
 
 class Tuning(NamedTuple):
@@ -322,6 +398,11 @@ class Adaptation(NamedTuple):
             ``start_position`` with ``tuning`` and moved to ``proposal`` (an ``HMCState``)
             with BlackJAX's ``info``, the state and the next iteration's tuning.
         jittered: each iteration integrates a quasi-random fraction (:func:`jitter`) of τ.
+        tree_depth: ``iteration -> depth``: the iteration runs NUTS with trees at most this
+            deep instead of static HMC where it is positive (``"auto"``'s burn-in, see
+            :func:`auto_tree_depth`); ``None``: static HMC throughout.
+        early_until: the last iteration whose M⁻¹ is still the identity (-1: none), where a
+            static trajectory takes at most 2^:data:`EARLY_TREE_DEPTH` − 1 steps.
 
     Example:
         >>> import blackjax, jax, jax.numpy as jnp
@@ -341,6 +422,8 @@ class Adaptation(NamedTuple):
     init: Callable[..., tuple[Any, Tuning]]
     update: Callable[..., tuple[Any, Tuning]]
     jittered: bool = False
+    tree_depth: Callable[[jax.Array], jax.Array] | None = None
+    early_until: int = -1
 
 
 def size_and_dtype(position: Params) -> tuple[int, Any]:
@@ -445,13 +528,15 @@ def chees_update(state: HMCAdaptationState, iteration: jax.Array, start_position
                  proposal, info, tuning: Tuning, *, chees: ChEES, windows: Windows,
                  num_burn_in: int) -> tuple[HMCAdaptationState, Tuning]:
     """ε and τ by ChEES from every chain's trajectory; M⁻¹ pooled over the chains in Stan's
-    windows. At the end of burn-in ε and τ freeze at ChEES's moving averages."""
+    windows; a stranded chain (:func:`pooled_chains`) left out of both. At the end of burn-in
+    ε and τ freeze at ChEES's moving averages."""
+    include = pooled_chains(proposal.logdensity, tuning.inverse_mass_matrix.shape[0])
     chees_state = chees.update(state.chees, info.proposal.position, info.proposal.momentum,
                                start_position, info.acceptance_rate, info.is_divergent,
-                               tuning.inverse_mass_matrix)
+                               tuning.inverse_mass_matrix, include)
     window_state, _, inverse_mass = windows.update(
         state.windows, iteration, proposal.position, info.acceptance_rate,
-        gradient=proposal.logdensity_grad, adapt_step=False)
+        gradient=proposal.logdensity_grad, adapt_step=False, include=include)
     last = iteration + 1 == num_burn_in
     final_eps, final_tau = ChEES.final(chees_state)
     eps = jnp.where(last, final_eps, chees_state.step_size)
@@ -473,7 +558,8 @@ def during_burn_in(state: Any, iteration: jax.Array, start_position: Params, pro
 
 def hmc_adaptation(mode: str, *, num_burn_in: int, num_iterations: int, target: float,
                    estimator: str = "fisher", max_leapfrog_steps: int = 10_000,
-                   divergence_threshold: float = 1000.0) -> Adaptation:
+                   divergence_threshold: float = 1000.0,
+                   tune_trajectory: bool = True) -> Adaptation:
     """What HMC's burn-in tunes, one of :data:`ADAPT_MODES`; state: :class:`HMCAdaptationState`.
 
     - ``"none"``: nothing.
@@ -481,57 +567,184 @@ def hmc_adaptation(mode: str, *, num_burn_in: int, num_iterations: int, target: 
     - ``"mass"``: ε and M⁻¹ in Stan's :class:`Windows` (:func:`mass_update`), jittered τ.
     - ``"chees"``: ε and τ by :class:`ChEES`, M⁻¹ pooled in Stan's windows
       (:func:`chees_update`), jittered τ; it must run vmapped over :data:`MEMBERS`.
+    - ``"auto"``: burn-in by NUTS in each chain's own Stan windows (ε, M⁻¹) and τ from its
+      NUTS trajectories (:func:`auto_update`), jittered static HMC after burn-in.
 
-    ``"mass"`` and ``"chees"`` start from :func:`reasonable_step_size` when there is a burn-in.
+    ``"mass"``, ``"chees"`` and ``"auto"`` start from :func:`reasonable_step_size` when there
+    is a burn-in, and while M⁻¹ is the identity their trajectories are short
+    (:data:`EARLY_TREE_DEPTH`).
 
     Args:
         mode: one of :data:`ADAPT_MODES`.
         num_burn_in: iterations that adapt (0: none does).
         num_iterations: iterations of the run (sizes ChEES's jitter sequence).
         target: the acceptance rate the step size aims at.
-        estimator: M⁻¹ of ``"mass"`` and ``"chees"`` (:data:`MASS_ESTIMATORS`).
+        estimator: M⁻¹ of ``"mass"``, ``"chees"`` and ``"auto"`` (:data:`MASS_ESTIMATORS`).
         max_leapfrog_steps: ChEES's τ is clipped to this many steps.
         divergence_threshold: the energy error of a divergent trajectory in the step size
             search.
+        tune_trajectory: ``"auto"`` estimates τ (else it keeps the given one).
     """
     if mode not in ADAPT_MODES:
         raise ValueError(f"adaptation mode {mode!r}; allowed: {', '.join(ADAPT_MODES)}")
     windows = Windows(max(num_burn_in, 1), target, estimator=estimator,
                       pool_axis=MEMBERS if mode == "chees" else None)
     chees = ChEES(num_iterations, target, max_leapfrog_steps)
-    init = functools.partial(hmc_init, windows=windows, chees=chees,
-                             search=mode in ("mass", "chees") and num_burn_in > 0,
-                             across_chains=mode == "chees", target=target,
-                             divergence_threshold=divergence_threshold)
+    settings = dict(windows=windows, chees=chees,
+                    search=mode in ("mass", "chees", "auto") and num_burn_in > 0,
+                    across_chains=mode == "chees", target=target,
+                    divergence_threshold=divergence_threshold)
+    if mode == "auto":
+        init = functools.partial(auto_init, **settings)
+    else:
+        init = functools.partial(hmc_init, **settings)
     if mode == "none" or not num_burn_in:
         update = kept
     else:
+        ends = slow_window_ends(num_burn_in)
         update = functools.partial(during_burn_in, num_burn_in=num_burn_in, update={
             "step": functools.partial(paper_update, num_burn_in=num_burn_in, target=target),
             "mass": functools.partial(mass_update, windows=windows),
             "chees": functools.partial(chees_update, chees=chees, windows=windows,
                                        num_burn_in=num_burn_in),
+            "auto": functools.partial(auto_update, windows=windows,
+                                      stats_from=ends[-1] + 1 if ends else 0,
+                                      tune_trajectory=tune_trajectory),
         }[mode])
-    return Adaptation(init, update, jittered=mode in ("mass", "chees"))
+    dynamic = mode == "auto" and num_burn_in > 0
+    return Adaptation(
+        init, update, jittered=mode in ("mass", "chees", "auto"),
+        tree_depth=(functools.partial(auto_tree_depth, num_burn_in=num_burn_in,
+                                      early=early_until(num_burn_in)) if dynamic else None),
+        early_until=(early_until(num_burn_in) if mode in ("mass", "chees") and num_burn_in
+                     else -1))
+
+
+def slow_window_ends(num_burn_in: int) -> list[int]:
+    """The burn-in iterations at which a slow window closes (M⁻¹ changes after them).
+
+    Example:
+        >>> slow_window_ends(300)
+        [21, 35, 63, 119, 269]
+    """
+    with jax.ensure_compile_time_eval():  # numbers, also when called inside a trace
+        schedule = np.asarray(window_schedule(num_burn_in))
+    return [i for i, (stage, end) in enumerate(schedule.tolist()) if stage == 1 and end]
+
+
+def early_until(num_burn_in: int) -> int:
+    """The last iteration that runs with the identity M⁻¹: the one that closes the first slow
+    window (the whole burn-in when it has none).
+
+    Example:
+        >>> early_until(500), early_until(5)
+        (36, 4)
+    """
+    ends = slow_window_ends(num_burn_in) if num_burn_in else []
+    return ends[0] if ends else num_burn_in - 1
+
+
+def auto_tree_depth(iteration: jax.Array, *, num_burn_in: int, early: int) -> jax.Array:
+    """The deepest NUTS tree of ``"auto"`` at ``iteration``: :data:`EARLY_TREE_DEPTH` while
+    M⁻¹ is the identity, :data:`MAX_TREE_DEPTH` for the rest of burn-in, 0 after it (static
+    HMC).
+
+    Example:
+        >>> [int(auto_tree_depth(i, num_burn_in=500, early=early_until(500)))
+        ...  for i in (0, 36, 37, 499, 500)]
+        [6, 6, 10, 10, 0]
+    """
+    depth = jnp.where(iteration <= early, EARLY_TREE_DEPTH, MAX_TREE_DEPTH)
+    return jnp.where(iteration < num_burn_in, depth, 0).astype(jnp.int32)
+
+
+def auto_init(key: jax.Array, start, logdensity_fn: Callable, step_size: float,
+              trajectory_len: float | None, **settings: Any) -> tuple[HMCAdaptationState, Tuning]:
+    """``"auto"``'s initial state: :func:`hmc_init` with the step size search, for this chain
+    alone, and the Welford statistics of its integration times empty (see
+    :func:`auto_update`). Without a given τ, τ starts at ε (a placeholder until burn-in
+    estimates it)."""
+    state, tuning = hmc_init(key, start, logdensity_fn, step_size,
+                             step_size if trajectory_len is None else trajectory_len,
+                             **settings)
+    if trajectory_len is None:
+        tuning = tuning._replace(trajectory_len=tuning.step_size)
+    empty = state.chees._replace(step=jnp.zeros_like(state.chees.step),
+                                 log_trajectory_length_moving_average=jnp.zeros_like(
+                                     state.chees.log_trajectory_length_moving_average),
+                                 log_step_size_moving_average=jnp.zeros_like(
+                                     state.chees.log_step_size_moving_average))
+    return state._replace(chees=empty), tuning
+
+
+def auto_update(state: HMCAdaptationState, iteration: jax.Array, start_position: Params,
+                proposal, info, tuning: Tuning, *, windows: Windows, stats_from: int,
+                tune_trajectory: bool) -> tuple[HMCAdaptationState, Tuning]:
+    r"""``"auto"`` after a burn-in iteration of NUTS (``info`` is BlackJAX's ``NUTSInfo``): ε
+    and M⁻¹ in this chain's own :class:`Windows`, and τ as the
+    :data:`TRAJECTORY_QUANTILE` quantile of its NUTS integration times ``T = nε`` from
+    iteration ``stats_from`` on (the last window, whose M⁻¹ is the one kept), fitted as a
+    log-normal:
+
+    .. math:: \tau = \exp\big(\bar{x} + z_q\, s_x\big), \qquad x = \log T,
+
+    with the mean and standard deviation of ``x`` over the window's non-divergent iterations
+    (Welford). A stored state has no field of its own for these three numbers, so they live in
+    the (otherwise unused) ChEES state: the count in ``step``, the mean in
+    ``log_trajectory_length_moving_average`` and the sum of squared deviations in
+    ``log_step_size_moving_average``.
+    """
+    window_state, eps, inverse_mass = windows.update(state.windows, iteration,
+                                                     proposal.position, info.acceptance_rate,
+                                                     gradient=proposal.logdensity_grad)
+    c = state.chees
+    dtype = c.log_trajectory_length_moving_average.dtype
+    steps = info.num_integration_steps
+    x = jnp.log(jnp.maximum(steps, 1).astype(dtype) * tuning.step_size.astype(dtype))
+    use = (iteration >= stats_from) & ~info.is_divergent & (steps > 0)
+    count = c.step + use.astype(c.step.dtype)
+    delta = x - c.log_trajectory_length_moving_average
+    mean = jnp.where(use, c.log_trajectory_length_moving_average
+                     + delta / jnp.maximum(count, 1).astype(dtype),
+                     c.log_trajectory_length_moving_average)
+    m2 = jnp.where(use, c.log_step_size_moving_average + delta * (x - mean),
+                   c.log_step_size_moving_average)
+    sd = jnp.sqrt(m2 / jnp.maximum(count - 1, 1).astype(dtype))
+    z = statistics.NormalDist().inv_cdf(TRAJECTORY_QUANTILE)
+    tau = tuning.trajectory_len
+    if tune_trajectory:
+        tau = jnp.where(count > 0, jnp.exp(mean + z * sd).astype(tau.dtype), tau)
+    chees = c._replace(step=count, log_trajectory_length_moving_average=mean,
+                       log_step_size_moving_average=m2)
+    return (state._replace(windows=window_state, chees=chees),
+            Tuning(eps, tau, inverse_mass))
 
 
 def window_init(key: jax.Array, start, logdensity_fn: Callable, step_size: float,
-                trajectory_len: float | None, *,
-                windows: Windows) -> tuple[WindowState, Tuning]:
-    """Stan's windows from the given ε (no search) and the identity M⁻¹."""
-    del key, logdensity_fn, trajectory_len
+                trajectory_len: float | None, *, windows: Windows, search: bool = False,
+                target: float = 0.8,
+                divergence_threshold: float = 1000.0) -> tuple[WindowState, Tuning]:
+    """Stan's windows from the given ε, or with ``search`` from :func:`reasonable_step_size`
+    where the chain starts, and the identity M⁻¹."""
+    del trajectory_len
     size, dtype = size_and_dtype(start.position)
-    return (windows.init(step_size, size, dtype),
-            Tuning(jnp.asarray(step_size, dtype), None, jnp.ones(size, dtype)))
+    eps = jnp.asarray(step_size, dtype)
+    if search:
+        eps = reasonable_step_size(key, start, logdensity_fn, eps, target=target,
+                                   divergence_threshold=divergence_threshold).astype(dtype)
+    return windows.init(eps, size, dtype), Tuning(eps, None, jnp.ones(size, dtype))
 
 
-def window_adaptation(num_burn_in: int, target: float, *,
-                      adapt_mass: bool = True) -> Adaptation:
+def window_adaptation(num_burn_in: int, target: float, *, adapt_mass: bool = True,
+                      divergence_threshold: float = 1000.0) -> Adaptation:
     """Stan's window adaptation of ε and, with ``adapt_mass``, a diagonal M⁻¹ (Stan's
-    regularised variance of the positions), as NUTS tunes; state: :class:`WindowState`."""
+    regularised variance of the positions), as NUTS tunes; state: :class:`WindowState`. With
+    a burn-in, each chain's ε starts from :func:`reasonable_step_size` where it starts."""
     windows = Windows(max(num_burn_in, 1), target, adapt_mass=adapt_mass)
     update = kept
     if num_burn_in:
         update = functools.partial(during_burn_in, num_burn_in=num_burn_in,
                                    update=functools.partial(window_update, windows=windows))
-    return Adaptation(functools.partial(window_init, windows=windows), update)
+    return Adaptation(functools.partial(window_init, windows=windows, search=num_burn_in > 0,
+                                        target=target,
+                                        divergence_threshold=divergence_threshold), update)

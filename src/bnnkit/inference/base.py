@@ -233,14 +233,18 @@ class IterationSettings(RunSettings):
     num_burn_in: int = setting(0, aliases=("--num-burn-in-iterations",),
                                help="iterations whose samples are discarded (and where the "
                                     "sampler adapts)", bounds=(0, None))
-    num_chains: int = setting(1, help="independent chains, run together", bounds=(1, None))
+    num_chains: int | None = setting(
+        None, bounds=(1, None),
+        help="independent chains, run together; default: one per chain (member) of the "
+             "--init-checkpoint run, else 1")
     checkpoint_every: int = setting(1, resumable=True, aliases=("--save-freq",),
                                     help="write the full chain state every N iterations",
                                     bounds=(1, None))
     init_checkpoint: str | None = setting(
         None, metavar="RUN[:SAMPLE]",
-        help="start every chain from another run's parameters (its last kept sample, or the "
-             "one of index SAMPLE); chain c takes that run's chain c mod its chains")
+        help="start the chains from another run's parameters (its last kept sample, or the "
+             "one of index SAMPLE): chain c from that run's chain c mod its chains, so from a "
+             "deep ensemble each chain starts at its own member and is tuned on its own")
 
     def __post_init__(self) -> None:
         super().__post_init__()  # every number within its bounds
@@ -249,8 +253,14 @@ class IterationSettings(RunSettings):
                 f"burn-in {self.num_burn_in} must be >= 0 and smaller than the number of "
                 f"iterations {self.num_iterations}")
 
+    @property
+    def chains(self) -> int:
+        """The number of chains; ``num_chains=None`` is 1 until the run driver resolves it
+        from the run the chains start from (:func:`bnnkit.runs.initial.with_chains`)."""
+        return 1 if self.num_chains is None else self.num_chains
+
     def loop(self, num_train: int) -> Loop:
-        return Loop("iterations", self.num_iterations, num_members=self.num_chains,
+        return Loop("iterations", self.num_iterations, num_members=self.chains,
                     burn_in=self.num_burn_in, save_every=self.checkpoint_every)
 
 

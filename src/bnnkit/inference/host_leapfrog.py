@@ -148,11 +148,14 @@ def auto_step(keys: Key, states, batch: Batch, *, log_posterior: Callable, host:
               scan: MemberStep, chosen: dict) -> tuple[Any, Any]:
     """``host`` or ``scan`` as :func:`uses_host_loop` picks for these shapes of position and
     batch (decided once per shapes; ``chosen`` holds the decisions)."""
-    one = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), states.position)
-    shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), batch)
-    signature = (jax.tree.structure((one, shapes)),
-                 tuple((a.shape, str(a.dtype)) for a in jax.tree.leaves((one, shapes))))
+    # The signature from the leaves alone: it is computed every iteration, and building shape
+    # structs of the whole state took milliseconds of an iteration that can take microseconds.
+    leaves, tree = jax.tree.flatten((states.position, batch))
+    signature = (tree, tuple((a.shape, a.dtype) for a in leaves))
     if signature not in chosen:
+        one = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype),
+                           states.position)
+        shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), batch)
         chosen[signature] = uses_host_loop("auto", log_posterior, one, shapes)
     return (host if chosen[signature] else scan)(keys, states, batch)
 

@@ -39,8 +39,16 @@ from typing import ClassVar, NamedTuple
 import blackjax
 import jax
 import jax.numpy as jnp
+import numpy as np
+from blackjax.mcmc import integrators, metrics, termination, trajectory
+from blackjax.mcmc.nuts import NUTSInfo as BlackJAXNUTSInfo
 
-from bnnkit.inference.adaptation import Adaptation, Tuning, WindowState, window_adaptation
+from bnnkit.inference.adaptation import (
+    Adaptation,
+    Tuning,
+    WindowState,
+    window_adaptation,
+)
 from bnnkit.inference.base import HamiltonianSettings, Method
 from bnnkit.posterior import Samples
 from bnnkit.settings import Exclusive, setting
@@ -69,7 +77,8 @@ class NUTSState(NamedTuple):
 
 
 class NUTSInfo(NamedTuple):
-    """Diagnostics of one NUTS iteration (the run log's keys)."""
+    """Diagnostics of one NUTS iteration (the run log's keys). ``capped``: the tree reached
+    ``max_tree_depth`` without turning back or diverging (its trajectory was cut short)."""
 
     acceptance_rate: jax.Array
     divergent: jax.Array
@@ -77,6 +86,7 @@ class NUTSInfo(NamedTuple):
     tree_depth: jax.Array
     step_size: jax.Array
     log_posterior: jax.Array
+    capped: jax.Array
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -90,7 +100,9 @@ class Config(HamiltonianSettings):
 
     METHOD: ClassVar[str] = "nuts"
 
-    step_size: float = setting(1e-3, help="initial leapfrog step size ε (tuned during burn-in)",
+    step_size: float = setting(1e-3, help="where each chain's search for a first leapfrog step "
+                                          "size ε starts (then tuned during burn-in; with no "
+                                          "burn-in the ε used)",
                                bounds=(Exclusive(0), None))
     max_tree_depth: int = setting(10, help="at most 2^depth leapfrog steps per iteration",
                                   bounds=(1, 16))
@@ -99,10 +111,76 @@ class Config(HamiltonianSettings):
                                            "(the step size still adapts)")
 
 
+def bounded_kernel(divergence_threshold: float = 1000.0, *, max_tree_depth: int = 10) -> Callable:
+    """BlackJAX's NUTS kernel whose tree depth limit is a traced value.
+
+    ``blackjax.nuts.build_kernel`` sizes its U-turn checkpoints by the limit, which must
+    therefore be a Python number; here they are sized by ``max_tree_depth`` and the limit is
+    an argument of each call, so one compiled program can run trees of any depth up to it, or
+    none (depth 0: the trajectory is not integrated and the state stays). That is what lets
+    HMC's ``"auto"`` mode run NUTS during burn-in and static HMC after it in one program whose
+    chains are vmapped: a depth of 0 costs nothing, where ``lax.cond`` over vmapped chains would
+    run both samplers every iteration. With the limit equal to ``max_tree_depth`` it is
+    ``iterative_nuts_proposal`` of BlackJAX 1.7 step for step.
+
+    Returns ``kernel(rng_key, state, logdensity_fn, step_size, inverse_mass_matrix, depth)
+    -> (state, info)`` on ``blackjax.mcmc.hmc.HMCState`` with BlackJAX's ``NUTSInfo``.
+
+    Example:
+        >>> import blackjax, jax, jax.numpy as jnp
+        >>> def logdensity(x):
+        ...     return -0.5 * jnp.sum(x ** 2)
+        >>> start = blackjax.nuts.init(jnp.ones(3), logdensity)
+        >>> kernel = bounded_kernel(max_tree_depth=8)
+        >>> _, info = kernel(jax.random.PRNGKey(0), start, logdensity, 0.1, jnp.ones(3), 2)
+        >>> int(info.num_integration_steps) <= 3, int(info.num_trajectory_expansions) <= 2
+        (True, True)
+        >>> moved, info = kernel(jax.random.PRNGKey(0), start, logdensity, 0.1, jnp.ones(3), 0)
+        >>> bool((moved.position == start.position).all()), int(info.num_integration_steps)
+        (True, 0)
+    """
+
+    def kernel(rng_key: Key, state, logdensity_fn: Callable, step_size: jax.Array,
+               inverse_mass_matrix: jax.Array, depth: jax.Array):
+        metric = metrics.default_metric(inverse_mass_matrix)
+        integrator = integrators.velocity_verlet(logdensity_fn, metric.kinetic_energy)
+        new_checkpoints, update_checkpoints, is_criterion_met = (
+            termination.iterative_uturn_numpyro(metric.check_turning))
+        expand = trajectory.dynamic_multiplicative_expansion(
+            trajectory.dynamic_progressive_integration(
+                integrator, metric.kinetic_energy, update_checkpoints, is_criterion_met,
+                divergence_threshold),
+            metric.check_turning, depth)
+        key_momentum, key_integrator = jax.random.split(rng_key, 2)
+        position, logdensity, logdensity_grad = state
+        momentum = metric.sample_momentum(key_momentum, position)
+        start = integrators.IntegratorState(position, momentum, logdensity, logdensity_grad)
+        energy = -start.logdensity + metric.kinetic_energy(start.momentum)
+        expansion, (is_diverging, is_turning) = expand(
+            key_integrator,
+            trajectory.DynamicExpansionState(
+                0, blackjax.mcmc.proposal.Proposal(start, energy, 0.0, -np.inf),
+                trajectory.Trajectory(start, start, start.momentum, 0),
+                new_checkpoints(start, max_tree_depth)),
+            energy, step_size)
+        num_doublings, sampled, whole, _ = expansion
+        # The average acceptance over the whole trajectory, subtrees rejected or not.
+        acceptance = jnp.exp(sampled.sum_log_p_accept) / jnp.maximum(whole.num_states, 1)
+        info = BlackJAXNUTSInfo(start.momentum, is_diverging, is_turning, sampled.energy,
+                                whole.leftmost_state, whole.rightmost_state, num_doublings,
+                                whole.num_states, acceptance)
+        moved = blackjax.mcmc.hmc.HMCState(sampled.state.position, sampled.state.logdensity,
+                                           sampled.state.logdensity_grad)
+        return moved, info
+
+    return kernel
+
+
 def init(key: Key, params: Params, batch: Batch, *, log_posterior: Callable,
          adaptation: Adaptation, step_size: float) -> NUTSState:
-    """A chain's state at ``params``: the log posterior and its gradient there, the given ε,
-    the identity M⁻¹ and the adaptation's state (deterministic: ``key`` is unused)."""
+    """A chain's state at ``params``: the log posterior and its gradient there, its first ε
+    (with a burn-in, Hoffman & Gelman's search from the given one, with ``key``), the identity
+    M⁻¹ and the adaptation's state."""
     logdensity, grad = jax.value_and_grad(log_posterior)(params, batch)
     start = blackjax.mcmc.hmc.HMCState(params, logdensity, grad)
     tuned, tuning = adaptation.init(key, start, lambda p: log_posterior(p, batch), step_size,
@@ -134,6 +212,8 @@ def step(rng_key: Key, state: NUTSState, batch: Batch, *, log_posterior: Callabl
         tree_depth=info.num_trajectory_expansions,
         step_size=state.step_size,
         log_posterior=proposal.logdensity,
+        capped=((info.num_trajectory_expansions >= max_tree_depth) & ~info.is_turning
+                & ~info.is_divergent),
     )
 
 
@@ -159,7 +239,8 @@ def build(log_posterior: Callable, config: Config) -> Method:
         :class:`~bnnkit.posterior.Samples`.
     """
     adaptation = window_adaptation(config.num_burn_in, config.target_accept_rate,
-                                   adapt_mass=config.adapt_mass_matrix)
+                                   adapt_mass=config.adapt_mass_matrix,
+                                   divergence_threshold=config.divergence_threshold)
     return Method(
         init=functools.partial(init, log_posterior=log_posterior, adaptation=adaptation,
                                step_size=config.step_size),

@@ -145,6 +145,47 @@ def sampler_warning(acceptance_rate: float, num_divergent: int,
     return f"the chains look {what}: {'; '.join(problems)}; {advice}"
 
 
+#: What to do about trajectories cut short by the cap on their length, per sampler.
+CAPPED_ADVICE = {
+    "hmc": "raise --max-num-leapfrog-steps (the tuning asked for longer trajectories), or "
+           "standardise badly scaled or strongly correlated parameters",
+    "nuts": "raise --max-tree-depth, or standardise badly scaled or strongly correlated "
+            "parameters",
+}
+
+
+def capped_warning(num_capped: int, num_transitions: int,
+                   method: str | None = None) -> str | None:
+    """A sentence naming the share of iterations after burn-in whose trajectory hit the cap on
+    its length (HMC's ``max_num_leapfrog_steps``, NUTS's ``max_tree_depth``), with the advice
+    that applies.
+
+    A capped trajectory is still a valid transition (the cap is fixed), so this is no
+    convergence failure: the chains mix more slowly than the tuning asked for and every capped
+    iteration costs the cap's gradients, which is where such a run's time goes.
+
+    Args:
+        num_capped: capped iterations after burn-in, all chains together.
+        num_transitions: iterations after burn-in, all chains together.
+        method: ``"hmc"`` or ``"nuts"``, whose advice applies (``None``: HMC's).
+
+    Returns:
+        The sentence, or ``None`` when no trajectory was capped.
+
+    Example:
+        >>> capped_warning(970, 1000, "hmc")[:72]
+        '970 of 1000 iterations after burn-in (97%) hit the cap on trajectory len'
+        >>> capped_warning(0, 1000, "hmc") is None
+        True
+    """
+    if not num_capped or not num_transitions:
+        return None
+    advice = CAPPED_ADVICE.get(str(method), CAPPED_ADVICE["hmc"])
+    return (f"{num_capped} of {num_transitions} iterations after burn-in "
+            f"({num_capped / num_transitions:.0%}) hit the cap on trajectory length: they were "
+            f"cut short, so the chains mix more slowly than tuned; {advice}")
+
+
 def rising_chains(log_posterior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     r"""Which chains' log posterior still rises over the kept iterations.
 

@@ -5,6 +5,7 @@ Classification (``probs`` are (N, K) predictive probabilities, ``labels`` (N,)):
     accuracy  = mean[ argmax_k p_ik == y_i ]
     NLL       = -mean[ log p_{i, y_i} ]
     ECE       = Σ_b (|B_b|/N) · | acc(B_b) - conf(B_b) |   over equal-width confidence bins
+    Brier     = mean_i Σ_k (p_ik - [y_i = k])²   (Brier 1950; 0 is perfect, 2 the worst)
 
 Regression with a mixture of S Gaussians per point (means μ_si, stds σ_si):
 
@@ -15,6 +16,12 @@ Comparison of two predictive distributions p, q (approximate-inference competiti
 
     agreement = mean[ argmax p_i == argmax q_i ]
     TV        = ½ · mean_i Σ_k |p_ik - q_ik|
+    W1        = mean_i W₁(p_i, q_i)   (regression: per test point, between predictive samples)
+
+The competition (Wilson et al. 2022, "Evaluating Approximate Inference in Bayesian Deep
+Learning") called its regression score "W2", but computed it with
+``scipy.stats.wasserstein_distance``, which is the Wasserstein-1 distance; :func:`wasserstein_1`
+is that same W₁.
 """
 
 from __future__ import annotations
@@ -110,6 +117,18 @@ def ece(probs: np.ndarray, labels: np.ndarray, num_bins: int = 15) -> float:
     return ece_from_bins(calibration_bins(probs, labels, num_bins))
 
 
+def brier(probs: np.ndarray, labels: np.ndarray) -> float:
+    """Brier score ``mean_i Σ_k (p_ik − [y_i = k])²``.
+
+    Example:
+        >>> brier(np.array([[1.0, 0.0], [0.5, 0.5]]), np.array([0, 1]))
+        0.25
+    """
+    probs = np.asarray(probs, np.float64)
+    onehot = np.eye(probs.shape[-1])[np.asarray(labels, int)]
+    return float(np.mean(np.sum((probs - onehot) ** 2, axis=-1)))
+
+
 def rmse(mean: np.ndarray, targets: np.ndarray) -> float:
     return float(np.sqrt(np.mean((np.asarray(mean, np.float64) - targets) ** 2)))
 
@@ -134,9 +153,58 @@ def total_variation(p: np.ndarray, q: np.ndarray) -> float:
     return float(np.mean(0.5 * np.sum(np.abs(np.asarray(p) - np.asarray(q)), axis=-1)))
 
 
+#: Draws per test point from each predictive for :func:`wasserstein_1`.
+W1_DRAWS = 1000
+
+
+def mixture_draws(means: np.ndarray, stds: np.ndarray, num: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    """``num`` draws per point from the equal mixture ``(1/S) Σ_s N(μ_si, σ_si²)``: (N, num).
+
+    Each draw picks a component uniformly, then adds its Gaussian noise.
+
+    Example:
+        >>> rng = np.random.default_rng(0)
+        >>> mixture_draws(np.zeros((3, 2)), np.ones((3, 2)), 5, rng).shape
+        (2, 5)
+    """
+    means, stds = np.asarray(means, np.float64), np.asarray(stds, np.float64)
+    s, n = means.shape
+    which = rng.integers(0, s, size=(n, num))
+    cols = np.arange(n)[:, None]
+    return means[which, cols] + stds[which, cols] * rng.standard_normal((n, num))
+
+
+def wasserstein_1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per row, the Wasserstein-1 distance between the empirical distributions of ``a`` and
+    ``b`` (N, M) with M draws each: ``mean_j |a_(j) − b_(j)|`` over the sorted draws, which is
+    ``scipy.stats.wasserstein_distance(a_i, b_i)`` for equal numbers of draws.
+
+    Example:
+        >>> wasserstein_1(np.array([[0.0, 1.0]]), np.array([[2.0, 3.0]]))
+        array([2.])
+    """
+    a, b = np.sort(np.asarray(a, np.float64), axis=-1), np.sort(np.asarray(b, np.float64),
+                                                                 axis=-1)
+    if a.shape != b.shape:
+        raise ValueError(f"draws of shapes {a.shape} and {b.shape}: need the same (N, M)")
+    return np.mean(np.abs(a - b), axis=-1)
+
+
+def predictive_wasserstein_1(prediction, reference, seed: int = 0,
+                             num: int = W1_DRAWS) -> float:
+    """Mean over test points of W₁ between two regression predictives (mixtures of Gaussians,
+    :class:`bnnkit.predict.Prediction`), each represented by ``num`` draws per point taken
+    with ``numpy.random.default_rng(seed)`` (the competition's "W2"; see the module)."""
+    rng = np.random.default_rng(seed)
+    mine = mixture_draws(prediction.means, prediction.stds, num, rng)
+    theirs = mixture_draws(reference.means, reference.stds, num, rng)
+    return float(np.mean(wasserstein_1(mine, theirs)))
+
+
 def metrics_for(prediction, targets: np.ndarray) -> dict[str, float]:
     """Predictive metrics of a :class:`bnnkit.predict.Prediction` against targets (original
-    units): accuracy, NLL and ECE, or RMSE and NLL.
+    units): accuracy, NLL, ECE and Brier score, or RMSE and NLL.
 
     Example:
         >>> from bnnkit.predict import Prediction
@@ -149,6 +217,7 @@ def metrics_for(prediction, targets: np.ndarray) -> dict[str, float]:
             "accuracy": accuracy(prediction.probs, targets),
             "nll": nll_categorical(prediction.probs, targets),
             "ece": ece(prediction.probs, targets),
+            "brier": brier(prediction.probs, targets),
         }
     return {
         "rmse": rmse(prediction.mean, targets),

@@ -9,10 +9,11 @@ from bnnkit.models.registry import (
     allowed_names,
     canonical_name,
     check_compatible,
+    dropout_names,
     get,
     num_params,
     register,
 )
 
 __all__ = ["ALIASES", "MODELS", "Model", "ModelSpec", "allowed_names", "canonical_name",
-           "check_compatible", "get", "num_params", "register"]
+           "check_compatible", "dropout_names", "get", "num_params", "register"]

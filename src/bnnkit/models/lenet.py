@@ -11,6 +11,10 @@ convolution, so it also reaches 28×28 there and the rest of the network, includ
 features fed to the dense layers, is identical. Weights start from LeCun-normal, biases from zero,
 as in :mod:`bnnkit.models.mlp`.
 
+``lenet5_dropout`` (MC dropout, Gal & Ghahramani 2016) drops each input of every layer with
+probability p (``--dropout-rate``): the image's pixels, the pooled feature maps (element-wise)
+and the dense layers' inputs; its parameters are LeNet-5's.
+
 Parameter count for C input channels and K outputs::
 
     (25·C·6 + 6) + (25·6·16 + 16) + (400·120 + 120) + (120·84 + 84) + (84·K + K)
@@ -33,6 +37,7 @@ class LeNet5(nn.Module):
 
     Attributes:
         num_outputs: width of the output layer (number of classes).
+        dropout_rate: p of dropout on the input of every layer (0: none).
 
     Example:
         >>> import jax.numpy as jnp
@@ -45,18 +50,24 @@ class LeNet5(nn.Module):
     """
 
     num_outputs: int
+    dropout_rate: float = 0.0
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, deterministic: bool = True) -> jax.Array:
+        def drop(h: jax.Array) -> jax.Array:
+            if not self.dropout_rate:
+                return h
+            return nn.Dropout(self.dropout_rate, deterministic=deterministic)(h)
+
         first_padding = "SAME" if min(x.shape[1], x.shape[2]) < 32 else "VALID"
-        x = nn.relu(nn.Conv(6, kernel_size=(5, 5), padding=first_padding)(x))
+        x = nn.relu(nn.Conv(6, kernel_size=(5, 5), padding=first_padding)(drop(x)))
         x = nn.max_pool(x, window_shape=(2, 2), strides=(2, 2))
-        x = nn.relu(nn.Conv(16, kernel_size=(5, 5), padding="VALID")(x))
+        x = nn.relu(nn.Conv(16, kernel_size=(5, 5), padding="VALID")(drop(x)))
         x = nn.max_pool(x, window_shape=(2, 2), strides=(2, 2))
         x = x.reshape((x.shape[0], -1))
-        x = nn.relu(nn.Dense(120)(x))
-        x = nn.relu(nn.Dense(84)(x))
-        return nn.Dense(self.num_outputs)(x)
+        x = nn.relu(nn.Dense(120)(drop(x)))
+        x = nn.relu(nn.Dense(84)(drop(x)))
+        return nn.Dense(self.num_outputs)(drop(x))
 
 
 register("lenet5", ModelSpec(
@@ -64,4 +75,11 @@ register("lenet5", ModelSpec(
     tasks=("classification",), input_rank=3,
     description="LeNet-5: 2 conv (6, 16 @5×5) + max-pool, dense 120-84, ReLU",
     example_shape=(28, 28, 1),
+))
+register("lenet5_dropout", ModelSpec(
+    make=lambda num_outputs, rate: LeNet5(num_outputs=num_outputs, dropout_rate=rate),
+    tasks=("classification",), input_rank=3,
+    description="LeNet-5 with dropout of rate --dropout-rate on the input of every layer (MC "
+                "dropout)",
+    example_shape=(28, 28, 1), stochastic=True, dropout=True,
 ))

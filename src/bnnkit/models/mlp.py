@@ -2,6 +2,11 @@
 
 Weights start from LeCun-normal (variance 1/fan_in), biases from zero, as in bnn_hmc's Haiku
 models. Any input is flattened per example, so the MLPs also take images.
+
+The ``*_dropout`` variants (MC dropout, Gal & Ghahramani 2016) drop each input of every Dense
+layer, the network's inputs included, with probability p (``--dropout-rate``): Gal and
+Ghahramani's ``W_i = M_i diag(z_i)`` for every layer i, as in their UCI networks. Their
+parameters are those of the plain MLP, and without a key they are the plain MLP.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ class MLP(nn.Module):
     Attributes:
         hidden: widths of the hidden layers (empty for a linear model).
         num_outputs: width of the output layer.
+        dropout_rate: p of dropout on the input of every Dense layer (0: none, the layer is
+            left out).
 
     Example:
         >>> import jax.numpy as jnp
@@ -31,17 +38,31 @@ class MLP(nn.Module):
 
     hidden: Sequence[int]
     num_outputs: int
+    dropout_rate: float = 0.0
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, deterministic: bool = True) -> jax.Array:
         x = x.reshape((x.shape[0], -1))
         for width in self.hidden:
-            x = nn.relu(nn.Dense(width)(x))
-        return nn.Dense(self.num_outputs)(x)
+            x = nn.relu(nn.Dense(width)(self._drop(x, deterministic)))
+        return nn.Dense(self.num_outputs)(self._drop(x, deterministic))
+
+    def _drop(self, x: jax.Array, deterministic: bool) -> jax.Array:
+        if not self.dropout_rate:
+            return x
+        return nn.Dropout(self.dropout_rate, deterministic=deterministic)(x)
 
 
 def _mlp(hidden: tuple[int, ...]):
     return lambda num_outputs: MLP(hidden=hidden, num_outputs=num_outputs)
+
+
+def _mlp_dropout(hidden: tuple[int, ...]):
+    return lambda num_outputs, rate: MLP(hidden=hidden, num_outputs=num_outputs,
+                                         dropout_rate=rate)
+
+
+DROPOUT = "dropout of rate --dropout-rate on the input of every layer (MC dropout)"
 
 
 register("linear", ModelSpec(
@@ -52,6 +73,11 @@ register("mlp_regression_small", ModelSpec(
     make=_mlp((50,)), tasks=("regression",), input_rank=None,
     description="1 hidden layer of 50 ReLU units (bnn_hmc's UCI model)",
 ))
+register("mlp_regression_2x16", ModelSpec(
+    make=_mlp((16, 16)), tasks=("regression",), input_rank=None,
+    description="2 hidden layers of 16 ReLU units (the tabular default of MILE, Sommer et "
+                "al. 2025)",
+))
 register("mlp_regression", ModelSpec(
     make=_mlp((100, 100)), tasks=("regression",), input_rank=None,
     description="2 hidden layers of 100 ReLU units",
@@ -60,6 +86,16 @@ register("mlp_classification", ModelSpec(
     make=_mlp((256, 256)), tasks=("classification",), input_rank=None,
     description="2 hidden layers of 256 ReLU units (bnn_hmc's MNIST-subset model)",
 ))
+
+for _name, _hidden, _tasks, _what in (
+        ("mlp_regression_small", (50,), ("regression",), "1 hidden layer of 50 ReLU units"),
+        ("mlp_regression", (100, 100), ("regression",), "2 hidden layers of 100 ReLU units"),
+        ("mlp_classification", (256, 256), ("classification",),
+         "2 hidden layers of 256 ReLU units")):
+    register(f"{_name}_dropout", ModelSpec(
+        make=_mlp_dropout(_hidden), tasks=_tasks, input_rank=None,
+        description=f"{_what}, {DROPOUT}", stochastic=True, dropout=True,
+    ))
 
 # Blundell et al. (2015), "Weight Uncertainty in Neural Networks": the Bayes-by-Backprop MNIST
 # networks, used in the paper to compare with its reported variational results.

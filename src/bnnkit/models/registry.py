@@ -48,6 +48,8 @@ from bnnkit.types import Key, Params
 #: The flax RNG stream a stochastic model's module draws its randomness from (flax's default
 #: for ``nn.Dropout``).
 RNG_STREAM = "dropout"
+#: The rate p of a dropout model (``ModelSpec.dropout``) when none is given (``--dropout-rate``).
+DEFAULT_DROPOUT_RATE = 0.1
 
 
 class ModelSpec(NamedTuple):
@@ -65,6 +67,10 @@ class ModelSpec(NamedTuple):
             data (the MLPs), which the command counts for a stated example input instead.
         stochastic: the module has randomness of its own (dropout): its ``__call__`` takes
             ``deterministic`` and draws from :data:`RNG_STREAM` (see the module docstring).
+        dropout: a dropout model (MC dropout, Gal & Ghahramani 2016): ``make`` takes
+            ``(num_outputs, dropout_rate)`` and the module drops each input of every weight
+            layer with probability ``dropout_rate`` (flax's inverted dropout: kept inputs are
+            scaled by 1/(1 − p)); it is ``stochastic`` too.
     """
 
     make: Callable[[int], nn.Module]
@@ -74,6 +80,7 @@ class ModelSpec(NamedTuple):
     input_dtype: str = "float"
     example_shape: tuple[int, ...] | None = None
     stochastic: bool = False
+    dropout: bool = False
 
 
 class Model(NamedTuple):
@@ -83,6 +90,8 @@ class Model(NamedTuple):
     Attributes:
         stochastic: ``apply`` draws randomness (dropout) from ``key``; without a key it runs
             its deterministic mode. ``False``: ``key`` is ignored.
+        dropout_rate: p, the probability with which a dropout model (``ModelSpec.dropout``)
+            drops each input of every weight layer; 0 for every other model.
     """
 
     name: str
@@ -90,6 +99,7 @@ class Model(NamedTuple):
     apply: Callable[..., jax.Array]
     num_outputs: int
     stochastic: bool = False
+    dropout_rate: float = 0.0
 
 
 def _apply_fn(module: nn.Module, stochastic: bool) -> Callable[..., jax.Array]:
@@ -133,23 +143,50 @@ def register(name: str, spec: ModelSpec) -> None:
     MODELS[name] = spec
 
 
-def get(name: str, num_outputs: int) -> Model:
+def dropout_names() -> list[str]:
+    """The registered dropout models (``ModelSpec.dropout``), sorted.
+
+    Example:
+        >>> dropout_names()[:2]
+        ['lenet5_dropout', 'mlp_classification_dropout']
+    """
+    return sorted(name for name, spec in MODELS.items() if spec.dropout)
+
+
+def get(name: str, num_outputs: int, *, dropout_rate: float | None = None) -> Model:
     """Build the named model with ``num_outputs`` outputs.
 
+    Args:
+        name: a registered name or alias.
+        num_outputs: width of the output layer.
+        dropout_rate: p of a dropout model (default :data:`DEFAULT_DROPOUT_RATE`); refused for
+            any other model.
+
     Raises:
-        ConfigError: unknown model name.
+        ConfigError: unknown model name, or a dropout rate for a model without dropout.
 
     Example:
         >>> model = get("linear", num_outputs=1)
         >>> params = model.init(jax.random.PRNGKey(0), np.zeros((1, 3), np.float32))
+        >>> get("mlp_classification_dropout", 10, dropout_rate=0.2).dropout_rate
+        0.2
     """
     name = canonical_name(name)
     if name not in MODELS:
         raise ConfigError(f"unknown model {name!r}; allowed: {allowed_names()}")
     spec = MODELS[name]
-    module = spec.make(num_outputs)
-    return Model(name=name, init=module.init, apply=_apply_fn(module, spec.stochastic),
-                 num_outputs=num_outputs, stochastic=spec.stochastic)
+    if spec.dropout:
+        rate = DEFAULT_DROPOUT_RATE if dropout_rate is None else float(dropout_rate)
+        module = spec.make(num_outputs, rate)
+    else:
+        if dropout_rate is not None:
+            raise ConfigError(f"--dropout-rate {dropout_rate} applies to a model with dropout "
+                              f"({', '.join(dropout_names())}); model {name!r} has none")
+        rate = 0.0
+        module = spec.make(num_outputs)
+    stochastic = spec.stochastic or spec.dropout
+    return Model(name=name, init=module.init, apply=_apply_fn(module, stochastic),
+                 num_outputs=num_outputs, stochastic=stochastic, dropout_rate=rate)
 
 
 def check_compatible(

@@ -1,7 +1,11 @@
 """What inference methods return: representations of p(θ | D) with ``sample(key, n)``.
 
 - :class:`Samples`: stacked parameter samples (HMC, NUTS, SGMCMC, SGD, ensembles);
-- :class:`~bnnkit.posterior.diag_gaussian.DiagGaussian`: mean-field Gaussian (VI);
+- :class:`~bnnkit.posterior.diag_gaussian.DiagGaussian`: mean-field Gaussian (VI, IVON);
+- :class:`~bnnkit.posterior.low_rank_gaussian.LowRankGaussian`: diagonal plus low-rank
+  Gaussian (SWAG);
+- :class:`~bnnkit.posterior.mc_dropout.MCDropout`: a dropout network's weights and rate (MC
+  dropout);
 - :mod:`bnnkit.posterior.laplace`: Laplace approximations (diagonal, last layer, KFAC);
 - :class:`~bnnkit.posterior.mixture.Mixture`: an equal-weight mixture of approximations.
 

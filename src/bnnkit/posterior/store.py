@@ -36,6 +36,8 @@ from bnnkit.errors import ConfigError
 from bnnkit.posterior.base import Posterior
 from bnnkit.posterior.diag_gaussian import DiagGaussian
 from bnnkit.posterior.laplace import DiagLaplace, KFACLaplace, LastLayerLaplace
+from bnnkit.posterior.low_rank_gaussian import LowRankGaussian
+from bnnkit.posterior.mc_dropout import MCDropout
 from bnnkit.posterior.samples import Samples
 from bnnkit.types import Params
 
@@ -43,7 +45,8 @@ from bnnkit.types import Params
 #: :class:`~bnnkit.posterior.base.Posterior`) and one entry here.
 KINDS: dict[str, type[Posterior]] = {
     cls.kind: cls
-    for cls in (Samples, DiagGaussian, DiagLaplace, LastLayerLaplace, KFACLaplace)
+    for cls in (Samples, DiagGaussian, DiagLaplace, LastLayerLaplace, KFACLaplace,
+                LowRankGaussian, MCDropout)
 }
 KIND_KEY = "__kind__"
 META_KEY = "__meta__"

@@ -28,6 +28,8 @@ from bnnkit.report.sections import Block, Figure, Heading, Section, Table, block
 
 #: The name a run's reliability diagram has in a report (drawn there, never in the run).
 RELIABILITY_FILE = "reliability.png"
+#: The name of a run's OOD score histograms in a report (drawn there, never in the run).
+OOD_FILE = "ood_scores.png"
 #: The reliability diagram ``bnnkit experiment compare-methods`` draws per classification
 #: setting (``.format(setting)``); defined here, where the report reads it, so that the
 #: experiment imports it from report/ and report/ never imports experiments/.
@@ -95,10 +97,30 @@ def _reliability(folder: Path, name: str, result: dict[str, Any]) -> tuple[Figur
                    "in each bin.", png=png),)
 
 
+def _ood_histograms(folder: Path, name: str, result: dict[str, Any]) -> tuple[Figure, ...]:
+    # The scores evaluate --ood stored; drawn here, like the reliability diagram.
+    from bnnkit.evaluation import ood_file
+    from bnnkit.report.ood_plots import ood_histograms_png
+
+    found = result.get("ood")
+    if not found:
+        return ()
+    file = folder / "predictions" / ood_file(found["dataset"])
+    if not file.is_file():
+        return ()
+    png = ood_histograms_png(storage.load_arrays(file), in_name=result["dataset"],
+                             out_name=found["dataset"], title=name)
+    return (Figure(folder / OOD_FILE, f"Out-of-distribution scores: the predictive entropy and "
+                   f"the mutual information of the test inputs of {result['dataset']} and of "
+                   f"{found['dataset']} (densities on shared bins); the AUROC of each score in "
+                   "its title.", png=png),)
+
+
 def run_section(folder: Path) -> Section:
     """A run: its method, problem and settings, its evaluation (test metrics, sampler
-    statistics, R-hat and ESS, the convergence verdict) and, for classification, its
-    reliability diagram."""
+    statistics, R-hat and ESS, the convergence verdict, the post-hoc parts asked for) and, for
+    classification, its reliability diagram and, after ``evaluate --ood``, the histograms of
+    its OOD scores."""
     from bnnkit.report.tables import rows
 
     record = storage.read_json(folder / "run.json")
@@ -121,7 +143,8 @@ def run_section(folder: Path) -> Section:
         blocks.append("Converged in function space." if verdict["converged"] else
                       "NOT converged in function space: " + "; ".join(verdict["problems"]))
     return Section(f"{record['method']} run", "run", os.fspath(folder), tuple(blocks),
-                   _reliability(folder, record["method"], result))
+                   _reliability(folder, record["method"], result)
+                   + _ood_histograms(folder, record["method"], result))
 
 
 def convergence_section(folder: Path) -> Section:

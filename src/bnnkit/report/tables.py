@@ -19,6 +19,10 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     if sampler:
         out.append(("acceptance rate (after burn-in)", f"{sampler['acceptance_rate']:.3f}"))
         out.append(("divergences (after burn-in)", str(sampler["num_divergent"])))
+        if sampler.get("num_capped"):
+            out.append(("capped trajectories (after burn-in)",
+                        f"{sampler['num_capped']} "
+                        f"({sampler['num_capped'] / sampler['num_transitions']:.0%})"))
         out.append(("step size per chain",
                     ", ".join(f"{s:.2e}" for s in sampler["step_size"])))
         out.append(("leapfrog steps per iteration",
@@ -40,6 +44,7 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("converged (function space)", "yes" if verdict["converged"] else "NO"))
         out += [("  problem", problem) for problem in verdict["problems"]]
         out += [("  to do", advice) for advice in verdict["advice"]]
+        out += [("  warning", warning) for warning in verdict.get("warnings", ())]
     ref = result.get("reference")
     if ref:
         for name, value in ref.items():
@@ -53,6 +58,36 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         if "order" in probs:
             out.append(("  its test-set order", probs["order"]))
             out.append(("  bnnkit's test-set order", probs["bnnkit_order"]))
+    return out + posthoc_rows(result)
+
+
+def posthoc_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows of the post-hoc parts of an evaluation: temperature scaling, conformal prediction
+    and out-of-distribution detection, where asked for."""
+    out = []
+    scaled = result.get("temperature_scaling")
+    if scaled:
+        for name in ("temperature", "std_scale"):
+            if name in scaled:
+                out.append((f"fitted {name.replace('_', ' ')}",
+                            f"{scaled[name]:.4f} ({scaled['validation_size']} held out)"))
+        out += [(f"calibrated test {k}", f"{v:.4f}") for k, v in scaled["test"].items()]
+    conf = result.get("conformal")
+    if conf:
+        out.append(("conformal score, held-out points",
+                    f"{conf['score']}, {conf['calibration_size']}"))
+        out.append(("conformal test coverage", f"{conf['coverage']:.4f} (1 − α = "
+                                               f"{1 - conf['alpha']:g})"))
+        size = ("mean set size", conf["mean_set_size"]) if "mean_set_size" in conf else (
+            "mean interval width", conf["mean_width"])
+        out.append((f"conformal {size[0]}", f"{size[1]:.4f}"))
+    found = result.get("ood")
+    if found:
+        out.append(("OOD dataset", str(found["dataset"])))
+        for score in ("entropy", "mutual_information"):
+            name = score.replace("_", " ")
+            out.append((f"OOD AUROC, {name}", f"{found[score]['auroc']:.4f}"))
+            out.append((f"OOD FPR at 95% TPR, {name}", f"{found[score]['fpr_at_95_tpr']:.4f}"))
     return out
 
 

@@ -147,11 +147,14 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
             the stored run's, or a damaged or edited file the resume would keep.
     """
     module = METHODS.get(config.METHOD)
-    loop = config.loop(1)
-    if module is None or loop.kind != "iterations":
+    if module is None or config.loop(1).kind != "iterations":
         raise ConfigError(f"sample() runs full-batch samplers (hmc, nuts), not "
                           f"{config.METHOD!r}")
     leaves = jax.tree.leaves(initial_positions)
+    if config.num_chains is None and leaves and jnp.ndim(leaves[0]) >= 1:
+        # One chain per starting position.
+        config = dataclasses.replace(config, num_chains=int(jnp.shape(leaves[0])[0]))
+    loop = config.loop(1)
     if not leaves or any(jnp.ndim(leaf) < 1 or jnp.shape(leaf)[0] != loop.num_members
                          for leaf in leaves):
         raise ConfigError(f"initial positions need a leading axis of length --num-chains "
@@ -164,7 +167,7 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
         state = init_all(initial_positions)
         state, positions, info = advance(state, 0, loop.num_units)
         chains = chains_of(jax.tree.map(lambda x: x[:, loop.burn_in:], positions), info, state,
-                           loop)
+                           loop, config.METHOD)
         bar.update(loop.num_units, f"accept {np.mean(info.acceptance_rate):.2f}")
         for warning in chains.warnings:
             bar.message(f"bnnkit: warning: {warning}")
@@ -243,9 +246,10 @@ def _build_programs(log_density: Callable[[Params], jax.Array],
 _cached_programs = functools.lru_cache(maxsize=8)(_build_programs)
 
 
-def chains_of(kept: Params, info: Any, state: Any, loop: Loop) -> Chains:
+def chains_of(kept: Params, info: Any, state: Any, loop: Loop,
+              method: str | None = None) -> Chains:
     """The :class:`Chains` of the kept positions and every iteration's info (chains first),
-    with the verdict and the sampler warning computed from them."""
+    with the verdict and the sampler warnings (``method``'s advice) computed from them."""
     draws = jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(kept)
     after = jax.tree.map(lambda x: np.asarray(x)[:, loop.burn_in:], info)
     verdict = (convergence.verdict(np.asarray(draws),
@@ -254,7 +258,7 @@ def chains_of(kept: Params, info: Any, state: Any, loop: Loop) -> Chains:
                if draws.shape[1] >= 4 else
                {"converged": False, "problems": ["fewer than 4 kept samples per chain"],
                 "advice": ["run more iterations after burn-in"]})
-    tally = SamplerTally(loop)
+    tally = SamplerTally(loop, method)
     tally_chunk(tally, 0, info, loop)
     warning = tally.warning()
     return Chains(kept, info, state, verdict, () if warning is None else (warning,))
@@ -263,9 +267,11 @@ def chains_of(kept: Params, info: Any, state: Any, loop: Loop) -> Chains:
 def tally_chunk(tally: SamplerTally, first: int, info: Any, loop: Loop) -> None:
     """Count iterations ``first, first + 1, ...`` of ``info`` (chains first) in ``tally``."""
     accepted, divergent = np.asarray(info.acceptance_rate), np.asarray(info.divergent)
+    capped = getattr(info, "capped", None)
     for i in range(accepted.shape[1]):
         tally.add({"burn_in": first + i < loop.burn_in, "acceptance_rate": accepted[:, i],
-                   "divergent": divergent[:, i]})
+                   "divergent": divergent[:, i],
+                   **({} if capped is None else {"capped": np.asarray(capped)[:, i]})})
 
 
 def positions_digest(positions: Params) -> str:
@@ -313,11 +319,13 @@ def _sample_into(rundir: RunDir, initial_positions: Params, config: RunSettings,
         if found is not None and life.record["status"] == "finished" and (
                 start == loop.num_units):
             # Nothing to run: the stored chains, read and checked; nothing is written.
-            return chains_of(_concatenate(kept), _concatenate(info), state, loop)
+            return chains_of(_concatenate(kept), _concatenate(info), state, loop,
+                             config.METHOD)
         if not start:
             state = init_all(initial_positions)
         life.begin(start, config, loop, iterations_done=start)
-        tally = SamplerTally(loop, given_step_size=getattr(config, "step_size", None))
+        tally = SamplerTally(loop, config.METHOD,
+                             given_step_size=getattr(config, "step_size", None))
         for part in info:
             tally_chunk(tally, 0, part, loop)
         bar = ProgressBar(config.METHOD.upper(), loop.num_units, start,
@@ -338,8 +346,8 @@ def _sample_into(rundir: RunDir, initial_positions: Params, config: RunSettings,
                     bar.message(f"bnnkit: warning: {warning}")
         finally:
             bar.close()
-        life.finish(iterations_done=loop.num_units)
-    return chains_of(_concatenate(kept), _concatenate(info), state, loop)
+        life.finish(iterations_done=loop.num_units, **tally.record())
+    return chains_of(_concatenate(kept), _concatenate(info), state, loop, config.METHOD)
 
 
 def _save_chunk(life: Lifecycle, first: int, end: int, kept: Params, info: Any,
@@ -401,6 +409,9 @@ def load_chunks(rundir: RunDir, upto: int, positions: Params,
         if line.get("first") != done:
             break
         arrays = storage.load_arrays(rundir.path / line["file"], sha256=line["sha256"])
+        if "info/capped" not in arrays and "info/num_leapfrog" in arrays:
+            # Written before samplers reported capped trajectories: none is counted.
+            arrays["info/capped"] = np.zeros(np.shape(arrays["info/num_leapfrog"]), bool)
         kept.append(storage.unflatten_tree(positions, arrays, "positions/"))
         info.append(storage.unflatten_tree(info_template, arrays, "info/"))
         done = line["unit"]

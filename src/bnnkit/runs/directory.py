@@ -68,6 +68,30 @@ REQUIRED = {"method": str, "problem": dict, "method_config": dict, "loop": dict,
             "status": str}
 #: Temporary files of atomic writes (see :func:`bnnkit.storage.atomic_write_bytes`).
 TEMPORARY = (".*.tmp", f"{SAMPLES_DIR}/.*.tmp")
+#: A reference folder (``bnnkit reference``) holds this file, its deep ensemble's run in
+#: ``ensemble/`` and its sampler's run in :data:`REFERENCE_CHAINS`; it reads as the latter.
+REFERENCE_FILE = "reference.json"
+REFERENCE_CHAINS = "chains"
+
+
+def resolve_reference(path: str | os.PathLike) -> Path:
+    """The run directory a path stands for: a reference folder's chains, any other path as
+    it is, so that ``bnnkit evaluate REF`` (and every other command that reads a run) gives the
+    model average pooled over the reference's chains.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> resolve_reference(folder) == folder
+        True
+        >>> _ = (folder / REFERENCE_FILE).write_text("{}")
+        >>> resolve_reference(folder) == folder / REFERENCE_CHAINS
+        True
+    """
+    path = Path(path)
+    if (path / REFERENCE_FILE).is_file() and not (path / RUN_FILE).exists():
+        return path / REFERENCE_CHAINS
+    return path
 
 
 def settings_digest(record: Mapping[str, Any]) -> str:
@@ -132,7 +156,7 @@ class RunDir:
 
     def __init__(self, path: str | os.PathLike):
         self.given = os.fspath(path)
-        self.path = Path(path)
+        self.path = resolve_reference(path)
 
     @property
     def run_file(self) -> Path:

@@ -141,6 +141,28 @@ def _positions(posterior, index: int) -> Params:
     return jax.tree.map(lambda *a: np.stack(a), *means)
 
 
+def with_chains(config):
+    """``config`` with its number of chains settled: a full-batch sampler whose
+    ``num_chains`` is ``None`` gets one chain per chain (member) of the run it starts from, or
+    1; any other Config is returned as it is.
+
+    So ``--init-checkpoint ENSEMBLE`` alone gives the ensemble-initialised layout: chain k
+    starts at member k. What the run records is the settled number.
+
+    Raises:
+        ConfigError: the run to start from is missing or is no run directory.
+    """
+    from bnnkit.inference.base import IterationSettings
+
+    if not isinstance(config, IterationSettings) or config.num_chains is not None:
+        return config
+    chains = 1
+    if config.source_run() is not None:
+        _, record, _ = _source_record(config.source_run(), type(config).SOURCE_FLAG, None)
+        chains = int((record.get("loop") or {}).get("num_members") or 1)
+    return dataclasses.replace(config, num_chains=chains)
+
+
 def positions_from_run(spec: str, built: problem_lib.Problem, num_members: int, *,
                        member: int | None = None, allowed_methods: Sequence[str] | None = None,
                        flag: str = "--init-checkpoint", source_name: str = "source run"

@@ -332,11 +332,14 @@ def opened(rundir: RunDir, found: manifest.Check | None, *, record: dict | None,
 
 
 class SamplerTally:
-    """Acceptance and divergences of a run so far, burn-in and sampling counted apart.
+    """Acceptance, divergences and capped trajectories of a run so far, burn-in and sampling
+    counted apart.
 
     The progress status shows both (``burn-in div 21`` while burning in; ``div 0 (burn-in
     21)`` after), so it agrees with ``bnnkit evaluate``, which counts only what follows the
-    burn-in. Methods that log no acceptance rate are not judged.
+    burn-in. Methods that log no acceptance rate are not judged. A method that logs
+    ``capped`` (HMC, NUTS: the trajectory hit the cap on its length) gets the share of capped
+    iterations in the status once there are any, in the warning and in :meth:`record`.
 
     Example:
         >>> tally = SamplerTally(Loop("iterations", 20, num_members=2, burn_in=10))
@@ -352,8 +355,10 @@ class SamplerTally:
         ('the chains look stuck', None)
     """
 
-    def __init__(self, loop: Loop, given_step_size: float | None = None):
+    def __init__(self, loop: Loop, method: str | None = None, *,
+                 given_step_size: float | None = None):
         self.loop = loop
+        self.method = method
         # The advice of a warning follows the step size the chains run at against this one.
         self.given_step_size = given_step_size
         self.step_size: float | None = None
@@ -361,18 +366,28 @@ class SamplerTally:
         self.sampled = 0
         self.divergent = 0
         self.burn_in_divergent = 0
+        self.capped = 0
+        self.burn_in_capped = 0
+        self.burnt = 0
+        self.logs_capped = False
         self.told = False
 
     def add(self, log: dict[str, Any]) -> None:
         if "acceptance_rate" not in log:
             return
         divergent = int(np.sum(log.get("divergent", 0)))
+        # A run logged before trajectories reported their cap has no "capped": none counted.
+        capped = int(np.sum(log.get("capped", 0)))
+        self.logs_capped = self.logs_capped or "capped" in log
         if log.get("burn_in"):
             self.burn_in_divergent += divergent
+            self.burn_in_capped += capped
+            self.burnt += 1
             return
         self.sampled += 1
         self.acceptance += float(np.mean(log["acceptance_rate"]))
         self.divergent += divergent
+        self.capped += capped
         if "step_size" in log:
             self.step_size = float(np.mean(log["step_size"]))
 
@@ -384,14 +399,29 @@ class SamplerTally:
 
     def warning(self) -> str | None:
         """The stuck-or-unstable warning of the sampling so far (``None``: none)."""
-        from bnnkit.metrics.convergence import sampler_warning
+        from bnnkit.metrics.convergence import capped_warning, sampler_warning
 
         if not self.sampled:
             return None
-        return sampler_warning(self.acceptance / self.sampled, self.divergent,
-                               self.sampled * self.loop.num_members, step_size=self.step_size,
-                               given_step_size=self.given_step_size,
-                               burn_in=self.loop.burn_in)
+        transitions = self.sampled * self.loop.num_members
+        warnings = [sampler_warning(self.acceptance / self.sampled, self.divergent,
+                                    transitions, step_size=self.step_size,
+                                    given_step_size=self.given_step_size,
+                                    burn_in=self.loop.burn_in),
+                    capped_warning(self.capped, transitions, self.method)]
+        return "; ".join(w for w in warnings if w is not None) or None
+
+    def record(self) -> dict[str, Any]:
+        """What ``run.json`` keeps of the tally: the capped iterations (all chains together)
+        after and during burn-in, and their share, for a method that logs them (else
+        nothing)."""
+        if not self.logs_capped:
+            return {}
+        members = self.loop.num_members
+        return {"capped": {
+            "num_capped": self.capped, "share": self.capped / max(self.sampled * members, 1),
+            "burn_in_capped": self.burn_in_capped,
+            "burn_in_share": self.burn_in_capped / max(self.burnt * members, 1)}}
 
     def news(self) -> str | None:
         """The warning, the first time there is enough to judge and one to give (then
@@ -420,6 +450,12 @@ class SamplerTally:
                 parts.append(f"burn-in div {self.burn_in_divergent}")
             else:
                 parts.append(f"div {self.divergent} (burn-in {self.burn_in_divergent})")
+        if sampler and self.capped + self.burn_in_capped:
+            members = self.loop.num_members
+            if log.get("burn_in"):
+                parts.append(f"burn-in capped {self.burn_in_capped / (self.burnt * members):.0%}")
+            else:
+                parts.append(f"capped {self.capped / max(self.sampled * members, 1):.0%}")
         for key, value in log.get("test", {}).items():
             if key != "ece":
                 parts.append(f"test {key} {value:.4g}")

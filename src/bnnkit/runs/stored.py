@@ -169,7 +169,7 @@ def _chains(rundir: RunDir, record: dict, like: Params | None) -> Chains:
         raise ConfigError(f"cannot load: {problem}")
     _, state = lifecycle.load_state(rundir, template, found.state_sha256)
     kept, info = density.load_chunks(rundir, loop.num_units, kept_template, info_template)
-    return density.chains_of(kept, info, state, loop)
+    return density.chains_of(kept, info, state, loop, config.METHOD)
 
 
 def _paths(tree: Any) -> Any:

@@ -1,0 +1,190 @@
+"""bnnkit's reference posterior against the installable MILE package, split by split.
+
+The peer is ``sklearn-contrib-bde`` (Sommer et al., "Microcanonical Langevin Ensembles",
+ICLR 2025: a deep ensemble, then unadjusted MCLMC from each member on BlackJAX). It pins
+``blackjax==1.2.2`` while bnnkit needs a newer BlackJAX, so it lives in its own virtual
+environment and runs in a subprocess of that interpreter (``--peer-python``); the benchmark is
+skipped for the peer when that interpreter cannot import ``bde``. It is never a dependency.
+
+For every dataset and standard split, one after the other on the same machine:
+
+- ``peer``: ``BdeRegressor`` with the settings of its README's regression example (two hidden
+  layers of 16, 8 members, 200 epochs with early stopping on 15 % of the training data, 5,000
+  warm-up and 2,000 sampling steps thinned by 2, its N(0, 1) prior, heteroscedastic
+  Gaussian NLL), on inputs and targets standardised with training statistics;
+- ``bnnkit (like for like)``: ``bnnkit reference`` with the peer's network
+  (``mlp_regression_2x16``) and prior (N(0, 1): ``--weight-decay 1``), everything else at its
+  defaults;
+- ``bnnkit``: ``bnnkit reference`` at its defaults with bnnkit's UCI model
+  (``mlp_regression_small``).
+
+Each runs in a fresh interpreter, timed from its start to its predictions (imports and
+compilation included, as a user waits for them), on the same 2 threads. All three are scored
+by the same code: test log-likelihood per point of the equal-weight mixture of every draw's
+Gaussian, and RMSE of the predictive mean, in the target's original units.
+
+    python benchmarks/peer_bde.py --peer-python /path/to/bde-venv/bin/python \\
+        [--datasets yacht boston energy concrete wine-quality-red] [--splits 5] \\
+        [--out benchmarks/results/peer_bde.json]
+
+Targets: bnnkit's mean test log-likelihood over the splits at least the peer's on every
+dataset, at no more wall time per split. Compare within one run; times depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+DATASETS = ("yacht", "boston", "energy", "concrete", "wine-quality-red")
+#: The peer's README regression example.
+PEER_SETTINGS = {"hidden_layers": [16, 16], "n_members": 8, "epochs": 200,
+                 "validation_split": 0.15, "lr": 1e-3, "weight_decay": 1e-4,
+                 "warmup_steps": 5000, "n_samples": 2000, "n_thinning": 2, "patience": 10}
+
+PEER_SCRIPT = r"""
+import json, sys
+import numpy as np
+import jax.numpy as jnp
+from bde import BdeRegressor
+from bde.loss import GaussianNLL
+from scipy.special import softplus
+
+data = np.load(sys.argv[1])
+settings = json.loads(sys.argv[2])
+x, y, xt = data["x_train"], data["y_train"], data["x_test"]
+xm, xs = x.mean(0), x.std(0)
+xs[xs == 0] = 1.0
+ym, ys = y.mean(), y.std()
+model = BdeRegressor(loss=GaussianNLL(), **settings)
+model.fit(x=jnp.asarray((x - xm) / xs, jnp.float32),
+          y=jnp.asarray(((y - ym) / ys)[:, None], jnp.float32))
+raw = np.asarray(model.predict(jnp.asarray((xt - xm) / xs, jnp.float32), raw=True), np.float64)
+mean = raw[..., 0].reshape(-1, len(xt)) * ys + ym
+std = (softplus(raw[..., 1]) + 1e-6).reshape(-1, len(xt)) * ys  # the peer's own link
+np.savez(sys.argv[3], mean=mean, std=std)
+"""
+
+
+def peer_available(python: str) -> bool:
+    """Whether ``python`` can import the peer package."""
+    try:
+        return subprocess.run([python, "-c", "import bde"], capture_output=True,
+                              timeout=120).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def split_arrays(dataset: str, split: int) -> dict[str, np.ndarray]:
+    """A standard split in original units (bnnkit's bundled tables and splits)."""
+    from bnnkit.data.uci import load
+
+    raw = load(f"{dataset}_{split}", standardize_data=False)
+    return {"x_train": raw.x_train, "y_train": raw.y_train, "x_test": raw.x_test,
+            "y_test": raw.y_test}
+
+
+def run_peer(python: str, dataset: str, split: int, seed: int, workdir: Path) -> dict:
+    from bnnkit.metrics.predictive import nll_gaussian_mixture, rmse
+
+    arrays = split_arrays(dataset, split)
+    data, out = workdir / "split.npz", workdir / "peer.npz"
+    np.savez(data, **arrays)
+    settings = {**PEER_SETTINGS, "seed": seed}
+    t0 = time.perf_counter()
+    done = subprocess.run([python, "-c", PEER_SCRIPT, str(data), json.dumps(settings), str(out)],
+                          capture_output=True, text=True, env=_threads())
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"the peer failed on {dataset} split {split}: {done.stderr[-2000:]}")
+    predicted = np.load(out)
+    return {"ll": -nll_gaussian_mixture(predicted["mean"], predicted["std"], arrays["y_test"]),
+            "rmse": rmse(predicted["mean"].mean(0), arrays["y_test"]), "seconds": seconds}
+
+
+def run_bnnkit(dataset: str, split: int, model: str, seed: int, workdir: Path,
+               extra: tuple[str, ...] = ()) -> dict:
+    folder = workdir / f"ref_{model}"
+    command = [sys.executable, "-m", "bnnkit.cli", "reference", "--dataset",
+               f"{dataset}_{split}", "--model", model, "--seed", str(seed), "--dir", str(folder),
+               "--overwrite", "--no-progress", "--json", *extra]
+    t0 = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=_threads())
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"bnnkit reference failed on {dataset} split {split}: "
+                           f"{done.stderr[-2000:]}")
+    result = json.loads(done.stdout)
+    verdict = result.get("convergence", {})
+    return {"ll": -result["test"]["nll"], "rmse": result["test"]["rmse"], "seconds": seconds,
+            "verdict": verdict.get("level", "converged" if verdict.get("converged") else
+                                   "not converged")}
+
+
+def _threads() -> dict[str, str]:
+    """The same CPU threads for every contender."""
+    return {**os.environ, "OMP_NUM_THREADS": "2", "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def table(results: dict) -> str:
+    """Mean over splits per dataset and contender, as markdown."""
+    lines = ["| dataset | splits | contender | test LL | RMSE | s / split |",
+             "|---|---:|---|---:|---:|---:|"]
+    for dataset, contenders in results.items():
+        for name, rows in contenders.items():
+            if not rows:
+                continue
+            ll = np.array([r["ll"] for r in rows])
+            rm = np.array([r["rmse"] for r in rows])
+            se = ll.std(ddof=1) / np.sqrt(len(ll)) if len(ll) > 1 else float("nan")
+            lines.append(f"| {dataset} | {len(rows)} | {name} | {ll.mean():.3f} ± {se:.3f} | "
+                         f"{rm.mean():.3f} | {np.mean([r['seconds'] for r in rows]):.1f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peer-python", default=sys.executable,
+                        help="an interpreter with sklearn-contrib-bde installed")
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--first-split", type=int, default=0)
+    parser.add_argument("--out", default=None, help="write the results as JSON here")
+    args = parser.parse_args()
+    have_peer = peer_available(args.peer_python)
+    if not have_peer:
+        print(f"sklearn-contrib-bde is not importable by {args.peer_python}: the peer is "
+              "skipped (install it in its own virtual environment and pass --peer-python)")
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    contenders = {"peer (MILE, 2x16)": None, "bnnkit, like for like (2x16)": "mlp_regression_2x16",
+                  "bnnkit (default model)": "mlp_regression_small"}
+    results: dict = {d: {name: [] for name in contenders} for d in args.datasets}
+    for split in range(args.first_split, args.first_split + args.splits):
+        for dataset in args.datasets:
+            with tempfile.TemporaryDirectory() as tmp:
+                for name, model in contenders.items():
+                    if model is None:
+                        if not have_peer:
+                            continue
+                        row = run_peer(args.peer_python, dataset, split, split, Path(tmp))
+                    else:
+                        row = run_bnnkit(dataset, split, model, split, Path(tmp))
+                    results[dataset][name].append({"split": split, **row})
+                    print(f"{dataset} {split} {name}: LL {row['ll']:.3f} RMSE {row['rmse']:.3f} "
+                          f"{row['seconds']:.1f} s {row.get('verdict', '')}", flush=True)
+            if args.out:
+                Path(args.out).write_text(json.dumps(results, indent=2))
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()

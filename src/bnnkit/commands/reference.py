@@ -1,0 +1,60 @@
+"""``bnnkit reference``: a deep ensemble, then one tuned chain per member, evaluated as one.
+
+The flags are the problem's (the same as every method's), the recipe's
+(:class:`bnnkit.experiments.reference.Config`) and the folder's. ``bnnkit evaluate DIR`` of the
+folder later gives the pooled model average again, and ``--reference DIR`` compares another
+method's run with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bnnkit.commands.flags import add_config_arguments
+    from bnnkit.commands.problem_flags import add_problem_arguments
+    from bnnkit.experiments.reference import Config
+
+    add_problem_arguments(p)
+    add_config_arguments(p.add_argument_group("reference"), Config)
+    r = p.add_argument_group("folder")
+    r.add_argument("--dir", required=True,
+                   help="the reference folder: ensemble/, chains/ and reference.json")
+    r.add_argument("--resume", action="store_true",
+                   help="continue the reference in --dir exactly where it stopped")
+    r.add_argument("--overwrite", action="store_true", help="replace the reference in --dir")
+    r.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress output")
+    r.add_argument("--json", action="store_true",
+                   help="print the evaluation as machine-readable JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from bnnkit.commands.flags import config_from_args
+    from bnnkit.commands.problem_flags import problem_config
+    from bnnkit.experiments.reference import Config, reference
+    from bnnkit.report.tables import print_table
+
+    config = config_from_args(args, Config)
+    problem = problem_config(args)
+    result = reference(problem, config, args.dir, resume=args.resume,
+                       overwrite=args.overwrite, progress=args.progress)
+    if args.json:
+        print(json.dumps(result.evaluation, indent=2, sort_keys=True))
+        return 0
+    stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result.seconds.items())
+    print(f"reference in {args.dir} ({stages})", file=sys.stderr)
+    print_table(result.evaluation,
+                title=f"reference ({config.sampler} from {config.members} ensemble members) "
+                      f"on {problem.dataset}")
+    return 0
+
+
+from bnnkit.commands import Command  # noqa: E402
+
+COMMAND = Command(help="a reference posterior in one command: a deep ensemble, then one tuned "
+                       "chain per member (MCLMC by default), evaluated as one model average",
+                  add_arguments=add_arguments, run=run, docs="concepts/reference.md")

@@ -1,0 +1,153 @@
+"""MC dropout (Gal & Ghahramani 2016): dropout training as variational inference, and T
+stochastic passes at test time.
+
+On a dropout network (``*_dropout`` models, :mod:`bnnkit.models.mlp`,
+:mod:`bnnkit.models.lenet`), which drops each input of every layer with probability p, the
+approximation is ``q(W_i) = M_i diag(z_i)``, ``z_ij ~ Bernoulli(1 − p)``, over the weights M.
+Up to a constant (q's entropy, which does not depend on M), its tempered evidence lower bound
+is
+
+    L_T(M) = ( E_z[Σ_i log p(y_i | x_i, M, z)] + E_q[log p(W)] ) / T,
+
+with the prior-implied weight decay of the paper in its second term. For a prior that
+factorises over the rows of the kernels, each row of a kernel is M's row with probability
+1 − p and 0 otherwise, so
+
+    E_q[log p(W)] = (1 − p) log p(M) + p log p(M⁰),
+
+M⁰ being M with every kernel zeroed (biases are not dropped). flax stores the kernels of
+inverted dropout, ``K = (1 − p) M`` (kept inputs are scaled by 1/(1 − p), so the network
+without dropout is the mean network ``E_q[W] = K``), and the term is computed at ``M = K/(1 −
+p)``. For a Gaussian prior of precision λ it is the paper's ``(1 − p) λ/2 ‖M‖²``, i.e.
+``λ / (2 (1 − p)) ‖K‖²`` on the stored kernels and ``λ/2 ‖b‖²`` on the biases. Every leaf
+named ``kernel`` counts as dropped, since the dropout models drop the input of every layer.
+
+Each step is :mod:`bnnkit.inference.sgd`'s heavy-ball SGD with the cosine schedule on
+``−L̂_T``, the minibatch estimate with one draw of the masks (the network's own, from the step's
+:func:`~bnnkit.inference.base.model_key`, a mask per example). The posterior is
+:class:`~bnnkit.posterior.mc_dropout.MCDropout`: the last weights, p and ``num_passes`` T;
+``bnnkit evaluate`` averages T passes, each drawing its own masks.
+
+On a model without dropout (p = 0) the objective is the log posterior and the method is SGD to
+the MAP, with T identical passes.
+
+Example:
+    >>> import jax, jax.numpy as jnp
+    >>> from bnnkit import likelihoods, models, priors
+    >>> from bnnkit.log_posterior import LogPosterior
+    >>> model = models.get("mlp_regression_small_dropout", num_outputs=1, dropout_rate=0.5)
+    >>> lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=1.0), priors.Gaussian(1.0),
+    ...                   num_data=16, stochastic=True, dropout_rate=0.5)
+    >>> params = {"params": {"Dense_0": {"kernel": jnp.ones((1, 1)), "bias": jnp.ones(1)}}}
+    >>> float(expected_log_prior(lp, params) - lp.log_prior(params))  # −(1/(2·0.5) − 1/2)·1
+    -0.5
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from bnnkit import schedules
+from bnnkit.inference import sgd
+from bnnkit.inference.base import Loop, Method, model_key
+from bnnkit.posterior.mc_dropout import MCDropout
+from bnnkit.settings import setting
+from bnnkit.types import Batch, Key, Params
+
+#: The leaves whose inputs a dropout model drops (the kernels of its Dense and Conv layers).
+DROPPED = "kernel"
+
+
+def _map_kernels(fn, params: Params) -> Params:
+    """``fn`` applied to every kernel leaf of the network (``params`` collection) only."""
+    def visit(path, leaf):
+        network = bool(path) and getattr(path[0], "key", None) == "params"
+        named = bool(path) and getattr(path[-1], "key", None) == DROPPED
+        return fn(leaf) if network and named else leaf
+
+    return jax.tree_util.tree_map_with_path(visit, params)
+
+
+def expected_log_prior(log_posterior, params: Params) -> jax.Array:
+    """``E_q[log p(W)] = (1 − p) log p(K/(1 − p)) + p log p(K⁰)`` (untempered), with p the log
+    posterior's ``dropout_rate``; ``log p(θ)`` itself when p = 0."""
+    p = float(log_posterior.dropout_rate)
+    if p == 0.0:
+        return log_posterior.log_prior(params)
+    full = _map_kernels(lambda k: k / (1.0 - p), params)
+    zero = _map_kernels(jnp.zeros_like, params)
+    return (1.0 - p) * log_posterior.log_prior(full) + p * log_posterior.log_prior(zero)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config(sgd.Config):
+    """MC dropout (Gal & Ghahramani 2016): SGD on a dropout network's variational objective,
+    with the prior-implied weight decay, then T passes with fresh masks at test time. Use it
+    with a dropout model (``--model mlp_classification_dropout``, ``lenet5_dropout``, ...;
+    ``--dropout-rate`` sets p).
+    """
+
+    METHOD: ClassVar[str] = "dropout"
+    API_NAME: ClassVar[str] = "Dropout"
+
+    num_passes: int = setting(20, help="T, the stochastic passes (each with its own dropout "
+                                       "masks) the predictive averages at evaluation",
+                              bounds=(1, None))
+
+    @property
+    def label(self) -> str:
+        return f"MC dropout (T={self.num_passes})"
+
+    def loop(self, num_train: int) -> Loop:
+        return self.epoch_loop(num_train)
+
+
+def build(log_posterior, config: Config) -> Method:
+    """MC dropout training on ``log_posterior``'s dropout network.
+
+    Args:
+        log_posterior: the tempered log posterior, a :class:`~bnnkit.log_posterior.LogPosterior`;
+            its likelihood, prior, ``dropout_rate``, temperature and ``num_data`` are used, and
+            its stochastic network gets the step's :func:`~bnnkit.inference.base.model_key`.
+        config: the settings.
+
+    Returns:
+        A :class:`~bnnkit.inference.base.Method`; its state and step are SGD's, its posterior
+        the last weights as :class:`~bnnkit.posterior.mc_dropout.MCDropout`.
+    """
+    lp = log_posterior
+    steps = config.num_epochs * config.steps_per_epoch(lp.num_data)
+    schedule = schedules.cosine(config.init_step_size, steps)
+    optimizer = optax.sgd(schedule, momentum=config.momentum_decay or None)
+    if config.clip_grad_norm is not None:
+        bound = config.clip_grad_norm * lp.num_data
+        optimizer = optax.chain(optax.clip_by_global_norm(bound), optimizer)
+    rate = float(lp.dropout_rate)
+
+    def objective(params: Params, batch: Batch, key: Key | None) -> jax.Array:
+        """``L̂_T``: ``[E_q log p(W) + (N/|B|) Σ_{i∈B} log p(y_i | x_i, M, z_i)] / T``."""
+        return lp.temper(expected_log_prior(lp, params)) + lp.tempered_log_likelihood(
+            params, batch, key=key)
+
+    def init(key: Key, params: Params, batch: Batch | None = None) -> sgd.SGDState:
+        del key, batch
+        return sgd.SGDState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
+
+    def step(key: Key, state: sgd.SGDState, batch: Batch) -> tuple[sgd.SGDState, sgd.SGDInfo]:
+        value, grad = jax.value_and_grad(objective)(state.position, batch, model_key(key))
+        neg_grad = jax.tree.map(jnp.negative, grad)
+        updates, opt_state = optimizer.update(neg_grad, state.opt_state, state.position)
+        position = optax.apply_updates(state.position, updates)
+        info = sgd.SGDInfo(value, jnp.asarray(schedule(state.count), value.dtype))
+        return sgd.SGDState(position, opt_state, state.count + 1), info
+
+    def posterior(kept: sgd.SGDState) -> MCDropout:
+        last = jax.tree.map(lambda a: a[-1], kept.position)
+        return MCDropout(last, rate, config.num_passes)
+
+    return Method(init=init, step=step, posterior=posterior, position=lambda s: s.position)
