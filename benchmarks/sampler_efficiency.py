@@ -9,13 +9,22 @@ apart), then sampling until each chain has spent the same budget of gradient eva
 - ``mass``: ``--adapt mass`` (Stan's windows, diagonal Fisher mass matrix, jittered τ);
 - ``chees``: ``--adapt chees`` (ChEES across the chains, pooled diagonal mass matrix);
 - ``nuts``: bnnkit's NUTS (window adaptation, diagonal mass);
+- ``mclmc``: unadjusted MCLMC (``bnnkit mclmc`` defaults: tuned per chain, 10 steps per kept
+  draw); ``mclmc-adjusted``: its Metropolis-adjusted variant (MAMS, ``--adjusted``, one
+  trajectory per kept draw). Their burn-in is ``mclmc_burn_in`` iterations (10,000 unadjusted
+  steps; MILE tunes for 50,000); an
+  isokinetic McLachlan step costs 2 gradient evaluations (``mclmc.GRADIENTS_PER_STEP``), which
+  is what their budget counts;
 - ``blackjax``: only on (d), BlackJAX's own NUTS with its window adaptation, the peer.
 
 Efficiency is the effective sample size of the predictions on test inputs (function space:
 the predictive mean for regression, the class probabilities for classification, on up to 1,000
 test points; ESS across chains, BlackJAX's estimator) per 1,000 gradient evaluations of all
 chains after burn-in. The minimum over test points is what limits a Bayesian model average;
-the median is typical. Burn-in divergences are a share of burn-in iterations.
+the median is typical. Chains that settle in different modes have a small ESS across chains
+whatever their mixing, so the within-chain figure is reported too: each chain's own ESS
+(bnnkit's bulk ESS of that chain alone), summed over the chains, per 1,000 gradients (its
+minimum and median over test points). Burn-in divergences are a share of burn-in iterations.
 
 Cases:
   (a) yacht_0, bnn_hmc's heteroscedastic ``mlp_regression_small``;
@@ -43,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnnkit import likelihoods, models, priors
-from bnnkit.inference import hmc, nuts
+from bnnkit.inference import hmc, mclmc, nuts
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.metrics import diagnostics
@@ -51,7 +60,7 @@ from bnnkit.problem import ProblemConfig, build
 from bnnkit.types import Batch
 
 NUM_CHAINS = 4
-SAMPLERS = ("fixed", "mass", "chees", "nuts", "blackjax")
+SAMPLERS = ("fixed", "mass", "chees", "nuts", "mclmc", "mclmc-adjusted", "blackjax")
 
 
 @dataclasses.dataclass
@@ -65,6 +74,8 @@ class Case:
     num_burn_in: int  # iterations of burn-in of the adaptive samplers
     fixed: dict  # the paper-style HMC settings
     fixed_burn_in: int | None = None  # the paper's burn-in iterations, where they differ
+    mclmc_burn_in: int = 1000  # MCLMC's tuning iterations
+    init_seed: int = 1  # of the chains' initial positions
 
 
 def problem_case(name, config: ProblemConfig, budget, num_burn_in, fixed,
@@ -116,20 +127,27 @@ def summary(preds: list, burn_grads: float, grads: float, burn_divergent: float,
     draws = draws[..., varying] if varying.any() else draws
     ess = diagnostics.ess(draws) if len(preds) >= 4 else np.full(draws.shape[-1], np.nan)
     ess = ess[np.isfinite(ess)] if np.any(np.isfinite(ess)) else np.array([np.nan])
+    # Within-chain: each chain's own ESS of each output, summed over the chains.
+    within = (np.sum([diagnostics.ess(chain[None]) for chain in draws], axis=0)
+              if len(preds) >= 4 else np.full(draws.shape[-1], np.nan))
+    within = within[np.isfinite(within)] if np.any(np.isfinite(within)) else np.array([np.nan])
     rhat = diagnostics.split_rhat(draws) if len(preds) >= 4 else np.array([np.nan])
     return {"kept": len(preds), "burn_in_gradients": int(burn_grads), "gradients": int(grads),
             "ess_min": float(ess.min()), "ess_median": float(np.median(ess)),
             "min_per_1000": 1000 * float(ess.min()) / grads,
             "median_per_1000": 1000 * float(np.median(ess)) / grads,
+            "within_min_per_1000": 1000 * float(within.min()) / grads,
+            "within_median_per_1000": 1000 * float(np.median(within)) / grads,
             "burn_in_divergent": burn_divergent,
             "rhat_max": float(np.nanmax(rhat)) if np.any(np.isfinite(rhat)) else float("nan"),
             "constant_outputs": constant, "seconds": seconds}
 
 
-def run_method(case: Case, method, num_burn_in: int, key) -> dict:
-    """Burn-in, then chains advanced together until each has spent the sampling budget."""
+def run_method(case: Case, method, num_burn_in: int, key, gradients_per_step: int = 1) -> dict:
+    """Burn-in, then chains advanced together until each has spent the sampling budget
+    (``gradients_per_step``: gradient evaluations per logged integrator step)."""
     keys = jax.random.split(key, NUM_CHAINS)
-    params = jax.vmap(case.init)(jax.random.split(jax.random.PRNGKey(1), NUM_CHAINS))
+    params = jax.vmap(case.init)(jax.random.split(jax.random.PRNGKey(case.init_seed), NUM_CHAINS))
     state = jax.vmap(lambda k, p: method.init(k, p, case.batch), axis_name=MEMBERS)(keys, params)
     step = jax.jit(jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS))
     predict = jax.jit(jax.vmap(case.predict))
@@ -140,10 +158,10 @@ def run_method(case: Case, method, num_burn_in: int, key) -> dict:
                            case.batch)
         info = jax.device_get(info)
         if it < num_burn_in:
-            burn_grads += float(np.sum(info.num_leapfrog))
+            burn_grads += gradients_per_step * float(np.sum(info.num_leapfrog))
             burn_divergent += int(np.sum(info.divergent))
         else:
-            grads += np.asarray(info.num_leapfrog)
+            grads += gradients_per_step * np.asarray(info.num_leapfrog)
             preds.append(np.asarray(predict(state.position), np.float64))
         it += 1
     return summary(preds, burn_grads, grads.sum(), burn_divergent / (NUM_CHAINS * num_burn_in),
@@ -157,7 +175,7 @@ def blackjax_nuts(case: Case, num_burn_in: int, key) -> dict:
     def logdensity(params):
         return case.log_posterior(params, case.batch)
 
-    params = jax.vmap(case.init)(jax.random.split(jax.random.PRNGKey(1), NUM_CHAINS))
+    params = jax.vmap(case.init)(jax.random.split(jax.random.PRNGKey(case.init_seed), NUM_CHAINS))
     warmup = blackjax.window_adaptation(blackjax.nuts, logdensity)
 
     def adapt(k, p):
@@ -219,14 +237,17 @@ def print_case(name: str, result: dict) -> None:
     rows = result["rows"]
     print(f"\n{name}: {result['budget']:,} sampling gradient evaluations per chain, "
           f"{result['num_burn_in']} burn-in iterations")
-    print(f"{'sampler':<9} {'ESS/1k grads min':>16} {'median':>8} {'min/fixed':>9} "
-          f"{'burn-in grads':>13} {'burn-in div':>11} {'R-hat max':>9} {'kept':>6} "
-          f"{'seconds':>8}")
+    print(f"{'sampler':<14} {'ESS/1k grads min':>16} {'median':>8} {'min/fixed':>9} "
+          f"{'within min':>10} {'median':>8} {'burn-in grads':>13} {'burn-in div':>11} "
+          f"{'R-hat max':>9} {'kept':>6} {'seconds':>8}")
     base = rows["fixed"]["min_per_1000"] if "fixed" in rows else float("nan")
     base = base if base > 0 else float("nan")
     for row, r in rows.items():
-        print(f"{row:<9} {r['min_per_1000']:16.3f} {r['median_per_1000']:8.3f} "
-              f"{r['min_per_1000'] / base:9.2f} {r['burn_in_gradients']:13,d} "
+        print(f"{row:<14} {r['min_per_1000']:16.3f} {r['median_per_1000']:8.3f} "
+              f"{r['min_per_1000'] / base:9.2f} "
+              f"{r.get('within_min_per_1000', float('nan')):10.3f} "
+              f"{r.get('within_median_per_1000', float('nan')):8.3f} "
+              f"{r['burn_in_gradients']:13,d} "
               f"{r['burn_in_divergent']:11.1%} {r['rhat_max']:9.3f} {r['kept']:6d} "
               f"{r['seconds']:8.1f}")
     if "blackjax" in rows:
@@ -244,7 +265,8 @@ def combine(paths: list[str]) -> None:
             for name, result in json.load(f).items():
                 entry = merged.setdefault(name, {**result, "rows": {}})
                 entry["rows"].update(result["rows"])
-    order = ("fixed", "mass", "mass-tau1", "chees", "nuts", "blackjax")
+    order = ("fixed", "mass", "mass-tau1", "chees", "nuts", "mclmc", "mclmc-adjusted",
+             "blackjax")
     for name in sorted(merged):
         rows = merged[name]["rows"]
         merged[name]["rows"] = {k: rows[k] for k in sorted(rows, key=lambda k: (
@@ -262,11 +284,16 @@ def main() -> None:
     parser.add_argument("--trajectory-len", type=float, default=3.0,
                         help="τ of the adaptive HMC rows (mass: jittered fractions of it)")
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="of the chains' keys (the initial positions' is seed + 1)")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--combine", nargs="+", default=None, metavar="JSON",
                         help="print the tables of these result files and exit")
     parser.add_argument("--row-name", default=None,
                         help="store a single adaptive row under this name (e.g. mass-tau1)")
+    parser.add_argument("--mclmc", default=None, metavar="SETTINGS",
+                        help="settings of the mclmc rows other than their defaults, as "
+                             "'name=value,...' (e.g. preconditioner=fisher)")
     args = parser.parse_args()
     if args.combine:
         combine(args.combine)
@@ -274,8 +301,16 @@ def main() -> None:
     print(f"jax {jax.__version__} on {jax.default_backend()} ({platform.machine()}), "
           f"{NUM_CHAINS} chains per sampler")
     results = {}
-    key = jax.random.PRNGKey(0)
+    key = jax.random.PRNGKey(args.seed)
+    mclmc_settings = {}
+    for item in (args.mclmc.split(",") if args.mclmc else []):
+        name, _, value = item.partition("=")
+        kind = {f.name: f.type for f in dataclasses.fields(mclmc.Config)}[name]
+        mclmc_settings[name] = value if "str" in str(kind) else (
+            value == "True" if "bool" in str(kind) else float(value) if "float" in str(kind)
+            else int(value))
     for case in cases(args.cases, args.budget_scale, args.data_dir):
+        case.init_seed = args.seed + 1
         def hmc_row(case=case, num_burn_in=case.num_burn_in, **settings):
             config = hmc.Config(num_iterations=10**7, num_burn_in=num_burn_in,
                                 num_chains=NUM_CHAINS, **settings)
@@ -283,6 +318,12 @@ def main() -> None:
 
         adaptive = dict(step_size=1e-3, trajectory_len=args.trajectory_len,
                         max_num_leapfrog_steps=1000)
+
+        def mclmc_row(case=case, **settings):
+            config = mclmc.Config(num_iterations=10**7, num_burn_in=case.mclmc_burn_in,
+                                  num_chains=NUM_CHAINS, **mclmc_settings, **settings)
+            return run_method(case, mclmc.build(case.log_posterior, config),
+                              case.mclmc_burn_in, key, mclmc.GRADIENTS_PER_STEP)
         runners = {
             "fixed": lambda case=case, hmc_row=hmc_row: hmc_row(
                 adapt="step", num_burn_in=case.fixed_burn_in or case.num_burn_in, **case.fixed),
@@ -292,6 +333,8 @@ def main() -> None:
             "nuts": lambda case=case: run_method(case, nuts.build(case.log_posterior, nuts.Config(
                 step_size=1e-3, num_iterations=10**7, num_burn_in=case.num_burn_in,
                 num_chains=NUM_CHAINS)), case.num_burn_in, key),
+            "mclmc": mclmc_row,
+            "mclmc-adjusted": lambda mclmc_row=mclmc_row: mclmc_row(adjusted=True),
             "blackjax": lambda case=case: blackjax_nuts(case, case.num_burn_in, key),
         }
         rows = {}

@@ -28,7 +28,7 @@ Example:
     >>> import bnnkit
     >>> problem = bnnkit.ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35)
     >>> run_dir = tempfile.mkdtemp() + "/sgd"
-    >>> _ = bnnkit.run(problem, bnnkit.SGD(init_step_size=1e-3, num_epochs=2, batch_size=64),
+    >>> _ = bnnkit.run(problem, bnnkit.SGD(init_step_size=1e-4, num_epochs=2, batch_size=64),
     ...                run_dir, progress=False)
     >>> sorted(bnnkit.evaluate(run_dir)["test"])
     ['nll', 'rmse']
@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     # __all__ from __getattr__; tests/test_public_api.py checks this list against it.
     __all__ = [
         "HMC",
+        "MCLMC",
         "METHODS",
         "NUTS",
         "SGD",
@@ -113,6 +114,7 @@ if TYPE_CHECKING:
     from bnnkit.inference.ensemble import Config as Ensemble
     from bnnkit.inference.hmc import Config as HMC  # noqa: N814
     from bnnkit.inference.laplace import Config as Laplace
+    from bnnkit.inference.mclmc import Config as MCLMC  # noqa: N814
     from bnnkit.inference.nuts import Config as NUTS  # noqa: N814
     from bnnkit.inference.sgd import Config as SGD  # noqa: N814
     from bnnkit.inference.sgmcmc import Config as SGMCMC  # noqa: N814

@@ -6,7 +6,10 @@ Every failure ends in one line on stderr:
   the user named) prints ``bnnkit: error: ...`` and exits with code 2;
 - anything unexpected (a bug) prints ``bnnkit: error: unexpected ...; run with --debug for the
   traceback`` and exits with code 1;
-- ``--debug`` (anywhere on the command line) lets the exception through with its traceback.
+- ``--debug`` (anywhere on the command line) lets the exception through with its traceback;
+- Ctrl-C exits with code 130, SIGTERM and SIGHUP with 128 + the signal's number, each with
+  one line saying what was kept and how to go on (``--resume`` only for commands that take
+  it); a run stopped so lets go of its lock and keeps its last state.
 
 Flags may be spelt with underscores, as bnn_hmc's commands spell them (``--dataset_name=yacht_2``
 is ``--dataset-name=yacht_2``).
@@ -15,6 +18,7 @@ is ``--dataset-name=yacht_2``).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from bnnkit.commands import COMMANDS, GROUPS, OTHER_COMMANDS, config_file, groups
@@ -171,6 +175,14 @@ def dashed(argv: list[str]) -> list[str]:
     return out
 
 
+def _after_stop(resumes: bool) -> str:
+    """What a stopped command leaves, and how to go on, naming only flags it takes."""
+    if resumes:
+        return ("what was complete is kept (a run directory holds its last complete iteration "
+                "or epoch); continue with the same command and --resume")
+    return "it did not finish; run it again"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
     argv = dashed(list(sys.argv[1:] if argv is None else argv))
@@ -187,12 +199,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bnnkit: error: {_one_line(err)}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    from bnnkit.runs.lifecycle import Terminated, stopped_by_signals
+
+    # Only commands that continue what was cut off (a run, a surface) advise --resume.
+    resumes = hasattr(args, "resume")
     try:
         if getattr(args, "float64", False):
             import jax
 
             jax.config.update("jax_enable_x64", True)
-        return COMMANDS()[args.command].run(args)
+        with stopped_by_signals():
+            return COMMANDS()[args.command].run(args)
     except ConfigError as err:
         if debug:
             raise
@@ -204,9 +221,12 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"bnnkit: error: {os_error_message(err)}", file=sys.stderr)
         return 2
+    except Terminated as stop:
+        print(f"bnnkit: stopped by {signal.Signals(stop.signum).name}; {_after_stop(resumes)}",
+              file=sys.stderr)
+        return 128 + stop.signum
     except KeyboardInterrupt:
-        print("bnnkit: interrupted; the run directory holds the last complete iteration "
-              "(continue with --resume)", file=sys.stderr)
+        print(f"bnnkit: interrupted; {_after_stop(resumes)}", file=sys.stderr)
         return 130
     except Exception as err:  # the one place that turns a bug into one line
         if debug:

@@ -36,6 +36,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import socket
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -71,12 +73,13 @@ class Hosts:
         None, metavar="HOST:PORT",
         help="process 0's address and a free port, the same for every process")
     num_processes: int | None = setting(None, help="processes in the run (one per host)",
-                                        bounds=(1, None))
+                                        bounds=(1, 2**16))
     process_id: int | None = setting(None, metavar="I",
                                      help="this process's number, 0 to --num-processes - 1",
-                                     bounds=(0, None))
+                                     bounds=(0, 2**16 - 1))
     timeout: int = setting(300, flag="--distributed-timeout", metavar="SECONDS",
-                           help="seconds to wait for every process to connect", bounds=(1, None))
+                           help="seconds to wait for every process to connect",
+                           bounds=(1, 7 * 24 * 3600))
 
     def __post_init__(self):
         check_numbers(self)
@@ -135,10 +138,68 @@ def cluster_processes() -> int | None:
     slurm = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID",
              "SLURM_LOCALID")
     if all(name in os.environ for name in slurm):
-        return int(os.environ.get("SLURM_STEP_NUM_TASKS", os.environ["SLURM_NTASKS"]))
+        for name in ("SLURM_PROCID", "SLURM_LOCALID"):
+            _env_count(name, low=0)
+        name = "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in os.environ else "SLURM_NTASKS"
+        return _env_count(name)
     if "OMPI_MCA_orte_hnp_uri" in os.environ and "OMPI_COMM_WORLD_SIZE" in os.environ:
-        return int(os.environ["OMPI_COMM_WORLD_SIZE"])
+        return _env_count("OMPI_COMM_WORLD_SIZE")
     return None
+
+
+def _env_count(name: str, low: int = 1) -> int:
+    """An environment variable a cluster launcher sets to a count or an index.
+
+    Raises:
+        ConfigError: it is not an integer >= ``low``, naming the variable and its value.
+    """
+    text = os.environ[name].strip()
+    if not (text.isdigit() and int(text) >= low):
+        raise ConfigError(f"environment variable {name}={os.environ[name]!r} is not an integer "
+                          f">= {low}; allowed: what SLURM or Open MPI sets (unset it to run as "
+                          "one process)")
+    return int(text)
+
+
+def check_coordinator(hosts: Hosts) -> None:
+    """Refuse, in one line, a coordinator that cannot be used, before JAX aborts the process
+    on it: process 0 must be able to listen on the address's port, every other process must
+    reach it within ``hosts.timeout`` seconds (process 0 may start later).
+
+    Raises:
+        ConfigError: naming the address, what failed and the timeout setting.
+    """
+    if hosts.coordinator_address is None or hosts.process_id is None:
+        return  # a cluster launcher's or JAX's own detection fills it in
+    host, _, port = hosts.coordinator_address.rpartition(":")
+    host = host.strip("[]")
+    address = f"--coordinator-address {hosts.coordinator_address}"
+    try:
+        socket.getaddrinfo(host, int(port))
+    except OSError as err:
+        raise ConfigError(f"{address}: host {host!r} cannot be resolved ({err.strerror or err})"
+                          "; allowed: process 0's host name or IP address") from None
+    if hosts.process_id == 0:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            try:
+                probe.bind(("", int(port)))
+            except OSError as err:
+                raise ConfigError(f"{address}: process 0 cannot listen on port {port} "
+                                  f"({err.strerror or err}); allowed: a free port") from None
+        return
+    deadline = time.monotonic() + hosts.timeout
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=min(5.0, hosts.timeout)):
+                return
+        except OSError as err:
+            reason = err.strerror or type(err).__name__
+        if time.monotonic() >= deadline:
+            raise ConfigError(f"{address} cannot be reached within --distributed-timeout "
+                              f"{hosts.timeout} s ({reason}); allowed: process 0's address, "
+                              "with process 0 started (a longer --distributed-timeout waits "
+                              "longer)")
+        time.sleep(0.5)
 
 
 def initialize(hosts: Hosts = Hosts()) -> Processes:
@@ -155,6 +216,7 @@ def initialize(hosts: Hosts = Hosts()) -> Processes:
             ``hosts.timeout`` seconds.
     """
     if not jax.distributed.is_initialized() and hosts.wanted():
+        check_coordinator(hosts)
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         try:
             jax.distributed.initialize(
@@ -223,6 +285,22 @@ def _agree(error: BaseException | None) -> None:
     if refused:
         raise ConfigError(f"process 0 refused the run (its error says why); this is process "
                           f"{jax.process_index()} of {jax.process_count()}")
+
+
+def first_says(answer: bool) -> bool:
+    """Process 0's ``answer`` on every process (unchanged with one process): for decisions
+    every process must take alike, such as stopping at a deadline that each process's own
+    clock would reach at a different unit.
+
+    Example:
+        >>> first_says(True)
+        True
+    """
+    if jax.process_count() == 1:
+        return bool(answer)
+    from jax.experimental import multihost_utils
+
+    return bool(int(multihost_utils.broadcast_one_to_all(np.int32(bool(answer)))))
 
 
 def from_first(start: int, state: Any, template: Any) -> tuple[int, Any]:

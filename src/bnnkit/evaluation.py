@@ -57,6 +57,8 @@ from bnnkit.metrics.predictive import (
 from bnnkit.posterior import Samples
 from bnnkit.predict import Prediction, posterior_predictive
 from bnnkit.runs import RunDir, evaluation_key
+from bnnkit.runs import verdict as run_verdict
+from bnnkit.runs.directory import PREDICTIONS_DIR, check_outside_runs
 from bnnkit.runs.stored import kept_samples, load_run
 
 
@@ -111,7 +113,8 @@ def check_out_file(out: str | os.PathLike, suffix: str, what: str) -> None:
         what: what is written, for the message (``"samples"``).
 
     Raises:
-        ConfigError: an empty path, a directory, a missing or unwritable output folder.
+        ConfigError: an empty path, a directory, a missing or unwritable output folder, a path
+            inside a run directory, or a symbolic link.
     """
     out = os.fspath(out)
     if not out.strip():
@@ -121,6 +124,8 @@ def check_out_file(out: str | os.PathLike, suffix: str, what: str) -> None:
     parent = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(parent):
         raise ConfigError(f"--out {out!r}: output folder {parent!r} does not exist")
+    check_outside_runs(out, "--out")
+    storage.refuse_link(out)
     check_writable_folder(parent, what)
 
 
@@ -285,7 +290,7 @@ def evaluate(
         >>> from bnnkit.runs.loop import run
         >>> run_dir = tempfile.mkdtemp() + "/run"
         >>> _ = run(problem_lib.ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
-        ...         sgd.Config(init_step_size=1e-3, num_epochs=2, batch_size=64), run_dir,
+        ...         sgd.Config(init_step_size=1e-4, num_epochs=2, batch_size=64), run_dir,
         ...         progress=False)
         >>> result = evaluate(run_dir)  # also stored as RUN_DIR/evaluation.json
         >>> sorted(result["test"])  # in the units of the targets
@@ -298,11 +303,9 @@ def evaluate(
                           "not go with --corruption")
     if conformal is not None:
         posthoc.check_alpha(conformal)
+    suffix = "" if corruption is None else f"_{corruption}_{severity}"
     if write and os.path.isdir(run_dir):
-        check_writable_folder(run_dir, "evaluation")
-        predictions = RunDir(run_dir).path / "predictions"
-        if predictions.is_dir():
-            check_writable_folder(predictions, "predictions")
+        _check_writes(RunDir(run_dir), suffix)
     ref_table = None
     if reference_probs is not None:
         # Read (and, for a released reference, download and verify) before the run is loaded.
@@ -354,18 +357,9 @@ def evaluate(
     if corruption is not None:
         result["corruption"] = {"name": corruption, "severity": severity}
     log = RunDir(run_dir).read_log()
-    kept = [r for r in log if not r.get("burn_in", False)]
-    if kept and "acceptance_rate" in kept[0]:
-        result["sampler"] = {
-            "acceptance_rate": float(np.mean([r["acceptance_rate"] for r in kept])),
-            "num_divergent": int(sum(sum(r["divergent"]) for r in kept)),
-            # Logs written before samplers reported capped trajectories count none.
-            "num_capped": int(sum(sum(r.get("capped", ())) for r in kept)),
-            "num_transitions": int(sum(len(r["acceptance_rate"]) for r in kept)),
-            "step_size": [float(s) for s in kept[-1]["step_size"]],
-            "num_leapfrog": [int(n) for n in kept[-1]["num_leapfrog"]],
-            "seconds_per_iteration": float(np.mean([r["seconds"] for r in kept])),
-        }
+    sampler = run_verdict.sampler_statistics(log)
+    if sampler is not None:
+        result["sampler"] = sampler
     elif log and "epoch" in log[-1]:
         result["training"] = {
             "method": record.get("method"),
@@ -379,19 +373,8 @@ def evaluate(
             "weights": _weight_diagnostics(samples),
             "function": _function_diagnostics(prediction),
         }
-        sampler = result.get("sampler", {})
-        # The full-batch samplers' log posterior is exact, so its trend is a signal; the
-        # minibatch methods' is a noisy estimate under a step-size schedule.
-        trace = (np.asarray([r["log_posterior"] for r in kept], np.float64).T
-                 if sampler and "log_posterior" in kept[0] else None)
-        steps = sampler.get("step_size")
-        result["convergence"] = convergence.verdict(
-            prediction.per_sample, acceptance_rate=sampler.get("acceptance_rate"),
-            num_divergent=sampler.get("num_divergent"),
-            step_size=float(np.mean(steps)) if steps else None,
-            given_step_size=record.get("method_config", {}).get("step_size"),
-            burn_in=record.get("loop", {}).get("burn_in"),
-            finished=record.get("status") == "finished", log_posterior=trace)
+        result["convergence"] = run_verdict.of_prediction(record, log, prediction,
+                                                          problem.dataset.y_test_original)
         capped = (convergence.capped_warning(sampler["num_capped"], sampler["num_transitions"],
                                              record.get("method")) if sampler else None)
         if capped is not None:  # slower mixing, not a convergence failure: a warning
@@ -417,14 +400,15 @@ def evaluate(
             prediction, lambda x: run_prediction(record, problem, posterior, x), ood_x, ood)
     if write:
         rundir = RunDir(run_dir)
-        suffix = "" if corruption is None else f"_{corruption}_{severity}"
-        storage.write_json(rundir.path / f"evaluation{suffix}.json", result)
-        (rundir.path / "predictions").mkdir(exist_ok=True)
+        rundir.check_links()  # again, just before writing
+        (rundir.path / PREDICTIONS_DIR).mkdir(exist_ok=True)
         arrays = ({"probs": prediction.probs} if prediction.task == "classification"
                   else {"means": prediction.means, "stds": prediction.stds})
-        storage.save_arrays(rundir.path / "predictions" / f"test{suffix}.npz", arrays)
+        storage.save_arrays(rundir.path / PREDICTIONS_DIR / f"test{suffix}.npz", arrays)
         if ood_scores is not None:
-            storage.save_arrays(rundir.path / "predictions" / ood_file(ood, suffix), ood_scores)
+            storage.save_arrays(rundir.path / PREDICTIONS_DIR / ood_file(ood, suffix), ood_scores)
+        # Last: an evaluation.json says every file of the evaluation is in place.
+        storage.write_json(rundir.path / f"evaluation{suffix}.json", result)
     return result
 
 
@@ -438,6 +422,28 @@ def ood_file(dataset: str, suffix: str = "") -> str:
     """
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(os.fspath(dataset)))
     return f"ood_{safe}{suffix}.npz"
+
+
+def _check_writes(rundir: RunDir, suffix: str) -> None:
+    """Refuse, before anything is computed, an evaluation that could not write its files:
+    an unwritable run directory, a link or a file where they go.
+
+    Raises:
+        ConfigError: naming the path.
+    """
+    check_writable_folder(rundir.path, "evaluation")
+    rundir.check_links()
+    predictions = rundir.path / PREDICTIONS_DIR
+    if predictions.exists() and not predictions.is_dir():
+        raise ConfigError(f"{str(predictions)!r} is a file; allowed: the folder where bnnkit "
+                          "evaluate writes the predictions (remove the file)")
+    if predictions.is_dir():
+        check_writable_folder(predictions, "predictions")
+    for target in (rundir.path / f"evaluation{suffix}.json",
+                   predictions / f"test{suffix}.npz"):
+        if target.is_dir():
+            raise ConfigError(f"{str(target)!r} is a folder; allowed: the file bnnkit evaluate "
+                              "writes (remove the folder)")
 
 
 def export_samples(run_dir: str | os.PathLike, out: str | os.PathLike) -> dict[str, tuple]:

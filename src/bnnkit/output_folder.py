@@ -3,7 +3,9 @@ or replaced (``--overwrite``), and only when it holds that output's settings fil
 
 Every experiment and :func:`bnnkit.report.document.document` check their folder with
 :func:`check` before they read a run or write a byte, so a refused command leaves nothing
-behind. It sits below both, so that ``report/`` does not import ``experiments/``.
+behind. A folder inside a run directory is refused: a run directory holds only what its run
+writes, so no export can replace one of its files. It sits below both, so that ``report/``
+does not import ``experiments/``.
 
 Example:
     >>> import tempfile
@@ -23,8 +25,19 @@ from pathlib import Path
 from bnnkit.errors import ConfigError
 
 
+def _continue_or_replace(flags: tuple[str, ...]) -> str:
+    """The advice for a folder in the way, naming only the flags the command takes."""
+    parts = {"--resume": "pass --resume to continue it", "--overwrite": "--overwrite to replace it"}
+    offered = [parts[f] for f in ("--resume", "--overwrite") if f in flags]
+    if not offered:
+        return "allowed: an empty folder or a new path"
+    if len(offered) == 1 and offered[0].startswith("--"):
+        return "pass " + offered[0]
+    return " or ".join(offered)
+
+
 def check(out: str | os.PathLike, settings_file: str, what: str, *, resume: bool,
-          overwrite: bool) -> None:
+          overwrite: bool, flags: tuple[str, ...] = ("--resume", "--overwrite")) -> None:
     """Check, writing nothing, that an experiment may be written into (or continued in) ``out``.
 
     Args:
@@ -33,12 +46,16 @@ def check(out: str | os.PathLike, settings_file: str, what: str, *, resume: bool
         what: the experiment's output, for the messages (``"surface"``).
         resume: continue the experiment in ``out``.
         overwrite: replace the experiment in ``out``.
+        flags: which of ``--resume`` and ``--overwrite`` the command offers (its messages
+            advise no other).
 
     Raises:
         ConfigError: both flags, an empty path, a file in the way, a folder that cannot be
-            written, ``resume`` of a folder without ``settings_file``, a non-empty folder
-            without either flag, or ``overwrite`` of a folder without ``settings_file``.
+            written, a folder inside a run directory, ``resume`` of a folder without
+            ``settings_file``, a non-empty folder without either flag, or ``overwrite`` of a
+            folder without ``settings_file``.
     """
+    from bnnkit.runs.directory import check_outside_runs
     given = os.fspath(out)
     path = Path(given)
     if resume and overwrite:
@@ -56,6 +73,7 @@ def check(out: str | os.PathLike, settings_file: str, what: str, *, resume: bool
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"--out {given!r} cannot be written: {str(existing)!r} does not "
                           "allow this user to write")
+    check_outside_runs(given, "--out")
     has_settings = (path / settings_file).is_file()
     if resume:
         if not has_settings:
@@ -65,8 +83,7 @@ def check(out: str | os.PathLike, settings_file: str, what: str, *, resume: bool
 
     if path.is_dir() and any(e.name != LOCK_FILE for e in path.iterdir()):
         if not overwrite:
-            raise ConfigError(f"--out {given!r} is not empty; pass --resume to continue it or "
-                              "--overwrite to replace it")
+            raise ConfigError(f"--out {given!r} is not empty; {_continue_or_replace(flags)}")
         if not has_settings:
             raise ConfigError(f"refusing to overwrite {given!r}: it is not empty and holds no "
                               f"{settings_file}, so it is not a {what} of bnnkit")

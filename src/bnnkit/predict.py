@@ -153,6 +153,46 @@ def predict(
     return Prediction(task="regression", means=means, stds=stds, per_sample=per_sample(means))
 
 
+#: Smallest probability a draw's log density is taken of (as the categorical NLL clips).
+_MIN_PROB = 1e-12
+
+
+def draw_log_density(prediction: Prediction, y: np.ndarray) -> np.ndarray:
+    """``log p(y_i | x_i, θ_s)`` of every draw s at every test point i, per chain.
+
+    Regression: the Gaussian log density of each draw's mean and std (original units) at the
+    target, on every point; classification: the log probability of the label, on the first M
+    points whose per-draw probabilities the prediction keeps (clipped at 1e-12, as the NLL is).
+    What the running log predictive density of each chain is made of
+    (:func:`bnnkit.metrics.within_chain.running_lpd`).
+
+    Args:
+        prediction: a model average over Markov chains (:func:`predict`).
+        y: the targets (original units) or labels of the inputs it was made at.
+
+    Returns:
+        (chains, samples, points).
+
+    Example:
+        >>> pred = Prediction("regression", means=np.zeros((2, 3)), stds=np.ones((2, 3)),
+        ...                   per_sample=np.zeros((1, 2, 3)))
+        >>> draw_log_density(pred, np.zeros(3)).shape, round(float(
+        ...     draw_log_density(pred, np.zeros(3))[0, 0, 0]), 4)  # log N(0 | 0, 1)
+        ((1, 2, 3), -0.9189)
+    """
+    chains, samples = prediction.per_sample.shape[:2]
+    if prediction.task == "classification":
+        probs = np.asarray(prediction.per_sample, np.float64)
+        labels = np.asarray(y)[: probs.shape[2]].astype(int)
+        picked = np.take_along_axis(probs, labels[None, None, :, None], axis=-1)[..., 0]
+        return np.log(np.clip(picked, _MIN_PROB, None))
+    mean = np.asarray(prediction.means, np.float64)
+    std = np.asarray(prediction.stds, np.float64)
+    z = (np.asarray(y, np.float64)[None] - mean) / std
+    log_density = -0.5 * z**2 - np.log(std) - 0.5 * math.log(2 * math.pi)
+    return log_density.reshape(chains, samples, -1)
+
+
 def output_covariance_fn(posterior, apply):
     """``x -> (outputs, J Λ⁻¹ Jᵀ)`` of the linearised network at θ*, jitted."""
     from bnnkit.inference.laplace import ggn

@@ -31,7 +31,14 @@ from bnnkit.data.npz import from_arrays as dataset_from_arrays
 from bnnkit.errors import ConfigError
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import imported
-from bnnkit.settings import Exclusive, check_numbers, setting
+from bnnkit.settings import (
+    MAX_INT32,
+    Exclusive,
+    check_dtype,
+    check_numbers,
+    check_representable,
+    setting,
+)
 from bnnkit.types import Batch, Key, Params
 
 
@@ -91,12 +98,12 @@ class ProblemConfig:
     standardize: bool | None = setting(None, help="standardise a user .npz file with its "
                                                   "training statistics")
     subset_train_to: int | None = setting(None, help="keep only the first N training examples",
-                                          bounds=(1, None))
+                                          bounds=(1, MAX_INT32))
     data_dir: str | None = setting(None, help="folder with dataset files (default: "
                                               "$BNNKIT_DATA_DIR or the download cache)")
     chunk_size: int | None = setting(None, help="evaluate the full-batch likelihood in chunks "
                                                 "of N examples (bounds memory)",
-                                     bounds=(1, None))
+                                     bounds=(1, MAX_INT32))
     prior: str | None = setting(
         None, metavar="SPEC",
         help="prior of every weight and bias: NAME or NAME:key=value,... e.g. "
@@ -128,6 +135,7 @@ class ProblemConfig:
 
     def __post_init__(self) -> None:
         check_numbers(self)
+        check_dtype(self, np.float64 if self.float64 else np.float32)
         if self.model_args is not None and not imported.is_import_path(self.model):
             raise ConfigError(f"--model-args is for a --model package.module:ClassName, not "
                               f"{self.model!r}")
@@ -143,6 +151,10 @@ class ProblemConfig:
         }
         for name, value in canonical.items():
             object.__setattr__(self, name, value)
+        # A prior's numbers are the run's numbers too.
+        for name, number in priors.spec.numbers(self.prior, self.bias_prior, self.layer_priors,
+                                                self.noise_prior):
+            check_representable(name, number, np.float64 if self.float64 else np.float32)
 
     @classmethod
     def from_dict(cls, values: dict) -> ProblemConfig:

@@ -6,6 +6,19 @@ change on ``--resume``. ``bnnkit``'s flags are derived from these fields
 (:mod:`bnnkit.commands.flags`), so a default lives in exactly one place. The ``check_*``
 helpers give the one-line errors that name the flag.
 
+What every Config's values are checked against, once, by :func:`check_numbers` (the command
+line and Python users get the same one-line :class:`~bnnkit.errors.ConfigError`):
+
+- the field's type annotation: ``int`` takes integers only (``num_chains=2.5`` is refused),
+  ``float`` numbers, ``bool`` ``True``/``False``, ``str`` text, ``X | None`` also ``None``;
+  NumPy scalars are taken as the Python number they hold;
+- the field's ``bounds``; an integer setting without a declared upper bound still has one,
+  :data:`MAX_INT32`, the most a shape or a jitted argument holds, so no count becomes an
+  overflow deep inside JAX;
+- and, once the run's dtype is known, every real number after conversion to it
+  (:func:`check_dtype`): a value that float32 turns into inf, or into 0 (XLA flushes
+  subnormals), is refused naming the value and the range, while a float64 run allows more.
+
 Example:
     >>> import dataclasses
     >>> @dataclasses.dataclass(frozen=True)
@@ -21,13 +34,31 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+import types
 import typing
 from typing import Any
+
+import numpy as np
 
 from bnnkit.errors import ConfigError
 
 #: Seeds ``jax.random.PRNGKey`` takes without wrapping around or overflowing.
 SEED_BOUNDS = (0, 2**32 - 1)
+#: The largest integer a shape or a jitted int32 argument holds: the upper bound of every
+#: integer setting that declares none.
+MAX_INT32 = 2**31 - 1
+#: Iterations, epochs and every count of them (burn-in, checkpoint and evaluation intervals):
+#: a unit's index is folded into a uint32 key and counted as int32 on the device.
+UNITS = (1, MAX_INT32)
+#: Chains or ensemble members run together: each holds a whole state (a network's
+#: parameters, momenta, adaptation), so more than 2^16 of them is a mistake, not a run.
+MEMBERS = (1, 2**16)
+#: Draws of the weights per step or per evaluation (VI, Laplace): each is a network to
+#: evaluate on the data, so more than 2^16 cannot be what was meant.
+DRAWS = (1, 2**16)
+#: Leapfrog steps in one HMC iteration: counts stay exact as float32 up to 2^24.
+LEAPFROG_STEPS = (1, 2**24)
 
 
 class Exclusive(float):
@@ -58,6 +89,8 @@ def _allowed(low: float | None, high: float | None) -> str:
 
 def _number(bound: float) -> str:
     value = float(bound)
+    if abs(value) >= 1e16:
+        return f"{value:.2g}"
     return str(int(value)) if value.is_integer() else str(value)
 
 
@@ -90,6 +123,47 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None =
         "help": help, "flag": flag, "aliases": tuple(aliases), "choices": choices,
         "metavar": metavar, "resumable": resumable, "action": action, "cli": cli,
         "bounds": bounds})
+
+
+#: Units a duration may be written in, and their seconds.
+DURATION_UNITS = {"d": 86_400.0, "h": 3_600.0, "min": 60.0, "m": 60.0, "s": 1.0}
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(d|h|min|m|s)")
+
+
+def parse_duration(value: Any, name: str = "--max-time") -> float:
+    """Seconds from a duration: a number of seconds, or numbers with units (``90s``,
+    ``30m``, ``2h``, ``1h30m``, ``1.5h``; ``d``, ``h``, ``m`` or ``min``, ``s``).
+
+    Raises:
+        ConfigError: anything else, or a duration that is not positive and finite, naming
+            ``name``.
+
+    Example:
+        >>> parse_duration("30m"), parse_duration("1h30m"), parse_duration("90s"), parse_duration(5)
+        (1800.0, 5400.0, 90.0, 5.0)
+        >>> parse_duration("3x")
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: --max-time '3x' is not a duration; allowed: seconds (90) \
+or numbers with units d, h, m (min), s, such as 90s, 30m, 2h, 1h30m
+    """
+    seconds = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = _DURATION.findall(text)
+            if parts and "".join(number + unit for number, unit in parts) == text:
+                seconds = sum(float(number) * DURATION_UNITS[unit] for number, unit in parts)
+    if seconds is None:
+        raise ConfigError(f"{name} {value!r} is not a duration; allowed: seconds (90) or numbers "
+                          "with units d, h, m (min), s, such as 90s, 30m, 2h, 1h30m")
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"{name} {value!r} out of range; allowed: a duration > 0")
+    return seconds
 
 
 def flag(cls: type, name: str) -> str:
@@ -131,11 +205,66 @@ def check_choice(cls: type, name: str, value: str, allowed: tuple[str, ...]) -> 
         raise ConfigError(f"unknown {flag(cls, name)} {value!r}; allowed: {', '.join(allowed)}")
 
 
-def check_numbers(config: Any) -> None:
-    """Every number of a Config finite, and within the ``bounds`` its field declares.
+def _kinds(hint: Any) -> tuple[set[type], bool]:
+    """The basic types a field's annotation allows, and whether ``None`` is allowed."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+    else:
+        args = (hint,)
+    kinds = {a for a in args if a in (bool, int, float, str)}
+    return kinds, type(None) in args
 
-    Called once by each Config's ``__post_init__``, so the command line and Python users get
-    the same one-line refusal before anything runs.
+
+_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _typed(cls: type, field: dataclasses.Field, value: Any, hint: Any) -> Any:
+    """``value`` as the field's type allows it (NumPy scalars as Python numbers, integers of
+    a real field as floats), or a one-line refusal."""
+    kinds, optional = _kinds(hint)
+    if not kinds or (value is None and optional):
+        return value
+    if isinstance(value, np.generic) and not isinstance(value, (np.str_, np.bytes_)):
+        value = value.item()
+    if field.metadata.get("action") == "append" and isinstance(value, (list, tuple)) and all(
+            isinstance(v, str) for v in value):
+        return value  # a repeatable flag's values, joined by the Config itself
+    if isinstance(value, bool):
+        ok = bool in kinds
+    elif isinstance(value, int):
+        ok = int in kinds or float in kinds
+        if ok and int not in kinds:
+            value = float(value)
+    elif isinstance(value, float):
+        ok = float in kinds
+    elif isinstance(value, str):
+        ok = str in kinds
+    else:
+        ok = False
+    if not ok:
+        words = [_WORDS[k] for k in (bool, int, float, str) if k in kinds]
+        if int in kinds and float in kinds:
+            words.remove("an integer")
+        if optional:
+            words.append("None")
+        low, high = field.metadata.get("bounds") or (None, None)
+        if int in kinds and high is None:
+            high = MAX_INT32
+        where = f" {_allowed(low, high)}" if (low is not None or high is not None) and (
+            int in kinds or float in kinds) else ""
+        raise ConfigError(f"{field.name}={value!r} ({flag(cls, field.name)}) is a "
+                          f"{type(value).__name__}; allowed: {' or '.join(words)}{where}")
+    return value
+
+
+def check_numbers(config: Any) -> None:
+    """Every value of a Config of the type its field declares, every number finite, and
+    within the ``bounds`` its field declares (an integer without a declared upper bound:
+    at most :data:`MAX_INT32`).
+
+    Called once by each Config's ``__post_init__``, before anything else reads the values, so
+    the command line and Python users get the same one-line refusal before anything runs.
+    NumPy scalars are stored as the Python numbers they hold (so the Config stays JSON).
 
     Raises:
         ConfigError: naming the flag, the value and what is allowed.
@@ -162,13 +291,86 @@ def check_numbers(config: Any) -> None:
         bnnkit.errors.ConfigError: --target 1.0 out of range; allowed: in (0, 1)
     """
     cls = type(config)
+    hints = field_types(cls)
     for field in dataclasses.fields(cls):
         value = getattr(config, field.name)
+        typed = _typed(cls, field, value, hints[field.name])
+        if typed is not value:
+            object.__setattr__(config, field.name, typed)
+            value = typed
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{flag(cls, field.name)} {value} must be a finite number")
         low, high = field.metadata.get("bounds") or (None, None)
+        if isinstance(value, int) and high is None:
+            high = MAX_INT32
         if _outside(value, low, high):
             raise ConfigError(f"{flag(cls, field.name)} {value} out of range; allowed: "
                               f"{_allowed(low, high)}")
+
+
+def check_dtype(config: Any, dtype: Any) -> None:
+    """Every real number of a Config representable in the run's ``dtype``: not beyond its
+    largest value (it would become inf) and, unless 0, not below its smallest normal one (it
+    would become 0: XLA flushes subnormals).
+
+    Called by the run driver once the dtype is known (float32 unless the problem asks for
+    float64), and by :class:`~bnnkit.problem.ProblemConfig` for its own numbers.
+
+    Raises:
+        ConfigError: naming the flag, the value and the range the dtype allows.
+
+    Example:
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Example:
+        ...     weight_decay: float = setting(1.0, help="λ", bounds=(0, None))
+        >>> check_dtype(Example(weight_decay=1e40), np.float64)
+        >>> check_dtype(Example(weight_decay=1e40), np.float32)
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: --weight-decay 1e+40 is beyond float32, ... (it would become
+        inf); allowed: 0..3.4e+38 (a float64 run allows up to 1.8e+308)
+    """
+    cls = type(config)
+    hints = field_types(cls)
+    for field in dataclasses.fields(cls):
+        value = getattr(config, field.name)
+        if float not in _kinds(hints[field.name])[0]:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        check_representable(flag(cls, field.name), value, dtype,
+                            field.metadata.get("bounds") or (None, None))
+
+
+def check_representable(name: str, value: float, dtype: Any,
+                        bounds: tuple[float | None, float | None] = (None, None)) -> None:
+    """A real number as ``dtype`` holds it: refused when it would become inf or 0.
+
+    Args:
+        name: what the value is, for the message (a flag, ``"prior 'laplace': scale"``).
+        value: the number.
+        dtype: the run's floating dtype.
+        bounds: the range the value's setting declares, shown with the dtype's.
+
+    Raises:
+        ConfigError: naming ``name``, the value and the range.
+    """
+    info = np.finfo(dtype)
+    size = abs(float(value))
+    if size <= float(info.max) and (size == 0 or size >= float(info.tiny)):
+        return
+    big = size > float(info.max)
+    low, high = bounds
+    wide = np.finfo(np.float64)
+    if big:
+        high = float(info.max) if high is None else min(float(high), float(info.max))
+        limit = f"up to {float(wide.max):.2g}"
+    else:
+        limit = f"down to {float(wide.tiny):.2g}"
+    low_text = "" if big else f"|x| >= {float(info.tiny):.2g} or 0"
+    allowed = _allowed(low, high) if big else low_text
+    more = "" if info.dtype == np.float64 else f" (a float64 run allows {limit})"
+    raise ConfigError(f"{name} {value:g} is beyond {info.dtype}, in which the run computes "
+                      f"(it would become {'inf' if big else '0'}); allowed: {allowed}{more}")

@@ -103,8 +103,9 @@ def _hmc(map_run, tmp_path):
          "--dataset 'yacht_1' does not match the MAP run, which is for dataset 'yacht_0'"),
         (None, ["--model", "mlp_regression"], "--model 'mlp_regression' does not match"),
         (None, ["--prior-precision", "-1"], "--prior-precision '-1' must be 'auto' or a finite"),
-        (None, ["--num-samples", "0"], "--num-samples 0 must be an integer >= 1"),
-        (None, ["--chunk-size", "0"], "--curvature-chunk-size 0 must be an integer >= 1"),
+        (None, ["--num-samples", "0"], "--num-samples 0 out of range; allowed: 1..65536"),
+        (None, ["--chunk-size", "0"],
+         "--curvature-chunk-size 0 out of range; allowed: 1..2147483647"),
         (None, ["--member", "3"], "--member 3 out of range: the MAP run has 1 member(s)"),
     ],
 )

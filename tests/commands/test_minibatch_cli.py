@@ -101,7 +101,7 @@ def test_resume_equals_uninterrupted(tmp_path, capsys):
     (["sgmcmc", *COMMON, "--init-step-size", "1e-5", "--num-epochs", "4",
       "--final-step-size", "0"], "--final-step-size 0"),
     (["ensemble", *COMMON, "--init-step-size", "1e-4", "--num-epochs", "2",
-      "--num-members", "0"], "--num-members 0 out of range; allowed: >= 1"),
+      "--num-members", "0"], "--num-members 0 out of range; allowed: 1..65536"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, fragment, tmp_path, capsys):
     code = main([*argv, "--dir", str(tmp_path / "bad")])

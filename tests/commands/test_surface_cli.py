@@ -76,10 +76,10 @@ def test_runs_of_another_posterior_are_refused(linear_run, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--grid-size", "0"], "--grid-size 0 must be an integer >= 2"),
+    (["--grid-size", "0"], "--grid-size 0 out of range; allowed: 2..1024"),
     (["--limit-left", "1", "--limit-right", "0"], "--limit-left 1.0 must be below"),
     (["--limit_bottom", "2", "--limit_top", "1"], "--limit-bottom 2.0 must be below"),
-    (["--chunk-size", "0"], "--chunk-size 0 must be an integer >= 1"),
+    (["--chunk-size", "0"], "--chunk-size 0 out of range; allowed: 1..1048576"),
     (["--resume"], "nothing to resume"),
     (["--resume", "--overwrite"], "exclude each other"),
 ])

@@ -141,9 +141,9 @@ def _edited_copy(src, dst, **changes):
 @pytest.mark.parametrize("case, fragment", [
     ("sigma0", "--vi-sigma-init 0.0 out of range; allowed: > 0"),
     ("sigma_neg", "--vi-sigma-init -0.1 out of range; allowed: > 0"),
-    ("samples0", "--vi-num-samples 0 must be an integer >= 1"),
+    ("samples0", "--vi-num-samples 0 out of range; allowed: 1..65536"),
     ("weighting", "unknown --kl-weighting 'linear'; allowed: uniform, blundell"),
-    ("ensemble0", "--vi-ensemble-size 0 must be an integer >= 1"),
+    ("ensemble0", "--vi-ensemble-size 0 out of range; allowed: 1..65536"),
     ("missing", "does not exist; allowed: a finished run directory"),
     ("unfinished", "is unfinished (status 'running')"),
     ("model", "is for model 'mlp_regression', not 'mlp_regression_small'"),

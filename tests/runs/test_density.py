@@ -50,6 +50,24 @@ def test_refuses_minibatch_methods_and_positions_without_a_chain_axis():
         sample(log_density, start(2), config)
 
 
+@pytest.mark.parametrize(("density", "positions", "message"), [
+    (lambda p: p["a"] ** 2, {"a": jnp.zeros((2, 3))},
+     r"log_density gives shape \(3,\) float32 for one position; allowed: a scalar"),
+    (lambda p: jnp.sum(p["a"]) > 0, {"a": jnp.zeros((2, 3))},
+     r"log_density gives shape \(\) bool for one position"),
+    (lambda p: (p["a"].sum(), p["a"].sum()), {"a": jnp.zeros((2, 3))},
+     r"log_density gives a tuple for one position"),
+    (lambda p: jnp.sum(p["a"] ** 2.0), {"a": jnp.zeros((2, 3), jnp.int32)},
+     r"initial position 'a' has dtype int32; allowed: real numbers"),
+], ids=["vector", "bool", "tuple", "integer start"])
+def test_a_density_or_start_the_samplers_cannot_use_is_a_config_error(density, positions,
+                                                                      message):
+    """Python callers get one-line ConfigErrors naming what is wrong, not JAX's TypeErrors."""
+    config = hmc.Config(step_size=1e-2, trajectory_len=0.1, num_chains=2, num_iterations=4)
+    with pytest.raises(ConfigError, match=message):
+        sample(density, positions, config)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["hmc-mass", "hmc-chees", "nuts", "hmc-auto"])
 def test_sample_recovers_a_gaussian_and_says_it_converged(name):

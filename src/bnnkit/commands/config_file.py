@@ -91,11 +91,9 @@ def read(path: str | os.PathLike, command: str, *, problem: bool = True) -> dict
 
 def _from_record(path: str, raw: bytes, command: str, *, problem: bool) -> dict[str, Any]:
     from bnnkit.inference.base import RunSettings
+    from bnnkit.storage import parse_json
 
-    try:
-        record = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{FLAG} {path!r} is not valid JSON: {err}") from None
+    record = parse_json(raw, f"{FLAG} {path!r}")
     if not isinstance(record, dict) or not isinstance(record.get("method_config"), dict):
         raise ConfigError(f"{FLAG} {path!r} is no run.json of bnnkit (no method_config); "
                           "allowed: a TOML file or a run directory's run.json")
@@ -153,6 +151,10 @@ def _value(action: argparse.Action, option: str | None, name: str, value: Any,
 
 def _scalar(action: argparse.Action, value: Any, where: str) -> Any:
     kind = action.type or str
+    if not isinstance(value, (bool, int, float, str)):
+        # TOML's dates and times, for one: no flag takes them.
+        wanted = {int: "an integer", float: "a number"}.get(kind, "a string")
+        raise ConfigError(f"{where} is a {type(value).__name__}; allowed: {wanted}")
     if isinstance(value, bool):
         wanted = {int: "an integer", float: "a number"}.get(kind, "a string")
         raise ConfigError(f"{where} must be {wanted}, not true/false")

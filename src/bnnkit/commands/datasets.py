@@ -7,6 +7,7 @@ import os
 import textwrap
 
 from bnnkit.commands import Command
+from bnnkit.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +41,16 @@ def run(args: argparse.Namespace) -> int:
     from bnnkit.data import catalog
 
     if args.show_corruptions:
+        from bnnkit.evaluation import check_out_file
         from bnnkit.report.corruption_grid import find_image, render_grid
+        from bnnkit.settings import SEED_BOUNDS
+
+        if not SEED_BOUNDS[0] <= args.seed <= SEED_BOUNDS[1]:
+            raise ConfigError(f"--seed {args.seed} out of range; allowed: "
+                              f"{SEED_BOUNDS[0]}..{SEED_BOUNDS[1]}")
+        if not args.out.lower().endswith(".png"):
+            raise ConfigError(f"--out {args.out!r} must name a .png file (the grid is a PNG)")
+        check_out_file(args.out, ".png", "corruption grid")
 
         image, description = find_image(args.show_corruptions, args.data_dir)
         path = render_grid(image, description, args.out, seed=args.seed)

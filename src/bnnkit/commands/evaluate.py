@@ -6,8 +6,28 @@ import argparse
 import json
 import sys
 
+#: How to read the convergence verdict, shown under ``bnnkit evaluate --help``.
+VERDICT_HELP = """\
+For Markov chains the output ends with a convergence verdict on the test predictions, at one
+of three levels:
+  converged         every chain mixed on its own and all agree: the samples are a reference.
+  mixed-multimodal  each chain mixed, but the chains sit in K distinct modes (named); the model
+                    average pools them. A valid reference for the model average, not a
+                    failure: more iterations will not bring the modes together.
+  not-mixed         the chains named failed their own checks (split R-hat over 4 pieces of
+                    the chain, its ESS, its running log predictive density flat over the last
+                    half, its log posterior not rising): run longer (--resume with a larger
+                    --num-iterations, or --until-converged --max-time 2h), tune longer, or
+                    take a smaller step.
+"""
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    # The verdict's levels as laid out here, above the pointer to the docs the parser ends with.
+    p.epilog = VERDICT_HELP + (f"\n{p.epilog}" if p.epilog else "")
+    if not issubclass(p.formatter_class, argparse.RawDescriptionHelpFormatter):
+        p.formatter_class = type("VerdictHelpFormatter",
+                                 (p.formatter_class, argparse.RawDescriptionHelpFormatter), {})
     p.add_argument("run_dir", help="a run directory")
     p.add_argument("--reference", default=None,
                    help="another run on the same data (e.g. HMC) to compare against")

@@ -55,6 +55,9 @@ def run_summary(result) -> str:
     """What a call of the driver ran and how long it took, compilation included (the
     evaluation table's seconds per iteration are the mean after burn-in, without it).
 
+    A run stopped by ``--max-time`` says how far it got; one extended by
+    ``--until-converged`` gives its total over the blocks it ran.
+
     Example:
         >>> from types import SimpleNamespace
         >>> resumed = SimpleNamespace(num_units=120, units_run=20, seconds=10.5,
@@ -62,16 +65,25 @@ def run_summary(result) -> str:
         ...                                                                    "iterations"}})
         >>> run_summary(resumed)
         '20 more iterations in 10.5 s, 0.525 s each with compilation (120 of 120 done)'
+        >>> stopped = SimpleNamespace(num_units=120, units_run=50, seconds=10.0,
+        ...                           seconds_per_unit=0.2, record={"loop": {"kind":
+        ...     "iterations"}, "stopped": {"units_done": 50}})
+        >>> run_summary(stopped)
+        '50 iterations in 10.0 s, 0.2 s each with compilation (50 of 120 done)'
     """
     kind = result.record["loop"]["kind"]
+    done = (result.record.get("stopped") or {}).get("units_done", result.num_units)
+    until = getattr(result, "until_converged", None)
+    if until is not None:
+        return (f"{done} {kind} in {result.seconds:.1f} s over {len(until['blocks'])} "
+                "blocks, compilation included")
     ran = result.num_units if result.units_run is None else result.units_run
-    if ran == result.num_units:
-        return (f"{ran} {kind} in {result.seconds:.1f} s, {result.seconds_per_unit:.3g} s each "
-                "with compilation")
     if ran == 0:
         return f"nothing to run: all {result.num_units} {kind} were done"
-    return (f"{ran} more {kind} in {result.seconds:.1f} s, {result.seconds_per_unit:.3g} s "
-            f"each with compilation ({result.num_units} of {result.num_units} done)")
+    more = " more" if ran < done else ""
+    line = (f"{ran}{more} {kind} in {result.seconds:.1f} s, {result.seconds_per_unit:.3g} s "
+            "each with compilation")
+    return line if ran == result.num_units else f"{line} ({done} of {result.num_units} done)"
 
 
 def method_command(name: str, module: ModuleType) -> Command:
@@ -133,6 +145,10 @@ def method_command(name: str, module: ModuleType) -> Command:
         for warning in result.warnings:
             print(f"bnnkit: warning: {warning}", file=sys.stderr)
         print(f"{run_summary(result)}; run in {args.dir}")
+        if result.until_converged is not None:
+            print(result.until_converged["outcome"])
+        if result.stopped is not None:
+            print(f"{result.stopped}; the same command with --resume continues the run")
         info = result.record.get("posterior_info", {})
         if info.get("num_params") is not None:
             parts = [f"posterior over {info['num_params']} parameters"]

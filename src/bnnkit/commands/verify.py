@@ -11,23 +11,50 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bnnkit.errors import ConfigError
-    from bnnkit.runs.directory import verify
+    from bnnkit.runs.directory import DATA_FINDING, verify
 
     findings, summary = verify(args.run_dir)
     print(f"{args.run_dir}: {summary}")
+    # verify takes no --resume or --overwrite: the advice names the command that does.
+    command = f"the run's command (bnnkit {_method(args.run_dir)} ...)"
     for finding in findings:
-        how = ("--resume recomputes it from the last intact state" if finding.repairable else
-               "--resume cannot recompute it; rerun the same command with --overwrite (the "
-               "run reproduces bit for bit)")
+        if finding.file == DATA_FINDING:
+            how = "restore the data file the run was made on"
+        elif finding.repairable:
+            how = f"{command} with --resume recomputes it from the last intact state"
+        else:
+            how = (f"a resume cannot recompute it; {command} with --overwrite makes the run "
+                   "again (it reproduces bit for bit)")
         print(f"  {finding.file} {finding.problem}: {how}")
     if not findings:
         print("every file matches its manifest and run.json its settings digest")
         return 0
-    fixable = all(f.repairable for f in findings)
+    # Data that changed is no damage to the run: remaking it (--overwrite) would replace a
+    # good run with one on other data, so only restoring the file is advised for it.
+    files = [f for f in findings if f.file != DATA_FINDING]
+    data = ("the data file it was made on changed or is gone; restore that file"
+            if len(files) < len(findings) else "")
+    if not files:
+        raise ConfigError(f"{args.run_dir!r}: {data} (the run's own files are intact)")
+    fixable = all(f.repairable for f in files)
     raise ConfigError(
-        f"{args.run_dir!r} has {len(findings)} damaged, missing or unrecorded file(s); "
-        + ("--resume repairs them" if fixable else "--resume cannot repair them all; rerun "
-           "with --overwrite"))
+        f"{args.run_dir!r} has {len(files)} damaged, missing or unrecorded file(s); "
+        + (f"{command} with --resume repairs them" if fixable else
+           f"a resume cannot repair them all; {command} with --overwrite makes the run again")
+        + (f"; and {data}" if data else ""))
+
+
+def _method(run_dir: str) -> str:
+    """The method of the run in ``run_dir`` as its command is named (``METHOD`` if unknown)."""
+    import json
+    import os
+
+    try:
+        with open(os.path.join(run_dir, "run.json"), "rb") as f:
+            method = json.loads(f.read()).get("method")
+    except (OSError, ValueError, RecursionError, AttributeError):
+        method = None
+    return method if isinstance(method, str) and method.isidentifier() else "METHOD"
 
 
 from bnnkit.commands import Command  # noqa: E402

@@ -1,18 +1,31 @@
-"""A user's own data as an ``.npz`` file holding x_train, y_train, x_test, y_test."""
+"""A user's own data as an ``.npz`` file holding x_train, y_train, x_test, y_test.
+
+A user's file can change under a run made on it, or be named by a path relative to a folder
+the run is later read from. So its :func:`fingerprint` (the resolved absolute path and the
+sha256 of its bytes) is part of the dataset's ``info``, which a run records in ``run.json``;
+whoever reads the run back loads the data from that path and refuses, in one line saying what
+changed, a file that is missing or whose bytes differ (:func:`recorded_file`,
+:func:`same_data`). Runs recorded before fingerprints existed are read as before.
+"""
 
 from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
+from bnnkit import storage
 from bnnkit.data.dataset import Dataset, standardize
 from bnnkit.errors import ConfigError
 
 REQUIRED = ("x_train", "y_train", "x_test", "y_test")
 #: Largest class label: labels are int32 on the device (and a class is one network output).
 MAX_LABEL = 2**31 - 1
+#: Largest real value a data file may hold: real arrays are kept as float32.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _inputs(x: np.ndarray) -> np.ndarray:
@@ -20,29 +33,89 @@ def _inputs(x: np.ndarray) -> np.ndarray:
     return x if np.issubdtype(x.dtype, np.integer) else x.astype(np.float32)
 
 
+def fingerprint(path: str | os.PathLike) -> dict[str, str]:
+    """A data file's identity: its resolved absolute path and the sha256 of its bytes.
+
+    Example:
+        >>> import tempfile
+        >>> path = tempfile.mkdtemp() + "/d.npz"
+        >>> np.savez(path, a=np.zeros(1))
+        >>> sorted(fingerprint(path)), len(fingerprint(path)["sha256"])
+        (['file', 'sha256'], 64)
+    """
+    return {"file": os.path.realpath(path), "sha256": storage.file_sha256(path)}
+
+
+def _short(digest: str) -> str:
+    return f"{digest[:12]}…"
+
+
+def recorded_file(info: Mapping[str, Any], given: str) -> str:
+    """The file to read a run's user data from: the one its fingerprint names, checked.
+
+    Args:
+        info: the run's recorded dataset (``run.json``'s ``dataset``).
+        given: the dataset as the run was given it (``--dataset``), returned for a run
+            without a fingerprint (a registry dataset, or a run of an older bnnkit).
+
+    Raises:
+        ConfigError: the recorded file is gone, or its bytes are not those the run was made on.
+    """
+    file, digest = info.get("file"), info.get("sha256")
+    if not isinstance(file, str) or not isinstance(digest, str):
+        return given
+    if not os.path.isfile(file):
+        raise ConfigError(f"the run's data file {file!r} (--dataset {given!r}) no longer "
+                          "exists; allowed: the file the run was made on, at that path")
+    now = storage.file_sha256(file)
+    if now != digest:
+        raise ConfigError(f"the run's data file {file!r} changed since the run was made on it "
+                          f"(sha256 {_short(digest)} then, {_short(now)} now); allowed: the "
+                          "data the run was made on")
+    return file
+
+
+def same_data(recorded: Mapping[str, Any], given: Mapping[str, Any], flag: str) -> bool:
+    """Whether the data given now (its dataset ``info``) is the file a run recorded.
+
+    Returns:
+        ``True`` when both carry a file's fingerprint and the bytes are the same (wherever the
+        file now is); ``False`` when either has none (nothing to compare: a registry dataset,
+        or arrays in memory, whose ``sha256`` is in the dataset's name that the settings
+        compare).
+
+    Raises:
+        ConfigError: both carry one and the bytes differ, naming both files.
+    """
+    old, new = recorded.get("sha256"), given.get("sha256")
+    if not all(isinstance(v, str) for v in (old, new, recorded.get("file"), given.get("file"))):
+        return False
+    if old != new:
+        raise ConfigError(f"{flag} {given.get('file')!r} (sha256 {_short(new)}) is not the data "
+                          f"the run was made on ({recorded.get('file')!r}, sha256 "
+                          f"{_short(old)}); allowed: the same data")
+    return True
+
+
 def _read(path: str) -> dict[str, np.ndarray]:
     """The four arrays of an npz file; anything else (an .npy, a truncated or empty file,
-    pickled objects) is refused in one line."""
+    pickled objects, a header that claims more than the file holds) is refused in one line."""
     try:
-        archive = np.load(path, allow_pickle=False)
-        if not isinstance(archive, np.lib.npyio.NpzFile):
+        arrays = storage.read_npz(path, REQUIRED)
+    except ValueError as err:
+        if "single .npy" in str(err):
             raise ConfigError(f"dataset file {path!r} is a single .npy array, not an .npz "
-                              f"archive; allowed: an .npz with {', '.join(REQUIRED)}")
-        with archive:
-            missing = [k for k in REQUIRED if k not in archive.files]
-            if missing:
-                raise ConfigError(
-                    f"dataset file {path!r} lacks {', '.join(missing)}; it must hold "
-                    f"{', '.join(REQUIRED)}"
-                )
-            return {k: np.asarray(archive[k]) for k in REQUIRED}
-    except ConfigError:
-        raise
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        raise ConfigError(
-            f"dataset file {path!r} is not a readable .npz without pickles "
-            f"({type(err).__name__}: {' '.join(str(err).split())})"
-        ) from None
+                              f"archive; allowed: an .npz with {', '.join(REQUIRED)}") from None
+        raise ConfigError(f"dataset file {path!r} is not a readable .npz without pickles "
+                          f"({type(err).__name__}: {' '.join(str(err).split())})") from None
+    except (OSError, EOFError, zipfile.BadZipFile) as err:
+        raise ConfigError(f"dataset file {path!r} is not a readable .npz without pickles "
+                          f"({type(err).__name__}: {' '.join(str(err).split())})") from None
+    missing = [k for k in REQUIRED if k not in arrays]
+    if missing:
+        raise ConfigError(f"dataset file {path!r} lacks {', '.join(missing)}; it must hold "
+                          f"{', '.join(REQUIRED)}")
+    return arrays
 
 
 def _check_targets(where: str, y_train: np.ndarray, y_test: np.ndarray) -> None:
@@ -88,7 +161,8 @@ def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ConfigError(f"dataset file {path!r} does not exist")
-    return from_arrays(_read(path), name=path, where=repr(path), info={"source": path},
+    return from_arrays(_read(path), name=path, where=repr(path),
+                       info={"source": path, **fingerprint(path)},
                        standardize_data=standardize_data)
 
 
@@ -101,7 +175,9 @@ def from_arrays(arrays: dict[str, np.ndarray], *, name: str, where: str, info: d
         arrays: the four arrays (others are ignored).
         name: the dataset's name.
         where: how messages name the source (``"'my_data.npz'"``).
-        info: the dataset's provenance.
+        info: the dataset's provenance: for a file its :func:`fingerprint`, for arrays in
+            memory their ``sha256`` (:func:`bnnkit.problem.arrays_sha256`), the field a run
+            records and checks in either case.
         standardize_data: standardise with training statistics.
 
     Raises:
@@ -130,6 +206,9 @@ def from_arrays(arrays: dict[str, np.ndarray], *, name: str, where: str, info: d
         arrays["x_train"] = arrays["x_train"][:, None]
     if arrays["x_test"].ndim == 1:
         arrays["x_test"] = arrays["x_test"][:, None]
+    if 0 in arrays["x_train"].shape[1:]:
+        raise ConfigError(f"{where}: x_train has shape {arrays['x_train'].shape}, 0 features "
+                          "per example; allowed: at least 1")
     if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
         raise ConfigError(
             f"{where}: x_train rows have shape {arrays['x_train'].shape[1:]} but x_test rows "
@@ -142,6 +221,13 @@ def from_arrays(arrays: dict[str, np.ndarray], *, name: str, where: str, info: d
         if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
             bad = int(np.sum(~np.isfinite(value)))
             raise ConfigError(f"{where}: {key} holds {bad} NaN or infinite values")
+        if np.issubdtype(value.dtype, np.floating) and value.size:
+            # Real arrays are kept as float32: a larger value would become inf.
+            largest = float(np.max(np.abs(value)))
+            if largest > FLOAT32_MAX:
+                raise ConfigError(f"{where}: {key} holds {largest:.3g}, beyond float32's "
+                                  f"range, in which bnnkit keeps data; allowed: |value| <= "
+                                  f"{FLOAT32_MAX:.3g}")
     _check_targets(where, arrays["y_train"], arrays["y_test"])
 
     # Integer targets are class labels; anything else is a real-valued regression target.

@@ -501,7 +501,8 @@ def _check_out(out: Path, config: Config) -> bool:
         return True
     from bnnkit import output_folder
 
-    output_folder.check(out, SETTINGS_FILE, "paper study", resume=False, overwrite=False)
+    output_folder.check(out, SETTINGS_FILE, "paper study", resume=False, overwrite=False,
+                        flags=())
     return False
 
 

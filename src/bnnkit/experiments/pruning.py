@@ -199,9 +199,10 @@ def prune_run(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
               member: int = 0) -> list[dict]:
     """Prune a stored VI run and write the table and figures; returns the table rows.
 
-    Writes to ``out`` (default ``RUN_DIR/pruning``): ``pruning.json`` (every metric),
-    ``pruning.md`` (the table), ``pruning.png`` (error against the share removed) and
-    ``snr_histogram.png`` (Blundell et al.'s Fig. 4).
+    Writes to ``out`` (default ``RUN_DIR/pruning``, the one folder inside a run directory
+    that is not the run's own; another ``out`` inside a run directory is refused):
+    ``pruning.json`` (every metric), ``pruning.md`` (the table), ``pruning.png`` (error
+    against the share removed) and ``snr_histogram.png`` (Blundell et al.'s Fig. 4).
 
     Raises:
         ConfigError: not a VI run, a fraction outside [0, 1), a member that does not exist,
@@ -213,12 +214,20 @@ def prune_run(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
         >>> rows = prune_run("runs/bbb_mnist", fractions=[0.0, 0.95])  # doctest: +SKIP
     """
     from bnnkit.report import pruning_plots
-    from bnnkit.runs import load_run
+    from bnnkit.runs import RunDir, load_run
+    from bnnkit.runs.directory import PRUNING_DIR, check_outside_runs
 
     fractions = check_fractions(DEFAULT_FRACTIONS if fractions is None else fractions)
-    out_dir = Path(out) if out is not None else Path(run_dir) / "pruning"
+    own = Path(run_dir) / PRUNING_DIR
+    out_dir = Path(out) if out is not None else own
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"--out {str(out_dir)!r} is a file; allowed: a folder")
+    if os.path.realpath(out_dir) == os.path.realpath(own):
+        RunDir(run_dir).check_links()  # the run's own pruning/ folder: no link out of it
+    else:
+        check_outside_runs(out_dir, "--out")
+    for name in ("pruning.json", "pruning.md", "pruning.png", "snr_histogram.png"):
+        storage.refuse_link(out_dir / name)
     record, problem, posterior, _ = load_run(run_dir, network=True)
     members = vi_members(posterior, run_dir, record.get("method"))
     if not 0 <= member < len(members):
@@ -226,17 +235,21 @@ def prune_run(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
     q = members[member]
     rows = pruning_table(problem, q, fractions, include_biases)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     task = problem.dataset.task
+    name = problem.dataset.name
+    title = f"{problem.config.model} on {Path(name).stem if name.endswith('.npz') else name}"
+    # Everything is computed before the first byte is written: a failure leaves no half.
+    files = {
+        "pruning.md": (markdown(rows, task) + "\n").encode(),
+        "pruning.png": pruning_plots.pruning_curve_png(rows, task, title=title),
+        "snr_histogram.png": pruning_plots.snr_histogram_png(log_snr_db(q, include_biases),
+                                                             fractions, title=title),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for file, data in files.items():
+        storage.atomic_write_bytes(out_dir / file, data)
     storage.write_json(out_dir / "pruning.json", {
         "run": str(run_dir), "dataset": problem.dataset.name, "model": problem.config.model,
         "include_biases": include_biases, "member": member, "rows": rows,
     })
-    storage.atomic_write_bytes(out_dir / "pruning.md", (markdown(rows, task) + "\n").encode())
-    name = problem.dataset.name
-    title = f"{problem.config.model} on {Path(name).stem if name.endswith('.npz') else name}"
-    storage.atomic_write_bytes(out_dir / "pruning.png",
-                               pruning_plots.pruning_curve_png(rows, task, title=title))
-    storage.atomic_write_bytes(out_dir / "snr_histogram.png", pruning_plots.snr_histogram_png(
-        log_snr_db(q, include_biases), fractions, title=title))
     return rows

@@ -69,7 +69,9 @@ SAME_POSTERIOR = (*problem_lib.DATA_SETTINGS, "standardize", *problem_lib.POSTER
 class Config:
     """The grid: its window in plane coordinates, its size, and how many points per call."""
 
-    grid_size: int = setting(20, help="grid points along each axis")
+    #: At most 1024 points along an axis: the grid's 2^20 full-batch evaluations are already
+    #: days of work, and a larger grid's arrays would not fit in memory.
+    grid_size: int = setting(20, help="grid points along each axis", bounds=(2, 1024))
     limit_left: float = setting(-0.25, help="left end of the horizontal axis, in units of "
                                             "‖θ_B − θ_A‖ (A at 0, B at 1)")
     limit_right: float = setting(1.25, help="right end of the horizontal axis")
@@ -78,7 +80,7 @@ class Config:
     limit_top: float = setting(1.25, help="top of the vertical axis")
     chunk_size: int = setting(20, help="grid points evaluated per jitted, vmapped call (bounds "
                                        "memory: each holds the network's outputs on the full "
-                                       "training set)")
+                                       "training set)", bounds=(1, 2**20))
 
     def __post_init__(self) -> None:
         cls = type(self)
@@ -250,11 +252,9 @@ def _source(spec: str) -> _Source:
 
 
 def _problem_config(record: dict, where: str) -> problem_lib.ProblemConfig:
-    try:
-        return problem_lib.ProblemConfig.from_dict(record["problem"])
-    except TypeError as err:  # a run of an older layout, edited by hand
-        raise ConfigError(f"{where} is damaged: its problem is not one this bnnkit can build "
-                          f"({err})") from None
+    from bnnkit.runs.stored import recorded_problem
+
+    return recorded_problem(record, where)
 
 
 def common_problem(sources: Sequence[_Source],

@@ -444,7 +444,11 @@ def reasonable_step_size(key: jax.Array, start, logdensity_fn: Callable, step_si
     def kernel_at(eps):
         return lambda k, s: base(k, s, logdensity_fn, eps, ones, 1)
 
-    return find_reasonable_step_size(key, kernel_at, start, step_size, target_accept=target)
+    found = find_reasonable_step_size(key, kernel_at, start, step_size, target_accept=target)
+    # Doubling stops at the first ε whose acceptance fell below the target, which can be past
+    # the leapfrog's stability limit (a stiff start accepted 0.9 at ε and 1e-34 at 2ε, and every
+    # first trajectory was rejected); the ε before it is the largest one seen to accept.
+    return jnp.where(found > step_size, found / 2, found)
 
 
 def hmc_init(key: jax.Array, start, logdensity_fn: Callable, step_size: float,

@@ -41,7 +41,16 @@ import jax
 
 from bnnkit.errors import ConfigError
 from bnnkit.posterior.base import Posterior
-from bnnkit.settings import SEED_BOUNDS, Exclusive, check_numbers, setting
+from bnnkit.settings import (
+    MAX_INT32,
+    MEMBERS,
+    SEED_BOUNDS,
+    UNITS,
+    Exclusive,
+    check_numbers,
+    parse_duration,
+    setting,
+)
 from bnnkit.types import Batch, Key, Params
 
 State = Any
@@ -180,9 +189,7 @@ class RunSettings:
             cls.API_NAME = cls.METHOD.upper()
 
     def __post_init__(self) -> None:
-        if int(self.seed) != self.seed:
-            raise ConfigError(f"--seed {self.seed} must be an integer")
-        check_numbers(self)
+        check_numbers(self)  # first: every value of its field's type before any is read
 
     def loop(self, num_train: int) -> Loop:
         """How the run driver runs this method on ``num_train`` training examples."""
@@ -229,25 +236,41 @@ class IterationSettings(RunSettings):
     """Full-batch methods (HMC, NUTS): iterations over the whole training set, several chains."""
 
     num_iterations: int = setting(1000, help="iterations, burn-in included", resumable=True,
-                                  bounds=(1, None))
+                                  bounds=UNITS)
     num_burn_in: int = setting(0, aliases=("--num-burn-in-iterations",),
                                help="iterations whose samples are discarded (and where the "
-                                    "sampler adapts)", bounds=(0, None))
+                                    "sampler adapts)", bounds=(0, UNITS[1]))
     num_chains: int | None = setting(
-        None, bounds=(1, None),
+        None, bounds=MEMBERS,
         help="independent chains, run together; default: one per chain (member) of the "
              "--init-checkpoint run, else 1")
     checkpoint_every: int = setting(1, resumable=True, aliases=("--save-freq",),
                                     help="write the full chain state every N iterations",
-                                    bounds=(1, None))
+                                    bounds=UNITS)
     init_checkpoint: str | None = setting(
         None, metavar="RUN[:SAMPLE]",
         help="start the chains from another run's parameters (its last kept sample, or the "
              "one of index SAMPLE): chain c from that run's chain c mod its chains, so from a "
              "deep ensemble each chain starts at its own member and is tuned on its own")
+    # How long the driver runs, never what a sample is: resumable, like checkpoint_every.
+    until_converged: bool = setting(
+        False, resumable=True,
+        help="extend the run in blocks until every chain mixes by the within-chain verdict of "
+             "bnnkit evaluate, or --max-time ends; each block is what --resume with a larger "
+             "--num-iterations does (the kept iterations grow by half), so the samples are those "
+             "of one longer run; needs --max-time")
+    max_time: float | str | None = setting(
+        None, resumable=True, metavar="DURATION", bounds=(Exclusive(0), None),
+        help="stop cleanly, resumable with --resume, once this much wall time has passed in "
+             "this call: seconds, or 90s, 30m, 2h, 1h30m")
 
     def __post_init__(self) -> None:
+        if self.max_time is not None:
+            object.__setattr__(self, "max_time", parse_duration(self.max_time))
         super().__post_init__()  # every number within its bounds
+        if self.until_converged and self.max_time is None:
+            raise ConfigError("--until-converged needs --max-time: a time budget such as 30m "
+                              "or 2h")
         if not self.num_burn_in < self.num_iterations:
             raise ConfigError(
                 f"burn-in {self.num_burn_in} must be >= 0 and smaller than the number of "
@@ -285,14 +308,14 @@ class EpochSettings(RunSettings):
 
     init_step_size: float = setting(help="initial step size η₀ (of the tempered log "
                                          "posterior's gradient)", bounds=(Exclusive(0), None))
-    num_epochs: int = setting(help="passes over the training data", bounds=(1, None))
-    batch_size: int = setting(help="examples per step", bounds=(1, None))
+    num_epochs: int = setting(help="passes over the training data", bounds=UNITS)
+    batch_size: int = setting(help="examples per step", bounds=(1, MAX_INT32))
     eval_freq: int = setting(0, resumable=True,
                              help="log test metrics every N epochs (0: only at the end)",
-                             bounds=(0, None))
+                             bounds=(0, UNITS[1]))
     checkpoint_every: int = setting(1, resumable=True, aliases=("--save-freq",),
                                     help="write the full state every N epochs (and at the end)",
-                                    bounds=(1, None))
+                                    bounds=UNITS)
     init_checkpoint: str | None = setting(
         None, metavar="RUN[:SAMPLE]",
         help="start from another run's parameters (its last kept sample, or the one of index "

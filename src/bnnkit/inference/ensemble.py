@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from bnnkit.inference import sgd
 from bnnkit.inference.base import Loop
-from bnnkit.settings import setting
+from bnnkit.settings import MEMBERS, setting
 
 build = sgd.build
 
@@ -31,7 +31,7 @@ class Config(sgd.Config):
     API_NAME: ClassVar[str] = "Ensemble"
 
     num_members: int = setting(help="K members; each has its own initialisation and data order",
-                               bounds=(1, None))
+                               bounds=MEMBERS)
     sequential: bool = setting(False, help="train members one after another instead of in one "
                                            "vmapped step (members that do not fit together)")
 

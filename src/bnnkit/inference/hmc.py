@@ -132,7 +132,7 @@ from bnnkit.inference.adaptation import (
 from bnnkit.inference.base import HamiltonianSettings, Method
 from bnnkit.inference.host_leapfrog import INTEGRATORS
 from bnnkit.posterior import Samples
-from bnnkit.settings import Exclusive, check_choice, setting
+from bnnkit.settings import LEAPFROG_STEPS, Exclusive, check_choice, check_numbers, setting
 from bnnkit.types import Batch, Key, Params
 
 #: The acceptance rate each mode's step-size adaptation aims at unless told otherwise. The
@@ -280,7 +280,7 @@ class Config(HamiltonianSettings):
     max_num_leapfrog_steps: int = setting(
         10_000, help="refuse a fixed trajectory that needs more leapfrog steps per iteration; "
                      "adapted trajectories are clipped to it, and the run reports the share of "
-                     "clipped iterations", bounds=(1, None))
+                     "clipped iterations", bounds=LEAPFROG_STEPS)
     integrator: str = setting(
         "auto", choices=INTEGRATORS, resumable=True,
         help="where the leapfrog loop runs: scan (inside one compiled iteration), host (one "
@@ -292,6 +292,7 @@ class Config(HamiltonianSettings):
                                            "bnn_hmc can)")
 
     def __post_init__(self) -> None:
+        check_numbers(self)  # every value of its field's type before the defaults read them
         adapt = self._adapt_mode()
         object.__setattr__(self, "adapt", adapt)
         if self.num_burn_in is None:

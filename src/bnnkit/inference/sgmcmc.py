@@ -51,7 +51,7 @@ from bnnkit.inference._noise import DRAWS, NOISES
 from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
 from bnnkit.inference.sgd import MOMENTUM_BOUNDS
 from bnnkit.posterior import Samples
-from bnnkit.settings import Exclusive, check_choice, setting
+from bnnkit.settings import MEMBERS, UNITS, Exclusive, check_choice, setting
 from bnnkit.types import Batch, Key, Params, Schedule
 
 PRECONDITIONERS = ("none", "rmsprop")
@@ -106,14 +106,14 @@ class Config(EpochSettings):
         None, help="constant schedule: the step size after the burn-in (default: the initial)",
         bounds=(Exclusive(0), None))
     cycle_length: int | None = setting(None, aliases=("--step-size-cycle-length-epochs",),
-                                       help="cyclical schedule: epochs per cycle")
+                                       help="cyclical schedule: epochs per cycle", bounds=UNITS)
     num_burn_in: int = setting(0, aliases=("--num-burnin-epochs",),
-                               help="epochs before the first kept sample")
+                               help="epochs before the first kept sample", bounds=(0, UNITS[1]))
     ensemble_freq: int | None = setting(
         None, help="keep a sample every N epochs after the burn-in (default: 1, or the cycle "
                    "length for the cyclical schedule: the end of each cycle)",
-        bounds=(1, None))
-    num_chains: int = setting(1, help="independent chains, vmapped", bounds=(1, None))
+        bounds=UNITS)
+    num_chains: int = setting(1, help="independent chains, vmapped", bounds=MEMBERS)
 
     def __post_init__(self) -> None:
         super().__post_init__()

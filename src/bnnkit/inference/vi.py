@@ -68,7 +68,7 @@ from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
 from bnnkit.inference.sgd import MOMENTUM_BOUNDS
 from bnnkit.log_posterior import LATENT_COLLECTIONS, network_variables
 from bnnkit.posterior.diag_gaussian import DiagGaussian, inverse_softplus
-from bnnkit.settings import Exclusive, check_at_least, check_choice, setting
+from bnnkit.settings import DRAWS, Exclusive, check_at_least, check_choice, setting
 from bnnkit.types import Batch, Key, Params
 
 OPTIMIZERS = ("adam", "sgd")
@@ -174,7 +174,7 @@ class Config(EpochSettings):
                                     help="heavy-ball momentum β in [0, 1) of --optimizer sgd",
                                     bounds=MOMENTUM_BOUNDS)
     vi_num_samples: int = setting(1, help="reparameterised Monte Carlo samples of the weights "
-                                          "per step")
+                                          "per step", bounds=DRAWS)
     vi_estimator: str = setting(
         "weights", choices=ESTIMATORS,
         help="gradient estimator of the same ELBO: weights (one weight sample per minibatch, "
@@ -187,7 +187,7 @@ class Config(EpochSettings):
                                      "blundell (2^(M-i)/(2^M-1))")
     vi_ensemble_size: int = setting(20,
                                     help="weight samples drawn from q for the predictive at "
-                                         "evaluation")
+                                         "evaluation", bounds=DRAWS)
     init_checkpoint: str | None = setting(
         None, metavar="RUN[:SAMPLE]", aliases=("--mean-init-run", "--mean-init-checkpoint"),
         help="finished run (same model and data) whose parameters initialise the means, e.g. "

@@ -87,11 +87,19 @@ def load(path: str | os.PathLike, template: Params, *,
         sha256: the digest the file must have (from the run's manifest).
 
     Raises:
-        ConfigError: a damaged file, an unknown kind, or parameters of another model.
+        ConfigError: a damaged file, an unknown kind, parameters of another model, or NaN or
+            infinite values (a run that diverged before runs were stopped for it: every
+            reader, from ``evaluate`` to ``prune`` and ``surface``, refuses it here).
     """
     arrays = storage.load_arrays(path, sha256=sha256)
     if KIND_KEY not in arrays or META_KEY not in arrays:
         raise ConfigError(f"{str(path)!r} is damaged or not a stored posterior (no {KIND_KEY})")
+    for key, value in arrays.items():
+        if np.issubdtype(value.dtype, np.floating) and not np.isfinite(value).all():
+            raise ConfigError(
+                f"{str(path)!r} holds NaN or infinite values ({key}): the run diverged, and a "
+                "posterior that is not finite predicts nothing; allowed: a run whose posterior "
+                "is finite (make it again with a smaller step size)")
     kind = str(arrays.pop(KIND_KEY))
     metas = json.loads(str(arrays.pop(META_KEY)))
     if kind not in KINDS:

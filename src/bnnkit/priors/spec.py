@@ -208,6 +208,27 @@ def canonical_layer_rules(value: str | Sequence[str] | None) -> str | None:
     return RULE_SEPARATOR.join(str(r) for r in rules) if rules else None
 
 
+def numbers(prior: str | None, bias_prior: str | None = None, layer_priors: str | None = None,
+            noise_prior: str | None = None) -> list[tuple[str, float]]:
+    """Every number of a problem's prior specs, named as a message would name it.
+
+    Example:
+        >>> numbers("laplace:scale=0.1", layer_priors="Dense_0=student_t:df=3,scale=2")
+        [("prior 'laplace': scale", 0.1), ("prior 'student_t': df", 3.0),
+         ("prior 'student_t': scale", 2.0)]
+    """
+    specs = [parse(text) for text in (prior, bias_prior) if text is not None]
+    specs += [rule.spec for rule in parse_layer_rules(layer_priors)]
+    if noise_prior is not None:
+        specs.append(parse(noise_prior, "noise"))
+    out = []
+    for spec in specs:
+        for name, value in spec.params:
+            for number in (value if isinstance(value, tuple) else (value,)):
+                out.append((f"prior {spec.family!r}: {name}", float(number)))
+    return out
+
+
 def _table_spec(table: Any, where: str, kind: str) -> Spec:
     if not isinstance(table, Mapping) or not isinstance(table.get("family"), str):
         raise ConfigError(f"{where} needs family = \"NAME\"; allowed NAME: "
@@ -246,8 +267,9 @@ def load_toml(path: str | os.PathLike) -> dict[str, str | None]:
             data = tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"prior file {os.fspath(path)!r} does not exist") from None
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        raise ConfigError(f"prior file {os.fspath(path)!r} cannot be read: {err}") from None
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"prior file {os.fspath(path)!r} cannot be read as TOML: "
+                          f"{' '.join(str(err).split())}") from None
     table = data.get("prior")
     if not isinstance(table, Mapping):
         raise ConfigError(f"prior file {os.fspath(path)!r} has no [prior] table; allowed: "

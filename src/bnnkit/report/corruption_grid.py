@@ -114,9 +114,15 @@ def render_grid(image: np.ndarray, description: str, out: str | os.PathLike, *,
     Returns:
         The path written.
     """
+    import io
+
     import matplotlib.pyplot as plt
 
+    from bnnkit import storage
+
     fig = grid_figure(image, description, seed=seed)
-    fig.savefig(out, dpi=100)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
+    storage.atomic_write_bytes(out, buffer.getvalue())
     return str(out)

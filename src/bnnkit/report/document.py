@@ -148,7 +148,8 @@ def document(folders: Sequence[str | os.PathLike], out: str | os.PathLike, *,
     from bnnkit.errors import ConfigError
     from bnnkit.report.kinds import section
 
-    output_folder.check(out, MARKDOWN_FILE, "report", resume=False, overwrite=overwrite)
+    output_folder.check(out, MARKDOWN_FILE, "report", resume=False, overwrite=overwrite,
+                        flags=("--overwrite",))
     if not folders:
         raise ConfigError("no folder to report on; allowed: run directories and experiment "
                           "output folders")

@@ -30,6 +30,8 @@ from bnnkit.report.sections import Block, Figure, Heading, Section, Table, block
 RELIABILITY_FILE = "reliability.png"
 #: The name of a run's OOD score histograms in a report (drawn there, never in the run).
 OOD_FILE = "ood_scores.png"
+#: The name a run's running log predictive density plot has in a report (drawn there too).
+RUNNING_LPD_FILE = "running_lpd.png"
 #: The reliability diagram ``bnnkit experiment compare-methods`` draws per classification
 #: setting (``.format(setting)``); defined here, where the report reads it, so that the
 #: experiment imports it from report/ and report/ never imports experiments/.
@@ -142,10 +144,53 @@ def run_section(folder: Path) -> Section:
     if verdict:
         blocks.append("Converged in function space." if verdict["converged"] else
                       "NOT converged in function space: " + "; ".join(verdict["problems"]))
+        blocks += _verdict_blocks(verdict)
     return Section(f"{record['method']} run", "run", os.fspath(folder), tuple(blocks),
                    _reliability(folder, record["method"], result)
-                   + _ood_histograms(folder, record["method"], result))
+                   + _ood_histograms(folder, record["method"], result)
+                   + _running_lpd(folder, result))
 
+
+def _verdict_blocks(verdict: dict[str, Any]) -> list[Block]:
+    """The verdict's level, its modes and a table of each chain's within-chain checks
+    (nothing for an evaluation stored before the three outcomes)."""
+    if "level" not in verdict:
+        return []
+    modes = verdict["modes"]
+    blocks: list[Block] = [
+        Heading("convergence verdict"),
+        f"Level: {verdict['level']} ({verdict['summary']}). Distinct modes: {modes['count']} "
+        f"(chains {' | '.join(', '.join(map(str, g)) for g in modes['groups'])}).",
+    ]
+    within = verdict.get("within")
+    if within:
+        def lpd(check: dict[str, Any], key: str, form: str) -> str:
+            return "–" if not check.get("lpd") else format(check["lpd"][key], form)
+
+        blocks.append(Table(
+            ("chain", "mixed", "R-hat within < threshold", "ESS (5th percentile)",
+             "ESS (smallest)", "LPD", "LPD drift", "drift se", "log posterior rise (se)"),
+            tuple((str(c["chain"]), "yes" if c["mixed"] else "NO",
+                   f"{c['rhat_share_below']:.0%}", f"{c['ess_p5']:.0f}", f"{c['ess_min']:.0f}",
+                   lpd(c, "final", ".4f"), lpd(c, "drift", "+.4f"), lpd(c, "drift_se", ".4f"),
+                   "–" if c.get("rise_z") is None else f"{c['rise_z']:.1f}")
+                  for c in within)))
+    return blocks
+
+
+def _running_lpd(folder: Path, result: dict[str, Any]) -> tuple[Figure, ...]:
+    # Drawn here from the curves the verdict stores, like the reliability diagram.
+    from bnnkit.report.convergence_plots import running_lpd_png
+
+    within = (result.get("convergence") or {}).get("within") or []
+    if not within or not all(c.get("lpd") for c in within):
+        return ()
+    png = running_lpd_png(within, title=f"test set of {result['dataset']}")
+    return (Figure(folder / RUNNING_LPD_FILE, "Each chain's running log predictive density: "
+                   "the model average of its first t kept draws, scored on the test set (nats "
+                   "per point). A chain that has mixed levels off; the verdict asks the model "
+                   "averages of its two halves to agree (the dotted line marks the middle).",
+                   png=png),)
 
 def convergence_section(folder: Path) -> Section:
     """``bnnkit convergence``: the R-hat summaries per space and the chain comparison."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bnnkit.metrics.convergence import chain_line
+
 
 def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """(quantity, value) rows of an evaluation dict from :func:`bnnkit.evaluation.evaluate`."""
@@ -42,6 +44,10 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     verdict = result.get("convergence")
     if verdict:
         out.append(("converged (function space)", "yes" if verdict["converged"] else "NO"))
+        if "level" in verdict:  # evaluations stored before the three outcomes lack it
+            out.append(("  verdict", f"{verdict['level']}: {verdict['summary']}"))
+            out += [(f"  chain {check['chain']}", chain_line(check))
+                    for check in verdict.get("within") or ()]
         out += [("  problem", problem) for problem in verdict["problems"]]
         out += [("  to do", advice) for advice in verdict["advice"]]
         out += [("  warning", warning) for warning in verdict.get("warnings", ())]

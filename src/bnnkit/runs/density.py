@@ -77,10 +77,12 @@ from bnnkit.inference import METHODS
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, RunSettings
 from bnnkit.metrics import convergence
+from bnnkit.metrics.vocabulary import PARAMETERS_PYTHON
 from bnnkit.runs import faults, lifecycle, manifest
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.lifecycle import INIT_STREAM, NOISE_STREAM, Lifecycle, SamplerTally, member_keys
 from bnnkit.runs.progress import ProgressBar
+from bnnkit.settings import check_dtype
 from bnnkit.types import Params
 
 
@@ -109,6 +111,38 @@ class Chains(NamedTuple):
         from bnnkit.metrics.mcmc_summary import summary
 
         return summary(self.positions)
+
+
+def check_density(log_density: Callable[[Params], jax.Array], initial_positions: Params) -> None:
+    """Refuse, in one line, starting positions that are not real numbers and a log density
+    that does not give one real number per position (what the samplers differentiate).
+
+    Raises:
+        ConfigError: naming the leaf and its dtype, or the density's output shape and dtype.
+
+    Example:
+        >>> check_density(lambda p: p["x"] ** 2, {"x": jnp.zeros((2, 3))})
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: log_density gives shape (3,) float32 for one position; ...
+    """
+    for path, leaf in jax.tree_util.tree_flatten_with_path(initial_positions)[0]:
+        dtype = jnp.result_type(leaf)
+        if not jnp.issubdtype(dtype, jnp.floating):
+            raise ConfigError(f"initial position {storage.path_to_str(path) or 'leaf'!r} has "
+                              f"dtype {dtype}; allowed: real numbers (float32 or float64), e.g. "
+                              "jnp.asarray(x, float)")
+    one = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(jnp.shape(leaf)[1:],
+                                                         jnp.result_type(leaf)),
+                       initial_positions)
+    out = jax.eval_shape(log_density, one)
+    if not (hasattr(out, "shape") and out.shape == () and jnp.issubdtype(out.dtype,
+                                                                          jnp.floating)):
+        shape = getattr(out, "shape", None)
+        what = (f"shape {tuple(shape)} {out.dtype}" if shape is not None
+                else f"a {type(out).__name__}")
+        raise ConfigError(f"log_density gives {what} for one position; allowed: a scalar "
+                          "(shape ()) of a real dtype, the log density of that position")
 
 
 def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params,
@@ -150,6 +184,12 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
     if module is None or config.loop(1).kind != "iterations":
         raise ConfigError(f"sample() runs full-batch samplers (hmc, nuts), not "
                           f"{config.METHOD!r}")
+    extending = [name for name in ("until_converged", "max_time")
+                 if getattr(config, name, None) not in (None, False)]
+    if extending:
+        raise ConfigError(f"{' and '.join(extending)} extend or stop runs of the run driver "
+                          "(bnnkit.run, bnnkit hmc); sample() runs num_iterations: leave "
+                          f"{'them' if len(extending) > 1 else 'it'} unset")
     leaves = jax.tree.leaves(initial_positions)
     if config.num_chains is None and leaves and jnp.ndim(leaves[0]) >= 1:
         # One chain per starting position.
@@ -160,6 +200,8 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
         raise ConfigError(f"initial positions need a leading axis of length --num-chains "
                           f"{loop.num_members} on every leaf, got shapes "
                           f"{[jnp.shape(leaf) for leaf in leaves]}")
+    check_density(log_density, initial_positions)
+    check_dtype(config, jnp.result_type(*leaves))
     init_all, advance = _programs(log_density, config)
     if run_dir is None:
         bar = ProgressBar(config.METHOD.upper(), loop.num_units, enabled=progress,
@@ -252,13 +294,17 @@ def chains_of(kept: Params, info: Any, state: Any, loop: Loop,
     with the verdict and the sampler warnings (``method``'s advice) computed from them."""
     draws = jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(kept)
     after = jax.tree.map(lambda x: np.asarray(x)[:, loop.burn_in:], info)
+    trace = getattr(after, "log_posterior", None)
     verdict = (convergence.verdict(np.asarray(draws),
                                    acceptance_rate=float(np.mean(after.acceptance_rate)),
-                                   num_divergent=int(np.sum(after.divergent)))
+                                   num_divergent=int(np.sum(after.divergent)),
+                                   log_posterior=None if trace is None else np.asarray(trace),
+                                   vocabulary=PARAMETERS_PYTHON)
                if draws.shape[1] >= 4 else
-               {"converged": False, "problems": ["fewer than 4 kept samples per chain"],
-                "advice": ["run more iterations after burn-in"]})
-    tally = SamplerTally(loop, method)
+               {"converged": False, "level": "not-mixed",
+                "problems": ["fewer than 4 kept samples per chain"],
+                "advice": ["run more iterations after burn-in (a larger num_iterations)"]})
+    tally = SamplerTally(loop, method, PARAMETERS_PYTHON)
     tally_chunk(tally, 0, info, loop)
     warning = tally.warning()
     return Chains(kept, info, state, verdict, () if warning is None else (warning,))
@@ -324,7 +370,7 @@ def _sample_into(rundir: RunDir, initial_positions: Params, config: RunSettings,
         if not start:
             state = init_all(initial_positions)
         life.begin(start, config, loop, iterations_done=start)
-        tally = SamplerTally(loop, config.METHOD,
+        tally = SamplerTally(loop, config.METHOD, PARAMETERS_PYTHON,
                              given_step_size=getattr(config, "step_size", None))
         for part in info:
             tally_chunk(tally, 0, part, loop)

@@ -61,6 +61,9 @@ LOG_FILE = "metrics.jsonl"
 #: Version of the layout written by this bnnkit; runs without it predate the one driver;
 #: layout 3 adds the manifest and the settings digest.
 LAYOUT = 3
+#: Layouts this version reads (2: the one driver, before the manifest); none at all is the
+#: layout before the one driver.
+KNOWN_LAYOUTS = (2, 3)
 #: The parts of ``run.json`` that decide what a run computes; their digest detects an edit.
 SETTINGS_KEYS = ("method", "layout", "problem", "method_config", "loop", "dataset", "manifest")
 #: What ``run.json`` of a run of the current layout must hold, and of which type.
@@ -92,6 +95,14 @@ def resolve_reference(path: str | os.PathLike) -> Path:
     if (path / REFERENCE_FILE).is_file() and not (path / RUN_FILE).exists():
         return path / REFERENCE_CHAINS
     return path
+
+#: Where ``bnnkit evaluate`` writes its predictions.
+PREDICTIONS_DIR = "predictions"
+#: Where ``bnnkit prune`` writes by default.
+PRUNING_DIR = "pruning"
+#: The entries a run directory's owner writes at its top level (besides ``evaluation*.json``);
+#: ``samples/`` and ``predictions/`` are bnnkit's through and through.
+OWN_FILES = (LOCK_FILE, RUN_FILE, STATE_FILE, LOG_FILE, MANIFEST_FILE, "laplace.npz")
 
 
 def settings_digest(record: Mapping[str, Any]) -> str:
@@ -181,6 +192,34 @@ class RunDir:
     def sample_file(self, unit: int) -> Path:
         return self.samples_dir / f"sample_{unit:07d}.npz"
 
+    def links(self) -> list[Path]:
+        """Symbolic links where bnnkit writes in this directory: its own files, ``samples/``,
+        ``predictions/``, ``pruning/`` and anything inside those."""
+        if not self.path.is_dir():
+            return []
+        folders = (SAMPLES_DIR, PREDICTIONS_DIR, PRUNING_DIR)
+        found = [self.path / name for name in (*OWN_FILES, *folders)
+                 if (self.path / name).is_symlink()]
+        found += [p for p in self.path.glob("evaluation*.json") if p.is_symlink()]
+        for folder in (self.path / name for name in folders):
+            if folder.is_dir() and not folder.is_symlink():
+                found += [p for p in folder.iterdir() if p.is_symlink()]
+        return sorted(found)
+
+    def check_links(self) -> None:
+        """Refuse a run directory with a symbolic link where bnnkit writes (:meth:`links`):
+        writing there would follow it, possibly outside the run directory. The directory itself
+        may be a link (``--dir`` names it); what is inside it must be its own.
+
+        Raises:
+            ConfigError: naming the first link and its target.
+        """
+        for link in self.links():
+            raise ConfigError(
+                f"{str(link)!r} is a symbolic link (to {os.readlink(link)!r}); bnnkit writes "
+                "no file of a run through a link, which could point outside the run "
+                "directory; allowed: the run's own files (remove the link)")
+
     def exists(self) -> bool:
         """Whether the directory holds anything besides its lock."""
         return self.path.is_dir() and any(e.name != LOCK_FILE for e in self.path.iterdir())
@@ -197,7 +236,22 @@ class RunDir:
         if not isinstance(record, dict) or not isinstance(record.get("method"), str):
             raise ConfigError(f"{str(self.run_file)!r} is damaged: it is not a JSON object "
                               "naming a method")
-        if record.get("layout", 0) >= 3:
+        layout = record.get("layout")
+        if "layout" in record and (type(layout) is not int or layout not in KNOWN_LAYOUTS):
+            kind = "layout" if type(layout) is int else "not a layout number:"
+            raise ConfigError(
+                f"{str(self.run_file)!r} is damaged or from another bnnkit: {kind} "
+                f"{json.dumps(layout)[:40]}; allowed: the layouts this version reads, "
+                f"{', '.join(map(str, KNOWN_LAYOUTS))}")
+        # What only layout 3 writes: a record with any of it is checked as one (an older
+        # layout number, or none, written over a newer run hides no edit).
+        newer = ("settings_sha256" in record or "manifest" in record
+                 or self.manifest_file.exists())
+        if (layout or 0) >= 3 or newer:
+            if layout != LAYOUT:
+                raise ConfigError(f"{str(self.run_file)!r} was edited: it has the manifest "
+                                  f"and settings digest of layout {LAYOUT} but says layout "
+                                  f"{json.dumps(layout)}; allowed: the record the run wrote")
             for key, kind in REQUIRED.items():
                 if not isinstance(record.get(key), kind):
                     raise ConfigError(f"{str(self.run_file)!r} is damaged: {key!r} is missing "
@@ -229,6 +283,11 @@ class RunDir:
                               "them")
         if not self.given.strip():
             raise ConfigError("--dir '' names no directory; allowed: a path")
+        self.check_links()
+        enclosing = enclosing_run(self.path.parent)
+        if enclosing is not None:
+            raise ConfigError(f"run directory {self.given!r} is inside the run directory "
+                              f"{str(enclosing)!r}; allowed: a path outside every other run")
         if self.path.exists() and not self.path.is_dir():
             raise ConfigError(f"run directory {self.given!r} is a file; allowed: a directory "
                               "or a path that does not exist yet")
@@ -280,12 +339,13 @@ class RunDir:
 
     def never_started(self) -> bool:
         """Whether the directory holds only what a run leaves before its first state and
-        sample: a lock, an empty ``samples/``, temporary files, and a ``run.json`` whose
-        status is still "starting"."""
+        sample: a lock, an empty ``samples/``, an empty manifest and log, temporary files,
+        and a ``run.json`` whose status is "starting" (or "running": a run interrupted before
+        its first unit was recorded)."""
         for entry in self.path.iterdir():
-            if entry.name in (LOCK_FILE, MANIFEST_FILE) or (
+            if entry.name in (LOCK_FILE, MANIFEST_FILE, LOG_FILE) or (
                     entry.name.startswith(".") and entry.name.endswith(".tmp")):
-                if entry.name == MANIFEST_FILE and entry.stat().st_size:
+                if entry.name in (MANIFEST_FILE, LOG_FILE) and entry.lstat().st_size:
                     return False
                 continue
             if entry == self.samples_dir and entry.is_dir() and not any(
@@ -294,10 +354,19 @@ class RunDir:
             if entry == self.run_file:
                 with contextlib.suppress(ConfigError, OSError, UnicodeDecodeError):
                     record = storage.read_json(entry)
-                    if isinstance(record, dict) and record.get("status") == "starting":
+                    if isinstance(record, dict) and record.get("status") in ("starting",
+                                                                             "running"):
                         continue
             return False
         return True
+
+    def forget_start(self) -> None:
+        """Under the lock: remove what a new run wrote before it failed without recording a
+        state or a kept unit (its record, manifest, log and empty ``samples/``), leaving the
+        directory as it was before the run (empty, or absent once its lock is let go)."""
+        self._clear()
+        with contextlib.suppress(OSError):
+            self.samples_dir.rmdir()
 
     def _clear(self) -> None:
         for name in (RUN_FILE, STATE_FILE, LOG_FILE, MANIFEST_FILE, "laplace.npz"):
@@ -338,11 +407,8 @@ class RunDir:
         """Append unit records (one JSON line each), flushed and fsynced."""
         if not records:
             return
-        with open(self.log_file, "a") as f:
-            for record in records:
-                f.write(json.dumps(record) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        storage.append_bytes(self.log_file,
+                             "".join(json.dumps(record) + "\n" for record in records).encode())
 
     def truncate_log(self, upto_unit: int) -> None:
         """Keep only log lines of units < ``upto_unit`` (used on resume)."""
@@ -360,7 +426,7 @@ class RunDir:
         records = []
         with open(self.log_file, errors="replace") as f:
             for line in f:
-                with contextlib.suppress(json.JSONDecodeError):
+                with contextlib.suppress(json.JSONDecodeError, RecursionError):
                     record = json.loads(line)
                     if isinstance(record, dict) and type(record.get("iteration")) is int:
                         records.append(record)
@@ -376,11 +442,47 @@ class RunDir:
         """
         self.path.mkdir(parents=True, exist_ok=True)
         with _lock.hold(self.path):
+            # Again under the lock: a link made since check_target must not be written through.
+            self.check_links()
             self.remove_temporary()
             try:
                 yield
             finally:
                 self.remove_temporary()
+
+
+def enclosing_run(path: str | os.PathLike) -> Path | None:
+    """The run directory ``path`` is or lies inside (links resolved), if any.
+
+    A folder is a run directory when it holds ``run.json`` and one more file or folder that
+    only runs have (``samples/``, the manifest, the state or the lock).
+
+    Example:
+        >>> import tempfile
+        >>> enclosing_run(tempfile.mkdtemp() + "/out.npz") is None
+        True
+    """
+    current = Path(os.path.realpath(path))
+    for folder in (current, *current.parents):
+        if (folder / RUN_FILE).is_file() and any(
+                (folder / name).exists() for name in (SAMPLES_DIR, MANIFEST_FILE, STATE_FILE,
+                                                      LOCK_FILE)):
+            return folder
+    return None
+
+
+def check_outside_runs(path: str | os.PathLike, flag: str) -> None:
+    """Refuse an output path inside a run directory: it could replace the run's own files
+    (``samples RUN --out RUN/state.npz``), and a run directory holds only what its run writes.
+
+    Raises:
+        ConfigError: naming the flag, the path and the run directory.
+    """
+    run = enclosing_run(path)
+    if run is not None:
+        raise ConfigError(f"{flag} {os.fspath(path)!r} is inside the run directory "
+                          f"{str(run)!r}, which holds only what its run writes; allowed: a "
+                          "path outside every run directory")
 
 
 def check_same_settings(stored: Mapping[str, Any], given: Mapping[str, Any],
@@ -405,27 +507,82 @@ def check_same_settings(stored: Mapping[str, Any], given: Mapping[str, Any],
             )
 
 
+#: The name under which :func:`verify` reports the data a run was made on.
+DATA_FINDING = "the data"
+
+
+def data_finding(record: Mapping[str, Any]) -> manifest.Finding | None:
+    """What changed of the user data file a run recorded (``None``: nothing, or a run on a
+    registry dataset or without a fingerprint)."""
+    from bnnkit.data import npz
+
+    recorded = record.get("dataset")
+    if not isinstance(recorded, dict):
+        return None
+    given = str((record.get("problem") or {}).get("dataset"))
+    try:
+        npz.recorded_file(recorded, given)
+    except ConfigError as err:
+        return manifest.Finding(DATA_FINDING, f"({err})", False)
+    return None
+
+
+def check_not_in_progress(rundir: RunDir) -> None:
+    """Refuse to judge a run directory that a live process holds (it is being written: what
+    is read of it may be a moment of a write, not damage).
+
+    Raises:
+        ConfigError: naming the process and since when it holds the run.
+    """
+    who = _lock.holder(rundir.path)
+    if who is not None:
+        since = f" since {who['since']}" if who.get("since") else ""
+        raise ConfigError(
+            f"{rundir.given!r} is in progress: process {who.get('pid')} has been writing it"
+            f"{since}, so its files are not checked now; verify it once that process has "
+            "finished or stopped")
+
+
 def verify(run_dir: str | os.PathLike) -> tuple[list[manifest.Finding], str]:
     """Everything wrong in a run directory, and one line on where the run stands.
 
+    A run that a live process is writing is not judged (:func:`check_not_in_progress`), before
+    the check and again after it when the check found something: a run started while it was
+    read is in progress, not damaged.
+
     Returns:
-        The findings (``run.json`` included) and a summary such as ``"finished: 10 of 10
-        iterations"``.
+        The findings (``run.json``, links where the run writes and the data it was made on
+        included) and a summary such as ``"finished: 10 of 10 iterations"``.
 
     Raises:
-        ConfigError: ``run_dir`` is not a run directory at all.
+        ConfigError: ``run_dir`` is not a run directory at all, or a live process is writing
+            it.
     """
     rundir = RunDir(run_dir)
     if not rundir.path.is_dir() or not rundir.run_file.exists():
         raise ConfigError(f"{str(run_dir)!r} is not a bnnkit run directory (no {RUN_FILE})")
+    check_not_in_progress(rundir)
+    findings, summary = _verify(rundir)
+    if findings:
+        check_not_in_progress(rundir)
+    return findings, summary
+
+
+def _verify(rundir: RunDir) -> tuple[list[manifest.Finding], str]:
+    links = [manifest.Finding(str(link.relative_to(rundir.path)),
+                              f"is a symbolic link (to {os.readlink(link)!r}), which bnnkit "
+                              "does not write through", False) for link in rundir.links()]
     try:
         record = rundir.read_record()
     except ConfigError as err:
         problem = str(err).split("' ", 1)[-1]
-        return [manifest.Finding(RUN_FILE, problem, False)], "unreadable"
+        return [*links, manifest.Finding(RUN_FILE, problem, False)], "unreadable"
     found = manifest.check(rundir, record)
+    data = data_finding(record)
+    findings = sorted([*found.findings, *links, *([data] if data else [])],
+                      key=lambda f: f.file)
     loop = record.get("loop") or {}
     total = loop.get("num_units", "?")
     kind = loop.get("kind", "units")
-    return found.findings, (f"{record.get('status')}: the state covers {found.state_unit} of "
-                            f"{total} {kind}")
+    return findings, (f"{record.get('status')}: the state covers {found.state_unit} of "
+                      f"{total} {kind}")

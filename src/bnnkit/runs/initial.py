@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from bnnkit import problem as problem_lib
 from bnnkit.errors import ConfigError
 from bnnkit.posterior import Mixture, Samples
 from bnnkit.runs.directory import RunDir
-from bnnkit.runs.stored import stored_posterior
+from bnnkit.runs.stored import recorded_problem, stored_posterior
 from bnnkit.types import Params
 
 
@@ -55,6 +56,9 @@ def _source_record(spec: str, flag: str, allowed_methods: Sequence[str] | None) 
     if allowed_methods and record.get("method") not in allowed_methods:
         raise ConfigError(f"{flag} {path!r} is a {record.get('method')!r} run; allowed: "
                           f"{allowed}")
+    if record.get("status") == "diverged":  # a resume would diverge again: nothing to advise
+        raise ConfigError(f"{flag} {path!r} diverged (NaN or infinite values) before it "
+                          f"finished; allowed: {allowed}")
     if record.get("status") != "finished":
         raise ConfigError(f"{flag} {path!r} is unfinished (status {record.get('status')!r}); "
                           "allowed: a finished run (complete it with --resume)")
@@ -74,19 +78,23 @@ def problem_of_run(config) -> problem_lib.Problem:
                           "to start from")
     rundir, record, _ = _source_record(source, type(config).SOURCE_FLAG,
                                        getattr(type(config), "SOURCE_METHODS", None))
-    return problem_lib.build_recorded(problem_lib.ProblemConfig.from_dict(record["problem"]),
-                                      rundir.path, record.get("dataset"))
+    where = repr(str(rundir.run_file))
+    # A user .npz is read from where the run recorded it, its bytes checked; arrays in
+    # memory from the run's own copy.
+    return problem_lib.build_recorded(recorded_problem(record, where), rundir.path,
+                                      record.get("dataset"))
 
 
 def config_of_run(config) -> problem_lib.ProblemConfig:
-    """The problem settings of the run ``config`` starts from (nothing loaded or built)."""
+    """The problem settings of the run ``config`` starts from (nothing built), its data file
+    resolved and checked as :func:`bnnkit.runs.stored.recorded_problem` does."""
     source = config.source_run()
     if source is None:
         raise ConfigError(f"{config.METHOD} needs a problem (--dataset, --model, ...) or a run "
                           "to start from")
-    _, record, _ = _source_record(source, type(config).SOURCE_FLAG,
-                                  getattr(type(config), "SOURCE_METHODS", None))
-    return problem_lib.ProblemConfig.from_dict(record["problem"])
+    rundir, record, _ = _source_record(source, type(config).SOURCE_FLAG,
+                                       getattr(type(config), "SOURCE_METHODS", None))
+    return recorded_problem(record, repr(str(rundir.run_file)))
 
 
 def check_source_problem(config, *, dataset: str | None = None, model: str | None = None):
@@ -97,6 +105,9 @@ def check_source_problem(config, *, dataset: str | None = None, model: str | Non
     """
     problem = config_of_run(config)
     for name, given in (("dataset", dataset), ("model", model)):
+        if name == "dataset" and given is not None and os.path.realpath(given) == (
+                os.path.realpath(problem.dataset)):
+            continue  # the same file, named from another folder
         if given is not None and given != getattr(problem, name):
             raise ConfigError(f"--{name} {given!r} does not match the {config.SOURCE_NAME}, "
                               f"which is for {name} {getattr(problem, name)!r}")

@@ -15,7 +15,9 @@ full-batch sampler on any log density) go through these steps, in this order:
 4. units: the kept posteriors and, every ``save_every`` units, the state, each recorded in the
    manifest before it is renamed into place (:meth:`Lifecycle.recorder`,
    :meth:`Lifecycle.save_state`);
-5. status "finished", the manifest compacted to one line per file (:meth:`Lifecycle.finish`).
+5. status "finished", the manifest compacted to one line per file (:meth:`Lifecycle.finish`);
+   or, when a time budget ends first, status "stopped" after a saved state
+   (:meth:`Lifecycle.stop`), from which a resume goes on.
 
 Keys are pure functions of (seed, stream, member, unit): stream 0 initialises, 1 drives the
 method's noise, 2 orders the data, 3 draws evaluation samples, 4 augments minibatches; member
@@ -53,7 +55,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -61,6 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnnkit import distributed, storage
+from bnnkit.data import npz
 from bnnkit.errors import ConfigError
 from bnnkit.inference import _noise
 from bnnkit.inference.base import Loop, RunSettings
@@ -68,6 +74,133 @@ from bnnkit.runs import directory, faults, manifest
 from bnnkit.runs.directory import STATE_FILE, RunDir
 
 INIT_STREAM, NOISE_STREAM, DATA_STREAM, EVAL_STREAM, AUGMENT_STREAM = 0, 1, 2, 3, 4
+#: Signals that stop a run the way Ctrl-C does: a scheduler's pre-emption, a closed terminal.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class DivergenceError(ConfigError):
+    """A run stopped because a member's loss, log density or parameters became NaN or
+    infinite (:func:`non_finite`): what it computed from there on would be meaningless, so it
+    stops keeping its last finite state, and the command line exits non-zero (code 2)."""
+
+
+def finite_members(position: Any, num_members: int) -> jax.Array:
+    """Whether each member's parameters are all finite (jit-able; members on the leading
+    axis of every leaf).
+
+    Example:
+        >>> finite_members({"w": jnp.array([[0.0, 1.0], [jnp.nan, 2.0]])}, 2)
+        Array([ True, False], dtype=bool)
+    """
+    ok = jnp.ones(num_members, bool)
+    for leaf in jax.tree.leaves(position):
+        if jnp.issubdtype(leaf.dtype, jnp.inexact):
+            ok = ok & jnp.all(jnp.isfinite(leaf.reshape(num_members, -1)), axis=1)
+    return ok
+
+
+def non_finite(info: Any, finite: np.ndarray) -> tuple[list[str], list[int]] | None:
+    """What became non-finite in a unit, and in which members (``None``: nothing).
+
+    Every method reports its loss or log density in its ``Info`` and its parameters through
+    ``method.position``, so this one check covers every method: a real-valued ``Info`` field
+    that is NaN or infinite, or a parameter that is. (A sampler's rejected proposal is not in
+    its ``Info``: HMC and NUTS reject a non-finite trajectory as a divergence and report its
+    acceptance as 0, so their chains stay finite.)
+
+    Args:
+        info: the unit's ``Info``, on the host, members on the leading axis.
+        finite: :func:`finite_members` of the unit's state.
+
+    Example:
+        >>> from typing import NamedTuple
+        >>> class Info(NamedTuple):
+        ...     log_posterior: np.ndarray
+        >>> non_finite(Info(np.array([1.0, np.nan])), np.array([True, True]))
+        (['log_posterior'], [1])
+    """
+    finite = np.asarray(finite, bool).reshape(-1)
+    bad = ~finite
+    what = ["the parameters"] if bad.any() else []
+    for name, value in info._asdict().items():
+        value = np.asarray(value)
+        if not np.issubdtype(value.dtype, np.floating):
+            continue
+        rows = value.reshape(len(finite), -1) if value.size and value.ndim else value.reshape(
+            1, -1).repeat(len(finite), axis=0)
+        broken = ~np.isfinite(rows).all(axis=1)
+        if broken.any():
+            what.append(name)
+            bad |= broken
+    return (what, [int(m) for m in np.flatnonzero(bad)]) if what else None
+
+
+def divergence_advice(config: RunSettings) -> str:
+    """What to try after a divergence, naming only the settings ``config``'s command takes."""
+    from bnnkit.settings import flag
+
+    names = [f.name for f in dataclasses.fields(config)]
+    tips = [f"a smaller {flag(type(config), name)}" for name in names
+            if name.endswith("step_size") and getattr(config, name) is not None]
+    if "clip_grad_norm" in names:
+        tips.append(f"gradient clipping ({flag(type(config), 'clip_grad_norm')})")
+    if "prior_precision" in names:
+        tips.append(f"a larger {flag(type(config), 'prior_precision')}")
+    if not tips:
+        tips.append("other settings")
+    return ", ".join(tips[:-1]) + (" or " if len(tips) > 1 else "") + tips[-1]
+
+
+class Terminated(KeyboardInterrupt):
+    """A run stopped by SIGTERM or SIGHUP.
+
+    Raised in the main thread when the signal arrives (:func:`stopped_by_signals`), so the run
+    unwinds exactly as after Ctrl-C: writes in flight are dropped, the lock is let go and the
+    last state stays on disk for ``--resume``. A ``KeyboardInterrupt``, so whatever handles
+    Ctrl-C handles it too.
+
+    Attributes:
+        signum: the signal's number (the command line exits with ``128 + signum``).
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread.
+
+    Only signals left at their default action are taken over (an ignored SIGHUP, as under
+    ``nohup``, stays ignored; a caller's own handler stays), and they are given back after the
+    block. Outside the main thread, where Python delivers no signal, this does nothing.
+
+    Example:
+        >>> import os
+        >>> with stopped_by_signals():
+        ...     try:
+        ...         os.kill(os.getpid(), signal.SIGTERM)
+        ...     except Terminated as stop:
+        ...         print(stop.signum == signal.SIGTERM)
+        True
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            previous[sig] = signal.signal(sig, _raise_terminated)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 #: The entry of ``state.npz`` holding the units the state covers.
 UNIT_KEY = "__unit__"
 
@@ -117,6 +250,17 @@ def check_resume(record: dict, config: RunSettings, problem: dict) -> None:
     if "layout" not in record:
         raise ConfigError("the run comes from an older bnnkit layout and cannot be resumed by "
                           "this version; start it again with --overwrite")
+    if record.get("status") == "diverged":
+        # A resume repeats the same steps bit for bit, so it would only diverge again.
+        where = record.get("diverged")
+        unit = where.get("unit") if isinstance(where, dict) else None
+        loop_record = record.get("loop")
+        kind = {"iterations": "iteration", "epochs": "epoch", "chunks": "chunk"}.get(
+            loop_record.get("kind") if isinstance(loop_record, dict) else None, "unit")
+        at = f" in {kind} {unit + 1}" if isinstance(unit, int) else ""
+        raise ConfigError(f"the run diverged (NaN or infinite values){at}, and a resume repeats "
+                          "its steps bit for bit; start it again with --overwrite and "
+                          f"{divergence_advice(config)}")
     config_dict = config.to_dict()
     stored = type(config).current_names(record["method_config"])
     # A resumable setting (HMC's integrator) changes neither the state nor the samples, so a
@@ -158,12 +302,15 @@ def resume_point(rundir: RunDir, record: dict, loop: Loop) -> manifest.Check:
 
 
 def resume_checks(rundir: RunDir, config: RunSettings, problem: dict, loop: Loop, *,
-                  chunks: bool) -> manifest.Check | None:
+                  chunks: bool, data: Mapping[str, Any] | None = None
+                  ) -> manifest.Check | None:
     """Every check of a resume, on process 0 (the others get ``None``; every process raises
     if process 0 refused).
 
     Args:
         chunks: the resume is of a :func:`bnnkit.runs.sample` run (else of the driver's).
+        data: the dataset's ``info`` as loaded now: a user file's fingerprint must be the one
+            the run recorded (then the file may be named by another path, from another folder).
 
     Raises:
         ConfigError: a run of the other kind, or as :func:`check_resume` and
@@ -177,7 +324,12 @@ def resume_checks(rundir: RunDir, config: RunSettings, problem: dict, loop: Loop
                          ("bnnkit.runs.sample", "bnnkit.runs.sample"))
             raise ConfigError(f"{rundir.given!r} is a run of {made}, not of "
                               f"{'sample()' if chunks else 'the driver'}; resume it with {use}")
-        check_resume(record, config, problem)
+        given = problem
+        recorded = record.get("dataset")
+        if data is not None and isinstance(recorded, dict) and isinstance(
+                record.get("problem"), dict) and npz.same_data(recorded, data, "--dataset"):
+            given = {**problem, "dataset": record["problem"].get("dataset")}
+        check_resume(record, config, given)
         return resume_point(rundir, record, loop)
 
     return distributed.first_decides(checks)
@@ -224,6 +376,9 @@ class Lifecycle:
         self.rundir, self.record, self.found = rundir, record, found
         self.files = manifest.Manifest(rundir.manifest_file)
         self.writer = distributed.is_writer()
+        #: Whether a state or kept unit has been recorded (from then on the run is kept
+        #: whatever happens next).
+        self.durable = False
 
     def resume_state(self, template: Any) -> tuple[int, Any]:
         """The units done and the state a resume restarts from (``(0, None)``: from the
@@ -248,6 +403,7 @@ class Lifecycle:
                     path.unlink()
         self.rundir.truncate_log(start)
         self._compact(start)
+        self.record.pop("stopped", None)  # a stopped run goes on
         self.record.update(method_config=config.to_dict(), loop=dataclasses.asdict(loop),
                            status="running",
                            resumed_at=start if self.found is not None else None,
@@ -288,6 +444,7 @@ class Lifecycle:
 
         def record(written: storage.Written) -> None:
             self.files.append(manifest.entry(name, written, unit=unit, **extra))
+            self.durable = True
             faults.point(point)
 
         return record
@@ -300,6 +457,40 @@ class Lifecycle:
                                 {**storage.flatten_tree(state), UNIT_KEY: np.asarray(unit)},
                                 before_rename=self.recorder(STATE_FILE, unit=unit,
                                                             point="state-recorded"))
+
+    def diverged(self, config: RunSettings, loop: Loop, unit: int, what: list[str],
+                 members: list[int]) -> DivergenceError:
+        """Mark the run "diverged" at ``unit`` (when it has kept something; a run that kept
+        nothing is removed by :func:`opened`) and say so in one line.
+
+        Returns:
+            The :class:`DivergenceError` to raise.
+        """
+        kind = {"iterations": "iteration", "epochs": "epoch", "chunks": "chunk"}[loop.kind]
+        who = (f"member {members[0]}" if len(members) == 1 else
+               f"members {', '.join(map(str, members[:5]))}{', ...' if len(members) > 5 else ''}")
+        # A resumed run keeps the state it resumed from even before it records a new one.
+        if self.durable or self.found is not None:
+            self.record.update(status="diverged",
+                               diverged={"unit": unit, "what": what, "members": members})
+            if self.writer:
+                self.rundir.write_record(self.record)
+            kept = ("its directory keeps the last finite state and the samples before it; "
+                    "start it again (--overwrite) with")
+        else:
+            kept = "nothing was kept; run it again with"
+        return DivergenceError(
+            f"{config.label}: {' and '.join(what)} became NaN or infinite in {kind} {unit + 1} "
+            f"of {loop.num_units} ({who}), so the run stopped: {kept} "
+            f"{divergence_advice(config)}")
+
+    def stop(self, reason: str, *, units_done: int) -> None:
+        """Mark the run "stopped" before its last unit (its state after ``units_done`` units is
+        saved; ``--resume`` continues it), with the reason in a sentence."""
+        self.record.update(status="stopped", stopped={"reason": reason, "units_done": units_done,
+                                                      "at": directory.now()})
+        if self.writer:
+            self.rundir.write_record(self.record)
 
     def finish(self, **more: Any) -> None:
         """Mark the run "finished" (with ``more``) and compact the manifest."""
@@ -315,20 +506,63 @@ def opened(rundir: RunDir, found: manifest.Check | None, *, record: dict | None,
     """Hold the run directory's lock (process 0) for the block: a new run (``record``) is
     prepared and written with status "starting", a resumed one's record is read back.
 
+    SIGTERM and SIGHUP stop the block as Ctrl-C does (:func:`stopped_by_signals`). A new run
+    that fails with an error before its first state or kept unit is recorded leaves
+    nothing behind: its files are removed, and the directory too when this run created it
+    (so the same command, its value corrected, starts afresh). An interrupt (Ctrl-C, SIGTERM)
+    leaves the run that never started, which ``--resume`` or the same command starts again.
+
     Raises:
         ConfigError: another process holds the lock, or the directory changed since
             :func:`check_target` into one that may not be started afresh.
     """
     writer = distributed.is_writer()
-    with distributed.first_holds(rundir.lock):
-        faults.point("locked")
-        if record is not None and writer:
-            rundir.prepare(overwrite=overwrite)
-            # The directory is a run from here on: a crash leaves a run that never started.
-            rundir.write_record({**record, "status": "starting"})
-            faults.point("started")
-            rundir.samples_dir.mkdir(exist_ok=True)
-        yield Lifecycle(rundir, rundir.read_record() if writer else {}, found)
+    created = _first_missing(rundir.path) if record is not None and writer else None
+    undone = False
+    try:
+        with stopped_by_signals(), distributed.first_holds(rundir.lock):
+            faults.point("locked")
+            if record is not None and writer:
+                rundir.prepare(overwrite=overwrite)
+                # The directory is a run from here on: a crash leaves a run that never started.
+                rundir.write_record({**record, "status": "starting"})
+                faults.point("started")
+                rundir.samples_dir.mkdir(exist_ok=True)
+            life = Lifecycle(rundir, rundir.read_record() if writer else {}, found)
+            try:
+                yield life
+            except Exception:
+                if record is not None and writer and not life.durable:
+                    rundir.forget_start()
+                    undone = True
+                raise
+    finally:
+        if undone and created is not None:
+            # Once the lock is let go: the folders this run created, where still empty.
+            _remove_empty(rundir.path, created)
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (``None``: it exists)."""
+    path = path.absolute()
+    if path.exists():
+        return None
+    while not path.parent.exists():
+        path = path.parent
+    return path
+
+
+def _remove_empty(path: Path, upto: Path) -> None:
+    """Remove ``path`` and its parents up to ``upto`` while they are empty folders."""
+    current = path.absolute()
+    while True:
+        try:
+            current.rmdir()
+        except OSError:
+            return
+        if current == upto or current.parent == current:
+            return
+        current = current.parent
 
 
 class SamplerTally:
@@ -355,10 +589,11 @@ class SamplerTally:
         ('the chains look stuck', None)
     """
 
-    def __init__(self, loop: Loop, method: str | None = None, *,
+    def __init__(self, loop: Loop, method: str | None = None, vocabulary: Any = None, *,
                  given_step_size: float | None = None):
         self.loop = loop
         self.method = method
+        self.vocabulary = vocabulary  # the warning's words (None: the command line's)
         # The advice of a warning follows the step size the chains run at against this one.
         self.given_step_size = given_step_size
         self.step_size: float | None = None
@@ -404,10 +639,13 @@ class SamplerTally:
         if not self.sampled:
             return None
         transitions = self.sampled * self.loop.num_members
+        from bnnkit.metrics.vocabulary import FUNCTION_CLI
+
         warnings = [sampler_warning(self.acceptance / self.sampled, self.divergent,
                                     transitions, step_size=self.step_size,
                                     given_step_size=self.given_step_size,
-                                    burn_in=self.loop.burn_in),
+                                    burn_in=self.loop.burn_in,
+                                    vocabulary=self.vocabulary or FUNCTION_CLI),
                     capped_warning(self.capped, transitions, self.method)]
         return "; ".join(w for w in warnings if w is not None) or None
 

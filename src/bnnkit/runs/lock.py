@@ -5,7 +5,8 @@ long as the run writes. The kernel drops a ``flock`` when its process dies, so a
 killed run is stale by construction (its process is gone) and is taken over; a live one is
 never broken. The file records the holder's process id, host, start time and a random token;
 a process removes the file only while it holds the lock and the token is its own, so it never
-deletes a lock it does not own.
+deletes a lock it does not own. The file is never opened through a symbolic link: a ``.lock``
+that is a link is refused, so its holder's record cannot land in a file outside the directory.
 
 Example:
     >>> import tempfile, pathlib
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import fcntl
 import json
 import os
@@ -34,15 +36,38 @@ from bnnkit.errors import ConfigError
 LOCK_FILE = ".lock"
 
 
+#: Opening a lock never follows a symbolic link: a ``.lock`` planted as a link to a file
+#: elsewhere would otherwise have the holder's record written into that file.
+_NO_LINK = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open(path: Path, flags: int) -> int:
+    """``os.open`` of a lock file without following a link.
+
+    Raises:
+        ConfigError: the lock file is a symbolic link.
+    """
+    try:
+        return os.open(path, flags | _NO_LINK, 0o666)
+    except OSError as err:
+        if err.errno == errno.ELOOP or path.is_symlink():
+            raise ConfigError(
+                f"{str(path)!r} is a symbolic link; a run directory's lock must be a file of "
+                "its own (bnnkit writes no file through a link); remove the link") from None
+        raise
+
+
 def _record(path: Path) -> dict:
-    """What a lock file says about its holder (empty when unreadable)."""
+    """What a lock file says about its holder (empty when unreadable or a link)."""
     try:
-        text = path.read_text().strip()
-    except OSError:
+        fd = _open(path, os.O_RDONLY)
+    except (OSError, ConfigError):
         return {}
+    with os.fdopen(fd, "rb") as f:
+        text = f.read(1 << 16)
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+        value = json.loads(text.decode("utf-8", errors="replace").strip())
+    except (json.JSONDecodeError, RecursionError):
         return {}
     if isinstance(value, int):  # the plain process id an older bnnkit wrote
         return {"pid": value}
@@ -52,7 +77,7 @@ def _record(path: Path) -> dict:
 def _is_locked(path: Path) -> bool:
     """Whether some live process holds ``path``'s flock (probed without keeping it)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = _open(path, os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:
@@ -91,7 +116,7 @@ def hold(directory: str | os.PathLike) -> Iterator[None]:
     path = directory / LOCK_FILE
     token = secrets.token_hex(8)
     for _ in range(100):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open(path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -24,6 +24,13 @@ stored through :mod:`bnnkit.posterior.store` when the unit is kept; one log line
 every ``save_every`` units (and at the end) the full state is written. A crash between those
 writes loses at most the units after the last state, which a resume recomputes identically.
 
+Before any of that, every unit is checked (:func:`bnnkit.runs.lifecycle.non_finite`): a member
+whose loss, log density (anything real its ``Info`` reports) or parameters became NaN or
+infinite stops the run with :class:`~bnnkit.runs.lifecycle.DivergenceError` (exit code 2 on
+the command line), naming the unit and what to try; nothing of that unit is stored, so the
+directory keeps the last finite state, marked "diverged" (a run that kept nothing yet is
+removed). A posterior that is not finite is not stored either.
+
 Example:
     >>> from bnnkit.inference import hmc
     >>> from bnnkit.problem import ProblemConfig
@@ -75,6 +82,7 @@ from bnnkit.runs.lifecycle import (
     member_keys,
 )
 from bnnkit.runs.progress import ProgressBar
+from bnnkit.settings import check_dtype
 from bnnkit.types import Batch, Params
 
 
@@ -92,6 +100,11 @@ class RunResult:
         warnings: sentences about the run a user should act on (a stuck or unstable
             sampler, a start from a run with another posterior), already shown during the
             run when progress was.
+        stopped: why the run stopped before its last unit (its time budget, ``max_time``)
+            and where, in a sentence; ``None`` when it ran them all. A stopped run resumes.
+        until_converged: with ``until_converged``, what the blocks did
+            (:func:`bnnkit.runs.extension.until_converged`): ``outcome`` (a sentence),
+            ``holds``, ``blocks`` and the last ``verdict``; ``None`` otherwise.
     """
 
     run_dir: RunDir
@@ -102,6 +115,8 @@ class RunResult:
     last_log: dict
     warnings: tuple[str, ...] = ()
     units_run: int | None = None  # by this call (fewer than num_units after a resume)
+    stopped: str | None = None
+    until_converged: dict | None = None
 
 
 def minibatch_indices(key: jax.Array, num_train: int, batch_size: int) -> jax.Array:
@@ -207,12 +222,46 @@ def run(
             the others' ``record`` holds only the status.
         on_unit: called with (unit, log line) after each unit.
 
+    With a full-batch sampler's ``max_time`` the run stops cleanly after the unit at which
+    that much wall time has passed in this call (its state saved, status "stopped",
+    resumable); with ``until_converged`` it extends itself in blocks until every chain mixes or
+    that time ends (:mod:`bnnkit.runs.extension`).
+
     Returns:
         A :class:`RunResult`.
 
     Raises:
         ConfigError: any bad input, named in one line, before anything is written.
     """
+    max_time = getattr(config, "max_time", None)
+    deadline = None if max_time is None else time.monotonic() + max_time
+    if getattr(config, "until_converged", False):
+        from bnnkit.runs.extension import until_converged
+
+        return until_converged(problem, config, run_dir, deadline=deadline, resume=resume,
+                               overwrite=overwrite, progress=progress, log_every=log_every,
+                               shard=shard, on_unit=on_unit)
+    return run_block(problem, config, run_dir, resume=resume, overwrite=overwrite,
+                     progress=progress, log_every=log_every, shard=shard, on_unit=on_unit,
+                     deadline=deadline)
+
+
+def run_block(
+    problem: problem_lib.ProblemConfig | problem_lib.Problem | None,
+    config: RunSettings,
+    run_dir: str | os.PathLike,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    log_every: int | None = None,
+    shard: str = "auto",
+    on_unit: Callable[[int, dict], None] | None = None,
+    deadline: float | None = None,
+) -> RunResult:
+    """:func:`run` up to ``config``'s last unit, or until ``deadline`` (a
+    :func:`time.monotonic` time) has passed after a unit: the run is then "stopped" there,
+    its state saved so that ``--resume`` continues it bit for bit."""
     module = method_module(config)
     sharding.check_mode(shard)
     rundir = RunDir(run_dir)
@@ -226,6 +275,7 @@ def run(
         problem = built.config
     else:
         built = problem_lib.build(problem)
+    check_dtype(config, built.dtype)  # every real setting as the run computes it
     loop = config.loop(built.dataset.num_train)
     if loop.augment and len(built.dataset.input_shape) != 3:
         shape = " x ".join(["N", *map(str, built.dataset.input_shape)])
@@ -248,7 +298,8 @@ def run(
     problem_dict = dataclasses.asdict(problem)
     found, record = None, None
     if resume:
-        found = lifecycle.resume_checks(rundir, config, problem_dict, loop, chunks=False)
+        found = lifecycle.resume_checks(rundir, config, problem_dict, loop, chunks=False,
+                                        data=built.dataset.info)
     else:
         record = _new_record(built, config, loop, method.position(template), problem_dict)
     with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
@@ -256,7 +307,7 @@ def run(
         return _run_locked(life, built, method, config, loop,
                            lambda: jax.jit(init_all)(init_keys, first), template, batch,
                            placements, progress=progress and life.writer, log_every=log_every,
-                           on_unit=on_unit, notes=notes)
+                           on_unit=on_unit, notes=notes, deadline=deadline)
 
 
 def _store_arrays(life: Lifecycle, built: problem_lib.Problem) -> None:
@@ -405,7 +456,8 @@ def _new_record(built, config, loop, position, problem_dict) -> dict:
 
 
 def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, template,
-                batch, placements, *, progress, log_every, on_unit, notes=()) -> RunResult:
+                batch, placements, *, progress, log_every, on_unit, notes=(),
+                deadline=None) -> RunResult:
     if loop.kind == "epochs":
         batch = built.train_batch()
         if placements is not None:
@@ -417,6 +469,7 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
         state = distributed.place(state, placements[0])
     life.begin(start, config, loop)
     step_all = _unit_function(method, loop, built, config.seed, placements)
+    finite = jax.jit(lambda s: lifecycle.finite_members(method.position(s), loop.num_members))
     label = {"iterations": config.METHOD.upper(), "epochs": f"{config.METHOD} epoch",
              "chunks": f"{config.METHOD} chunk"}[loop.kind]
     # A sampler's burn-in tunes its step size, and with it the cost of an iteration.
@@ -431,19 +484,29 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
         bar.message(f"bnnkit: warning: {note}")
     log: dict = {}
     meta: dict = {}
+    stopped = None
+    done = start
     t0 = time.perf_counter()
     try:
         for unit in range(start, loop.num_units):
             t_unit = time.perf_counter()
             state, info = step_all(state, unit, _unit_batch(built, loop, unit, batch))
             info = jax.device_get(distributed.fetch(info))
+            # Before anything of this unit is kept: a NaN loss or parameter stops the run.
+            broken = lifecycle.non_finite(info, jax.device_get(distributed.fetch(finite(state))))
+            if broken is not None:
+                raise life.diverged(config, loop, unit, *broken)
             save = (unit + 1) % loop.save_every == 0 or unit + 1 == loop.num_units
             evaluate = loop.eval_every and ((unit + 1) % loop.eval_every == 0
                                             or unit + 1 == loop.num_units)
             # Over several processes, every one gathers the state at the same units.
             whole = distributed.fetch(state) if loop.keeps(unit) or save or evaluate else state
-            if loop.keeps(unit) and life.writer:
-                meta = _store_posterior(life, unit, method, whole, loop)
+            if loop.keeps(unit):
+                # Process 0 stores it; every process stops if its posterior is not finite.
+                stored = distributed.first_decides(
+                    lambda unit=unit, whole=whole: _store_posterior(life, unit, method, whole,
+                                                                    config, loop))
+                meta = stored if life.writer else meta
             log = _log_line(unit, loop, info, time.perf_counter() - t_unit)
             if evaluate:
                 log["test"] = _test_metrics(built, method.position(whole))
@@ -459,30 +522,50 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
                 bar.message(f"bnnkit: warning: {warning}")
             if on_unit is not None:
                 on_unit(unit, log)
+            done = unit + 1
+            if (deadline is not None and done < loop.num_units
+                    and distributed.first_says(time.monotonic() >= deadline)):
+                if not save:  # so that a resume starts exactly here
+                    life.save_state(distributed.fetch(state), done)
+                stopped = (f"the time budget ended after {done} of {loop.num_units} "
+                           f"{loop.kind}")
+                break
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
-    life.finish(**({"posterior_info": meta["info"]} if meta.get("info") else {}),
-                **tally.record())
+    if stopped is None:
+        life.finish(**({"posterior_info": meta["info"]} if meta.get("info") else {}),
+                    **tally.record())
+    else:
+        life.stop(stopped, units_done=done)
     warning = tally.warning()
     return RunResult(life.rundir, life.record, loop.num_units, seconds,
-                     seconds / max(loop.num_units - start, 1), log,
+                     seconds / max(done - start, 1), log,
                      warnings=(*notes, *([] if warning is None else [warning])),
-                     units_run=loop.num_units - start)
+                     units_run=done - start, stopped=stopped)
 
 
-def _store_posterior(life: Lifecycle, unit: int, method: Method, state,
+def _store_posterior(life: Lifecycle, unit: int, method: Method, state, config: RunSettings,
                      loop: Loop) -> dict[str, Any]:
     """Store ``method.posterior`` of each member's state (a kept axis of one) in one file.
 
     Returns:
         Member 0's posterior metadata (e.g. a Laplace approximation's evidence).
+
+    Raises:
+        DivergenceError: a member's posterior holds a NaN or infinite value (a Laplace
+            precision that overflowed, say): it is not stored.
     """
     # One transfer, then NumPy slices: slicing device arrays costs a dispatch per leaf and
     # member (on yacht with 8 chains, 50 ms of every kept iteration).
     host = jax.device_get(state)
     members = [method.posterior(jax.tree.map(lambda a, m=m: a[m][None], host))
                for m in range(loop.num_members)]
+    broken = [m for m, posterior in enumerate(members)
+              if not all(np.isfinite(a).all() for a in posterior.arrays().values()
+                         if np.issubdtype(np.asarray(a).dtype, np.floating))]
+    if broken:
+        raise life.diverged(config, loop, unit, ["the posterior"], broken)
     store.save(life.rundir.sample_file(unit), members,
                before_rename=life.recorder(manifest.sample_name(unit), unit=unit))
     faults.point("sample-written")

@@ -72,7 +72,7 @@ class Manifest:
                 value = json.loads(line)
                 ok = (isinstance(value, dict) and isinstance(value.get("file"), str)
                       and isinstance(value.get("sha256"), str))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                 ok = False
             if not ok:
                 if number == len(lines) and not data.endswith(b"\n"):
@@ -88,10 +88,7 @@ class Manifest:
 
     def append(self, line: dict[str, Any]) -> None:
         """Add one line, durable before this returns."""
-        with open(self.path, "a") as f:
-            f.write(json.dumps(line, sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        storage.append_bytes(self.path, (json.dumps(line, sort_keys=True) + "\n").encode())
 
     def rewrite(self, lines: Iterable[dict[str, Any]]) -> None:
         """Replace the manifest by ``lines`` (atomically)."""

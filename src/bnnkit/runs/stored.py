@@ -23,7 +23,7 @@ Example:
     >>> from bnnkit.runs.loop import run
     >>> run_dir = tempfile.mkdtemp() + "/run"
     >>> _ = run(ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
-    ...         sgd.Config(init_step_size=1e-3, num_epochs=2, batch_size=64), run_dir,
+    ...         sgd.Config(init_step_size=1e-4, num_epochs=2, batch_size=64), run_dir,
     ...         progress=False)
     >>> stored = load_run(run_dir)
     >>> stored.record["status"], stored.problem.dataset.name, stored.chains
@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -43,6 +44,7 @@ import numpy as np
 
 from bnnkit import problem as problem_lib
 from bnnkit import storage
+from bnnkit.data import npz
 from bnnkit.errors import ConfigError
 from bnnkit.inference import METHODS
 from bnnkit.posterior import store
@@ -101,20 +103,53 @@ def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
                               "it with bnnkit.load_chains")
         chains = _chains(rundir, record, like)
         return StoredRun(record, None, Samples(chains.positions), chains)
+    where = repr(str(rundir.run_file))
+    given = recorded_problem(record, where, data=False)
+    recorded = record.get("dataset") if isinstance(record.get("dataset"), dict) else {}
+    if problem is not None:
+        problem_lib.check_same(problem, given, recorded, f"the run {str(rundir.path)!r}")
+    else:
+        config = recorded_problem(record, where)
+        problem = problem_lib.build_recorded(config, rundir.path, recorded)
+        if config != given:
+            # Read from where the run recorded its data, named as the run was given it.
+            problem = dataclasses.replace(
+                problem, config=given,
+                dataset=dataclasses.replace(problem.dataset, name=given.dataset))
+    template = jax.eval_shape(problem.init_params, jax.random.PRNGKey(0))
+    return StoredRun(record, problem, stored_posterior(rundir, record, template), None)
+
+
+def recorded_problem(record: dict, where: str, *,
+                     data: bool = True) -> problem_lib.ProblemConfig:
+    """The problem a run of the driver was made on, from its ``run.json``.
+
+    A run on a user ``.npz`` recorded the file's resolved path and sha256
+    (:func:`bnnkit.data.npz.fingerprint`); the problem then reads that file, wherever the run
+    is read from, once its bytes are checked to be those the run was made on.
+
+    Args:
+        record: the run's ``run.json``.
+        where: the record, for messages (``"'run/run.json'"``).
+        data: resolve and check the data file (else the problem as the run was given it).
+
+    Raises:
+        ConfigError: no problem or one this bnnkit cannot build; the data file is gone or
+            changed.
+    """
     if not isinstance(record.get("problem"), dict):
-        raise ConfigError(f"{str(rundir.run_file)!r} is damaged: it has no 'problem' object")
+        raise ConfigError(f"{where} is damaged: it has no 'problem' object")
     try:
         config = problem_lib.ProblemConfig.from_dict(record["problem"])
     except TypeError as err:  # a run of an older layout, edited by hand
-        raise ConfigError(f"{str(rundir.run_file)!r} is damaged: its problem is not one this "
-                          f"bnnkit can build ({err})") from None
-    recorded = record.get("dataset") if isinstance(record.get("dataset"), dict) else {}
-    if problem is None:
-        problem = problem_lib.build_recorded(config, rundir.path, recorded)
-    else:
-        problem_lib.check_same(problem, config, recorded, f"the run {str(rundir.path)!r}")
-    template = jax.eval_shape(problem.init_params, jax.random.PRNGKey(0))
-    return StoredRun(record, problem, stored_posterior(rundir, record, template), None)
+        raise ConfigError(f"{where} is damaged: its problem is not one this bnnkit can build "
+                          f"({err})") from None
+    recorded = record.get("dataset")
+    if data and isinstance(recorded, dict):
+        file = npz.recorded_file(recorded, config.dataset)
+        if file != config.dataset:
+            config = dataclasses.replace(config, dataset=file)
+    return config
 
 
 def load_chains(run_dir: str | os.PathLike, like: Params | None = None) -> Chains:
@@ -237,6 +272,11 @@ def stored_posterior(rundir: RunDir, record: dict, template: Params) -> Any:
         return _load_legacy(rundir, record, template, units)
     samples = kept_samples(rundir, record, hash_samples=False)
     if not samples:
+        diverged = record.get("diverged")
+        if record.get("status") == "diverged" and isinstance(diverged, dict):
+            raise ConfigError(f"run {str(rundir.path)!r} diverged (NaN or infinite values) in "
+                              f"unit {diverged.get('unit', 0) + 1} before it kept a sample; "
+                              "allowed: a run with kept samples")
         raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
     return combine([store.load(rundir.sample_file(u), template, sha256=digest)
                     for u, digest in sorted(samples.items())])

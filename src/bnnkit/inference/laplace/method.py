@@ -52,7 +52,7 @@ from bnnkit.inference.laplace import structures
 from bnnkit.inference.laplace.evidence import check_prior_precision
 from bnnkit.log_posterior import LATENT_COLLECTIONS, network_variables
 from bnnkit.posterior.laplace import PREDICTIVES, STRUCTURES
-from bnnkit.settings import check_at_least, check_choice, setting
+from bnnkit.settings import DRAWS, MAX_INT32, MEMBERS, check_at_least, check_choice, setting
 from bnnkit.types import Batch, Key, Params
 
 
@@ -100,7 +100,8 @@ class Config(RunSettings):
 
     map_run: str | None = setting(None, help="a finished `bnnkit sgd` (or `bnnkit ensemble`) run "
                                              "directory (required to run)")
-    member: int = setting(0, help="ensemble member whose parameters are θ*")
+    member: int = setting(0, help="ensemble member whose parameters are θ*",
+                          bounds=(0, MEMBERS[1] - 1))
     structure: str = setting("diag", choices=STRUCTURES,
                              help="diag: diagonal GGN over all weights; last_layer: full GGN "
                                   "over the last Dense layer; kfac: Kronecker-factored GGN per "
@@ -115,10 +116,11 @@ class Config(RunSettings):
                                    "or glm (linearised network)")
     num_samples: int = setting(30,
                                help="posterior draws for the Monte Carlo predictive and "
-                                    "diagnostics")
+                                    "diagnostics", bounds=DRAWS)
     curvature_chunk_size: int = setting(
         1000, aliases=("--chunk-size",),
-        help="training examples per step of the curvature pass (bounds memory)")
+        help="training examples per step of the curvature pass (bounds memory)",
+        bounds=(1, MAX_INT32))
 
     def __post_init__(self) -> None:
         super().__post_init__()
