@@ -12,6 +12,7 @@ import pytest
 
 from bnnkit import storage
 from bnnkit.cli import main
+from bnnkit.data.npz import fingerprint
 from bnnkit.errors import ConfigError
 from bnnkit.evaluation import evaluate
 from bnnkit.experiments import covariate_shift
@@ -123,6 +124,8 @@ def test_non_image_runs_and_runs_on_other_data_are_refused(image_runs, tmp_path,
         np.savez(tmp_path / "flat.npz", **{k: (v.reshape(len(v), -1) / 255.0 if k[0] == "x"
                                               else v) for k, v in images.items()})
     record["problem"]["dataset"] = str(tmp_path / "flat.npz")
+    # The run reads the file its data fingerprint names: name the flat file there too.
+    record["dataset"].update(fingerprint(tmp_path / "flat.npz"))
     RunDir(flat).write_record(record)
     for argv, message in [
         ([str(flat)], "applies to image datasets; "),

@@ -166,10 +166,10 @@ def test_points_on_a_line_are_refused():
 
 
 @pytest.mark.parametrize("values, message", [
-    ({"grid_size": 0}, "--grid-size 0 must be an integer >= 2"),
+    ({"grid_size": 0}, "--grid-size 0 out of range; allowed: 2..1024"),
     ({"limit_left": 1.0, "limit_right": 0.0}, "--limit-left 1.0 must be below --limit-right"),
     ({"limit_bottom": 0.5, "limit_top": 0.5}, "--limit-bottom 0.5 must be below --limit-top"),
-    ({"chunk_size": 0}, "--chunk-size 0 must be an integer >= 1"),
+    ({"chunk_size": 0}, "--chunk-size 0 out of range; allowed: 1..1048576"),
 ])
 def test_bad_grids_are_refused(values, message):
     with pytest.raises(ConfigError, match=message):

@@ -130,7 +130,7 @@ def test_monte_carlo_kl_drives_a_step_for_a_non_gaussian_prior(estimator):
     (dict(vi_num_samples=0), "--vi-num-samples 0"),
     (dict(kl_weighting="linear"), "unknown --kl-weighting 'linear'; allowed: uniform, blundell"),
     (dict(optimizer="rmsprop"), "unknown --optimizer 'rmsprop'; allowed: adam, sgd"),
-    (dict(vi_ensemble_size=0), "--vi-ensemble-size 0 must be an integer >= 1"),
+    (dict(vi_ensemble_size=0), "--vi-ensemble-size 0 out of range; allowed: 1..65536"),
     (dict(vi_estimator="reinforce"),
      "unknown --vi-estimator 'reinforce'; allowed: weights, local_reparam, flipout"),
 ])

@@ -7,7 +7,7 @@ model average
 
     p(y | x̃) = (1/S) Σ_s p(y | x̃, θ_s),   x̃ = corrupt(x, corruption, severity)
 
-is scored on the corrupted test set by accuracy, NLL and ECE
+is scored on the corrupted test set by accuracy, NLL, ECE and Brier score
 (:func:`bnnkit.metrics.predictive.metrics_for`), plus once on the clean test set (severity 0).
 The corrupted images and the predictive are exactly those of ``bnnkit evaluate --corruption``
 (:func:`bnnkit.evaluation.corrupted_inputs`, :func:`bnnkit.evaluation.run_prediction`): the same
@@ -53,7 +53,7 @@ FIGURE_FILE = "degradation.png"
 CELLS_DIR = "cells"
 #: The clean test set's row: no corruption, severity 0.
 CLEAN = "clean"
-METRICS = ("accuracy", "nll", "ece")
+METRICS = ("accuracy", "nll", "ece", "brier")
 COLUMNS = ("label", "method", "corruption", "severity", *METRICS)
 
 

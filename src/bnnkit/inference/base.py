@@ -265,6 +265,7 @@ class IterationSettings(RunSettings):
              "this call: seconds, or 90s, 30m, 2h, 1h30m")
 
     def __post_init__(self) -> None:
+        check_numbers(self)  # every value of its field's type before the duration is read
         if self.max_time is not None:
             object.__setattr__(self, "max_time", parse_duration(self.max_time))
         super().__post_init__()  # every number within its bounds
