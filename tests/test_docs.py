@@ -1,5 +1,6 @@
-"""The docs: settings pages match the Configs, the nav reaches every page (each method's from
-``METHODS``), and the site builds without warnings."""
+"""The docs: generated pages match the code, the nav reaches every page (each method's from
+``METHODS``), every command points at a page that exists, the README stays a front page, and
+the site builds without warnings."""
 
 from __future__ import annotations
 
@@ -25,12 +26,16 @@ def load_generator():
     return module
 
 
+GENERATED = ("reference/problem.md", "reference/commands.md", "reference/python-api.md",
+             "reference/datasets.md", "reference/models.md")
+
+
 def test_generated_pages_are_up_to_date(tmp_path):
     generate = load_generator()
     written = generate.write(tmp_path)
-    assert len(written) == len(METHODS) + 1  # the problem and one page per method
+    assert len(written) == len(METHODS) + len(GENERATED)  # one page per method, and the rest
     assert {p.relative_to(tmp_path).as_posix() for p in written} == {
-        "problem.md", *(f"methods/{name}.md" for name in METHODS)}
+        *GENERATED, *(f"reference/methods/{name}.md" for name in METHODS)}
     for path in written:
         committed = ROOT / "docs" / path.relative_to(tmp_path)
         assert committed.is_file(), f"{committed} missing: run python docs/generate.py"
@@ -38,9 +43,64 @@ def test_generated_pages_are_up_to_date(tmp_path):
             f"{committed} is stale: run python docs/generate.py")
 
 
+def test_every_command_and_every_public_name_is_on_a_reference_page():
+    import bnnkit
+    from bnnkit.commands import COMMANDS
+
+    commands = (ROOT / "docs" / "reference" / "commands.md").read_text(encoding="utf-8")
+    for name in COMMANDS():
+        assert f"\n### {name}\n" in commands, name
+    api = (ROOT / "docs" / "reference" / "python-api.md").read_text(encoding="utf-8")
+    for name in set(bnnkit.__all__) - {"__version__"}:
+        assert f"\n## bnnkit.{name}\n" in api, name
+
+
+def test_a_method_page_links_the_guide_that_names_it(tmp_path):
+    generate = load_generator()
+    # Derived from the guides' front matter, and checked against it: a guide that names a
+    # method is linked from that method's page, and only from its.
+    guides = generate.guides()
+    assert guides, "no guide names a method in its front matter"
+    for name in METHODS:
+        page = (ROOT / "docs" / "reference" / "methods" / f"{name}.md").read_text(
+            encoding="utf-8")
+        if name in guides:
+            assert f"(../../{guides[name]})" in page, name
+            assert (ROOT / "docs" / guides[name]).is_file(), guides[name]
+        else:
+            assert "How to use it" not in page, name
+    # The check can fail: a guide naming no method that exists is not linked from anywhere.
+    (tmp_path / "guides").mkdir()
+    (tmp_path / "guides" / "x.md").write_text("---\nmethods: [hmc]\n---\n# X\n")
+    assert generate.guides(tmp_path) == {"hmc": "guides/x.md"}
+    assert "../../guides/x.md" in generate.method_page("hmc", "guides/x.md")
+
+
+def test_every_command_points_at_a_page_that_exists():
+    from bnnkit.cli import build_parser
+    from bnnkit.commands import COMMANDS
+
+    sub = next(a for a in build_parser()._actions if hasattr(a, "choices") and a.choices)
+    for name, command in COMMANDS().items():
+        assert (ROOT / "docs" / command.docs).is_file(), (name, command.docs)
+        help_text = sub.choices[name].format_help()
+        # the last line of `bnnkit COMMAND --help` is the pointer to the command's page
+        assert help_text.rstrip().splitlines()[-1] == f"docs: docs/{command.docs}", name
+
+
+def test_readme_is_a_front_page_listing_every_command():
+    from bnnkit.commands import COMMANDS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250, "README.md is the front page: move details to docs/"
+    for name in COMMANDS():
+        assert f"| `bnnkit {name}` |" in readme, f"bnnkit {name} is missing from the README"
+
+
 def test_every_setting_is_on_its_page():
     for name, module in METHODS.items():
-        page = (ROOT / "docs" / "methods" / f"{name}.md").read_text(encoding="utf-8")
+        page = (ROOT / "docs" / "reference" / "methods" / f"{name}.md").read_text(
+            encoding="utf-8")
         for field in dataclasses.fields(module.Config):
             if field.metadata.get("cli"):
                 assert f"| `{flag(module.Config, field.name)}` |" in page, (name, field.name)
@@ -84,7 +144,7 @@ def reached(nav) -> set[str]:
 @needs_mkdocs
 def test_every_method_page_is_in_the_nav():
     _, nav = built_nav()
-    missing = {f"methods/{name}.md" for name in METHODS} - reached(nav)
+    missing = {f"reference/methods/{name}.md" for name in METHODS} - reached(nav)
     assert not missing, f"methods without a page in the nav: {sorted(missing)}"
 
 
@@ -114,4 +174,4 @@ def test_mkdocs_build_is_strict_clean(tmp_path):
          "-d", str(tmp_path / "site")], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     for name in METHODS:
-        assert (tmp_path / "site" / "methods" / name / "index.html").is_file(), name
+        assert (tmp_path / "site" / "reference" / "methods" / name / "index.html").is_file(), name

@@ -1,4 +1,5 @@
-"""The top-level API: every exported name resolves and is documented, and the README uses it."""
+"""The top-level API: every exported name resolves and is documented, and the README and the
+docs' examples use it."""
 
 from __future__ import annotations
 
@@ -19,11 +20,25 @@ ROOT = Path(__file__).resolve().parents[1]
 VALUES = {"__version__", "METHODS"}
 
 
+def python_block(page: str, section: str) -> str:
+    """The first ```python block of the ``## section`` of a docs page (``docs/<page>``)."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return body.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def docs_python_examples() -> dict[str, str]:
+    """The Python examples of the docs that run as written, by where they are: the run, the
+    evaluation and the export of Getting started, and the method interface used directly."""
+    return {"getting-started.md": python_block("getting-started.md", "From Python"),
+            "concepts/method-interface.md": python_block("concepts/method-interface.md",
+                                                         "Using it directly")}
+
+
 def readme_python_example() -> str:
-    """The first ```python block of the README's "## Python" section."""
+    """The ```python block of the README's tour."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
-    return section.split("```python\n", 1)[1].split("```", 1)[0]
+    return text.split("```python\n", 1)[1].split("```", 1)[0]
 
 
 @pytest.mark.parametrize("name", bnnkit.__all__)
@@ -111,16 +126,18 @@ def test_unknown_names_raise_attribute_error():
         bnnkit.nope  # noqa: B018
 
 
-def test_readme_example_uses_the_top_level_api():
-    code = readme_python_example()
+@pytest.mark.parametrize("code", [readme_python_example(), *docs_python_examples().values()],
+                         ids=["README.md", *docs_python_examples()])
+def test_python_examples_use_the_top_level_api(code):
     assert "import bnnkit\n" in code
     # nothing from submodules: the example is what `bnnkit.__all__` offers
     assert "from bnnkit" not in code
 
 
 @pytest.mark.slow
-def test_readme_python_example_runs_as_written(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # its run directories are relative
-    exec(compile(readme_python_example(), "README.md", "exec"), {"__name__": "readme"})
+def test_docs_python_examples_run_as_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # their run directories are relative
+    for where, code in docs_python_examples().items():
+        exec(compile(code, where, "exec"), {"__name__": "docs"})
     assert (tmp_path / "runs" / "yacht_hmc" / "evaluation.json").is_file()
     assert (tmp_path / "runs" / "yacht_hmc.npz").is_file()

@@ -10,7 +10,8 @@ The names below are the public API; each is the object of the module that define
 :class:`bnnkit.inference.hmc.Config`, ...). They are imported on first use, so ``import bnnkit``
 stays cheap until one is touched.
 
-- data and problem: :func:`load_dataset`, :class:`ProblemConfig`, :func:`build_problem`;
+- data and problem: :func:`load_dataset`, :class:`ProblemConfig`, :func:`build_problem`, and
+  :class:`Problem` (:meth:`Problem.from_arrays`: your own arrays and Flax module);
 - methods: :data:`METHODS` (name -> module with ``Config`` and ``build``) and each method's
   Config under the name it states, ``Config.API_NAME`` (:class:`HMC`, :class:`SGD`,
   :class:`Ensemble`, ...): these names and ``__all__`` are derived from :data:`METHODS`;
@@ -32,7 +33,7 @@ Example:
     >>> sorted(bnnkit.evaluate(run_dir)["test"])
     ['nll', 'rmse']
 
-See ``README.md`` for the command line and ``docs/`` for every method's settings.
+See ``docs/`` (``mkdocs serve``) for the command line, tutorials and every method's settings.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ __version__ = "0.1.0"
 # Configs are not listed: they come from METHODS (_method_configs).
 _LAZY: dict[str, tuple[str, str]] = {
     "load_dataset": ("bnnkit.data", "load"),
+    "Problem": ("bnnkit.problem", "Problem"),
     "ProblemConfig": ("bnnkit.problem", "ProblemConfig"),
     "build_problem": ("bnnkit.problem", "build"),
     "METHODS": ("bnnkit.inference", "METHODS"),
@@ -86,6 +88,7 @@ if TYPE_CHECKING:
         "ConfigError",
         "Ensemble",
         "Laplace",
+        "Problem",
         "ProblemConfig",
         "Summary",
         "__version__",
@@ -125,7 +128,7 @@ if TYPE_CHECKING:
         rhat,
     )
     from bnnkit.metrics.mcmc_summary import Summary, summary
-    from bnnkit.problem import ProblemConfig
+    from bnnkit.problem import Problem, ProblemConfig
     from bnnkit.problem import build as build_problem
     from bnnkit.runs import load_chains, run, sample
 

@@ -21,10 +21,13 @@ import argparse
 import signal
 import sys
 
-from bnnkit.commands import COMMANDS, OTHER_COMMANDS, config_file
+from bnnkit.commands import COMMANDS, GROUPS, OTHER_COMMANDS, config_file, groups
 from bnnkit.errors import ConfigError
 
 DEBUG_FLAG = "--debug"
+#: Where the docs pages are: the repository's ``docs/`` folder (``mkdocs serve`` shows them as
+#: a site with the same layout). ``bnnkit COMMAND --help`` ends with the command's page.
+DOCS_ROOT = "docs"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,18 +59,52 @@ def version() -> str:
         return "unknown"
 
 
+class _TopHelpFormatter(_HelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """``bnnkit --help``: the grouped command list in the epilog, kept as it is laid out."""
+
+
+def docs_pointer(command: str) -> str:
+    """The last line of ``bnnkit COMMAND --help``: where the command's docs page is.
+
+    Example:
+        >>> docs_pointer("hmc")
+        'docs: docs/reference/methods/hmc.md'
+    """
+    return f"docs: {DOCS_ROOT}/{COMMANDS()[command].docs}"
+
+
+def command_list() -> str:
+    """``bnnkit --help``'s list of commands, grouped (methods, analysis, data, runs)."""
+    import textwrap
+
+    commands = COMMANDS()
+    indent = " " * (max(map(len, commands)) + 4)
+    lines = []
+    for group, names in groups().items():
+        lines.append(f"{GROUPS[group]}:")
+        for name in names:
+            # wrapped at 79 columns, the help under the help, as argparse lays out flags
+            lines += textwrap.wrap(commands[name].help, 79, break_on_hyphens=False,
+                                   initial_indent=f"  {name:<{len(indent) - 2}}",
+                                   subsequent_indent=indent)
+        lines.append("")
+    lines.append(f"`bnnkit COMMAND --help` lists a command's flags; docs: {DOCS_ROOT}/index.md")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bnnkit", description="Bayesian neural networks: HMC and friends.",
-                     formatter_class=_HelpFormatter)
+                     formatter_class=_TopHelpFormatter, epilog=command_list())
     parser.add_argument("--version", action="version", version=f"bnnkit {version()}",
                         help="print the version and exit")
     parser.add_argument(DEBUG_FLAG, action="store_true",
                         help="show the traceback of an unexpected error (accepted anywhere)")
+    # The commands are listed by group in the epilog, so the parsers carry no help of their own.
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
-                                metavar="COMMAND")
+                                metavar="COMMAND", help="one of the commands below")
     for name, command in COMMANDS().items():
-        p = sub.add_parser(name, help=command.help, description=command.help,
-                           formatter_class=_HelpFormatter)
+        p = sub.add_parser(name, description=command.help, formatter_class=_HelpFormatter,
+                           epilog=docs_pointer(name))
         command.add_arguments(p)
         p.add_argument(config_file.FLAG, metavar="FILE",
                        help="read flags from a TOML file (key = value, the flag without its "

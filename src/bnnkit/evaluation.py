@@ -259,8 +259,14 @@ def evaluate(
     conformal: float | None = None,
     ood: str | None = None,
     write: bool = True,
+    problem: problem_lib.Problem | None = None,
 ) -> dict[str, Any]:
     """Metrics and diagnostics of a stored run, optionally against a reference run.
+
+    ``problem`` passes the run's problem back in, for a run made by
+    :meth:`bnnkit.Problem.from_arrays` whose model cannot be rebuilt in this process (a class
+    of ``__main__``, an ``apply`` function); it must be the run's (settings and arrays).
+    Without it, every run is rebuilt from its directory.
 
     Returns:
         A JSON-serialisable dict: ``test`` metrics, for classification ``calibration`` (the
@@ -306,7 +312,7 @@ def evaluate(
         from bnnkit.data import reference_probs as reference_files
 
         ref_table, ref_info = reference_files.load(reference_probs)
-    record, problem, posterior, _ = load_run(run_dir, network=True)
+    record, problem, posterior, _ = load_run(run_dir, network=True, problem=problem)
     if ref_table is not None:
         check_reference_probs(ref_table, problem.dataset, repr(os.fspath(reference_probs)))
     held_out = None

@@ -62,3 +62,32 @@ def test_version(capsys):
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"bnnkit {metadata.version('bnnkit')}"
+
+
+def test_top_level_help_groups_every_command_once(capsys):
+    from bnnkit.commands import COMMANDS, GROUPS, groups
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    lines = capsys.readouterr().out.splitlines()
+    # each group's heading, then its commands, in the order groups() gives them
+    listed: dict[str, list[str]] = {}
+    current = None
+    for line in lines:
+        if line.endswith(":") and line[:-1] in GROUPS.values():
+            current = line[:-1]
+            listed[current] = []
+        elif current is not None and line.startswith("  ") and not line.startswith("   "):
+            listed[current].append(line.split()[0])
+    assert listed == {GROUPS[g]: list(names) for g, names in groups().items()}
+    # the methods' group is METHODS, and every command is in exactly one group
+    assert listed["methods"] == list(METHODS)
+    everything = [name for names in listed.values() for name in names]
+    assert sorted(everything) == sorted(COMMANDS()) and len(set(everything)) == len(everything)
+
+
+def test_command_help_ends_with_its_docs_page(capsys):
+    with pytest.raises(SystemExit):
+        main(["hmc", "--help"])
+    assert capsys.readouterr().out.rstrip().splitlines()[-1] == (
+        "docs: docs/reference/methods/hmc.md")

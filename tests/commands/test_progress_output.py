@@ -62,3 +62,56 @@ def test_bar_keeps_counter_and_time_left_at_80_columns():
     assert "5/400" in last and re.search(r"5/400 \d:\d\d:\d\d \d:\d\d:\d\d", last)
     assert max(len(line) for line in re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "",
                                             last).splitlines()) <= 80
+
+
+def test_bar_drops_whole_fields_never_half_a_number():
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=True, color_system=None)
+    bar = progress.ProgressBar("HMC", total=400, console=console)
+    status = ("sampling | accept 0.93 | step 1.11e-03 | L 2274 | log post -804.8 | "
+              "div 0 (burn-in 17)")
+    for _ in range(5):
+        bar.update(1, status)
+    bar.close()
+    last = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.getvalue().split("\r")[-1]).strip()
+    shown = last.split(re.search(r"\d:\d\d:\d\d \d:\d\d:\d\d", last)[0], 1)[1].strip()
+    fields = status.split(" | ")
+    # What is shown is the first fields, each whole: no ellipsis, no cut value.
+    assert shown and "…" not in shown
+    kept = shown.split(" | ")
+    assert kept == fields[:len(kept)], (shown, fields)
+
+
+def test_time_estimate_during_burn_in_says_it_is_provisional(monkeypatch):
+    monkeypatch.setattr(progress, "ESTIMATE_MIN_SECONDS", 0.0)
+    out = io.StringIO()
+    bar = progress.ProgressBar("HMC", total=10, stream=out, log_every=100, settle_after=4,
+                               unit_name="iterations")
+    for _ in range(10):
+        bar.update(1)
+    estimates = [line for line in out.getvalue().splitlines() if "left at" in line]
+    # One after the second iteration (burn-in still tunes the step size), one once it ended.
+    assert len(estimates) == 2, estimates
+    assert "for the 8 iterations left" in estimates[0] and "provisional" in estimates[0]
+    assert "for the 4 iterations left" in estimates[1] and "provisional" not in estimates[1]
+
+
+def test_resume_summary_counts_the_iterations_this_call_ran(tmp_path, capsys):
+    args = [*HMC, "--step-size", "1e-3", "--trajectory-len", "0.004", "--num-burn-in", "2",
+            "--num-chains", "2", "--no-progress", "--dir", str(tmp_path / "run")]
+    assert main([*args, "--num-iterations", "6"]) == 0
+    assert "6 iterations in " in capsys.readouterr().out
+    assert main([*args, "--num-iterations", "8", "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^2 more iterations in [\d.]+ s, [\d.]+ s each with compilation "
+                     r"\(8 of 8 done\); run in ", out, re.MULTILINE), out
+
+
+def test_warnings_during_and_after_a_run_have_one_prefix(tmp_path, capsys):
+    # A stuck sampler with progress on: the line during the run and the one at its end.
+    assert main([*HMC, "--step-size", "0.5", "--trajectory-len", "0.5", "--adapt", "none",
+                 "--num-iterations", "12", "--num-burn-in", "1", "--num-chains", "2",
+                 "--dir", str(tmp_path / "run")]) == 0
+    out, err = capsys.readouterr()
+    lines = [line for line in (out + err).splitlines() if "warning:" in line]
+    assert len(lines) == 2 and all(line.startswith("bnnkit: warning: ") for line in lines), lines

@@ -64,3 +64,15 @@ def test_independent_draws_get_no_rhat_or_ess(tmp_path, capsys):
     assert main(["evaluate", str(run_dir), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["independent_draws"] and "diagnostics" not in result
+
+
+def test_an_unset_setting_is_named_in_words_not_none(hmc_run, tmp_path, capsys):
+    # No --noise-std: the network outputs its own std, which the message says.
+    run_dir = tmp_path / "sgd"
+    assert main([*SGD, "--dir", str(run_dir), "--no-evaluate"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(run_dir), "--reference", str(hmc_run)]) == 0
+    err = capsys.readouterr().err
+    assert (f"--noise-std learned (the network outputs its std) (reference {hmc_run}: 0.35)"
+            in err)
+    assert "None" not in err

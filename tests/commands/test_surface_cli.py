@@ -90,3 +90,33 @@ def test_bad_flags_are_refused_before_anything_is_written(flags, message, tmp_pa
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_bnn_hmc_surface_command_runs_as_it_is_after_the_script_name(linear_run, tmp_path,
+                                                                      capsys):
+    # make_posterior_surface_plot.py's flags, underscores and all: the checkpoints are the
+    # points, --dir is --out, the problem flags are checks that the runs' problem passes.
+    data = RunDir(linear_run).read_record()["problem"]["dataset"]
+    command = ["surface", "--seed=0", "--weight_decay=2", "--temperature=1",
+               f"--dir={tmp_path / 'out'}", f"--dataset_name={data}", "--model_name=linear",
+               f"--checkpoint1={linear_run}", f"--checkpoint2={linear_run}:1:-1",
+               f"--checkpoint3={linear_run}:0:0", "--limit_bottom=-0.5", "--limit_top=1.5",
+               "--grid_size=3", "--plot", "--no-progress"]
+    assert "3 x 3 grid" in run_ok(command, capsys)
+    assert (tmp_path / "out" / "surface.npz").is_file()
+    # A problem flag that is not the runs' is refused, naming the run that supplies it.
+    other = [a if not a.startswith("--weight_decay") else "--weight_decay=40"
+             for a in command]
+    other = [a if not a.startswith("--dir=") else f"--dir={tmp_path / 'other'}" for a in other]
+    assert main(other) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert (f"--weight-decay 40.0 is not the problem of the points: {linear_run} supplies "
+            "weight_decay 2.0") in err
+    assert not (tmp_path / "other").exists()
+    # Points given both ways, or --out missing: one line each.
+    assert main(["surface", str(linear_run), f"--checkpoint1={linear_run}", "--out",
+                 str(tmp_path / "x")]) == 2
+    assert "all three one way" in capsys.readouterr().err
+    assert main(["surface", str(linear_run), str(linear_run), str(linear_run)]) == 2
+    assert "--out (bnn_hmc's --dir) is required" in capsys.readouterr().err

@@ -4,7 +4,9 @@ folder checks before anything is written, and the whole tiny study end to end (s
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
+from pathlib import Path
 
 import pytest
 
@@ -141,11 +143,23 @@ def test_foreign_folder_and_other_scale_are_refused_before_writing(tmp_path):
     assert sorted(p.name for p in study.iterdir()) == [paper.SETTINGS_FILE]
 
 
+def paper_example():
+    """``examples/paper_study.py`` (the tutorial's script) as a module."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "paper_study.py"
+    spec = importlib.util.spec_from_file_location("paper_study_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.slow  # the whole tiny study: about 5 minutes on 2 cores
 def test_tiny_study_end_to_end(shared_data_dir, tmp_path, capsys):
-    out = tmp_path / "paper"
-    assert main(["paper", "--scale", "tiny", "--out", str(out), "--data-dir",
-                 str(shared_data_dir), "--no-progress"]) == 0
+    # The tutorial's script makes the study (its --small is --scale tiny), so the tutorial is
+    # checked by the same run; the second call below is the command line's.
+    study = paper_example().main(tmp_path, small=True, data_dir=str(shared_data_dir),
+                                 progress=False)
+    out = tmp_path / "paper_tiny"
+    assert study.report.parent == out / paper.REPORT_DIR
     for part in paper.PARTS:
         assert (out / part).is_dir(), part
     items = storage.read_json(out / paper.FINDINGS_JSON)

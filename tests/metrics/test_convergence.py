@@ -148,3 +148,32 @@ def test_climbing_chains_are_rising_and_the_verdict_says_what_to_do():
                                   log_posterior=trace[2:])
     assert settled["converged"] and settled["rising_chains"] == 0
     assert convergence.verdict(independent())["rising_chains"] is None
+
+
+def test_stuck_advice_follows_the_step_size_the_chains_ran_at():
+    from bnnkit.inference.base import Loop
+    from bnnkit.metrics.convergence import sampler_warning
+    from bnnkit.runs.lifecycle import SamplerTally
+
+    # The README's old first example: --step-size 1e-5, adaptation raised it to 1.4e-4 in 10
+    # burn-in iterations, then acceptance 0.027 with 279 of 360 transitions divergent.
+    raised = sampler_warning(0.027, 279, 360, step_size=1.4e-4, given_step_size=1e-5,
+                             burn_in=10)
+    assert "burn-in raised the step size to 0.00014 (from --step-size 1e-05)" in raised
+    assert "(it had 10 iterations)" in raised
+    assert "use a smaller --step-size" not in raised
+    # A step size that was not raised (or no adaptation): a smaller one is the advice.
+    kept = sampler_warning(0.027, 279, 360, step_size=1e-5, given_step_size=1e-5, burn_in=10)
+    assert "use a smaller --step-size (the chains ran at 1e-05)" in kept
+    draws = np.random.default_rng(0).normal(size=(4, 50, 3))
+    v = convergence.verdict(draws, acceptance_rate=0.027, num_divergent=150, step_size=1.4e-4,
+                            given_step_size=1e-5, burn_in=10)
+    assert any(a.startswith("burn-in raised the step size") for a in v["advice"])
+    assert not any("use a smaller --step-size" in a for a in v["advice"])
+    # The run's tally passes the logged step size and the given one.
+    tally = SamplerTally(Loop("iterations", 40, num_members=2, burn_in=10),
+                         given_step_size=1e-5)
+    for unit in range(40):
+        tally.add({"burn_in": unit < 10, "acceptance_rate": [0.0, 0.05],
+                   "divergent": [True, True], "step_size": [1.2e-4, 1.6e-4]})
+    assert "burn-in raised the step size to 0.00014" in tally.warning()

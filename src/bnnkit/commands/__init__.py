@@ -16,16 +16,59 @@ from typing import NamedTuple
 
 
 class Command(NamedTuple):
+    """A subcommand.
+
+    Attributes:
+        help: its line in ``bnnkit --help`` (and its description).
+        add_arguments: adds its flags to its parser.
+        run: runs it on the parsed flags; returns the exit code.
+        docs: its page in the docs, relative to ``docs/`` (``bnnkit COMMAND --help`` ends with
+            a pointer to it).
+    """
+
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    docs: str = "reference/commands.md"
 
 
-#: The commands that run no method, in ``bnnkit --help``'s order; each is the ``COMMAND`` of
-#: the module named after it. They never join the processes of a distributed run.
-OTHER_COMMANDS: tuple[str, ...] = ("reference", "prune", "evaluate", "samples", "verify", "models",
-                                   "prior-predictive", "surface", "shift", "convergence",
-                                   "experiment", "paper", "report", "datasets")
+#: The commands that run no method, by group, in ``bnnkit --help``'s order; each is the
+#: ``COMMAND`` of the module named after it. The methods' group comes from ``METHODS``.
+COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
+    "analysis": ("reference", "evaluate", "convergence", "surface", "shift", "prune",
+                 "prior-predictive", "experiment", "paper", "report"),
+    "data": ("datasets", "models"),
+    "runs": ("samples", "verify"),
+}
+#: Each group's heading in ``bnnkit --help`` and in the docs.
+GROUPS: dict[str, str] = {"methods": "methods", "analysis": "analysis",
+                          "data": "data and models", "runs": "run management"}
+#: The commands that run no method. They never join the processes of a distributed run.
+OTHER_COMMANDS: tuple[str, ...] = tuple(name for names in COMMAND_GROUPS.values()
+                                        for name in names)
+
+
+def groups() -> dict[str, tuple[str, ...]]:
+    """Every command by group: the methods of ``METHODS`` first, then :data:`COMMAND_GROUPS`.
+
+    Example:
+        >>> all_groups = groups()
+        >>> list(all_groups) == list(GROUPS), "hmc" in all_groups["methods"]
+        (True, True)
+    """
+    from bnnkit.inference import METHODS
+
+    return {"methods": tuple(METHODS), **COMMAND_GROUPS}
+
+
+def docs_page(name: str) -> str:
+    """The docs page of command ``name``, relative to ``docs/``.
+
+    Example:
+        >>> docs_page("hmc"), docs_page("surface")
+        ('reference/methods/hmc.md', 'guides/surface.md')
+    """
+    return COMMANDS()[name].docs
 
 
 def _load() -> dict[str, Command]:

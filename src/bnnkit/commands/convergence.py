@@ -46,4 +46,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(help="split R-hat in weight and function space, and one long chain against "
-                       "several short ones", add_arguments=add_arguments, run=run)
+                       "several short ones", add_arguments=add_arguments, run=run,
+                  docs="guides/convergence.md")

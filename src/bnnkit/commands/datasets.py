@@ -96,4 +96,5 @@ COMMAND = Command(
     help="list datasets (task, shapes, sizes, licence, local files) or draw corruptions",
     add_arguments=add_arguments,
     run=run,
+    docs="reference/datasets.md",
 )

@@ -23,8 +23,11 @@ of three levels:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.epilog = VERDICT_HELP
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    # The verdict's levels as laid out here, above the pointer to the docs the parser ends with.
+    p.epilog = VERDICT_HELP + (f"\n{p.epilog}" if p.epilog else "")
+    if not issubclass(p.formatter_class, argparse.RawDescriptionHelpFormatter):
+        p.formatter_class = type("VerdictHelpFormatter",
+                                 (p.formatter_class, argparse.RawDescriptionHelpFormatter), {})
     p.add_argument("run_dir", help="a run directory")
     p.add_argument("--reference", default=None,
                    help="another run on the same data (e.g. HMC) to compare against")
@@ -72,4 +75,5 @@ def run(args: argparse.Namespace) -> int:
 from bnnkit.commands import Command  # noqa: E402
 
 COMMAND = Command(help="recompute metrics and diagnostics of a run", add_arguments=add_arguments,
-                  run=run)
+                  run=run,
+                  docs="concepts/reference.md")

@@ -70,4 +70,5 @@ def run(args: argparse.Namespace) -> int:
 
 COMMAND = Command(help="the paper's experiments (compare-methods, prior-sweep, bbb-mnist, "
                        "temperature): runs and a JSON, markdown and PNG report in --out",
-                  add_arguments=add_arguments, run=run)
+                  add_arguments=add_arguments, run=run,
+                  docs="guides/experiments.md")

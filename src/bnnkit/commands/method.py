@@ -51,6 +51,41 @@ def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
                    help="accepted for bnn_hmc's commands: every kept sample is always stored")
 
 
+def run_summary(result) -> str:
+    """What a call of the driver ran and how long it took, compilation included (the
+    evaluation table's seconds per iteration are the mean after burn-in, without it).
+
+    A run stopped by ``--max-time`` says how far it got; one extended by
+    ``--until-converged`` gives its total over the blocks it ran.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> resumed = SimpleNamespace(num_units=120, units_run=20, seconds=10.5,
+        ...                           seconds_per_unit=0.525, record={"loop": {"kind":
+        ...                                                                    "iterations"}})
+        >>> run_summary(resumed)
+        '20 more iterations in 10.5 s, 0.525 s each with compilation (120 of 120 done)'
+        >>> stopped = SimpleNamespace(num_units=120, units_run=50, seconds=10.0,
+        ...                           seconds_per_unit=0.2, record={"loop": {"kind":
+        ...     "iterations"}, "stopped": {"units_done": 50}})
+        >>> run_summary(stopped)
+        '50 iterations in 10.0 s, 0.2 s each with compilation (50 of 120 done)'
+    """
+    kind = result.record["loop"]["kind"]
+    done = (result.record.get("stopped") or {}).get("units_done", result.num_units)
+    until = getattr(result, "until_converged", None)
+    if until is not None:
+        return (f"{done} {kind} in {result.seconds:.1f} s over {len(until['blocks'])} "
+                "blocks, compilation included")
+    ran = result.num_units if result.units_run is None else result.units_run
+    if ran == 0:
+        return f"nothing to run: all {result.num_units} {kind} were done"
+    more = " more" if ran < done else ""
+    line = (f"{ran}{more} {kind} in {result.seconds:.1f} s, {result.seconds_per_unit:.3g} s "
+            "each with compilation")
+    return line if ran == result.num_units else f"{line} ({done} of {result.num_units} done)"
+
+
 def method_command(name: str, module: ModuleType) -> Command:
     """The command of one method."""
     from bnnkit.inference.base import EpochSettings, IterationSettings
@@ -98,7 +133,10 @@ def method_command(name: str, module: ModuleType) -> Command:
             # Before the run, not after it: a bad reference must not cost a whole run.
             distributed.first_decides(lambda: check_reference(args.reference,
                                                                problem.dataset))
-        result = runs.run(problem, config, args.dir, resume=args.resume,
+        # A problem taken from the source run is built from that run, as its own (its data
+        # may be the arrays it stored).
+        result = runs.run(None if from_source else problem, config, args.dir,
+                          resume=args.resume,
                           overwrite=args.overwrite, progress=args.progress,
                           log_every=args.log_every,
                           shard=getattr(args, "shard", "auto"))
@@ -106,10 +144,7 @@ def method_command(name: str, module: ModuleType) -> Command:
             return 0
         for warning in result.warnings:
             print(f"bnnkit: warning: {warning}", file=sys.stderr)
-        loop = result.record["loop"]
-        done = (result.record.get("stopped") or {}).get("units_done", result.num_units)
-        print(f"{done} {loop['kind']} in {result.seconds:.1f} s "
-              f"({result.seconds_per_unit:.3g} s each); run in {args.dir}")
+        print(f"{run_summary(result)}; run in {args.dir}")
         if result.until_converged is not None:
             print(result.until_converged["outcome"])
         if result.stopped is not None:
@@ -130,4 +165,5 @@ def method_command(name: str, module: ModuleType) -> Command:
             print_table(evaluation, title=f"{config.label} on {problem.dataset}")
         return 0
 
-    return Command(help=summary(module), add_arguments=add_arguments, run=run)
+    return Command(help=summary(module), add_arguments=add_arguments, run=run,
+                   docs=f"reference/methods/{name}.md")

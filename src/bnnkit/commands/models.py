@@ -62,4 +62,5 @@ COMMAND = Command(
     help="list the registered networks with their parameter counts",
     add_arguments=_add_arguments,
     run=_run,
+    docs="reference/models.md",
 )

@@ -36,4 +36,5 @@ def run(args: argparse.Namespace) -> int:
 
 COMMAND = Command(help="the paper's whole study at --scale tiny, small or full: every "
                        "experiment, the findings scored and one report in --out",
-                  add_arguments=add_arguments, run=run)
+                  add_arguments=add_arguments, run=run,
+                  docs="tutorials/paper-study.md")

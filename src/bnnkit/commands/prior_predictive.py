@@ -35,4 +35,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(help="draw functions or class probabilities from the prior",
-                  add_arguments=add_arguments, run=run)
+                  add_arguments=add_arguments, run=run,
+                  docs="guides/priors.md")

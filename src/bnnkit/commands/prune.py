@@ -54,4 +54,5 @@ def print_rows(rows: list[dict], task: str) -> None:
 
 
 COMMAND = Command(help="prune a VI run's weights by signal-to-noise ratio or magnitude",
-                  add_arguments=add_arguments, run=run)
+                  add_arguments=add_arguments, run=run,
+                  docs="guides/vi.md")

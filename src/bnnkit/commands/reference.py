@@ -57,4 +57,4 @@ from bnnkit.commands import Command  # noqa: E402
 
 COMMAND = Command(help="a reference posterior in one command: a deep ensemble, then one tuned "
                        "chain per member (MCLMC by default), evaluated as one model average",
-                  add_arguments=add_arguments, run=run)
+                  add_arguments=add_arguments, run=run, docs="concepts/reference.md")

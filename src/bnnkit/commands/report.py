@@ -29,4 +29,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(help="one markdown and self-contained HTML report of runs and experiments",
-                  add_arguments=add_arguments, run=run)
+                  add_arguments=add_arguments, run=run,
+                  docs="guides/report.md")

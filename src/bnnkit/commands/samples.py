@@ -39,4 +39,5 @@ def run(args: argparse.Namespace) -> int:
 from bnnkit.commands import Command  # noqa: E402
 
 COMMAND = Command(help="export kept samples for ArviZ and other tools",
-                  add_arguments=add_arguments, run=run)
+                  add_arguments=add_arguments, run=run,
+                  docs="guides/samples.md")

@@ -53,4 +53,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(help="accuracy, NLL and ECE of stored runs on corrupted test images "
-                       "(covariate shift)", add_arguments=add_arguments, run=run)
+                       "(covariate shift)", add_arguments=add_arguments, run=run,
+                  docs="guides/covariate-shift.md")

@@ -60,4 +60,5 @@ def _method(run_dir: str) -> str:
 from bnnkit.commands import Command  # noqa: E402
 
 COMMAND = Command(help="check a run directory's files against its manifest",
-                  add_arguments=add_arguments, run=run)
+                  add_arguments=add_arguments, run=run,
+                  docs="concepts/run-directories.md")

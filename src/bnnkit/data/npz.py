@@ -79,14 +79,16 @@ def same_data(recorded: Mapping[str, Any], given: Mapping[str, Any], flag: str) 
     """Whether the data given now (its dataset ``info``) is the file a run recorded.
 
     Returns:
-        ``True`` when both carry a fingerprint and the bytes are the same (wherever the file
-        now is); ``False`` when either has none (nothing to compare).
+        ``True`` when both carry a file's fingerprint and the bytes are the same (wherever the
+        file now is); ``False`` when either has none (nothing to compare: a registry dataset,
+        or arrays in memory, whose ``sha256`` is in the dataset's name that the settings
+        compare).
 
     Raises:
         ConfigError: both carry one and the bytes differ, naming both files.
     """
     old, new = recorded.get("sha256"), given.get("sha256")
-    if not isinstance(old, str) or not isinstance(new, str):
+    if not all(isinstance(v, str) for v in (old, new, recorded.get("file"), given.get("file"))):
         return False
     if old != new:
         raise ConfigError(f"{flag} {given.get('file')!r} (sha256 {_short(new)}) is not the data "
@@ -116,24 +118,24 @@ def _read(path: str) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _check_targets(path: str, y_train: np.ndarray, y_test: np.ndarray) -> None:
+def _check_targets(where: str, y_train: np.ndarray, y_test: np.ndarray) -> None:
     """Integer labels: classes 0..K-1 of the training set, in both splits; reals: reals."""
     train_int = np.issubdtype(y_train.dtype, np.integer)
     if train_int != np.issubdtype(y_test.dtype, np.integer):
         raise ConfigError(
-            f"{path!r}: y_train has dtype {y_train.dtype} but y_test {y_test.dtype}; allowed: "
+            f"{where}: y_train has dtype {y_train.dtype} but y_test {y_test.dtype}; allowed: "
             "integer class labels in both, or real targets in both")
     if not train_int:
         return
     low = min(int(y_train.min()), int(y_test.min()))
     if low < 0:
-        raise ConfigError(f"{path!r}: class label {low} is negative; allowed: 0..K-1")
+        raise ConfigError(f"{where}: class label {low} is negative; allowed: 0..K-1")
     top = int(y_train.max())
     if top > MAX_LABEL:
-        raise ConfigError(f"{path!r}: class label {top} in y_train; allowed: 0..{MAX_LABEL}")
+        raise ConfigError(f"{where}: class label {top} in y_train; allowed: 0..{MAX_LABEL}")
     if int(y_test.max()) > top:
         raise ConfigError(
-            f"{path!r}: y_test holds class {int(y_test.max())}, which the training labels "
+            f"{where}: y_test holds class {int(y_test.max())}, which the training labels "
             f"(0..{top}) do not have; allowed: test labels among the training classes")
 
 
@@ -159,52 +161,74 @@ def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ConfigError(f"dataset file {path!r} does not exist")
-    arrays = _read(path)
+    return from_arrays(_read(path), name=path, where=repr(path),
+                       info={"source": path, **fingerprint(path)},
+                       standardize_data=standardize_data)
+
+
+def from_arrays(arrays: dict[str, np.ndarray], *, name: str, where: str, info: dict,
+                standardize_data: bool = False) -> Dataset:
+    """A dataset from the arrays ``x_train, y_train, x_test, y_test``, checked as a user's
+    file is (:func:`load`): the same rules and one-line refusals, each starting with ``where``.
+
+    Args:
+        arrays: the four arrays (others are ignored).
+        name: the dataset's name.
+        where: how messages name the source (``"'my_data.npz'"``).
+        info: the dataset's provenance: for a file its :func:`fingerprint`, for arrays in
+            memory their ``sha256`` (:func:`bnnkit.problem.arrays_sha256`), the field a run
+            records and checks in either case.
+        standardize_data: standardise with training statistics.
+
+    Raises:
+        ConfigError: as :func:`load`.
+    """
+    arrays = {k: np.asarray(arrays[k]) for k in REQUIRED}
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
         if x.ndim == 0 or y.ndim == 0:
-            name = f"x_{split}" if x.ndim == 0 else f"y_{split}"
-            raise ConfigError(f"{path!r}: {name} is a single number (shape ()); allowed: "
+            bad = f"x_{split}" if x.ndim == 0 else f"y_{split}"
+            raise ConfigError(f"{where}: {bad} is a single number (shape ()); allowed: "
                               "one row per example")
         if x.shape[0] == 0:
-            raise ConfigError(f"{path!r}: x_{split} has 0 rows; allowed: at least 1")
+            raise ConfigError(f"{where}: x_{split} has 0 rows; allowed: at least 1")
         if x.shape[0] != y.shape[0]:
             raise ConfigError(
-                f"{path!r}: x_{split} has {x.shape[0]} rows but y_{split} has {y.shape[0]}"
+                f"{where}: x_{split} has {x.shape[0]} rows but y_{split} has {y.shape[0]}"
             )
         if y.ndim == 2 and y.shape[1] == 1:
             arrays[f"y_{split}"] = y[:, 0]
         elif y.ndim != 1:
             raise ConfigError(
-                f"{path!r}: y_{split} has shape {y.shape}; allowed: (N,) or (N, 1)"
+                f"{where}: y_{split} has shape {y.shape}; allowed: (N,) or (N, 1)"
             )
     if arrays["x_train"].ndim == 1:
         arrays["x_train"] = arrays["x_train"][:, None]
     if arrays["x_test"].ndim == 1:
         arrays["x_test"] = arrays["x_test"][:, None]
     if 0 in arrays["x_train"].shape[1:]:
-        raise ConfigError(f"{path!r}: x_train has shape {arrays['x_train'].shape}, 0 features "
+        raise ConfigError(f"{where}: x_train has shape {arrays['x_train'].shape}, 0 features "
                           "per example; allowed: at least 1")
     if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
         raise ConfigError(
-            f"{path!r}: x_train rows have shape {arrays['x_train'].shape[1:]} but x_test rows "
+            f"{where}: x_train rows have shape {arrays['x_train'].shape[1:]} but x_test rows "
             f"have {arrays['x_test'].shape[1:]}"
         )
     for key, value in arrays.items():
         if not (np.issubdtype(value.dtype, np.integer) or np.issubdtype(value.dtype, np.floating)):
-            raise ConfigError(f"{path!r}: {key} has dtype {value.dtype}; allowed: integers or "
+            raise ConfigError(f"{where}: {key} has dtype {value.dtype}; allowed: integers or "
                               "real numbers")
         if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
             bad = int(np.sum(~np.isfinite(value)))
-            raise ConfigError(f"{path!r}: {key} holds {bad} NaN or infinite values")
+            raise ConfigError(f"{where}: {key} holds {bad} NaN or infinite values")
         if np.issubdtype(value.dtype, np.floating) and value.size:
             # Real arrays are kept as float32: a larger value would become inf.
             largest = float(np.max(np.abs(value)))
             if largest > FLOAT32_MAX:
-                raise ConfigError(f"{path!r}: {key} holds {largest:.3g}, beyond float32's "
+                raise ConfigError(f"{where}: {key} holds {largest:.3g}, beyond float32's "
                                   f"range, in which bnnkit keeps data; allowed: |value| <= "
                                   f"{FLOAT32_MAX:.3g}")
-    _check_targets(path, arrays["y_train"], arrays["y_test"])
+    _check_targets(where, arrays["y_train"], arrays["y_test"])
 
     # Integer targets are class labels; anything else is a real-valued regression target.
     classification = np.issubdtype(arrays["y_train"].dtype, np.integer)
@@ -213,13 +237,13 @@ def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
         num_classes = int(arrays["y_train"].max()) + 1
     target_dtype = np.int32 if classification else np.float32
     dataset = Dataset(
-        name=path,
+        name=name,
         task="classification" if classification else "regression",
         x_train=_inputs(arrays["x_train"]),
         y_train=arrays["y_train"].astype(target_dtype),
         x_test=_inputs(arrays["x_test"]),
         y_test=arrays["y_test"].astype(target_dtype),
         num_classes=num_classes,
-        info={"source": path, **fingerprint(path)},
+        info=info,
     )
     return standardize(dataset) if standardize_data else dataset

@@ -221,7 +221,7 @@ def convergence_report(run: str | os.PathLike, out: str | os.PathLike,
             fewer than 4 samples per chain, or a reference on other data.
 
     Example:
-        (Needs a stored multi-chain run; see the README's "Convergence".)
+        (Needs a stored multi-chain run; see docs/guides/convergence.md.)
 
         >>> report = convergence_report("runs/hmc", "runs/convergence")  # doctest: +SKIP
     """

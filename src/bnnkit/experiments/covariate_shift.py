@@ -287,7 +287,7 @@ def covariate_shift(runs: Sequence[str | os.PathLike], out: str | os.PathLike,
             dataset, or a resume with other settings.
 
     Example:
-        (Needs stored runs on an image dataset; see the README's "Covariate shift".)
+        (Needs stored runs on an image dataset; see docs/guides/covariate-shift.md.)
 
         >>> shift = covariate_shift(["runs/hmc", "runs/sgd"], "runs/shift",
         ...                         corruptions=["fog", "snow"])  # doctest: +SKIP

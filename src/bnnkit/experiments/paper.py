@@ -528,7 +528,7 @@ def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
         ConfigError: a bad ``out`` or settings, or data that cannot be loaded.
 
     Example:
-        (Minutes to hours; see the README's "The whole study".)
+        (Minutes to hours; see docs/tutorials/paper-study.md.)
 
         >>> study = paper(Config(scale="tiny"), "runs/paper_tiny")  # doctest: +SKIP
     """

@@ -289,6 +289,16 @@ def common_problem(sources: Sequence[_Source],
     return first
 
 
+def points_problem(points: Sequence[str | os.PathLike],
+                   problem: str | os.PathLike | None = None) -> problem_lib.ProblemConfig:
+    """The problem settings of three points (:func:`common_problem`), nothing loaded.
+
+    Raises:
+        ConfigError: as :func:`load_points`.
+    """
+    return common_problem([_source(os.fspath(p)) for p in points], problem)
+
+
 def _load_position(source: _Source, template: Params) -> Params:
     from bnnkit.posterior import Samples
     from bnnkit.runs import RunDir
@@ -329,7 +339,12 @@ def load_points(points: Sequence[str | os.PathLike],
         raise ConfigError(f"{len(specs)} points given; allowed: exactly three (A, B, C)")
     sources = [_source(s) for s in specs]
     config = common_problem(sources, problem)
-    built = problem_lib.build(config)
+    # A run made from arrays in memory rebuilds its problem from the arrays it stored.
+    runs = [s for s in sources if s.record is not None]
+    if isinstance(problem, (str, os.PathLike)):
+        runs.insert(0, _source(os.fspath(problem)))
+    built = (problem_lib.build_recorded(config, runs[0].path, runs[0].record.get("dataset"))
+             if runs else problem_lib.build(config))
     template = jax.eval_shape(built.init_params, jax.random.PRNGKey(0))
     return built, [_load_position(s, template) for s in sources]
 
@@ -487,7 +502,7 @@ def posterior_surface(points: Sequence[str | os.PathLike], out: str | os.PathLik
             :func:`check_out_dir`; a resume with other settings.
 
     Example:
-        (Needs three stored runs; see the README's "Posterior surface".)
+        (Needs three stored runs; see docs/guides/surface.md.)
 
         >>> surface = posterior_surface(["runs/hmc1", "runs/hmc2", "runs/hmc3"],
         ...                             "runs/surface")  # doctest: +SKIP

@@ -94,7 +94,7 @@ __all__ = [
     "FUNCTION_CLI", "FUNCTION_PYTHON", "LEVELS", "MAX_DIVERGENT_SHARE", "MIN_ACCEPTANCE",
     "MIN_ESS", "PARAMETERS_CLI", "PARAMETERS_PYTHON", "RHAT_SHARE", "RHAT_THRESHOLD",
     "RISE_Z", "RISING_ADVICE", "STUCK_ADVICE", "Vocabulary", "chain_line", "rising_chains",
-    "sampler_warning", "verdict",
+    "sampler_warning", "stuck_advice", "verdict",
 ]
 
 #: Split R-hat below this counts as agreement between chains (Vehtari et al. 2021 use 1.01 for
@@ -114,16 +114,52 @@ MAX_DIVERGENT_SHARE = 0.10
 #: The three outcomes, best first.
 LEVELS = ("converged", "mixed-multimodal", "not-mixed")
 
+#: An adapted step size this many times the given one counts as raised by burn-in.
+RAISED = 1.5
+
 
 def _rising_advice(vocabulary: Vocabulary) -> str:
     names = vocabulary.settings
     return f"run a longer {names.num_burn_in}, or {names.good_start}"
 
 
-def _stuck_advice(vocabulary: Vocabulary) -> str:
+def stuck_advice(step_size: float | None = None, given_step_size: float | None = None,
+                 burn_in: int | None = None, *,
+                 vocabulary: Vocabulary = FUNCTION_CLI) -> str:
+    """What to do about a stuck or unstable sampler, following the step size it ran at.
+
+    When burn-in raised the step size above the given one (dual averaging on a short burn-in
+    can overshoot), a smaller given step size would change nothing: the advice is then a
+    longer burn-in, a higher target acceptance, or keeping the given step size.
+
+    Args:
+        step_size: the step size the chains ran at after burn-in (their mean); ``None``
+            when unknown.
+        given_step_size: the step size the run was given.
+        burn_in: the burn-in iterations the adaptation had.
+        vocabulary: how the advice names settings (flags or Config fields).
+
+    Example:
+        >>> stuck_advice(1.4e-4, 1e-5, 10)[:66]
+        'burn-in raised the step size to 0.00014 (from --step-size 1e-05), '
+        >>> stuck_advice(1e-5, 1e-5).startswith("use a smaller --step-size (the chains ran at")
+        True
+        >>> stuck_advice(vocabulary=PARAMETERS_PYTHON)
+        'use a smaller step_size, a longer num_burn_in so the step size adapts, or adapt="mass"'
+    """
     names = vocabulary.settings
-    return (f"use a smaller {names.step_size}, a longer {names.num_burn_in} so the step size "
-            f"adapts, or {names.adapt_mass}")
+    if step_size is None:
+        return (f"use a smaller {names.step_size}, a longer {names.num_burn_in} so the step "
+                f"size adapts, or {names.adapt_mass}")
+    if given_step_size is not None and step_size > RAISED * given_step_size:
+        longer = f" (it had {burn_in} iterations)" if burn_in is not None else ""
+        return (f"burn-in raised the step size to {step_size:.2g} (from {names.step_size} "
+                f"{given_step_size:.2g}), too large for the chains after it: a longer "
+                f"{names.num_burn_in}{longer} lets the adaptation settle, a higher "
+                f"{names.target_accept_rate} makes it choose a smaller step, or "
+                f"{names.adapt_none} keeps {names.step_size} as given")
+    return (f"use a smaller {names.step_size} (the chains ran at {step_size:.2g}), a longer "
+            f"{names.num_burn_in} so the step size adapts, or {names.adapt_mass}")
 
 
 def _tuning_advice(vocabulary: Vocabulary, method: str | None) -> str:
@@ -139,11 +175,14 @@ def _tuning_advice(vocabulary: Vocabulary, method: str | None) -> str:
 
 #: What to do about chains still climbing after burn-in (command-line words).
 RISING_ADVICE = _rising_advice(FUNCTION_CLI)
-#: What to do about a stuck or unstable sampler (command-line words).
-STUCK_ADVICE = _stuck_advice(FUNCTION_CLI)
+#: What to do about a stuck or unstable sampler when the step size it ran at is unknown
+#: (command-line words).
+STUCK_ADVICE = stuck_advice()
 
 
 def sampler_warning(acceptance_rate: float, num_divergent: int, num_transitions: int, *,
+                    step_size: float | None = None, given_step_size: float | None = None,
+                    burn_in: int | None = None,
                     vocabulary: Vocabulary = FUNCTION_CLI) -> str | None:
     """A warning naming the numbers when a sampler is stuck or unstable after burn-in.
 
@@ -154,6 +193,10 @@ def sampler_warning(acceptance_rate: float, num_divergent: int, num_transitions:
         acceptance_rate: mean acceptance after burn-in.
         num_divergent: divergent transitions after burn-in, all chains together.
         num_transitions: transitions after burn-in, all chains together.
+        step_size: the step size the chains ran at after burn-in (the advice follows it,
+            :func:`stuck_advice`).
+        given_step_size: the step size the run was given.
+        burn_in: the run's burn-in iterations.
         vocabulary: how the advice names settings (flags or Config fields).
 
     Returns:
@@ -182,7 +225,8 @@ def sampler_warning(acceptance_rate: float, num_divergent: int, num_transitions:
     if not problems:
         return None
     what = "stuck" if acceptance_rate < MIN_ACCEPTANCE else "unstable"
-    return f"the chains look {what}: {'; '.join(problems)}; {_stuck_advice(vocabulary)}"
+    advice = stuck_advice(step_size, given_step_size, burn_in, vocabulary=vocabulary)
+    return f"the chains look {what}: {'; '.join(problems)}; {advice}"
 
 
 #: What to do about trajectories cut short by the cap on their length, per sampler.
@@ -318,7 +362,9 @@ def _summary(level: str, checks: Sequence[ChainCheck] | None, groups: list[list[
 def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
             num_divergent: int | None = None, finished: bool = True,
             log_posterior: np.ndarray | None = None, log_density: np.ndarray | None = None,
-            vocabulary: Vocabulary = FUNCTION_CLI, method: str | None = None) -> dict[str, Any]:
+            vocabulary: Vocabulary = FUNCTION_CLI, method: str | None = None,
+            step_size: float | None = None, given_step_size: float | None = None,
+            burn_in: int | None = None) -> dict[str, Any]:
     """Whether a run's chains have mixed and converged, how many modes they sit in, and what to
     do.
 
@@ -336,6 +382,10 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         vocabulary: the words of the sentences: what the quantities are, and flags or Config
             fields (:mod:`bnnkit.metrics.vocabulary`).
         method: the sampler (``"hmc"``, ``"nuts"``, ``"mclmc"``), for its tuning advice.
+        step_size: the step size the chains ran at after burn-in (the advice for a stuck
+            sampler follows it, :func:`stuck_advice`).
+        given_step_size: the step size the run was given.
+        burn_in: the run's burn-in iterations.
 
     Returns:
         JSON-serialisable: ``level`` (one of :data:`LEVELS`), ``summary`` (the level in one
@@ -373,7 +423,7 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         problems.append(f"{num_divergent} divergences in {chains * samples} kept iterations "
                         f"(> {MAX_DIVERGENT_SHARE:.0%})")
     if stuck or unstable:
-        advice.append(_stuck_advice(vocabulary))
+        advice.append(stuck_advice(step_size, given_step_size, burn_in, vocabulary=vocabulary))
     rising = None
     if log_posterior is not None and np.shape(log_posterior)[1] >= 8:
         up, z = rising_chains(log_posterior)

@@ -27,6 +27,8 @@ class Settings:
     Attributes:
         num_iterations, num_burn_in, num_chains, step_size: the settings' names.
         adapt_mass: how to ask for the mass-matrix adaptation.
+        target_accept_rate: the step-size adaptation's target acceptance.
+        adapt_none: how to keep the given step size (no adaptation).
         resume: how to continue a stored run with more iterations (a phrase).
         finish: how to finish an unfinished run (a sentence).
         until_converged: how to let a run extend itself until each chain mixes (``None``: not
@@ -39,6 +41,8 @@ class Settings:
     num_chains: str
     step_size: str
     adapt_mass: str
+    target_accept_rate: str
+    adapt_none: str
     resume: str
     finish: str
     until_converged: str | None
@@ -49,6 +53,7 @@ class Settings:
 FLAGS = Settings(
     num_iterations="--num-iterations", num_burn_in="--num-burn-in", num_chains="--num-chains",
     step_size="--step-size", adapt_mass="--adapt mass",
+    target_accept_rate="--target-accept-rate", adapt_none="--adapt none",
     resume="--resume with a larger --num-iterations",
     finish="finish it with the same command and --resume",
     until_converged="--until-converged --max-time DURATION",
@@ -58,6 +63,7 @@ FLAGS = Settings(
 FIELDS = Settings(
     num_iterations="num_iterations", num_burn_in="num_burn_in", num_chains="num_chains",
     step_size="step_size", adapt_mass='adapt="mass"',
+    target_accept_rate="target_accept_rate", adapt_none='adapt="none"',
     resume="a larger num_iterations; resume=True continues a stored run",
     finish="finish it: the same call with resume=True",
     until_converged=None,

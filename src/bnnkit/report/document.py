@@ -140,7 +140,7 @@ def document(folders: Sequence[str | os.PathLike], out: str | os.PathLike, *,
             or a bad ``out``.
 
     Example:
-        (Needs stored runs or experiments; see the README's "Report".)
+        (Needs stored runs or experiments; see docs/guides/report.md.)
 
         >>> report = document(["runs/hmc", "runs/convergence"], "runs/report")  # doctest: +SKIP
     """

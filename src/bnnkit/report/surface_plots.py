@@ -9,26 +9,72 @@ from __future__ import annotations
 
 import io as _io
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 #: Filled contour levels: enough to see the shape of a basin, few enough to read.
 LEVELS = 20
+#: Labelled ticks on the colour bar.
+TICKS = 6
+#: The share of the grid, at its low end, drawn in the lowest colour instead of getting bands
+#: of its own: far from the points a log density is orders of magnitude below its values
+#: between them, and those few points would otherwise set the scale.
+CLIP_QUANTILE = 0.05
 NAMES = ("A", "B", "C")
 
 
-def _levels(z: np.ma.MaskedArray) -> np.ndarray | None:
-    """Contour levels at quantiles of the field (``None`` when it is constant).
+class ColourScale(NamedTuple):
+    """How a field's values map to colours, and what the colour bar says.
+
+    Attributes:
+        levels: contour levels, increasing.
+        ticks: the levels labelled on the colour bar (the highest among them).
+        labels: their labels: plain numbers of 4 significant digits, no offset or exponent
+            text that could read as another value.
+        clipped: below ``levels[0]``: the share of the grid drawn in the lowest colour (0
+            when nothing is).
+    """
+
+    levels: np.ndarray
+    ticks: np.ndarray
+    labels: list[str]
+    clipped: float
+
+
+def colour_scale(values: np.ndarray) -> ColourScale | None:
+    """Contour levels at quantiles of the field above its :data:`CLIP_QUANTILE`, and the colour
+    bar's labelled ticks (``None`` when the field is constant).
 
     Far from the points a log density falls by orders of magnitude more than between them;
     evenly spaced levels would paint everything near the points in one colour, while levels at
-    quantiles give every colour the same share of the plane, whatever the range.
+    quantiles give every colour the same share of the plane, whatever the range. The lowest
+    values are clipped into the lowest colour, and the colour bar says what was.
+
+    Example:
+        >>> field = -np.logspace(0, 10, 400)  # from -1 down to -1e10
+        >>> field[-1] = 535.7
+        >>> scale = colour_scale(field)
+        >>> scale.labels[-1], round(scale.clipped, 2), len(set(scale.labels)) == len(scale.labels)
+        ('535.7', 0.05, True)
     """
-    values = z.compressed()
-    if values.size == 0 or not np.ptp(values) > 0:
+    finite = np.asarray(values, np.float64)
+    finite = finite[np.isfinite(finite)]
+    if finite.size == 0 or not np.ptp(finite) > 0:
         return None
-    levels = np.unique(np.quantile(values, np.linspace(0.0, 1.0, LEVELS + 1)))
-    return levels if levels.size >= 2 else None
+    low = float(np.quantile(finite, CLIP_QUANTILE))
+    kept = finite[finite >= low]
+    levels = np.unique(np.quantile(kept, np.linspace(0.0, 1.0, LEVELS + 1)))
+    if levels.size < 2:
+        levels = np.array([float(finite.min()), float(finite.max())])
+        low = levels[0]
+    step = max(1, int(np.ceil((levels.size - 1) / (TICKS - 1))))
+    ticks = levels[::-1][::step][::-1]  # counted down from the highest, which is labelled
+    labels = [f"{x:.4g}" for x in ticks]
+    # Distinct labels: where 4 digits cannot tell two ticks apart, keep the higher one.
+    keep = [i for i in range(len(labels)) if i == len(labels) - 1 or labels[i] != labels[i + 1]]
+    return ColourScale(levels, ticks[keep], [labels[i] for i in keep],
+                       float(np.mean(finite < low)))
 
 
 def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.ndarray,
@@ -38,7 +84,9 @@ def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.nda
 
     Non-finite values (a likelihood that overflowed far from the points) are left blank. The
     contour levels are the field's quantiles (each colour covers the same share of the
-    grid), so the shape near the points shows even when the field spans orders of magnitude.
+    grid), so the shape near the points shows even when the field spans orders of magnitude;
+    the lowest values are clipped into the lowest colour, and the colour bar's label says below
+    which value and for what share of the grid (:func:`colour_scale`).
 
     Args:
         u: (n,) horizontal coordinates (units of ‖θ_B − θ_A‖).
@@ -66,17 +114,23 @@ def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.nda
 
     grid_u, grid_v = np.meshgrid(np.asarray(u), np.asarray(v), indexing="ij")
     z = np.ma.masked_invalid(np.asarray(values, np.float64))
-    fig, ax = plt.subplots(figsize=(6.0, 5.0))
-    levels = _levels(z)
-    if levels is not None:
+    fig, ax = plt.subplots(figsize=(6.6, 5.0))
+    scale = colour_scale(z.filled(np.nan))
+    if scale is not None:
         # One colour per band, not per value: with quantile levels a linear map would give
         # the bands near the maximum almost the same colour.
-        norm = matplotlib.colors.BoundaryNorm(levels, ncolors=256)
-        filled = ax.contourf(grid_u, grid_v, z, levels=levels, cmap="viridis", norm=norm,
-                             alpha=0.8, zorder=0)
-        ax.contour(grid_u, grid_v, z, levels=filled.levels, colors="k", linewidths=0.4,
+        norm = matplotlib.colors.BoundaryNorm(scale.levels, ncolors=256, extend="min")
+        clipped = np.ma.maximum(z, scale.levels[0])  # the clipped values take the lowest band
+        filled = ax.contourf(grid_u, grid_v, clipped, levels=scale.levels, cmap="viridis",
+                             norm=norm, alpha=0.8, zorder=0, extend="min")
+        ax.contour(grid_u, grid_v, clipped, levels=filled.levels, colors="k", linewidths=0.4,
                    alpha=0.5, zorder=1)
-        fig.colorbar(filled, ax=ax, label=value_label)
+        if scale.clipped > 0:  # under the colour bar's arrow, which stands for them
+            fig.text(0.99, 0.045, f"▼ below {scale.levels[0]:.4g}: {scale.clipped:.0%} of "
+                     "the grid,\nin the lowest colour", fontsize=7, ha="right", va="bottom")
+        bar = fig.colorbar(filled, ax=ax, label=value_label, ticks=scale.ticks)
+        bar.ax.set_yticklabels(scale.labels)
+        bar.ax.yaxis.get_offset_text().set_visible(False)
     points = np.asarray(points, np.float64)
     ax.plot(points[:, 0], points[:, 1], "o", color="tab:red", ms=9, markeredgecolor="k",
             zorder=2)
@@ -94,7 +148,7 @@ def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.nda
                  fontsize=7, ha="left", va="bottom")
     buffer = _io.BytesIO()
     # Fixed margins: tight_layout measures every tick label and would double the drawing time.
-    fig.subplots_adjust(left=0.12, right=0.93, bottom=0.14 if labels else 0.11, top=0.93)
+    fig.subplots_adjust(left=0.11, right=0.88, bottom=0.14 if labels else 0.11, top=0.93)
     fig.savefig(buffer, format="png", dpi=120)
     plt.close(fig)
     return buffer.getvalue()

@@ -29,7 +29,8 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
                     ", ".join(f"{s:.2e}" for s in sampler["step_size"])))
         out.append(("leapfrog steps per iteration",
                     ", ".join(str(n) for n in sampler["num_leapfrog"])))
-        out.append(("seconds per iteration", f"{sampler['seconds_per_iteration']:.3f}"))
+        out.append(("seconds per iteration (mean after burn-in)",
+                    f"{sampler['seconds_per_iteration']:.3f}"))
     diag = result.get("diagnostics")
     if result.get("independent_draws"):
         # R-hat and ESS measure Markov chains; draws from an approximation are independent.

@@ -212,7 +212,7 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
                            loop, config.METHOD)
         bar.update(loop.num_units, f"accept {np.mean(info.acceptance_rate):.2f}")
         for warning in chains.warnings:
-            bar.message(f"warning: {warning}")
+            bar.message(f"bnnkit: warning: {warning}")
         bar.close()
         return chains
     return _sample_into(RunDir(run_dir), initial_positions, config, loop, init_all, advance,
@@ -370,7 +370,8 @@ def _sample_into(rundir: RunDir, initial_positions: Params, config: RunSettings,
         if not start:
             state = init_all(initial_positions)
         life.begin(start, config, loop, iterations_done=start)
-        tally = SamplerTally(loop, config.METHOD, PARAMETERS_PYTHON)
+        tally = SamplerTally(loop, config.METHOD, PARAMETERS_PYTHON,
+                             given_step_size=getattr(config, "step_size", None))
         for part in info:
             tally_chunk(tally, 0, part, loop)
         bar = ProgressBar(config.METHOD.upper(), loop.num_units, start,
@@ -388,7 +389,7 @@ def _sample_into(rundir: RunDir, initial_positions: Params, config: RunSettings,
                 bar.update(length, f"accept {np.mean(chunk_info.acceptance_rate):.2f}")
                 warning = tally.news()
                 if warning is not None:
-                    bar.message(f"warning: {warning}")
+                    bar.message(f"bnnkit: warning: {warning}")
         finally:
             bar.close()
         life.finish(iterations_done=loop.num_units, **tally.record())

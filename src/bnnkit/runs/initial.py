@@ -65,12 +65,29 @@ def _source_record(spec: str, flag: str, allowed_methods: Sequence[str] | None) 
     return rundir, record, index
 
 
-def problem_of_run(config) -> problem_lib.ProblemConfig:
-    """The problem of the run ``config`` starts from (for methods that take it from there).
+def problem_of_run(config) -> problem_lib.Problem:
+    """The problem of the run ``config`` starts from (for methods that take it from there),
+    built as that run's (:func:`bnnkit.problem.build_recorded`).
 
     Raises:
         ConfigError: the config names no source run, or the source is not usable.
     """
+    source = config.source_run()
+    if source is None:
+        raise ConfigError(f"{config.METHOD} needs a problem (--dataset, --model, ...) or a run "
+                          "to start from")
+    rundir, record, _ = _source_record(source, type(config).SOURCE_FLAG,
+                                       getattr(type(config), "SOURCE_METHODS", None))
+    where = repr(str(rundir.run_file))
+    # A user .npz is read from where the run recorded it, its bytes checked; arrays in
+    # memory from the run's own copy.
+    return problem_lib.build_recorded(recorded_problem(record, where), rundir.path,
+                                      record.get("dataset"))
+
+
+def config_of_run(config) -> problem_lib.ProblemConfig:
+    """The problem settings of the run ``config`` starts from (nothing built), its data file
+    resolved and checked as :func:`bnnkit.runs.stored.recorded_problem` does."""
     source = config.source_run()
     if source is None:
         raise ConfigError(f"{config.METHOD} needs a problem (--dataset, --model, ...) or a run "
@@ -86,7 +103,7 @@ def check_source_problem(config, *, dataset: str | None = None, model: str | Non
     Raises:
         ConfigError: naming the flag and the source run's value.
     """
-    problem = problem_of_run(config)
+    problem = config_of_run(config)
     for name, given in (("dataset", dataset), ("model", model)):
         if name == "dataset" and given is not None and os.path.realpath(given) == (
                 os.path.realpath(problem.dataset)):

@@ -589,10 +589,14 @@ class SamplerTally:
         ('the chains look stuck', None)
     """
 
-    def __init__(self, loop: Loop, method: str | None = None, vocabulary: Any = None):
+    def __init__(self, loop: Loop, method: str | None = None, vocabulary: Any = None, *,
+                 given_step_size: float | None = None):
         self.loop = loop
         self.method = method
         self.vocabulary = vocabulary  # the warning's words (None: the command line's)
+        # The advice of a warning follows the step size the chains run at against this one.
+        self.given_step_size = given_step_size
+        self.step_size: float | None = None
         self.acceptance = 0.0
         self.sampled = 0
         self.divergent = 0
@@ -619,6 +623,8 @@ class SamplerTally:
         self.acceptance += float(np.mean(log["acceptance_rate"]))
         self.divergent += divergent
         self.capped += capped
+        if "step_size" in log:
+            self.step_size = float(np.mean(log["step_size"]))
 
     def enough_to_judge(self) -> bool:
         """At least 10 sampling units, and a tenth of them, have run."""
@@ -636,7 +642,10 @@ class SamplerTally:
         from bnnkit.metrics.vocabulary import FUNCTION_CLI
 
         warnings = [sampler_warning(self.acceptance / self.sampled, self.divergent,
-                                    transitions, vocabulary=self.vocabulary or FUNCTION_CLI),
+                                    transitions, step_size=self.step_size,
+                                    given_step_size=self.given_step_size,
+                                    burn_in=self.loop.burn_in,
+                                    vocabulary=self.vocabulary or FUNCTION_CLI),
                     capped_warning(self.capped, transitions, self.method)]
         return "; ".join(w for w in warnings if w is not None) or None
 

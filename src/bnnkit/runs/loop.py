@@ -56,7 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from bnnkit import distributed
+from bnnkit import distributed, storage
 from bnnkit import problem as problem_lib
 from bnnkit.data.augment import random_crop_flip
 from bnnkit.errors import ConfigError
@@ -94,8 +94,8 @@ class RunResult:
         run_dir: the run directory.
         record: its ``run.json``.
         num_units: units (iterations, epochs, chunks) of the whole run.
-        seconds: wall time of the units run by this call.
-        seconds_per_unit: the same per unit.
+        seconds: wall time of the units run by this call (compilation included).
+        seconds_per_unit: the same per unit run by this call.
         last_log: the log line of the last unit run.
         warnings: sentences about the run a user should act on (a stuck or unstable
             sampler, a start from a run with another posterior), already shown during the
@@ -114,6 +114,7 @@ class RunResult:
     seconds_per_unit: float
     last_log: dict
     warnings: tuple[str, ...] = ()
+    units_run: int | None = None  # by this call (fewer than num_units after a resume)
     stopped: str | None = None
     until_converged: dict | None = None
 
@@ -187,7 +188,7 @@ def method_module(config: RunSettings):
 
 
 def run(
-    problem: problem_lib.ProblemConfig | None,
+    problem: problem_lib.ProblemConfig | problem_lib.Problem | None,
     config: RunSettings,
     run_dir: str | os.PathLike,
     *,
@@ -201,8 +202,11 @@ def run(
     """Run (or resume) the method ``config`` configures on ``problem`` into ``run_dir``.
 
     Args:
-        problem: data, model, likelihood, prior, temperature; ``None`` takes it from the run
-            the config starts from (Laplace's ``map_run``).
+        problem: data, model, likelihood, prior, temperature: a
+            :class:`~bnnkit.problem.ProblemConfig`, or a built
+            :class:`~bnnkit.problem.Problem` (e.g. :meth:`~bnnkit.problem.Problem.from_arrays`
+            on arrays in memory, whose arrays the run stores as ``data.npz``); ``None`` takes
+            it from the run the config starts from (Laplace's ``map_run``).
         config: a method's Config (``bnnkit.inference.hmc.Config(...)``, ...).
         run_dir: the run directory (created; an existing non-empty one needs ``resume`` or
             ``overwrite``).
@@ -243,7 +247,7 @@ def run(
 
 
 def run_block(
-    problem: problem_lib.ProblemConfig | None,
+    problem: problem_lib.ProblemConfig | problem_lib.Problem | None,
     config: RunSettings,
     run_dir: str | os.PathLike,
     *,
@@ -264,9 +268,13 @@ def run_block(
     # The directory first: cheap, and nothing is built for a run that cannot start there.
     lifecycle.check_target(rundir, resume=resume, overwrite=overwrite)
     config = with_chains(config)
-    if problem is None:
-        problem = problem_of_run(config)
-    built = problem_lib.build(problem)
+    if isinstance(problem, problem_lib.Problem):
+        built, problem = problem, problem.config
+    elif problem is None:
+        built = problem_of_run(config)
+        problem = built.config
+    else:
+        built = problem_lib.build(problem)
     check_dtype(config, built.dtype)  # every real setting as the run computes it
     loop = config.loop(built.dataset.num_train)
     if loop.augment and len(built.dataset.input_shape) != 3:
@@ -295,10 +303,19 @@ def run_block(
     else:
         record = _new_record(built, config, loop, method.position(template), problem_dict)
     with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
+        _store_arrays(life, built)
         return _run_locked(life, built, method, config, loop,
                            lambda: jax.jit(init_all)(init_keys, first), template, batch,
                            placements, progress=progress and life.writer, log_every=log_every,
                            on_unit=on_unit, notes=notes, deadline=deadline)
+
+
+def _store_arrays(life: Lifecycle, built: problem_lib.Problem) -> None:
+    """A problem made from arrays in memory: keep them in the run directory (once), so the
+    run can be evaluated in another process; ``run.json`` records their sha256."""
+    path = life.rundir.path / problem_lib.DATA_FILE
+    if built.arrays is not None and life.writer and not path.is_file():
+        storage.save_arrays(path, dict(built.arrays))
 
 
 def _placed_batch(built: problem_lib.Problem, loop: Loop, shard: str):
@@ -455,13 +472,16 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
     finite = jax.jit(lambda s: lifecycle.finite_members(method.position(s), loop.num_members))
     label = {"iterations": config.METHOD.upper(), "epochs": f"{config.METHOD} epoch",
              "chunks": f"{config.METHOD} chunk"}[loop.kind]
+    # A sampler's burn-in tunes its step size, and with it the cost of an iteration.
     bar = ProgressBar(label, loop.num_units, start, enabled=progress, log_every=log_every,
-                      unit_name=loop.kind)
-    tally = SamplerTally(loop, config.METHOD)
+                      unit_name=loop.kind,
+                      settle_after=loop.burn_in if loop.kind == "iterations" else 0)
+    tally = SamplerTally(loop, config.METHOD,
+                         given_step_size=getattr(config, "step_size", None))
     for line in life.rundir.read_log() if life.writer else ():  # counted from its first unit
         tally.add(line)
     for note in notes:
-        bar.message(f"warning: {note}")
+        bar.message(f"bnnkit: warning: {note}")
     log: dict = {}
     meta: dict = {}
     stopped = None
@@ -499,7 +519,7 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
             bar.update(1, tally.status(log))
             warning = tally.news()
             if warning is not None:
-                bar.message(f"warning: {warning}")
+                bar.message(f"bnnkit: warning: {warning}")
             if on_unit is not None:
                 on_unit(unit, log)
             done = unit + 1
@@ -521,7 +541,8 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
     warning = tally.warning()
     return RunResult(life.rundir, life.record, loop.num_units, seconds,
                      seconds / max(done - start, 1), log,
-                     warnings=(*notes, *([] if warning is None else [warning])), stopped=stopped)
+                     warnings=(*notes, *([] if warning is None else [warning])),
+                     units_run=done - start, stopped=stopped)
 
 
 def _store_posterior(life: Lifecycle, unit: int, method: Method, state, config: RunSettings,

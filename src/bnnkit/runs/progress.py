@@ -1,10 +1,13 @@
 """One progress display for every long loop (HMC iterations, training epochs, curvature chunks).
 
-On a terminal it is a rich bar whose counter and remaining time stay visible at 80 columns (the
-free-text status is cut first). When the output is not a terminal (a log file, CI, ``nohup``)
-it prints a plain line every ``log_every`` units, or by default whenever 10 % of the units or
-30 seconds have passed, so a log shows progress. Either way, once the second unit has run
-(the first one compiles), a run expected to take longer than a minute more says how long.
+On a terminal it is a rich bar whose counter and remaining time stay visible at 80 columns: the
+status (``accept 0.93 | step 1.05e-03 | ...``) takes what is left of the line and drops whole
+fields from its end, never a number cut in half. When the output is not a terminal (a log
+file, CI, ``nohup``) it prints a plain line every ``log_every`` units, or by default whenever
+10 % of the units or 30 seconds have passed, so a log shows progress. Either way, once the
+second unit has run (the first one compiles), a run expected to take longer than a minute more
+says how long; while burn-in still tunes the step size (and with it the cost of an iteration)
+that estimate says it is provisional, and a second one follows once burn-in has ended.
 """
 
 from __future__ import annotations
@@ -40,6 +43,44 @@ def duration(seconds: float) -> str:
     return f"{days} d {h} h" if h else f"{days} d"
 
 
+#: Between the fields of a status line.
+FIELD_SEPARATOR = " | "
+
+
+def fit_fields(text: str, width: int) -> str:
+    """The fields of ``text`` (separated by :data:`FIELD_SEPARATOR`) that fit in ``width``
+    columns, whole: fields are dropped from the end rather than cut.
+
+    Example:
+        >>> status = "sampling | accept 0.93 | step 1.05e-03 | L 506"
+        >>> fit_fields(status, 40)
+        'sampling | accept 0.93 | step 1.05e-03'
+        >>> fit_fields(status, 30), fit_fields(status, 5)
+        ('sampling | accept 0.93', '')
+    """
+    fields = text.split(FIELD_SEPARATOR) if text else []
+    while fields and len(FIELD_SEPARATOR.join(fields)) > width:
+        fields.pop()
+    return FIELD_SEPARATOR.join(fields)
+
+
+class _Fields:
+    """A rich renderable: the status fields that fit the width it is given, whole."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.text import Text
+
+        yield Text(fit_fields(self.text, options.max_width), no_wrap=True, overflow="crop")
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        return Measurement(0, min(len(self.text), options.max_width))
+
+
 class ProgressBar:
     """Progress of ``total`` units: a rich bar on a terminal, plain lines otherwise.
 
@@ -51,6 +92,9 @@ class ProgressBar:
         log_every: with plain output, a line every this many units (default: every 10 % of
             the run or 30 s, whichever comes first).
         unit_name: the unit's name in the time estimate (``"iterations"``).
+        settle_after: units after which the speed is steady (the burn-in of a sampler whose
+            step size, and so its cost per iteration, is tuned until then): an estimate made
+            earlier says it is provisional, and another follows after them.
         stream: where plain output goes (default: standard output).
         console: a rich ``Console`` to draw the bar on (default: standard output, when it is
             a terminal).
@@ -68,10 +112,12 @@ class ProgressBar:
 
     def __init__(self, label: str, total: int, start: int = 0, *, enabled: bool = True,
                  log_every: int | None = None, unit_name: str = "units",
-                 stream: TextIO | None = None, console: Any = None):
+                 stream: TextIO | None = None, console: Any = None, settle_after: int = 0):
         self.enabled = enabled
         self.label, self.total, self.done, self.start = label, total, start, start
         self.log_every, self.unit_name = log_every, unit_name
+        self.settle_after = settle_after
+        self.t_settled: float | None = None  # when the first steady unit ended
         self.stream = stream if stream is not None else sys.stdout
         self.t0 = self.last_line = time.perf_counter()
         self.t_first: float | None = None  # when the first (compiling) unit ended
@@ -87,16 +133,20 @@ class ProgressBar:
             BarColumn,
             MofNCompleteColumn,
             Progress,
+            ProgressColumn,
             TextColumn,
             TimeElapsedColumn,
             TimeRemainingColumn,
         )
         from rich.table import Column
 
-        # The status text takes what is left of the line and is cut first, so the counter and
-        # the remaining time survive a narrow terminal.
-        status = TextColumn("{task.fields[stats]}", table_column=Column(
-            ratio=1, no_wrap=True, overflow="ellipsis", min_width=0))
+        class StatusColumn(ProgressColumn):
+            # What is left of the line, filled with whole fields, so the counter and the
+            # remaining time survive a narrow terminal and no number is cut in half.
+            def render(self, task: Any) -> Any:
+                return _Fields(task.fields.get("stats", ""))
+
+        status = StatusColumn(table_column=Column(ratio=1, no_wrap=True, min_width=0))
         self.progress = Progress(
             TextColumn(f"[bold]{self.label}[/bold]"), BarColumn(bar_width=16),
             MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(), status,
@@ -123,20 +173,30 @@ class ProgressBar:
         if self.t_first is None:
             self.t_first = now
         elif self.done == self.start + 2:
-            self._estimate(now)
+            self._estimate(now, self.t_first, 1)
+        if self.settle_after > self.start + 1 and self.done == self.settle_after + 1:
+            self.t_settled = now
+        elif self.t_settled is not None and self.done == self.settle_after + 2:
+            self._estimate(now, self.t_settled, self.settle_after + 1 - self.start)
         if self.progress is not None:
             self.progress.update(self.task, advance=advance, stats=stats)
         elif self._line_due(now):
             self.last_line, self.line_units = now, self.done
             print(self._line(now, stats), file=self.stream, flush=True)
 
-    def _estimate(self, now: float) -> None:
-        # The first unit compiles; the speed after it is what the rest of the run runs at.
-        per_unit = (now - self.t_first) / (self.done - self.start - 1)
+    def _estimate(self, now: float, since: float, before: int) -> None:
+        """Announce the time left at the speed of the units since ``since`` (``before`` units
+        after the start had run by then; the first unit compiles, so it is never counted)."""
+        per_unit = (now - since) / (self.done - self.start - before)
         left = self.total - self.done
-        if left * per_unit >= ESTIMATE_MIN_SECONDS:
-            self.message(f"{self.label}: about {duration(left * per_unit)} for the {left:,} "
-                         f"{self.unit_name} left at the current speed ({per_unit:.3g} s each)")
+        if left * per_unit < ESTIMATE_MIN_SECONDS:
+            return
+        text = (f"{self.label}: about {duration(left * per_unit)} for the {left:,} "
+                f"{self.unit_name} left at the current speed ({per_unit:.3g} s each)")
+        if self.done <= self.settle_after:
+            text += (f"; provisional: burn-in still tunes the step size for "
+                     f"{self.settle_after - self.done:,} more, which changes the speed")
+        self.message(text)
 
     def _line_due(self, now: float) -> bool:
         if self.done >= self.total:

@@ -75,7 +75,7 @@ class StoredRun(NamedTuple):
 
 
 def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
-             network: bool = False) -> StoredRun:
+             network: bool = False, problem: problem_lib.Problem | None = None) -> StoredRun:
     """Read the run stored in ``run_dir`` back.
 
     Args:
@@ -84,10 +84,15 @@ def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
             (see :func:`load_chains`).
         network: refuse a :func:`bnnkit.runs.sample` run (for readers that predict with the
             problem).
+        problem: the run's problem, passed back in (a run made by
+            :meth:`~bnnkit.problem.Problem.from_arrays` whose model cannot be rebuilt in
+            another process); it must be the run's, settings and arrays. ``None`` rebuilds it
+            from the run (:func:`bnnkit.problem.build_recorded`).
 
     Raises:
         ConfigError: not a run directory, a damaged one, no kept samples yet, an unfinished
-            :func:`bnnkit.runs.sample` run, or one when ``network``.
+            :func:`bnnkit.runs.sample` run, or one when ``network``; a ``problem`` that is not
+            the run's.
     """
     rundir = RunDir(run_dir)
     record = rundir.read_record()
@@ -98,11 +103,19 @@ def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
                               "it with bnnkit.load_chains")
         chains = _chains(rundir, record, like)
         return StoredRun(record, None, Samples(chains.positions), chains)
-    given = recorded_problem(record, repr(str(rundir.run_file)), data=False)
-    built = problem_lib.build(recorded_problem(record, repr(str(rundir.run_file))))
-    # Read from where the run recorded its data, named as the run was given it.
-    problem = dataclasses.replace(built, config=given,
-                                  dataset=dataclasses.replace(built.dataset, name=given.dataset))
+    where = repr(str(rundir.run_file))
+    given = recorded_problem(record, where, data=False)
+    recorded = record.get("dataset") if isinstance(record.get("dataset"), dict) else {}
+    if problem is not None:
+        problem_lib.check_same(problem, given, recorded, f"the run {str(rundir.path)!r}")
+    else:
+        config = recorded_problem(record, where)
+        problem = problem_lib.build_recorded(config, rundir.path, recorded)
+        if config != given:
+            # Read from where the run recorded its data, named as the run was given it.
+            problem = dataclasses.replace(
+                problem, config=given,
+                dataset=dataclasses.replace(problem.dataset, name=given.dataset))
     template = jax.eval_shape(problem.init_params, jax.random.PRNGKey(0))
     return StoredRun(record, problem, stored_posterior(rundir, record, template), None)
 

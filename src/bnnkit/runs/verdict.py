@@ -83,12 +83,17 @@ def of_prediction(record: dict, log: list[dict], prediction: Prediction, y: np.n
         vocabulary: the words of the verdict.
     """
     sampler = sampler_statistics(log) or {}
+    steps = sampler.get("step_size")
     return convergence.verdict(
         prediction.per_sample, acceptance_rate=sampler.get("acceptance_rate"),
         num_divergent=sampler.get("num_divergent"),
         finished=record.get("status") == "finished", log_posterior=log_posterior_trace(log),
         log_density=draw_log_density(prediction, y), vocabulary=vocabulary,
-        method=record.get("method"))
+        method=record.get("method"),
+        # A stuck sampler's advice follows the step size it ran at against the given one.
+        step_size=float(np.mean(steps)) if steps else None,
+        given_step_size=(record.get("method_config") or {}).get("step_size"),
+        burn_in=(record.get("loop") or {}).get("burn_in"))
 
 
 def within_holds(verdict: dict[str, Any]) -> bool:
