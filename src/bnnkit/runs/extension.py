@@ -49,7 +49,6 @@ from bnnkit.inference.base import IterationSettings
 from bnnkit.metrics.convergence import chain_line
 from bnnkit.runs import verdict as run_verdict
 from bnnkit.runs.directory import RunDir
-from bnnkit.runs.loop import RunResult, run_block
 from bnnkit.runs.progress import duration
 
 #: Each block's kept iterations are this many times the last's (see the module's docstring).
@@ -96,12 +95,16 @@ def _failing(verdict: dict[str, Any] | None, kept: int) -> str:
 
 
 def until_converged(problem: problem_lib.ProblemConfig | None, config: IterationSettings,
-                    run_dir: str | os.PathLike, *, deadline: float, resume: bool = False,
+                    run_dir: str | os.PathLike, *, run_block: Callable[..., Any],
+                    deadline: float, resume: bool = False,
                     overwrite: bool = False, progress: bool = True,
                     log_every: int | None = None, shard: str = "auto",
-                    on_unit: Callable[[int, dict], None] | None = None) -> RunResult:
+                    on_unit: Callable[[int, dict], None] | None = None) -> Any:
     """Run ``config`` in blocks until each chain mixes or ``deadline`` (a
     :func:`time.monotonic` time) passes (see the module's docstring).
+
+    ``run_block`` runs one block (:func:`bnnkit.runs.loop.run_block`, which the driver passes
+    in: the driver calls this module, so this module does not import the driver).
 
     Returns:
         The last block's :class:`~bnnkit.runs.loop.RunResult`, its ``seconds`` those of all

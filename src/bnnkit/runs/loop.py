@@ -66,6 +66,7 @@ from bnnkit.models import num_params
 from bnnkit.posterior import store
 from bnnkit.runs import faults, lifecycle, manifest, sharding
 from bnnkit.runs.directory import RunDir
+from bnnkit.runs.extension import until_converged
 from bnnkit.runs.initial import (
     positions_from_run,
     problem_of_run,
@@ -236,9 +237,8 @@ def run(
     max_time = getattr(config, "max_time", None)
     deadline = None if max_time is None else time.monotonic() + max_time
     if getattr(config, "until_converged", False):
-        from bnnkit.runs.extension import until_converged
-
-        return until_converged(problem, config, run_dir, deadline=deadline, resume=resume,
+        return until_converged(problem, config, run_dir, run_block=run_block,
+                               deadline=deadline, resume=resume,
                                overwrite=overwrite, progress=progress, log_every=log_every,
                                shard=shard, on_unit=on_unit)
     return run_block(problem, config, run_dir, resume=resume, overwrite=overwrite,
