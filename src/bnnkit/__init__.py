@@ -79,13 +79,16 @@ if TYPE_CHECKING:
     # __all__ from __getattr__; tests/test_public_api.py checks this list against it.
     __all__ = [
         "HMC",
+        "IVON",
         "MCLMC",
         "METHODS",
         "NUTS",
         "SGD",
         "SGMCMC",
+        "SWAG",
         "VI",
         "ConfigError",
+        "Dropout",
         "Ensemble",
         "Laplace",
         "Problem",
@@ -111,13 +114,16 @@ if TYPE_CHECKING:
     from bnnkit.data import load as load_dataset
     from bnnkit.evaluation import evaluate, export_samples
     from bnnkit.inference import METHODS
+    from bnnkit.inference.dropout import Config as Dropout
     from bnnkit.inference.ensemble import Config as Ensemble
     from bnnkit.inference.hmc import Config as HMC  # noqa: N814
+    from bnnkit.inference.ivon import Config as IVON  # noqa: N814
     from bnnkit.inference.laplace import Config as Laplace
     from bnnkit.inference.mclmc import Config as MCLMC  # noqa: N814
     from bnnkit.inference.nuts import Config as NUTS  # noqa: N814
     from bnnkit.inference.sgd import Config as SGD  # noqa: N814
     from bnnkit.inference.sgmcmc import Config as SGMCMC  # noqa: N814
+    from bnnkit.inference.swag import Config as SWAG  # noqa: N814
     from bnnkit.inference.vi import Config as VI  # noqa: N814
     from bnnkit.metrics.mcmc import (
         ess_bulk,
