@@ -38,3 +38,24 @@ def test_finished_run_reused_longer_one_extended_other_settings_refused(tmp_path
         run_or_reuse(ProblemConfig("yacht_0", "linear", noise_std=0.5, temperature=0.1),
                      config(3), run_dir, progress=False)
     assert len(calls) == 2
+
+
+def test_a_derived_step_that_diverges_is_divided_by_ten_and_then_reused(tmp_path):
+    # SGD at 1e-2 on yacht's unscaled linear model goes NaN in its first epoch (the driver
+    # stops it); 1e-3 and below do not. The run is made at the first step that holds, and a
+    # second call reuses it at that step without running anything.
+    from bnnkit.experiments.run_reuse import run_or_reuse_stable
+    from bnnkit.inference import sgd
+
+    problem = ProblemConfig("yacht_0", "linear")
+    config = sgd.Config(init_step_size=1e-2, num_epochs=3, batch_size=16)
+    made, ran = run_or_reuse_stable(problem, config, tmp_path / "run", progress=False)
+    assert ran and made.init_step_size < config.init_step_size
+    assert run_status(tmp_path / "run") == "finished"
+    again, ran = run_or_reuse_stable(problem, config, tmp_path / "run", progress=False)
+    assert not ran and again == made
+    # A step that never holds is still refused, in the driver's words.
+    with pytest.raises(ConfigError, match="became NaN or infinite"):
+        run_or_reuse_stable(problem, sgd.Config(init_step_size=1e30, num_epochs=2,
+                                                batch_size=32), tmp_path / "never",
+                            progress=False)

@@ -39,7 +39,7 @@ import numpy as np
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
-from bnnkit.experiments.run_reuse import run_or_reuse, run_seconds
+from bnnkit.experiments.run_reuse import run_or_reuse, run_or_reuse_stable, run_seconds
 from bnnkit.inference import ensemble, hmc, sgd, sgmcmc
 from bnnkit.problem import ProblemConfig
 from bnnkit.report.kinds import SETTING_RELIABILITY_FILE
@@ -207,15 +207,20 @@ def run_setting(name: str, setting: Setting, root: Path, progress: bool = True
     rms = gradient_rms(hmc_dir, setting.batch_size)
     for label, config in methods(setting, eta, rms).items():
         run_dir = root / name / label.split(" ")[0].lower()
-        _announce(progress, name, label, run_or_reuse(problem, config, run_dir,
-                                                      progress=progress))
+        given = config.init_step_size
+        # η derives from HMC's ε, not from this method's own stability: a step that diverges
+        # is divided by ten (and the note says so).
+        config, ran = run_or_reuse_stable(problem, config, run_dir, progress=progress)
+        _announce(progress, name, label, ran)
         res = evaluate(run_dir, reference=hmc_dir)
         rows.append({"method": label, **res["test"],
                      **{k: v for k, v in res["reference"].items()
                         if k not in ("run", "settings_differ")},
                      **_calibration(res), "seconds": run_seconds(run_dir),
-                     "note": f"η₀ {config.init_step_size:.2g}, "
-                             f"{res['num_chains']}x{res['num_samples_per_chain']} samples"})
+                     "note": f"η₀ {config.init_step_size:.2g}"
+                             + ("" if config.init_step_size == given else
+                                f" (÷{given / config.init_step_size:.0f} after divergence)")
+                             + f", {res['num_chains']}x{res['num_samples_per_chain']} samples"})
     return rows
 
 

@@ -101,6 +101,59 @@ def run_or_reuse(problem: ProblemConfig, config: Any, run_dir: str | os.PathLike
     return True
 
 
+#: How many times :func:`run_or_reuse_stable` divides a diverged run's step size by ten.
+MAX_STEP_REDUCTIONS = 3
+
+
+def run_or_reuse_stable(problem: ProblemConfig, config: Any, run_dir: str | os.PathLike, *,
+                        progress: bool = True) -> tuple[Any, bool]:
+    """:func:`run_or_reuse` for a step size derived from another run (an experiment's rule,
+    not a user's choice): a run that diverges (:class:`bnnkit.runs.lifecycle.DivergenceError`)
+    is made again with its step sizes divided by ten, at most :data:`MAX_STEP_REDUCTIONS`
+    times, as the divergence's own advice says; a run already there is reused at the step it
+    was made with.
+
+    Returns:
+        The Config the run was made with (the caller reports its step) and whether anything ran.
+
+    Raises:
+        DivergenceError: the run diverged at the smallest step tried too.
+    """
+    from bnnkit.runs.lifecycle import DivergenceError
+
+    candidates = [_scaled_steps(config, 10.0 ** -k) for k in range(MAX_STEP_REDUCTIONS + 1)]
+    first, overwrite = 0, False
+    status = run_status(run_dir)
+    if status is not None:
+        from bnnkit.runs import RunDir
+
+        stored = RunDir(run_dir).read_record().get("method_config", {}).get("init_step_size")
+        steps = [c.init_step_size for c in candidates]
+        if stored in steps:
+            first = steps.index(stored)
+            if status == "diverged":
+                first, overwrite = first + 1, True
+    for k in range(first, len(candidates)):
+        try:
+            return candidates[k], run_or_reuse(problem, candidates[k], run_dir,
+                                               progress=progress, overwrite=overwrite)
+        except DivergenceError:
+            if k == len(candidates) - 1:
+                raise
+            overwrite = run_status(run_dir) is not None  # a diverged run that kept units
+    raise AssertionError("unreachable")
+
+
+def _scaled_steps(config: Any, factor: float) -> Any:
+    """``config`` with its initial and final step sizes times ``factor``."""
+    if factor == 1.0:
+        return config
+    steps = {name: getattr(config, name) * factor
+             for name in ("init_step_size", "final_step_size")
+             if getattr(config, name, None) is not None}
+    return dataclasses.replace(config, **steps)
+
+
 def run_seconds(run_dir: str | os.PathLike) -> float:
     """Wall time of the run's units, summed from its log (whichever call ran them)."""
     from bnnkit.runs import RunDir
