@@ -159,7 +159,7 @@ def test_tiny_study_end_to_end(shared_data_dir, tmp_path, capsys):
     study = paper_example().main(tmp_path, small=True, data_dir=str(shared_data_dir),
                                  progress=False)
     out = tmp_path / "paper_tiny"
-    assert study.report.parent == out / paper.REPORT_DIR
+    assert study.report == out / paper.REPORT_DIR
     for part in paper.PARTS:
         assert (out / part).is_dir(), part
     items = storage.read_json(out / paper.FINDINGS_JSON)
