@@ -3,6 +3,7 @@ reused on a second call, unknown settings refused."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -10,36 +11,86 @@ import pytest
 
 from bnnkit import storage
 from bnnkit.cli import main
+from bnnkit.errors import ConfigError
 from bnnkit.experiments import compare_methods
 from bnnkit.inference import hmc
 from bnnkit.metrics.predictive import calibration_bins
 from bnnkit.problem import ProblemConfig
 from experiment_checks import count_runs, png_ok
 
+# Three epochs: SWAG collects once an epoch after the burn-in and needs two iterates.
 TINY = {"tiny": compare_methods.Setting(
     problem=ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.1),
     hmc=hmc.Config(step_size=1e-3, trajectory_len=0.003, num_iterations=2, num_burn_in=1),
-    batch_size=64, epochs=2, burn_in=1, cycle=1)}
+    batch_size=64, epochs=3, burn_in=1, cycle=1)}
 
 
-@pytest.mark.slow  # seven runs, each compiled: about 40 s on 2 cores
+@pytest.mark.slow  # eleven runs, each compiled: about 90 s on 2 cores
 def test_every_method_is_compared_with_hmc_and_runs_are_reused(tmp_path, monkeypatch):
     calls = count_runs(monkeypatch)
-    config = compare_methods.Config(settings="tiny")
+    config = compare_methods.Config(settings="tiny", validation_size=40, conformal=0.2)
     result = compare_methods.compare_methods(config, tmp_path, settings=TINY, progress=False)
     rows = result.rows["tiny"]
-    assert [r["method"] for r in rows] == ["HMC (reference)", "SGD", "Deep ensemble (K=5)",
-                                           "SGLD", "SGHMC", "SGHMC-CLR", "SGHMC-CLR-Prec"]
-    assert len(calls) == 7
+    # The labels do not depend on the step sizes.
+    labels = list(compare_methods.methods(TINY["tiny"], eta=1.0, grad_rms=1.0,
+                                             num_train=100))
+    assert labels[:6] == ["SGD", "Deep ensemble (K=5)", "SGLD", "SGHMC", "SGHMC-CLR",
+                          "SGHMC-CLR-Prec"]
+    assert {"MultiSWAG (M=5)", compare_methods.DROPOUT_LABEL, "IVON", "MFVI"} <= set(labels)
+    assert [r["method"] for r in rows] == ["HMC (reference)", *labels]
+    assert len(calls) == 1 + len(labels)
     for r in rows:
         assert math.isfinite(r["rmse"]) and math.isfinite(r["nll"]) and r["seconds"] > 0
-    assert all(math.isfinite(r["rmse_to_reference_mean"]) for r in rows[1:])
+        # 40 held-out points: coverage is a share of the test points, the width positive.
+        assert 0 <= r["conformal_coverage"] <= 1 and r["conformal_width"] > 0
+    assert all(math.isfinite(r["rmse_to_reference_mean"]) and r["wasserstein_1"] >= 0
+               for r in rows[1:])
+    by = {r["method"]: r for r in rows}
+    assert by[compare_methods.DROPOUT_LABEL]["note"].endswith("mlp_regression_small_dropout")
+    assert storage.read_json(tmp_path / "tiny" / "hmc" / "run.json")["problem"][
+        "validation_size"] == 40
     stored = storage.read_json(tmp_path / "results.json")
     assert stored["tiny"]["rows"] == rows
-    assert "| SGHMC-CLR-Prec |" in (tmp_path / "table.md").read_text()
+    table = (tmp_path / "table.md").read_text()
+    assert "| SGHMC-CLR-Prec |" in table
+    assert all(f"| {label} |" in table for label in labels)
+    assert "wasserstein_1" in table and "conformal_coverage" in table
     assert png_ok(tmp_path / "compare_methods.png")
     again = compare_methods.compare_methods(config, tmp_path, settings=TINY, progress=False)
-    assert len(calls) == 7 and again.rows == result.rows
+    assert len(calls) == 1 + len(labels) and again.rows == result.rows
+
+
+def test_a_model_without_a_dropout_variant_gets_a_skipped_row_and_no_dropout_run():
+    setting = dataclasses.replace(TINY["tiny"], problem=ProblemConfig(
+        "cifar10", "resnet20_frn"))
+    skipped = compare_methods.skipped_methods(setting)
+    assert list(skipped) == [compare_methods.DROPOUT_LABEL]
+    assert "resnet20_frn_dropout" in skipped[compare_methods.DROPOUT_LABEL]
+    for chosen, has_dropout in ((setting, False), (TINY["tiny"], True)):
+        labels = compare_methods.methods(chosen, 1.0, 1.0, num_train=9)
+        assert (compare_methods.DROPOUT_LABEL in labels) == has_dropout
+    rows = [{"method": "HMC (reference)", "rmse": 0.3, "nll": 0.5, "seconds": 9.0, "note": ""},
+            {"method": compare_methods.DROPOUT_LABEL,
+             "note": skipped[compare_methods.DROPOUT_LABEL]}]
+    table = compare_methods.markdown("cifar", rows)
+    assert (f"| {compare_methods.DROPOUT_LABEL} | — | — | — | "
+            f"{skipped[compare_methods.DROPOUT_LABEL]} |") in table
+
+
+@pytest.mark.parametrize(("eta", "num_train", "alpha"), [
+    (1e-6, 100, 100 * 0.1 * 10 * 1e-6),  # N h₀ · 10 η: SGD's step while h is near h₀
+    (1.0, 9, 0.1),  # capped at the paper's α
+])
+def test_ivon_starts_at_sgds_step_capped_at_the_papers(eta, num_train, alpha):
+    config = compare_methods.methods(TINY["tiny"], eta, 1.0, num_train=num_train)["IVON"]
+    assert config.hess_init == 0.1 and config.beta2 == 0.99999  # the published defaults
+    assert config.init_step_size == pytest.approx(alpha, rel=1e-12)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, -0.1])
+def test_a_conformal_level_outside_the_open_unit_interval_is_refused(alpha):
+    with pytest.raises(ConfigError, match="conformal"):
+        compare_methods.Config(conformal=alpha)
 
 
 def test_unknown_setting_refused_with_exit_2_and_nothing_written(tmp_path, capsys):

@@ -1,11 +1,17 @@
 """How close do the cheaper methods come to HMC? The paper's central comparison, on small data.
 
-For each setting an HMC reference run is made first; then SGD, a deep ensemble and the four
-SGMCMC variants of the paper (SGLD, SGHMC, SGHMC-CLR, SGHMC-CLR-Prec) run on the same posterior
+For each setting an HMC reference run is made first; then SGD, a deep ensemble, the four
+SGMCMC variants of the paper (SGLD, SGHMC, SGHMC-CLR, SGHMC-CLR-Prec) and the cheaper methods
+of the later literature (MultiSWAG, MC dropout, IVON, mean-field VI) run on the same posterior
 and are evaluated against it with ``bnnkit.evaluation.evaluate(run, reference=hmc_run)``:
-accuracy / NLL / agreement / total variation (classification) or RMSE / NLL / RMSE to the HMC
-predictive mean (regression). A classification setting also gets a reliability diagram of every
-method's test predictive, HMC first (``reliability_<setting>.png``).
+accuracy / NLL / ECE / Brier / agreement / total variation (classification) or RMSE / NLL / RMSE
+to the HMC predictive mean / Wasserstein-1 to the HMC predictive (regression; the
+approximate-inference competition's "W2", computed as scipy's W₁). With ``--validation-size N``
+each problem holds out the last N training examples and every method also gets split conformal
+sets or intervals at ``--conformal`` α, their test coverage and mean size or width (``bnnkit
+evaluate --conformal``); without it the runs train on the whole training set, as before. A
+classification setting also gets a reliability diagram of every method's test predictive, HMC
+first (``reliability_<setting>.png``).
 
 The SGLD step size comes from HMC's adapted leapfrog step ε: one leapfrog step of HMC without
 the accept step is Langevin dynamics with
@@ -16,6 +22,27 @@ RMSprop divides the step by ``M = √v``, the root mean square of the minibatch 
 preconditioned variant gets η · median(M), with M measured at an HMC sample: the typical
 coordinate then moves as without preconditioning.
 
+The later methods take their settings from their own defaults where the papers give them, and
+SGD's step otherwise:
+
+- MultiSWAG (Wilson & Izmailov 2020): M = 5 SWAG members (as many as the ensemble has), SGD's
+  step and momentum held constant, collecting every epoch after the same burn-in as SGMCMC,
+  rank K = 20 and 20 draws per member (:mod:`bnnkit.inference.swag`'s defaults);
+- MC dropout (Gal & Ghahramani 2016): SGD's step and momentum on the setting's model's dropout
+  variant (``<model>_dropout``, p = 0.1, T = 20 passes: :mod:`bnnkit.inference.dropout`'s
+  defaults); a model without one in the registry gets a row that says so and no run;
+- IVON (Shen et al. 2024): the paper's defaults (β₁ = 0.9, β₂ = 0.99999, h₀ = 0.1, λ = N/T, one
+  Monte Carlo sample) and the cosine schedule. Its update is ``α g / (h + δ)`` with g the
+  gradient of the mean per-example loss ℓ̄ = −log p_T / N; while h is still near h₀ (β₂ = 0.99999
+  moves it slowly) that is SGD on −log p_T with step ``α / (N h₀)``, so
+
+      α = min(0.1, N h₀ · 10 η)
+
+  starts IVON at SGD's step, capped at the paper's α = 0.1 (which, on a Gaussian likelihood of
+  small noise, diverges: ℓ̄'s curvature is then far above h₀);
+- MFVI: Adam at 10⁻³ from the SGD run's weights, as Izmailov et al. start it
+  (:mod:`bnnkit.inference.vi`).
+
 Runs go to ``OUT/<setting>/<method>`` (:func:`~bnnkit.experiments.run_reuse.run_or_reuse`:
 finished ones are reused, cut-off ones resumed); ``bnnkit experiment compare-methods --out OUT``
 is the command line.
@@ -23,8 +50,10 @@ is the command line.
 Example:
     >>> Config(settings="yacht").chosen()
     ['yacht']
-    >>> sorted(methods(SETTINGS["yacht"], eta=1e-6, grad_rms=2.0))[:3]
-    ['Deep ensemble (K=5)', 'SGD', 'SGHMC']
+    >>> sorted(methods(SETTINGS["yacht"], eta=1e-6, grad_rms=2.0, num_train=277))[:3]
+    ['Deep ensemble (K=5)', 'IVON', 'MC-dropout (T=20)']
+    >>> skipped_methods(SETTINGS["mnist160"])
+    {}
 """
 
 from __future__ import annotations
@@ -37,13 +66,13 @@ from typing import Any
 
 import numpy as np
 
-from bnnkit import storage
+from bnnkit import models, storage
 from bnnkit.errors import ConfigError
 from bnnkit.experiments.run_reuse import run_or_reuse, run_or_reuse_stable, run_seconds
-from bnnkit.inference import ensemble, hmc, sgd, sgmcmc
+from bnnkit.inference import dropout, ensemble, hmc, ivon, sgd, sgmcmc, swag, vi
 from bnnkit.problem import ProblemConfig
 from bnnkit.report.kinds import SETTING_RELIABILITY_FILE
-from bnnkit.settings import setting
+from bnnkit.settings import Exclusive, check_numbers, setting
 
 RESULTS_FILE = "results.json"
 TABLE_FILE = "table.md"
@@ -51,8 +80,15 @@ FIGURE_FILE = "compare_methods.png"
 #: A classification setting's reliability diagram of every method, by the setting's name.
 RELIABILITY_FILE = SETTING_RELIABILITY_FILE
 #: Test metrics and closeness to HMC, in the table's column order.
-COLUMNS = ("accuracy", "rmse", "nll", "ece", "agreement", "total_variation",
-           "rmse_to_reference_mean")
+COLUMNS = ("accuracy", "rmse", "nll", "ece", "brier", "agreement", "total_variation",
+           "rmse_to_reference_mean", "wasserstein_1", "conformal_coverage",
+           "conformal_set_size", "conformal_width")
+#: The label of MC dropout's row, which a setting whose model has no dropout variant skips.
+DROPOUT_LABEL = "MC-dropout (T=20)"
+#: IVON's largest learning rate α: Shen et al.'s (2024) value for their image classifiers.
+IVON_STEP_SIZE = 0.1
+#: Adam's step for MFVI, started at the SGD run's weights (Izmailov et al. 2021).
+VI_STEP_SIZE = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +127,16 @@ class Config:
                             help=f"comma-separated settings to run, of: {', '.join(SETTINGS)}")
     data_dir: str | None = setting(None, help="folder with MNIST (default: $BNNKIT_DATA_DIR "
                                               "or the download cache)")
+    validation_size: int | None = setting(
+        None, bounds=(1, None),
+        help="hold out the last N training examples of every setting for split conformal "
+             "prediction at --conformal (default: none held out, no conformal columns)")
+    conformal: float = setting(0.1, help="α, the miscoverage level of the conformal sets or "
+                                         "intervals, in (0, 1)",
+                               bounds=(Exclusive(0), Exclusive(1)))
+
+    def __post_init__(self) -> None:
+        check_numbers(self)
 
     def chosen(self, known: Mapping[str, Setting] = SETTINGS) -> list[str]:
         """The settings' names, in order.
@@ -166,8 +212,40 @@ def gradient_rms(hmc_dir: str | os.PathLike, batch_size: int) -> float:
     return float(jnp.median(jnp.sqrt(sq / len(idx))))
 
 
-def methods(setting: Setting, eta: float, grad_rms: float) -> dict[str, Any]:
-    """Method label -> its Config, from the SGLD step ``eta`` and the gradient's RMS."""
+def dropout_model(model: str) -> str | None:
+    """The registered dropout variant of ``model`` (``<model>_dropout``), if there is one.
+
+    Example:
+        >>> dropout_model("mlp_regression_small"), dropout_model("resnet20_frn")
+        ('mlp_regression_small_dropout', None)
+    """
+    name = f"{model}_dropout"
+    return name if name in models.dropout_names() else None
+
+
+def skipped_methods(setting: Setting) -> dict[str, str]:
+    """Method label -> why this setting does not run it."""
+    model = setting.problem.model
+    if dropout_model(model) is None:
+        return {DROPOUT_LABEL: f"skipped: the model registry has no {model}_dropout"}
+    return {}
+
+
+def method_problem(problem: ProblemConfig, config: Any) -> ProblemConfig:
+    """The problem a method's run is on: the setting's, with MC dropout on the dropout variant
+    of its model (same weights' shapes, same data and prior)."""
+    if isinstance(config, dropout.Config):
+        return dataclasses.replace(problem, model=dropout_model(problem.model))
+    return problem
+
+
+def methods(setting: Setting, eta: float, grad_rms: float, *, num_train: int,
+            sgd_run: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Method label -> its Config, from the SGLD step ``eta``, the gradient's RMS and the
+    training examples N (IVON's step, see the module's docstring).
+
+    ``sgd_run``: the SGD run whose weights start MFVI's means (none: a random start).
+    """
     epochs, burn, cycle = setting.epochs, setting.burn_in, setting.cycle
     common = dict(num_epochs=epochs, batch_size=setting.batch_size)
     sgd_eta = 10 * eta  # optimisation tolerates larger steps than sampling
@@ -175,7 +253,7 @@ def methods(setting: Setting, eta: float, grad_rms: float) -> dict[str, Any]:
                     ensemble_freq=max((epochs - burn) // 50, 1))
     clr = dict(common, init_step_size=2 * eta, step_size_schedule="cyclical", cycle_length=cycle,
                num_burn_in=burn, momentum_decay=0.9)
-    return {
+    table: dict[str, Any] = {
         "SGD": sgd.Config(**common, init_step_size=sgd_eta, momentum_decay=0.9),
         "Deep ensemble (K=5)": ensemble.Config(**common, init_step_size=sgd_eta,
                                                momentum_decay=0.9, num_members=5),
@@ -185,43 +263,81 @@ def methods(setting: Setting, eta: float, grad_rms: float) -> dict[str, Any]:
         "SGHMC-CLR-Prec": sgmcmc.Config(**{**clr, "init_step_size": 2 * eta * grad_rms},
                                         preconditioner="rmsprop"),
     }
+    multiswag = swag.Config(**common, init_step_size=sgd_eta, momentum_decay=0.9,
+                            num_burn_in=burn, num_members=5)
+    table[multiswag.label] = multiswag
+    if DROPOUT_LABEL not in skipped_methods(setting):
+        table[DROPOUT_LABEL] = dropout.Config(**common, init_step_size=sgd_eta,
+                                              momentum_decay=0.9)
+    ivon_default = ivon.Config(**common, init_step_size=IVON_STEP_SIZE)
+    table["IVON"] = dataclasses.replace(ivon_default, init_step_size=min(
+        IVON_STEP_SIZE, num_train * ivon_default.hess_init * sgd_eta))
+    table["MFVI"] = vi.Config(**common, init_step_size=VI_STEP_SIZE,
+                              init_checkpoint=None if sgd_run is None else os.fspath(sgd_run))
+    return table
 
 
-def run_setting(name: str, setting: Setting, root: Path, progress: bool = True
-                ) -> list[dict[str, Any]]:
-    """HMC, then every method of :func:`methods` against it; the table rows."""
+def run_setting(name: str, setting: Setting, root: Path, progress: bool = True,
+                conformal: float | None = None) -> list[dict[str, Any]]:
+    """HMC, then every method of :func:`methods` against it; the table rows.
+
+    ``conformal``: α of split conformal prediction on the problem's validation set (which
+    ``setting.problem.validation_size`` must hold out), or none.
+    """
     from bnnkit.evaluation import evaluate
 
     problem = setting.problem
     hmc_dir = root / name / "hmc"
     _announce(progress, name, "HMC (reference)", run_or_reuse(problem, setting.hmc, hmc_dir,
                                                               progress=progress))
-    ref = evaluate(hmc_dir)
+    ref = evaluate(hmc_dir, conformal=conformal)
     sampler = ref["sampler"]
     eps = float(np.median(sampler["step_size"]))
     eta = eps**2 / 2
-    rows = [{"method": "HMC (reference)", **ref["test"], **_calibration(ref),
+    rows = [{"method": "HMC (reference)", **ref["test"], **_conformal(ref), **_calibration(ref),
              "seconds": run_seconds(hmc_dir),
              "note": f"acc. {sampler['acceptance_rate']:.2f}, eps {eps:.2g}, "
                      f"{sampler['num_divergent']} div."}]
     rms = gradient_rms(hmc_dir, setting.batch_size)
-    for label, config in methods(setting, eta, rms).items():
+    skipped = skipped_methods(setting)
+    for label, config in methods(setting, eta, rms, num_train=_num_train(hmc_dir),
+                                 sgd_run=root / name / "sgd").items():
         run_dir = root / name / label.split(" ")[0].lower()
+        on = method_problem(problem, config)
         given = config.init_step_size
         # η derives from HMC's ε, not from this method's own stability: a step that diverges
         # is divided by ten (and the note says so).
-        config, ran = run_or_reuse_stable(problem, config, run_dir, progress=progress)
+        config, ran = run_or_reuse_stable(on, config, run_dir, progress=progress)
         _announce(progress, name, label, ran)
-        res = evaluate(run_dir, reference=hmc_dir)
+        res = evaluate(run_dir, reference=hmc_dir, conformal=conformal)
         rows.append({"method": label, **res["test"],
                      **{k: v for k, v in res["reference"].items()
                         if k not in ("run", "settings_differ")},
-                     **_calibration(res), "seconds": run_seconds(run_dir),
+                     **_conformal(res), **_calibration(res), "seconds": run_seconds(run_dir),
                      "note": f"η₀ {config.init_step_size:.2g}"
                              + ("" if config.init_step_size == given else
                                 f" (÷{given / config.init_step_size:.0f} after divergence)")
-                             + f", {res['num_chains']}x{res['num_samples_per_chain']} samples"})
+                             + f", {res['num_chains']}x{res['num_samples_per_chain']} samples"
+                             + ("" if on.model == problem.model else f"; {on.model}")})
+    rows.extend({"method": label, "note": why} for label, why in skipped.items())
     return rows
+
+
+def _num_train(run_dir: Path) -> int:
+    from bnnkit.runs import load_run
+
+    _, problem, _, _ = load_run(run_dir, network=True)
+    return int(problem.dataset.num_train)
+
+
+def _conformal(evaluation: dict[str, Any]) -> dict[str, Any]:
+    # One number per column: coverage, and the mean set size or interval width.
+    found = evaluation.get("conformal")
+    if found is None:
+        return {}
+    size = {k: found[k] for k in ("mean_set_size", "mean_width") if k in found}
+    return {"conformal_coverage": found["coverage"],
+            **{"conformal_" + k.removeprefix("mean_"): v for k, v in size.items()}}
 
 
 def _calibration(evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -241,7 +357,8 @@ def markdown(name: str, rows: list[dict[str, Any]]) -> str:
     lines = [f"### {name}", "", head, "|" + "---|" * (len(keys) + 3)]
     for r in rows:
         vals = [f"{r[k]:.4f}" if k in r else "—" for k in keys]
-        lines.append(f"| {r['method']} | " + " | ".join(vals) + f" | {r['seconds']:.0f} | "
+        seconds = f"{r['seconds']:.0f}" if "seconds" in r else "—"  # a skipped method: no run
+        lines.append(f"| {r['method']} | " + " | ".join(vals) + f" | {seconds} | "
                      f"{r['note']} |")
     return "\n".join(lines) + "\n"
 
@@ -271,7 +388,11 @@ def compare_methods(config: Config, out: str | os.PathLike, *,
         if config.data_dir is not None:
             setting_ = dataclasses.replace(setting_, problem=dataclasses.replace(
                 setting_.problem, data_dir=config.data_dir))
-        rows[name] = run_setting(name, setting_, out, progress)
+        if config.validation_size is not None:
+            setting_ = dataclasses.replace(setting_, problem=dataclasses.replace(
+                setting_.problem, validation_size=config.validation_size))
+        rows[name] = run_setting(name, setting_, out, progress,
+                                 None if config.validation_size is None else config.conformal)
         problems[name] = dataclasses.asdict(setting_.problem)
         result = Comparison(rows, problems)
         result.write(out)

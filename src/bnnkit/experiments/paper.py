@@ -4,8 +4,9 @@
 experiment in :mod:`bnnkit.experiments`, and :func:`paper` runs them in turn on the data this
 machine has, then scores the paper's findings and writes one report:
 
-1. ``compare_methods/``: SGD, a deep ensemble and four SGMCMC variants against an HMC reference
-   on UCI yacht (regression) and an MNIST subset (:mod:`~bnnkit.experiments.compare_methods`);
+1. ``compare_methods/``: SGD, a deep ensemble, four SGMCMC variants, MultiSWAG, MC dropout, IVON
+   and MFVI against an HMC reference on UCI yacht (regression) and an MNIST subset
+   (:mod:`~bnnkit.experiments.compare_methods`);
    at ``small`` and ``full`` also a Fashion-MNIST subset;
 2. ``convergence/``: split R-hat of that MNIST HMC run in weight and function space, and one
    long chain against several short ones (:mod:`~bnnkit.experiments.convergence`);
