@@ -22,7 +22,7 @@ endif
 # 2 1/2 minutes on 2 CPU cores (2 min 21 s measured).
 demo: $(STAMP)
 	$(VENV)/bin/bnnkit hmc --dataset concrete_0 --model mlp_regression_small --noise-std 0.35 \
-	  --num-iterations 400 --num-chains 4 --seed 0 --dir runs/demo_concrete_0 --overwrite
+	  --num-iterations 800 --num-burn-in 200 --num-chains 4 --seed 0 --dir runs/demo_concrete_0 --overwrite
 
 # Test processes run in parallel (pytest-xdist); 2 fits the 2-core machines this runs on.
 TEST_WORKERS ?= 2
