@@ -235,8 +235,9 @@ def write_netcdf(run_dir: str | os.PathLike, out: str | os.PathLike) -> Any:
     """
     from bnnkit.evaluation import check_out_file
 
-    require_arviz()
+    # The --out the user gave first: where it points is wrong with or without ArviZ.
     check_out_file(out, ".nc", "samples")
+    require_arviz()
     idata = to_inference_data(run_dir)
     out = os.path.abspath(os.fspath(out))
     # Not mkstemp: its 0600 file would keep those permissions after the rename.
