@@ -16,8 +16,14 @@ last full state (every leaf, in the state's field order), so any change of a sam
 tuned ε, τ or M⁻¹, or of the stored state's layout changes it. The diagnostics hashed are
 the info fields the digests were made with (:data:`PINNED_INFO`); a field added since (HMC's
 ``capped``) is a new diagnostic, not a change of the samples, and is tested where it is made.
-Floating-point results are the CPU backend's (jax 0.10.2, XLA:CPU on x86-64); another backend
-sums in other orders, so the test runs on the CPU backend only.
+Floating-point results are the CPU backend's (jax 0.10.2, XLA:CPU on x86-64), and XLA:CPU
+vectorises for the widest vector instructions the processor has, so a sum rounds differently on
+a processor with AVX-512 than on one with AVX2 only: the digests are kept per instruction set
+(:func:`vector_isa`) and the test runs on the CPU backend of an x86-64 processor whose set has
+them. On an AVX2-only processor, the code before the kernel was taken apart gives the same
+digests as today's for "none", "step", "step-host-one-chain" and "step-scan-no-mh" (checked by
+running the command above there); the modes whose first step-size search changed since ("mass",
+"chees", "nuts", "auto") are pinned from today's code, to catch any later change.
 """
 
 from __future__ import annotations
@@ -70,7 +76,7 @@ CASES = {
 # The modes that search a first step size ("mass", "chees", "nuts", "auto") since the search
 # returns the largest ε seen to accept rather than the first one past the target
 # (adaptation.reasonable_step_size).
-EXPECTED = {
+AVX512 = {
     "none-scan": "fb26ca90b16e86fd4ecab476863137ff43406c64e8ecd5c9680b90e00b419b17",
     "none-host": "fb26ca90b16e86fd4ecab476863137ff43406c64e8ecd5c9680b90e00b419b17",
     "step-scan": "f91e088c7d86667a61bbea456e9ac8a63754fbfb73e1e3df0a5e1603647687d2",
@@ -88,6 +94,37 @@ EXPECTED = {
     "auto-scan": "b8e9d08631ab501866f87aee8cbab6dc91045bbde2f1140f621a5b708733d478",
     "auto-host": "b8e9d08631ab501866f87aee8cbab6dc91045bbde2f1140f621a5b708733d478",
 }
+AVX2 = {
+    "none-scan": "f80e8b8231de3c52b61bb13899b9d222cd796038a19c8c1154bf1508d87bb84d",
+    "none-host": "f80e8b8231de3c52b61bb13899b9d222cd796038a19c8c1154bf1508d87bb84d",
+    "step-scan": "edd4d87308d0742ef5a9ee55313998947a925438f1e9b450d3a94557d4c6035c",
+    "step-host": "edd4d87308d0742ef5a9ee55313998947a925438f1e9b450d3a94557d4c6035c",
+    "mass-scan": "b318179c6d89c35e10535b3eb1c50cf2108daf4c72c9a2389aef4cbd5628239e",
+    "mass-host": "b318179c6d89c35e10535b3eb1c50cf2108daf4c72c9a2389aef4cbd5628239e",
+    "chees-scan": "2ce78713770abfaecb47c2722308cbd8d29d5fe48114e794c663ebda7be39317",
+    "chees-host": "2ce78713770abfaecb47c2722308cbd8d29d5fe48114e794c663ebda7be39317",
+    "step-host-one-chain": "8946331ba10740dc561360885e13d18358afdb990ccb5d1d9a4f24ca6cd310fd",
+    "mass-host-one-chain": "bb9ea8ba299c814920382d236fa736d4868f632c987f51eff541c8f4a43b3733",
+    "step-scan-no-mh": "77c6cf547e4ca10bfc4bc645a94ba3e56e59ba9f43a162c33ba61c82a3beb6be",
+    "nuts": "3f19119f888aa0c7f538d606ee3730eaeff3b2dd8a3c4ce986530a1c705a8f58",
+    "auto-scan": "1c51dead3b3d74019b312dfebd89f22aa63913555450217252b7f415055653c1",
+    "auto-host": "1c51dead3b3d74019b312dfebd89f22aa63913555450217252b7f415055653c1",
+}
+EXPECTED = {"avx512": AVX512, "avx2": AVX2}
+
+
+def vector_isa() -> str | None:
+    """The widest x86-64 vector set XLA:CPU can use here ("avx512", "avx2"), from the kernel's
+    view of the processor; ``None`` where that cannot be read (not Linux, not x86-64)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            flags = next((line.split(":", 1)[1].split() for line in cpuinfo
+                          if line.startswith("flags")), [])
+    except OSError:
+        return None
+    if "avx512f" in flags:
+        return "avx512"
+    return "avx2" if "avx2" in flags else None
 
 
 #: The info fields of each sampler when the digests were made, in their order.
@@ -137,6 +174,8 @@ def pinned_digest(method: str = "hmc", **settings) -> str:
 
 @pytest.mark.skipif(jax.default_backend() != "cpu",
                     reason="the digests are of the CPU backend's floating-point results")
+@pytest.mark.skipif(vector_isa() not in EXPECTED,
+                    reason="digests are kept for x86-64 processors with AVX2 or AVX-512")
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_samples_equal_the_pinned_ones(case):
-    assert pinned_digest(**CASES[case]) == EXPECTED[case]
+    assert pinned_digest(**CASES[case]) == EXPECTED[vector_isa()][case]
