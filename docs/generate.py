@@ -9,9 +9,11 @@ from the code (``tests/test_docs.py`` regenerates them and compares):
   ``Config.API_NAME`` and linking the guide whose front matter lists the method
   (``methods: [name, ...]`` in ``docs/guides/*.md``); ``method_nav.py`` puts the same pages in
   the site's navigation;
-- ``reference/commands.md``: every command of ``bnnkit --help``, its flags from the parser;
-- ``reference/python-api.md``: every name of ``bnnkit.__all__``, rendered by mkdocstrings from
-  its docstring;
+- ``reference/commands.md``: every command of ``bnnkit --help`` but the methods', its flags
+  from the parser, and the flags every method command shares;
+- ``reference/python-api.md``: every name of ``bnnkit.__all__`` but the methods' Configs,
+  rendered by mkdocstrings from its docstring (a method's Config is on its own page, so a new
+  method changes neither of these two pages);
 - ``reference/datasets.md`` and ``reference/models.md``: the catalogues ``bnnkit datasets`` and
   ``bnnkit models`` print.
 
@@ -113,7 +115,9 @@ def method_page(name: str, guide: str | None = None) -> str:
             f"Python: `bnnkit.{python}(setting=value, ...)`. Every method also takes the "
             "[problem settings](../problem.md) and the "
             "[run-directory flags](../commands.md#flags-of-every-method-command).\n\n"
-            f"{settings_table(cls)}")
+            f"{settings_table(cls)}"
+            f"\n## bnnkit.{python}\n\n::: {cls.__module__}.{cls.__qualname__}\n"
+            "    options:\n      show_root_heading: false\n")
 
 
 def problem_page() -> str:
@@ -160,16 +164,22 @@ def commands_page() -> str:
     method_flags = None
     for group, names in groups().items():
         parts.append(f"\n## {GROUPS[group]}\n")
+        if any(name in METHODS for name in names):
+            # One command per method: its page (under Methods) has its usage and settings,
+            # so a new method changes no line here.
+            parts.append("\nOne command per method, `bnnkit METHOD --dataset ... --model ... "
+                         "--dir DIR [settings]`: each method's page under Methods lists its "
+                         "settings, and every method command takes the flags below.\n")
         for name in names:
             p = sub.choices[name]
+            if name in METHODS:
+                method_flags = p
+                continue
             page = docs_page(name)
             link = (f"{page.removeprefix('reference/')}" if page.startswith("reference/")
                     else f"../{page}")
             parts.append(f"\n### {name}\n\n{commands[name].help}. Docs: [{page}]({link}).\n\n"
                          f"```text\n{p.format_usage().strip()}\n```\n")
-            if name in METHODS:
-                method_flags = p
-                continue
             parts.append("\n" + _table(p._actions))
     if method_flags is not None:
         shared = [g for g in method_flags._action_groups
@@ -189,22 +199,23 @@ def python_api_page() -> str:
     parts = [f"{HEADER}\n# Python API\n\n"
              "The names of `bnnkit.__all__`, each the object of the module that defines it "
              "(`import bnnkit` loads JAX only when one is first used). Each method's Config is "
-             "exported under its `Config.API_NAME`; its settings are on its page under "
+             "exported under its `Config.API_NAME` and documented on its page under "
              "Methods.\n"]
+    configs = {module.Config.API_NAME for module in METHODS.values()}
     for name in sorted(bnnkit.__all__, key=str.lower):
-        if name == "__version__":
+        if name == "__version__" or name in configs:
             continue
         if name == "ConfigError":
             target = "bnnkit.errors.ConfigError"
         elif name in bnnkit._LAZY:
             module, attribute = bnnkit._LAZY[name]
             target = f"{module}.{attribute}"
-        else:  # a method's Config
+        else:
             cls = getattr(bnnkit, name)
             target = f"{cls.__module__}.{cls.__qualname__}"
         if name == "METHODS":
-            parts.append(f"\n## bnnkit.METHODS\n\nThe registry of methods: name -> module with "
-                         f"`Config` and `build` ({', '.join(f'`{m}`' for m in METHODS)}).\n")
+            parts.append("\n## bnnkit.METHODS\n\nThe registry of methods: name -> module with "
+                         "`Config` and `build`, one page each under Methods.\n")
             continue
         parts.append(f"\n## bnnkit.{name}\n\n::: {target}\n    options:\n"
                      "      show_root_heading: false\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -47,12 +48,23 @@ def test_every_command_and_every_public_name_is_on_a_reference_page():
     import bnnkit
     from bnnkit.commands import COMMANDS
 
-    commands = (ROOT / "docs" / "reference" / "commands.md").read_text(encoding="utf-8")
-    for name in COMMANDS():
+    reference = ROOT / "docs" / "reference"
+    commands = (reference / "commands.md").read_text(encoding="utf-8")
+    api = (reference / "python-api.md").read_text(encoding="utf-8")
+    configs = {}
+    for method, module in METHODS.items():  # a method's command and Config: on its own page
+        page = (reference / "methods" / f"{method}.md").read_text(encoding="utf-8")
+        assert f"`bnnkit {method} --dataset" in page, method
+        assert f"\n## bnnkit.{module.Config.API_NAME}\n" in page, method
+        configs[module.Config.API_NAME] = method
+    for name in set(COMMANDS()) - set(METHODS):
         assert f"\n### {name}\n" in commands, name
-    api = (ROOT / "docs" / "reference" / "python-api.md").read_text(encoding="utf-8")
-    for name in set(bnnkit.__all__) - {"__version__"}:
+    for name in set(bnnkit.__all__) - {"__version__"} - set(configs):
         assert f"\n## bnnkit.{name}\n" in api, name
+    # Neither index names a method, so adding one changes neither.
+    for method, module in METHODS.items():
+        assert f"\n### {method}\n" not in commands, method
+        assert f"\n## bnnkit.{module.Config.API_NAME}\n" not in api, method
 
 
 def test_a_method_page_links_the_guide_that_names_it(tmp_path):
@@ -93,8 +105,13 @@ def test_readme_is_a_front_page_listing_every_command():
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(readme.splitlines()) <= 250, "README.md is the front page: move details to docs/"
-    for name in COMMANDS():
+    # Every command but the methods' has its line; the README names the methods it tours and
+    # points at `bnnkit --help` and the docs' Methods section for all of them (derived from
+    # METHODS), so a new method needs no README edit. A row it has must be a real command.
+    for name in set(COMMANDS()) - set(METHODS):
         assert f"| `bnnkit {name}` |" in readme, f"bnnkit {name} is missing from the README"
+    for name in re.findall(r"^\| `bnnkit ([a-z-]+)` \|", readme, flags=re.MULTILINE):
+        assert name in COMMANDS(), f"the README lists bnnkit {name}, which does not exist"
 
 
 def test_every_setting_is_on_its_page():
