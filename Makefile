@@ -27,13 +27,14 @@ demo: $(STAMP)
 # Test processes run in parallel (pytest-xdist); 2 fits the 2-core machines this runs on.
 TEST_WORKERS ?= 2
 
-# Everything but the statistical exactness and real-data checks: about 10 minutes on 2 cores
-# (9 min 47 s measured on 2 cores shared with other work).
+# Everything but the statistical exactness and real-data checks: about 21 minutes on 2 cores
+# (21 min 6 s measured on a 2-core AVX2 EPYC; faster processors take less).
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
 # The statistical exactness checks (samplers against exact posteriors), the real-data checks and
-# the whole tiny study (bnnkit paper --scale tiny): about 12 minutes on 2 cores.
+# the whole tiny study (bnnkit paper --scale tiny): about 22 minutes on 2 cores (22 min 4 s
+# measured on the same machine, 17 of them the tiny study).
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) -m slow
 
