@@ -25,7 +25,8 @@ class Experiment(NamedTuple):
 EXPERIMENTS = {
     "compare-methods": Experiment(
         "compare_methods", "compare_methods",
-        "SGD, deep ensemble and four SGMCMC variants against an HMC reference"),
+        "SGD, deep ensemble, four SGMCMC variants, MultiSWAG, MC dropout, IVON and MFVI "
+        "against an HMC reference"),
     "prior-sweep": Experiment(
         "prior_sweep", "prior_sweep",
         "HMC BMAs under Gaussian priors of three scales and other shapes of equal variance"),
