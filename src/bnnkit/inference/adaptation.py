@@ -145,6 +145,29 @@ def pooled_chains(logdensity: jax.Array, num_params: int,
     return jnp.isfinite(logdensity) & (logdensity >= median - STRANDED_SPREADS * spread)
 
 
+def any_chain(flag: jax.Array, axis_name: str = MEMBERS) -> jax.Array:
+    """Whether ``flag`` holds for any chain: unbatched when called inside the vmap over
+    ``axis_name`` (as the run driver runs a method's step), else ``flag`` itself.
+
+    A ``lax.cond`` whose predicate ``vmap`` batches runs both branches for every chain, at
+    every step; with this predicate it runs one. The chains of a run are all at the same step,
+    so a condition on the step count reduced over them is each chain's own; a branch that
+    changes state still selects per chain with ``jnp.where(flag, ...)``, so what it computes
+    is unchanged.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> jax.vmap(any_chain, axis_name=MEMBERS)(jnp.array([False, True])).tolist()
+        [True, True]
+        >>> bool(any_chain(jnp.array(False)))  # outside the vmap
+        False
+    """
+    try:
+        return jax.lax.psum(flag.astype(jnp.int32), axis_name) > 0
+    except NameError:  # not inside a vmap over the chains' axis
+        return flag
+
+
 def window_schedule(num_burn_in: int) -> list[tuple[int, bool]]:
     """Stan's windows scaled to the burn-in: (stage, window ends) per iteration.
 

@@ -148,6 +148,7 @@ from blackjax.util import generate_unit_vector
 from jax.flatten_util import ravel_pytree
 
 from bnnkit.errors import ConfigError
+from bnnkit.inference.adaptation import any_chain
 from bnnkit.inference.base import IterationSettings, Method
 from bnnkit.posterior import Samples
 from bnnkit.settings import Exclusive, check_choice, setting
@@ -566,17 +567,21 @@ def _welford(tuning: MCLMCTuning, x: jax.Array, gradient: jax.Array | None,
     return tuning._replace(gradient_mean=mean, gradient_m2=m2)
 
 
-def _record(tuning: MCLMCTuning, x: jax.Array, transition: jax.Array, in_window: jax.Array,
-            step_size: jax.Array, schedule: Schedule) -> MCLMCTuning:
-    """Record the subset of ``x`` at every ``stride``-th transition of the autocorrelation
-    part, and add the transition's integration time."""
-    if not schedule.rows:
-        return tuning
+def _record(tuning: MCLMCTuning, recorded: jax.Array, iteration: jax.Array,
+            in_window: jax.Array, schedule: Schedule) -> MCLMCTuning:
+    """Write the iteration's recorded coordinates (``recorded``: one row per transition) into
+    the trace, at every ``stride``-th transition of the autocorrelation part.
+
+    One scatter per iteration, outside the transitions' ``lax.scan``: a trace in the scan's
+    carry is rows × coordinates that the loop copies at every transition, where the scan's
+    outputs cost a row each.
+    """
+    transition = ((iteration - schedule.autocorrelation_start) * schedule.steps
+                  + jnp.arange(schedule.steps))
     due = jnp.logical_and(in_window, (transition + 1) % schedule.stride == 0)
-    row = jnp.clip((transition + 1) // schedule.stride - 1, 0, schedule.rows - 1)
-    values = jnp.where(due, x[tuning.subset], tuning.trace[row])
-    return tuning._replace(trace=tuning.trace.at[row].set(values),
-                           window_time=tuning.window_time + jnp.where(in_window, step_size, 0))
+    # A transition that is not due writes nowhere: its row is past the end, and dropped.
+    row = jnp.where(due, (transition + 1) // schedule.stride - 1, schedule.rows)
+    return tuning._replace(trace=tuning.trace.at[row].set(recorded, mode="drop"))
 
 
 def _binomial_with_energy(rng_key: Key, log_p_accept: jax.Array, proposal, new_proposal):
@@ -676,8 +681,9 @@ def _transition(carry, inputs, *, logdensity_fn: Callable, schedule: Schedule, t
     gradient = (ravel_pytree(new.logdensity_grad)[0] if tuner.preconditioner == "fisher"
                 else None)
     tuning = _welford(tuning, x, gradient, weight.astype(eps.dtype))
-    transition = (state.iteration - schedule.autocorrelation_start) * schedule.steps + index
-    tuning = _record(tuning, x, transition, in_phase["autocorrelation"], eps, schedule)
+    if schedule.rows:
+        tuning = tuning._replace(window_time=tuning.window_time + jnp.where(
+            in_phase["autocorrelation"], eps, 0))
 
     state = state._replace(position=new.position, momentum=new.momentum,
                            logdensity=new.logdensity, logdensity_grad=new.logdensity_grad,
@@ -687,7 +693,8 @@ def _transition(carry, inputs, *, logdensity_fn: Callable, schedule: Schedule, t
                  sums.steps + num_steps,
                  sums.energy + jnp.where(counted, jnp.square(change) / dim, 0.0),
                  sums.finite + counted.astype(jnp.int32))
-    return (state, sums), None
+    # The coordinates that set L, recorded after the scan (:func:`_record`).
+    return (state, sums), (x[tuning.subset] if schedule.rows else None)
 
 
 def _set_preconditioner(state: MCLMCState, dim: int, tuner: Tuner) -> MCLMCState:
@@ -757,8 +764,16 @@ def step(rng_key: Key, state: MCLMCState, batch: Batch, *, log_posterior: Callab
     body = functools.partial(_transition, logdensity_fn=lambda p: log_posterior(p, batch),
                              schedule=schedule, tuner=tuner, dim=dim, in_phase=in_phase)
     keys = jax.random.split(rng_key, schedule.steps)
-    (new, sums), _ = jax.lax.scan(body, (state, zeros),
-                                  (keys, jnp.arange(schedule.steps, dtype=jnp.int32)))
+    # The trace stays out of the scan's carry, which XLA copies at every transition: carried
+    # (even untouched) it made an iteration 4x slower on a small network.
+    trace = state.tuning.trace
+    carry = state._replace(tuning=state.tuning._replace(trace=trace[:0]))
+    (new, sums), recorded = jax.lax.scan(body, (carry, zeros),
+                                         (keys, jnp.arange(schedule.steps, dtype=jnp.int32)))
+    new = new._replace(tuning=new.tuning._replace(trace=trace))
+    if schedule.rows:
+        new = new._replace(tuning=_record(new.tuning, recorded, iteration,
+                                          in_phase["autocorrelation"], schedule))
 
     if schedule.variance_end > schedule.variance_start:
         installed = _set_preconditioner(new, dim, tuner)
@@ -766,9 +781,14 @@ def step(rng_key: Key, state: MCLMCState, batch: Batch, *, log_posterior: Callab
         new = jax.tree.map(lambda a, b: jnp.where(last, a, b), installed, new)
     last_tuning = iteration + 1 == schedule.num_burn_in
     if schedule.rows:
+        # Unbatched predicate (:func:`any_chain`): otherwise every iteration of every chain
+        # would compute the autocorrelation's FFTs over the whole trace (4x the iteration's
+        # time on a small network).
         refined = jax.lax.cond(
-            last_tuning, functools.partial(autocorrelation_length, l_factor=tuner.l_factor),
+            any_chain(last_tuning),
+            functools.partial(autocorrelation_length, l_factor=tuner.l_factor),
             lambda tuning, L: L, new.tuning, new.L)
+        refined = jnp.where(last_tuning, refined, new.L)
         new = new._replace(L=refined)
     if tuner.adjusted and schedule.num_burn_in:
         final = jnp.exp(new.tuning.averaging.log_step_size_avg).astype(dtype)
