@@ -51,6 +51,7 @@ import optax
 from bnnkit import schedules
 from bnnkit.errors import ConfigError
 from bnnkit.inference import sgd
+from bnnkit.inference.adaptation import any_chain
 from bnnkit.inference.base import Loop, Method, model_key
 from bnnkit.posterior.low_rank_gaussian import LowRankGaussian
 from bnnkit.settings import Exclusive, check_choice, setting
@@ -254,7 +255,13 @@ def build(log_posterior, config: Config) -> Method:
         count = state.count + 1
         moved = state._replace(position=position, opt_state=opt_state, count=count)
         due = (count > burn) & ((count - burn) % every == 0)
-        new = jax.lax.cond(due, lambda s: collect(s, position, max_rank), lambda s: s, moved)
+        # Unbatched predicate (:func:`any_chain`): with one batched by the members' vmap every
+        # step would collect, and write the K × d deviations, for nothing.
+        new = jax.lax.cond(
+            any_chain(due),
+            lambda s: jax.tree.map(lambda c, o: jnp.where(due, c, o),
+                                   collect(s, position, max_rank), s),
+            lambda s: s, moved)
         info = SWAGInfo(value, jnp.asarray(schedule(state.count), value.dtype),
                         new.num_collected)
         return new, info
