@@ -39,7 +39,7 @@ TEST_ENV := JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMP
 endif
 
 # Everything but the statistical exactness and real-data checks: about 21 minutes on 2 cores
-# from an empty compilation cache (21 min 6 s measured on a 2-core AVX2 EPYC; faster
+# from an empty compilation cache (21 min 6 s measured without one on a 2-core AVX2 EPYC; faster
 # processors take less), 6 min 31 s again with the cache a first run leaves.
 test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow"
