@@ -40,6 +40,50 @@ def test_finding_one_needs_hmc_below_both_sgd_and_the_ensemble():
     assert paper.finding_hmc_beats_standard({}, None).verdict == "not measured"
 
 
+def test_a_finding_on_an_unmixed_reference_is_not_assessable():
+    found = paper.finding_hmc_beats_standard(_compare(0.6, 0.2))
+    assert found.verdict == "reproduced"
+    # The same figures on chains that failed the within-chain verdict: withheld either way.
+    for figures in (found, paper.finding_hmc_beats_standard(_compare(0.8, 0.2))):
+        unmixed = paper.assessed(figures, ["converged", "not-mixed"])
+        assert (unmixed.verdict, unmixed.reference) == ("not assessable", "not-mixed")
+        assert unmixed.measured == figures.measured
+    # Chains that each mixed (in several modes) keep the verdict and name their level.
+    multimodal = paper.assessed(found, ["converged", "mixed-multimodal"])
+    assert (multimodal.verdict, multimodal.reference) == ("reproduced", "mixed-multimodal")
+    # A run without a verdict (too few draws; results written before levels were) cannot
+    # carry a finding either.
+    unjudged = paper.assessed(found, ["converged", None])
+    assert (unjudged.verdict, unjudged.reference) == ("not assessable", "not judged")
+    # Nothing measured stays "not measured", whatever the reference.
+    missing = paper.assessed(paper.finding_no_cold_posterior(None), ["not-mixed"])
+    assert missing.verdict == "not measured"
+
+
+def test_findings_read_the_level_of_each_part_s_hmc_runs(tmp_path):
+    for part in ("compare_methods/mnist/hmc", "temperature", "prior_sweep"):
+        (tmp_path / part).mkdir(parents=True)
+    storage.write_json(tmp_path / "compare_methods" / "results.json", _compare(0.6, 0.2))
+    storage.write_json(tmp_path / "compare_methods" / "mnist" / "hmc" / "evaluation.json",
+                       {"convergence": {"converged": False, "level": "mixed-multimodal"}})
+    rows = _temperature({1.0: 0.50, 0.1: 0.55}, {1.0: 0.6, 0.1: 0.6},
+                        {1.0: 0.6, 0.1: 0.5})["rows"]
+    for r in rows:
+        r["method"] = "hmc" if r["line"] == "HMC" else "sgmcmc"
+        r["level"] = {1.0: "converged", 0.1: "not-mixed"}[r["temperature"]] \
+            if r["method"] == "hmc" else None
+    storage.write_json(tmp_path / "temperature" / "results.json", {"rows": rows})
+    storage.write_json(tmp_path / "prior_sweep" / "results.json",
+                       [{"dataset": "yacht", "rmse": r, "level": "converged"}
+                        for r in (1.0, 1.05)])
+    by = {f.number: f for f in paper.findings(tmp_path)}
+    assert (by[1].verdict, by[1].reference) == ("reproduced", "mixed-multimodal")
+    assert (by[3].verdict, by[3].reference) == ("not assessable", "not-mixed")
+    assert (by[4].verdict, by[4].reference) == ("reproduced", "converged")
+    table = paper.findings_markdown(list(by.values()), "tiny")
+    assert "| mixed-multimodal | reproduced" in table and "not assessable" in table
+
+
 def test_finding_six_compares_ensemble_and_sgld_total_variation():
     assert paper.finding_ensembles_close(_compare(0.6, 0.43)).verdict == "reproduced"  # ≤ 1.1×
     assert paper.finding_ensembles_close(_compare(0.6, 0.45)).verdict == "not reproduced"
@@ -167,8 +211,10 @@ def test_tiny_study_end_to_end(shared_data_dir, tmp_path, capsys):
     fields = {f.name for f in dataclasses.fields(paper.Finding)}
     for f in items:
         assert set(f) == fields
-        # Every finding has its data at the tiny scale (its verdict may go either way).
-        assert f["verdict"] in ("reproduced", "not reproduced"), f
+        # Every finding has its data at the tiny scale (its verdict may go either way), and
+        # it is withheld exactly when its HMC runs did not mix or were not judged.
+        assert f["verdict"] in ("reproduced", "not reproduced", "not assessable"), f
+        assert (f["verdict"] == "not assessable") == (f["reference"] in paper.UNASSESSABLE), f
     report = (out / paper.REPORT_DIR / "report.md").read_text()
     assert "The paper's findings" in report
     figures = sorted((out / paper.REPORT_DIR / "figures").iterdir())

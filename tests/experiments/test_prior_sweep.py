@@ -29,6 +29,12 @@ def test_each_prior_gets_a_row_and_runs_are_reused(tmp_path, monkeypatch):
     for r in result.rows:
         assert math.isfinite(r["rmse"]) and math.isfinite(r["nll"]) and r["seconds"] > 0
         assert 0 <= r["acceptance"] <= 1
+        # The run's own verdict level, as evaluate gives it (the findings read it; None: too
+        # few draws to judge).
+        evaluation = storage.read_json(
+            tmp_path / "runs" / f"yacht_{r['spec'].replace(':', '_').replace(',', '_')}"
+            / "evaluation.json")
+        assert r["level"] == (evaluation.get("convergence") or {}).get("level")
     stored = storage.read_json(tmp_path / "results.json")  # R-hat is NaN with one chain
     assert [(r["spec"], r["nll"]) for r in stored] == [(r["spec"], r["nll"]) for r in result.rows]
     assert "`laplace:scale=0.707`" in (tmp_path / "prior_sweep.md").read_text()

@@ -234,16 +234,68 @@ def bbb_config(config: Config):
 
 # --- the findings -------------------------------------------------------------------------
 
+#: The verdicts a finding can have. "not assessable": its figures rest on an HMC reference
+#: that failed the within-chain verdict or was not judged, so they say nothing about the
+#: posterior.
+VERDICTS = ("reproduced", "not reproduced", "not assessable", "not measured")
+#: The level of a run without a verdict (too few kept draws, or results written before the
+#: levels were recorded).
+UNJUDGED = "not judged"
+#: The reference levels on which a finding cannot be assessed, weakest last.
+UNASSESSABLE = ("not-mixed", UNJUDGED)
+
+
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """One finding of the paper: its claim, the figures measured here, and the verdict
-    (``"reproduced"``, ``"not reproduced"`` or ``"not measured"``) with the reason."""
+    """One finding of the paper: its claim, the figures measured here, the verdict (one of
+    :data:`VERDICTS`) with the reason, and ``reference``: the weakest convergence level
+    (:data:`bnnkit.metrics.convergence.LEVELS`, or :data:`UNJUDGED`) of the HMC runs its
+    figures rest on ("" when they rest on none)."""
 
     number: int
     claim: str
     measured: str
     verdict: str
     caveat: str = ""
+    reference: str = ""
+
+
+def weakest_level(levels: Sequence[str | None]) -> str:
+    """The weakest of some runs' convergence levels (``None``: a run without a verdict,
+    :data:`UNJUDGED`); "" for no run.
+
+    Example:
+        >>> weakest_level(["converged", "mixed-multimodal"]), weakest_level([])
+        ('mixed-multimodal', '')
+        >>> weakest_level(["not-mixed", None])
+        'not judged'
+    """
+    from bnnkit.metrics.convergence import LEVELS
+
+    order = (*LEVELS, UNJUDGED)
+    known = [level if level in LEVELS else UNJUDGED for level in levels]
+    return max(known, key=order.index, default="")
+
+
+def assessed(finding: Finding, levels: Sequence[str | None]) -> Finding:
+    """``finding`` with the level of the HMC runs it rests on; "not assessable" when one of
+    them failed the within-chain verdict or has none (its figures are kept, its verdict is
+    withheld).
+
+    Example:
+        >>> found = Finding(1, "claim", "figures", "reproduced")
+        >>> assessed(found, ["not-mixed"]).verdict, assessed(found, ["converged"]).verdict
+        ('not assessable', 'reproduced')
+    """
+    level = weakest_level(levels)
+    finding = dataclasses.replace(finding, reference=level)
+    if level not in UNASSESSABLE or finding.verdict == "not measured":
+        return finding
+    why = ("failed the within-chain verdict: its chains did not mix" if level == "not-mixed"
+           else "has no convergence verdict (too few kept draws to judge)")
+    return dataclasses.replace(
+        finding, verdict="not assessable",
+        caveat=f"its HMC reference {why}, so the figures do not describe the posterior")
 
 
 def _rows_by_method(rows: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
@@ -260,7 +312,8 @@ def _verdict(ok: bool) -> str:
     return "reproduced" if ok else "not reproduced"
 
 
-def finding_hmc_beats_standard(compare: Mapping[str, Any], converged: bool | None) -> Finding:
+def finding_hmc_beats_standard(compare: Mapping[str, Any],
+                               converged: bool | None = None) -> Finding:
     """(1) The HMC model average beats standard training (SGD) and deep ensembles.
 
     Reproduced when, on every classification setting, HMC's test NLL is below SGD's and the
@@ -283,7 +336,7 @@ def finding_hmc_beats_standard(compare: Mapping[str, Any], converged: bool | Non
 
 
 def finding_one_long_chain(convergence: Mapping[str, Any] | None,
-                           converged: bool | None) -> Finding:
+                           converged: bool | None = None) -> Finding:
     """(2) One long chain represents the posterior about as well as several short ones.
 
     Reproduced when the long chain's agreement with the reference model average is within 2
@@ -448,16 +501,21 @@ def findings(out: str | os.PathLike) -> list[Finding]:
     evaluation = read("compare_methods", "mnist", "hmc", "evaluation.json") or {}
     verdict = evaluation.get("convergence")
     converged = None if not verdict else bool(verdict.get("converged"))
+    mnist_hmc = [(verdict or {}).get("level")]
     temperature = read("temperature", "results.json")
     prior = read("prior_sweep", "results.json")
     shift = read("shift", "shift_table.json")
+    temperature_hmc = [r.get("level") for r in (temperature or {}).get("rows") or []
+                       if r.get("method") == "hmc"]
+    prior_hmc = [r.get("level") for r in prior or []]
     return [
-        finding_hmc_beats_standard(compare, converged),
-        finding_one_long_chain(read("convergence", "convergence.json"), converged),
-        finding_no_cold_posterior(temperature),
-        finding_prior_robust(prior),
-        finding_poor_under_shift((shift or {}).get("rows")),
-        finding_ensembles_close(compare),
+        assessed(finding_hmc_beats_standard(compare, converged), mnist_hmc),
+        assessed(finding_one_long_chain(read("convergence", "convergence.json"), converged),
+                 mnist_hmc),
+        assessed(finding_no_cold_posterior(temperature), temperature_hmc),
+        assessed(finding_prior_robust(prior), prior_hmc),
+        assessed(finding_poor_under_shift((shift or {}).get("rows")), mnist_hmc),
+        assessed(finding_ensembles_close(compare), mnist_hmc),
     ]
 
 
@@ -465,10 +523,16 @@ def findings_markdown(items: Sequence[Finding], scale: str) -> str:
     """The findings as a markdown table, with the scale they were measured at."""
     lines = ["# The paper's findings, measured", "",
              f"Scale `{scale}`: {SCALES[scale].description}.", "",
-             "| # | the paper finds | measured here | verdict |", "|---|---|---|---|"]
+             "A finding whose HMC reference failed the within-chain verdict (its chains did "
+             "not mix), or was not judged, is *not assessable*: its figures are shown, but "
+             "they do not describe the posterior, so they neither reproduce the paper nor "
+             "contradict it.", "",
+             "| # | the paper finds | measured here | HMC reference | verdict |",
+             "|---|---|---|---|---|"]
     for f in items:
         verdict = f.verdict + (f" ({f.caveat})" if f.caveat else "")
-        lines.append(f"| {f.number} | {f.claim} | {f.measured} | {verdict} |")
+        lines.append(f"| {f.number} | {f.claim} | {f.measured} | {f.reference or '—'} | "
+                     f"{verdict} |")
     return "\n".join(lines) + "\n"
 
 

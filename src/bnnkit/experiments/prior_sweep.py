@@ -153,7 +153,9 @@ def prior_specs(s: float) -> list[tuple[str, str, str]]:
 @dataclasses.dataclass(frozen=True)
 class PriorSweep:
     """One row per dataset and prior (``dataset``, ``prior``, ``spec``, the test metrics,
-    ``acceptance``, ``divergences``, ``rhat_function_max``, ``seconds``) and the settings."""
+    ``acceptance``, ``divergences``, ``rhat_function_max``, ``seconds``, ``num_test`` and
+    ``level``, the run's convergence level of :data:`bnnkit.metrics.convergence.LEVELS`) and
+    the settings."""
 
     rows: list[dict[str, Any]]
     settings: dict[str, Setting]
@@ -193,6 +195,7 @@ def run_one(setting: Setting, label: str, spec: str, out: Path, data_dir: str | 
         .get("rhat", {}).get("max", float("nan")),
         "seconds": run_seconds(run_dir),
         "num_test": evaluation["num_test"],
+        "level": (evaluation.get("convergence") or {}).get("level"),
     }
     if progress:
         print(f"{setting.name:9s} {label:18s} nll {row['nll']:.3f}  {setting.metric} "
@@ -217,13 +220,15 @@ def markdown(rows: list[dict[str, Any]], configs: Mapping[str, Setting]) -> str:
             f"({h['num_burn_in']} burn-in), trajectory length {h['trajectory_len']}, "
             f"at most {h['max_num_leapfrog_steps']} leapfrog steps; base scale s = "
             f"{setting_.scale}.", "",
-            f"| prior | spec | test NLL | test {metric} | acceptance | R-hat f (max) | s |",
-            "|---|---|---:|---:|---:|---:|---:|",
+            f"| prior | spec | test NLL | test {metric} | acceptance | R-hat f (max) | verdict "
+            "| s |",
+            "|---|---|---:|---:|---:|---:|---|---:|",
         ]
         for r in mine:
             lines.append(
                 f"| {r['prior']} | `{r['spec']}` | {r['nll']:.3f} | {r[setting_.metric]:.3f} | "
-                f"{r['acceptance']:.2f} | {r['rhat_function_max']:.3f} | {r['seconds']:.0f} |"
+                f"{r['acceptance']:.2f} | {r['rhat_function_max']:.3f} | "
+                f"{r.get('level') or 'not recorded'} | {r['seconds']:.0f} |"
             )
         lines.append("")
     return "\n".join(lines)

@@ -199,7 +199,9 @@ def _dir_name(label: str, temperature: float) -> str:
 @dataclasses.dataclass(frozen=True)
 class TemperatureSweep:
     """One row per line and temperature: ``line``, ``method``, ``augment``, ``temperature``,
-    the test metrics (accuracy/NLL/ECE or RMSE/NLL), ``seconds`` and ``run``; and ``task``."""
+    the test metrics (accuracy/NLL/ECE or RMSE/NLL), ``seconds``, ``run`` and ``level`` (the
+    HMC run's convergence level of :data:`bnnkit.metrics.convergence.LEVELS`, None for SGMCMC);
+    and ``task``."""
 
     rows: list[dict[str, Any]]
     task: str
@@ -274,10 +276,12 @@ def temperature_sweep(config: Config, out: str | os.PathLike, *,
         ran = run_or_reuse(config.problem(t), settings, run_dir, progress=progress)
         if progress and not ran:
             print("  finished earlier, reused", flush=True)
-        test = evaluate(run_dir)["test"]
+        evaluation = evaluate(run_dir)
         rows.append({"line": label, "method": method, "augment": augment, "temperature": t,
-                     **{m: float(v) for m, v in test.items()}, "seconds": run_seconds(run_dir),
-                     "run": str(run_dir.relative_to(out))})
+                     **{m: float(v) for m, v in evaluation["test"].items()},
+                     "seconds": run_seconds(run_dir), "run": str(run_dir.relative_to(out)),
+                     # The sampler's convergence level (None for SGMCMC, which has none).
+                     "level": (evaluation.get("convergence") or {}).get("level")})
         storage.write_json(out / RESULTS_FILE, {"task": task, "rows": rows})
     result = TemperatureSweep(rows, task)
     result.write(out)
