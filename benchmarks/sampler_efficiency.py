@@ -15,6 +15,11 @@ apart), then sampling until each chain has spent the same budget of gradient eva
   steps; MILE tunes for 50,000); an
   isokinetic McLachlan step costs 2 gradient evaluations (``mclmc.GRADIENTS_PER_STEP``), which
   is what their budget counts;
+- ``auto``: ``bnnkit hmc``'s no-knob default (``--adapt auto``: NUTS during burn-in sets ε, a
+  diagonal mass matrix and τ per chain, then jittered HMC);
+- ``auto-ensemble``, ``mclmc-ensemble``: ``auto`` and ``mclmc`` with chain k started at member
+  k of a deep ensemble trained as ``bnnkit reference`` trains it (its SGD updates, counted in
+  whole-data gradient equivalents, are ``init_gradients``; not on (d), which has one mode);
 - ``blackjax``: only on (d), BlackJAX's own NUTS with its window adaptation, the peer.
 
 Efficiency is the effective sample size of the predictions on test inputs (function space:
@@ -45,6 +50,7 @@ import argparse
 import dataclasses
 import json
 import platform
+import tempfile
 import time
 
 import jax
@@ -60,7 +66,10 @@ from bnnkit.problem import ProblemConfig, build
 from bnnkit.types import Batch
 
 NUM_CHAINS = 4
-SAMPLERS = ("fixed", "mass", "chees", "nuts", "mclmc", "mclmc-adjusted", "blackjax")
+SAMPLERS = ("fixed", "mass", "chees", "nuts", "auto", "mclmc", "mclmc-adjusted",
+            "auto-ensemble", "mclmc-ensemble", "blackjax")
+#: Rows whose chains start at the members of a deep ensemble.
+ENSEMBLE_ROWS = ("auto-ensemble", "mclmc-ensemble")
 
 
 @dataclasses.dataclass
@@ -76,6 +85,7 @@ class Case:
     fixed_burn_in: int | None = None  # the paper's burn-in iterations, where they differ
     mclmc_burn_in: int = 1000  # MCLMC's tuning iterations
     init_seed: int = 1  # of the chains' initial positions
+    config: ProblemConfig | None = None  # the problem (None: no ensemble can be trained)
 
 
 def problem_case(name, config: ProblemConfig, budget, num_burn_in, fixed,
@@ -91,7 +101,23 @@ def problem_case(name, config: ProblemConfig, budget, num_burn_in, fixed,
         return problem.likelihood_at(params).mean_std(out)[0]
 
     return Case(name, problem.log_posterior, problem.train_batch(), problem.init_params, predict,
-                budget, num_burn_in, fixed, fixed_burn_in)
+                budget, num_burn_in, fixed, fixed_burn_in, config=config)
+
+
+def ensemble_members(case: Case, seed: int, folder: str) -> tuple[object, float]:
+    """``NUM_CHAINS`` members of a deep ensemble trained as ``bnnkit reference`` trains it
+    (stacked), and its cost in whole-data gradient equivalents (examples seen / N)."""
+    from bnnkit.experiments import reference
+    from bnnkit.experiments.run_reuse import run_or_reuse
+    from bnnkit.runs.initial import positions_from_run
+
+    built = build(case.config)
+    n = built.dataset.num_train
+    config = reference.Config(members=NUM_CHAINS, seed=seed).ensemble_config(n)
+    run_or_reuse(case.config, config, folder, progress=False, overwrite=True)
+    updates = config.num_epochs * (n // config.batch_size)
+    cost = NUM_CHAINS * updates * config.batch_size / n
+    return positions_from_run(folder, built, NUM_CHAINS), cost
 
 
 def linear_case(budget, num_burn_in) -> Case:
@@ -143,11 +169,19 @@ def summary(preds: list, burn_grads: float, grads: float, burn_divergent: float,
             "constant_outputs": constant, "seconds": seconds}
 
 
-def run_method(case: Case, method, num_burn_in: int, key, gradients_per_step: int = 1) -> dict:
+def run_method(case: Case, method, num_burn_in: int, key, gradients_per_step: int = 1,
+               init=None) -> dict:
     """Burn-in, then chains advanced together until each has spent the sampling budget
-    (``gradients_per_step``: gradient evaluations per logged integrator step)."""
+    (``gradients_per_step``: gradient evaluations per logged integrator step; ``init``: the
+    chains' starting positions, stacked, with their cost in gradients, instead of the
+    model's initialisation)."""
     keys = jax.random.split(key, NUM_CHAINS)
-    params = jax.vmap(case.init)(jax.random.split(jax.random.PRNGKey(case.init_seed), NUM_CHAINS))
+    init_gradients = 0.0
+    if init is None:
+        params = jax.vmap(case.init)(jax.random.split(jax.random.PRNGKey(case.init_seed),
+                                                      NUM_CHAINS))
+    else:
+        params, init_gradients = init
     state = jax.vmap(lambda k, p: method.init(k, p, case.batch), axis_name=MEMBERS)(keys, params)
     step = jax.jit(jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS))
     predict = jax.jit(jax.vmap(case.predict))
@@ -164,8 +198,9 @@ def run_method(case: Case, method, num_burn_in: int, key, gradients_per_step: in
             grads += gradients_per_step * np.asarray(info.num_leapfrog)
             preds.append(np.asarray(predict(state.position), np.float64))
         it += 1
-    return summary(preds, burn_grads, grads.sum(), burn_divergent / (NUM_CHAINS * num_burn_in),
-                   time.perf_counter() - t0)
+    return {**summary(preds, burn_grads, grads.sum(),
+                      burn_divergent / (NUM_CHAINS * num_burn_in), time.perf_counter() - t0),
+            "init_gradients": int(init_gradients)}
 
 
 def blackjax_nuts(case: Case, num_burn_in: int, key) -> dict:
@@ -239,7 +274,7 @@ def print_case(name: str, result: dict) -> None:
           f"{result['num_burn_in']} burn-in iterations")
     print(f"{'sampler':<14} {'ESS/1k grads min':>16} {'median':>8} {'min/fixed':>9} "
           f"{'within min':>10} {'median':>8} {'burn-in grads':>13} {'burn-in div':>11} "
-          f"{'R-hat max':>9} {'kept':>6} {'seconds':>8}")
+          f"{'R-hat max':>9} {'kept':>6} {'seconds':>8} {'init grads':>10}")
     base = rows["fixed"]["min_per_1000"] if "fixed" in rows else float("nan")
     base = base if base > 0 else float("nan")
     for row, r in rows.items():
@@ -249,7 +284,7 @@ def print_case(name: str, result: dict) -> None:
               f"{r.get('within_median_per_1000', float('nan')):8.3f} "
               f"{r['burn_in_gradients']:13,d} "
               f"{r['burn_in_divergent']:11.1%} {r['rhat_max']:9.3f} {r['kept']:6d} "
-              f"{r['seconds']:8.1f}")
+              f"{r['seconds']:8.1f} {r.get('init_gradients', 0):10,d}")
     if "blackjax" in rows:
         for row in [n for n in rows if n not in ("fixed", "blackjax")]:
             ratio = rows["blackjax"]["min_per_1000"] / rows[row]["min_per_1000"]
@@ -265,8 +300,8 @@ def combine(paths: list[str]) -> None:
             for name, result in json.load(f).items():
                 entry = merged.setdefault(name, {**result, "rows": {}})
                 entry["rows"].update(result["rows"])
-    order = ("fixed", "mass", "mass-tau1", "chees", "nuts", "mclmc", "mclmc-adjusted",
-             "blackjax")
+    order = ("fixed", "mass", "mass-tau1", "chees", "nuts", "auto", "mclmc", "mclmc-adjusted",
+             "auto-ensemble", "mclmc-ensemble", "blackjax")
     for name in sorted(merged):
         rows = merged[name]["rows"]
         merged[name]["rows"] = {k: rows[k] for k in sorted(rows, key=lambda k: (
@@ -319,11 +354,25 @@ def main() -> None:
         adaptive = dict(step_size=1e-3, trajectory_len=args.trajectory_len,
                         max_num_leapfrog_steps=1000)
 
-        def mclmc_row(case=case, **settings):
+        def mclmc_row(case=case, init=None, **settings):
             config = mclmc.Config(num_iterations=10**7, num_burn_in=case.mclmc_burn_in,
                                   num_chains=NUM_CHAINS, **mclmc_settings, **settings)
             return run_method(case, mclmc.build(case.log_posterior, config),
-                              case.mclmc_burn_in, key, mclmc.GRADIENTS_PER_STEP)
+                              case.mclmc_burn_in, key, mclmc.GRADIENTS_PER_STEP, init=init)
+
+        def auto_row(case=case, init=None):
+            config = hmc.Config(num_iterations=10**7, num_burn_in=case.num_burn_in,
+                                num_chains=NUM_CHAINS)
+            return run_method(case, hmc.build(case.log_posterior, config), case.num_burn_in,
+                              key, init=init)
+
+        members = {}
+
+        def ensemble(case=case, members=members):
+            if not members:
+                folder = tempfile.mkdtemp(prefix="bnnkit_efficiency_ensemble_")
+                members["init"] = ensemble_members(case, args.seed, folder)
+            return members["init"]
         runners = {
             "fixed": lambda case=case, hmc_row=hmc_row: hmc_row(
                 adapt="step", num_burn_in=case.fixed_burn_in or case.num_burn_in, **case.fixed),
@@ -333,14 +382,21 @@ def main() -> None:
             "nuts": lambda case=case: run_method(case, nuts.build(case.log_posterior, nuts.Config(
                 step_size=1e-3, num_iterations=10**7, num_burn_in=case.num_burn_in,
                 num_chains=NUM_CHAINS)), case.num_burn_in, key),
+            "auto": auto_row,
             "mclmc": mclmc_row,
             "mclmc-adjusted": lambda mclmc_row=mclmc_row: mclmc_row(adjusted=True),
+            "auto-ensemble": lambda auto_row=auto_row, ensemble=ensemble: auto_row(
+                init=ensemble()),
+            "mclmc-ensemble": lambda mclmc_row=mclmc_row, ensemble=ensemble: mclmc_row(
+                init=ensemble()),
             "blackjax": lambda case=case: blackjax_nuts(case, case.num_burn_in, key),
         }
         rows = {}
         for name in args.samplers:
             if name == "blackjax" and not case.name.startswith("(d)"):
                 continue  # the peer row belongs to the linear case
+            if name in ENSEMBLE_ROWS and case.config is None:
+                continue  # no dataset to train an ensemble on (and one mode)
             rows[args.row_name or name] = runners[name]()
             print(f"  {name}: {rows[args.row_name or name]}", flush=True)
         results[case.name] = {"budget": case.budget, "num_burn_in": case.num_burn_in,
