@@ -21,11 +21,17 @@ For every dataset and standard split, one after the other on the same machine:
 Each runs in a fresh interpreter, timed from its start to its predictions (imports and
 compilation included, as a user waits for them), on the same 2 threads. All three are scored
 by the same code: test log-likelihood per point of the equal-weight mixture of every draw's
-Gaussian, and RMSE of the predictive mean, in the target's original units.
+Gaussian, and RMSE of the predictive mean, in the target's original units. Both are judged by
+the same within-chain checks too (:func:`bnnkit.metrics.within_chain.check_chains`: each
+chain's split R-hat over its quarters and its own ESS of the predictive means on the test
+points, and its running log predictive density; the peer's chain is a member's 1,000 thinned
+draws, bnnkit's its 200 kept draws): how many chains mixed on their own, and the median over
+chains of the ESS at a chain's 5 % slowest test predictions.
 
     python benchmarks/peer_bde.py --peer-python /path/to/bde-venv/bin/python \\
         [--datasets yacht boston energy concrete wine-quality-red] [--splits 5] \\
         [--out benchmarks/results/peer_bde.json]
+    python benchmarks/peer_bde.py --combine A.json B.json  # one table of runs made apart
 
 Targets: bnnkit's mean test log-likelihood over the splits at least the peer's on every
 dataset, at no more wall time per split. Compare within one run; times depend on the machine.
@@ -108,7 +114,30 @@ def run_peer(python: str, dataset: str, split: int, seed: int, workdir: Path) ->
         raise RuntimeError(f"the peer failed on {dataset} split {split}: {done.stderr[-2000:]}")
     predicted = np.load(out)
     return {"ll": -nll_gaussian_mixture(predicted["mean"], predicted["std"], arrays["y_test"]),
-            "rmse": rmse(predicted["mean"].mean(0), arrays["y_test"]), "seconds": seconds}
+            "rmse": rmse(predicted["mean"].mean(0), arrays["y_test"]), "seconds": seconds,
+            **peer_within(predicted["mean"], predicted["std"], arrays["y_test"])}
+
+
+def peer_within(mean: np.ndarray, std: np.ndarray, y: np.ndarray) -> dict:
+    """bnnkit's within-chain checks on the peer's draws (member-major: its raw predictions are
+    (members, draws, points)): the predictive means and each chain's running log predictive
+    density, as ``bnnkit evaluate`` judges its own chains (the peer logs no log posterior)."""
+    from scipy import stats
+
+    from bnnkit.metrics.within_chain import check_chains
+
+    members = PEER_SETTINGS["n_members"]
+    means = mean.reshape(members, -1, mean.shape[-1])
+    log_density = stats.norm.logpdf(y, means, std.reshape(means.shape))
+    checks = check_chains(means, log_density=log_density)
+    return within_summary([c.mixed for c in checks], [c.ess_p5 for c in checks])
+
+
+def within_summary(mixed: list[bool], ess_p5: list[float]) -> dict:
+    """How many chains mixed on their own, and the median over chains of each chain's ESS on
+    its 5 % slowest test predictions."""
+    return {"chains_mixed": int(sum(mixed)), "chains": len(mixed),
+            "ess_p5": float(np.median(ess_p5))}
 
 
 def run_bnnkit(dataset: str, split: int, model: str, seed: int, workdir: Path,
@@ -125,9 +154,11 @@ def run_bnnkit(dataset: str, split: int, model: str, seed: int, workdir: Path,
                            f"{done.stderr[-2000:]}")
     result = json.loads(done.stdout)
     verdict = result.get("convergence", {})
+    within = verdict.get("within") or []
     return {"ll": -result["test"]["nll"], "rmse": result["test"]["rmse"], "seconds": seconds,
             "verdict": verdict.get("level", "converged" if verdict.get("converged") else
-                                   "not converged")}
+                                   "not converged"),
+            **within_summary([c["mixed"] for c in within], [c["ess_p5"] for c in within])}
 
 
 def _threads() -> dict[str, str]:
@@ -137,8 +168,8 @@ def _threads() -> dict[str, str]:
 
 def table(results: dict) -> str:
     """Mean over splits per dataset and contender, as markdown."""
-    lines = ["| dataset | splits | contender | test LL | RMSE | s / split |",
-             "|---|---:|---|---:|---:|---:|"]
+    lines = ["| dataset | splits | contender | test LL | RMSE | s / split | chains mixed | "
+             "chain ESS p5 |", "|---|---:|---|---:|---:|---:|---:|---:|"]
     for dataset, contenders in results.items():
         for name, rows in contenders.items():
             if not rows:
@@ -146,8 +177,13 @@ def table(results: dict) -> str:
             ll = np.array([r["ll"] for r in rows])
             rm = np.array([r["rmse"] for r in rows])
             se = ll.std(ddof=1) / np.sqrt(len(ll)) if len(ll) > 1 else float("nan")
+            mixed = (f"{sum(r['chains_mixed'] for r in rows)} / {sum(r['chains'] for r in rows)}"
+                     if all("chains" in r for r in rows) else "—")
+            ess = (f"{np.median([r['ess_p5'] for r in rows]):.1f}"
+                   if all("ess_p5" in r for r in rows) else "—")
             lines.append(f"| {dataset} | {len(rows)} | {name} | {ll.mean():.3f} ± {se:.3f} | "
-                         f"{rm.mean():.3f} | {np.mean([r['seconds'] for r in rows]):.1f} |")
+                         f"{rm.mean():.3f} | {np.mean([r['seconds'] for r in rows]):.1f} | "
+                         f"{mixed} | {ess} |")
     return "\n".join(lines)
 
 
@@ -159,7 +195,17 @@ def main() -> None:
     parser.add_argument("--splits", type=int, default=5)
     parser.add_argument("--first-split", type=int, default=0)
     parser.add_argument("--out", default=None, help="write the results as JSON here")
+    parser.add_argument("--combine", nargs="+", default=None, metavar="JSON",
+                        help="print the table of these result files (splits run apart) and exit")
     args = parser.parse_args()
+    if args.combine:
+        merged: dict = {}
+        for path in args.combine:
+            for dataset, contenders in json.loads(Path(path).read_text()).items():
+                for name, rows in contenders.items():
+                    merged.setdefault(dataset, {}).setdefault(name, []).extend(rows)
+        print(table(merged))
+        return
     have_peer = peer_available(args.peer_python)
     if not have_peer:
         print(f"sklearn-contrib-bde is not importable by {args.peer_python}: the peer is "
@@ -180,7 +226,9 @@ def main() -> None:
                         row = run_bnnkit(dataset, split, model, split, Path(tmp))
                     results[dataset][name].append({"split": split, **row})
                     print(f"{dataset} {split} {name}: LL {row['ll']:.3f} RMSE {row['rmse']:.3f} "
-                          f"{row['seconds']:.1f} s {row.get('verdict', '')}", flush=True)
+                          f"{row['seconds']:.1f} s {row.get('verdict', '')} chains mixed "
+                          f"{row['chains_mixed']}/{row['chains']}, ESS p5 {row['ess_p5']:.1f}",
+                          flush=True)
             if args.out:
                 Path(args.out).write_text(json.dumps(results, indent=2))
     print(table(results))
