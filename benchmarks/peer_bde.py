@@ -130,7 +130,7 @@ def peer_within(mean: np.ndarray, std: np.ndarray, y: np.ndarray) -> dict:
     means = mean.reshape(members, -1, mean.shape[-1])
     log_density = stats.norm.logpdf(y, means, std.reshape(means.shape))
     checks = check_chains(means, log_density=log_density)
-    return within_summary([c.mixed for c in checks], [c.ess_p5 for c in checks])
+    return within_summary([c.mixed for c in checks], [c.ess_low for c in checks])
 
 
 def within_summary(mixed: list[bool], ess_p5: list[float]) -> dict:
