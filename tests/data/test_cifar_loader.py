@@ -86,7 +86,7 @@ def test_missing_archive_message(tmp_path):
 def test_real_jpeg_proxy_pipeline(real_data_dir):
     if not (real_data_dir / "cifar10_jpeg_proxy").is_dir():
         pytest.skip("no CIFAR-10 JPEG proxy in BNNKIT_DATA_DIR")
-    ds = data.load("cifar10_jpeg_proxy", data_dir=real_data_dir, subset_train_to=200)
+    ds = data.load("cifar10_proxy", data_dir=real_data_dir, subset_train_to=200)
     assert ds.x_train.shape == (200, 32, 32, 3) and ds.x_train.dtype == np.uint8
     np.testing.assert_array_equal(np.bincount(ds.y_train), [20] * 10)
     assert ds.x_test.shape == (10_000, 32, 32, 3)

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         if local is not None and prefix is not None and local.startswith(prefix):
             local = "DATA/" + local[len(prefix):]
         elif local is None and root is not None:
-            local = f"no: put its files in DATA/{card.name}/"
+            local = f"no: put its files in DATA/{catalog.folder(card.name)}/"
         elif local is None:
             downloads = card.name in REMOTES and card.name != "cifar10_c"
             local = "no: downloads on first use" if downloads else "no"

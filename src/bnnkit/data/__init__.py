@@ -78,10 +78,10 @@ LOADERS: dict[str, Loader] = {
         load=_image_loader(cifar),
         names=lambda: list(cifar.LAYOUTS),
     ),
-    "cifar10_jpeg_proxy": Loader(
-        matches=lambda name: name == cifar_jpeg_proxy.FOLDER,
+    "cifar10_proxy": Loader(
+        matches=lambda name: name in cifar_jpeg_proxy.NAMES,
         load=_image_loader(cifar_jpeg_proxy),
-        names=lambda: [cifar_jpeg_proxy.FOLDER],
+        names=lambda: [cifar_jpeg_proxy.NAME],
     ),
     "imdb": Loader(
         matches=lambda name: name == "imdb",

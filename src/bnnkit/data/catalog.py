@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from bnnkit.data import cifar, cifar10_c, fetch, mnist, reference_probs, uci
+from bnnkit.data import cifar, cifar10_c, cifar_jpeg_proxy, fetch, mnist, reference_probs, uci
 from bnnkit.data.sources import LICENCES
 from bnnkit.errors import ConfigError
 
@@ -55,8 +55,9 @@ _IMAGE_CARDS = [
          "20,000 train + 5,000 validation; vocabulary 20,000"),
     Card("cifar10_c", "evaluation", (32, 32, 3), 10, 0, 50_000, LICENCES["cifar10_c"],
          "19 corruptions x 5 severities of the CIFAR-10 test set"),
-    Card("cifar10_jpeg_proxy", "classification", (32, 32, 3), 10, 50_000, 10_000,
-         LICENCES["cifar10_jpeg_proxy"], "lossy JPEG copy of CIFAR-10: pipeline checks only"),
+    Card("cifar10_proxy", "classification", (32, 32, 3), 10, 50_000, 10_000,
+         LICENCES["cifar10_jpeg_proxy"], "lossy JPEG copy of CIFAR-10: qualitative questions "
+         "and pipeline checks, never CIFAR-10 numbers"),
     *(Card(ref.name, "reference", (ref.shape[1],), ref.shape[1], 0, ref.shape[0],
            LICENCES[ref.name], f"HMC probabilities; rows in {ref.order}")
       for ref in reference_probs.REFERENCES.values()),
@@ -73,6 +74,16 @@ def cards() -> list[Card]:
                         rows - num_train, licence, f"{num_splits} splits: {base}_0..."
                         f"{base}_{num_splits - 1}"))
     return out
+
+
+def folder(name: str) -> str:
+    """The folder of the data directory that holds a dataset's files.
+
+    Example:
+        >>> folder("mnist"), folder("cifar10_proxy")
+        ('mnist', 'cifar10_jpeg_proxy')
+    """
+    return cifar_jpeg_proxy.FOLDER if name in cifar_jpeg_proxy.NAMES else name
 
 
 def _first_existing(folder: Path, names: list[str]) -> Path | None:
@@ -112,8 +123,8 @@ def where(name: str, data_dir: str | os.PathLike | None = None) -> str | None:
     if name in reference_probs.REFERENCES:
         found = _first_existing(base / name, [reference_probs.FILENAME])
         return None if found is None else str(found)
-    if name == "cifar10_jpeg_proxy":
-        found = _first_existing(base / name, ["cifar10_jpeg_q75_proxy.npz"])
+    if name in cifar_jpeg_proxy.NAMES:
+        found = _first_existing(base / cifar_jpeg_proxy.FOLDER, [cifar_jpeg_proxy.FILENAME])
         return None if found is None else str(found)
     raise ConfigError(f"unknown dataset {name!r}; allowed: "
                       f"{', '.join(card.name for card in cards())}")

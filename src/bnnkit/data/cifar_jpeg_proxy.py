@@ -1,11 +1,15 @@
-"""A lossy JPEG (quality 75) copy of CIFAR-10, for pipeline and speed checks only.
+"""``cifar10_proxy``: a lossy JPEG (quality 75) copy of CIFAR-10, natural images on any machine.
 
-Pixel values are *not* the CIFAR-10 originals and the stored order is class-major, so results on it
-are never CIFAR-10 results. File: ``<data dir>/cifar10_jpeg_proxy/cifar10_jpeg_q75_proxy.npz``
-holding ``train_jpeg_bytes``, ``train_offsets`` (N + 1), ``y_train``, the same for ``test`` and
-``class_names``; image i is the JPEG ``bytes[offsets[i]:offsets[i + 1]]``. There is no public
-download. The stored class-major order is interleaved round-robin over classes so that the first
-N training examples cover every class.
+Pixel values are *not* the CIFAR-10 originals, so results on it are never CIFAR-10 results: it is
+fine for qualitative questions (does cooling the posterior help, does a method lose more under
+corruption than another) and for pipeline and speed checks, never for published CIFAR-10
+numbers. Random crops and flips preserve its labels, as they do CIFAR-10's. The registry
+name is ``cifar10_proxy``; ``cifar10_jpeg_proxy``, its earlier name, still loads it. File:
+``<data dir>/cifar10_jpeg_proxy/cifar10_jpeg_q75_proxy.npz`` holding ``train_jpeg_bytes``,
+``train_offsets`` (N + 1), ``y_train``, the same for ``test`` and ``class_names``; image i is
+the JPEG ``bytes[offsets[i]:offsets[i + 1]]``. There is no public download. The stored
+class-major order is interleaved round-robin over classes so that the first N training
+examples cover every class.
 """
 
 from __future__ import annotations
@@ -20,7 +24,12 @@ from bnnkit.data.dataset import Dataset
 from bnnkit.data.sources import LICENCES
 from bnnkit.errors import ConfigError
 
+#: The folder of the data directory that holds the file (the dataset's earlier name).
 FOLDER = "cifar10_jpeg_proxy"
+#: The registry name.
+NAME = "cifar10_proxy"
+#: Every name the registry loads it by.
+NAMES = (NAME, FOLDER)
 FILENAME = "cifar10_jpeg_q75_proxy.npz"
 
 
@@ -65,7 +74,7 @@ def interleaved_order(labels: np.ndarray, index_within_class: np.ndarray) -> np.
     return np.lexsort((labels, index_within_class))
 
 
-def load(name: str = FOLDER, *, data_dir: str | os.PathLike | None = None,
+def load(name: str = NAME, *, data_dir: str | os.PathLike | None = None,
          subset_train_to: int | None = None, validation_size: int | None = None,
          normalization_name: str = "bnn_hmc") -> Dataset:
     """Load the JPEG proxy of CIFAR-10 (uint8 NHWC, CIFAR-10 normalisation).
@@ -112,7 +121,7 @@ def load(name: str = FOLDER, *, data_dir: str | os.PathLike | None = None,
         input_normalization=norm,
         info={"source": str(path), "licence": LICENCES[FOLDER],
               "warning": "lossy JPEG proxy of CIFAR-10 (reordered round-robin over classes): "
-                         "not CIFAR-10",
+                         "not CIFAR-10; never quote its figures as CIFAR-10 results",
               "normalization": normalization.describe(normalization_name, norm),
               "class_names": [str(c) for c in arrays.get("class_names", range(10))]},
     )

@@ -114,7 +114,7 @@ LICENCES: dict[str, str] = {
     "cifar100": "CIFAR-100 (Krizhevsky 2009); no explicit licence, free for research",
     "cifar10_c": "CIFAR-10-C (Hendrycks & Dietterich 2019), CC BY 4.0",
     "imdb": "Large Movie Review Dataset (Maas et al. 2011); Keras preprocessing",
-    "cifar10_jpeg_proxy": "derived from CIFAR-10 (no explicit licence); pipeline tests only",
+    "cifar10_jpeg_proxy": "derived from CIFAR-10 (no explicit licence)",
     "cifar10_hmc": "HMC predictions released with the NeurIPS 2021 BDL competition starter kit "
                    "(Izmailov et al. 2021); no explicit licence",
     "imdb_hmc": "HMC predictions released with the NeurIPS 2021 BDL competition starter kit "

@@ -20,7 +20,7 @@ from bnnkit.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from bnnkit.errors import ConfigError
 
 # requested dataset first, then these, in order
-_FALLBACKS = ("cifar10", "cifar10_jpeg_proxy", "cifar100", "mnist", "fashion_mnist")
+_FALLBACKS = ("cifar10", "cifar10_proxy", "cifar100", "mnist", "fashion_mnist")
 
 
 def _first_test_image(name: str, data_dir: str | os.PathLike | None) -> np.ndarray:
@@ -28,8 +28,9 @@ def _first_test_image(name: str, data_dir: str | os.PathLike | None) -> np.ndarr
         return cifar.read_arrays(name, data_dir)[0]["x_test"][0]
     if name in mnist.CLASS_NAMES:
         return mnist.read_arrays(name, data_dir)[0]["x_test"][0][..., None]
-    if name == cifar_jpeg_proxy.FOLDER:
-        path = fetch.locate(name, [cifar_jpeg_proxy.FILENAME], data_dir=data_dir, remotes=())
+    if name in cifar_jpeg_proxy.NAMES:
+        path = fetch.locate(cifar_jpeg_proxy.FOLDER, [cifar_jpeg_proxy.FILENAME],
+                            data_dir=data_dir, remotes=())
         with np.load(path, allow_pickle=False) as archive:
             blob, offsets = archive["test_jpeg_bytes"], archive["test_offsets"]
         return cifar_jpeg_proxy.decode(blob, offsets, np.array([0]))[0]
@@ -46,6 +47,8 @@ def find_image(preferred: str, data_dir: str | os.PathLike | None = None
     """
     from bnnkit.data.catalog import where
 
+    if preferred in cifar_jpeg_proxy.NAMES:  # its earlier name
+        preferred = cifar_jpeg_proxy.NAME
     tried = [preferred] + [n for n in _FALLBACKS if n != preferred]
     for name in tried:
         if name not in _FALLBACKS:
@@ -54,7 +57,7 @@ def find_image(preferred: str, data_dir: str | os.PathLike | None = None
         if where(name, data_dir) is None:
             continue
         label = f"{name} test image 0"
-        if name == "cifar10_jpeg_proxy":
+        if name in cifar_jpeg_proxy.NAMES:
             label += " (lossy JPEG proxy)"
         if name != preferred:
             label += f"; {preferred} not available locally"
