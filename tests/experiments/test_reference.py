@@ -103,3 +103,26 @@ def test_command_line(made, tmp_path, capsys):
     assert printed["test"] == made.evaluation["test"]  # the same recipe, the same bits
     assert main([*argv, "--dir", str(tmp_path / "ref")]) == 2  # not empty: refused
     assert "not empty" in capsys.readouterr().err
+
+
+def test_reference_or_reuse_reuses_a_finished_one_and_refuses_other_settings(made):
+    from bnnkit.experiments.reference import reference_or_reuse, reference_seconds
+
+    before = (made.folder / "chains" / "metrics.jsonl").read_text()
+    assert reference_or_reuse(PROBLEM, CONFIG, made.folder, progress=False) is False
+    assert (made.folder / "chains" / "metrics.jsonl").read_text() == before
+    with pytest.raises(ConfigError, match="other settings"):
+        reference_or_reuse(PROBLEM, Config(sampler="nuts", members=2, num_tuning=10,
+                                           num_samples=8, ensemble_steps=40),
+                           made.folder, progress=False)
+    # The ensemble's and the chains' own seconds, from their logs.
+    assert reference_seconds(made.folder) > 0
+
+
+def test_until_converged_reaches_the_chains_and_needs_a_time_budget(tmp_path):
+    with pytest.raises(ConfigError, match="needs --max-time"):
+        Config(until_converged=True)
+    config = Config(sampler="nuts", members=2, until_converged=True, max_time="90s")
+    chains = config.sampler_config(tmp_path)
+    assert (chains.until_converged, chains.max_time) == (True, 90.0)
+    assert Config().sampler_config(tmp_path).until_converged is False

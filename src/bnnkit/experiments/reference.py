@@ -46,7 +46,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.experiments.run_reuse import run_or_reuse
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE, now
-from bnnkit.settings import SEED_BOUNDS, setting
+from bnnkit.settings import SEED_BOUNDS, Exclusive, check_numbers, parse_duration, setting
 
 #: The full-batch samplers a reference can use.
 SAMPLERS = ("mclmc", "hmc", "nuts")
@@ -84,9 +84,23 @@ class Config:
         help="the ensemble's SGD step size on the mean per-example loss (it is divided by "
              "the number of training examples, as bnnkit's step sizes multiply the gradient "
              "of the whole-data log posterior)")
+    until_converged: bool = setting(
+        False, help="extend the chains in blocks until each chain mixes by the within-chain "
+                    "verdict, or --max-time ends (as bnnkit hmc --until-converged); needs "
+                    "--max-time")
+    max_time: float | str | None = setting(
+        None, metavar="DURATION", bounds=(Exclusive(0), None),
+        help="wall-time budget of the chains in this call, e.g. 90s, 30m, 2h; they stop "
+             "cleanly, resumable")
     seed: int = setting(0, bounds=SEED_BOUNDS, help="seed of the ensemble and of the chains")
 
     def __post_init__(self) -> None:
+        check_numbers(self)
+        if self.max_time is not None:
+            object.__setattr__(self, "max_time", parse_duration(self.max_time))
+        if self.until_converged and self.max_time is None:
+            raise ConfigError("--until-converged needs --max-time: a time budget such as 30m "
+                              "or 2h")
         if self.sampler not in SAMPLERS:
             raise ConfigError(f"unknown --sampler {self.sampler!r}; allowed: "
                               f"{', '.join(SAMPLERS)}")
@@ -120,7 +134,8 @@ class Config:
         return METHODS[self.sampler].Config(
             num_iterations=iterations, num_burn_in=tuning, num_chains=self.members,
             init_checkpoint=os.fspath(Path(ensemble_dir).resolve()), seed=self.seed,
-            checkpoint_every=max(1, iterations // 10))
+            checkpoint_every=max(1, iterations // 10), until_converged=self.until_converged,
+            max_time=self.max_time)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,3 +231,39 @@ def reference(problem: ProblemConfig, config: Config, folder: str | os.PathLike,
     storage.write_json(folder / REFERENCE_FILE, {**record, "status": "finished",
                                                  "finished": now(), "seconds": seconds})
     return Reference(folder, evaluation, seconds)
+
+
+def reference_or_reuse(problem: ProblemConfig, config: Config, folder: str | os.PathLike, *,
+                       progress: bool = True) -> bool:
+    """Make the reference of ``config`` in ``folder`` unless it is there, finished, with the
+    same settings; one cut off is continued (``resume``), bit for bit.
+
+    Returns:
+        Whether anything ran (False: a finished reference was reused).
+
+    Raises:
+        ConfigError: ``folder`` holds a reference of other settings, or anything else
+            :func:`reference` refuses.
+    """
+    import json
+
+    folder = Path(folder)
+    file = folder / REFERENCE_FILE
+    stored = storage.read_json(file) if file.is_file() else None
+    if isinstance(stored, dict) and stored.get("status") == "finished":
+        # Through JSON, as reference.json holds them (tuples become lists, and so on).
+        given = json.loads(json.dumps({"problem": dataclasses.asdict(problem),
+                                       "config": dataclasses.asdict(config)}))
+        if {k: stored.get(k) for k in given} == given:
+            return False
+    reference(problem, config, folder, resume=stored is not None, progress=progress)
+    return True
+
+
+def reference_seconds(folder: str | os.PathLike) -> float:
+    """Wall time of a reference's runs (the ensemble and the chains), summed from their logs."""
+    from bnnkit.experiments.run_reuse import run_seconds
+
+    folder = Path(folder)
+    return sum(run_seconds(folder / name) for name in (ENSEMBLE_DIR, REFERENCE_CHAINS)
+               if (folder / name).is_dir())
