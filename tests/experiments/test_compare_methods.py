@@ -60,6 +60,29 @@ def test_every_method_is_compared_with_hmc_and_runs_are_reused(tmp_path, monkeyp
     assert len(calls) == 1 + len(labels) and again.rows == result.rows
 
 
+def test_a_reference_made_by_the_recipe_and_a_subset_of_methods(tmp_path, monkeypatch):
+    from bnnkit.experiments import reference
+
+    # The reference by bnnkit reference's recipe (an ensemble, then a chain per member), and
+    # only SGD against it: 3 runs (ensemble, chains, SGD), the reference's row first.
+    calls = count_runs(monkeypatch)
+    recipe = reference.Config(sampler="mclmc", members=2, num_tuning=4, num_samples=8,
+                              ensemble_steps=20)
+    setting = dataclasses.replace(TINY["tiny"], reference=recipe, methods=("SGD",))
+    result = compare_methods.compare_methods(compare_methods.Config(settings="tiny"), tmp_path,
+                                             settings={"tiny": setting}, progress=False)
+    rows = result.rows["tiny"]
+    assert [r["method"] for r in rows] == ["MCLMC (reference)", "SGD"]
+    assert len(calls) == 3
+    assert (tmp_path / "tiny" / "hmc" / reference.REFERENCE_FILE).is_file()
+    # The level of its verdict is recorded for the findings, and named in the note.
+    assert rows[0]["level"] in ("converged", "mixed-multimodal", "not-mixed", "not judged")
+    assert rows[0]["note"].startswith("from the 2 members of a deep ensemble")
+    assert rows[0]["note"].endswith(f"verdict {rows[0]['level']}")
+    # An MCLMC step is not a leapfrog step: SGD's step comes from the setting's HMC ε.
+    assert rows[1]["note"].startswith(f"η₀ {10 * setting.hmc.step_size**2 / 2:.2g}")
+
+
 def test_a_model_without_a_dropout_variant_gets_a_skipped_row_and_no_dropout_run():
     setting = dataclasses.replace(TINY["tiny"], problem=ProblemConfig(
         "cifar10", "resnet20_frn"))

@@ -75,6 +75,8 @@ from bnnkit.report.kinds import SETTING_RELIABILITY_FILE
 from bnnkit.settings import Exclusive, check_numbers, setting
 
 RESULTS_FILE = "results.json"
+#: How the reference row's label ends (it starts with the sampler: "HMC (reference)").
+REFERENCE_SUFFIX = " (reference)"
 TABLE_FILE = "table.md"
 FIGURE_FILE = "compare_methods.png"
 #: A classification setting's reliability diagram of every method, by the setting's name.
@@ -93,7 +95,21 @@ VI_STEP_SIZE = 1e-3
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    """One problem, its HMC reference and the minibatch methods' epochs, burn-in and cycle."""
+    """One problem, its HMC reference and the minibatch methods' epochs, burn-in and cycle.
+
+    Attributes:
+        problem: the posterior every method targets.
+        hmc: the reference's HMC run (the paper's layout: chains from random initialisations,
+            ε adapted, τ fixed), unless ``reference`` is given.
+        batch_size, epochs, burn_in, cycle: the minibatch methods' settings.
+        reference: the reference made by ``bnnkit reference``'s recipe instead
+            (:mod:`bnnkit.experiments.reference`: a deep ensemble, then one chain per member,
+            each tuned on its own). With ``hmc`` or ``nuts`` their adapted leapfrog step ε
+            sets SGLD's η; an MCLMC step is a move of the whole position on a unit-speed
+            path, not a leapfrog step, so with ``mclmc`` ε is ``hmc.step_size``, the paper's
+            HMC step for the setting.
+        methods: the labels of :func:`methods` to run (None: all of them).
+    """
 
     problem: ProblemConfig
     hmc: hmc.Config
@@ -101,6 +117,8 @@ class Setting:
     epochs: int
     burn_in: int
     cycle: int
+    reference: Any = None
+    methods: tuple[str, ...] | None = None
 
 
 SETTINGS: dict[str, Setting] = {
@@ -289,23 +307,39 @@ def run_setting(name: str, setting: Setting, root: Path, progress: bool = True,
     ``setting.problem.validation_size`` must hold out), or none.
     """
     from bnnkit.evaluation import evaluate
+    from bnnkit.experiments import reference
 
     problem = setting.problem
     hmc_dir = root / name / "hmc"
-    _announce(progress, name, "HMC (reference)", run_or_reuse(problem, setting.hmc, hmc_dir,
-                                                              progress=progress))
+    if setting.reference is None:
+        ran = run_or_reuse(problem, setting.hmc, hmc_dir, progress=progress)
+        seconds, made, sampler_name = run_seconds(hmc_dir), "random starts", "hmc"
+    else:
+        ran = reference.reference_or_reuse(problem, setting.reference, hmc_dir,
+                                           progress=progress)
+        seconds = reference.reference_seconds(hmc_dir)
+        made = f"from the {setting.reference.members} members of a deep ensemble"
+        sampler_name = setting.reference.sampler
+    label = sampler_name.upper() + REFERENCE_SUFFIX
+    _announce(progress, name, label, ran)
     ref = evaluate(hmc_dir, conformal=conformal)
     sampler = ref["sampler"]
-    eps = float(np.median(sampler["step_size"]))
+    step = float(np.median(sampler["step_size"]))
+    eps = setting.hmc.step_size if sampler_name == "mclmc" else step
     eta = eps**2 / 2
-    rows = [{"method": "HMC (reference)", **ref["test"], **_conformal(ref), **_calibration(ref),
-             "seconds": run_seconds(hmc_dir),
-             "note": f"acc. {sampler['acceptance_rate']:.2f}, eps {eps:.2g}, "
-                     f"{sampler['num_divergent']} div."}]
+    level = (ref.get("convergence") or {}).get("level") or "not judged"
+    rows = [{"method": label, **ref["test"], **_conformal(ref), **_calibration(ref),
+             "seconds": seconds, "level": level,
+             "note": f"{made}; acc. {sampler['acceptance_rate']:.2f}, step {step:.2g}, "
+                     f"{sampler['num_divergent']} div.; verdict {level}"}]
     rms = gradient_rms(hmc_dir, setting.batch_size)
     skipped = skipped_methods(setting)
-    for label, config in methods(setting, eta, rms, num_train=_num_train(hmc_dir),
-                                 sgd_run=root / name / "sgd").items():
+    chosen = methods(setting, eta, rms, num_train=_num_train(hmc_dir),
+                     sgd_run=root / name / "sgd")
+    if setting.methods is not None:
+        chosen = {k: v for k, v in chosen.items() if k in setting.methods}
+        skipped = {k: v for k, v in skipped.items() if k in setting.methods}
+    for label, config in chosen.items():
         run_dir = root / name / label.split(" ")[0].lower()
         on = method_problem(problem, config)
         given = config.init_step_size

@@ -5,6 +5,8 @@ scale? For each dataset full-batch HMC (:func:`bnnkit.runs.run`) is run and the 
 evaluated on the test set (:func:`bnnkit.evaluation.evaluate`) under
 
 - an isotropic Gaussian at three scales, s/3, s and 3s;
+- the fan-in-scaled Gaussian of He et al. (2015), w ~ N(0, 2 / fan_in) (a bias: N(0, 2)), the
+  rule by which ``bnnkit paper`` chooses its image networks' prior before seeing data;
 - a scale mixture and logistic, Laplace and Student-t (ν = 3) priors, each scaled to the
   variance s² of the middle Gaussian, so that only their shape differs:
 
@@ -24,8 +26,8 @@ function-space R-hat column before reading much into small differences. Runs go 
 
 Example:
     >>> [key for key, _, _ in prior_specs(1.0)][:4]
-    ['gaussian_small', 'gaussian', 'gaussian_large', 'scale_mixture']
-    >>> prior_specs(1.0)[5][2]  # Laplace with 2b² = 1
+    ['gaussian_small', 'gaussian', 'gaussian_large', 'fanin_gaussian']
+    >>> prior_specs(1.0)[6][2]  # Laplace with 2b² = 1
     'laplace:scale=0.707'
 """
 
@@ -49,8 +51,10 @@ from bnnkit.settings import setting
 RESULTS_FILE = "results.json"
 TABLE_FILE = "prior_sweep.md"
 FIGURE_FILE = "prior_sweep.png"
-PRIOR_KEYS = ("gaussian_small", "gaussian", "gaussian_large", "scale_mixture", "logistic",
-              "laplace", "student_t")
+PRIOR_KEYS = ("gaussian_small", "gaussian", "gaussian_large", "fanin_gaussian",
+              "scale_mixture", "logistic", "laplace", "student_t")
+#: The fan-in-scaled Gaussian's σ: N(0, σ² / fan_in) with σ² = 2 (He et al. 2015).
+FANIN_SCALE = 1.4142
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +145,8 @@ def prior_specs(s: float) -> list[tuple[str, str, str]]:
         ("gaussian_small", f"Gaussian σ={_num(s / 3)}", f"gaussian:scale={_num(s / 3)}"),
         ("gaussian", f"Gaussian σ={_num(s)}", f"gaussian:scale={_num(s)}"),
         ("gaussian_large", f"Gaussian σ={_num(3 * s)}", f"gaussian:scale={_num(3 * s)}"),
+        ("fanin_gaussian", "fan-in Gaussian σ²=2/fan_in",
+         f"fanin_gaussian:scale={_num(FANIN_SCALE)}"),
         # π σ₁² + (1-π) σ₂² = s² with π = ½ and σ₂ = σ₁/10: a spike and a slab.
         ("scale_mixture", "scale mixture",
          f"scale_mixture:pi=0.5,sigma1={_num(sigma1)},sigma2={_num(sigma1 / 10)}"),
@@ -152,7 +158,8 @@ def prior_specs(s: float) -> list[tuple[str, str, str]]:
 
 @dataclasses.dataclass(frozen=True)
 class PriorSweep:
-    """One row per dataset and prior (``dataset``, ``prior``, ``spec``, the test metrics,
+    """One row per dataset and prior (``dataset``, ``prior``, ``spec``, ``key`` (of
+    :data:`PRIOR_KEYS`), the test metrics,
     ``acceptance``, ``divergences``, ``rhat_function_max``, ``seconds``, ``num_test`` and
     ``level``, the run's convergence level of :data:`bnnkit.metrics.convergence.LEVELS`) and
     the settings."""
@@ -177,7 +184,7 @@ class PriorSweep:
 
 
 def run_one(setting: Setting, label: str, spec: str, out: Path, data_dir: str | None,
-            seed: int, progress: bool = True) -> dict[str, Any]:
+            seed: int, progress: bool = True, key: str | None = None) -> dict[str, Any]:
     """One prior's HMC run (or the finished one in ``out/runs``) and its table row."""
     from bnnkit.evaluation import evaluate
 
@@ -187,7 +194,7 @@ def run_one(setting: Setting, label: str, spec: str, out: Path, data_dir: str | 
                        progress=progress)
     evaluation = evaluate(run_dir)
     row = {
-        "dataset": setting.name, "prior": label, "spec": spec,
+        "dataset": setting.name, "prior": label, "spec": spec, "key": key,
         **{k: float(v) for k, v in evaluation["test"].items()},
         "acceptance": evaluation["sampler"]["acceptance_rate"],
         "divergences": evaluation["sampler"]["num_divergent"],
@@ -258,7 +265,7 @@ def prior_sweep(config: Config, out: str | os.PathLike, *,
         for key, label, spec in prior_specs(setting_.scale):
             if key in keys:
                 rows.append(run_one(setting_, label, spec, out, config.data_dir, config.seed,
-                                    progress))
+                                    progress, key=key))
                 storage.write_json(out / RESULTS_FILE, rows)
     result = PriorSweep(rows, chosen)
     result.write(out)

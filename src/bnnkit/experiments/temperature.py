@@ -46,6 +46,8 @@ RESULTS_FILE = "results.json"
 TABLE_FILE = "temperature.md"
 FIGURE_FILE = "temperature.png"
 METHODS = ("hmc", "sgmcmc")
+#: The full-batch samplers the "hmc" line can use.
+SAMPLERS = ("hmc", "mclmc")
 SGMCMC_VARIANTS = ("sghmc-clr", "sgld")
 AUGMENT = ("both", "without", "with")
 
@@ -60,12 +62,19 @@ class Config:
     subset_train_to: int | None = setting(1000, help="keep only the first N training examples "
                                                      "(HMC is full-batch)", bounds=(1, None))
     noise_std: float | None = setting(None, help="regression: fixed Gaussian noise std")
+    prior: str | None = setting(None, metavar="SPEC",
+                                help="prior of every weight and bias, as bnnkit hmc's --prior "
+                                     "(default: the Gaussian N(0, 1))")
     data_dir: str | None = setting(None, help="folder with dataset files (default: "
                                               "$BNNKIT_DATA_DIR or the download cache)")
     temperatures: str = setting("1,0.3,0.1,0.03,0.01", metavar="T,...",
                                 help="comma-separated posterior temperatures, each > 0")
     methods: str = setting("hmc,sgmcmc", metavar="NAME,...",
                            help=f"comma-separated subset of: {', '.join(METHODS)}")
+    sampler: str = setting("hmc", choices=SAMPLERS,
+                           help="the full-batch sampler of the hmc line: HMC with ε adapted "
+                                "and the trajectory fixed, or MCLMC at its defaults (tuned "
+                                "per chain; --hmc-step-size and --hmc-trajectory-len unused)")
     sgmcmc: str = setting("sghmc-clr", choices=SGMCMC_VARIANTS,
                           help="SGMCMC variant: the paper's cyclical SGHMC, or SGLD")
     augment: str = setting("both", choices=AUGMENT,
@@ -82,6 +91,11 @@ class Config:
                                       bounds=(2, None))
     hmc_num_burn_in: int = setting(40, help="HMC burn-in iterations", bounds=(0, None))
     hmc_num_chains: int = setting(2, help="HMC chains", bounds=(1, None))
+    hmc_init_checkpoint: str | None = setting(
+        None, metavar="RUN",
+        help="a deep-ensemble run (or a reference folder's ensemble/) whose members start the "
+             "HMC chains, chain k at member k; they are modes of every tempered posterior, "
+             "since dividing log p by T moves no mode (default: random initialisations)")
     hmc_max_num_leapfrog_steps: int = setting(2000, help="HMC's cap on leapfrog steps",
                                               bounds=(1, None))
     step_size: float = setting(1e-7, help="SGMCMC's initial step η₀ at T = 1",
@@ -98,7 +112,8 @@ class Config:
         self.chosen_temperatures()
         self.chosen_methods()
         cls = type(self)
-        for name, allowed in (("sgmcmc", SGMCMC_VARIANTS), ("augment", AUGMENT)):
+        for name, allowed in (("sgmcmc", SGMCMC_VARIANTS), ("augment", AUGMENT),
+                              ("sampler", SAMPLERS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"unknown {flag(cls, name)} {getattr(self, name)!r}; "
                                   f"allowed: {', '.join(allowed)}")
@@ -147,14 +162,14 @@ class Config:
 
         return ProblemConfig(dataset=self.dataset, model=self.model, noise_std=self.noise_std,
                              subset_train_to=self.subset_train_to, data_dir=self.data_dir,
-                             temperature=temperature)
+                             temperature=temperature, prior=self.prior)
 
 
 def lines(config: Config) -> list[tuple[str, str, bool]]:
     """(label, method, augment) of each line of the plot."""
     out = []
     if "hmc" in config.chosen_methods():
-        out.append(("HMC", "hmc", False))
+        out.append((config.sampler.upper(), "hmc", False))
     if "sgmcmc" in config.chosen_methods():
         label = config.sgmcmc.upper()
         out += [(label + (" + augment" if aug else ""), "sgmcmc", aug)
@@ -164,8 +179,15 @@ def lines(config: Config) -> list[tuple[str, str, bool]]:
 
 
 def hmc_config(config: Config, temperature: float):
-    """HMC's Config at ``temperature`` (ε and trajectory length ×√T when scaled)."""
-    from bnnkit.inference import hmc
+    """The full-batch sampler's Config at ``temperature``: HMC's with ε and trajectory length
+    ×√T when scaled, or MCLMC's (which tunes its own step and L at every T)."""
+    from bnnkit.inference import hmc, mclmc
+
+    if config.sampler == "mclmc":
+        return mclmc.Config(num_iterations=config.hmc_num_iterations,
+                            num_burn_in=config.hmc_num_burn_in,
+                            num_chains=config.hmc_num_chains,
+                            init_checkpoint=config.hmc_init_checkpoint, seed=config.seed)
 
     factor = math.sqrt(temperature) if config.scale_with_temperature else 1.0
     return hmc.Config(step_size=config.hmc_step_size * factor,
@@ -173,7 +195,7 @@ def hmc_config(config: Config, temperature: float):
                       num_iterations=config.hmc_num_iterations,
                       num_burn_in=config.hmc_num_burn_in, num_chains=config.hmc_num_chains,
                       max_num_leapfrog_steps=config.hmc_max_num_leapfrog_steps,
-                      seed=config.seed)
+                      init_checkpoint=config.hmc_init_checkpoint, seed=config.seed)
 
 
 def sgmcmc_config(config: Config, temperature: float, augment: bool):
@@ -236,7 +258,7 @@ class TemperatureSweep:
         return [out / RESULTS_FILE, out / TABLE_FILE, out / FIGURE_FILE]
 
 
-def _check(config: Config) -> str:
+def check(config: Config) -> str:
     """Everything the runs will need, before any is made; returns the task."""
     from bnnkit import problem as problem_lib
 
@@ -263,7 +285,7 @@ def temperature_sweep(config: Config, out: str | os.PathLike, *,
     """
     from bnnkit.evaluation import evaluate
 
-    task = _check(config)
+    task = check(config)
     out = Path(out)
     rows: list[dict[str, Any]] = []
     todo = [(t, line) for line in lines(config) for t in config.chosen_temperatures()]

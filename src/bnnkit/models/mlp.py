@@ -86,6 +86,12 @@ register("mlp_classification", ModelSpec(
     make=_mlp((256, 256)), tasks=("classification",), input_rank=None,
     description="2 hidden layers of 256 ReLU units (bnn_hmc's MNIST-subset model)",
 ))
+register("mlp_classification_small", ModelSpec(
+    make=_mlp((64, 64)), tasks=("classification",), input_rank=None,
+    description="2 hidden layers of 64 ReLU units (on 32x32x3 images about 200k weights, "
+                "which a full-batch sampler steps through on a CPU as fast as "
+                "mlp_classification's on MNIST)",
+))
 
 for _name, _hidden, _tasks, _what in (
         ("mlp_regression_small", (50,), ("regression",), "1 hidden layer of 50 ReLU units"),

@@ -47,14 +47,14 @@ def compare_methods_png(results: Mapping[str, Sequence[Mapping[str, Any]]]) -> b
     fig, axes = plt.subplots(len(results), 2, figsize=(11, 3.4 * len(results)), squeeze=False)
     for i, (name, rows) in enumerate(results.items()):
         labels = [r["method"] for r in rows]
-        colors = ["C3" if r["method"].startswith("HMC") else "C0" for r in rows]
+        colors = ["C3" if r["method"].endswith("(reference)") else "C0" for r in rows]
         closeness = "agreement" if any("agreement" in r for r in rows) else (
             "rmse_to_reference_mean")
         for j, key in enumerate(("nll", closeness)):
             values = [float(r.get(key, math.nan)) for r in rows]
             _barh(axes[i, j], labels, values, colors, f"{name}: {METRIC_LABELS[key]}",
                   METRIC_LABELS[key])
-    fig.suptitle("Cheaper methods against HMC (red: the HMC reference)", fontsize=10)
+    fig.suptitle("Cheaper methods against the reference (red)", fontsize=10)
     return png_bytes(plt, fig)
 
 
