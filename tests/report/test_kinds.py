@@ -4,6 +4,7 @@ compare-methods folder lists each classification setting's reliability diagram."
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import numpy as np
@@ -65,3 +66,43 @@ def test_a_compare_methods_folder_lists_each_classification_settings_reliability
     assert [f.path.name for f in section.figures] == ["compare_methods.png",
                                                       "reliability_mnist160.png"]
     assert "mnist160" in section.figures[1].caption
+
+
+def test_a_paper_study_shows_each_finding_s_figure_with_its_verdict_under_it(tmp_path):
+    from bnnkit.experiments import paper
+
+    # A study folder holding only what the findings' figures read: the methods' table and
+    # the temperature sweep.
+    rows = [{"method": "MCLMC (reference)", "accuracy": 0.7, "nll": 0.9, "level": "converged"},
+            {"method": "SGD", "accuracy": 0.72, "nll": 1.1, "agreement": 0.8,
+             "total_variation": 0.3},
+            {"method": "Deep ensemble (K=5)", "accuracy": 0.74, "nll": 0.8, "agreement": 0.85,
+             "total_variation": 0.2},
+            {"method": "SGLD", "accuracy": 0.6, "nll": 1.2, "agreement": 0.7,
+             "total_variation": 0.4}]
+    (tmp_path / "compare_methods").mkdir()
+    storage.write_json(tmp_path / "compare_methods" / "results.json",
+                       {"mnist": {"problem": {}, "rows": rows}})
+    (tmp_path / "temperature").mkdir()
+    storage.write_json(tmp_path / "temperature" / "results.json", {"rows": [
+        {"line": line, "method": method, "temperature": t, "nll": nll, "level": "converged"}
+        for line, method, values in (("MCLMC", "hmc", (0.9, 1.0)),
+                                     ("SGHMC-CLR", "sgmcmc", (1.2, 1.1)),
+                                     ("SGHMC-CLR + augment", "sgmcmc", (1.3, 1.0)))
+        for t, nll in zip((1.0, 0.1), values, strict=True)]})
+    items = paper.findings(tmp_path)
+    storage.write_json(tmp_path / paper.FINDINGS_JSON, [dataclasses.asdict(f) for f in items])
+    (tmp_path / paper.FINDINGS_FILE).write_text(paper.findings_markdown(items, "tiny"))
+    storage.write_json(tmp_path / paper.SETTINGS_FILE, {"scale": "tiny", "seed": 0})
+    for number, png in paper.finding_figures(tmp_path).items():
+        file = tmp_path / paper.FINDING_FIGURE.format(number)
+        file.parent.mkdir(exist_ok=True)
+        file.write_bytes(png)
+    section = kinds.section(tmp_path)
+    # Findings 1, 3 and 6 have their parts here; 2, 4 and 5 drew nothing and show nothing.
+    assert [f.path.name for f in section.figures] == ["finding_1.png", "finding_3.png",
+                                                      "finding_6.png"]
+    by = {f.path.name: f.caption for f in section.figures}
+    assert "Verdict: reproduced. Reference: converged." in by["finding_3.png"]
+    assert by["finding_1.png"].startswith("Finding 1: BNNs (HMC) can outperform")
+    assert "Verdict: not reproduced" in by["finding_1.png"]  # NLL 0.9 is above 0.8

@@ -5,23 +5,36 @@ experiment in :mod:`bnnkit.experiments`, and :func:`paper` runs them in turn on 
 machine has, then scores the paper's findings and writes one report:
 
 1. ``compare_methods/``: SGD, a deep ensemble, four SGMCMC variants, MultiSWAG, MC dropout, IVON
-   and MFVI against an HMC reference on UCI yacht (regression) and an MNIST subset
-   (:mod:`~bnnkit.experiments.compare_methods`);
-   at ``small`` and ``full`` also a Fashion-MNIST subset;
-2. ``convergence/``: split R-hat of that MNIST HMC run in weight and function space, and one
+   and MFVI against the reference on UCI yacht (regression) and an MNIST subset
+   (:mod:`~bnnkit.experiments.compare_methods`), at ``full`` also a Fashion-MNIST subset; and
+   SGD and the ensemble against the reference on a CIFAR-10 proxy subset;
+2. ``convergence/``: split R-hat of the MNIST reference in weight and function space, and one
    long chain against several short ones (:mod:`~bnnkit.experiments.convergence`);
-3. ``shift/``: the MNIST runs on corrupted test images (:mod:`~bnnkit.experiments.covariate_shift`);
-4. ``surface/``: the log posterior on the plane through the ends of three HMC chains
-   (:mod:`~bnnkit.experiments.surface`);
-5. ``temperature/``: HMC and cyclical SGHMC with and without augmentation against the posterior
-   temperature (:mod:`~bnnkit.experiments.temperature`);
+3. ``shift/``: HMC, SGD and the deep ensemble of a CIFAR-10 proxy subset on its corrupted test
+   images (:mod:`~bnnkit.experiments.covariate_shift`), and ``shift_mnist/`` the MNIST runs on
+   corrupted digits (every corruption is photometric, a blur, noise or an elastic warp: none
+   mirrors or rotates, so each keeps a digit's label);
+4. ``surface/``: the log posterior on the plane through the ends of three of the MNIST
+   reference's chains (:mod:`~bnnkit.experiments.surface`);
+5. ``temperature/``: MCLMC from the CIFAR-10 proxy reference's ensemble and cyclical SGHMC
+   with and without augmentation against the posterior temperature on that subset, whose
+   crops and flips keep the labels (:mod:`~bnnkit.experiments.temperature`);
 6. ``prior_sweep/``: HMC under priors of several scales and shapes
    (:mod:`~bnnkit.experiments.prior_sweep`);
 7. ``bbb_mnist/``: Bayes by Backprop in Blundell et al.'s setting
    (:mod:`~bnnkit.experiments.bbb_mnist`);
 8. ``findings.md``: each finding of the paper's abstract, the measured figures it rests on, and
-   whether they reproduce it (:func:`findings`); then ``report/`` (``bnnkit report`` of all of
-   the above).
+   whether they reproduce it (:func:`findings`); ``figures/finding_<n>.png``, each finding's
+   figure as the paper draws it (:func:`finding_figures`); then ``report/`` (``bnnkit report``
+   of all of the above, each finding's figure with its verdict under it).
+
+Every HMC reference is made the way ``bnnkit reference`` makes one
+(:mod:`~bnnkit.experiments.reference`): a deep ensemble, then one HMC chain from each member,
+tuned on its own; each finding names the convergence level its references reached and is
+"not assessable" when one failed the within-chain verdict. The image networks have the prior
+:data:`IMAGE_PRIOR`, fixed by a rule before any data are seen. The CIFAR-10 proxy
+(``cifar10_proxy``) is a lossy JPEG copy of CIFAR-10: fine for the qualitative questions asked
+of it here, never a source of CIFAR-10 numbers.
 
 A :class:`Scale` fixes every size: ``tiny`` is a smoke test of the whole pipeline (minutes on
 two CPU cores), ``small`` about an hour on two CPU cores, ``full`` the longer chains and larger
@@ -44,10 +57,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.report.kinds import FINDING_FIGURE
 from bnnkit.settings import check_numbers, setting
 
 SETTINGS_FILE = "paper.json"
@@ -55,8 +67,26 @@ FINDINGS_FILE = "findings.md"
 FINDINGS_JSON = "findings.json"
 REPORT_DIR = "report"
 #: The parts, in the order they run; each is a subfolder of ``--out``.
-PARTS = ("compare_methods", "convergence", "shift", "surface", "temperature", "prior_sweep",
-         "bbb_mnist")
+PARTS = ("compare_methods", "convergence", "shift", "shift_mnist", "surface", "temperature",
+         "prior_sweep", "bbb_mnist")
+#: The study's prior on image networks, fixed by a rule before any data are seen: the
+#: fan-in-scaled Gaussian of He et al. (2015), w ~ N(0, 2 / fan_in) with fan_in the inputs of
+#: the weight's unit (``fanin_gaussian`` with σ = √2; a bias has fan_in 1, so N(0, 2)). Under it
+#: a ReLU layer keeps the second moment of its input, so the prior's networks neither blow up
+#: nor vanish with depth; N(0, 1) on 784-256-256-10 makes the prior's logits about 16 x 16
+#: times larger than its inputs.
+IMAGE_PRIOR = "fanin_gaussian:scale=1.4142"
+#: The model of the natural-image parts: an MLP of 2 x 64 ReLU units on the 32 x 32 x 3 pixels
+#: (about 200k weights). A CNN's gradient costs about ten times an MLP's on a CPU (LeNet-5
+#: against 3072-256-256-10 on 500 images), and an MCLMC step also costs a few passes over
+#: every weight, so 3072-256-256-10's 855k weights make each step about ten times
+#: 784-256-256-10's on MNIST; at 200k weights it is about the same.
+CIFAR_MODEL = "mlp_classification_small"
+#: Chains per temperature (from the first members of the reference's ensemble): each T is a
+#: posterior of its own, and the sweep has several, so it keeps fewer chains than a reference.
+TEMPERATURE_CHAINS = 2
+#: The natural-image datasets the study can ask its image questions on.
+IMAGE_DATASETS = ("cifar10_proxy", "cifar10")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,13 +96,21 @@ class Scale:
     Attributes:
         description: what the scale is for.
         mnist_train: training images of the MNIST (and Fashion-MNIST) subsets.
-        hmc_iterations: HMC iterations (burn-in included) of the MNIST reference; yacht runs
-            ``yacht_factor`` times as many.
-        hmc_burn_in: HMC burn-in iterations of the MNIST reference (yacht: × ``yacht_factor``).
-        hmc_chains: HMC chains (≥ 3: the surface goes through three chains' last samples).
+        cifar_train: training images of the CIFAR-10 proxy subset.
+        hmc_iterations: iterations (tuning included) of each image reference's chains, and
+            of the temperature sweep's; yacht runs ``yacht_factor`` times as many.
+        hmc_burn_in: tuning iterations of each image reference's chains (yacht: ×
+            ``yacht_factor``).
+        hmc_chains: the references' ensemble members, so chains (≥ 3: the surface goes
+            through three chains' last samples).
+        ensemble_steps: optimiser updates of each member of a reference's ensemble.
+        reference_max_time: with a duration, each reference's chains extend themselves in
+            blocks until each chain mixes or this much time has passed
+            (``--until-converged``); None: the fixed budget.
         epochs: epochs of SGD, the ensemble and SGMCMC (burn-in a third, cycles a fifteenth).
         fashion: also compare the methods on a Fashion-MNIST subset.
         test_points: test images for the convergence and shift analyses (None: all).
+        mnist_shift: also the MNIST runs on corrupted digits (``shift_mnist/``).
         corruptions: corruptions of the shift (None: all of them).
         severities: their severities.
         grid: points per axis of the surface.
@@ -88,13 +126,17 @@ class Scale:
 
     description: str
     mnist_train: int
+    cifar_train: int
     hmc_iterations: int
     hmc_burn_in: int
     hmc_chains: int
+    ensemble_steps: int
+    reference_max_time: str | None
     yacht_factor: int
     epochs: int
     fashion: bool
     test_points: int | None
+    mnist_shift: bool
     corruptions: tuple[str, ...] | None
     severities: tuple[int, ...]
     grid: int
@@ -112,32 +154,36 @@ SCALES: dict[str, Scale] = {
     "tiny": Scale(
         description="every part on the smallest inputs that exercise it: minutes on 2 CPU "
                     "cores; checks the pipeline, not the findings",
-        mnist_train=160, hmc_iterations=24, hmc_burn_in=8, hmc_chains=3, yacht_factor=2,
-        epochs=60, fashion=False, test_points=500,
+        mnist_train=160, cifar_train=100, hmc_iterations=24, hmc_burn_in=8, hmc_chains=3,
+        ensemble_steps=100, reference_max_time=None, yacht_factor=2,
+        epochs=60, fashion=False, test_points=500, mnist_shift=False,
         corruptions=("gaussian_noise", "fog"), severities=(1, 3, 5),
         grid=8, temperatures="1,0.1", temperature_hmc_iterations=12, temperature_epochs=30,
-        prior_datasets="yacht", priors="gaussian_small,gaussian,gaussian_large,logistic",
+        prior_datasets="yacht",
+        priors="gaussian_small,gaussian,fanin_gaussian",
         prior_quick=True, bbb_epochs=1, bbb_priors="gaussian"),
     "small": Scale(
         description="the paper's small-data settings (UCI yacht, 160 MNIST images) at CPU "
                     "length: about an hour on 2 CPU cores",
-        mnist_train=160, hmc_iterations=200, hmc_burn_in=50, hmc_chains=4, yacht_factor=2,
-        epochs=1000, fashion=False, test_points=500, corruptions=None,
+        mnist_train=160, cifar_train=500, hmc_iterations=250, hmc_burn_in=100, hmc_chains=4,
+        ensemble_steps=2000, reference_max_time="5m", yacht_factor=2,
+        epochs=1000, fashion=False, test_points=500, mnist_shift=True, corruptions=None,
         severities=(1, 3, 5), grid=20, temperatures="1,0.3,0.1,0.03",
         temperature_hmc_iterations=200, temperature_epochs=1000, prior_datasets="yacht,mnist160",
-        priors="gaussian_small,gaussian,gaussian_large,scale_mixture,logistic,laplace,"
-               "student_t",
+        priors="gaussian_small,gaussian,gaussian_large,fanin_gaussian,scale_mixture,logistic,"
+               "laplace,student_t",
         prior_quick=False, bbb_epochs=10, bbb_priors="gaussian,scale_mixture"),
     "full": Scale(
         description="longer chains on 1,000 training images and every test image: for an "
                     "accelerator, or a long night on a CPU",
-        mnist_train=1000, hmc_iterations=400, hmc_burn_in=100, hmc_chains=8, yacht_factor=2,
-        epochs=1500, fashion=True, test_points=None, corruptions=None,
+        mnist_train=1000, cifar_train=2000, hmc_iterations=400, hmc_burn_in=150, hmc_chains=8,
+        ensemble_steps=4000, reference_max_time="30m", yacht_factor=2,
+        epochs=1500, fashion=True, test_points=None, mnist_shift=True, corruptions=None,
         severities=(1, 2, 3, 4, 5), grid=40, temperatures="1,0.3,0.1,0.03,0.01",
         temperature_hmc_iterations=200, temperature_epochs=600,
         prior_datasets="yacht,mnist160",
-        priors="gaussian_small,gaussian,gaussian_large,scale_mixture,logistic,laplace,"
-               "student_t",
+        priors="gaussian_small,gaussian,gaussian_large,fanin_gaussian,scale_mixture,logistic,"
+               "laplace,student_t",
         prior_quick=False, bbb_epochs=40, bbb_priors="gaussian,scale_mixture"),
 }
 
@@ -152,65 +198,105 @@ class Config:
     data_dir: str | None = setting(None, help="folder with the datasets (default: "
                                               "$BNNKIT_DATA_DIR or the download cache)")
     seed: int = setting(0, help="seed of every run", bounds=(0, 2**32 - 1))
+    images: str = setting(
+        "cifar10_proxy", choices=IMAGE_DATASETS,
+        help="the natural images of the cold-posterior and shift questions: the CIFAR-10 "
+             "proxy (a lossy JPEG copy; no download, from the data folder) or CIFAR-10 "
+             "itself (downloaded once, 160 MB)")
 
     def __post_init__(self) -> None:
         check_numbers(self)
         if self.scale not in SCALES:
             raise ConfigError(f"unknown --scale {self.scale!r}; allowed: {', '.join(SCALES)}")
+        if self.images not in IMAGE_DATASETS:
+            raise ConfigError(f"unknown --images {self.images!r}; allowed: "
+                              f"{', '.join(IMAGE_DATASETS)}")
 
     def plan(self) -> Scale:
         """The sizes of :attr:`scale`."""
         return SCALES[self.scale]
 
 
-def compare_settings(config: Config) -> dict[str, Any]:
-    """The compare-methods settings at this scale: yacht, MNIST (and Fashion-MNIST) subsets.
+#: The methods run on the CIFAR-10 proxy subset: those the shift question compares with HMC.
+CIFAR_METHODS = ("SGD", "Deep ensemble (K=5)")
 
-    The HMC step sizes and trajectory lengths are those of
-    :data:`bnnkit.experiments.compare_methods.SETTINGS`; only lengths and subsets scale.
+
+def compare_settings(config: Config) -> dict[str, Any]:
+    """The compare-methods settings at this scale: yacht, MNIST (and Fashion-MNIST) subsets,
+    and the CIFAR-10 proxy subset with :data:`CIFAR_METHODS` only.
+
+    Each reference is made by ``bnnkit reference``'s recipe at its defaults
+    (:class:`bnnkit.experiments.reference.Config`: MCLMC tuned per chain): ``hmc_chains``
+    members, then ``hmc_burn_in`` tuning and ``hmc_iterations - hmc_burn_in`` kept iterations
+    per chain (× ``yacht_factor`` on yacht), extended until each chain mixes for at most
+    ``reference_max_time``. The image settings have the prior :data:`IMAGE_PRIOR`.
     """
+    from bnnkit.experiments import reference
     from bnnkit.experiments.compare_methods import SETTINGS, Setting
 
     plan = config.plan()
     epochs = plan.epochs
 
     def scaled(base: Setting, factor: int, **problem: Any) -> Setting:
-        hmc = dataclasses.replace(
-            base.hmc, num_iterations=plan.hmc_iterations * factor,
-            num_burn_in=plan.hmc_burn_in * factor, num_chains=plan.hmc_chains, seed=config.seed)
+        tuning = plan.hmc_burn_in * factor
+        kept = (plan.hmc_iterations - plan.hmc_burn_in) * factor
+        recipe = reference.Config(members=plan.hmc_chains, num_tuning=tuning,
+                                  num_samples=kept, ensemble_steps=plan.ensemble_steps,
+                                  until_converged=plan.reference_max_time is not None,
+                                  max_time=plan.reference_max_time, seed=config.seed)
+        hmc = dataclasses.replace(base.hmc, num_iterations=tuning + kept, num_burn_in=tuning,
+                                  num_chains=plan.hmc_chains, seed=config.seed)
         return dataclasses.replace(
             base, problem=dataclasses.replace(base.problem, data_dir=config.data_dir,
                                               **problem),
-            hmc=hmc, epochs=epochs, burn_in=epochs // 3, cycle=max(epochs // 15, 1))
+            hmc=hmc, reference=recipe, epochs=epochs, burn_in=epochs // 3,
+            cycle=max(epochs // 15, 1))
 
     mnist = SETTINGS["mnist160"]
     chosen = {"yacht": scaled(SETTINGS["yacht"], plan.yacht_factor),
-              "mnist": scaled(mnist, 1, subset_train_to=plan.mnist_train)}
+              "mnist": scaled(mnist, 1, subset_train_to=plan.mnist_train, prior=IMAGE_PRIOR)}
     if plan.fashion:
         chosen["fashion_mnist"] = scaled(mnist, 1, dataset="fashion_mnist",
-                                         subset_train_to=plan.mnist_train)
+                                         subset_train_to=plan.mnist_train, prior=IMAGE_PRIOR)
+    chosen[config.images] = dataclasses.replace(
+        scaled(mnist, 1, dataset=config.images, model=CIFAR_MODEL,
+               subset_train_to=plan.cifar_train, prior=IMAGE_PRIOR),
+        methods=CIFAR_METHODS)
     return chosen
 
 
-def temperature_config(config: Config, hmc_step_size: float | None = None):
-    """The temperature sweep at this scale: MNIST subset, HMC and SGHMC-CLR ± augmentation.
+def temperature_config(config: Config, hmc_step_size: float | None = None,
+                       ensemble: str | os.PathLike | None = None):
+    """The temperature sweep at this scale: the CIFAR-10 proxy subset (whose crops and flips
+    keep the labels), MCLMC from the reference's ensemble (one chain per member, tuned at every
+    T) and SGHMC-CLR ± augmentation, the prior :data:`IMAGE_PRIOR`.
 
     Args:
         config: the study's settings.
-        hmc_step_size: the adapted leapfrog step ε of the compare-methods MNIST HMC run; the
-            SGHMC-CLR step at T = 1 is then SGD's there, η₀ = 5 ε² (ten times Langevin's
-            ε²/2), a step known to train this network on these data in these epochs.
+        hmc_step_size: a leapfrog step ε for this network (the paper's HMC step of the
+            compare-methods setting): the SGHMC-CLR step at T = 1 is SGD's there, η₀ = 5 ε²
+            (ten times Langevin's ε²/2), a step known to train this network on these data in
+            these epochs.
+        ensemble: the compare-methods CIFAR-10 proxy reference's deep ensemble, whose members
+            start the chains at every temperature (they are modes of every tempered posterior:
+            dividing log p by T moves no mode).
     """
     from bnnkit.experiments import temperature
 
     plan = config.plan()
     iters, epochs = plan.temperature_hmc_iterations, plan.temperature_epochs
+    given: dict[str, Any] = {}
+    if hmc_step_size is not None:
+        given.update(step_size=float(f"{5 * hmc_step_size**2:.3g}"))
+    if ensemble is not None:
+        given.update(hmc_init_checkpoint=os.fspath(Path(ensemble).resolve()))
     return temperature.Config(
-        dataset="mnist", subset_train_to=plan.mnist_train, data_dir=config.data_dir,
+        dataset=config.images, model=CIFAR_MODEL, subset_train_to=plan.cifar_train,
+        prior=IMAGE_PRIOR, data_dir=config.data_dir, sampler="mclmc",
+        hmc_num_chains=min(plan.hmc_chains, TEMPERATURE_CHAINS),
         temperatures=plan.temperatures, hmc_num_iterations=iters, hmc_num_burn_in=iters // 3,
         num_epochs=epochs, num_burn_in=epochs // 3, cycle_length=max(epochs // 10, 1),
-        seed=config.seed,
-        **({} if hmc_step_size is None else {"step_size": float(f"{5 * hmc_step_size**2:.3g}")}))
+        seed=config.seed, **given)
 
 
 def prior_config(config: Config):
@@ -308,6 +394,13 @@ def _classification_settings(compare: Mapping[str, Any]) -> list[str]:
             if setting_["rows"] and "accuracy" in setting_["rows"][0]]
 
 
+def _sgld_settings(compare: Mapping[str, Any]) -> list[str]:
+    # The classification settings that ran SGLD (the CIFAR-10 proxy runs only SGD and the
+    # ensemble against HMC).
+    return [name for name in _classification_settings(compare)
+            if any(r["method"] == "SGLD" for r in compare[name]["rows"])]
+
+
 def _verdict(ok: bool) -> str:
     return "reproduced" if ok else "not reproduced"
 
@@ -327,9 +420,10 @@ def finding_hmc_beats_standard(compare: Mapping[str, Any],
     parts, ok = [], True
     for name in names:
         by = _rows_by_method(compare[name]["rows"])
-        hmc, sgd, ens = by["HMC (reference)"], by["SGD"], by["Deep ensemble (K=5)"]
+        hmc = _reference_row(compare[name]["rows"])
+        sgd, ens = by["SGD"], by["Deep ensemble (K=5)"]
         ok &= hmc["nll"] < sgd["nll"] and hmc["nll"] < ens["nll"]
-        parts.append(f"{name}: NLL HMC {hmc['nll']:.3f}, SGD {sgd['nll']:.3f}, ensemble "
+        parts.append(f"{name}: NLL reference {hmc['nll']:.3f}, SGD {sgd['nll']:.3f}, ensemble "
                      f"{ens['nll']:.3f}; accuracy {hmc['accuracy']:.3f} / {sgd['accuracy']:.3f}"
                      f" / {ens['accuracy']:.3f}")
     return Finding(1, claim, "; ".join(parts), _verdict(ok), _convergence_caveat(converged))
@@ -381,8 +475,12 @@ def finding_no_cold_posterior(temperature: Mapping[str, Any] | None) -> Finding:
         colder = [v for t, v in line.items() if t < 1]
         return (line[1.0] - min(colder)) / abs(line[1.0]) if colder and 1.0 in line else 0.0
 
-    hmc = next((v for k, v in lines.items() if k.startswith("HMC")), None)
-    plain = next((v for k, v in lines.items() if not k.startswith("HMC")
+    # The full-batch sampler's line is "HMC" or "MCLMC" (rows say method "hmc" for either).
+    full_batch = {r["line"] for r in rows
+                  if r.get("method") == "hmc" or r["line"] in ("HMC", "MCLMC")}
+    sampler = next((k for k in lines if k in full_batch), "HMC")
+    hmc = lines.get(sampler)
+    plain = next((v for k, v in lines.items() if k not in full_batch
                   and "augment" not in k), None)
     augmented = next((v for k, v in lines.items() if "augment" in k), None)
     if hmc is None or 1.0 not in hmc or plain is None or augmented is None:
@@ -390,25 +488,38 @@ def finding_no_cold_posterior(temperature: Mapping[str, Any] | None) -> Finding:
                        "not measured")
     hmc_ok = hmc[1.0] <= min(hmc.values()) * 1.01
     aug_ok = gain(augmented) > gain(plain)
-    measured = (f"HMC NLL at T=1 {hmc[1.0]:.3f}, best {min(hmc.values()):.3f} at T="
-                f"{min(hmc, key=hmc.get):g}; NLL gain from cooling: SGHMC-CLR "
+    measured = (f"{sampler} NLL at T=1 {hmc[1.0]:.3f}, best {min(hmc.values()):.3f} at "
+                f"T={min(hmc, key=hmc.get):g}; NLL gain from cooling: SGHMC-CLR "
                 f"{100 * gain(plain):+.1f} %, with augmentation {100 * gain(augmented):+.1f} %")
     return Finding(3, claim, measured, _verdict(hmc_ok and aug_ok))
+
+
+#: The sweep's priors that finding 4 reports but does not judge: the Gaussian at a third of
+#: the base scale s. s is about the fan-in rule's scale for the sweep's networks (σ ≈ 0.09 on
+#: the hidden layers of 784-256-256-10, s = 0.1), and a prior three times narrower shrinks
+#: each ReLU layer's output by 3, so the prior's networks are near-constant functions: it
+#: underfits by construction, before any data are seen. The range judged is s to 3 s for the
+#: Gaussian, the fan-in rule, and four other shapes at variance s².
+UNJUDGED_PRIORS = ("gaussian_small",)
 
 
 def finding_prior_robust(prior: Sequence[Mapping[str, Any]] | None) -> Finding:
     """(4) The model average is robust to the prior's scale and shape.
 
-    Reproduced when, on every classification dataset of the sweep, the accuracies under the
-    priors lie within 4 binomial standard errors (4·√(a(1−a)/n), n test points) of each
-    other; and on regression the RMSEs within 10 % of their mean. (Differences inside these
-    bounds are what resampling the test set alone would give.)
+    Judged over the sweep's priors but :data:`UNJUDGED_PRIORS` (rows without a ``key``, from
+    before the sweep recorded it, are all judged). Reproduced when, on every classification
+    dataset of the sweep, the accuracies under those priors lie within 4 binomial standard
+    errors (4·√(a(1−a)/n), n test points) of each other; and on regression the RMSEs within
+    10 % of their mean. (Differences inside these bounds are what resampling the test set
+    alone would give.)
     """
     claim = ("the BMA is robust to the prior scale, and similar under Gaussian, mixture and "
              "logistic priors")
-    rows = list(prior or [])
+    every = list(prior or [])
+    rows = [r for r in every if r.get("key") not in UNJUDGED_PRIORS]
     if not rows:
         return Finding(4, claim, "the prior sweep did not run", "not measured")
+    aside = [r for r in every if r not in rows]
     parts, ok = [], True
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         mine = [r for r in rows if r["dataset"] == dataset]
@@ -419,13 +530,17 @@ def finding_prior_robust(prior: Sequence[Mapping[str, Any]] | None) -> Finding:
             bound = 4 * math.sqrt(mean * (1 - mean) / n)
             ok &= max(acc) - min(acc) <= bound
             parts.append(f"{dataset}: accuracy {min(acc):.3f}–{max(acc):.3f} over "
-                         f"{len(acc)} priors (bound {bound:.3f})")
+                         f"{len(acc)} priors (bound {bound:.3f})"
+                         + "".join(f"; {r['prior']}, not judged: {r['accuracy']:.3f}"
+                                   for r in aside if r["dataset"] == dataset))
         else:
             rmse = [r["rmse"] for r in mine]
             mean = sum(rmse) / len(rmse)
             ok &= max(rmse) - min(rmse) <= 0.1 * mean
             parts.append(f"{dataset}: RMSE {min(rmse):.3f}–{max(rmse):.3f} over {len(rmse)} "
-                         "priors (bound 10 % of the mean)")
+                         "priors (bound 10 % of the mean)"
+                         + "".join(f"; {r['prior']}, not judged: {r['rmse']:.3f}"
+                                   for r in aside if r["dataset"] == dataset))
     return Finding(4, claim, "; ".join(parts), _verdict(ok))
 
 
@@ -469,9 +584,9 @@ def finding_ensembles_close(compare: Mapping[str, Any]) -> Finding:
     """
     claim = ("cheaper methods differ from HMC; deep ensembles are about as close to HMC as "
              "SGLD (and closer than mean-field VI, not run here)")
-    names = _classification_settings(compare)
+    names = _sgld_settings(compare)
     if not names:
-        return Finding(6, claim, "no classification setting ran", "not measured")
+        return Finding(6, claim, "no classification setting ran SGLD", "not measured")
     parts, ok = [], True
     for name in names:
         by = _rows_by_method(compare[name]["rows"])
@@ -489,6 +604,21 @@ def _convergence_caveat(converged: bool | None) -> str:
     return "the HMC reference did not pass the convergence verdict"
 
 
+def _reference_level(compare: Mapping[str, Any], name: str) -> list[str | None]:
+    """The convergence level of setting ``name``'s HMC reference, as the compare-methods table
+    recorded it ([] when the setting did not run; [None] when no level was recorded)."""
+    rows = (compare.get(name) or {}).get("rows") or []
+    found = _reference_row(rows)
+    return [] if found is None else [found.get("level")]
+
+
+def _reference_row(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    # The reference's row ("HMC (reference)", "MCLMC (reference)"): the table's first.
+    from bnnkit.experiments.compare_methods import REFERENCE_SUFFIX
+
+    return next((r for r in rows if r.get("method", "").endswith(REFERENCE_SUFFIX)), None)
+
+
 def findings(out: str | os.PathLike) -> list[Finding]:
     """Score the paper's findings from the results written in ``out`` by :func:`paper`."""
     out = Path(out)
@@ -498,25 +628,64 @@ def findings(out: str | os.PathLike) -> list[Finding]:
         return storage.read_json(file) if file.is_file() else None
 
     compare = read("compare_methods", "results.json") or {}
-    evaluation = read("compare_methods", "mnist", "hmc", "evaluation.json") or {}
-    verdict = evaluation.get("convergence")
-    converged = None if not verdict else bool(verdict.get("converged"))
-    mnist_hmc = [(verdict or {}).get("level")]
+    classification = _classification_settings(compare)
+    mnist_hmc = _reference_level(compare, "mnist")
+    image_hmc = [level for name in classification for level in _reference_level(compare, name)]
+    sgld_hmc = [level for name in _sgld_settings(compare)
+                for level in _reference_level(compare, name)]
+    converged = (None if not mnist_hmc or mnist_hmc[0] is None
+                 else mnist_hmc[0] not in UNASSESSABLE)
     temperature = read("temperature", "results.json")
     prior = read("prior_sweep", "results.json")
     shift = read("shift", "shift_table.json")
+    images = (read(SETTINGS_FILE) or {}).get("images", "cifar10_proxy")
+    shift_hmc = _reference_level(compare, images) or mnist_hmc
     temperature_hmc = [r.get("level") for r in (temperature or {}).get("rows") or []
                        if r.get("method") == "hmc"]
-    prior_hmc = [r.get("level") for r in prior or []]
+    judged_prior = [r for r in prior or [] if r.get("key") not in UNJUDGED_PRIORS]
+    prior_hmc = [r.get("level") for r in judged_prior]
     return [
-        assessed(finding_hmc_beats_standard(compare, converged), mnist_hmc),
+        assessed(finding_hmc_beats_standard(compare, converged), image_hmc),
         assessed(finding_one_long_chain(read("convergence", "convergence.json"), converged),
                  mnist_hmc),
         assessed(finding_no_cold_posterior(temperature), temperature_hmc),
         assessed(finding_prior_robust(prior), prior_hmc),
-        assessed(finding_poor_under_shift((shift or {}).get("rows")), mnist_hmc),
-        assessed(finding_ensembles_close(compare), mnist_hmc),
+        assessed(finding_poor_under_shift((shift or {}).get("rows")), shift_hmc),
+        assessed(finding_ensembles_close(compare), sgld_hmc),
     ]
+
+
+def finding_figures(out: str | os.PathLike) -> dict[int, bytes]:
+    """Each finding's figure (:mod:`bnnkit.report.finding_plots`), drawn as the paper draws
+    it from the results in ``out``, by finding number; a finding whose part did not run has
+    none."""
+    from bnnkit.report import finding_plots as plots
+
+    out = Path(out)
+
+    def read(*parts: str) -> Any:
+        file = out.joinpath(*parts)
+        return storage.read_json(file) if file.is_file() else None
+
+    compare = read("compare_methods", "results.json") or {}
+    classification = {name: compare[name]["rows"] for name in _classification_settings(compare)}
+    figures: dict[int, bytes] = {}
+    if classification:
+        figures[1] = plots.methods_png(classification)
+        figures[6] = plots.closeness_png(classification)
+    chains = (read("convergence", "convergence.json") or {})
+    if len(chains.get("chains") or []) >= 2 and "agreement" in chains["chains"][0]:
+        figures[2] = plots.chains_png(chains["chains"], str(chains.get("reference", "")))
+    temperature = (read("temperature", "results.json") or {}).get("rows")
+    if temperature:
+        figures[3] = plots.temperature_nll_png(temperature)
+    prior = read("prior_sweep", "results.json")
+    if prior:
+        figures[4] = plots.priors_png(prior, UNJUDGED_PRIORS)
+    shift = (read("shift", "shift_table.json") or {}).get("rows")
+    if shift:
+        figures[5] = plots.severity_png(shift)
+    return figures
 
 
 def findings_markdown(items: Sequence[Finding], scale: str) -> str:
@@ -559,10 +728,13 @@ def _check_out(out: Path, config: Config) -> bool:
     settings = out / SETTINGS_FILE
     if settings.is_file():
         stored = storage.read_json(settings)
-        if stored.get("scale") != config.scale or stored.get("seed") != config.seed:
+        images = stored.get("images", "cifar10_proxy")
+        if (stored.get("scale"), stored.get("seed"), images) != (config.scale, config.seed,
+                                                                 config.images):
             raise ConfigError(
-                f"--out {given!r} holds a study of --scale {stored.get('scale')} and --seed "
-                f"{stored.get('seed')}; allowed: the same, or another --out")
+                f"--out {given!r} holds a study of --scale {stored.get('scale')}, --seed "
+                f"{stored.get('seed')} and --images {images}; allowed: the same, or another "
+                "--out")
         return True
     from bnnkit import output_folder
 
@@ -571,9 +743,9 @@ def _check_out(out: Path, config: Config) -> bool:
     return False
 
 
-def _mnist_runs(out: Path) -> list[str]:
-    root = out / "compare_methods" / "mnist"
-    return [os.fspath(root / name) for name in ("hmc", "sgd", "deep", "sghmc-clr")]
+def _shift_runs(out: Path, setting: str, names: Sequence[str]) -> list[str]:
+    root = out / "compare_methods" / setting
+    return [os.fspath(root / name) for name in names]
 
 
 def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
@@ -604,6 +776,7 @@ def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
         convergence,
         covariate_shift,
         prior_sweep,
+        reference,
         surface,
         temperature,
     )
@@ -613,54 +786,57 @@ def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
     plan = config.plan()
     continuing = _check_out(out, config)
     settings = compare_settings(config)
-    temperature_cfg = temperature_config(config)
+    # Its chains start at the members of the CIFAR-10 proxy reference's ensemble.
+    temperature_cfg = temperature_config(
+        config, settings[config.images].hmc.step_size,
+        out / "compare_methods" / config.images / "hmc" / reference.ENSEMBLE_DIR)
     prior_cfg = prior_config(config)
     bbb_cfg = bbb_config(config)
     corruptions = covariate_shift.check_corruptions(plan.corruptions)
     severities = covariate_shift.check_severities(plan.severities)
     for setting_ in settings.values():  # loads every dataset now: a missing one stops here
         problem_lib.build(setting_.problem)
+    temperature.check(temperature_cfg)
 
     out.mkdir(parents=True, exist_ok=True)
     if not continuing:
         storage.write_json(out / SETTINGS_FILE, {"scale": config.scale, "seed": config.seed,
+                                                 "images": config.images,
                                                  "data_dir": config.data_dir,
                                                  "plan": dataclasses.asdict(plan)})
     parts = {name: out / name for name in PARTS}
-    steps = len(PARTS)
+    steps = len(PARTS) - 1  # the two shift tables are one step
 
     def announce(k: int, what: str) -> None:
         if progress:
             say(f"[paper {k}/{steps}] {what}")
 
-    announce(1, "cheaper methods against HMC")
+    announce(1, "cheaper methods against the reference")
     compare_methods.compare_methods(
         compare_methods.Config(settings=",".join(settings)), parts["compare_methods"],
         settings=settings, progress=progress)
 
-    from bnnkit.evaluation import evaluate
-
     hmc_dir = parts["compare_methods"] / "mnist" / "hmc"
-    # Stores evaluation.json, whose verdict the findings quote.
-    epsilon = float(np.median(evaluate(hmc_dir)["sampler"]["step_size"]))
-    temperature_cfg = temperature_config(config, epsilon)
-
     announce(2, "convergence in weight and function space")
     convergence.convergence_report(hmc_dir, parts["convergence"],
                                    convergence.Config(max_test=plan.test_points),
                                    overwrite=(parts["convergence"] / "convergence.json").is_file())
 
-    announce(3, "covariate shift")
-    shift_done = (parts["shift"] / "shift_table.json").is_file()
-    if not shift_done:
-        covariate_shift.covariate_shift(
-            _mnist_runs(out), parts["shift"],
-            covariate_shift.Config(max_test=plan.test_points, seed=config.seed),
-            corruptions=corruptions, severities=severities,
-            resume=(parts["shift"] / covariate_shift.SETTINGS_FILE).is_file(),
-            progress=progress)
+    announce(3, "covariate shift: CIFAR-10 proxy, then MNIST")
+    for part, setting_, names in (("shift", config.images, ("hmc", "sgd", "deep")),
+                                  ("shift_mnist", "mnist", ("hmc", "sgd", "deep",
+                                                            "sghmc-clr"))):
+        if part == "shift_mnist" and not plan.mnist_shift:
+            continue
+        if not (parts[part] / covariate_shift.TABLE_FILE).is_file():
+            covariate_shift.covariate_shift(
+                _shift_runs(out, setting_, names), parts[part],
+                covariate_shift.Config(max_test=plan.test_points, seed=config.seed),
+                corruptions=corruptions, severities=severities,
+                resume=(parts[part] / covariate_shift.SETTINGS_FILE).is_file(),
+                progress=progress)
 
-    announce(4, "posterior surface through three HMC chains")
+    announce(4, "posterior surface through three reference chains")
     if not (parts["surface"] / "surface.npz").is_file():
         surface.posterior_surface(
             [f"{hmc_dir}:{c}:-1" for c in range(3)], parts["surface"],
@@ -677,10 +853,14 @@ def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
     bbb_mnist.bbb_mnist(bbb_cfg, parts["bbb_mnist"], progress=progress)
 
     items = findings(out)
+    for number, png in finding_figures(out).items():
+        file = out / FINDING_FIGURE.format(number)
+        file.parent.mkdir(exist_ok=True)
+        storage.atomic_write_bytes(file, png)
     storage.write_json(out / FINDINGS_JSON, [dataclasses.asdict(f) for f in items])
     storage.atomic_write_bytes(out / FINDINGS_FILE,
                                findings_markdown(items, config.scale).encode())
     report_dir = out / REPORT_DIR
-    document([out, *(parts[name] for name in PARTS)], report_dir,
+    document([out, *(parts[name] for name in PARTS if parts[name].is_dir())], report_dir,
              overwrite=(report_dir / "report.md").is_file())
     return Study(config.scale, parts, items, report_dir)

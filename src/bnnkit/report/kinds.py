@@ -261,10 +261,24 @@ def surface_section(folder: Path) -> Section:
                    _figures(folder, captions))
 
 
+#: Where ``bnnkit paper`` draws each finding's figure (``.format(number)``).
+FINDING_FIGURE = "figures/finding_{}.png"
+
+
 def paper_section(folder: Path) -> Section:
-    """``bnnkit paper``: the scale and the table of the paper's findings, measured."""
+    """``bnnkit paper``: the scale, the table of the paper's findings, measured, and each
+    finding's figure with its verdict and the level of the reference it rests on under it."""
+    file = folder / "findings.json"
+    items = storage.read_json(file) if file.is_file() else []
+    captions = {}
+    for f in items:
+        verdict = f["verdict"] + (f" ({f['caveat']})" if f.get("caveat") else "")
+        level = f.get("reference") or "no HMC reference"
+        captions[FINDING_FIGURE.format(f["number"])] = (
+            f"Finding {f['number']}: {f['claim']}. Measured: {f['measured']}. Verdict: "
+            f"{verdict}. Reference: {level}.")
     return Section("The paper's findings", "paper", os.fspath(folder),
-                   _table_file(folder, "findings.md"), ())
+                   _table_file(folder, "findings.md"), _figures(folder, captions))
 
 
 #: Every kind of folder a report covers: marker files, description and section function.
