@@ -37,6 +37,16 @@ def _is_reference(method: str) -> bool:
     return method.endswith("(reference)")
 
 
+def _line_plot(plt, fig, ax, xlabel: str, ylabel: str, title: str) -> bytes:
+    # The labels, grid, legend and title of a one-axes line figure, rendered.
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10)
+    return png_bytes(plt, fig)
+
+
 def methods_png(settings: Mapping[str, Sequence[Mapping[str, Any]]]) -> bytes:
     """Finding 1: per classification setting, test accuracy and NLL of the reference, SGD and
     the deep ensemble as grouped bars."""
@@ -104,12 +114,8 @@ def temperature_nll_png(rows: Sequence[Mapping[str, Any]]) -> bytes:
                       if r["line"] == line)
         ax.plot(*zip(*mine, strict=True), "o-", color=f"C{i}", label=line)
     ax.set_xscale("log")
-    ax.set_xlabel("posterior temperature T")
-    ax.set_ylabel("test NLL")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("Cold posteriors: NLL against T, with and without augmentation", fontsize=10)
-    return png_bytes(plt, fig)
+    return _line_plot(plt, fig, ax, "posterior temperature T", "test NLL",
+                      "Cold posteriors: NLL against T, with and without augmentation")
 
 
 def priors_png(rows: Sequence[Mapping[str, Any]], unjudged: Sequence[str]) -> bytes:
@@ -164,12 +170,8 @@ def severity_png(rows: Sequence[Mapping[str, Any]]) -> bytes:
         levels = sorted(by)
         ax.plot(levels, [sum(by[s]) / len(by[s]) for s in levels], "o-", color=f"C{i}",
                 label=label)
-    ax.set_xlabel("corruption severity (0: clean)")
-    ax.set_ylabel("test accuracy (mean over corruptions)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title("Accuracy under covariate shift", fontsize=10)
-    return png_bytes(plt, fig)
+    return _line_plot(plt, fig, ax, "corruption severity (0: clean)",
+                      "test accuracy (mean over corruptions)", "Accuracy under covariate shift")
 
 
 def closeness_png(settings: Mapping[str, Sequence[Mapping[str, Any]]]) -> bytes:
