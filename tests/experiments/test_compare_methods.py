@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bnnkit import storage
+from bnnkit import priors, storage
 from bnnkit.cli import main
 from bnnkit.errors import ConfigError
 from bnnkit.experiments import compare_methods
@@ -81,6 +82,31 @@ def test_a_reference_made_by_the_recipe_and_a_subset_of_methods(tmp_path, monkey
     assert rows[0]["note"].endswith(f"verdict {rows[0]['level']}")
     # An MCLMC step is not a leapfrog step: SGD's step comes from the setting's HMC ε.
     assert rows[1]["note"].startswith(f"η₀ {10 * setting.hmc.step_size**2 / 2:.2g}")
+
+
+@pytest.mark.slow  # five runs, each compiled: about 25 s on 2 cores
+def test_point_estimates_get_the_prior_sgd_picks_on_validation_and_samplers_keep_the_settings(
+        tmp_path, monkeypatch):
+    # Two candidates: one that collapses SGD's MAP to a constant, one under which it fits.
+    # SGD (a point estimate) gets the fitting one; SGLD keeps the setting's prior.
+    calls = count_runs(monkeypatch)
+    collapse, fit = "gaussian:scale=0.001", "gaussian:scale=1.0"
+    setting = dataclasses.replace(TINY["tiny"], methods=("SGD", "SGLD"), epochs=20,
+                                  baseline_priors=(collapse, fit), baseline_validation=60)
+    result = compare_methods.compare_methods(compare_methods.Config(settings="tiny"), tmp_path,
+                                             settings={"tiny": setting}, progress=False)
+    by = {r["method"]: r for r in result.rows["tiny"]}
+    # HMC, two candidates, SGD, SGLD (the collapsing candidate's step, 5e-6, diverges under
+    # its precision 10⁶ and is made again at a tenth: that directory is called twice).
+    assert {p.relative_to(tmp_path).as_posix() for p in map(Path, calls)} == {
+        "tiny/hmc", "tiny/prior_choice/0", "tiny/prior_choice/1", "tiny/sgd", "tiny/sgld"}
+    assert by["SGD"]["prior"] == fit and by["SGD"]["prior_choice"]["prior"] == fit
+    assert f"prior {fit}, picked by SGD's NLL on 60 held-out" in by["SGD"]["note"]
+    assert "prior" not in by["SGLD"]
+    run = storage.read_json(tmp_path / "tiny" / "sgd" / "run.json")["problem"]
+    assert run["prior"] == priors.spec.canonical(fit) and run["validation_size"] is None
+    assert storage.read_json(tmp_path / "tiny" / "sgld" / "run.json")["problem"][
+        "prior"] is None
 
 
 def test_a_model_without_a_dropout_variant_gets_a_skipped_row_and_no_dropout_run():

@@ -43,6 +43,12 @@ SGD's step otherwise:
 - MFVI: Adam at 10⁻³ from the SGD run's weights, as Izmailov et al. start it
   (:mod:`bnnkit.inference.vi`).
 
+A setting with ``baseline_priors`` gives the point-estimate methods (:data:`POINT_ESTIMATES`:
+SGD, the deep ensemble, MultiSWAG, MC dropout) the candidate prior under which SGD's validation
+NLL is lowest (:mod:`bnnkit.experiments.prior_choice`), as their weight decay is tuned in
+practice; the reference, SGMCMC, IVON and MFVI keep the setting's prior, the posterior they
+approximate. Without it every method has the setting's prior.
+
 Runs go to ``OUT/<setting>/<method>`` (:func:`~bnnkit.experiments.run_reuse.run_or_reuse`:
 finished ones are reused, cut-off ones resumed); ``bnnkit experiment compare-methods --out OUT``
 is the command line.
@@ -68,6 +74,7 @@ import numpy as np
 
 from bnnkit import models, storage
 from bnnkit.errors import ConfigError
+from bnnkit.experiments import prior_choice
 from bnnkit.experiments.run_reuse import run_or_reuse, run_or_reuse_stable, run_seconds
 from bnnkit.inference import dropout, ensemble, hmc, ivon, sgd, sgmcmc, swag, vi
 from bnnkit.problem import ProblemConfig
@@ -91,6 +98,9 @@ DROPOUT_LABEL = "MC-dropout (T=20)"
 IVON_STEP_SIZE = 0.1
 #: Adam's step for MFVI, started at the SGD run's weights (Izmailov et al. 2021).
 VI_STEP_SIZE = 1e-3
+#: The methods that return optimised weights (one point, or draws around it): under
+#: ``Setting.baseline_priors`` their prior is picked on validation data.
+POINT_ESTIMATES = ("SGD", "Deep ensemble (K=5)", "MultiSWAG (M=5)", DROPOUT_LABEL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +119,10 @@ class Setting:
             path, not a leapfrog step, so with ``mclmc`` ε is ``hmc.step_size``, the paper's
             HMC step for the setting.
         methods: the labels of :func:`methods` to run (None: all of them).
+        baseline_priors: candidate priors of the :data:`POINT_ESTIMATES`, picked by SGD's
+            NLL on ``baseline_validation`` held-out training examples (the problem's own
+            ``validation_size`` if it has one); None: the problem's prior for every method.
+        baseline_validation: the examples held out for that choice.
     """
 
     problem: ProblemConfig
@@ -119,6 +133,8 @@ class Setting:
     cycle: int
     reference: Any = None
     methods: tuple[str, ...] | None = None
+    baseline_priors: tuple[str, ...] | None = None
+    baseline_validation: int = 1000
 
 
 SETTINGS: dict[str, Setting] = {
@@ -336,12 +352,21 @@ def run_setting(name: str, setting: Setting, root: Path, progress: bool = True,
     skipped = skipped_methods(setting)
     chosen = methods(setting, eta, rms, num_train=_num_train(hmc_dir),
                      sgd_run=root / name / "sgd")
+    choice = None
+    if setting.baseline_priors:
+        choice = prior_choice.choose(
+            problem, setting.baseline_priors, chosen["SGD"], root / name / "prior_choice",
+            validation_size=problem.validation_size or setting.baseline_validation,
+            progress=progress)
     if setting.methods is not None:
         chosen = {k: v for k, v in chosen.items() if k in setting.methods}
         skipped = {k: v for k, v in skipped.items() if k in setting.methods}
     for label, config in chosen.items():
         run_dir = root / name / label.split(" ")[0].lower()
         on = method_problem(problem, config)
+        picked = choice is not None and label in POINT_ESTIMATES
+        if picked:
+            on = dataclasses.replace(on, prior=choice.prior)
         given = config.init_step_size
         # η derives from HMC's ε, not from this method's own stability: a step that diverges
         # is divided by ten (and the note says so).
@@ -356,7 +381,12 @@ def run_setting(name: str, setting: Setting, root: Path, progress: bool = True,
                              + ("" if config.init_step_size == given else
                                 f" (÷{given / config.init_step_size:.0f} after divergence)")
                              + f", {res['num_chains']}x{res['num_samples_per_chain']} samples"
-                             + ("" if on.model == problem.model else f"; {on.model}")})
+                             + ("" if on.model == problem.model else f"; {on.model}")
+                             + (("; " + choice.note() if label == "SGD" else
+                                 f"; prior {choice.prior}") if picked else ""),
+                     **({"prior": choice.prior} if picked else {}),
+                     **({"prior_choice": dataclasses.asdict(choice)}
+                        if picked and label == "SGD" else {})})
     rows.extend({"method": label, "note": why} for label, why in skipped.items())
     return rows
 
