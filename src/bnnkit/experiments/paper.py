@@ -123,7 +123,8 @@ class Scale:
         severities: their severities.
         grid: points per axis of the surface.
         temperatures: posterior temperatures of the sweep.
-        temperature_hmc_iterations: HMC iterations (and a third burn-in) per temperature.
+        temperature_hmc_iterations: full-batch sampler iterations per temperature, the first
+            third tuning (small: 100 tuning iterations, as the references have).
         temperature_epochs: SGHMC-CLR epochs per temperature (a third burn-in).
         prior_datasets: datasets of the prior sweep.
         priors: priors of the sweep.
@@ -177,7 +178,7 @@ SCALES: dict[str, Scale] = {
         ensemble_steps=2000, reference_max_time="10m", yacht_factor=2,
         epochs=1000, fashion=False, test_points=500, mnist_shift=True, corruptions=None,
         severities=(1, 3, 5), grid=20, temperatures="1,0.3,0.1,0.03",
-        temperature_hmc_iterations=200, temperature_epochs=1000, prior_datasets="yacht,mnist160",
+        temperature_hmc_iterations=300, temperature_epochs=1000, prior_datasets="yacht,mnist160",
         priors="gaussian_small,gaussian,gaussian_large,fanin_gaussian,scale_mixture,logistic,"
                "laplace,student_t",
         prior_quick=False, bbb_epochs=10, bbb_priors="gaussian,scale_mixture"),
