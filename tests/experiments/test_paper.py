@@ -145,6 +145,25 @@ def test_finding_three_needs_hmc_best_at_one_and_augmentation_to_gain_from_cooli
     assert found.verdict == "reproduced" and found.measured.startswith("MCLMC NLL at T=1 0.500")
 
 
+def test_finding_three_leaves_out_a_colder_posterior_whose_chains_did_not_mix(tmp_path):
+    # T = 1 (each chain mixed, too few pooled draws) against T = 0.3 (mixed, two modes);
+    # T = 0.1's chains drifted: left out and named, and the finding rests on the other two.
+    temperature = _temperature({1.0: 0.60, 0.3: 0.50, 0.1: 0.40},
+                               {1.0: 0.6, 0.1: 0.6}, {1.0: 0.6, 0.1: 0.5})
+    levels = {1.0: paper.FEW_DRAWS, 0.3: "mixed-multimodal", 0.1: "not-mixed"}
+    for r in temperature["rows"]:
+        r["method"] = "hmc" if r["line"] == "HMC" else "sgmcmc"
+        r["level"] = levels[r["temperature"]] if r["method"] == "hmc" else None
+    (tmp_path / "temperature").mkdir()
+    storage.write_json(tmp_path / "temperature" / "results.json", temperature)
+    found = {f.number: f for f in paper.findings(tmp_path)}[3]
+    # Cooling to 0.3 lowers the NLL by 17 %: the cold posterior effect, on judged chains.
+    assert (found.verdict, found.reference) == ("not reproduced", paper.FEW_DRAWS)
+    assert "best 0.500 at T=0.3" in found.measured
+    assert found.measured.endswith("left out, their HMC chains did not mix: T=0.1")
+    assert "pooled draws are fewer" in found.caveat
+
+
 def test_finding_four_bounds_accuracy_spread_by_four_standard_errors():
     # a ≈ 0.9 on 10,000 points: 4 SE = 4·√(0.09/10^4) = 0.012.
     rows = [{"dataset": "mnist160", "accuracy": a, "num_test": 10_000} for a in (0.895, 0.905)]

@@ -77,6 +77,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.experiments import prior_choice
 from bnnkit.experiments.run_reuse import run_or_reuse, run_or_reuse_stable, run_seconds
 from bnnkit.inference import dropout, ensemble, hmc, ivon, sgd, sgmcmc, swag, vi
+from bnnkit.metrics.convergence import reference_level
 from bnnkit.problem import ProblemConfig
 from bnnkit.report.kinds import SETTING_RELIABILITY_FILE
 from bnnkit.settings import Exclusive, check_numbers, setting
@@ -343,7 +344,7 @@ def run_setting(name: str, setting: Setting, root: Path, progress: bool = True,
     step = float(np.median(sampler["step_size"]))
     eps = setting.hmc.step_size if sampler_name == "mclmc" else step
     eta = eps**2 / 2
-    level = (ref.get("convergence") or {}).get("level") or "not judged"
+    level = reference_level(ref.get("convergence")) or "not judged"
     rows = [{"method": label, **ref["test"], **_conformal(ref), **_calibration(ref),
              "seconds": seconds, "level": level,
              "note": f"{made}; acc. {sampler['acceptance_rate']:.2f}, step {step:.2g}, "

@@ -59,6 +59,7 @@ from typing import Any
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.metrics.convergence import FEW_DRAWS
 from bnnkit.report.kinds import FINDING_FIGURE
 from bnnkit.settings import check_numbers, setting
 
@@ -189,7 +190,7 @@ SCALES: dict[str, Scale] = {
         ensemble_steps=4000, reference_max_time="30m", yacht_factor=2,
         epochs=1500, fashion=True, test_points=None, mnist_shift=True, corruptions=None,
         severities=(1, 2, 3, 4, 5), grid=40, temperatures="1,0.3,0.1,0.03,0.01",
-        temperature_hmc_iterations=200, temperature_epochs=600,
+        temperature_hmc_iterations=450, temperature_epochs=600,
         prior_datasets="yacht,mnist160",
         priors="gaussian_small,gaussian,gaussian_large,fanin_gaussian,scale_mixture,logistic,"
                "laplace,student_t",
@@ -343,14 +344,19 @@ VERDICTS = ("reproduced", "not reproduced", "not assessable", "not measured")
 UNJUDGED = "not judged"
 #: The reference levels on which a finding cannot be assessed, weakest last.
 UNASSESSABLE = ("not-mixed", UNJUDGED)
+#: Every level a reference can have, best first: the verdict's three
+#: (:data:`bnnkit.metrics.convergence.LEVELS`) with ``mixed-few-draws`` between the last two
+#: (each chain mixed and the chains agree, but the pooled draws give an ESS below 100 at the
+#: worst test point: :func:`bnnkit.metrics.convergence.reference_level`), then "not judged".
+REFERENCE_LEVELS = ("converged", "mixed-multimodal", FEW_DRAWS, "not-mixed", UNJUDGED)
 
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """One finding of the paper: its claim, the figures measured here, the verdict (one of
     :data:`VERDICTS`) with the reason, and ``reference``: the weakest convergence level
-    (:data:`bnnkit.metrics.convergence.LEVELS`, or :data:`UNJUDGED`) of the HMC runs its
-    figures rest on ("" when they rest on none)."""
+    (:data:`REFERENCE_LEVELS`) of the HMC runs its figures rest on ("" when they rest on
+    none)."""
 
     number: int
     claim: str
@@ -361,19 +367,17 @@ class Finding:
 
 
 def weakest_level(levels: Sequence[str | None]) -> str:
-    """The weakest of some runs' convergence levels (``None``: a run without a verdict,
-    :data:`UNJUDGED`); "" for no run.
+    """The weakest of some runs' convergence levels (:data:`REFERENCE_LEVELS`; ``None``: a
+    run without a verdict, :data:`UNJUDGED`); "" for no run.
 
     Example:
         >>> weakest_level(["converged", "mixed-multimodal"]), weakest_level([])
         ('mixed-multimodal', '')
-        >>> weakest_level(["not-mixed", None])
-        'not judged'
+        >>> weakest_level(["not-mixed", None]), weakest_level(["converged", FEW_DRAWS])
+        ('not judged', 'mixed-few-draws')
     """
-    from bnnkit.metrics.convergence import LEVELS
-
-    order = (*LEVELS, UNJUDGED)
-    known = [level if level in LEVELS else UNJUDGED for level in levels]
+    order = REFERENCE_LEVELS
+    known = [level if level in order else UNJUDGED for level in levels]
     return max(known, key=order.index, default="")
 
 
@@ -389,6 +393,11 @@ def assessed(finding: Finding, levels: Sequence[str | None]) -> Finding:
     """
     level = weakest_level(levels)
     finding = dataclasses.replace(finding, reference=level)
+    if level == FEW_DRAWS and finding.verdict != "not measured":
+        return dataclasses.replace(finding, caveat=(
+            "each chain of its HMC reference mixed and the chains agree, but their pooled "
+            "draws are fewer than the verdict asks (ESS < 100 at the worst test point): the "
+            "figures carry more Monte Carlo error"))
     if level not in UNASSESSABLE or finding.verdict == "not measured":
         return finding
     why = ("failed the within-chain verdict: its chains did not mix" if level == "not-mixed"
@@ -475,11 +484,13 @@ def finding_no_cold_posterior(temperature: Mapping[str, Any] | None) -> Finding:
 
     Reproduced when HMC's test NLL at T = 1 is the lowest over the temperatures tried (or
     within 1 % of it), and SGHMC-CLR with augmentation gains more from cooling (its best NLL
-    below T = 1 relative to its NLL at T = 1) than without augmentation.
+    below T = 1 relative to its NLL at T = 1) than without augmentation. A temperature T < 1
+    whose sampler failed the within-chain verdict is left out of the comparison (and named):
+    its chains say nothing about that tempered posterior (:func:`judged_temperature_rows`).
     """
     claim = ("posterior tempering is not needed (no cold posterior effect for HMC); the "
              "effect is largely an artifact of data augmentation")
-    rows = (temperature or {}).get("rows") or []
+    rows, dropped = judged_temperature_rows((temperature or {}).get("rows") or [])
     if not rows:
         return Finding(3, claim, "the temperature sweep did not run", "not measured")
     lines: dict[str, dict[float, float]] = {}
@@ -506,8 +517,37 @@ def finding_no_cold_posterior(temperature: Mapping[str, Any] | None) -> Finding:
     aug_ok = gain(augmented) > gain(plain)
     measured = (f"{sampler} NLL at T=1 {hmc[1.0]:.3f}, best {min(hmc.values()):.3f} at "
                 f"T={min(hmc, key=hmc.get):g}; NLL gain from cooling: SGHMC-CLR "
-                f"{100 * gain(plain):+.1f} %, with augmentation {100 * gain(augmented):+.1f} %")
+                f"{100 * gain(plain):+.1f} %, with augmentation {100 * gain(augmented):+.1f} %"
+                + (f"; left out, their {sampler} chains did not mix: T="
+                   + ", ".join(f"{t:g}" for t in dropped) if dropped else ""))
     return Finding(3, claim, measured, _verdict(hmc_ok and aug_ok))
+
+
+def judged_temperature_rows(rows: Sequence[Mapping[str, Any]]
+                            ) -> tuple[list[Mapping[str, Any]], list[float]]:
+    """The temperature sweep's rows finding 3 compares, and the temperatures left out: the
+    full-batch sampler's rows at T < 1 whose level is :data:`UNASSESSABLE` (T = 1 is always
+    kept: the finding is measured against it, and its own level decides whether it can be).
+    When every T < 1 would go, none does: with nothing colder to compare, the finding rests
+    on those runs, and their level makes it not assessable.
+
+    Example:
+        >>> rows = [{"method": "hmc", "temperature": t, "level": level} for t, level in
+        ...         ((1.0, "converged"), (0.3, "mixed-multimodal"), (0.1, "not-mixed"))]
+        >>> kept, dropped = judged_temperature_rows(rows)
+        >>> [r["temperature"] for r in kept], dropped
+        ([1.0, 0.3], [0.1])
+    """
+    def unjudged(r: Mapping[str, Any]) -> bool:
+        return (r.get("method") == "hmc" and float(r["temperature"]) != 1.0
+                and weakest_level([r.get("level")]) in UNASSESSABLE)
+
+    colder = {float(r["temperature"]) for r in rows
+              if r.get("method") == "hmc" and float(r["temperature"]) != 1.0}
+    dropped = sorted({float(r["temperature"]) for r in rows if unjudged(r)}, reverse=True)
+    if set(dropped) == colder:
+        return list(rows), []
+    return [r for r in rows if not unjudged(r)], dropped
 
 
 #: The sweep's priors that finding 4 reports but does not judge: the Gaussian at a third of
@@ -656,7 +696,8 @@ def findings(out: str | os.PathLike) -> list[Finding]:
     shift = read("shift", "shift_table.json")
     images = (read(SETTINGS_FILE) or {}).get("images", "cifar10_proxy")
     shift_hmc = _reference_level(compare, images) or mnist_hmc
-    temperature_hmc = [r.get("level") for r in (temperature or {}).get("rows") or []
+    temperature_hmc = [r.get("level") for r in
+                       judged_temperature_rows((temperature or {}).get("rows") or [])[0]
                        if r.get("method") == "hmc"]
     judged_prior = [r for r in prior or [] if r.get("key") not in UNJUDGED_PRIORS]
     prior_hmc = [r.get("level") for r in judged_prior]

@@ -44,6 +44,7 @@ from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.experiments.run_reuse import run_or_reuse, run_seconds
 from bnnkit.inference import hmc
+from bnnkit.metrics.convergence import reference_level
 from bnnkit.priors.constraints import format_value
 from bnnkit.problem import ProblemConfig
 from bnnkit.settings import setting
@@ -202,7 +203,7 @@ def run_one(setting: Setting, label: str, spec: str, out: Path, data_dir: str | 
         .get("rhat", {}).get("max", float("nan")),
         "seconds": run_seconds(run_dir),
         "num_test": evaluation["num_test"],
-        "level": (evaluation.get("convergence") or {}).get("level"),
+        "level": reference_level(evaluation.get("convergence")),
     }
     if progress:
         print(f"{setting.name:9s} {label:18s} nll {row['nll']:.3f}  {setting.metric} "

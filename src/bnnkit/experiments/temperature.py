@@ -40,6 +40,7 @@ from typing import Any
 from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.experiments.run_reuse import run_or_reuse, run_seconds
+from bnnkit.metrics.convergence import reference_level
 from bnnkit.settings import check_numbers, flag, setting
 
 RESULTS_FILE = "results.json"
@@ -303,7 +304,7 @@ def temperature_sweep(config: Config, out: str | os.PathLike, *,
                      **{m: float(v) for m, v in evaluation["test"].items()},
                      "seconds": run_seconds(run_dir), "run": str(run_dir.relative_to(out)),
                      # The sampler's convergence level (None for SGMCMC, which has none).
-                     "level": (evaluation.get("convergence") or {}).get("level")})
+                     "level": reference_level(evaluation.get("convergence"))})
         storage.write_json(out / RESULTS_FILE, {"task": task, "rows": rows})
     result = TemperatureSweep(rows, task)
     result.write(out)

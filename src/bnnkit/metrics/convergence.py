@@ -61,7 +61,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -91,10 +91,10 @@ from bnnkit.metrics.within_chain import (
 )
 
 __all__ = [
-    "FUNCTION_CLI", "FUNCTION_PYTHON", "LEVELS", "MAX_DIVERGENT_SHARE", "MIN_ACCEPTANCE",
-    "MIN_ESS", "PARAMETERS_CLI", "PARAMETERS_PYTHON", "RHAT_SHARE", "RHAT_THRESHOLD",
-    "RISE_Z", "RISING_ADVICE", "STUCK_ADVICE", "Vocabulary", "chain_line", "rising_chains",
-    "sampler_warning", "stuck_advice", "verdict",
+    "FEW_DRAWS", "FUNCTION_CLI", "FUNCTION_PYTHON", "LEVELS", "MAX_DIVERGENT_SHARE",
+    "MIN_ACCEPTANCE", "MIN_ESS", "PARAMETERS_CLI", "PARAMETERS_PYTHON", "RHAT_SHARE",
+    "RHAT_THRESHOLD", "RISE_Z", "RISING_ADVICE", "STUCK_ADVICE", "Vocabulary", "chain_line",
+    "reference_level", "rising_chains", "sampler_warning", "stuck_advice", "verdict",
 ]
 
 #: Split R-hat below this counts as agreement between chains (Vehtari et al. 2021 use 1.01 for
@@ -113,6 +113,13 @@ MAX_DIVERGENT_SHARE = 0.10
 
 #: The three outcomes, best first.
 LEVELS = ("converged", "mixed-multimodal", "not-mixed")
+#: The finer level of a ``not-mixed`` verdict that failed only for its pooled ESS: every chain
+#: passed the within-chain checks, the chains agree, the sampler is sound, but the draws of
+#: all chains together give fewer than :data:`MIN_ESS` at the worst test point
+#: (:func:`reference_level`).
+FEW_DRAWS = "mixed-few-draws"
+#: The summary of that case.
+_FEW_DRAWS_SUMMARY = "the chains agree but have too few effective draws in all"
 
 #: An adapted step size this many times the given one counts as raised by burn-in.
 RAISED = 1.5
@@ -356,7 +363,31 @@ def _summary(level: str, checks: Sequence[ChainCheck] | None, groups: list[list[
         return f"{_chains(failing)} failed the within-chain checks"
     if sampler_problem:
         return "the sampler is stuck or unstable"
-    return "the chains agree but have too few effective draws in all"
+    return _FEW_DRAWS_SUMMARY
+
+
+def reference_level(found: Mapping[str, Any] | None) -> str | None:
+    """The level of a verdict (:func:`verdict`'s dict) as a reference's standing: its
+    ``level``, but :data:`FEW_DRAWS` for a ``not-mixed`` one whose only failing is the pooled
+    ESS — every chain mixed on its own, which is what makes a reference's model average
+    usable; more draws only shrink its Monte Carlo error. None: no verdict.
+
+    Example:
+        >>> import numpy as np
+        >>> draws = np.random.default_rng(0).normal(size=(2, 150, 100))
+        >>> for t in range(1, 150):  # one prediction of the 100 moves slowly (AR(1), 0.8)
+        ...     draws[:, t, 0] = 0.8 * draws[:, t - 1, 0] + 0.6 * draws[:, t, 0]
+        >>> v = verdict(draws)  # each chain mixed; that prediction has a pooled ESS of 54
+        >>> v["level"], reference_level(v)
+        ('not-mixed', 'mixed-few-draws')
+        >>> reference_level(verdict(np.random.default_rng(0).normal(size=(4, 500, 20))))
+        'converged'
+    """
+    if not found:
+        return None
+    if found.get("level") == "not-mixed" and found.get("summary") == _FEW_DRAWS_SUMMARY:
+        return FEW_DRAWS
+    return found.get("level")
 
 
 def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
