@@ -99,6 +99,16 @@ def test_findings_read_the_level_of_each_part_s_hmc_runs(tmp_path):
 def test_finding_six_compares_ensemble_and_sgld_total_variation():
     assert paper.finding_ensembles_close(_compare(0.6, 0.43)).verdict == "reproduced"  # ≤ 1.1×
     assert paper.finding_ensembles_close(_compare(0.6, 0.45)).verdict == "not reproduced"
+    # Where MFVI ran, the ensemble must also be closer than it; a picked prior is named.
+    compare = _compare(0.6, 0.43)
+    compare["mnist"]["rows"].append({"method": "MFVI", "total_variation": 0.42,
+                                     "agreement": 0.5})
+    found = paper.finding_ensembles_close(compare)
+    assert found.verdict == "not reproduced" and "MFVI 0.420" in found.measured
+    compare["mnist"]["rows"][-1]["total_variation"] = 0.6
+    compare["mnist"]["rows"][2]["prior"] = "fanin_gaussian:scale=14.142"
+    found = paper.finding_ensembles_close(compare)
+    assert found.verdict == "reproduced" and "scale=14.142" in found.caveat
 
 
 def _convergence(one: float, several: float, n: int) -> dict:
