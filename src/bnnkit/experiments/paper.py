@@ -37,7 +37,7 @@ tuned on its own; each finding names the convergence level its references reache
 of it here, never a source of CIFAR-10 numbers.
 
 A :class:`Scale` fixes every size: ``tiny`` is a smoke test of the whole pipeline (minutes on
-two CPU cores), ``small`` about 90 minutes on two CPU cores, ``full`` the longer chains and larger
+two CPU cores), ``small`` about 65 minutes on two CPU cores, ``full`` the longer chains and larger
 subsets an accelerator affords. Each experiment reuses finished runs and resumes cut-off ones,
 so calling :func:`paper` again on the same folder continues it.
 
@@ -174,7 +174,7 @@ SCALES: dict[str, Scale] = {
         prior_quick=True, bbb_epochs=1, bbb_priors="gaussian"),
     "small": Scale(
         description="the paper's small-data settings (UCI yacht, 160 MNIST images) at CPU "
-                    "length: about an hour and a half on 2 CPU cores",
+                    "length: about an hour on 2 CPU cores",
         mnist_train=160, cifar_train=500, hmc_iterations=250, hmc_burn_in=100, hmc_chains=4,
         ensemble_steps=2000, reference_max_time="10m", yacht_factor=2,
         epochs=1000, fashion=False, test_points=500, mnist_shift=True, corruptions=None,
@@ -203,7 +203,7 @@ class Config:
     """The scale of the study and where its data are."""
 
     scale: str = setting("tiny", choices=tuple(SCALES),
-                         help="tiny: a pipeline check in minutes; small: about 90 minutes on 2 "
+                         help="tiny: a pipeline check in minutes; small: about 65 minutes on 2 "
                               "CPU cores; full: for an accelerator")
     data_dir: str | None = setting(None, help="folder with the datasets (default: "
                                               "$BNNKIT_DATA_DIR or the download cache)")
