@@ -199,6 +199,52 @@ def test_finding_four_reports_the_underfitting_prior_without_judging_it():
     assert paper.finding_prior_robust(rows).verdict == "not reproduced"
 
 
+def test_finding_four_leaves_out_priors_whose_chains_did_not_mix_and_names_them(tmp_path):
+    # a ≈ 0.9 on 10,000 points: 4 SE = 0.012, so Laplace's 0.80 would fail the finding.
+    rows = [{"dataset": "mnist160", "key": key, "prior": key, "accuracy": a,
+             "num_test": 10_000, "level": level}
+            for key, a, level in (("gaussian", 0.895, "converged"),
+                                  ("fanin_gaussian", 0.905, "mixed-few-draws"),
+                                  ("laplace", 0.80, "not-mixed"))]
+    # Yacht has one mixed prior only: nothing to compare there.
+    rows += [{"dataset": "yacht", "key": key, "prior": key, "rmse": r, "level": level}
+             for key, r, level in (("gaussian", 0.3, "converged"), ("laplace", 0.6,
+                                                                    "not-mixed"))]
+    found = paper.finding_prior_robust(rows)
+    assert found.verdict == "reproduced", found
+    assert "yacht: RMSE" not in found.measured
+    assert found.measured.endswith("left out, their chains did not mix: mnist160 laplace, "
+                                   "yacht gaussian, yacht laplace")
+    # The finding carries the weakest level of the priors it judged, not of those left out.
+    (tmp_path / "prior_sweep").mkdir()
+    storage.write_json(tmp_path / "prior_sweep" / "results.json", rows)
+    by = {f.number: f for f in paper.findings(tmp_path)}
+    assert (by[4].verdict, by[4].reference) == ("reproduced", paper.FEW_DRAWS)
+    # With no prior mixed, nothing is left out, and the finding is not assessable.
+    for r in rows:
+        r["level"] = "not-mixed"
+    storage.write_json(tmp_path / "prior_sweep" / "results.json", rows)
+    by = {f.number: f for f in paper.findings(tmp_path)}
+    assert (by[4].verdict, by[4].reference) == ("not assessable", "not-mixed")
+    assert "left out" not in by[4].measured
+
+
+def test_prior_sweep_samples_each_prior_from_the_reference_members():
+    plan = paper.SCALES["small"]
+    for name, setting in paper.prior_settings(paper.Config(scale="small"), "study").items():
+        factor = plan.yacht_factor if name == "yacht" else 1
+        config = setting.sampler_config(0)
+        assert type(config).__module__ == "bnnkit.inference.mclmc"
+        assert (config.num_iterations, config.num_burn_in, config.num_chains) == (
+            plan.hmc_iterations * factor, plan.hmc_burn_in * factor, paper.SWEEP_CHAINS)
+        # The members of the same problem's reference: the compare-methods setting's.
+        source = {"yacht": "yacht", "mnist160": "mnist"}[name]
+        assert config.init_checkpoint.endswith(f"study/compare_methods/{source}/hmc/ensemble")
+        compared = paper.compare_settings(paper.Config(scale="small"))[source].problem
+        for field in ("dataset", "model", "subset_train_to", "noise_std"):
+            assert setting.problem.get(field) == getattr(compared, field), (name, field)
+
+
 def _shift(hmc: tuple[float, float], sgd: tuple[float, float]) -> list[dict]:
     return [{"label": label, "corruption": c, "severity": s, "accuracy": acc}
             for label, (clean, shifted) in (("mnist/hmc", hmc), ("mnist/sgd", sgd))
@@ -222,6 +268,22 @@ def test_scales_grow_and_keep_three_chains_for_the_surface():
         assert scale.hmc_chains >= 3 and scale.hmc_burn_in < scale.hmc_iterations
     for field in ("hmc_iterations", "epochs", "grid", "temperature_hmc_iterations"):
         assert getattr(tiny, field) < getattr(small, field) <= getattr(full, field), field
+
+
+def test_every_scale_compares_known_methods_with_the_ones_the_findings_read():
+    from bnnkit.experiments import compare_methods
+
+    known = set(compare_methods.methods(compare_methods.SETTINGS["mnist160"], eta=1e-6,
+                                        grad_rms=2.0, num_train=160))
+    read = {"SGD", "Deep ensemble (K=5)", "SGLD", "MFVI"}  # findings 1 and 6
+    for name, scale in paper.SCALES.items():
+        chosen = known if scale.methods is None else set(scale.methods)
+        assert read <= chosen <= known, name
+        assert set(paper.CIFAR_METHODS) <= chosen, name
+        assert scale.baseline_priors and set(scale.baseline_priors) <= set(
+            paper.BASELINE_PRIORS), name
+    # Only the pipeline check leaves methods out; small and full compare every one.
+    assert paper.SCALES["small"].methods is None and paper.SCALES["full"].methods is None
 
 
 def test_bad_scale_is_one_line_and_writes_nothing(tmp_path, capsys):

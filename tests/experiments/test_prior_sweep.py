@@ -54,3 +54,26 @@ def test_bad_settings_refused_with_exit_2_and_nothing_written(flags, message, tm
     assert main(["experiment", "prior-sweep", "--out", str(out), *flags]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_an_mclmc_setting_samples_from_the_members_and_says_so_in_its_table():
+    import dataclasses
+
+    from bnnkit.errors import ConfigError
+
+    base = TINY["yacht"]
+    setting = dataclasses.replace(base, sampler="mclmc", hmc=dict(
+        num_iterations=12, num_burn_in=4, num_chains=2,
+        init_checkpoint="/study/compare_methods/yacht/hmc/ensemble"))
+    config = setting.sampler_config(3)
+    assert (type(config).__module__, config.seed, config.num_chains) == (
+        "bnnkit.inference.mclmc", 3, 2)
+    row = {"dataset": "yacht", "prior": "Laplace", "spec": "laplace:scale=0.707", "nll": 1.0,
+           "rmse": 0.5, "acceptance": 1.0, "rhat_function_max": 1.01, "level": "converged",
+           "seconds": 3.0}
+    table = prior_sweep.markdown([row], {"yacht": setting})
+    assert ("MCLMC tuned per chain: 2 chains x 12 iterations (4 tuning), chain k from member "
+            "k of the ensemble `compare_methods/yacht/hmc/ensemble`") in table
+    with pytest.raises(ConfigError, match="unknown prior-sweep sampler 'nuts'; allowed: hmc, "
+                                          "mclmc"):
+        dataclasses.replace(base, sampler="nuts").sampler_config(0)

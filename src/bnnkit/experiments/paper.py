@@ -19,7 +19,8 @@ machine has, then scores the paper's findings and writes one report:
 5. ``temperature/``: MCLMC from the CIFAR-10 proxy reference's ensemble and cyclical SGHMC
    with and without augmentation against the posterior temperature on that subset, whose
    crops and flips keep the labels (:mod:`~bnnkit.experiments.temperature`);
-6. ``prior_sweep/``: HMC under priors of several scales and shapes
+6. ``prior_sweep/``: the model average under priors of several scales and shapes, each
+   sampled by MCLMC from the members of that dataset's reference ensemble
    (:mod:`~bnnkit.experiments.prior_sweep`);
 7. ``bbb_mnist/``: Bayes by Backprop in Blundell et al.'s setting
    (:mod:`~bnnkit.experiments.bbb_mnist`);
@@ -84,15 +85,20 @@ IMAGE_PRIOR = "fanin_gaussian:scale=1.4142"
 #: their optimum (accuracy 0.11, NLL ln 10), while the sampler's posterior predicts 0.63.
 BASELINE_PRIORS = ("fanin_gaussian:scale=1.4142", "fanin_gaussian:scale=4.4721",
                    "fanin_gaussian:scale=14.142")
+#: The methods the ``tiny`` scale compares on yacht and MNIST: those its findings read (1: SGD
+#: and the ensemble; 6: the ensemble, SGLD and MFVI). Every method's path through the comparison
+#: is checked on its own by the comparison's tests.
+TINY_METHODS = ("SGD", "Deep ensemble (K=5)", "SGLD", "MFVI")
 #: The model of the natural-image parts: an MLP of 2 x 64 ReLU units on the 32 x 32 x 3 pixels
 #: (about 200k weights). A CNN's gradient costs about ten times an MLP's on a CPU (LeNet-5
 #: against 3072-256-256-10 on 500 images), and an MCLMC step also costs a few passes over
 #: every weight, so 3072-256-256-10's 855k weights make each step about ten times
 #: 784-256-256-10's on MNIST; at 200k weights it is about the same.
 CIFAR_MODEL = "mlp_classification_small"
-#: Chains per temperature (from the first members of the reference's ensemble): each T is a
-#: posterior of its own, and the sweep has several, so it keeps fewer chains than a reference.
-TEMPERATURE_CHAINS = 2
+#: Chains per temperature or prior (from the first members of the reference's ensemble): each
+#: is a posterior of its own, and the sweeps have several, so they keep fewer chains than a
+#: reference.
+SWEEP_CHAINS = 2
 #: The natural-image datasets the study can ask its image questions on.
 IMAGE_DATASETS = ("cifar10_proxy", "cifar10")
 
@@ -118,6 +124,10 @@ class Scale:
             no finding rests on it.
         epochs: epochs of SGD, the ensemble and SGMCMC (burn-in a third, cycles a fifteenth).
         fashion: also compare the methods on a Fashion-MNIST subset.
+        methods: the methods compared on yacht and MNIST (None: every one); the CIFAR-10
+            proxy runs :data:`CIFAR_METHODS`.
+        baseline_priors: the candidate priors of the image settings' point-estimate methods
+            (of :data:`BASELINE_PRIORS`).
         test_points: test images for the convergence and shift analyses (None: all).
         mnist_shift: also the MNIST runs on corrupted digits (``shift_mnist/``).
         corruptions: corruptions of the shift (None: all of them).
@@ -129,7 +139,6 @@ class Scale:
         temperature_epochs: SGHMC-CLR epochs per temperature (a third burn-in).
         prior_datasets: datasets of the prior sweep.
         priors: priors of the sweep.
-        prior_quick: the prior sweep's 4× shorter chains.
         bbb_epochs: Bayes-by-Backprop epochs per prior on full MNIST.
         bbb_priors: its priors.
     """
@@ -145,6 +154,8 @@ class Scale:
     yacht_factor: int
     epochs: int
     fashion: bool
+    methods: tuple[str, ...] | None
+    baseline_priors: tuple[str, ...]
     test_points: int | None
     mnist_shift: bool
     corruptions: tuple[str, ...] | None
@@ -155,7 +166,6 @@ class Scale:
     temperature_epochs: int
     prior_datasets: str
     priors: str
-    prior_quick: bool
     bbb_epochs: int
     bbb_priors: str
 
@@ -166,35 +176,39 @@ SCALES: dict[str, Scale] = {
                     "cores; checks the pipeline, not the findings",
         mnist_train=160, cifar_train=100, hmc_iterations=24, hmc_burn_in=8, hmc_chains=3,
         ensemble_steps=100, reference_max_time=None, yacht_factor=2,
-        epochs=60, fashion=False, test_points=500, mnist_shift=False,
+        epochs=60, fashion=False, methods=TINY_METHODS,
+        baseline_priors=(BASELINE_PRIORS[0], BASELINE_PRIORS[-1]), test_points=500,
+        mnist_shift=False,
         corruptions=("gaussian_noise", "fog"), severities=(1, 3, 5),
         grid=8, temperatures="1,0.1", temperature_hmc_iterations=12, temperature_epochs=30,
         prior_datasets="yacht",
         priors="gaussian_small,gaussian,fanin_gaussian",
-        prior_quick=True, bbb_epochs=1, bbb_priors="gaussian"),
+        bbb_epochs=1, bbb_priors="gaussian"),
     "small": Scale(
         description="the paper's small-data settings (UCI yacht, 160 MNIST images) at CPU "
                     "length: about an hour on 2 CPU cores",
         mnist_train=160, cifar_train=500, hmc_iterations=250, hmc_burn_in=100, hmc_chains=4,
         ensemble_steps=2000, reference_max_time="10m", yacht_factor=2,
-        epochs=1000, fashion=False, test_points=500, mnist_shift=True, corruptions=None,
+        epochs=1000, fashion=False, methods=None, baseline_priors=BASELINE_PRIORS,
+        test_points=500, mnist_shift=True, corruptions=None,
         severities=(1, 3, 5), grid=20, temperatures="1,0.3,0.1,0.03",
         temperature_hmc_iterations=300, temperature_epochs=1000, prior_datasets="yacht,mnist160",
         priors="gaussian_small,gaussian,gaussian_large,fanin_gaussian,scale_mixture,logistic,"
                "laplace,student_t",
-        prior_quick=False, bbb_epochs=10, bbb_priors="gaussian,scale_mixture"),
+        bbb_epochs=10, bbb_priors="gaussian,scale_mixture"),
     "full": Scale(
         description="longer chains on 1,000 training images and every test image: for an "
                     "accelerator, or a long night on a CPU",
         mnist_train=1000, cifar_train=2000, hmc_iterations=400, hmc_burn_in=150, hmc_chains=8,
         ensemble_steps=4000, reference_max_time="30m", yacht_factor=2,
-        epochs=1500, fashion=True, test_points=None, mnist_shift=True, corruptions=None,
+        epochs=1500, fashion=True, methods=None, baseline_priors=BASELINE_PRIORS,
+        test_points=None, mnist_shift=True, corruptions=None,
         severities=(1, 2, 3, 4, 5), grid=40, temperatures="1,0.3,0.1,0.03,0.01",
         temperature_hmc_iterations=450, temperature_epochs=600,
         prior_datasets="yacht,mnist160",
         priors="gaussian_small,gaussian,gaussian_large,fanin_gaussian,scale_mixture,logistic,"
                "laplace,student_t",
-        prior_quick=False, bbb_epochs=40, bbb_priors="gaussian,scale_mixture"),
+        bbb_epochs=40, bbb_priors="gaussian,scale_mixture"),
 }
 
 
@@ -265,7 +279,8 @@ def compare_settings(config: Config) -> dict[str, Any]:
             base, problem=dataclasses.replace(base.problem, data_dir=config.data_dir,
                                               **problem),
             hmc=hmc, reference=recipe, epochs=epochs, burn_in=epochs // 3,
-            cycle=max(epochs // 15, 1), baseline_priors=BASELINE_PRIORS if images else None)
+            cycle=max(epochs // 15, 1), methods=plan.methods,
+            baseline_priors=plan.baseline_priors if images else None)
 
     mnist = SETTINGS["mnist160"]
     chosen = {"yacht": scaled(SETTINGS["yacht"], plan.yacht_factor),
@@ -308,10 +323,43 @@ def temperature_config(config: Config, hmc_step_size: float | None = None,
     return temperature.Config(
         dataset=config.images, model=CIFAR_MODEL, subset_train_to=plan.cifar_train,
         prior=IMAGE_PRIOR, data_dir=config.data_dir, sampler="mclmc",
-        hmc_num_chains=min(plan.hmc_chains, TEMPERATURE_CHAINS),
+        hmc_num_chains=min(plan.hmc_chains, SWEEP_CHAINS),
         temperatures=plan.temperatures, hmc_num_iterations=iters, hmc_num_burn_in=iters // 3,
         num_epochs=epochs, num_burn_in=epochs // 3, cycle_length=max(epochs // 10, 1),
         seed=config.seed, **given)
+
+
+def prior_settings(config: Config, out: str | os.PathLike) -> dict[str, Any]:
+    """The prior sweep's datasets sampled by the reference's recipe: per prior,
+    :data:`SWEEP_CHAINS` MCLMC chains tuned per chain, chain k started at member k of the
+    deep ensemble of that dataset's compare-methods reference (in ``out``), for as many
+    iterations as that reference's base budget (``hmc_iterations`` with ``hmc_burn_in``
+    tuning; × ``yacht_factor`` on yacht).
+
+    Example:
+        >>> mnist = prior_settings(Config(scale="small"), "/study")["mnist160"]
+        >>> mnist.sampler, mnist.hmc["num_chains"], mnist.hmc["num_iterations"]
+        ('mclmc', 2, 250)
+        >>> mnist.hmc["init_checkpoint"]
+        '/study/compare_methods/mnist/hmc/ensemble'
+    """
+    from bnnkit.experiments import prior_sweep, reference
+
+    plan = config.plan()
+    # The compare-methods setting whose reference's members start each dataset's chains.
+    source = {"yacht": "yacht", "mnist160": "mnist"}
+    chosen = {}
+    for name, base in prior_sweep.settings().items():
+        factor = plan.yacht_factor if name == "yacht" else 1
+        ensemble = Path(out).absolute() / "compare_methods" / source[name] / "hmc" / \
+            reference.ENSEMBLE_DIR
+        chosen[name] = dataclasses.replace(
+            base, sampler="mclmc",
+            hmc=dict(num_iterations=plan.hmc_iterations * factor,
+                     num_burn_in=plan.hmc_burn_in * factor,
+                     num_chains=min(plan.hmc_chains, SWEEP_CHAINS),
+                     init_checkpoint=os.fspath(ensemble)))
+    return chosen
 
 
 def prior_config(config: Config):
@@ -320,8 +368,7 @@ def prior_config(config: Config):
 
     plan = config.plan()
     return prior_sweep.Config(datasets=plan.prior_datasets, priors=plan.priors,
-                              data_dir=config.data_dir, seed=config.seed,
-                              quick=plan.prior_quick)
+                              data_dir=config.data_dir, seed=config.seed)
 
 
 def bbb_config(config: Config):
@@ -559,23 +606,55 @@ def judged_temperature_rows(rows: Sequence[Mapping[str, Any]]
 UNJUDGED_PRIORS = ("gaussian_small",)
 
 
+def judged_prior_rows(rows: Sequence[Mapping[str, Any]]
+                      ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The prior sweep's rows finding 4 compares, and the rows left out because their chains
+    did not mix (level in :data:`UNASSESSABLE`); rows of :data:`UNJUDGED_PRIORS` are in
+    neither (rows without a ``key``, from before the sweep recorded it, are all judged).
+
+    A dataset with fewer than two priors whose chains mixed is left out whole: there is no
+    comparison left on it. When that leaves nothing, nothing is left out: the finding then
+    rests on those runs, and their level makes it not assessable.
+
+    Example:
+        >>> rows = [{"dataset": "a", "key": k, "level": level} for k, level in
+        ...         (("gaussian", "converged"), ("laplace", "not-mixed"),
+        ...          ("logistic", "mixed-few-draws"))]
+        >>> rows.append({"dataset": "b", "key": "gaussian", "level": "converged"})
+        >>> kept, dropped = judged_prior_rows(rows)
+        >>> [(r["dataset"], r["key"]) for r in kept]
+        [('a', 'gaussian'), ('a', 'logistic')]
+        >>> [(r["dataset"], r["key"]) for r in dropped]
+        [('a', 'laplace'), ('b', 'gaussian')]
+    """
+    scored = [r for r in rows if r.get("key") not in UNJUDGED_PRIORS]
+    mixed = [r for r in scored if weakest_level([r.get("level")]) not in UNASSESSABLE]
+    counts: dict[str, int] = {}
+    for r in mixed:
+        counts[r["dataset"]] = counts.get(r["dataset"], 0) + 1
+    kept = [r for r in mixed if counts[r["dataset"]] >= 2]
+    if not kept:
+        return scored, []
+    return kept, [r for r in scored if r not in kept]
+
+
 def finding_prior_robust(prior: Sequence[Mapping[str, Any]] | None) -> Finding:
     """(4) The model average is robust to the prior's scale and shape.
 
-    Judged over the sweep's priors but :data:`UNJUDGED_PRIORS` (rows without a ``key``, from
-    before the sweep recorded it, are all judged). Reproduced when, on every classification
-    dataset of the sweep, the accuracies under those priors lie within 4 binomial standard
-    errors (4·√(a(1−a)/n), n test points) of each other; and on regression the RMSEs within
-    10 % of their mean. (Differences inside these bounds are what resampling the test set
-    alone would give.)
+    Judged over the rows :func:`judged_prior_rows` keeps: the sweep's priors but
+    :data:`UNJUDGED_PRIORS`, less those whose chains did not mix. Reproduced when, on every
+    classification dataset of the sweep, the accuracies under those priors lie within 4
+    binomial standard errors (4·√(a(1−a)/n), n test points) of each other; and on regression
+    the RMSEs within 10 % of their mean. (Differences inside these bounds are what
+    resampling the test set alone would give.)
     """
     claim = ("the BMA is robust to the prior scale, and similar under Gaussian, mixture and "
              "logistic priors")
     every = list(prior or [])
-    rows = [r for r in every if r.get("key") not in UNJUDGED_PRIORS]
+    rows, dropped = judged_prior_rows(every)
     if not rows:
         return Finding(4, claim, "the prior sweep did not run", "not measured")
-    aside = [r for r in every if r not in rows]
+    aside = [r for r in every if r.get("key") in UNJUDGED_PRIORS]
     parts, ok = [], True
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         mine = [r for r in rows if r["dataset"] == dataset]
@@ -597,6 +676,9 @@ def finding_prior_robust(prior: Sequence[Mapping[str, Any]] | None) -> Finding:
                          "priors (bound 10 % of the mean)"
                          + "".join(f"; {r['prior']}, not judged: {r['rmse']:.3f}"
                                    for r in aside if r["dataset"] == dataset))
+    if dropped:
+        parts.append("left out, their chains did not mix: " + ", ".join(
+            f"{r['dataset']} {r['prior']}" for r in dropped))
     return Finding(4, claim, "; ".join(parts), _verdict(ok))
 
 
@@ -710,8 +792,7 @@ def findings(out: str | os.PathLike) -> list[Finding]:
     temperature_hmc = [r.get("level") for r in
                        judged_temperature_rows((temperature or {}).get("rows") or [])[0]
                        if r.get("method") == "hmc"]
-    judged_prior = [r for r in prior or [] if r.get("key") not in UNJUDGED_PRIORS]
-    prior_hmc = [r.get("level") for r in judged_prior]
+    prior_hmc = [r.get("level") for r in judged_prior_rows(prior or [])[0]]
     return [
         assessed(finding_hmc_beats_standard(compare, converged), image_hmc),
         assessed(finding_one_long_chain(read("convergence", "convergence.json"), converged),
@@ -915,7 +996,8 @@ def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
     temperature.temperature_sweep(temperature_cfg, parts["temperature"], progress=progress)
 
     announce(6, "priors of several scales and shapes")
-    prior_sweep.prior_sweep(prior_cfg, parts["prior_sweep"], progress=progress)
+    prior_sweep.prior_sweep(prior_cfg, parts["prior_sweep"],
+                            settings_=prior_settings(config, out), progress=progress)
 
     announce(7, "Bayes by Backprop on MNIST")
     bbb_mnist.bbb_mnist(bbb_cfg, parts["bbb_mnist"], progress=progress)

@@ -24,6 +24,12 @@ function-space R-hat column before reading much into small differences. Runs go 
 ``OUT/runs/`` (finished ones reused, cut-off ones resumed); ``bnnkit experiment prior-sweep
 --out OUT`` is the command line.
 
+A setting with ``sampler="mclmc"`` samples each prior's posterior by ``bnnkit reference``'s
+recipe instead (``bnnkit paper`` does): MCLMC tuned per chain, chain k started at member k of
+a deep ensemble (``init_checkpoint`` among the sampler settings). Every prior's posterior has
+the same data term, so the members, modes of the likelihood that a prior only reshapes, start
+each prior's chains near its typical set, as they start a reference's.
+
 Example:
     >>> [key for key, _, _ in prior_specs(1.0)][:4]
     ['gaussian_small', 'gaussian', 'gaussian_large', 'fanin_gaussian']
@@ -58,16 +64,49 @@ PRIOR_KEYS = ("gaussian_small", "gaussian", "gaussian_large", "fanin_gaussian",
 FANIN_SCALE = 1.4142
 
 
+#: The full-batch samplers a setting can use: the paper's HMC (fixed step and trajectory, from
+#: the prior's initialisation), or MCLMC tuned per chain (the reference's recipe).
+SAMPLERS = ("hmc", "mclmc")
+
+
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    """One dataset's problem, base prior scale s and HMC settings."""
+    """One dataset's problem, base prior scale s and sampler settings.
+
+    Attributes:
+        name: the dataset's key (``--datasets``).
+        title: its table heading.
+        problem: :class:`~bnnkit.problem.ProblemConfig` fields but the prior.
+        scale: the base prior scale s.
+        hmc: the full-batch sampler's settings (:class:`bnnkit.inference.hmc.Config` or
+            :class:`bnnkit.inference.mclmc.Config` fields but the seed).
+        metric: ``"rmse"`` or ``"accuracy"``.
+        sampler: one of :data:`SAMPLERS`.
+    """
 
     name: str
     title: str
     problem: dict[str, Any]
     scale: float
     hmc: dict[str, Any]
-    metric: str  # "rmse" or "accuracy"
+    metric: str
+    sampler: str = "hmc"
+
+    def sampler_config(self, seed: int):
+        """The sampler's Config for this setting.
+
+        Example:
+            >>> setting = settings()["yacht"]
+            >>> type(setting.sampler_config(0)).__name__, setting.sampler_config(0).step_size
+            ('Config', 0.001)
+        """
+        from bnnkit.inference import mclmc
+
+        if self.sampler not in SAMPLERS:
+            raise ConfigError(f"unknown prior-sweep sampler {self.sampler!r}; allowed: "
+                              f"{', '.join(SAMPLERS)}")
+        module = mclmc if self.sampler == "mclmc" else hmc
+        return module.Config(**self.hmc, seed=seed)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -189,10 +228,12 @@ def run_one(setting: Setting, label: str, spec: str, out: Path, data_dir: str | 
     """One prior's HMC run (or the finished one in ``out/runs``) and its table row."""
     from bnnkit.evaluation import evaluate
 
-    run_dir = out / "runs" / f"{setting.name}_{spec.replace(':', '_').replace(',', '_')}"
+    # MCLMC's runs are named apart, so that a folder of the paper's HMC sweep stays readable.
+    sampler = "" if setting.sampler == "hmc" else f"{setting.sampler}_"
+    run_dir = out / "runs" / (f"{setting.name}_{sampler}"
+                              f"{spec.replace(':', '_').replace(',', '_')}")
     problem = ProblemConfig(**setting.problem, prior=spec, data_dir=data_dir)
-    ran = run_or_reuse(problem, hmc.Config(**setting.hmc, seed=seed), run_dir,
-                       progress=progress)
+    ran = run_or_reuse(problem, setting.sampler_config(seed), run_dir, progress=progress)
     evaluation = evaluate(run_dir)
     row = {
         "dataset": setting.name, "prior": label, "spec": spec, "key": key,
@@ -213,6 +254,19 @@ def run_one(setting: Setting, label: str, spec: str, out: Path, data_dir: str | 
     return row
 
 
+def _sampler_line(setting_: Setting) -> str:
+    h = setting_.hmc
+    if setting_.sampler == "mclmc":
+        source = h.get("init_checkpoint")
+        start = (f"chain k from member k of the ensemble `{'/'.join(Path(source).parts[-4:])}`"
+                 if source else "from the prior's initialisation")
+        return (f"MCLMC tuned per chain: {h['num_chains']} chains x {h['num_iterations']} "
+                f"iterations ({h['num_burn_in']} tuning), {start}")
+    return (f"HMC: {h['num_chains']} chains x {h['num_iterations']} iterations "
+            f"({h['num_burn_in']} burn-in), trajectory length {h['trajectory_len']}, "
+            f"at most {h['max_num_leapfrog_steps']} leapfrog steps")
+
+
 def markdown(rows: list[dict[str, Any]], configs: Mapping[str, Setting]) -> str:
     """A table per dataset: test NLL and metric, acceptance and R-hat per prior."""
     lines = []
@@ -221,13 +275,9 @@ def markdown(rows: list[dict[str, Any]], configs: Mapping[str, Setting]) -> str:
         if not mine:
             continue
         metric = "RMSE" if setting_.metric == "rmse" else "accuracy"
-        h = setting_.hmc
         lines += [
             f"### {setting_.title}", "",
-            f"HMC: {h['num_chains']} chains x {h['num_iterations']} iterations "
-            f"({h['num_burn_in']} burn-in), trajectory length {h['trajectory_len']}, "
-            f"at most {h['max_num_leapfrog_steps']} leapfrog steps; base scale s = "
-            f"{setting_.scale}.", "",
+            f"{_sampler_line(setting_)}; base scale s = {setting_.scale}.", "",
             f"| prior | spec | test NLL | test {metric} | acceptance | R-hat f (max) | verdict "
             "| s |",
             "|---|---|---:|---:|---:|---:|---|---:|",
