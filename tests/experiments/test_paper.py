@@ -236,7 +236,7 @@ def test_prior_sweep_samples_each_prior_from_the_reference_members():
         config = setting.sampler_config(0)
         assert type(config).__module__ == "bnnkit.inference.mclmc"
         assert (config.num_iterations, config.num_burn_in, config.num_chains) == (
-            plan.hmc_iterations * factor, plan.hmc_burn_in * factor, paper.SWEEP_CHAINS)
+            plan.hmc_iterations * factor, plan.hmc_burn_in * factor, plan.prior_chains)
         # The members of the same problem's reference: the compare-methods setting's.
         source = {"yacht": "yacht", "mnist160": "mnist"}[name]
         assert config.init_checkpoint.endswith(f"study/compare_methods/{source}/hmc/ensemble")

@@ -95,10 +95,9 @@ TINY_METHODS = ("SGD", "Deep ensemble (K=5)", "SGLD", "MFVI")
 #: every weight, so 3072-256-256-10's 855k weights make each step about ten times
 #: 784-256-256-10's on MNIST; at 200k weights it is about the same.
 CIFAR_MODEL = "mlp_classification_small"
-#: Chains per temperature or prior (from the first members of the reference's ensemble): each
-#: is a posterior of its own, and the sweeps have several, so they keep fewer chains than a
-#: reference.
-SWEEP_CHAINS = 2
+#: Chains per temperature (from the first members of the reference's ensemble): each T is a
+#: posterior of its own, and the sweep has several, so it keeps fewer chains than a reference.
+TEMPERATURE_CHAINS = 2
 #: The natural-image datasets the study can ask its image questions on.
 IMAGE_DATASETS = ("cifar10_proxy", "cifar10")
 
@@ -138,6 +137,10 @@ class Scale:
             third tuning (small: 100 tuning iterations, as the references have).
         temperature_epochs: SGHMC-CLR epochs per temperature (a third burn-in).
         prior_datasets: datasets of the prior sweep.
+        prior_chains: MCLMC chains per prior (from the first members of the reference's
+            ensemble). One chain is judged by the within-chain verdict alone (it cannot show
+            whether other modes exist); ``small`` has one so that its sweep of 8 priors fits its
+            budget (2 chains made the whole study about 82 minutes on 2 cores).
         priors: priors of the sweep.
         bbb_epochs: Bayes-by-Backprop epochs per prior on full MNIST.
         bbb_priors: its priors.
@@ -165,6 +168,7 @@ class Scale:
     temperature_hmc_iterations: int
     temperature_epochs: int
     prior_datasets: str
+    prior_chains: int
     priors: str
     bbb_epochs: int
     bbb_priors: str
@@ -181,7 +185,7 @@ SCALES: dict[str, Scale] = {
         mnist_shift=False,
         corruptions=("gaussian_noise", "fog"), severities=(1, 3, 5),
         grid=8, temperatures="1,0.1", temperature_hmc_iterations=12, temperature_epochs=30,
-        prior_datasets="yacht",
+        prior_datasets="yacht", prior_chains=1,
         priors="gaussian_small,gaussian,fanin_gaussian",
         bbb_epochs=1, bbb_priors="gaussian"),
     "small": Scale(
@@ -193,6 +197,7 @@ SCALES: dict[str, Scale] = {
         test_points=500, mnist_shift=True, corruptions=None,
         severities=(1, 3, 5), grid=20, temperatures="1,0.3,0.1,0.03",
         temperature_hmc_iterations=300, temperature_epochs=1000, prior_datasets="yacht,mnist160",
+        prior_chains=1,
         priors="gaussian_small,gaussian,gaussian_large,fanin_gaussian,scale_mixture,logistic,"
                "laplace,student_t",
         bbb_epochs=10, bbb_priors="gaussian,scale_mixture"),
@@ -205,7 +210,7 @@ SCALES: dict[str, Scale] = {
         test_points=None, mnist_shift=True, corruptions=None,
         severities=(1, 2, 3, 4, 5), grid=40, temperatures="1,0.3,0.1,0.03,0.01",
         temperature_hmc_iterations=450, temperature_epochs=600,
-        prior_datasets="yacht,mnist160",
+        prior_datasets="yacht,mnist160", prior_chains=2,
         priors="gaussian_small,gaussian,gaussian_large,fanin_gaussian,scale_mixture,logistic,"
                "laplace,student_t",
         bbb_epochs=40, bbb_priors="gaussian,scale_mixture"),
@@ -323,7 +328,7 @@ def temperature_config(config: Config, hmc_step_size: float | None = None,
     return temperature.Config(
         dataset=config.images, model=CIFAR_MODEL, subset_train_to=plan.cifar_train,
         prior=IMAGE_PRIOR, data_dir=config.data_dir, sampler="mclmc",
-        hmc_num_chains=min(plan.hmc_chains, SWEEP_CHAINS),
+        hmc_num_chains=min(plan.hmc_chains, TEMPERATURE_CHAINS),
         temperatures=plan.temperatures, hmc_num_iterations=iters, hmc_num_burn_in=iters // 3,
         num_epochs=epochs, num_burn_in=epochs // 3, cycle_length=max(epochs // 10, 1),
         seed=config.seed, **given)
@@ -331,7 +336,7 @@ def temperature_config(config: Config, hmc_step_size: float | None = None,
 
 def prior_settings(config: Config, out: str | os.PathLike) -> dict[str, Any]:
     """The prior sweep's datasets sampled by the reference's recipe: per prior,
-    :data:`SWEEP_CHAINS` MCLMC chains tuned per chain, chain k started at member k of the
+    ``prior_chains`` MCLMC chains tuned per chain, chain k started at member k of the
     deep ensemble of that dataset's compare-methods reference (in ``out``), for as many
     iterations as that reference's base budget (``hmc_iterations`` with ``hmc_burn_in``
     tuning; × ``yacht_factor`` on yacht).
@@ -339,7 +344,7 @@ def prior_settings(config: Config, out: str | os.PathLike) -> dict[str, Any]:
     Example:
         >>> mnist = prior_settings(Config(scale="small"), "/study")["mnist160"]
         >>> mnist.sampler, mnist.hmc["num_chains"], mnist.hmc["num_iterations"]
-        ('mclmc', 2, 250)
+        ('mclmc', 1, 250)
         >>> mnist.hmc["init_checkpoint"]
         '/study/compare_methods/mnist/hmc/ensemble'
     """
@@ -357,7 +362,7 @@ def prior_settings(config: Config, out: str | os.PathLike) -> dict[str, Any]:
             base, sampler="mclmc",
             hmc=dict(num_iterations=plan.hmc_iterations * factor,
                      num_burn_in=plan.hmc_burn_in * factor,
-                     num_chains=min(plan.hmc_chains, SWEEP_CHAINS),
+                     num_chains=min(plan.hmc_chains, plan.prior_chains),
                      init_checkpoint=os.fspath(ensemble)))
     return chosen
 
