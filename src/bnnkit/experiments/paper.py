@@ -38,7 +38,7 @@ tuned on its own; each finding names the convergence level its references reache
 of it here, never a source of CIFAR-10 numbers.
 
 A :class:`Scale` fixes every size: ``tiny`` is a smoke test of the whole pipeline (minutes on
-two CPU cores), ``small`` about 65 minutes on two CPU cores, ``full`` the longer chains and larger
+two CPU cores), ``small`` about 72 minutes on two CPU cores, ``full`` the longer chains and larger
 subsets an accelerator affords. Each experiment reuses finished runs and resumes cut-off ones,
 so calling :func:`paper` again on the same folder continues it.
 
@@ -222,7 +222,7 @@ class Config:
     """The scale of the study and where its data are."""
 
     scale: str = setting("tiny", choices=tuple(SCALES),
-                         help="tiny: a pipeline check in minutes; small: about 65 minutes on 2 "
+                         help="tiny: a pipeline check in minutes; small: about 72 minutes on 2 "
                               "CPU cores; full: for an accelerator")
     data_dir: str | None = setting(None, help="folder with the datasets (default: "
                                               "$BNNKIT_DATA_DIR or the download cache)")
@@ -835,7 +835,7 @@ def finding_figures(out: str | os.PathLike) -> dict[int, bytes]:
         figures[3] = plots.temperature_nll_png(temperature)
     prior = read("prior_sweep", "results.json")
     if prior:
-        figures[4] = plots.priors_png(prior, UNJUDGED_PRIORS)
+        figures[4] = plots.priors_png(prior, judged_prior_rows(prior)[0])
     shift = (read("shift", "shift_table.json") or {}).get("rows")
     if shift:
         figures[5] = plots.severity_png(shift)

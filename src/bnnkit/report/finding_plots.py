@@ -118,14 +118,16 @@ def temperature_nll_png(rows: Sequence[Mapping[str, Any]]) -> bytes:
                       "Cold posteriors: NLL against T, with and without augmentation")
 
 
-def priors_png(rows: Sequence[Mapping[str, Any]], unjudged: Sequence[str]) -> bytes:
+def priors_png(rows: Sequence[Mapping[str, Any]], judged: Sequence[Mapping[str, Any]]
+               ) -> bytes:
     """Finding 4: per dataset of the sweep, the model average's accuracy (or RMSE) under
-    every prior; the priors in ``unjudged`` (by ``key``) hatched.
+    every prior; the rows not among ``judged`` (the finding's, see
+    :func:`bnnkit.experiments.paper.judged_prior_rows`) hatched.
 
     Example:
         >>> rows = [{"dataset": "yacht", "prior": p, "key": p, "rmse": r}
         ...         for p, r in (("gaussian_small", 0.6), ("gaussian", 0.3))]
-        >>> priors_png(rows, ["gaussian_small"])[1:4]
+        >>> priors_png(rows, rows[1:])[1:4]
         b'PNG'
     """
     plt = pyplot()
@@ -138,15 +140,15 @@ def priors_png(rows: Sequence[Mapping[str, Any]], unjudged: Sequence[str]) -> by
                        color=["C0" if "gaussian" in str(r.get("spec", "gaussian"))
                               else "C1" for r in mine])
         for bar, r in zip(bars, mine, strict=True):
-            if r.get("key") in unjudged:
+            if r not in judged:
                 bar.set_hatch("//")
                 bar.set_alpha(0.5)
         ax.set_yticks(range(len(mine)), [r["prior"] for r in mine], fontsize=8)
         ax.invert_yaxis()
         ax.set_xlabel(f"test {metric}")
         ax.set_title(name, fontsize=10)
-    fig.suptitle("The model average under each prior (hatched: reported, not judged)",
-                 fontsize=10)
+    fig.suptitle("The model average under each prior (hatched: reported, not judged: a prior "
+                 "that underfits by construction, or chains that did not mix)", fontsize=10)
     return png_bytes(plt, fig)
 
 
