@@ -225,7 +225,7 @@ class PriorSweep:
 
 def run_one(setting: Setting, label: str, spec: str, out: Path, data_dir: str | None,
             seed: int, progress: bool = True, key: str | None = None) -> dict[str, Any]:
-    """One prior's HMC run (or the finished one in ``out/runs``) and its table row."""
+    """One prior's sampler run (or the finished one in ``out/runs``) and its table row."""
     from bnnkit.evaluation import evaluate
 
     # MCLMC's runs are named apart, so that a folder of the paper's HMC sweep stays readable.
