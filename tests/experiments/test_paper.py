@@ -325,7 +325,7 @@ def paper_example():
     return module
 
 
-@pytest.mark.slow  # the whole tiny study, twice: about 12 minutes on 2 cores
+@pytest.mark.slow  # the whole tiny study, twice: about 9 minutes on 2 cores
 def test_tiny_study_end_to_end(shared_data_dir, tmp_path, capsys):
     # The tutorial's script makes the study (its --small is --scale tiny), so the tutorial is
     # checked by the same run; the second call below is the command line's.
