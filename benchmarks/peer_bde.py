@@ -33,6 +33,11 @@ chains of the ESS at a chain's 5 % slowest test predictions.
         [--out benchmarks/results/peer_bde.json]
     python benchmarks/peer_bde.py --combine A.json B.json  # one table of runs made apart
 
+Where every test target is a whole number (wine-quality-red's scores of 3 to 8), each row also
+gets ``ll_integer``: the log probability of the observed score, the predictive's mass on
+``[y − ½, y + ½]`` (:func:`bnnkit.metrics.predictive.nll_gaussian_mixture_binned`). A
+density on such targets rewards narrow spikes on the grid without bound; the mass does not.
+
 Targets: bnnkit's mean test log-likelihood over the splits at least the peer's on every
 dataset, at no more wall time per split. Compare within one run; times depend on the machine.
 """
@@ -115,7 +120,17 @@ def run_peer(python: str, dataset: str, split: int, seed: int, workdir: Path) ->
     predicted = np.load(out)
     return {"ll": -nll_gaussian_mixture(predicted["mean"], predicted["std"], arrays["y_test"]),
             "rmse": rmse(predicted["mean"].mean(0), arrays["y_test"]), "seconds": seconds,
+            **integer_score(predicted["mean"], predicted["std"], arrays["y_test"]),
             **peer_within(predicted["mean"], predicted["std"], arrays["y_test"])}
+
+
+def integer_score(mean: np.ndarray, std: np.ndarray, y: np.ndarray) -> dict:
+    """``ll_integer`` when every target is a whole number (see the module's docstring)."""
+    from bnnkit.metrics.predictive import nll_gaussian_mixture_binned
+
+    if not np.array_equal(y, np.round(y)):
+        return {}
+    return {"ll_integer": -nll_gaussian_mixture_binned(mean, std, y)}
 
 
 def peer_within(mean: np.ndarray, std: np.ndarray, y: np.ndarray) -> dict:
@@ -153,9 +168,12 @@ def run_bnnkit(dataset: str, split: int, model: str, seed: int, workdir: Path,
         raise RuntimeError(f"bnnkit reference failed on {dataset} split {split}: "
                            f"{done.stderr[-2000:]}")
     result = json.loads(done.stdout)
+    predicted = np.load(folder / "chains" / "predictions" / "test.npz")
     verdict = result.get("convergence", {})
     within = verdict.get("within") or []
     return {"ll": -result["test"]["nll"], "rmse": result["test"]["rmse"], "seconds": seconds,
+            **integer_score(predicted["means"], predicted["stds"],
+                            split_arrays(dataset, split)["y_test"]),
             "verdict": verdict.get("level", "converged" if verdict.get("converged") else
                                    "not converged"),
             **within_summary([c["mixed"] for c in within], [c["ess_p5"] for c in within])}
@@ -168,8 +186,9 @@ def _threads() -> dict[str, str]:
 
 def table(results: dict) -> str:
     """Mean over splits per dataset and contender, as markdown."""
-    lines = ["| dataset | splits | contender | test LL | RMSE | s / split | chains mixed | "
-             "chain ESS p5 |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+    lines = ["| dataset | splits | contender | test LL | LL of the integer score | RMSE | "
+             "s / split | chains mixed | chain ESS p5 |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for dataset, contenders in results.items():
         for name, rows in contenders.items():
             if not rows:
@@ -181,8 +200,13 @@ def table(results: dict) -> str:
                      if all("chains" in r for r in rows) else "—")
             ess = (f"{np.median([r['ess_p5'] for r in rows]):.1f}"
                    if all("ess_p5" in r for r in rows) else "—")
+            integer = ([r["ll_integer"] for r in rows]
+                       if all("ll_integer" in r for r in rows) else [])
+            score = (f"{np.mean(integer):.3f} ± {np.std(integer, ddof=1) / np.sqrt(len(rows)):.3f}"
+                     if len(integer) > 1 else f"{integer[0]:.3f}" if integer else "—")
             lines.append(f"| {dataset} | {len(rows)} | {name} | {ll.mean():.3f} ± {se:.3f} | "
-                         f"{rm.mean():.3f} | {np.mean([r['seconds'] for r in rows]):.1f} | "
+                         f"{score} | {rm.mean():.3f} | "
+                         f"{np.mean([r['seconds'] for r in rows]):.1f} | "
                          f"{mixed} | {ess} |")
     return "\n".join(lines)
 
@@ -225,7 +249,10 @@ def main() -> None:
                     else:
                         row = run_bnnkit(dataset, split, model, split, Path(tmp))
                     results[dataset][name].append({"split": split, **row})
-                    print(f"{dataset} {split} {name}: LL {row['ll']:.3f} RMSE {row['rmse']:.3f} "
+                    integer = (f" (integer score {row['ll_integer']:.3f})"
+                               if "ll_integer" in row else "")
+                    print(f"{dataset} {split} {name}: LL {row['ll']:.3f}{integer} "
+                          f"RMSE {row['rmse']:.3f} "
                           f"{row['seconds']:.1f} s {row.get('verdict', '')} chains mixed "
                           f"{row['chains_mixed']}/{row['chains']}, ESS p5 {row['ess_p5']:.1f}",
                           flush=True)

@@ -75,6 +75,24 @@ def test_regression_metrics_by_hand():
     assert predictive.nll_gaussian_mixture(means, stds, targets) == pytest.approx(expected)
 
 
+def test_binned_nll_is_the_mixture_mass_of_each_targets_bin():
+    targets = np.array([3.0, 5.0, 6.0, 8.0])
+    means = np.array([[3.2, 5.0, 4.0, 30.0], [2.0, 5.1, 6.4, -20.0]])
+    stds = np.array([[0.3, 1e-3, 0.5, 1.0], [1.0, 0.2, 2.0, 1.0]])
+    mass = 0.5 * sum(stats.norm.cdf(targets + 0.5, m, s) - stats.norm.cdf(targets - 0.5, m, s)
+                     for m, s in zip(means, stds, strict=True))
+    # The last point lies 22 and 28 sds from both components: scipy's difference of cdfs is 0
+    # there, the log-space formula keeps ~1e-106; both floor at 1e-300 only below it.
+    stable = stats.norm.logsf(21.5) + np.log1p(-np.exp(stats.norm.logsf(22.5)
+                                                        - stats.norm.logsf(21.5))) - np.log(2)
+    expected = -np.mean(np.append(np.log(mass[:3]), stable))
+    assert predictive.nll_gaussian_mixture_binned(means, stds, targets) == pytest.approx(
+        expected, rel=1e-9)
+    # A mass cannot exceed 1, so the NLL is never negative, however narrow the spike.
+    assert predictive.nll_gaussian_mixture_binned(means[:, 1:2], stds[:, 1:2] * 1e-6,
+                                                  targets[1:2]) >= 0.0
+
+
 def test_agreement_and_total_variation_by_hand():
     p = np.array([[0.6, 0.4], [0.2, 0.8], [0.5, 0.5]])
     q = np.array([[0.4, 0.6], [0.1, 0.9], [0.5, 0.5]])
