@@ -245,3 +245,20 @@ def test_chains_start_from_the_members_of_an_ensemble(tmp_path):
     distance = np.linalg.norm(chain[:, None] - member[None], axis=-1)
     assert np.all(np.diag(distance) < 2e-6), distance
     assert np.all(distance + np.eye(3) > 1e-3), distance  # the members are apart
+
+
+def test_step_size_shrinks_on_an_energy_error_whose_square_overflows_float32():
+    """From a sharp mode the first step's ΔE can be finite (1e25) while ΔE² is not in float32;
+    the predictor must shrink ε by ξ^(−1/6), as for any other error, not turn it NaN."""
+    tuner = mclmc.Tuner.of(mclmc.Config())
+    fresh = mclmc.MCLMCTuning(*[jnp.asarray(v, jnp.float32) for v in (-jnp.inf, -jnp.inf,
+                                                                       jnp.inf)], *[None] * 9)
+    dim, v, eps = 10, jnp.float32(0.1), jnp.float32(1.0)
+    _, shrunk = mclmc.predict_step_size(fresh, eps, jnp.float32(1e25), True, dim, v, tuner)
+    # ξ = 1e50 / (d v) = 1e50: ε · ξ^(−1/6) = 10^(−50/6), exact to float32 rounding of the logs.
+    assert np.isfinite(float(shrunk))
+    assert float(shrunk) == pytest.approx(10.0 ** (-50.0 / 6.0), rel=1e-5)
+    # Below the overflow the same formula holds (the direct branch).
+    _, small = mclmc.predict_step_size(fresh, eps, jnp.float32(1e10), True, dim, v, tuner)
+    assert float(small) == pytest.approx(10.0 ** (-20.0 / 6.0), rel=1e-5)
+

@@ -532,7 +532,11 @@ def predict_step_size(tuning: MCLMCTuning, step_size: jax.Array, energy_change: 
     dtype = jnp.result_type(step_size)
     change = jnp.where(finite, energy_change, 0.0)
     xi = jnp.square(change) / (dim * energy_var) + 1e-8
-    log_xi = jnp.log(xi)
+    # From a sharp mode (naval's members) a finite ΔE of 1e20 squares past float32's range,
+    # and the weight 0 times ξ = ∞ made ε NaN; log ξ is then taken in log space. Where ξ is
+    # finite the direct form stays, so that runs keep their bits.
+    log_xi = jnp.where(jnp.isfinite(xi), jnp.log(xi), jnp.logaddexp(
+        2.0 * jnp.log(jnp.abs(change)) - jnp.log(dim * energy_var), math.log(1e-8)))
     log_w = -0.5 * jnp.square(log_xi / (6.0 * tuner.trust_in_estimate))
     log_decay = math.log(tuner.decay)
     log_weight = jnp.logaddexp(log_decay + tuning.log_weight, log_w)
