@@ -50,36 +50,36 @@ def test_stuck_chain_is_warned_about_with_its_numbers(tmp_path, capsys):
     assert "--adapt mass" in warning[0] and "--step-size" in warning[0]
 
 
-def test_bar_keeps_counter_and_time_left_at_80_columns():
+def bar_line(status: str, width: int, done: int = 5) -> str:
+    """The last line a bar of 400 HMC iterations drew at ``width`` columns, without escapes."""
     out = io.StringIO()
-    console = Console(file=out, width=80, force_terminal=True, color_system=None)
+    console = Console(file=out, width=width, force_terminal=True, color_system=None)
     bar = progress.ProgressBar("HMC", total=400, console=console)
-    for _ in range(5):
-        bar.update(1, "sampling | accept 0.93 | step 2.00e-03 | L 250 | log post -1234.5 | "
-                      "div 0 (burn-in 21)")
+    for _ in range(done):
+        bar.update(1, status)
     bar.close()
-    last = out.getvalue().split("\r")[-1]
-    assert "5/400" in last and re.search(r"5/400 \d:\d\d:\d\d \d:\d\d:\d\d", last)
-    assert max(len(line) for line in re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "",
-                                            last).splitlines()) <= 80
+    return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.getvalue().split("\r")[-1]).strip("\n")
+
+
+def test_bar_keeps_counter_and_time_left_at_80_columns():
+    last = bar_line("sampling | accept 0.93 | step 2.00e-03 | L 250 | log post -1234.5 | "
+                    "div 0 (burn-in 21)", 80)
+    assert re.search(r"HMC +5/400 left \d:\d\d:\d\d ", last), last
+    assert max(len(line) for line in last.splitlines()) <= 80
 
 
 def test_bar_drops_whole_fields_never_half_a_number():
-    out = io.StringIO()
-    console = Console(file=out, width=80, force_terminal=True, color_system=None)
-    bar = progress.ProgressBar("HMC", total=400, console=console)
     status = ("sampling | accept 0.93 | step 1.11e-03 | L 2274 | log post -804.8 | "
               "div 0 (burn-in 17)")
-    for _ in range(5):
-        bar.update(1, status)
-    bar.close()
-    last = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", out.getvalue().split("\r")[-1]).strip()
-    shown = last.split(re.search(r"\d:\d\d:\d\d \d:\d\d:\d\d", last)[0], 1)[1].strip()
     fields = status.split(" | ")
-    # What is shown is the first fields, each whole: no ellipsis, no cut value.
-    assert shown and "…" not in shown
-    kept = shown.split(" | ")
-    assert kept == fields[:len(kept)], (shown, fields)
+    for width in (50, 60, 70, 80, 100):
+        last = bar_line(status, width).strip()
+        shown = re.split(r"left \d:\d\d:\d\d", last, maxsplit=1)[1].strip()
+        # What is shown is whole fields, in their own order: no ellipsis, no cut value.
+        assert shown and "…" not in shown, (width, last)
+        kept = shown.split(" | ")
+        assert all(field in fields for field in kept), (width, shown)
+        assert kept == sorted(kept, key=fields.index), (width, shown)
 
 
 def test_time_estimate_during_burn_in_says_it_is_provisional(monkeypatch):

@@ -1,8 +1,10 @@
 """One progress display for every long loop (HMC iterations, training epochs, curvature chunks).
 
-On a terminal it is a rich bar whose counter and remaining time stay visible at 80 columns: the
-status (``accept 0.93 | step 1.05e-03 | ...``) takes what is left of the line and drops whole
-fields from its end, never a number cut in half. When the output is not a terminal (a log
+On a terminal it is one line: the label and counter, then what fits of the time left, the
+status fields (``accept 0.93 | step 1.05e-03 | div 0 (burn-in 2) | ...``), the bar and the
+time elapsed, kept in the order of :data:`KEEP_ORDER` and each whole, never a number cut in
+half: at 80 columns a sampler's line keeps the acceptance rate, the step size and the
+divergences, at 120 nearly everything. When the output is not a terminal (a log
 file, CI, ``nohup``) it prints a plain line every ``log_every`` units, or by default whenever
 10 % of the units or 30 seconds have passed, so a log shows progress. Either way, once the
 second unit has run (the first one compiles), a run expected to take longer than a minute more
@@ -45,40 +47,145 @@ def duration(seconds: float) -> str:
 
 #: Between the fields of a status line.
 FIELD_SEPARATOR = " | "
+#: Width of the bar itself, when the line has room for it.
+BAR_WIDTH = 16
+
+#: What a bar's line keeps as the terminal narrows, most useful first; pieces are dropped
+#: from the end of this list, so at 80 columns a sampler shows its counter, the time left,
+#: the acceptance rate, the step size and the divergences. Besides the label and the counter
+#: (always shown) the pieces are the time left and the bar's elapsed time, the bar itself,
+#: and the status fields by their first words: ``phase`` (``sampling`` or ``burn-in``),
+#: ``accept``, ``step``, ``div`` (``burn-in div`` too), ``capped``, ``L``, ``log post``,
+#: ``elbo``, ``test`` and ``other`` (any field not named, in its own order).
+KEEP_ORDER: tuple[str, ...] = ("left", "accept", "step", "div", "phase", "other", "bar",
+                               "capped", "L", "elapsed", "log post", "elbo", "test")
 
 
-def fit_fields(text: str, width: int) -> str:
-    """The fields of ``text`` (separated by :data:`FIELD_SEPARATOR`) that fit in ``width``
-    columns, whole: fields are dropped from the end rather than cut.
+def field_kind(field: str) -> str:
+    """The name in :data:`KEEP_ORDER` of one status field.
 
     Example:
-        >>> status = "sampling | accept 0.93 | step 1.05e-03 | L 506"
-        >>> fit_fields(status, 40)
-        'sampling | accept 0.93 | step 1.05e-03'
-        >>> fit_fields(status, 30), fit_fields(status, 5)
-        ('sampling | accept 0.93', '')
+        >>> [field_kind(f) for f in ("sampling", "accept 0.93", "burn-in div 3", "L 250",
+        ...                          "test rmse 0.41", "1,024/4,096 points")]
+        ['phase', 'accept', 'div', 'L', 'test', 'other']
     """
-    fields = text.split(FIELD_SEPARATOR) if text else []
-    while fields and len(FIELD_SEPARATOR.join(fields)) > width:
-        fields.pop()
-    return FIELD_SEPARATOR.join(fields)
+    if field in ("sampling", "burn-in"):
+        return "phase"
+    words = field.removeprefix("burn-in ")
+    for kind in ("accept", "step", "div", "capped", "L", "log post", "elbo", "test"):
+        if words.startswith(kind + " "):
+            return kind
+    return "other"
 
 
-class _Fields:
-    """A rich renderable: the status fields that fit the width it is given, whole."""
+def line_pieces(pieces: dict[str, str], status: str, width: int) -> dict[str, str]:
+    """What a bar's line of ``width`` columns shows: ``label`` and ``counter`` always, then
+    the pieces of :data:`KEEP_ORDER` while they fit, each whole.
 
-    def __init__(self, text: str):
-        self.text = text
+    Args:
+        pieces: the text of ``label``, ``counter``, ``left``, ``elapsed`` and ``bar`` (the
+            bar's width in spaces).
+        status: the status fields, joined by :data:`FIELD_SEPARATOR`.
+        width: the columns of the line.
+
+    Returns:
+        The kept pieces by name (``status``: the kept fields, in their own order, joined).
+
+    Example:
+        >>> status = "sampling | accept 0.93 | step 1.05e-03 | L 506 | div 0 (burn-in 2)"
+        >>> pieces = {"label": "HMC", "counter": "5/400", "left": "left 0:01:10",
+        ...           "elapsed": "0:00:05", "bar": " " * BAR_WIDTH}
+        >>> line_pieces(pieces, status, 80)["status"]
+        'accept 0.93 | step 1.05e-03 | div 0 (burn-in 2)'
+        >>> line_pieces(pieces, status, 60)["status"]
+        'accept 0.93 | step 1.05e-03'
+        >>> line_pieces(pieces, status, 30)
+        {'label': 'HMC', 'counter': '5/400', 'left': 'left 0:01:10'}
+    """
+    from rich.cells import cell_len
+
+    fields = [f for f in status.split(FIELD_SEPARATOR) if f] if status else []
+    rank = {kind: i for i, kind in enumerate(KEEP_ORDER)}
+    # Each optional piece, most useful first: (name, index of the field or -1, its text).
+    ranked = sorted([(name, -1, pieces[name]) for name in ("left", "elapsed", "bar")
+                     if pieces.get(name)]
+                    + [("status", i, f) for i, f in enumerate(fields)],
+                    key=lambda p: (rank[p[0] if p[1] < 0 else field_kind(p[2])], p[1]))
+    used = cell_len(pieces["label"]) + 1 + cell_len(pieces["counter"])
+    kept: dict[str, str] = {"label": pieces["label"], "counter": pieces["counter"]}
+    shown: list[int] = []
+    for name, index, text in ranked:
+        # A column costs a space before it; a field, the separator (the first, a space).
+        cost = cell_len(text) + (len(FIELD_SEPARATOR) if shown and index >= 0 else 1)
+        if used + cost > width:
+            break
+        used += cost
+        if index >= 0:
+            shown.append(index)
+        else:
+            kept[name] = text
+    if shown:
+        kept["status"] = FIELD_SEPARATOR.join(fields[i] for i in sorted(shown))
+    return kept
+
+
+def clock(seconds: float | None) -> str:
+    """``h:mm:ss``, or ``-:--:--`` while unknown.
+
+    Example:
+        >>> clock(3725.2), clock(None)
+        ('1:02:05', '-:--:--')
+    """
+    if seconds is None:
+        return "-:--:--"
+    minutes, s = divmod(int(seconds), 60)
+    hours, m = divmod(minutes, 60)
+    return f"{hours}:{m:02d}:{s:02d}"
+
+
+class _Line:
+    """A rich renderable: a bar's whole line, the pieces of :func:`line_pieces` that fit the
+    width it is given."""
+
+    def __init__(self, label: str, task: Any):
+        self.label, self.task = label, task
+
+    def pieces(self) -> dict[str, str]:
+        task = self.task
+        total = int(task.total or 0)
+        elapsed = task.finished_time if task.finished else task.elapsed
+        return {"label": self.label,
+                "counter": f"{int(task.completed):>{len(str(total))}}/{total}",
+                "left": "" if task.finished else f"left {clock(task.time_remaining)}",
+                "elapsed": clock(elapsed), "bar": " " * BAR_WIDTH}
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.progress_bar import ProgressBar as Bar
+        from rich.table import Table
         from rich.text import Text
 
-        yield Text(fit_fields(self.text, options.max_width), no_wrap=True, overflow="crop")
+        kept = line_pieces(self.pieces(), self.task.fields.get("stats", ""), options.max_width)
+        grid = Table.grid(padding=(0, 1))
+        cells: list[Any] = [Text(kept["label"], style="bold")]
+        if "bar" in kept:
+            cells.append(Bar(total=self.task.total, completed=self.task.completed,
+                             width=BAR_WIDTH))
+        cells.append(Text(kept["counter"], style="progress.download"))
+        if "elapsed" in kept:
+            cells.append(Text(kept["elapsed"], style="progress.elapsed"))
+        if "left" in kept:
+            cells.append(Text(kept["left"], style="progress.remaining"))
+        if "status" in kept:
+            cells.append(Text(kept["status"]))
+        for _ in cells:
+            grid.add_column(no_wrap=True)
+        grid.add_row(*cells)
+        yield grid
 
     def __rich_measure__(self, console: Any, options: Any) -> Any:
         from rich.measure import Measurement
 
-        return Measurement(0, min(len(self.text), options.max_width))
+        return Measurement(0, options.max_width)
 
 
 class ProgressBar:
@@ -129,29 +236,19 @@ class ProgressBar:
             self._start_bar(console)
 
     def _start_bar(self, console: Any) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            ProgressColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from rich.progress import Progress, ProgressColumn
         from rich.table import Column
 
-        class StatusColumn(ProgressColumn):
-            # What is left of the line, filled with whole fields, so the counter and the
-            # remaining time survive a narrow terminal and no number is cut in half.
-            def render(self, task: Any) -> Any:
-                return _Fields(task.fields.get("stats", ""))
+        label = self.label
 
-        status = StatusColumn(table_column=Column(ratio=1, no_wrap=True, min_width=0))
-        self.progress = Progress(
-            TextColumn(f"[bold]{self.label}[/bold]"), BarColumn(bar_width=16),
-            MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(), status,
-            transient=False, expand=True, console=console,
-        )
+        class LineColumn(ProgressColumn):
+            # The whole line in one column, so that what it keeps as the terminal narrows
+            # follows KEEP_ORDER rather than the widths rich gives fixed columns.
+            def render(self, task: Any) -> Any:
+                return _Line(label, task)
+
+        line = LineColumn(table_column=Column(ratio=1, no_wrap=True, min_width=0))
+        self.progress = Progress(line, transient=False, expand=True, console=console)
         self.task = self.progress.add_task(self.label, total=self.total, completed=self.start,
                                            stats="")
         self.progress.start()
