@@ -158,7 +158,12 @@ def test_method_runs_resumes_bit_for_bit_and_evaluates(name, extra, tmp_path):
     # uninterrupted run stores, and bnnkit evaluate reads it like any other.
     module = METHODS[name]
     settings = dict(ROWS[name][0], **extra)
-    problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
+    # MC dropout refuses a network without dropout (at a step size its MLP takes); every
+    # other method runs the linear model.
+    model = "mlp_regression_small_dropout" if name == "dropout" else "linear"
+    if name == "dropout":
+        settings["init_step_size"] = 1e-5
+    problem = ProblemConfig("yacht_0", model, noise_std=0.5)
     if module.Config.PROBLEM_FROM_SOURCE:
         runs.run(problem, sgd.Config(init_step_size=1e-4, num_epochs=2, batch_size=32),
                  tmp_path / "source", progress=False)

@@ -28,8 +28,11 @@ Each step is :mod:`bnnkit.inference.sgd`'s heavy-ball SGD with the cosine schedu
 :class:`~bnnkit.posterior.mc_dropout.MCDropout`: the last weights, p and ``num_passes`` T;
 ``bnnkit evaluate`` averages T passes, each drawing its own masks.
 
-On a model without dropout (p = 0) the objective is the log posterior and the method is SGD to
-the MAP, with T identical passes.
+A run needs a network with randomness of its own: a registered dropout model, or a flax module
+whose ``__call__`` takes ``deterministic`` (:mod:`bnnkit.models.registry`'s contract).
+:func:`check_problem` refuses any other model before the run starts, since its T passes would
+all be the same deterministic network, SGD's MAP under another name. (:func:`build` itself
+takes any log posterior: without dropout, p = 0, its objective is the log posterior.)
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -53,8 +56,10 @@ import jax.numpy as jnp
 import optax
 
 from bnnkit import schedules
+from bnnkit.errors import ConfigError
 from bnnkit.inference import sgd
 from bnnkit.inference.base import Loop, Method, model_key
+from bnnkit.models import registry
 from bnnkit.posterior.mc_dropout import MCDropout
 from bnnkit.settings import setting
 from bnnkit.types import Batch, Key, Params
@@ -105,6 +110,39 @@ class Config(sgd.Config):
 
     def loop(self, num_train: int) -> Loop:
         return self.epoch_loop(num_train)
+
+
+def check_problem(problem) -> None:
+    """Refuse a model without randomness of its own, before a run starts.
+
+    Args:
+        problem: the run's built :class:`~bnnkit.problem.Problem`.
+
+    Raises:
+        ConfigError: one line naming the model, what MC dropout allows, and the model's
+            registered dropout variant where there is one.
+
+    Example:
+        >>> from bnnkit import problem as problem_lib
+        >>> check_problem(problem_lib.build(problem_lib.ProblemConfig(
+        ...     "yacht_0", "mlp_regression_small_dropout", noise_std=0.35)))  # has dropout
+        >>> check_problem(problem_lib.build(problem_lib.ProblemConfig(
+        ...     "yacht_0", "mlp_regression_small", noise_std=0.35)))
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: MC dropout needs a model with dropout, and model ...
+    """
+    if problem.log_posterior.stochastic:
+        return
+    name = problem.config.model
+    variant = f"{registry.canonical_name(name)}_dropout"
+    instead = (f"; for this network: --model {variant}" if variant in registry.dropout_names()
+               else "")
+    raise ConfigError(
+        f"MC dropout needs a model with dropout, and model {name!r} has none: its passes "
+        f"would all be one deterministic network; allowed: a dropout model "
+        f"({', '.join(registry.dropout_names())}) or a flax module whose __call__ takes "
+        f"deterministic and applies nn.Dropout with it{instead}")
 
 
 def build(log_posterior, config: Config) -> Method:

@@ -119,6 +119,15 @@ class RunResult:
     stopped: str | None = None
     until_converged: dict | None = None
 
+    @property
+    def status(self) -> str:
+        """``"stopped"`` when the time budget ended the run before it did what it was asked
+        (:attr:`stopped`, or ``until_converged`` before every chain mixed: ``resume=True``
+        continues it), else the status ``run.json`` records (``"finished"``)."""
+        from bnnkit.runs.budget import budget_ended
+
+        return "stopped" if budget_ended(self) else self.record.get("status", "finished")
+
 
 def minibatch_indices(key: jax.Array, num_train: int, batch_size: int) -> jax.Array:
     """A random partition of ``range(num_train)`` into ``num_train // batch_size`` batches.
@@ -281,6 +290,8 @@ def run_block(
         shape = " x ".join(["N", *map(str, built.dataset.input_shape)])
         raise ConfigError(f"--augment crops and flips images, inputs of shape N x H x W x C; "
                           f"{built.dataset.name!r} has inputs of shape {shape}")
+    if hasattr(module, "check_problem"):  # a method that needs something of the network
+        module.check_problem(built)
     method = module.build(built.log_posterior, config)
     init_params = _initial_params(built, config, loop)
     notes = [] if config.source_run() is None or type(config).PROBLEM_FROM_SOURCE else (
@@ -299,7 +310,7 @@ def run_block(
     found, record = None, None
     if resume:
         found = lifecycle.resume_checks(rundir, config, problem_dict, loop, chunks=False,
-                                        data=built.dataset.info)
+                                        data=built.dataset.info, template=template)
     else:
         record = _new_record(built, config, loop, method.position(template), problem_dict)
     with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
