@@ -20,6 +20,7 @@ import bnnkit
 import user_models
 from bnnkit.cli import main
 from bnnkit.errors import ConfigError
+from bnnkit.models.imported import trusting_model
 from bnnkit.problem import DATA_FILE, Problem, ProblemConfig, arrays_sha256, build
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,21 +212,23 @@ def test_a_cnn_on_arrays_through_hmc_an_ensemble_and_vi_evaluates_in_a_fresh_pro
     for name, config in configs.items():
         bnnkit.run(problem, config, tmp_path / name, progress=False)
         assert (tmp_path / name / DATA_FILE).is_file()
-        results[name] = bnnkit.evaluate(tmp_path / name)
+        results[name] = bnnkit.evaluate(tmp_path / name, trust_model="user_models:SmallCNN")
         assert set(results[name]["test"]) >= {"accuracy", "nll"}, name
     record = json.loads((tmp_path / "hmc" / "run.json").read_text())
     assert record["problem"]["model"] == "user_models:SmallCNN"
     assert record["dataset"]["sha256"] == arrays_sha256(problem.arrays)
     # Another process, which has only the run directory and user_models on its path.
     code = ("import json, sys, bnnkit; "
-            "r = bnnkit.evaluate(sys.argv[1], write=False); print(json.dumps(r['test']))")
+            "r = bnnkit.evaluate(sys.argv[1], write=False, trust_model='user_models:SmallCNN'); "
+            "print(json.dumps(r['test']))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT / "src")])}
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "hmc")], env=env,
                          capture_output=True, text=True, check=True)
     fresh = json.loads(out.stdout.strip().splitlines()[-1])
     assert fresh == pytest.approx(results["hmc"]["test"], rel=1e-6)
     # The comparison with a reference works as on a named dataset.
-    compared = bnnkit.evaluate(tmp_path / "ensemble", reference=tmp_path / "hmc", write=False)
+    compared = bnnkit.evaluate(tmp_path / "ensemble", reference=tmp_path / "hmc", write=False,
+                               trust_model="user_models:SmallCNN")
     assert 0.0 <= compared["reference"]["agreement"] <= 1.0
 
 
@@ -268,10 +271,10 @@ def test_changed_stored_arrays_and_a_resume_on_other_arrays_are_refused(tmp_path
     stored = storage.load_arrays(tmp_path / "sgd" / DATA_FILE)
     storage.save_arrays(tmp_path / "sgd" / DATA_FILE, {**stored, "y_test": stored["y_test"] + 1})
     with pytest.raises(ConfigError, match=r"data.npz' was changed"):
-        bnnkit.evaluate(tmp_path / "sgd")
+        bnnkit.evaluate(tmp_path / "sgd", trust_model="user_models:TinyMLP")
     (tmp_path / "sgd" / DATA_FILE).unlink()
     with pytest.raises(ConfigError, match=r"data.npz' is missing: the run was made from arrays"):
-        bnnkit.evaluate(tmp_path / "sgd")
+        bnnkit.evaluate(tmp_path / "sgd", trust_model="user_models:TinyMLP")
 
 
 def test_laplace_takes_the_problem_of_an_arrays_run(tmp_path):
@@ -281,9 +284,11 @@ def test_laplace_takes_the_problem_of_an_arrays_run(tmp_path):
     assert problem.dataset.info["validation"][0].shape == (4, 2)
     bnnkit.run(problem, bnnkit.SGD(init_step_size=1e-3, num_epochs=2, batch_size=10),
                tmp_path / "sgd", progress=False)
-    bnnkit.run(None, bnnkit.Laplace(map_run=str(tmp_path / "sgd")), tmp_path / "la",
-               progress=False)
-    assert "rmse" in bnnkit.evaluate(tmp_path / "la")["test"]
+    # The MAP run's model is imported again only on the user's word.
+    with trusting_model("user_models:TinyMLP"):
+        bnnkit.run(None, bnnkit.Laplace(map_run=str(tmp_path / "sgd")), tmp_path / "la",
+                   progress=False)
+    assert "rmse" in bnnkit.evaluate(tmp_path / "la", trust_model="user_models:TinyMLP")["test"]
 
 
 # --- the command line ----------------------------------------------------------------------

@@ -54,6 +54,7 @@ from bnnkit.metrics.predictive import (
     rmse,
     total_variation,
 )
+from bnnkit.models import imported
 from bnnkit.posterior import Samples
 from bnnkit.predict import Prediction, posterior_predictive
 from bnnkit.runs import RunDir, evaluation_key
@@ -260,6 +261,7 @@ def evaluate(
     ood: str | None = None,
     write: bool = True,
     problem: problem_lib.Problem | None = None,
+    trust_model: str | None = None,
 ) -> dict[str, Any]:
     """Metrics and diagnostics of a stored run, optionally against a reference run.
 
@@ -267,6 +269,10 @@ def evaluate(
     :meth:`bnnkit.Problem.from_arrays` whose model cannot be rebuilt in this process (a class
     of ``__main__``, an ``apply`` function); it must be the run's (settings and arrays).
     Without it, every run is rebuilt from its directory.
+
+    ``trust_model`` (``--model``) allows importing the model the run records when its module
+    is outside bnnkit (``"mymod:Net"``), which reading a run never does unasked
+    (:func:`bnnkit.runs.load_run`); the reference run may record the same model.
 
     Returns:
         A JSON-serialisable dict: ``test`` metrics, for classification ``calibration`` (the
@@ -312,7 +318,8 @@ def evaluate(
         from bnnkit.data import reference_probs as reference_files
 
         ref_table, ref_info = reference_files.load(reference_probs)
-    record, problem, posterior, _ = load_run(run_dir, network=True, problem=problem)
+    record, problem, posterior, _ = load_run(run_dir, network=True, problem=problem,
+                                             trust_model=trust_model)
     if ref_table is not None:
         check_reference_probs(ref_table, problem.dataset, repr(os.fspath(reference_probs)))
     held_out = None
@@ -324,7 +331,8 @@ def evaluate(
     if corruption is not None:
         x_test = corrupted_inputs(problem.dataset, corruption, severity)
     if reference is not None:
-        ref_record, ref_problem, ref_posterior, _ = load_run(reference, network=True)
+        with imported.trusting_model(trust_model):
+            ref_record, ref_problem, ref_posterior, _ = load_run(reference, network=True)
         if ref_problem.dataset.name != problem.dataset.name:
             raise ConfigError(
                 f"reference run {str(reference)!r} is on {ref_problem.dataset.name!r}, not "
@@ -446,18 +454,23 @@ def _check_writes(rundir: RunDir, suffix: str) -> None:
                               "writes (remove the folder)")
 
 
-def export_samples(run_dir: str | os.PathLike, out: str | os.PathLike) -> dict[str, tuple]:
+def export_samples(run_dir: str | os.PathLike, out: str | os.PathLike, *,
+                   trust_model: str | None = None) -> dict[str, tuple]:
     """Write the run's samples as plain arrays keyed by parameter path, (chains, samples, ...).
 
     The file is a pickle-free ``.npz`` that ArviZ or any NumPy user can read:
     ``np.load(out)["params/Dense_0/kernel"]``. Approximate posteriors export the draws their
     model average uses.
 
+    Only the stored arrays are read: no model is imported and no data loaded, so
+    ``trust_model`` (``--model``) is only checked to be the run's model.
+
     Returns:
         The shape of every exported array, by key.
     """
     check_out_file(out, ".npz", "samples")
-    record, _, posterior, _ = load_run(run_dir, network=True)
+    record, _, posterior, _ = load_run(run_dir, network=True, rebuild=False,
+                                       trust_model=trust_model)
     arrays = storage.flatten_tree(run_samples(record, posterior).params)
     storage.save_arrays(out, arrays)
     return {k: v.shape for k, v in arrays.items()}

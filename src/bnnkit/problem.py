@@ -413,20 +413,31 @@ def build(config: ProblemConfig) -> Problem:
 
 
 def build_recorded(config: ProblemConfig, run_dir: str | os.PathLike,
-                   dataset_info: Mapping[str, Any] | None = None) -> Problem:
+                   dataset_info: Mapping[str, Any] | None = None, *,
+                   trust_model: str | None = None) -> Problem:
     """The problem of a stored run: :func:`build`, or for a run made from arrays, the arrays
     it stored (checked against the sha256 it recorded) and its model rebuilt by import path.
+
+    This is where a model name comes from a file, so nothing is imported before
+    :func:`bnnkit.models.imported.check_trusted` allows it: a model whose module is outside
+    bnnkit only when the user named it (``trust_model``, or an enclosing
+    :func:`~bnnkit.models.imported.trusting_model`).
 
     Args:
         config: the run's problem (``run.json``'s ``problem``).
         run_dir: the run directory.
         dataset_info: the run's recorded dataset (``run.json``'s ``dataset``), whose
             ``sha256`` the stored arrays must match.
+        trust_model: the model import path the user allows importing (``--model`` on the
+            reading command); ``None`` allows none outside bnnkit.
 
     Raises:
-        ConfigError: the stored arrays are missing or changed, or the model cannot be rebuilt
-            here (a model recorded as in memory), in one line saying how to pass it back in.
+        ConfigError: the run's model imports code outside bnnkit that the user did not allow
+            (naming the module and how to allow it), the stored arrays are missing or changed,
+            or the model cannot be rebuilt here (a model recorded as in memory), in one line
+            saying how to pass it back in.
     """
+    imported.check_trusted(config.model, trust_model, where=f"the run {str(run_dir)!r}")
     if not config.dataset.startswith(ARRAYS_PREFIX):
         return build(config)
     path = Path(run_dir) / DATA_FILE

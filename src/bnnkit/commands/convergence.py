@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from bnnkit.commands import Command
+from bnnkit.commands.problem_flags import add_trust_model_argument
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,15 +25,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: the run's own full model average)")
     add_config_arguments(p.add_argument_group("histograms"), Config)
     p.add_argument("--overwrite", action="store_true", help="replace the report in --out")
+    add_trust_model_argument(p, when="for RUN and --reference: ")
 
 
 def run(args: argparse.Namespace) -> int:
     from bnnkit.commands.flags import config_from_args
     from bnnkit.experiments import convergence
+    from bnnkit.models.imported import trusting_model
 
     config = config_from_args(args, convergence.Config)
-    result = convergence.convergence_report(args.run_dir, args.out, config,
-                                            reference=args.reference, overwrite=args.overwrite)
+    with trusting_model(args.trust_model):
+        result = convergence.convergence_report(args.run_dir, args.out, config,
+                                                reference=args.reference,
+                                                overwrite=args.overwrite)
     for space in convergence.SPACES:
         s = result.histograms[space]["summary"]
         print(f"split R-hat, {space}: median {s['median']:.3f}, p90 {s['p90']:.3f}, "

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from bnnkit.commands.problem_flags import add_trust_model_argument
+
 #: How to read the convergence verdict, shown under ``bnnkit evaluate --help``.
 VERDICT_HELP = """\
 For Markov chains the output ends with a convergence verdict on the test predictions, at one
@@ -52,6 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "fashion_mnist for an MNIST run): AUROC and FPR at 95%% TPR of the "
                         "predictive entropy and the mutual information")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    add_trust_model_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate(args.run_dir, reference=args.reference,
                       reference_probs=args.reference_probs, corruption=args.corruption,
                       severity=args.severity, calibrate=args.calibrate,
-                      conformal=args.conformal, ood=args.ood)
+                      conformal=args.conformal, ood=args.ood, trust_model=args.trust_model)
     for differ in result.get("reference", {}).get("settings_differ", ()):
         print(f"bnnkit: warning: the reference run targets another posterior: {differ}",
               file=sys.stderr)

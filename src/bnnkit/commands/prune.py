@@ -9,6 +9,7 @@ from bnnkit.commands import Command
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from bnnkit.commands.problem_flags import add_trust_model_argument
     from bnnkit.experiments.pruning import DEFAULT_FRACTIONS
 
     p.add_argument("run_dir", help="a run directory of `bnnkit vi`")
@@ -19,14 +20,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--include-biases", action="store_true",
                    help="rank and prune biases too (default: weights only, as Blundell et al.)")
     p.add_argument("--member", type=int, default=0, help="which trained member to prune")
+    add_trust_model_argument(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from bnnkit.experiments import pruning
+    from bnnkit.models.imported import trusting_model
     from bnnkit.runs import RunDir
 
-    rows = pruning.prune_run(args.run_dir, args.out, args.fractions, args.include_biases,
-                             args.member)
+    with trusting_model(args.trust_model):
+        rows = pruning.prune_run(args.run_dir, args.out, args.fractions, args.include_biases,
+                                 args.member)
     task = RunDir(args.run_dir).read_record().get("dataset", {}).get("task", "classification")
     print_rows(rows, task)
     print(f"table, figures and metrics in {args.out or Path(args.run_dir) / 'pruning'}")

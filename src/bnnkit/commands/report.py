@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from bnnkit.commands import Command
+from bnnkit.commands.problem_flags import add_trust_model_argument
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -16,12 +17,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True,
                    help="output folder (report.md, figures/, report.html)")
     p.add_argument("--overwrite", action="store_true", help="replace the report in --out")
+    add_trust_model_argument(p, when="for the runs that record it: ")
 
 
 def run(args: argparse.Namespace) -> int:
+    from bnnkit.models.imported import trusting_model
     from bnnkit.report.document import document
 
-    report = document(args.folders, args.out, overwrite=args.overwrite)
+    with trusting_model(args.trust_model):
+        report = document(args.folders, args.out, overwrite=args.overwrite)
     for section in report.sections:
         print(f"{section.kind}: {section.source}")
     print(f"report in {report.markdown} and {report.html} ({len(report.figures)} figures)")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from bnnkit.commands.problem_flags import add_trust_model_argument
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a run directory")
@@ -14,13 +16,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="npz: plain arrays (chains, samples, ...); netcdf: ArviZ InferenceData "
                         "with posterior, sample_stats, posterior_predictive and observed_data "
                         "(needs ArviZ: pip install 'bnnkit[arviz]')")
+    add_trust_model_argument(p, when="only --format netcdf predicts with the model (npz "
+                                     "exports arrays and imports nothing): ")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.format == "netcdf":
+        from bnnkit.models.imported import trusting_model
         from bnnkit.report.arviz_export import group_names, write_netcdf
 
-        idata = write_netcdf(args.run_dir, args.out)
+        with trusting_model(args.trust_model):
+            idata = write_netcdf(args.run_dir, args.out)
         for group in group_names(idata):
             variables = idata[group].data_vars.items()
             print(f"{group}: " + ", ".join(f"{k} {tuple(v.shape)}" for k, v in variables))
@@ -29,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
 
     from bnnkit.evaluation import export_samples
 
-    shapes = export_samples(args.run_dir, args.out)
+    # Plain arrays: nothing is imported, whatever model the run records.
+    shapes = export_samples(args.run_dir, args.out, trust_model=args.trust_model)
     for key, shape in shapes.items():
         print(f"{key}: {shape}  (chains, samples, ...)")
     print(f"wrote {args.out}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from bnnkit.commands import Command
+from bnnkit.commands.problem_flags import add_trust_model_argument
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,6 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace the table in --out")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress output (a bar on a terminal, plain lines in a log)")
+    add_trust_model_argument(p, when="for the runs that record it: ")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,11 +40,14 @@ def run(args: argparse.Namespace) -> int:
 
     from bnnkit.commands.flags import config_from_args
     from bnnkit.experiments import covariate_shift
+    from bnnkit.models.imported import trusting_model
 
     config = config_from_args(args, covariate_shift.Config)
-    result = covariate_shift.covariate_shift(
-        args.runs, args.out, config, corruptions=args.corruptions, severities=args.severities,
-        resume=args.resume, overwrite=args.overwrite, progress=args.progress)
+    with trusting_model(args.trust_model):
+        result = covariate_shift.covariate_shift(
+            args.runs, args.out, config, corruptions=args.corruptions,
+            severities=args.severities, resume=args.resume, overwrite=args.overwrite,
+            progress=args.progress)
     print(f"covariate shift on {result.dataset}: mean over corruptions per severity")
     for label, by_severity in covariate_shift.degradation(result.rows, "accuracy").items():
         means = "  ".join(f"{'clean' if s == 0 else s}: {np.mean(v):.3f}"

@@ -43,9 +43,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for dest, flags, kind in BNN_HMC_CHECKS:
         how = ({"action": "store_const", "const": True} if kind is bool
                else {"type": kind, "metavar": dest.upper()})
-        b.add_argument(*flags, dest=f"check_{dest}", default=None, **how,
-                       help="accepted as a check: the problem comes from the runs, and must "
-                            "have this value")
+        check = ("accepted as a check: the problem comes from the runs, and must have this "
+                 "value")
+        if dest == "model":  # also the user's word that the runs' model may be imported
+            from bnnkit.commands.problem_flags import TRUST_MODEL_HELP
+
+            check = f"{check}; and {TRUST_MODEL_HELP}"
+        b.add_argument(*flags, dest=f"check_{dest}", default=None, **how, help=check)
     b.add_argument("--seed", type=int, default=None,
                    help="accepted: evaluating the surface draws nothing at random")
 
@@ -103,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     from bnnkit.commands.flags import config_from_args
     from bnnkit.errors import ConfigError
     from bnnkit.experiments import surface
+    from bnnkit.models.imported import trusting_model
 
     if args.out is None:
         raise ConfigError("--out (bnn_hmc's --dir) is required: the output folder")
@@ -110,9 +115,11 @@ def run(args: argparse.Namespace) -> int:
     _check_problem(args, points)
     args.points = points
     config = config_from_args(args, surface.Config)
-    result = surface.posterior_surface(args.points, args.out, config, problem=args.problem,
-                                       resume=args.resume, overwrite=args.overwrite,
-                                       progress=args.progress)
+    # --model, a check above, is also the word that lets the runs' model be imported.
+    with trusting_model(args.check_model):
+        result = surface.posterior_surface(args.points, args.out, config,
+                                           problem=args.problem, resume=args.resume,
+                                           overwrite=args.overwrite, progress=args.progress)
     n = len(result.u)
     best = divmod(int(result.log_posterior.argmax()), len(result.v))
     print(f"{n} x {len(result.v)} grid; ‖B − A‖ = {result.u_norm:.4g}, C at "

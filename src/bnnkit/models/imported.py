@@ -18,6 +18,20 @@ arguments that differ from the defaults, when the class can be imported again (n
 Anything else is recorded as ``"<in memory: why>"``, which :func:`module_from_path` refuses in
 one line saying why and how to pass the model back in.
 
+Reading a run imports no code the run names. A recorded import path whose module is not
+bnnkit's own (installed code) is imported only on the user's word on that call: ``--model
+package.module:ClassName`` on the reading command, ``trust_model="package.module:ClassName"``
+on a Python reader, or :func:`trusting_model` around any other (:func:`check_trusted`, which
+:func:`bnnkit.problem.build_recorded` applies). A user's import is sandboxed (:func:`load_class`):
+``sys.argv`` is only the module's name while it imports, and anything it raises, ``SystemExit``
+and ``KeyboardInterrupt`` included, becomes one :class:`~bnnkit.errors.ConfigError`.
+
+The current folder is searched for a module (after the installed packages, and only while that
+module imports) because the user named it: ``--model my_models:CNN`` finds a ``my_models.py``
+beside the command, as ``python -m my_models`` would. Every import path reaches
+:func:`load_class` that way, since one only recorded in a run is refused before it is looked
+for.
+
 A module whose ``__call__`` takes ``deterministic`` is stochastic (dropout), under the contract
 of :mod:`bnnkit.models.registry`: it draws from the ``"dropout"`` stream when a key is given.
 
@@ -33,13 +47,16 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import importlib
 import inspect
+import io
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import flax.linen as nn
@@ -53,6 +70,10 @@ from bnnkit.types import Key, Params
 IN_MEMORY = "<in memory: "
 #: Constructor fields of every flax module that are not the network's settings.
 _FLAX_FIELDS = ("parent", "name")
+#: The model import path the user allowed for the runs read in this context
+#: (:func:`trusting_model`).
+_TRUSTED: contextvars.ContextVar[str | None] = contextvars.ContextVar("bnnkit_trusted_model",
+                                                                      default=None)
 
 
 def is_import_path(name: str) -> bool:
@@ -103,11 +124,96 @@ def _tuples(value: Any) -> Any:
     return value
 
 
+def is_own(path: str) -> bool:
+    """Whether the import path ``path`` names bnnkit's own code (installed with it, so
+    importing it runs nothing a run could bring along).
+
+    Example:
+        >>> is_own("bnnkit.models.mlp:MLP"), is_own("bnnkit_extra:Net"), is_own("mymod:Net")
+        (True, False, False)
+    """
+    module = path.partition(":")[0]
+    return module == "bnnkit" or module.startswith("bnnkit.")
+
+
+def needs_trust(path: str) -> bool:
+    """Whether rebuilding a model recorded as ``path`` would import code outside bnnkit.
+
+    Example:
+        >>> needs_trust("mymod:Net"), needs_trust("mlp_regression_small")
+        (True, False)
+    """
+    return is_import_path(path) and not is_in_memory(path) and not is_own(path)
+
+
+@contextlib.contextmanager
+def trusting_model(path: str | None) -> Iterator[None]:
+    """Allow, inside the block, rebuilding runs that record the model ``path`` (see
+    :func:`check_trusted`): the word of a user who names the model for a reader that takes no
+    ``trust_model=`` of its own (``bnnkit report``, ``shift``, ``surface`` and the
+    experiments behind them). ``None`` allows nothing.
+
+    Example:
+        >>> with trusting_model("mymod:Net"):
+        ...     check_trusted("mymod:Net", None, where="the run 'r'")
+    """
+    token = _TRUSTED.set(path)
+    try:
+        yield
+    finally:
+        _TRUSTED.reset(token)
+
+
+def check_trusted(path: str, trust_model: str | None, *, where: str) -> None:
+    """Refuse to rebuild a model that a run only records, when that imports code outside
+    bnnkit and the user did not name it on this call.
+
+    A run folder can carry a ``mymod.py`` of anyone's, and a ``run.json`` can name any module:
+    reading a run must not run it. The user's word is ``trust_model`` (``--model`` on the
+    command), or else the enclosing :func:`trusting_model`; it must be the recorded path
+    exactly. A model of the registry or of bnnkit's own modules needs no word.
+
+    Args:
+        path: the model the run records (``run.json``'s ``problem.model``).
+        trust_model: the import path the user allowed, or ``None``.
+        where: the run, for messages (``"the run 'runs/hmc'"``).
+
+    Raises:
+        ConfigError: ``path`` needs importing a module outside bnnkit and no word allows it,
+            or the word names another model; one line naming the module and how to allow it.
+
+    Example:
+        >>> check_trusted("mlp_regression_small", None, where="the run 'r'")
+        >>> check_trusted("mymod:Net", None, where="the run 'r'")
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: the run 'r' records the model mymod:Net, whose module ...
+        allowed: --model mymod:Net on this command (from Python: trust_model='mymod:Net', ...
+    """
+    if not needs_trust(path):
+        return
+    given = _TRUSTED.get() if trust_model is None else trust_model
+    module = path.partition(":")[0]
+    allow = (f"--model {path} on this command (from Python: trust_model={path!r}, or a block "
+             f"with bnnkit.models.imported.trusting_model({path!r}))")
+    if given is None:
+        raise ConfigError(f"{where} records the model {path}, whose module {module!r} is code "
+                          "outside bnnkit, and reading a run imports nothing it names; allowed: "
+                          f"{allow} if you trust module {module!r}")
+    if given != path:
+        raise ConfigError(f"--model {given} is not the model of {where}, which records {path}; "
+                          f"allowed: {allow} if you trust module {module!r}")
+
+
 def load_class(path: str) -> type[nn.Module]:
     """The ``flax.linen.Module`` subclass that ``package.module:ClassName`` names.
 
-    The current directory is searched after the installed packages, as ``python -m`` would,
-    so a ``my_models.py`` beside the command is found.
+    The import is the user's code, run so that it cannot take the process over: while it
+    imports, ``sys.argv`` is ``[module name]`` (a script that parses its flags at import sees
+    none of bnnkit's), what it prints is held back and shown only if it imports, and anything
+    it raises (``SystemExit``, ``KeyboardInterrupt`` included) is one ConfigError. The current
+    directory is searched after the installed packages, as ``python -m`` would, and only during
+    this import: callers reach here only for a model the user named (:func:`check_trusted`).
 
     Raises:
         ConfigError: a malformed path, a module that does not import, a missing name, or
@@ -121,14 +227,7 @@ def load_class(path: str) -> type[nn.Module]:
     if module_name == "__main__":
         raise ConfigError(f"--model {path!r} names a class of __main__ (a script or notebook), "
                           "which another process cannot import; move it into a module")
-    if os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as err:  # an import runs the user's code: any failure is theirs to see
-        raise ConfigError(f"--model {path!r}: cannot import {module_name!r} "
-                          f"({type(err).__name__}: {' '.join(str(err).split())}); {allowed} "
-                          "importable here") from None
+    module = _import(module_name, path, allowed)
     value: Any = module
     for part in qualname.split("."):
         value = getattr(value, part, None)
@@ -138,6 +237,41 @@ def load_class(path: str) -> type[nn.Module]:
         raise ConfigError(f"--model {path!r} is {type(value).__name__} {value!r:.60}, not a "
                           "flax.linen.Module subclass")
     return value
+
+
+def _import(module_name: str, path: str, allowed: str) -> Any:
+    """``importlib.import_module(module_name)``, sandboxed as :func:`load_class` says."""
+    if module_name in sys.modules:  # imported already: nothing of it runs again
+        return sys.modules[module_name]
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    argv, out, err_out = sys.argv, io.StringIO(), io.StringIO()
+    if added:
+        sys.path.append(cwd)
+    sys.argv = [module_name]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err_out):
+            module = importlib.import_module(module_name)
+    except BaseException as err:  # an import runs the user's code: SystemExit too
+        said = " ".join((out.getvalue() + err_out.getvalue()).split())
+        said = f"; it printed {said[-160:]!r}" if said else ""
+        if isinstance(err, (SystemExit, KeyboardInterrupt)):
+            how = (f"exited ({type(err).__name__} {err})" if isinstance(err, SystemExit)
+                   else "was interrupted (KeyboardInterrupt)")
+            raise ConfigError(f"--model {path!r}: importing {module_name!r} {how}{said}; "
+                              "allowed: a module that defines the model without running a "
+                              "program (put that under if __name__ == '__main__')") from None
+        raise ConfigError(f"--model {path!r}: cannot import {module_name!r} "
+                          f"({type(err).__name__}: {' '.join(str(err).split())}){said}; "
+                          f"{allowed} importable here") from None
+    finally:
+        sys.argv = argv
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+    # What the import printed (a warning, a banner) is the user's to see, once it worked.
+    sys.stdout.write(out.getvalue())
+    sys.stderr.write(err_out.getvalue())
+    return module
 
 
 def _init_fields(cls: type) -> dict[str, dataclasses.Field]:

@@ -47,6 +47,7 @@ from bnnkit import storage
 from bnnkit.data import npz
 from bnnkit.errors import ConfigError
 from bnnkit.inference import METHODS
+from bnnkit.models import canonical_name
 from bnnkit.posterior import store
 from bnnkit.posterior.mixture import Mixture
 from bnnkit.posterior.samples import Samples
@@ -75,8 +76,14 @@ class StoredRun(NamedTuple):
 
 
 def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
-             network: bool = False, problem: problem_lib.Problem | None = None) -> StoredRun:
+             network: bool = False, problem: problem_lib.Problem | None = None,
+             trust_model: str | None = None, rebuild: bool = True) -> StoredRun:
     """Read the run stored in ``run_dir`` back.
+
+    Reading a run runs no code it names: a run whose model is a module outside bnnkit
+    (``--model mymod:Net``) is rebuilt only with ``trust_model="mymod:Net"``, the user's word
+    that this module may be imported (or with ``problem=`` passed back in);
+    :func:`bnnkit.models.imported.check_trusted` says the rule.
 
     Args:
         run_dir: the run directory.
@@ -88,11 +95,17 @@ def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
             :meth:`~bnnkit.problem.Problem.from_arrays` whose model cannot be rebuilt in
             another process); it must be the run's, settings and arrays. ``None`` rebuilds it
             from the run (:func:`bnnkit.problem.build_recorded`).
+        trust_model: the model import path the user allows importing, which must be the
+            one the run records (``--model`` on a reading command).
+        rebuild: rebuild the problem; ``False`` reads the posterior alone, its parameter tree
+            taken from the names in its files (importing no model, loading no data), and
+            returns no problem.
 
     Raises:
         ConfigError: not a run directory, a damaged one, no kept samples yet, an unfinished
             :func:`bnnkit.runs.sample` run, or one when ``network``; a ``problem`` that is not
-            the run's.
+            the run's; a model the user did not allow, or a ``trust_model`` that is not the
+            run's; stored parameters whose shapes are not those of the model the run records.
     """
     rundir = RunDir(run_dir)
     record = rundir.read_record()
@@ -105,19 +118,67 @@ def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
         return StoredRun(record, None, Samples(chains.positions), chains)
     where = repr(str(rundir.run_file))
     given = recorded_problem(record, where, data=False)
+    if trust_model is not None and canonical_name(trust_model) != canonical_name(given.model):
+        raise ConfigError(f"--model {trust_model} is not the model of the run "
+                          f"{str(rundir.path)!r}, which records {given.model}; allowed: "
+                          f"--model {given.model}, or leave it out")
+    if not rebuild:
+        return StoredRun(record, None, stored_posterior(rundir, record, None), None)
     recorded = record.get("dataset") if isinstance(record.get("dataset"), dict) else {}
     if problem is not None:
         problem_lib.check_same(problem, given, recorded, f"the run {str(rundir.path)!r}")
     else:
         config = recorded_problem(record, where)
-        problem = problem_lib.build_recorded(config, rundir.path, recorded)
+        problem = problem_lib.build_recorded(config, rundir.path, recorded,
+                                             trust_model=trust_model)
         if config != given:
             # Read from where the run recorded its data, named as the run was given it.
             problem = dataclasses.replace(
                 problem, config=given,
                 dataset=dataclasses.replace(problem.dataset, name=given.dataset))
     template = jax.eval_shape(problem.init_params, jax.random.PRNGKey(0))
-    return StoredRun(record, problem, stored_posterior(rundir, record, template), None)
+    posterior = stored_posterior(rundir, record, template)
+    check_shapes(posterior, template, f"the run {str(rundir.path)!r}", problem.config)
+    return StoredRun(record, problem, posterior, None)
+
+
+def check_shapes(posterior: Any, template: Params, where: str,
+                 config: problem_lib.ProblemConfig) -> None:
+    """Refuse stored parameters whose shapes are not the model's: a ``run.json`` edited to
+    another dataset or model (its digest written anew) would otherwise fail deep inside the
+    network.
+
+    Args:
+        posterior: the stored posterior (:func:`stored_posterior`).
+        template: the rebuilt model's parameters (shapes).
+        where: the run, for messages.
+        config: the problem the model was rebuilt for, for messages.
+
+    Raises:
+        ConfigError: naming the first parameter whose shapes differ, both shapes and the
+            recorded model and dataset.
+    """
+    components = posterior.components if isinstance(posterior, Mixture) else (posterior,)
+    expected = _shapes(template)
+    for component in components:
+        if isinstance(component, Samples):  # (chains, samples, ...)
+            stored = {k: shape[2:] for k, shape in _shapes(component.params).items()}
+        else:
+            position = getattr(component, "mean", None)
+            stored = _shapes(component.params if position is None else position)
+        for key, shape in expected.items():
+            if key in stored and stored[key] != shape:
+                raise ConfigError(
+                    f"{where} stores {key} of shape {stored[key]}, where model "
+                    f"{config.model} on dataset {config.dataset!r}, as its run.json records "
+                    f"them, has {shape}: its samples were not made on that problem; "
+                    "allowed: the run.json the run was made with")
+
+
+def _shapes(tree: Any) -> dict[str, tuple[int, ...]]:
+    """Each leaf's shape, keyed by its path as :func:`bnnkit.storage.flatten_tree` names it."""
+    return {storage.path_to_str(path): tuple(np.shape(leaf))
+            for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
 def recorded_problem(record: dict, where: str, *,
@@ -253,13 +314,15 @@ def kept_samples(rundir: RunDir, record: dict, *,
     return found.samples
 
 
-def stored_posterior(rundir: RunDir, record: dict, template: Params) -> Any:
+def stored_posterior(rundir: RunDir, record: dict, template: Params | None) -> Any:
     """The posterior a run of the driver stores, over all its kept units (see :func:`combine`).
 
     Args:
         rundir: the run directory.
         record: its ``run.json``.
-        template: a position with the parameter tree structure.
+        template: a position with the parameter tree structure; ``None`` takes it from the
+            names in the run's first sample file (:func:`stored_template`), for readers that
+            need no model.
 
     Raises:
         ConfigError: no kept unit yet, a damaged file, or a run of an older layout whose
@@ -269,6 +332,8 @@ def stored_posterior(rundir: RunDir, record: dict, template: Params) -> Any:
         units = rundir.sample_units()
         if not units:
             raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
+        if template is None:
+            template = _nested({k: 0 for k in storage.load_arrays(rundir.sample_file(units[0]))})
         return _load_legacy(rundir, record, template, units)
     samples = kept_samples(rundir, record, hash_samples=False)
     if not samples:
@@ -278,8 +343,40 @@ def stored_posterior(rundir: RunDir, record: dict, template: Params) -> Any:
                               f"unit {diverged.get('unit', 0) + 1} before it kept a sample; "
                               "allowed: a run with kept samples")
         raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
+    if template is None:
+        first = min(samples)
+        template = stored_template(rundir.sample_file(first), samples[first])
     return combine([store.load(rundir.sample_file(u), template, sha256=digest)
                     for u, digest in sorted(samples.items())])
+
+
+def stored_template(path: str | os.PathLike, sha256: str | None = None) -> Params:
+    """The parameter tree a sample file of :func:`bnnkit.posterior.store.save` holds, from
+    its arrays' names alone: nested dictionaries, as a flax model's parameters are.
+
+    Args:
+        path: the file.
+        sha256: the digest it must have (from the run's manifest).
+
+    Raises:
+        ConfigError: a damaged or edited file.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "sample_0000000.npz"
+        >>> _ = store.save(path, [Samples({"params": {"w": np.zeros((1, 1, 3))}})])
+        >>> stored_template(path)
+        {'params': {'w': 0}}
+    """
+    arrays = storage.load_arrays(path, sha256=sha256)
+    kind = str(arrays.get(store.KIND_KEY, Samples.kind))
+    names = [k for k in arrays if k not in (store.KIND_KEY, store.META_KEY)]
+    if kind != Samples.kind:
+        # Each member's arrays under "<member>/", its position under "mean/" or "params/".
+        own = [k[2:] for k in names if k.startswith("0/")]
+        part = "mean/" if any(k.startswith("mean/") for k in own) else "params/"
+        names = [k[len(part):] for k in own if k.startswith(part)]
+    return _nested({name: 0 for name in names})
 
 
 def combine(units: Sequence[list[Any]]) -> Any:
