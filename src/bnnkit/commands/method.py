@@ -97,7 +97,9 @@ def method_command(name: str, module: ModuleType) -> Command:
         if from_source:
             g = p.add_argument_group("checks")
             g.add_argument("--dataset", default=None, help="if given, must be the MAP run's")
-            g.add_argument("--model", default=None, help="if given, must be the MAP run's")
+            g.add_argument("--model", default=None,
+                           help="if given, must be the MAP run's; a model whose module is "
+                                "outside bnnkit is imported from that run only if named here")
         else:
             add_problem_arguments(p)
         add_config_arguments(p.add_argument_group(name), cls)
@@ -111,6 +113,7 @@ def method_command(name: str, module: ModuleType) -> Command:
     def run(args: argparse.Namespace) -> int:
         from bnnkit import runs
         from bnnkit.evaluation import check_reference, evaluate
+        from bnnkit.models.imported import trusting_model
         from bnnkit.report.tables import print_table
         from bnnkit.runs.initial import check_source_problem
 
@@ -134,12 +137,15 @@ def method_command(name: str, module: ModuleType) -> Command:
             distributed.first_decides(lambda: check_reference(args.reference,
                                                                problem.dataset))
         # A problem taken from the source run is built from that run, as its own (its data
-        # may be the arrays it stored).
-        result = runs.run(None if from_source else problem, config, args.dir,
-                          resume=args.resume,
-                          overwrite=args.overwrite, progress=args.progress,
-                          log_every=args.log_every,
-                          shard=getattr(args, "shard", "auto"))
+        # may be the arrays it stored). The model named on this call (--model) may be
+        # imported again to read the source run and this one back; no other.
+        named = args.model if from_source else problem.model
+        with trusting_model(named):
+            result = runs.run(None if from_source else problem, config, args.dir,
+                              resume=args.resume,
+                              overwrite=args.overwrite, progress=args.progress,
+                              log_every=args.log_every,
+                              shard=getattr(args, "shard", "auto"))
         if not distributed.is_writer():  # process 0 reports and evaluates the run
             return 0
         for warning in result.warnings:
@@ -158,7 +164,8 @@ def method_command(name: str, module: ModuleType) -> Command:
                 parts.append(f"log marginal likelihood {info['log_marginal_likelihood']:.6g}")
             print("; ".join(parts))
         if args.evaluate:
-            evaluation = evaluate(args.dir, reference=args.reference)
+            with trusting_model(named):
+                evaluation = evaluate(args.dir, reference=args.reference)
             for differ in evaluation.get("reference", {}).get("settings_differ", ()):
                 print(f"bnnkit: warning: the reference run targets another posterior: {differ}",
                       file=sys.stderr)

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import argparse
 
+from bnnkit.commands.problem_flags import add_trust_model_argument
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a run directory")
+    add_trust_model_argument(p, when="accepted as on the other readers and checked against the "
+                                     "run's record; verify reads files and imports no model: ")
 
 
 def run(args: argparse.Namespace) -> int:
     from bnnkit.errors import ConfigError
     from bnnkit.runs.directory import DATA_FINDING, verify
 
+    if args.trust_model is not None:
+        _check_model(args.run_dir, args.trust_model)
     findings, summary = verify(args.run_dir)
     print(f"{args.run_dir}: {summary}")
     # verify takes no --resume or --overwrite: the advice names the command that does.
@@ -44,17 +50,36 @@ def run(args: argparse.Namespace) -> int:
         + (f"; and {data}" if data else ""))
 
 
-def _method(run_dir: str) -> str:
-    """The method of the run in ``run_dir`` as its command is named (``METHOD`` if unknown)."""
+def _field(run_dir: str, *keys: str) -> object:
+    """``run.json``'s value at ``keys`` in ``run_dir``, or ``None`` if it cannot be read."""
     import json
     import os
 
     try:
         with open(os.path.join(run_dir, "run.json"), "rb") as f:
-            method = json.loads(f.read()).get("method")
+            value = json.loads(f.read())
+        for key in keys:
+            value = value.get(key)
     except (OSError, ValueError, RecursionError, AttributeError):
-        method = None
+        value = None
+    return value
+
+
+def _method(run_dir: str) -> str:
+    """The method of the run in ``run_dir`` as its command is named (``METHOD`` if unknown)."""
+    method = _field(run_dir, "method")
     return method if isinstance(method, str) and method.isidentifier() else "METHOD"
+
+
+def _check_model(run_dir: str, model: str) -> None:
+    """Refuse a ``--model`` that is not the model the run records (nothing is imported)."""
+    from bnnkit.errors import ConfigError
+    from bnnkit.models import canonical_name
+
+    recorded = _field(run_dir, "problem", "model")
+    if isinstance(recorded, str) and canonical_name(recorded) != canonical_name(model):
+        raise ConfigError(f"--model {model} is not the model of the run {run_dir!r}, which "
+                          f"records {recorded}; allowed: --model {recorded}, or leave it out")
 
 
 from bnnkit.commands import Command  # noqa: E402

@@ -199,6 +199,7 @@ def reference(problem: ProblemConfig, config: Config, folder: str | os.PathLike,
         ConfigError: any bad input, named in one line, before anything is written.
     """
     from bnnkit.evaluation import evaluate
+    from bnnkit.models.imported import trusting_model
     from bnnkit.problem import build
 
     folder = Path(folder)
@@ -226,7 +227,8 @@ def reference(problem: ProblemConfig, config: Config, folder: str | os.PathLike,
                  folder / REFERENCE_CHAINS, progress=progress, overwrite=overwrite)
     seconds["chains"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    evaluation = evaluate(folder)
+    with trusting_model(problem.model):  # the model the caller named, read back
+        evaluation = evaluate(folder)
     seconds["evaluate"] = time.perf_counter() - t0
     storage.write_json(folder / REFERENCE_FILE, {**record, "status": "finished",
                                                  "finished": now(), "seconds": seconds})
