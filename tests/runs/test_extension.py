@@ -4,6 +4,7 @@ the samples are always those of one uninterrupted run of the same length, bit fo
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -91,9 +92,17 @@ def test_until_converged_extends_to_the_bits_of_one_longer_run(tmp_path, data, c
             "--weight-decay", "1", "--step-size", "0.05", "--trajectory-len", "0.3",
             "--adapt", "mass",
             "--num-iterations", "20", "--num-burn-in", "8", "--num-chains", "2", "--seed", "3",
-            "--until-converged", "--max-time", "10m", "--dir", str(path), "--no-progress"]
+            "--until-converged", "--max-time", "10m", "--dir", str(path), "--log-every", "1000"]
     assert main(argv) == 0
     out = capsys.readouterr().out
+    # Each block that did not end the run says so in a few short lines.
+    starts = [i for i, line in enumerate(out.splitlines()) if line.startswith("block ")]
+    assert starts and all(len(line) <= 80 for line in out.splitlines()
+                          if line.startswith(("block ", "  ")))
+    assert re.search(r"^block 1: 20 iterations, 12 kept per chain, sampled in .+\n  .+\n"
+                     r"  extending to 26 iterations$", out, re.MULTILINE), out
+    assert re.search(r"^  \d of 2 chains not mixed; worst chain \d: ESS \d+", out,
+                     re.MULTILINE), out
     record = RunDir(path).read_record()
     extension = record["until_converged"]
     blocks = [block["iterations"] for block in extension["blocks"]]
@@ -122,8 +131,10 @@ def test_until_converged_resumes_past_the_stored_length(tmp_path, data):
     assert [b["iterations"] for b in result.until_converged["blocks"]] == [40]
     assert RunDir(path).read_record()["status"] == "finished"
     if not result.until_converged["holds"]:
-        assert result.until_converged["outcome"].startswith(
+        outcome = result.until_converged["outcome"]
+        assert " ".join(outcome.split()).startswith(
             "time budget of 0 s ended at 40 iterations; the within-chain verdict still fails")
+        assert all(len(line) <= 80 for line in outcome.splitlines()), outcome
 
 
 def test_sample_refuses_the_driver_settings():

@@ -15,6 +15,10 @@ the samples are those of one longer run, bit for bit. It ends when each chain ha
   A budget that ends inside a block stops the run after the unit it ends in, its state saved
   (status "stopped"); ``--resume --until-converged`` with a new budget goes on.
 
+Each block that does not end the run prints a few lines of at most 80 columns
+(:func:`block_summary`): its iterations and kept draws per chain, its seconds, how many
+chains have not mixed and what the worst of them fails, and the length of the next block.
+
 The verdict is the one ``bnnkit evaluate`` gives (:func:`bnnkit.runs.verdict.of_stored_run`):
 the kept samples are read back, predict the test set, and each chain is judged on its own.
 
@@ -39,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import textwrap
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,13 +51,14 @@ from typing import Any
 from bnnkit import distributed
 from bnnkit import problem as problem_lib
 from bnnkit.inference.base import IterationSettings
-from bnnkit.metrics.convergence import chain_line
 from bnnkit.runs import verdict as run_verdict
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.progress import duration
 
 #: Each block's kept iterations are this many times the last's (see the module's docstring).
 GROWTH = 1.5
+#: Columns of the lines a block and the outcome print.
+WIDTH = 80
 
 
 def next_length(num_iterations: int, num_burn_in: int) -> int:
@@ -84,14 +90,85 @@ def _judge(rundir: RunDir, built: problem_lib.Problem,
     return run_verdict.of_stored_run(rundir, built)
 
 
-def _failing(verdict: dict[str, Any] | None, kept: int) -> str:
-    """Why the within-chain verdict fails, in a few words per chain."""
+def _worst(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The failing chain with the smallest ESS (a chain that never moved has none: first)."""
+    return min(checks, key=lambda c: (c["ess_p5"] if math.isfinite(c["ess_p5"])
+                                      else -math.inf, c["chain"]))
+
+
+def verdict_brief(verdict: dict[str, Any] | None, kept: int) -> str:
+    """Why the within-chain verdict fails, in a few words: how many chains have not mixed and
+    what the worst of them (the smallest ESS) fails, each against what it needs
+    (:mod:`bnnkit.metrics.within_chain`); ``bnnkit evaluate`` gives every chain's checks.
+
+    Example:
+        >>> checks = [{"chain": 0, "mixed": True, "ess_p5": 80.0, "rhat_share_below": 1.0},
+        ...           {"chain": 1, "mixed": False, "ess_p5": 12.4, "rhat_share_below": 0.8,
+        ...            "lpd": {"flat": True}, "rising": False}]
+        >>> print(verdict_brief({"within": checks, "summary": "chain 1 has not mixed"}, 200))
+        1 of 2 chains not mixed; worst chain 1: ESS 12 < 50, R-hat within 80 % < 95 %
+        >>> verdict_brief(None, 3)
+        '3 kept iterations per chain are too few to judge'
+    """
+    from bnnkit.metrics import within_chain as wc
+
     if verdict is None:
-        return f"{kept} kept iterations per chain are too few to judge"
-    failing = [c for c in verdict.get("within") or () if not c["mixed"]]
+        return f"{kept:,} kept iterations per chain are too few to judge"
+    within = verdict.get("within") or []
+    failing = [c for c in within if not c["mixed"]]
     if not failing:
         return verdict["summary"]
-    return "; ".join(f"chain {c['chain']}: {chain_line(c)}" for c in failing)
+    worst = _worst(failing)
+    ess = worst["ess_p5"]
+    parts = [f"ESS {ess:.0f}" if math.isfinite(ess) else "ESS none (the draws do not vary)"]
+    if not ess >= wc.MIN_CHAIN_ESS and math.isfinite(ess):
+        parts[0] += f" < {wc.MIN_CHAIN_ESS:.0f}"
+    if worst["rhat_share_below"] < wc.WITHIN_RHAT_SHARE:
+        parts.append(f"R-hat within {100 * worst['rhat_share_below']:.0f} % < "
+                     f"{100 * wc.WITHIN_RHAT_SHARE:.0f} %")
+    if worst.get("lpd") and not worst["lpd"].get("flat", True):
+        parts.append("LPD drifting")
+    if worst.get("rising"):
+        parts.append("log posterior rising")
+    return (f"{len(failing)} of {len(within)} chains not mixed; worst chain "
+            f"{worst['chain']}: {', '.join(parts)}")
+
+
+def short_lines(*lines: str) -> str:
+    """``lines`` wrapped to :data:`WIDTH` columns, each continuation indented by two spaces.
+
+    Example:
+        >>> print(short_lines("block 1: 20 iterations", "  " + "word " * 20))
+        block 1: 20 iterations
+          word word word word word word word word word word word word word word word
+          word word word word word
+    """
+    out: list[str] = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+        out += textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_long_words=False,
+                             break_on_hyphens=False)
+    return "\n".join(out)
+
+
+def block_summary(number: int, done: int, kept: int, verdict: dict[str, Any] | None, *,
+                  sampled: float, judged: float, following: int) -> str:
+    """What a block that did not end the run prints: lines of at most :data:`WIDTH` columns
+    (the block, how far the run got and its seconds; the verdict in brief,
+    :func:`verdict_brief`; the next length).
+
+    Example:
+        >>> print(block_summary(2, 1_200, 1_000, None, sampled=45.3, judged=1.2,
+        ...                     following=1_700))
+        block 2: 1,200 iterations, 1,000 kept per chain, sampled in 45 s, judged in 1 s
+          1,000 kept iterations per chain are too few to judge
+          extending to 1,700 iterations
+    """
+    return short_lines(
+        f"block {number}: {done:,} iterations, {kept:,} kept per chain, sampled in "
+        f"{duration(sampled)}, judged in {duration(judged)}",
+        f"  {verdict_brief(verdict, kept)}",
+        f"  extending to {following:,} iterations")
 
 
 def until_converged(problem: problem_lib.ProblemConfig | None, config: IterationSettings,
@@ -143,17 +220,18 @@ def until_converged(problem: problem_lib.ProblemConfig | None, config: Iteration
             break
         following = next_length(target, config.num_burn_in)
         if progress and distributed.is_writer():
-            print(f"after {done} iterations {_failing(verdict, kept)} (judged in "
-                  f"{judged:.1f} s, sampled in {result.seconds:.1f} s); extending to "
-                  f"{following} iterations", flush=True)
+            print(block_summary(len(blocks), done, kept, verdict, sampled=result.seconds,
+                                judged=judged, following=following), flush=True)
         target = following
     if holds:
-        outcome = f"converged within each chain after {done} iterations"
+        outcome = f"converged within each chain after {done:,} iterations"
         if verdict["level"] == "mixed-multimodal":
             outcome += f" ({verdict['summary']})"
     else:
-        outcome = (f"time budget of {duration(config.max_time)} ended at {done} iterations; "
-                   f"the within-chain verdict still fails: {_failing(verdict, kept)}")
+        outcome = (f"time budget of {duration(config.max_time)} ended at {done:,} "
+                   f"iterations; the within-chain verdict still fails: "
+                   f"{verdict_brief(verdict, kept)}")
+    outcome = short_lines(outcome)
     summary = {"outcome": outcome, "holds": holds, "max_time": config.max_time,
                "growth": GROWTH, "blocks": blocks}
     record = result.record
