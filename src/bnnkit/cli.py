@@ -11,6 +11,12 @@ Every failure ends in one line on stderr:
   one line saying what was kept and how to go on (``--resume`` only for commands that take
   it); a run stopped so lets go of its lock and keeps its last state.
 
+A run stopped by its time budget (``--max-time``, or ``--until-converged``'s) is not a
+failure: after the command's report, one line on stderr says how far the run got and gives the
+command that continues it (the same command line with ``--resume``), and the exit code is 3
+(:data:`bnnkit.commands.budget.EXIT_BUDGET`), so that a script tells it from a success (0) and
+from bad input (2).
+
 Flags may be spelt with underscores, as bnn_hmc's commands spell them (``--dataset_name=yacht_2``
 is ``--dataset-name=yacht_2``).
 """
@@ -18,13 +24,22 @@ is ``--dataset-name=yacht_2``).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import signal
 import sys
 
 from bnnkit.commands import COMMANDS, GROUPS, OTHER_COMMANDS, config_file, groups
+from bnnkit.commands.budget import EXIT_BUDGET, BudgetEnded, command_line, resume_argv
 from bnnkit.errors import ConfigError
 
 DEBUG_FLAG = "--debug"
+#: The exit codes, at the end of ``bnnkit --help`` (docs/reference/cli.md says the same).
+EXIT_CODES = (
+    "exit codes: 0 done; 1 unexpected error (a bug); 2 bad input;",
+    f"  {EXIT_BUDGET} stopped by its time budget (--max-time), resume to continue;",
+    "  130 Ctrl-C, 128 + N signal N (SIGTERM, SIGHUP)",
+)
 #: Where the docs pages are: the repository's ``docs/`` folder (``mkdocs serve`` shows them as
 #: a site with the same layout). ``bnnkit COMMAND --help`` ends with the command's page.
 DOCS_ROOT = "docs"
@@ -36,7 +51,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _HelpFormatter(argparse.HelpFormatter):
-    """Adds ``(default: X)`` to an option's help where a default means something."""
+    """Adds ``(default: X)`` to an option's help where a default means something, and names
+    the value of a flag with several spellings once (``--a, --b X``, as Python 3.13 does), so
+    that its line fits 80 columns."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if len(action.option_strings) < 2 or action.nargs == 0:
+            return super()._format_action_invocation(action)
+        value = self._format_args(action, self._get_default_metavar_for_optional(action))
+        return f"{', '.join(action.option_strings)} {value}"
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -84,11 +107,13 @@ def command_list() -> str:
         lines.append(f"{GROUPS[group]}:")
         for name in names:
             # wrapped at 79 columns, the help under the help, as argparse lays out flags
-            lines += textwrap.wrap(commands[name].help, 79, break_on_hyphens=False,
+            lines += textwrap.wrap(commands[name].sentence, 79, break_on_hyphens=False,
                                    initial_indent=f"  {name:<{len(indent) - 2}}",
                                    subsequent_indent=indent)
         lines.append("")
     lines.append(f"`bnnkit COMMAND --help` lists a command's flags; docs: {DOCS_ROOT}/index.md")
+    lines.append("")
+    lines += EXIT_CODES
     return "\n".join(lines)
 
 
@@ -103,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
                                 metavar="COMMAND", help="one of the commands below")
     for name, command in COMMANDS().items():
-        p = sub.add_parser(name, description=command.help, formatter_class=_HelpFormatter,
+        p = sub.add_parser(name, description=command.sentence, formatter_class=_HelpFormatter,
                            epilog=docs_pointer(name))
         command.add_arguments(p)
         p.add_argument(config_file.FLAG, metavar="FILE",
@@ -183,6 +208,18 @@ def _after_stop(resumes: bool) -> str:
     return "it did not finish; run it again"
 
 
+def _continue(parser: argparse.ArgumentParser, argv: list[str]) -> str:
+    """How to continue a run its budget stopped: ``argv`` with ``--resume``, checked against
+    the command's own parser (a plain sentence in the unlikely case it does not parse)."""
+    again = resume_argv(argv)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # argparse's own message: not shown
+            parser.parse_args(again)
+    except SystemExit:
+        return _after_stop(True)
+    return f"continue with: {command_line(again)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
     argv = dashed(list(sys.argv[1:] if argv is None else argv))
@@ -221,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"bnnkit: error: {os_error_message(err)}", file=sys.stderr)
         return 2
+    except BudgetEnded as stop:
+        print(f"bnnkit: stopped: {stop.progress}; {_continue(parser, argv)}", file=sys.stderr)
+        return EXIT_BUDGET
     except Terminated as stop:
         print(f"bnnkit: stopped by {signal.Signals(stop.signum).name}; {_after_stop(resumes)}",
               file=sys.stderr)

@@ -4,7 +4,8 @@ The flags are the problem's (:class:`bnnkit.problem.ProblemConfig`), the method'
 and the run directory's. The command parses them into the two Configs, calls
 :func:`bnnkit.runs.run` (what a Python user calls), then prints the evaluation table. A method
 whose problem comes from the run it starts from (Laplace's ``--map-run``) takes ``--dataset``
-and ``--model`` only as checks.
+and ``--model`` only as checks. A run its time budget stopped reports what it has, then
+ends in the line of :mod:`bnnkit.commands.budget` and exit code 3.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from types import ModuleType
 
 from bnnkit import distributed
-from bnnkit.commands import Command
+from bnnkit.commands import Command, budget
 from bnnkit.commands.flags import add_config_arguments, config_from_args
 from bnnkit.commands.problem_flags import add_problem_arguments, problem_config
 from bnnkit.errors import ConfigError
@@ -115,6 +116,7 @@ def method_command(name: str, module: ModuleType) -> Command:
         from bnnkit.evaluation import check_reference, evaluate
         from bnnkit.models.imported import trusting_model
         from bnnkit.report.tables import print_table
+        from bnnkit.runs import budget as run_budget
         from bnnkit.runs.initial import check_source_problem
 
         config = config_from_args(args, cls)
@@ -146,15 +148,14 @@ def method_command(name: str, module: ModuleType) -> Command:
                               overwrite=args.overwrite, progress=args.progress,
                               log_every=args.log_every,
                               shard=getattr(args, "shard", "auto"))
+        ended = run_budget.budget_ended(result)
         if not distributed.is_writer():  # process 0 reports and evaluates the run
-            return 0
+            return budget.EXIT_BUDGET if ended else 0
         for warning in result.warnings:
             print(f"bnnkit: warning: {warning}", file=sys.stderr)
         print(f"{run_summary(result)}; run in {args.dir}")
         if result.until_converged is not None:
             print(result.until_converged["outcome"])
-        if result.stopped is not None:
-            print(f"{result.stopped}; the same command with --resume continues the run")
         info = result.record.get("posterior_info", {})
         if info.get("num_params") is not None:
             parts = [f"posterior over {info['num_params']} parameters"]
@@ -163,13 +164,23 @@ def method_command(name: str, module: ModuleType) -> Command:
             if info.get("log_marginal_likelihood") is not None:
                 parts.append(f"log marginal likelihood {info['log_marginal_likelihood']:.6g}")
             print("; ".join(parts))
-        if args.evaluate:
+        kept = len(result.run_dir.sample_units()) if ended else None
+        if args.evaluate and kept == 0:
+            # Not an error: the stop line below says how to go on.
+            print("nothing to evaluate yet: no sample was kept before the time budget ended; "
+                  "the continued run is evaluated when it ends")
+        elif args.evaluate:
             with trusting_model(named):
                 evaluation = evaluate(args.dir, reference=args.reference)
             for differ in evaluation.get("reference", {}).get("settings_differ", ()):
                 print(f"bnnkit: warning: the reference run targets another posterior: {differ}",
                       file=sys.stderr)
             print_table(evaluation, title=f"{config.label} on {problem.dataset}")
+        if ended:  # after the report: bnnkit.cli prints the continuing command, exits 3
+            until = result.until_converged
+            raise budget.BudgetEnded(run_budget.progress(
+                result.record, kept, max_time=getattr(config, "max_time", None),
+                mixed=None if until is None else until["holds"]))
         return 0
 
     return Command(help=summary(module), add_arguments=add_arguments, run=run,

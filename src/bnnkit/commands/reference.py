@@ -3,7 +3,8 @@
 The flags are the problem's (the same as every method's), the recipe's
 (:class:`bnnkit.experiments.reference.Config`) and the folder's. ``bnnkit evaluate DIR`` of the
 folder later gives the pooled model average again, and ``--reference DIR`` compares another
-method's run with it.
+method's run with it. Chains stopped by ``--max-time`` report what they have, then the line
+of :mod:`bnnkit.commands.budget` and exit code 3.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bnnkit.commands.budget import BudgetEnded
     from bnnkit.commands.flags import config_from_args
     from bnnkit.commands.problem_flags import problem_config
     from bnnkit.experiments.reference import Config, reference
@@ -43,13 +45,21 @@ def run(args: argparse.Namespace) -> int:
     result = reference(problem, config, args.dir, resume=args.resume,
                        overwrite=args.overwrite, progress=args.progress)
     if args.json:
-        print(json.dumps(result.evaluation, indent=2, sort_keys=True))
-        return 0
-    stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result.seconds.items())
-    print(f"reference in {args.dir} ({stages})", file=sys.stderr)
-    print_table(result.evaluation,
-                title=f"reference ({config.sampler} from {config.members} ensemble members) "
-                      f"on {problem.dataset}")
+        # A stopped reference says so in its JSON too (and holds no metrics before a kept draw).
+        stopped = {} if result.stopped is None else {"stopped": result.stopped}
+        print(json.dumps({**result.evaluation, **stopped}, indent=2, sort_keys=True))
+    else:
+        stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result.seconds.items())
+        print(f"reference in {args.dir} ({stages})", file=sys.stderr)
+        if result.evaluation:
+            print_table(result.evaluation,
+                        title=f"reference ({config.sampler} from {config.members} ensemble "
+                              f"members) on {problem.dataset}")
+        else:
+            print("nothing to evaluate yet: no sample was kept before the time budget ended; "
+                  "the continued reference is evaluated when it ends")
+    if result.stopped is not None:  # bnnkit.cli prints the continuing command, exits 3
+        raise BudgetEnded(result.stopped)
     return 0
 
 

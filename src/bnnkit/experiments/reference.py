@@ -147,11 +147,16 @@ class Reference:
         evaluation: ``bnnkit evaluate``'s result for the pooled chains (metrics, diagnostics,
             the convergence verdict).
         seconds: wall time of each stage (``ensemble``, ``chains``, ``evaluate``) in this call.
+        stopped: how far the chains got when ``max_time`` ended them, in a sentence
+            (:func:`bnnkit.runs.budget.progress`; ``resume=True`` continues them); ``None``
+            when they finished. Chains stopped before any kept draw are not evaluated
+            (``evaluation`` is empty).
     """
 
     folder: Path
     evaluation: dict[str, Any]
     seconds: dict[str, float]
+    stopped: str | None = None
 
 
 def check_folder(folder: Path, *, resume: bool, overwrite: bool) -> None:
@@ -226,13 +231,34 @@ def reference(problem: ProblemConfig, config: Config, folder: str | os.PathLike,
     run_or_reuse(problem, config.sampler_config(folder / ENSEMBLE_DIR),
                  folder / REFERENCE_CHAINS, progress=progress, overwrite=overwrite)
     seconds["chains"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    with trusting_model(problem.model):  # the model the caller named, read back
-        evaluation = evaluate(folder)
-    seconds["evaluate"] = time.perf_counter() - t0
-    storage.write_json(folder / REFERENCE_FILE, {**record, "status": "finished",
-                                                 "finished": now(), "seconds": seconds})
-    return Reference(folder, evaluation, seconds)
+    stopped, kept = _chains_stopped(folder / REFERENCE_CHAINS, config)
+    evaluation: dict[str, Any] = {}
+    if kept:  # chains stopped before their first kept draw have nothing to evaluate
+        t0 = time.perf_counter()
+        with trusting_model(problem.model):  # the model the caller named, read back
+            evaluation = evaluate(folder)
+        seconds["evaluate"] = time.perf_counter() - t0
+    end = ({"status": "finished", "finished": now()} if stopped is None else
+           {"status": "stopped", "stopped": {"stage": "chains", "progress": stopped,
+                                             "at": now()}})
+    storage.write_json(folder / REFERENCE_FILE, {**record, **end, "seconds": seconds})
+    return Reference(folder, evaluation, seconds, stopped)
+
+
+def _chains_stopped(chains: Path, config: Config) -> tuple[str | None, int]:
+    """How far the chains got when their time budget ended them (``None``: it did not), and
+    their kept draws per chain."""
+    from bnnkit.runs import RunDir
+    from bnnkit.runs.budget import progress
+
+    rundir = RunDir(chains)
+    record = rundir.read_record()
+    kept = len(rundir.sample_units())
+    until = record.get("until_converged") if config.until_converged else None
+    mixed = None if until is None else bool(until.get("holds"))
+    if record.get("status") != "stopped" and mixed is not False:
+        return None, kept
+    return progress(record, kept, max_time=config.max_time, mixed=mixed, stage="chains"), kept
 
 
 def reference_or_reuse(problem: ProblemConfig, config: Config, folder: str | os.PathLike, *,

@@ -76,13 +76,13 @@ def run_or_reuse(problem: ProblemConfig, config: Any, run_dir: str | os.PathLike
     from bnnkit.runs.initial import with_chains
 
     status = run_status(run_dir)
-    if status in ("running", "finished"):
+    if status in ("running", "stopped", "finished"):
         config = with_chains(config)  # as the stored run recorded it
     if overwrite and status is not None:
         runs.run(problem, config, Path(run_dir), overwrite=True, progress=progress,
                  on_unit=on_unit)
         return True
-    if status in ("running", "finished"):
+    if status in ("running", "stopped", "finished"):
         record = RunDir(run_dir).read_record()
         if record.get("method") != config.METHOD:
             raise ConfigError(f"{os.fspath(run_dir)!r} holds a {record.get('method')!r} run, "
@@ -96,7 +96,7 @@ def run_or_reuse(problem: ProblemConfig, config: Any, run_dir: str | os.PathLike
         if status == "finished" and not differ:
             return False
     # "starting" is a run that never started: runs.run starts it afresh.
-    runs.run(problem, config, Path(run_dir), resume=status in ("running", "finished"),
+    runs.run(problem, config, Path(run_dir), resume=status in ("running", "stopped", "finished"),
              progress=progress, on_unit=on_unit)
     return True
 

@@ -231,6 +231,15 @@ class RunSettings:
         return {f.name for f in dataclasses.fields(cls) if f.metadata.get("resumable")}
 
 
+def max_time_setting() -> Any:
+    """``--max-time``: how long the driver runs in this call, never what a sample is, so a
+    resume may change it (:func:`bnnkit.runs.run` stops the run cleanly when it has passed)."""
+    return setting(
+        None, resumable=True, metavar="DURATION", bounds=(Exclusive(0), None),
+        help="stop cleanly, resumable with --resume, once this much wall time has passed in "
+             "this call: seconds, or 90s, 30m, 2h, 1h30m")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class IterationSettings(RunSettings):
     """Full-batch methods (HMC, NUTS): iterations over the whole training set, several chains."""
@@ -259,10 +268,7 @@ class IterationSettings(RunSettings):
              "bnnkit evaluate, or --max-time ends; each block is what --resume with a larger "
              "--num-iterations does (the kept iterations grow by half), so the samples are those "
              "of one longer run; needs --max-time")
-    max_time: float | str | None = setting(
-        None, resumable=True, metavar="DURATION", bounds=(Exclusive(0), None),
-        help="stop cleanly, resumable with --resume, once this much wall time has passed in "
-             "this call: seconds, or 90s, 30m, 2h, 1h30m")
+    max_time: float | str | None = max_time_setting()
 
     def __post_init__(self) -> None:
         check_numbers(self)  # every value of its field's type before the duration is read
@@ -325,6 +331,13 @@ class EpochSettings(RunSettings):
         False, help="randomly crop (4-pixel zero padding) and flip each minibatch's images, a "
                     "fresh draw every step; N x H x W x C inputs only. The likelihood is then "
                     "of augmented data. HMC and NUTS are full-batch and do not augment")
+    max_time: float | str | None = max_time_setting()
+
+    def __post_init__(self) -> None:
+        check_numbers(self)  # every value of its field's type before the duration is read
+        if self.max_time is not None:
+            object.__setattr__(self, "max_time", parse_duration(self.max_time))
+        super().__post_init__()
 
     def steps_per_epoch(self, num_train: int) -> int:
         """Minibatch steps per epoch: ``num_train // batch_size`` (the remainder is dropped).
