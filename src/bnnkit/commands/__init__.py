@@ -31,6 +31,29 @@ class Command(NamedTuple):
     run: Callable[[argparse.Namespace], int]
     docs: str = "reference/commands.md"
 
+    @property
+    def sentence(self) -> str:
+        """Its help as a sentence, as ``bnnkit --help`` and ``bnnkit COMMAND --help`` show it
+        (:func:`sentence`)."""
+        return sentence(self.help)
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence: its first letter a capital, a full stop at its end.
+
+    A command's help is a phrase (the docs append to it); where it stands alone it reads as a
+    sentence.
+
+    Example:
+        >>> sentence("recompute metrics of a run"), sentence("IVON (Shen et al. 2024).")
+        ('Recompute metrics of a run.', 'IVON (Shen et al. 2024).')
+    """
+    text = " ".join(text.split())
+    if not text:
+        return text
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "?", "!")) else f"{text}."
+
 
 #: The commands that run no method, by group, in ``bnnkit --help``'s order; each is the
 #: ``COMMAND`` of the module named after it. The methods' group comes from ``METHODS``.

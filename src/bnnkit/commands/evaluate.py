@@ -8,25 +8,44 @@ import sys
 
 from bnnkit.commands.problem_flags import add_trust_model_argument
 
-#: How to read the convergence verdict, shown under ``bnnkit evaluate --help``.
-VERDICT_HELP = """\
-For Markov chains the output ends with a convergence verdict on the test predictions, at one
-of three levels:
-  converged         every chain mixed on its own and all agree: the samples are a reference.
-  mixed-multimodal  each chain mixed, but the chains sit in K distinct modes (named); the model
-                    average pools them. A valid reference for the model average, not a
-                    failure: more iterations will not bring the modes together.
-  not-mixed         the chains named failed their own checks (split R-hat over 4 pieces of
-                    the chain, its ESS, its running log predictive density flat over the last
-                    half, its log posterior not rising): run longer (--resume with a larger
-                    --num-iterations, or --until-converged --max-time 2h), tune longer, or
-                    take a smaller step.
-"""
+#: The convergence verdict's levels and what each means, shown under ``bnnkit evaluate --help``.
+VERDICT_LEVELS = {
+    "converged": "every chain mixed on its own and all agree: the samples are a reference.",
+    "mixed-multimodal": "each chain mixed, but the chains sit in K distinct modes (named); the "
+                        "model average pools them. A valid reference for the model average, not "
+                        "a failure: more iterations will not bring the modes together.",
+    "not-mixed": "the chains named failed their own checks (split R-hat over 4 pieces of the "
+                 "chain, its ESS, its running log predictive density flat over the last half, "
+                 "its log posterior not rising): run longer (--resume with a larger "
+                 "--num-iterations, or --until-converged --max-time 2h), tune longer, or take a "
+                 "smaller step.",
+}
+#: Columns of the verdict's help: what an 80-column terminal shows whole.
+HELP_WIDTH = 79
+
+
+def verdict_help() -> str:
+    """How to read the convergence verdict, laid out in :data:`HELP_WIDTH` columns.
+
+    Example:
+        >>> text = verdict_help()
+        >>> text.splitlines()[2].split()[0], max(map(len, text.splitlines())) <= HELP_WIDTH
+        ('converged', True)
+    """
+    import textwrap
+
+    lines = textwrap.wrap("For Markov chains the output ends with a convergence verdict on the "
+                          "test predictions, at one of three levels:", HELP_WIDTH)
+    column = 2 + max(map(len, VERDICT_LEVELS)) + 2
+    for level, meaning in VERDICT_LEVELS.items():
+        lines += textwrap.wrap(meaning, HELP_WIDTH, initial_indent=f"  {level:<{column - 2}}",
+                               subsequent_indent=" " * column, break_on_hyphens=False)
+    return "\n".join(lines) + "\n"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     # The verdict's levels as laid out here, above the pointer to the docs the parser ends with.
-    p.epilog = VERDICT_HELP + (f"\n{p.epilog}" if p.epilog else "")
+    p.epilog = verdict_help() + (f"\n{p.epilog}" if p.epilog else "")
     if not issubclass(p.formatter_class, argparse.RawDescriptionHelpFormatter):
         p.formatter_class = type("VerdictHelpFormatter",
                                  (p.formatter_class, argparse.RawDescriptionHelpFormatter), {})

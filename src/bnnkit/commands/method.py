@@ -23,8 +23,17 @@ from bnnkit.errors import ConfigError
 
 
 def summary(module: ModuleType) -> str:
-    """A method's one-line description: the first line of its module's docstring."""
-    return (module.__doc__ or module.__name__).strip().splitlines()[0].rstrip(".")
+    """A method's description: the first paragraph of its module's docstring, whole (a
+    sentence may run over its first line), without its full stop.
+
+    Example:
+        >>> from types import ModuleType
+        >>> module = ModuleType("m", "MC dropout: training as variational\\ninference.\\n\\nMore.")
+        >>> summary(module)
+        'MC dropout: training as variational inference'
+    """
+    paragraph = (module.__doc__ or module.__name__).strip().split("\n\n")[0]
+    return " ".join(paragraph.split()).rstrip(".")
 
 
 def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
