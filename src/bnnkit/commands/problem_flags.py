@@ -30,17 +30,18 @@ def list_models(p: argparse.ArgumentParser) -> None:
 
 #: The help of ``--model`` on a command that reads runs (:func:`add_trust_model_argument`).
 TRUST_MODEL_HELP = (
-    "allow importing this model, which the run records: reading a run imports no module "
-    "outside bnnkit that it names (a run folder may carry anyone's .py), unless it is named "
-    "here; give it only for code you trust. The current folder is searched for it after the "
-    "installed packages, as python -m does")
+    "allow importing this model, which the run records: a model whose module is outside "
+    "bnnkit is imported only when named here (a run folder may carry anyone's .py); name only "
+    "code you trust. It is looked for in the installed packages, then the current folder, as "
+    "python -m does")
 
 
-def add_trust_model_argument(p: argparse.ArgumentParser, *, when: str = "") -> None:
+def add_trust_model_argument(p: argparse.ArgumentParser, *, when: str = "",
+                             help: str | None = None) -> None:
     """``--model package.module:ClassName`` on a command that reads runs: the user's word that
     the model a run records may be imported (its value is ``args.trust_model``; see
-    :func:`bnnkit.models.imported.check_trusted`). ``when`` starts its help (``"with
-    --format netcdf: "``).
+    :func:`bnnkit.models.imported.check_trusted`). ``when`` starts its help (``"for the runs
+    that record it: "``); ``help`` replaces it.
 
     Example:
         >>> p = argparse.ArgumentParser()
@@ -49,7 +50,7 @@ def add_trust_model_argument(p: argparse.ArgumentParser, *, when: str = "") -> N
         'mymod:Net'
     """
     p.add_argument("--model", dest="trust_model", default=None,
-                   metavar="package.module:ClassName", help=when + TRUST_MODEL_HELP)
+                   metavar="package.module:ClassName", help=help or when + TRUST_MODEL_HELP)
 
 
 PRIOR_FIELDS = ("prior", "bias_prior", "layer_priors", "noise_prior")

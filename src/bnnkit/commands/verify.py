@@ -9,8 +9,9 @@ from bnnkit.commands.problem_flags import add_trust_model_argument
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a run directory")
-    add_trust_model_argument(p, when="accepted as on the other readers and checked against the "
-                                     "run's record; verify reads files and imports no model: ")
+    add_trust_model_argument(p, help="accepted as on the commands that read runs: checked "
+                                     "against the model the run records (verify reads files "
+                                     "and imports no model)")
 
 
 def run(args: argparse.Namespace) -> int:
