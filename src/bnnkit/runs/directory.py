@@ -39,6 +39,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import stat
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -54,6 +55,9 @@ from bnnkit.runs.lock import LOCK_FILE
 from bnnkit.runs.manifest import MANIFEST_FILE
 
 RUN_FILE = "run.json"
+#: The arrays of a problem made in memory: ``bnnkit.problem.DATA_FILE`` (not imported here,
+#: where reading a run needs no model code).
+DATA_FILE = "data.npz"
 STATE_FILE = "state.npz"
 SAMPLES_DIR = "samples"
 LOG_FILE = "metrics.jsonl"
@@ -113,6 +117,10 @@ def settings_digest(record: Mapping[str, Any]) -> str:
         True
     """
     settings = {k: record.get(k) for k in SETTINGS_KEYS}
+    if manifest.IDENTITY_KEY in record:
+        # Where the manifest's chain starts; only runs made since the chain have one, so the
+        # digests of older runs are what they were.
+        settings[manifest.IDENTITY_KEY] = record[manifest.IDENTITY_KEY]
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 
@@ -205,6 +213,57 @@ class RunDir:
             if folder.is_dir() and not folder.is_symlink():
                 found += [p for p in folder.iterdir() if p.is_symlink()]
         return sorted(found)
+
+    def misplaced(self) -> list[tuple[Path, str]]:
+        """Entries where bnnkit writes a file but finds a folder (or something else that is
+        not a regular file), or writes a folder but finds a file: its own files, temporary
+        files, ``samples/`` and the sample and chunk files in it, ``predictions/`` and
+        ``evaluation*.json``. Links are :meth:`links`' to name.
+
+        Returns:
+            Each entry and what it is, as a phrase that follows its name.
+        """
+        if not self.path.is_dir():
+            return []
+        found = []
+
+        def want_file(path: Path) -> None:
+            with contextlib.suppress(FileNotFoundError):
+                mode = path.lstat().st_mode
+                if stat.S_ISDIR(mode):
+                    found.append((path, "is a folder where bnnkit keeps a file of the run"))
+                elif not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                    found.append((path, "is not a regular file (bnnkit keeps a file of the "
+                                        "run there)"))
+
+        for name in (*OWN_FILES, DATA_FILE):
+            want_file(self.path / name)
+        for pattern in ("evaluation*.json", *TEMPORARY):
+            for path in self.path.glob(pattern):
+                want_file(path)
+        for folder, patterns in ((self.samples_dir, ("sample_*.npz", "chunk_*.npz", ".*.tmp")),
+                                 (self.path / PREDICTIONS_DIR, ("*.npz", ".*.tmp"))):
+            if folder.is_symlink() or not (folder.exists() or folder.is_symlink()):
+                continue
+            if not folder.is_dir():
+                found.append((folder, "is a file where bnnkit keeps a folder of the run"))
+                continue
+            for pattern in patterns:
+                for path in folder.glob(pattern):
+                    want_file(path)
+        return sorted(set(found))
+
+    def check_layout(self) -> None:
+        """Refuse a run directory with a folder where bnnkit writes a file, or a file where
+        it writes a folder (:meth:`misplaced`): a run would stop at it part-way, after it had
+        written other files.
+
+        Raises:
+            ConfigError: naming the first such entry.
+        """
+        for path, problem in self.misplaced():
+            raise ConfigError(f"{str(path)!r} {problem}; allowed: the run's own files (remove "
+                              "it, or start the run in another directory)")
 
     def check_links(self) -> None:
         """Refuse a run directory with a symbolic link where bnnkit writes (:meth:`links`):
@@ -321,6 +380,8 @@ class RunDir:
             raise ConfigError(
                 f"run directory {self.given!r} is in use by process {who.get('pid')}{since}; "
                 "allowed: one writing process at a time (wait for it to finish or stop it)")
+        # Last: a run in use is named as such, whatever is in its folder.
+        self.check_layout()
 
     def prepare(self, *, overwrite: bool) -> None:
         """Under the lock: clear what ``overwrite`` replaces (or a run that never started)
@@ -442,8 +503,10 @@ class RunDir:
         """
         self.path.mkdir(parents=True, exist_ok=True)
         with _lock.hold(self.path):
-            # Again under the lock: a link made since check_target must not be written through.
+            # Again under the lock: a link made since check_target must not be written through,
+            # nor a folder made where a file goes be found part-way.
             self.check_links()
+            self.check_layout()
             self.remove_temporary()
             try:
                 yield
@@ -569,20 +632,31 @@ def verify(run_dir: str | os.PathLike) -> tuple[list[manifest.Finding], str]:
 
 
 def _verify(rundir: RunDir) -> tuple[list[manifest.Finding], str]:
-    links = [manifest.Finding(str(link.relative_to(rundir.path)),
-                              f"is a symbolic link (to {os.readlink(link)!r}), which bnnkit "
-                              "does not write through", False) for link in rundir.links()]
+    # What is in the way is named as such, and nothing else about the same entry: removing
+    # it comes first, and what is then missing is the next verify's to say.
+    in_the_way = [manifest.Finding(str(link.relative_to(rundir.path)),
+                                   f"is a symbolic link (to {os.readlink(link)!r}), which "
+                                   "bnnkit does not write through", False, in_the_way=True)
+                  for link in rundir.links()]
+    in_the_way += [manifest.Finding(str(path.relative_to(rundir.path)), problem, False,
+                                    in_the_way=True) for path, problem in rundir.misplaced()]
+    named = {f.file for f in in_the_way}
     try:
         record = rundir.read_record()
     except ConfigError as err:
         problem = str(err).split("' ", 1)[-1]
-        return [*links, manifest.Finding(RUN_FILE, problem, False)], "unreadable"
+        return sorted([*in_the_way, *([] if RUN_FILE in named else [
+            manifest.Finding(RUN_FILE, problem, False)])], key=lambda f: f.file), "unreadable"
     found = manifest.check(rundir, record)
     data = data_finding(record)
-    findings = sorted([*found.findings, *links, *([data] if data else [])],
-                      key=lambda f: f.file)
+    findings = sorted([*(f for f in found.findings if f.file not in named), *in_the_way,
+                       *([data] if data else [])], key=lambda f: f.file)
     loop = record.get("loop") or {}
     total = loop.get("num_units", "?")
     kind = loop.get("kind", "units")
-    return findings, (f"{record.get('status')}: the state covers {found.state_unit} of "
-                      f"{total} {kind}")
+    summary = f"{record.get('status')}: the state covers {found.state_unit} of {total} {kind}"
+    if record.get("manifest") and manifest.IDENTITY_KEY not in record:
+        summary += ("; note: no chain: written by an older bnnkit (its manifest lines are not "
+                    "chained to its record, so a line taken with its file from another run "
+                    "would not be detected)")
+    return findings, summary

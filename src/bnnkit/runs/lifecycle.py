@@ -225,11 +225,16 @@ def new_record(config: RunSettings, loop: Loop, problem: dict, **more: Any) -> d
         problem: what the run is on (a problem's settings, or a density's description).
         more: what else the run records (its dataset, its number of parameters, ...).
     """
-    return {"method": config.METHOD, "layout": directory.LAYOUT, "problem": problem,
-            "method_config": config.to_dict(), "loop": dataclasses.asdict(loop),
-            "manifest": True, **more, "versions": directory.versions(),
-            "git": directory.git_hash(), "gaussian_noise": _noise.GENERATOR,
-            "started": directory.now()}
+    record = {"method": config.METHOD, "layout": directory.LAYOUT, "problem": problem,
+              "method_config": config.to_dict(), "loop": dataclasses.asdict(loop),
+              "manifest": True, **more, "versions": directory.versions(),
+              "git": directory.git_hash(), "gaussian_noise": _noise.GENERATOR,
+              "started": directory.now()}
+    # Where the manifest's chain starts: fixed once, so that a resume that extends the
+    # settings keeps the chain of the lines it keeps.
+    record[manifest.IDENTITY_KEY] = manifest.identity(directory.settings_digest(record),
+                                                      getattr(config, "seed", None))
+    return record
 
 
 def check_target(rundir: RunDir, *, resume: bool, overwrite: bool) -> None:
@@ -280,12 +285,41 @@ def check_resume(record: dict, config: RunSettings, problem: dict) -> None:
         {**record["problem"], **stored}, {**problem, **config_dict}, type(config).resumable())
 
 
-def resume_point(rundir: RunDir, record: dict, loop: Loop) -> manifest.Check:
+def resume_refusal(record: Mapping[str, Any]) -> str | None:
+    """Why a resume of the run that ``record`` describes is refused whatever its files hold
+    (another layout, a run that diverged, settings or a noise generator this version cannot
+    continue), as :func:`check_resume` says it; ``None`` when a resume with the run's own
+    settings passes these checks. What ``bnnkit verify`` advises follows it.
+
+    Example:
+        >>> resume_refusal({"method": "no-such-method"})
+        "this bnnkit has no method 'no-such-method'"
+    """
+    from bnnkit.inference import METHODS
+
+    method = record.get("method")
+    if not isinstance(method, str) or method not in METHODS:
+        return f"this bnnkit has no method {method!r}"
+    try:
+        config = METHODS[method].Config.from_dict(record.get("method_config") or {})
+        check_resume(dict(record), config, record.get("problem") or {})
+    except (ConfigError, TypeError, KeyError) as err:
+        return str(err)
+    return None
+
+
+def resume_point(rundir: RunDir, record: dict, loop: Loop,
+                 template: Any = None) -> manifest.Check:
     """Where a resume starts, after checking every file it keeps against the manifest.
+
+    Args:
+        template: the state's shapes and dtypes, checked against those the manifest records
+            for the state (``None``: left to :func:`load_state`, under the lock).
 
     Raises:
         ConfigError: a damaged, missing or unrecorded file that the resume would keep (it
-            cannot recompute what precedes its last state), or fewer units than already done.
+            cannot recompute what precedes its last state), a state of other shapes than the
+            run's, or fewer units than already done.
     """
     found = manifest.check(rundir, record)
     problem = manifest.first_problem(rundir, found, only_unrepairable=True)
@@ -298,12 +332,37 @@ def resume_point(rundir: RunDir, record: dict, loop: Loop) -> manifest.Check:
         raise ConfigError(
             f"--resume may only extend a run: {str(rundir.path)!r} has done {done} "
             f"{loop.kind}, more than the {loop.num_units} asked for now; allowed: >= {done}")
+    if template is not None and found.state_sha256 is not None:
+        line = manifest.Manifest(rundir.manifest_file).latest_matching(
+            rundir.state_file.name, found.state_sha256)
+        if line is not None and isinstance(line.get("arrays"), dict):
+            check_state_arrays(rundir, template, line["arrays"])
     return found
 
 
+def check_state_arrays(rundir: RunDir, template: Any, recorded: Mapping[str, Any]) -> None:
+    """Refuse a state whose recorded arrays (``[shape, dtype]`` by key, as the manifest keeps
+    them) are not the run's, as :func:`load_state` would once the state is read.
+
+    Raises:
+        ConfigError: a missing entry, or an array of another shape or dtype.
+    """
+    if UNIT_KEY not in recorded:
+        raise ConfigError(f"{str(rundir.state_file)!r} is damaged: it records no unit")
+    for path, leaf in jax.tree_util.tree_flatten_with_path(template)[0]:
+        key = storage.path_to_str(path)
+        if key not in recorded:
+            raise ConfigError(f"{str(rundir.state_file)!r} lacks {key!r}: it belongs to "
+                              "another model or method")
+        shape, dtype = recorded[key]
+        if tuple(shape) != tuple(leaf.shape) or dtype != np.dtype(leaf.dtype).str:
+            raise ConfigError(f"{str(rundir.state_file)!r} is damaged: it holds an array of "
+                              f"shape {tuple(shape)} where the run has {tuple(leaf.shape)}")
+
+
 def resume_checks(rundir: RunDir, config: RunSettings, problem: dict, loop: Loop, *,
-                  chunks: bool, data: Mapping[str, Any] | None = None
-                  ) -> manifest.Check | None:
+                  chunks: bool, data: Mapping[str, Any] | None = None,
+                  template: Any = None) -> manifest.Check | None:
     """Every check of a resume, on process 0 (the others get ``None``; every process raises
     if process 0 refused).
 
@@ -311,6 +370,7 @@ def resume_checks(rundir: RunDir, config: RunSettings, problem: dict, loop: Loop
         chunks: the resume is of a :func:`bnnkit.runs.sample` run (else of the driver's).
         data: the dataset's ``info`` as loaded now: a user file's fingerprint must be the one
             the run recorded (then the file may be named by another path, from another folder).
+        template: the state's shapes (see :func:`resume_point`).
 
     Raises:
         ConfigError: a run of the other kind, or as :func:`check_resume` and
@@ -330,7 +390,7 @@ def resume_checks(rundir: RunDir, config: RunSettings, problem: dict, loop: Loop
                 record.get("problem"), dict) and npz.same_data(recorded, data, "--dataset"):
             given = {**problem, "dataset": record["problem"].get("dataset")}
         check_resume(record, config, given)
-        return resume_point(rundir, record, loop)
+        return resume_point(rundir, record, loop, template)
 
     return distributed.first_decides(checks)
 
@@ -374,7 +434,10 @@ class Lifecycle:
 
     def __init__(self, rundir: RunDir, record: dict, found: manifest.Check | None):
         self.rundir, self.record, self.found = rundir, record, found
-        self.files = manifest.Manifest(rundir.manifest_file)
+        anchor = record.get(manifest.IDENTITY_KEY)
+        # A run made before the chain keeps an unchained manifest.
+        self.files = manifest.Manifest(rundir.manifest_file,
+                                       anchor=anchor if isinstance(anchor, str) else None)
         self.writer = distributed.is_writer()
         #: Whether a state or kept unit has been recorded (from then on the run is kept
         #: whatever happens next).
