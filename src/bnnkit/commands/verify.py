@@ -22,16 +22,26 @@ def run(args: argparse.Namespace) -> int:
         _check_model(args.run_dir, args.trust_model)
     findings, summary = verify(args.run_dir)
     print(f"{args.run_dir}: {summary}")
-    # verify takes no --resume or --overwrite: the advice names the command that does.
+    # verify takes no --resume or --overwrite: the advice names the command that does, and
+    # only where it works: nothing writes past an entry in the way, and a resume refused
+    # whatever the files hold (a run that diverged, say) repairs nothing.
     command = f"the run's command (bnnkit {_method(args.run_dir)} ...)"
+    in_the_way = [f for f in findings if f.in_the_way]
+    refused = (_resume_refusal(args.run_dir)
+               if not in_the_way and any(f.repairable for f in findings) else None)
+    again = (f"a resume cannot recompute it; {command} with --overwrite makes the run again (it "
+             "reproduces bit for bit)")
     for finding in findings:
         if finding.file == DATA_FINDING:
             how = "restore the data file the run was made on"
-        elif finding.repairable:
+        elif finding.in_the_way:
+            how = "remove it (bnnkit keeps only its own files there), then verify again"
+        elif finding.repairable and refused is None:
             how = f"{command} with --resume recomputes it from the last intact state"
+        elif finding.repairable:
+            how = f"a resume is refused: {refused}"
         else:
-            how = (f"a resume cannot recompute it; {command} with --overwrite makes the run "
-                   "again (it reproduces bit for bit)")
+            how = again
         print(f"  {finding.file} {finding.problem}: {how}")
     if not findings:
         print("every file matches its manifest and run.json its settings digest")
@@ -43,12 +53,33 @@ def run(args: argparse.Namespace) -> int:
             if len(files) < len(findings) else "")
     if not files:
         raise ConfigError(f"{args.run_dir!r}: {data} (the run's own files are intact)")
-    fixable = all(f.repairable for f in files)
+    if in_the_way:
+        names = ", ".join(repr(f.file) for f in in_the_way)
+        advice = (f"remove {names} first (bnnkit keeps only its own files there), then verify "
+                  "again")
+    elif all(f.repairable for f in files) and refused is None:
+        advice = f"{command} with --resume repairs them"
+    elif all(f.repairable for f in files):
+        advice = f"a resume is refused: {refused}"
+    else:
+        advice = f"a resume cannot repair them all; {command} with --overwrite makes the run again"
     raise ConfigError(
         f"{args.run_dir!r} has {len(files)} damaged, missing or unrecorded file(s); "
-        + (f"{command} with --resume repairs them" if fixable else
-           f"a resume cannot repair them all; {command} with --overwrite makes the run again")
-        + (f"; and {data}" if data else ""))
+        + (f"{data} first, then {advice}" if data else advice))
+
+
+def _resume_refusal(run_dir: str) -> str | None:
+    """Why a resume of the run in ``run_dir`` is refused whatever its files hold (``None``:
+    it is not, or its record cannot be read, which is a finding of its own)."""
+    from bnnkit.errors import ConfigError
+    from bnnkit.runs.directory import RunDir
+    from bnnkit.runs.lifecycle import resume_refusal
+
+    try:
+        record = RunDir(run_dir).read_record()
+    except ConfigError:
+        return None
+    return resume_refusal(record)
 
 
 def _field(run_dir: str, *keys: str) -> object:
