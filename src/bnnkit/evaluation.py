@@ -46,7 +46,7 @@ import numpy as np
 from bnnkit import posthoc, storage
 from bnnkit import problem as problem_lib
 from bnnkit.errors import ConfigError
-from bnnkit.metrics import convergence, diagnostics, predictive
+from bnnkit.metrics import baseline, convergence, diagnostics, predictive
 from bnnkit.metrics.predictive import (
     agreement,
     metrics_for,
@@ -288,7 +288,12 @@ def evaluate(
         temperature or std stretch, the validation size and the test metrics after it),
         ``conformal`` (α, the score, the threshold, test coverage and mean set size or interval
         width) and ``ood`` (the other dataset, AUROC and FPR at 95 % TPR of the entropy and the
-        mutual information) if asked; see :mod:`bnnkit.posthoc`.
+        mutual information) if asked; see :mod:`bnnkit.posthoc`. On the clean test set,
+        ``baseline``: the test figures of the predictor that ignores the inputs (``constant``:
+        the training mean and std, or the training class frequencies) and, for regression on
+        real-valued inputs, of least squares (``least_squares``), with ``poor_fit``, the one
+        warning line of a fit that is not clearly better, or ``None``
+        (:mod:`bnnkit.metrics.baseline` states the rule).
 
     Example:
         >>> import tempfile
@@ -364,6 +369,11 @@ def evaluate(
                                                             problem.dataset.y_test_original)
     if corruption is not None:
         result["corruption"] = {"name": corruption, "severity": severity}
+    else:  # under a corruption a poor fit is the shift's doing, not the run's
+        bars = baseline.of_dataset(problem.dataset)
+        if bars is not None:
+            result["baseline"] = {**bars, "poor_fit": baseline.poor_fit(
+                result["test"], bars, record.get("method"))}
     log = RunDir(run_dir).read_log()
     sampler = run_verdict.sampler_statistics(log)
     if sampler is not None:

@@ -98,6 +98,10 @@ def posthoc_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def print_table(result: dict[str, Any], title: str = "bnnkit evaluation") -> None:
+    """The evaluation as a table on stdout, then, for a fit that is not clearly better than the
+    constant predictor (:mod:`bnnkit.metrics.baseline`), its one warning line on stderr."""
+    import sys
+
     from rich.console import Console
     from rich.table import Table
 
@@ -107,6 +111,9 @@ def print_table(result: dict[str, Any], title: str = "bnnkit evaluation") -> Non
     for name, value in rows(result):
         table.add_row(name, value)
     Console().print(table)
+    poor = (result.get("baseline") or {}).get("poor_fit")
+    if poor:
+        print(f"bnnkit: warning: poor fit: {poor}", file=sys.stderr)
 
 
 def markdown(result: dict[str, Any]) -> str:
