@@ -33,7 +33,9 @@ def test_every_table_row_is_in_the_markdown_and_the_html(report_inputs, report):
     md = (report / document.MARKDOWN_FILE).read_text()
     page = (report / document.HTML_FILE).read_text()
     evaluation = storage.read_json(run / "evaluation.json")
-    expected = [f"| {name} | {value} |" for name, value in rows(evaluation)]
+    # Paths as the report writes them: relative to its folder.
+    expected = [document.portable(f"| {name} | {value} |", report)
+                for name, value in rows(evaluation)]
     assert any("converged (function space)" in line for line in expected)
     for line in expected:
         assert line in md

@@ -6,6 +6,9 @@ headings and tables, and figures with captions) by the function of its kind
 (:mod:`bnnkit.report.kinds`). The markdown
 links each figure copied into ``OUT/figures/``; the HTML embeds every PNG as a base64 data URI
 and writes tables as HTML tables, so it opens anywhere with no other file and no network.
+Neither holds a path of the machine that wrote it: an absolute path in a section (a folder given
+as one, a run's dataset file, the ensemble a reference's chains started from) is written
+relative to the report's folder (:func:`portable`).
 
 Example:
     >>> section = Section("demo", "note", "demo", (Table(("x", "y"), (("1", "2"),)),))
@@ -30,13 +33,14 @@ import base64
 import contextlib
 import html
 import os
+import re
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from bnnkit import storage
-from bnnkit.report.sections import Heading, Section, Table
+from bnnkit.report.sections import Block, Heading, Section, Table
 
 MARKDOWN_FILE = "report.md"
 HTML_FILE = "report.html"
@@ -47,6 +51,44 @@ _CSS = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1e
         "th,td{border:1px solid #bbb;padding:.2em .6em;text-align:left}"
         "th{background:#eee}img{max-width:100%}figure{margin:1em 0}"
         "figcaption{font-size:.9em;color:#444}code{background:#f4f4f4}")
+
+
+#: An absolute path in a report's text: a "/" that no word character, dot, slash or colon
+#: precedes ("accuracy/NLL", "1/√x", "min / median" and a URL are no paths), up to a space,
+#: quote, bracket, comma, semicolon, colon (a sample's ``RUN:3``) or pipe.
+_ABSOLUTE = re.compile(r"(?<![\w.~/:])/[^\s'\"`,;:|()\[\]<>]+")
+
+
+def portable(text: str, out: str | os.PathLike) -> str:
+    """``text`` with every absolute path in it written relative to the report's folder
+    ``out``, so that a report says nothing of the machine it was written on and its paths
+    still lead to the folders beside it.
+
+    Example:
+        >>> portable("init_checkpoint /data/runs/ref/ensemble:2, accuracy/NLL", "/data/reports")
+        'init_checkpoint ../runs/ref/ensemble:2, accuracy/NLL'
+        >>> portable("[\\"/data/a.npz\\"] (min / median) https://example.org/x", "/data/r")
+        '["../a.npz"] (min / median) https://example.org/x'
+    """
+    base = os.path.realpath(out)
+    return _ABSOLUTE.sub(lambda m: os.path.relpath(os.path.realpath(m[0]), base), text)
+
+
+def _portable_section(section: Section, out: str | os.PathLike) -> Section:
+    """``section`` with :func:`portable` text: title, folder, blocks and captions (a figure's
+    path is kept: it names the file, never shown but by its name)."""
+    def block(b: Block) -> Block:
+        if isinstance(b, Table):
+            return Table(tuple(portable(c, out) for c in b.columns),
+                         tuple(tuple(portable(c, out) for c in row) for row in b.rows))
+        if isinstance(b, Heading):
+            return Heading(portable(b.text, out))
+        return portable(b, out)
+
+    return section._replace(
+        title=portable(section.title, out), source=portable(section.source, out),
+        blocks=tuple(block(b) for b in section.blocks),
+        figures=tuple(f._replace(caption=portable(f.caption, out)) for f in section.figures))
 
 
 class Report(NamedTuple):
@@ -169,7 +211,8 @@ def document(folders: Sequence[str | os.PathLike], out: str | os.PathLike, *,
             name = f"{i + 1:02d}_{s.kind}_{figure.path.name}"
             storage.atomic_write_bytes(figures_dir / name, figure_bytes[figure.path])
             links[figure.path] = f"{FIGURES_DIR}/{name}"
-    storage.atomic_write_bytes(path / MARKDOWN_FILE, markdown_text(sections, links).encode())
-    storage.atomic_write_bytes(path / HTML_FILE, html_text(sections, figure_bytes).encode())
+    shown = tuple(_portable_section(s, path) for s in sections)
+    storage.atomic_write_bytes(path / MARKDOWN_FILE, markdown_text(shown, links).encode())
+    storage.atomic_write_bytes(path / HTML_FILE, html_text(shown, figure_bytes).encode())
     return Report(sections, path / MARKDOWN_FILE, path / HTML_FILE,
                   tuple(path / link for link in links.values()))
