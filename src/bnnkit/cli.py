@@ -37,8 +37,8 @@ DEBUG_FLAG = "--debug"
 #: The exit codes, at the end of ``bnnkit --help`` (docs/reference/cli.md says the same).
 EXIT_CODES = (
     "exit codes: 0 done; 1 unexpected error (a bug); 2 bad input;",
-    f"  {EXIT_BUDGET} stopped by its time budget (--max-time), resume to continue;",
-    "  130 Ctrl-C, 128 + N signal N (SIGTERM, SIGHUP)",
+    f"{EXIT_BUDGET} stopped by its time budget (--max-time), resume to continue;",
+    "130 Ctrl-C, 128 + N signal N (SIGTERM, SIGHUP)",
 )
 #: Where the docs pages are: the repository's ``docs/`` folder (``mkdocs serve`` shows them as
 #: a site with the same layout). ``bnnkit COMMAND --help`` ends with the command's page.
