@@ -8,8 +8,8 @@ The function renders a PNG to bytes (matplotlib's Agg backend, no display needed
 from __future__ import annotations
 
 import io as _io
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -30,8 +30,8 @@ class ColourScale(NamedTuple):
     Attributes:
         levels: contour levels, increasing.
         ticks: the levels labelled on the colour bar (the highest among them).
-        labels: their labels: plain numbers of 4 significant digits, no offset or exponent
-            text that could read as another value.
+        labels: their labels, 4 significant digits each, all in one notation
+            (:func:`notation`), no offset or exponent text that could read as another value.
         clipped: below ``levels[0]``: the share of the grid drawn in the lowest colour (0
             when nothing is).
     """
@@ -40,6 +40,32 @@ class ColourScale(NamedTuple):
     ticks: np.ndarray
     labels: list[str]
     clipped: float
+
+    def label(self, value: float) -> str:
+        """``value`` in the notation of the colour bar's labels."""
+        return notation(self.ticks)(value)
+
+
+def _scientific(value: float) -> str:
+    mantissa, exponent = f"{value:.3e}".split("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{exponent}"
+
+
+def notation(values: Sequence[float] | np.ndarray) -> Callable[[float], str]:
+    """One notation for all of ``values``, 4 significant digits: plain numbers when each
+    reads so (``-79.41``, ``535.7``), else every one in e-notation (``-3.545e+13``,
+    ``5.357e+02``), so that a column of labels never mixes the two.
+
+    Example:
+        >>> [notation([-16, -4.4, 0])(x) for x in (-16, -4.4, 0)]
+        ['-16', '-4.4', '0']
+        >>> [notation([-3.545e13, -6305, 535.7])(x) for x in (-3.545e13, -6305, 535.7)]
+        ['-3.545e+13', '-6.305e+03', '5.357e+02']
+    """
+    plain = all("e" not in f"{float(x):.4g}" for x in np.asarray(values, np.float64).ravel())
+    return (lambda x: f"{float(x):.4g}") if plain else (lambda x: _scientific(float(x)))
 
 
 def colour_scale(values: np.ndarray) -> ColourScale | None:
@@ -56,7 +82,7 @@ def colour_scale(values: np.ndarray) -> ColourScale | None:
         >>> field[-1] = 535.7
         >>> scale = colour_scale(field)
         >>> scale.labels[-1], round(scale.clipped, 2), len(set(scale.labels)) == len(scale.labels)
-        ('535.7', 0.05, True)
+        ('5.357e+02', 0.05, True)
     """
     finite = np.asarray(values, np.float64)
     finite = finite[np.isfinite(finite)]
@@ -70,7 +96,8 @@ def colour_scale(values: np.ndarray) -> ColourScale | None:
         low = levels[0]
     step = max(1, int(np.ceil((levels.size - 1) / (TICKS - 1))))
     ticks = levels[::-1][::step][::-1]  # counted down from the highest, which is labelled
-    labels = [f"{x:.4g}" for x in ticks]
+    label = notation(ticks)
+    labels = [label(x) for x in ticks]
     # Distinct labels: where 4 digits cannot tell two ticks apart, keep the higher one.
     keep = [i for i in range(len(labels)) if i == len(labels) - 1 or labels[i] != labels[i + 1]]
     return ColourScale(levels, ticks[keep], [labels[i] for i in keep],
@@ -80,7 +107,31 @@ def colour_scale(values: np.ndarray) -> ColourScale | None:
 def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.ndarray,
                 labels: Sequence[str] = (), *, title: str = "", value_label: str = "",
                 u_norm: float | None = None, v_norm: float | None = None) -> bytes:
-    """Filled contours of ``values[i, j]`` at ``(u[i], v[j])``, with A, B, C marked.
+    """Filled contours of ``values[i, j]`` at ``(u[i], v[j])``, with A, B, C marked, as a PNG
+    (the figure of :func:`contour_figure`, which takes the same arguments).
+
+    Example:
+        >>> u = v = np.linspace(-0.25, 1.25, 5)
+        >>> values = -np.add.outer(u**2, v**2)
+        >>> png = contour_png(u, v, values, np.array([[0, 0], [1, 0], [0.5, 1]]))
+        >>> png[1:4]
+        b'PNG'
+    """
+    import matplotlib.pyplot as plt
+
+    fig = contour_figure(u, v, values, points, labels, title=title, value_label=value_label,
+                         u_norm=u_norm, v_norm=v_norm)
+    buffer = _io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def contour_figure(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.ndarray,
+                   labels: Sequence[str] = (), *, title: str = "", value_label: str = "",
+                   u_norm: float | None = None, v_norm: float | None = None) -> Any:
+    """Filled contours of ``values[i, j]`` at ``(u[i], v[j])``, with A, B, C marked: a
+    matplotlib figure (the caller closes it).
 
     Non-finite values (a likelihood that overflowed far from the points) are left blank. The
     contour levels are the field's quantiles (each colour covers the same share of the
@@ -99,18 +150,26 @@ def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.nda
         u_norm: ‖θ_B − θ_A‖, named on the horizontal axis.
         v_norm: C's distance from the line AB, named on the vertical axis.
 
+    The colour bar's labels are the ticks of :func:`colour_scale`, written by one
+    matplotlib formatter in one notation (:func:`notation`).
+
     Example:
+        >>> import matplotlib.pyplot as plt
         >>> u = v = np.linspace(-0.25, 1.25, 5)
-        >>> values = -np.add.outer(u**2, v**2)
-        >>> png = contour_png(u, v, values, np.array([[0, 0], [1, 0], [0.5, 1]]))
-        >>> png[1:4]
-        b'PNG'
+        >>> values = -1e6 * np.add.outer(u**2, v**2)
+        >>> fig = contour_figure(u, v, values, np.array([[0, 0], [1, 0], [0.5, 1]]))
+        >>> fig.canvas.draw()
+        >>> texts = [t.get_text() for t in fig.axes[1].get_yticklabels()]
+        >>> texts[-1], all("e+" in text for text in texts)
+        ('-3.125e+04', True)
+        >>> plt.close(fig)
     """
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.colors
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     grid_u, grid_v = np.meshgrid(np.asarray(u), np.asarray(v), indexing="ij")
     z = np.ma.masked_invalid(np.asarray(values, np.float64))
@@ -126,10 +185,12 @@ def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.nda
         ax.contour(grid_u, grid_v, clipped, levels=filled.levels, colors="k", linewidths=0.4,
                    alpha=0.5, zorder=1)
         if scale.clipped > 0:  # under the colour bar's arrow, which stands for them
-            fig.text(0.99, 0.045, f"▼ below {scale.levels[0]:.4g}: {scale.clipped:.0%} of "
-                     "the grid,\nin the lowest colour", fontsize=7, ha="right", va="bottom")
-        bar = fig.colorbar(filled, ax=ax, label=value_label, ticks=scale.ticks)
-        bar.ax.set_yticklabels(scale.labels)
+            fig.text(0.99, 0.045, f"▼ below {scale.label(scale.levels[0])}: "
+                     f"{scale.clipped:.0%} of the grid,\nin the lowest colour", fontsize=7,
+                     ha="right", va="bottom")
+        bar = fig.colorbar(filled, ax=ax, label=value_label, ticks=scale.ticks,
+                           format=matplotlib.ticker.FuncFormatter(
+                               lambda x, _: scale.label(x)))
         bar.ax.yaxis.get_offset_text().set_visible(False)
     points = np.asarray(points, np.float64)
     ax.plot(points[:, 0], points[:, 1], "o", color="tab:red", ms=9, markeredgecolor="k",
@@ -146,9 +207,6 @@ def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.nda
         fig.text(0.01, 0.005, "   ".join(f"{n}: {label}" for n, label in zip(NAMES, labels,
                                                                             strict=False)),
                  fontsize=7, ha="left", va="bottom")
-    buffer = _io.BytesIO()
     # Fixed margins: tight_layout measures every tick label and would double the drawing time.
     fig.subplots_adjust(left=0.11, right=0.88, bottom=0.14 if labels else 0.11, top=0.93)
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    return buffer.getvalue()
+    return fig
