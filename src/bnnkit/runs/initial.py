@@ -69,8 +69,13 @@ def problem_of_run(config) -> problem_lib.Problem:
     """The problem of the run ``config`` starts from (for methods that take it from there),
     built as that run's (:func:`bnnkit.problem.build_recorded`).
 
+    The source run names its model, so a model whose module is outside bnnkit is imported
+    only inside :func:`bnnkit.models.imported.trusting_model` of that model: the user's
+    ``--model`` on ``bnnkit laplace --map-run``.
+
     Raises:
-        ConfigError: the config names no source run, or the source is not usable.
+        ConfigError: the config names no source run, or the source is not usable, or its
+            model is outside bnnkit and not the one the user allowed.
     """
     source = config.source_run()
     if source is None:
