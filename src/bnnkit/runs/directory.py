@@ -117,10 +117,11 @@ def settings_digest(record: Mapping[str, Any]) -> str:
         True
     """
     settings = {k: record.get(k) for k in SETTINGS_KEYS}
-    if manifest.IDENTITY_KEY in record:
-        # Where the manifest's chain starts; only runs made since the chain have one, so the
-        # digests of older runs are what they were.
-        settings[manifest.IDENTITY_KEY] = record[manifest.IDENTITY_KEY]
+    for key in (manifest.IDENTITY_KEY, manifest.HEAD_KEY):
+        if key in record:
+            # Where the manifest's chain starts and, once finished, ends: only runs made since
+            # the chain have them, so the digests of older runs are what they were.
+            settings[key] = record[key]
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 

@@ -352,12 +352,15 @@ def check_state_arrays(rundir: RunDir, template: Any, recorded: Mapping[str, Any
     for path, leaf in jax.tree_util.tree_flatten_with_path(template)[0]:
         key = storage.path_to_str(path)
         if key not in recorded:
-            raise ConfigError(f"{str(rundir.state_file)!r} lacks {key!r}: it belongs to "
-                              "another model or method")
+            raise ConfigError(f"{str(rundir.state_file)!r} holds no {key!r}, which the run as "
+                              f"set up now has: it was made by another model or method, or "
+                              f"{directory.RUN_FILE} was edited")
         shape, dtype = recorded[key]
         if tuple(shape) != tuple(leaf.shape) or dtype != np.dtype(leaf.dtype).str:
-            raise ConfigError(f"{str(rundir.state_file)!r} is damaged: it holds an array of "
-                              f"shape {tuple(shape)} where the run has {tuple(leaf.shape)}")
+            raise ConfigError(f"{str(rundir.state_file)!r} holds {key!r} of shape "
+                              f"{tuple(shape)} ({dtype}) where the run as set up now has "
+                              f"{tuple(leaf.shape)} ({np.dtype(leaf.dtype).str}): it was made "
+                              f"by another model, or {directory.RUN_FILE} was edited")
 
 
 def resume_checks(rundir: RunDir, config: RunSettings, problem: dict, loop: Loop, *,
@@ -458,6 +461,10 @@ class Lifecycle:
         settings) and ``more``."""
         if not self.writer:
             return
+        if manifest.HEAD_KEY in self.record:
+            # The manifest changes from here on: first the record stops naming its last line.
+            self.record.pop(manifest.HEAD_KEY)
+            self.rundir.write_record(self.record)
         self.rundir.remove_samples_from(start)
         if self.record.get("chunks"):
             for path in self.rundir.samples_dir.glob("chunk_*.npz"):
@@ -560,6 +567,9 @@ class Lifecycle:
         self.record.update(status="finished", finished=directory.now(), **more)
         if self.writer:
             self.files.rewrite(self.files.latest().values())
+            if self.files.anchor is not None:
+                # The chain's end, so that the last line cannot be edited unseen either.
+                self.record[manifest.HEAD_KEY] = self.files.head()[0]
             self.rundir.write_record(self.record)
 
 

@@ -58,6 +58,10 @@ CHAIN_KEY = "prev"
 #: The field of ``run.json`` holding the run's :func:`identity`, where its manifest's chain
 #: starts (absent: a run made before manifests were chained).
 IDENTITY_KEY = "identity"
+#: The field of ``run.json`` holding the digest of the manifest's last line when the run
+#: finished (absent while a run goes on: lines are added then, and the record is not rewritten
+#: for each).
+HEAD_KEY = "manifest_head"
 #: ``Manifest(path)`` without an anchor: the chain continues from the one the file starts from.
 _FROM_FILE = object()
 
@@ -91,12 +95,13 @@ class ChainBreak(NamedTuple):
     Attributes:
         line: its number in the file (from 1).
         file: the file it records.
-        problem: why, as a phrase that follows the file's name.
+        why: what is wrong with it, as a phrase that follows "which" (``"does not follow from
+            the line before it (...)"``).
     """
 
     line: int
     file: str
-    problem: str
+    why: str
 
 
 def entry(file: str, written: storage.Written, **extra: Any) -> dict[str, Any]:
@@ -211,6 +216,22 @@ class Manifest:
         storage.atomic_write_bytes(self.path, b"".join(out))
         self._head = head
 
+    def head(self) -> tuple[str | None, str | None]:
+        """The digest of the last whole line (the anchor when there is none) and the file it
+        records (``None`` for an empty manifest); a torn last line gives ``(None, None)``."""
+        if self.path.is_file():
+            data = self.path.read_bytes()
+            if data and not data.endswith(b"\n"):
+                return None, None
+        complete = self._complete_lines()
+        if not complete:
+            return self.anchor, None
+        file = None
+        with contextlib.suppress(json.JSONDecodeError, UnicodeDecodeError, RecursionError,
+                                 AttributeError):
+            file = json.loads(complete[-1][1]).get("file")
+        return line_digest(complete[-1][1]), file if isinstance(file, str) else None
+
     def chain_break(self, anchor: str | None) -> ChainBreak | None:
         """The first line that does not follow from the one before it, the first line from
         ``anchor`` (``None``: every line follows; a torn last line, a write a crash cut off,
@@ -233,21 +254,19 @@ class Manifest:
             if anchor is None:
                 if link is not None:
                     return ChainBreak(number, file, (
-                        f"is recorded by line {number} of {MANIFEST_FILE}, which is chained "
-                        f"but {_RUN_FILE} records no identity to chain it to ({_RUN_FILE} "
-                        "was edited, or the line comes from another run)"))
+                        f"is chained but {_RUN_FILE} records no identity to chain it to "
+                        f"({_RUN_FILE} was edited, or the line comes from another run)"))
                 continue
             if link != previous:
                 if link is None:
-                    why = "which carries no chain digest (it was added or edited by hand)"
+                    why = "carries no chain digest (it was added or edited by hand)"
                 elif number == 1 or previous == anchor:
-                    why = (f"which is not chained to this run's {_RUN_FILE} (the line "
-                           "comes from another run, or the record's identity was edited)")
+                    why = (f"is not chained to this run's {_RUN_FILE} (the line comes from "
+                           "another run, or the record's identity was edited)")
                 else:
-                    why = ("which does not follow from the line before it (the line comes "
-                           "from another run, or a line was edited or removed)")
-                return ChainBreak(number, file,
-                                  f"is recorded by line {number} of {MANIFEST_FILE}, {why}")
+                    why = ("does not follow from the line before it (the line comes from "
+                           "another run, or a line was edited or removed)")
+                return ChainBreak(number, file, why)
             previous = line_digest(raw)
         return None
 
@@ -380,8 +399,8 @@ def check(rundir, record: dict, *, hash_samples: bool = True) -> Check:
     try:
         lines = manifest.entries()
     except ConfigError as err:
-        return Check([Finding(MANIFEST_FILE, str(err).split(" is ", 1)[-1], False)], 0, None,
-                     {})
+        return Check([Finding(MANIFEST_FILE, "is " + str(err).split(" is ", 1)[-1], False)],
+                     0, None, {})
     findings += chain_findings(manifest, record)
     state_unit, state_sha = 0, None
     state_lines = lines.pop(rundir.state_file.name, [])
@@ -437,14 +456,34 @@ def check(rundir, record: dict, *, hash_samples: bool = True) -> Check:
 
 
 def chain_findings(manifest: Manifest, record: dict) -> list[Finding]:
-    """The first break of ``manifest``'s chain from ``record``'s identity, as a finding on the
-    file its line records (none: the chain holds, or the run predates it and the manifest
-    carries none). Nothing after a break can be trusted, so no resume repairs it."""
+    """The first break of ``manifest``'s chain from ``record``'s identity, or a last line
+    other than the one a finished run's record names, as a finding on the file that line
+    records (none: the chain holds, or the run predates it and the manifest carries none).
+    Nothing after a break can be trusted, so no resume repairs it."""
     anchor = record.get(IDENTITY_KEY)
     if anchor is not None and not isinstance(anchor, str):
         return [Finding(_RUN_FILE, f"is damaged: its {IDENTITY_KEY!r} is not a digest", False)]
     broken = manifest.chain_break(anchor)
-    return [] if broken is None else [Finding(broken.file, broken.problem, False)]
+    if broken is not None:
+        return [_line_finding(broken.file, f"line {broken.line}", broken.why)]
+    if HEAD_KEY in record:
+        head, file = manifest.head()
+        if head != record[HEAD_KEY]:
+            return [_line_finding(file, "the last line", (
+                f"is not the line the finished run's {_RUN_FILE} says it ended with (a line "
+                "at its end was edited, added or removed)"))]
+    return []
+
+
+def _line_finding(file: str | None, where: str, why: str) -> Finding:
+    """A finding on the manifest line at ``where`` that records ``file``: named by the sample
+    or chunk it records, which a reader refuses; any other line (the state's, which readers
+    of the samples do not need) by the manifest itself, since no line after it can be
+    trusted either."""
+    if file is not None and (sample_unit(file) is not None or chunk_unit(file) is not None):
+        return Finding(file, f"is recorded by {where} of {MANIFEST_FILE}, which {why}", False)
+    recording = f" (recording {file})" if file is not None else ""
+    return Finding(MANIFEST_FILE, f"has {where}{recording}, which {why}", False)
 
 
 def first_problem(rundir, found: Check, *, only_unrepairable: bool = False) -> str | None:
