@@ -105,12 +105,13 @@ def test_a_block_prints_short_lines_with_the_worst_chain():
     text = block_summary(4, 10_003, 9_003, verdict, sampled=5401.3, judged=73.9,
                          following=13_505)
     lines = text.splitlines()
-    assert 2 <= len(lines) <= 5 and all(len(line) <= 80 for line in lines), text
-    assert lines[0].startswith("block 4: 10,003 iterations, 9,003 kept per chain")
+    assert 3 <= len(lines) <= 5 and all(len(line) <= 80 for line in lines), text
+    assert lines[0] == "block 4: 10,003 iterations, 9,003 kept per chain"
     worst = min(verdict["within"], key=lambda c: c["ess_p5"])
-    joined = " ".join(text.split())
-    assert f"8 of 8 chains not mixed; worst chain {worst['chain']}: ESS 3 < 50" in joined
-    assert lines[-1] == "  extending to 13,505 iterations"
+    assert lines[1] == f"  8 of 8 chains not mixed; worst chain {worst['chain']}: ESS 3 < 50"
+    assert lines[2].startswith(f"  chain {worst['chain']} also fails: R-hat within ")
+    assert lines[-1] == ("  sampled in 1 h 30 min, judged in 1 min 14 s; extending to 13,505 "
+                         "iterations")
 
 
 def sentence_of(module: ModuleType) -> str:

@@ -11,13 +11,15 @@ the samples are those of one longer run, bit for bit. It ends when each chain ha
   ``mixed-multimodal``: every chain passes the within-chain checks of
   :mod:`bnnkit.metrics.within_chain`; chains in different modes are a valid reference for the
   model average and are not extended further), or
-- "time budget of 30 min ended at N iterations; the within-chain verdict still fails: ...".
+- "time budget of 30 min ended at N iterations before each chain mixed:", and why not, as a
+  block says it (below).
   A budget that ends inside a block stops the run after the unit it ends in, its state saved
   (status "stopped"); ``--resume --until-converged`` with a new budget goes on.
 
 Each block that does not end the run prints a few lines of at most 80 columns
-(:func:`block_summary`): its iterations and kept draws per chain, its seconds, how many
-chains have not mixed and what the worst of them fails, and the length of the next block.
+(:func:`block_summary`): its iterations and kept draws per chain, how many chains have not
+mixed with the ESS of the worst and what else it fails, its seconds and the length of the next
+block.
 
 The verdict is the one ``bnnkit evaluate`` gives (:func:`bnnkit.runs.verdict.of_stored_run`):
 the kept samples are read back, predict the test set, and each chain is judged on its own.
@@ -96,42 +98,51 @@ def _worst(checks: list[dict[str, Any]]) -> dict[str, Any]:
                                       else -math.inf, c["chain"]))
 
 
-def verdict_brief(verdict: dict[str, Any] | None, kept: int) -> str:
-    """Why the within-chain verdict fails, in a few words: how many chains have not mixed and
-    what the worst of them (the smallest ESS) fails, each against what it needs
-    (:mod:`bnnkit.metrics.within_chain`); ``bnnkit evaluate`` gives every chain's checks.
+def verdict_brief(verdict: dict[str, Any] | None, kept: int) -> list[str]:
+    """Why the within-chain verdict fails, in one or two short lines: how many chains have not
+    mixed and the ESS of the worst of them (the smallest) against the ESS it needs, then what
+    else that chain fails (:mod:`bnnkit.metrics.within_chain`); ``bnnkit evaluate`` gives
+    every chain's checks.
 
     Example:
         >>> checks = [{"chain": 0, "mixed": True, "ess_p5": 80.0, "rhat_share_below": 1.0},
         ...           {"chain": 1, "mixed": False, "ess_p5": 12.4, "rhat_share_below": 0.8,
-        ...            "lpd": {"flat": True}, "rising": False}]
-        >>> print(verdict_brief({"within": checks, "summary": "chain 1 has not mixed"}, 200))
-        1 of 2 chains not mixed; worst chain 1: ESS 12 < 50, R-hat within 80 % < 95 %
+        ...            "lpd": {"flat": False}, "rising": False}]
+        >>> for line in verdict_brief({"within": checks, "summary": "chain 1 failed"}, 200):
+        ...     print(line)
+        1 of 2 chains not mixed; worst chain 1: ESS 12 < 50
+        chain 1 also fails: R-hat within 80 % < 95 %, LPD drifting
         >>> verdict_brief(None, 3)
-        '3 kept iterations per chain are too few to judge'
+        ['3 kept iterations per chain are too few to judge']
     """
     from bnnkit.metrics import within_chain as wc
 
     if verdict is None:
-        return f"{kept:,} kept iterations per chain are too few to judge"
+        return [f"{kept:,} kept iterations per chain are too few to judge"]
     within = verdict.get("within") or []
     failing = [c for c in within if not c["mixed"]]
     if not failing:
-        return verdict["summary"]
+        return [verdict["summary"]]
     worst = _worst(failing)
     ess = worst["ess_p5"]
-    parts = [f"ESS {ess:.0f}" if math.isfinite(ess) else "ESS none (the draws do not vary)"]
-    if not ess >= wc.MIN_CHAIN_ESS and math.isfinite(ess):
-        parts[0] += f" < {wc.MIN_CHAIN_ESS:.0f}"
+    if not math.isfinite(ess):
+        first = "no ESS (its draws do not vary)"
+    else:
+        first = f"ESS {ess:.0f}" + (f" < {wc.MIN_CHAIN_ESS:.0f}" if ess < wc.MIN_CHAIN_ESS
+                                    else "")
+    also = []
     if worst["rhat_share_below"] < wc.WITHIN_RHAT_SHARE:
-        parts.append(f"R-hat within {100 * worst['rhat_share_below']:.0f} % < "
-                     f"{100 * wc.WITHIN_RHAT_SHARE:.0f} %")
+        also.append(f"R-hat within {100 * worst['rhat_share_below']:.0f} % < "
+                    f"{100 * wc.WITHIN_RHAT_SHARE:.0f} %")
     if worst.get("lpd") and not worst["lpd"].get("flat", True):
-        parts.append("LPD drifting")
+        also.append("LPD drifting")
     if worst.get("rising"):
-        parts.append("log posterior rising")
-    return (f"{len(failing)} of {len(within)} chains not mixed; worst chain "
-            f"{worst['chain']}: {', '.join(parts)}")
+        also.append("log posterior rising")
+    lines = [f"{len(failing)} of {len(within)} chains not mixed; worst chain "
+             f"{worst['chain']}: {first}"]
+    if also:
+        lines.append(f"chain {worst['chain']} also fails: {', '.join(also)}")
+    return lines
 
 
 def short_lines(*lines: str) -> str:
@@ -154,21 +165,21 @@ def short_lines(*lines: str) -> str:
 def block_summary(number: int, done: int, kept: int, verdict: dict[str, Any] | None, *,
                   sampled: float, judged: float, following: int) -> str:
     """What a block that did not end the run prints: lines of at most :data:`WIDTH` columns
-    (the block, how far the run got and its seconds; the verdict in brief,
-    :func:`verdict_brief`; the next length).
+    (how far the run got; the verdict in brief, :func:`verdict_brief`; the block's seconds and
+    the next length).
 
     Example:
         >>> print(block_summary(2, 1_200, 1_000, None, sampled=45.3, judged=1.2,
         ...                     following=1_700))
-        block 2: 1,200 iterations, 1,000 kept per chain, sampled in 45 s, judged in 1 s
+        block 2: 1,200 iterations, 1,000 kept per chain
           1,000 kept iterations per chain are too few to judge
-          extending to 1,700 iterations
+          sampled in 45 s, judged in 1 s; extending to 1,700 iterations
     """
     return short_lines(
-        f"block {number}: {done:,} iterations, {kept:,} kept per chain, sampled in "
-        f"{duration(sampled)}, judged in {duration(judged)}",
-        f"  {verdict_brief(verdict, kept)}",
-        f"  extending to {following:,} iterations")
+        f"block {number}: {done:,} iterations, {kept:,} kept per chain",
+        *(f"  {line}" for line in verdict_brief(verdict, kept)),
+        f"  sampled in {duration(sampled)}, judged in {duration(judged)}; extending to "
+        f"{following:,} iterations")
 
 
 def until_converged(problem: problem_lib.ProblemConfig | None, config: IterationSettings,
@@ -185,10 +196,11 @@ def until_converged(problem: problem_lib.ProblemConfig | None, config: Iteration
 
     Returns:
         The last block's :class:`~bnnkit.runs.loop.RunResult`, its ``seconds`` those of all
-        blocks, with ``until_converged``: ``outcome`` (the sentence), ``holds``, ``blocks``
-        (per block: ``iterations`` done, ``seconds`` of sampling, ``verdict_seconds``,
-        ``level``) and the last ``verdict``; the same is stored in ``run.json`` under
-        ``until_converged`` (without the verdict, which ``bnnkit evaluate`` gives).
+        blocks, with ``until_converged``: ``outcome`` (lines of at most 80 columns),
+        ``holds``, ``blocks`` (per block: ``iterations`` done, ``seconds`` of sampling,
+        ``verdict_seconds``, ``level``) and the last ``verdict``; the same is stored in
+        ``run.json`` under ``until_converged`` (without the verdict, which ``bnnkit evaluate``
+        gives).
     """
     rundir = RunDir(run_dir)
     target = config.num_iterations
@@ -227,11 +239,11 @@ def until_converged(problem: problem_lib.ProblemConfig | None, config: Iteration
         outcome = f"converged within each chain after {done:,} iterations"
         if verdict["level"] == "mixed-multimodal":
             outcome += f" ({verdict['summary']})"
+        outcome = short_lines(outcome)
     else:
-        outcome = (f"time budget of {duration(config.max_time)} ended at {done:,} "
-                   f"iterations; the within-chain verdict still fails: "
-                   f"{verdict_brief(verdict, kept)}")
-    outcome = short_lines(outcome)
+        outcome = short_lines(f"time budget of {duration(config.max_time)} ended at {done:,} "
+                              "iterations before each chain mixed:",
+                              *(f"  {line}" for line in verdict_brief(verdict, kept)))
     summary = {"outcome": outcome, "holds": holds, "max_time": config.max_time,
                "growth": GROWTH, "blocks": blocks}
     record = result.record
