@@ -9,8 +9,10 @@ one iteration or epoch of the chains it continues.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +27,7 @@ from cli_checks import stored_files
 
 PROBLEM = ["--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.5"]
 HMC = ["hmc", *PROBLEM, "--step-size", "1e-3", "--trajectory-len", "5e-3", "--num-iterations",
-       "4", "--num-burn-in", "2", "--num-chains", "2", "--no-progress"]
+       "3", "--num-burn-in", "1", "--num-chains", "2", "--no-progress"]
 SGD = ["sgd", *PROBLEM, "--init-step-size", "1e-4", "--num-epochs", "3", "--batch-size", "64",
        "--no-progress"]
 NO_BUDGET = ["--max-time", "1e-9"]
@@ -67,11 +69,11 @@ def test_a_sampler_stopped_by_its_budget_exits_3_and_its_command_continues_it(tm
     assert main([*HMC, "--dir", str(whole), "--no-evaluate"]) == 0
     # --overwrite of the first call is not suggested: it would throw the stopped run away.
     argv = [*HMC, *NO_BUDGET, "--dir", str(tmp_path / "run"), "--overwrite"]
-    lines = follow(argv, capsys, units=4)
+    lines = follow(argv, capsys, units=3)
     # In the burn-in nothing was kept: the evaluation is skipped in a sentence, no error.
-    assert "(burn-in 2), no sample kept yet" in lines[0]
+    assert "(burn-in 1), no sample kept yet" in lines[0]
     assert "nothing to evaluate yet" in lines[0] and "test rmse" not in lines[0]
-    assert "1 kept sample per chain" in lines[2] and "test rmse" in lines[2]
+    assert "1 kept sample per chain" in lines[1] and "test rmse" in lines[1]
     assert RunDir(tmp_path / "run").read_record()["status"] == "finished"
     assert stored_files(tmp_path / "run").keys() == stored_files(whole).keys()
     for key, value in stored_files(whole).items():
@@ -119,11 +121,9 @@ def test_the_python_api_returns_a_stopped_result_and_never_raises(tmp_path):
     assert result.status == "finished" and result.stopped is None
     # An until_converged run whose budget ended before every chain mixed is "stopped" too:
     # 2 kept iterations per chain are too few to judge.
-    config = hmc.Config(step_size=1e-3, trajectory_len=5e-3, num_iterations=4, num_burn_in=2,
+    config = hmc.Config(step_size=1e-3, trajectory_len=5e-3, num_iterations=3, num_burn_in=1,
                         num_chains=2)
     runs.run(problem, config, tmp_path / "hmc", progress=False)
-    import dataclasses
-
     result = runs.run(problem, dataclasses.replace(config, until_converged=True, max_time=1e-9),
                       tmp_path / "hmc", resume=True, progress=False)
     assert not result.until_converged["holds"] and result.status == "stopped"
@@ -135,7 +135,7 @@ def test_until_converged_out_of_time_is_a_budget_stop_on_the_command_line(tmp_pa
     capsys.readouterr()
     out, again = stopped([*HMC, "--until-converged", *NO_BUDGET, "--dir", str(run),
                           "--resume", "--no-evaluate"], capsys)
-    assert "ended after 4 of 4 iterations, 2 kept samples per chain, before every chain mixed" \
+    assert "ended after 3 of 3 iterations, 2 kept samples per chain, before every chain mixed" \
         in out
     assert again.count("--resume") == 1
 
@@ -143,8 +143,6 @@ def test_until_converged_out_of_time_is_a_budget_stop_on_the_command_line(tmp_pa
 def test_the_exit_code_is_documented():
     assert f"{EXIT_BUDGET} stopped by its time budget (--max-time), resume to continue" in (
         build_parser().format_help())
-    from pathlib import Path
-
     cli_page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md").read_text()
     assert f"| {EXIT_BUDGET} | stopped by its time budget" in cli_page
 
