@@ -45,6 +45,7 @@ import numpy as np
 
 from bnnkit import posthoc, storage
 from bnnkit import problem as problem_lib
+from bnnkit.arguments import check_call
 from bnnkit.errors import ConfigError
 from bnnkit.metrics import baseline, convergence, diagnostics, predictive
 from bnnkit.metrics.predictive import (
@@ -307,6 +308,7 @@ def evaluate(
         >>> sorted(result["test"])  # in the units of the targets
         ['nll', 'rmse']
     """
+    check_call("bnnkit.evaluate", locals())
     if (corruption is None) != (severity is None):
         raise ConfigError("--corruption and --severity go together")
     if reference_probs is not None and corruption is not None:
@@ -478,6 +480,7 @@ def export_samples(run_dir: str | os.PathLike, out: str | os.PathLike, *,
     Returns:
         The shape of every exported array, by key.
     """
+    check_call("bnnkit.export_samples", locals())
     check_out_file(out, ".npz", "samples")
     record, _, posterior, _ = load_run(run_dir, network=True, rebuild=False,
                                        trust_model=trust_model)

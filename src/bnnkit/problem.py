@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnnkit import data, likelihoods, models, priors, storage
+from bnnkit.arguments import array_argument, check_call
 from bnnkit.data.npz import from_arrays as dataset_from_arrays
 from bnnkit.errors import ConfigError
 from bnnkit.log_posterior import LogPosterior
@@ -328,7 +329,9 @@ class Problem:
             raise ConfigError("Problem.from_arrays: give x_val and y_val together, or neither")
         given = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test,
                  "x_val": x_val, "y_val": y_val}
-        arrays = {k: np.asarray(v) for k, v in given.items() if v is not None}
+        # Kinds at the door; finiteness and shapes by the checks of a user's data file.
+        arrays = {k: array_argument(v, k, where="Problem.from_arrays")
+                  for k, v in given.items() if v is not None or k not in ("x_val", "y_val")}
         return _from_arrays(arrays, model=model, likelihood=likelihood, params=params,
                             settings=settings)
 
@@ -396,6 +399,7 @@ def build(config: ProblemConfig) -> Problem:
         >>> float(problem.log_posterior(params, problem.train_batch()))
         -1365.4
     """
+    check_call("bnnkit.build_problem", locals())
     if config.dataset.startswith(ARRAYS_PREFIX):
         raise ConfigError(f"dataset {config.dataset!r} was arrays in memory: rebuild it from "
                           "its run (bnnkit.evaluate reads the run's copy), or pass the arrays "

@@ -11,7 +11,8 @@ line and Python users get the same one-line :class:`~bnnkit.errors.ConfigError`)
 
 - the field's type annotation: ``int`` takes integers only (``num_chains=2.5`` is refused),
   ``float`` numbers, ``bool`` ``True``/``False``, ``str`` text, ``X | None`` also ``None``;
-  NumPy scalars are taken as the Python number they hold;
+  NumPy scalars and 0-d NumPy or JAX arrays of numbers are taken as the Python number they
+  hold, and anything else (a list, an array of values, a complex number) is refused;
 - the field's ``bounds``; an integer setting without a declared upper bound still has one,
   :data:`MAX_INT32`, the most a shape or a jitted argument holds, so no count becomes an
   overflow deep inside JAX;
@@ -41,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from bnnkit.arguments import shown, type_words
 from bnnkit.errors import ConfigError
 
 #: Seeds ``jax.random.PRNGKey`` takes without wrapping around or overflowing.
@@ -219,13 +221,16 @@ _WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a s
 
 
 def _typed(cls: type, field: dataclasses.Field, value: Any, hint: Any) -> Any:
-    """``value`` as the field's type allows it (NumPy scalars as Python numbers, integers of
-    a real field as floats), or a one-line refusal."""
+    """``value`` as the field's type allows it (NumPy scalars and 0-d NumPy or JAX arrays of
+    numbers as Python numbers, integers of a real field as floats), or a one-line refusal."""
     kinds, optional = _kinds(hint)
     if not kinds or (value is None and optional):
         return value
     if isinstance(value, np.generic) and not isinstance(value, (np.str_, np.bytes_)):
         value = value.item()
+    elif getattr(value, "shape", None) == () and getattr(getattr(value, "dtype", None), "kind",
+                                                         None) in ("b", "i", "u", "f"):
+        value = value.item()  # jnp.float32(1e-3) is such an array
     if field.metadata.get("action") == "append" and isinstance(value, (list, tuple)) and all(
             isinstance(v, str) for v in value):
         return value  # a repeatable flag's values, joined by the Config itself
@@ -252,8 +257,8 @@ def _typed(cls: type, field: dataclasses.Field, value: Any, hint: Any) -> Any:
             high = MAX_INT32
         where = f" {_allowed(low, high)}" if (low is not None or high is not None) and (
             int in kinds or float in kinds) else ""
-        raise ConfigError(f"{field.name}={value!r} ({flag(cls, field.name)}) is a "
-                          f"{type(value).__name__}; allowed: {' or '.join(words)}{where}")
+        raise ConfigError(f"{field.name}={shown(value)} ({flag(cls, field.name)}) is "
+                          f"{type_words(value)}; allowed: {' or '.join(words)}{where}")
     return value
 
 

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 from typing import NamedTuple
 
+from bnnkit.arguments import check_call
 from bnnkit.data import cifar, cifar_jpeg_proxy, imdb, mnist, npz, splits, uci
 from bnnkit.data.dataset import Dataset, Standardizer, standardize
 from bnnkit.errors import ConfigError
@@ -117,6 +118,7 @@ def load(name: str, *, standardize_data: bool | None = None, **options) -> Datas
         >>> ds.task, ds.num_train
         ('regression', 277)
     """
+    check_call("bnnkit.load_dataset", locals())
     if name.endswith(".npz") or os.sep in name:
         dataset = npz.load(name, standardize_data=bool(standardize_data))
         kwargs = _options(name, options, ("subset_train_to", "data_dir", "validation_size"))

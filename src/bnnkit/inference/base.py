@@ -34,6 +34,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, NamedTuple
 
@@ -151,6 +152,19 @@ class Loop:
         return [u for u in range(self.num_units) if self.keeps(u)]
 
 
+def _types_first(post_init: Callable[[Any], None]) -> Callable[[Any], None]:
+    """A Config's own ``__post_init__``, run once every value has its field's type
+    (:func:`~bnnkit.settings.check_numbers`), so that no rule between settings, nor a default
+    derived from another setting, ever reads a value of another type (an array, a str)."""
+
+    @functools.wraps(post_init)
+    def checked(self: Any) -> None:
+        check_numbers(self)
+        post_init(self)
+
+    return checked
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunSettings:
     """Settings every method's Config has. ``METHOD`` names the method in ``METHODS``;
@@ -162,6 +176,10 @@ class RunSettings:
     A run may start from another run (:meth:`source_run`); ``SOURCE_FLAG`` and
     ``SOURCE_NAME`` name that run in messages, ``SOURCE_METHODS`` restricts its method, and
     ``PROBLEM_FROM_SOURCE`` says the problem is that run's (no data or model flags of its own).
+
+    A subclass's own ``__post_init__`` runs after every value has been checked against its
+    field's type (:func:`~bnnkit.settings.check_numbers`), so its rules between settings may
+    read any value as a number, a bool or a string.
     """
 
     METHOD: ClassVar[str] = ""
@@ -187,6 +205,9 @@ class RunSettings:
         super().__init_subclass__(**kwargs)
         if "API_NAME" not in cls.__dict__:  # stated by this class itself, not inherited
             cls.API_NAME = cls.METHOD.upper()
+        own = cls.__dict__.get("__post_init__")
+        if own is not None:
+            cls.__post_init__ = _types_first(own)
 
     def __post_init__(self) -> None:
         check_numbers(self)  # first: every value of its field's type before any is read

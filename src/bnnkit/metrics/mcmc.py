@@ -73,6 +73,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import fft, special, stats
 
+from bnnkit.arguments import array_argument, number_argument
 from bnnkit.errors import ConfigError
 
 #: Fewest draws per chain: each split half needs two for a variance.
@@ -91,7 +92,7 @@ _ONE_SD = (0.1586553, 0.8413447)
 
 def _as_draws(draws: np.ndarray, what: str) -> tuple[np.ndarray, tuple[int, ...]]:
     """Draws as float64 (chains, samples, quantities) and the shape of one draw."""
-    x = np.asarray(draws, dtype=np.float64)
+    x = array_argument(draws, "draws", where=what, kinds="biuf").astype(np.float64)
     if x.ndim < 2 or x.shape[0] < 1 or x.shape[1] < MIN_DRAWS:
         raise ConfigError(f"{what} needs draws shaped (chains, samples, ...) with at least "
                           f"{MIN_DRAWS} samples per chain, got shape {x.shape}")
@@ -122,7 +123,7 @@ def _blockwise(x: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], *,
 
 
 def _check_prob(prob: float, what: str) -> float:
-    if not 0.0 < prob < 1.0:
+    if not 0.0 < number_argument(prob, "prob", where=what) < 1.0:
         raise ConfigError(f"{what} needs probabilities in (0, 1), got {prob!r}")
     return float(prob)
 

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from bnnkit.arguments import array_argument
 from bnnkit.errors import ConfigError
 from bnnkit.metrics import mcmc
 from bnnkit.storage import path_to_str
@@ -159,7 +160,8 @@ def summary(positions: Any) -> Summary:
     if not leaves:
         raise ConfigError("summary needs a pytree of draws shaped (chains, samples, ...), got "
                           "no arrays")
-    arrays = [np.asarray(leaf, dtype=np.float64) for _, leaf in leaves]
+    arrays = [array_argument(leaf, f"positions[{path_to_str(path)!r}]", where="summary",
+                             kinds="biuf").astype(np.float64) for path, leaf in leaves]
     paths = [path_to_str(path) for path, _ in leaves]
     heads = {a.shape[:2] for a in arrays}
     if any(a.ndim < 2 for a in arrays) or len(heads) != 1:

@@ -72,6 +72,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from bnnkit import distributed, storage
+from bnnkit.arguments import check_call
 from bnnkit.errors import ConfigError
 from bnnkit.inference import METHODS
 from bnnkit.inference.adaptation import MEMBERS
@@ -180,6 +181,7 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
             may not be started or resumed: other settings, initial positions or shapes than
             the stored run's, or a damaged or edited file the resume would keep.
     """
+    check_call("bnnkit.sample", locals())
     module = METHODS.get(config.METHOD)
     if module is None or config.loop(1).kind != "iterations":
         raise ConfigError(f"sample() runs full-batch samplers (hmc, nuts), not "

@@ -58,6 +58,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from bnnkit import distributed, storage
 from bnnkit import problem as problem_lib
+from bnnkit.arguments import check_call
 from bnnkit.data.augment import random_crop_flip
 from bnnkit.errors import ConfigError
 from bnnkit.inference.adaptation import MEMBERS
@@ -243,6 +244,7 @@ def run(
     Raises:
         ConfigError: any bad input, named in one line, before anything is written.
     """
+    check_call("bnnkit.run", locals())
     max_time = getattr(config, "max_time", None)
     deadline = None if max_time is None else time.monotonic() + max_time
     if getattr(config, "until_converged", False):

@@ -44,6 +44,7 @@ import numpy as np
 
 from bnnkit import problem as problem_lib
 from bnnkit import storage
+from bnnkit.arguments import check_call
 from bnnkit.data import npz
 from bnnkit.errors import ConfigError
 from bnnkit.inference import METHODS
@@ -227,6 +228,7 @@ def load_chains(run_dir: str | os.PathLike, like: Params | None = None) -> Chain
         ConfigError: not a finished :func:`bnnkit.runs.sample` run, a damaged or edited file,
             or positions that are not dictionaries without ``like``.
     """
+    check_call("bnnkit.load_chains", locals())
     rundir = RunDir(run_dir)
     record = rundir.read_record()
     if not record.get("chunks"):

@@ -1,0 +1,448 @@
+"""The public Python API's arguments, checked at the door.
+
+Every entry point (:func:`bnnkit.run`, :func:`bnnkit.sample`, :func:`bnnkit.evaluate`,
+:func:`bnnkit.export_samples`, :func:`bnnkit.load_chains`, :func:`bnnkit.build_problem`,
+:func:`bnnkit.load_dataset`, :meth:`bnnkit.Problem.from_arrays`, and the draws of the MCMC
+diagnostics, :func:`bnnkit.rhat` to :func:`bnnkit.summary`) first checks the type of each
+argument it is given, so a
+value of the wrong kind (a dataset's name where a :class:`~bnnkit.problem.ProblemConfig` goes,
+``None`` for a run directory, a ragged list for an array) is refused in one
+:class:`~bnnkit.errors.ConfigError` naming the entry point, the argument and what is allowed,
+before anything is built, compiled or written; never as an ``AttributeError`` from deep inside.
+The Configs check their own fields (:func:`bnnkit.settings.check_numbers`).
+
+Each ``*_argument`` function checks one kind of value and returns it as the entry point uses it
+(an array as a NumPy array). :data:`ENTRY_POINTS` says which check each argument of each entry
+point gets, and :func:`check_call` applies them to an entry point's ``locals()``.
+
+Example:
+    >>> array_argument([[1.0, 2.0], [3.0]], "x_train", where="Problem.from_arrays")
+    Traceback (most recent call last):
+    ...
+    bnnkit.errors.ConfigError: Problem.from_arrays: x_train=[[1.0, 2.0], [3.0]] is a ragged \
+list (its rows differ in length); allowed: a rectangular array of integers or real numbers \
+(a NumPy or JAX array, or nested lists of equal lengths)
+    >>> path_argument(None, "run_dir", where="bnnkit.run")
+    Traceback (most recent call last):
+    ...
+    bnnkit.errors.ConfigError: bnnkit.run: run_dir is None; allowed: a path (a str or an \
+os.PathLike such as pathlib.Path)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import reprlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from bnnkit.errors import ConfigError
+
+#: NumPy dtype kinds of the arrays a user gives as data: signed and unsigned integers, reals.
+NUMERIC_KINDS = "iuf"
+#: How messages name the dtype kinds an array may have.
+_KIND_WORDS = {"b": "booleans", "i": "integers", "u": "integers", "f": "real numbers"}
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 40
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 4
+_SHORT.maxlevel = 3
+
+
+def shown(value: Any) -> str:
+    """A value as a one-line message shows it: short, arrays by dtype and shape.
+
+    Example:
+        >>> shown("yacht_0"), shown(np.zeros((2, 3), np.float16)), shown(list(range(100)))
+        ("'yacht_0'", 'array(float16, shape (2, 3))', '[0, 1, 2, 3, ...]')
+    """
+    if isinstance(value, np.ndarray) or (hasattr(value, "shape") and hasattr(value, "dtype")
+                                         and not isinstance(value, np.generic)):
+        return f"array({value.dtype}, shape {tuple(value.shape)})"
+    if isinstance(value, type):
+        api = getattr(value, "API_NAME", "")
+        return f"bnnkit.{api}" if api else f"<class {value.__qualname__}>"
+    text = _SHORT.repr(value)
+    return " ".join(text.split())
+
+
+def type_words(value: Any) -> str:
+    """What a value is, with its article.
+
+    Example:
+        >>> type_words("r"), type_words(np.float32(1)), type_words(3)
+        ('a str', 'a numpy.float32', 'an int')
+    """
+    cls = type(value)
+    if isinstance(value, type):
+        return "a class, not an instance"
+    module = "" if cls.__module__ == "builtins" else f"{cls.__module__.split('.')[0]}."
+    text = f"{module}{cls.__qualname__}"
+    return f"{'an' if text[0] in 'aeiou' else 'a'} {text}"
+
+
+def refuse(value: Any, name: str, allowed: str, *, where: str = "", what: str | None = None
+           ) -> NoReturn:
+    """Raise the one-line refusal of an argument.
+
+    Args:
+        value: the value given.
+        name: the argument's name.
+        allowed: what the argument may be, in words.
+        where: the entry point, prefixed to the message (``"bnnkit.run"``).
+        what: what the value is, in words (default: its type, ``a str``).
+
+    Raises:
+        ConfigError: always.
+    """
+    prefix = f"{where}: " if where else ""
+    if value is None:
+        raise ConfigError(f"{prefix}{name} is None; allowed: {allowed}")
+    raise ConfigError(f"{prefix}{name}={shown(value)} is {what or type_words(value)}; "
+                      f"allowed: {allowed}")
+
+
+def flag_argument(value: Any, name: str, *, where: str = "") -> bool:
+    """``True`` or ``False`` (a NumPy bool too), as a Python bool.
+
+    Example:
+        >>> flag_argument(np.bool_(True), "resume")
+        True
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    refuse(value, name, "True or False", where=where)
+
+
+def count_argument(value: Any, name: str, *, where: str = "", low: int = 1,
+                   optional: bool = False) -> int | None:
+    """An integer ``>= low`` (a NumPy integer too; not a bool), as a Python int; ``None``
+    where ``optional``.
+
+    Example:
+        >>> count_argument(np.int64(3), "log_every"), count_argument(None, "n", optional=True)
+        (3, None)
+    """
+    if value is None and optional:
+        return None
+    allowed = f"an integer >= {low}" + (" or None" if optional else "")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        refuse(value, name, allowed, where=where)
+    if int(value) < low:
+        refuse(value, name, allowed, where=where, what="too small")
+    return int(value)
+
+
+def number_argument(value: Any, name: str, *, where: str = "", optional: bool = False
+                    ) -> float | None:
+    """A finite real number (an int, a NumPy number; not a bool), as a Python float;
+    ``None`` where ``optional``.
+
+    Example:
+        >>> number_argument(np.float32(0.5), "conformal")
+        0.5
+    """
+    if value is None and optional:
+        return None
+    allowed = "a finite real number" + (" or None" if optional else "")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        refuse(value, name, allowed, where=where)
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond any float
+        number = math.inf
+    if not math.isfinite(number):
+        refuse(value, name, allowed, where=where, what="not finite")
+    return number
+
+
+def text_argument(value: Any, name: str, *, where: str = "", optional: bool = False,
+                  choices: Sequence[str] | None = None) -> str | None:
+    """A string (one of ``choices`` if given); ``None`` where ``optional``.
+
+    Example:
+        >>> text_argument("data", "shard", choices=("auto", "data"))
+        'data'
+    """
+    if value is None and optional:
+        return None
+    allowed = "a string" if choices is None else f"one of {', '.join(map(repr, choices))}"
+    allowed += " or None" if optional else ""
+    if not isinstance(value, str):
+        refuse(value, name, allowed, where=where)
+    if choices is not None and value not in choices:
+        refuse(value, name, allowed, where=where, what="unknown")
+    return str(value)
+
+
+def path_argument(value: Any, name: str, *, where: str = "", optional: bool = False
+                  ) -> str | os.PathLike | None:
+    """A file system path: a non-empty ``str`` or an ``os.PathLike`` of one (``bytes`` paths
+    are not taken); ``None`` where ``optional``.
+
+    Example:
+        >>> import pathlib
+        >>> path_argument(pathlib.Path("runs/hmc"), "run_dir")
+        PosixPath('runs/hmc')
+    """
+    if value is None and optional:
+        return None
+    allowed = "a path (a str or an os.PathLike such as pathlib.Path)" + (
+        " or None" if optional else "")
+    text = None
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, os.PathLike):
+        try:
+            text = os.fspath(value)
+        except TypeError:
+            text = None
+    if not isinstance(text, str):
+        refuse(value, name, allowed, where=where)
+    if not text:
+        refuse(value, name, allowed, where=where, what="empty")
+    if "\0" in text:
+        refuse(value, name, allowed, where=where, what="a path with a NUL character")
+    return value
+
+
+def callable_argument(value: Any, name: str, *, where: str = "", optional: bool = False
+                      ) -> Callable | None:
+    """A function (anything callable); ``None`` where ``optional``."""
+    if value is None and optional:
+        return None
+    if not callable(value) or isinstance(value, type):
+        refuse(value, name, "a function" + (" or None" if optional else ""), where=where)
+    return value
+
+
+def problem_argument(value: Any, name: str = "problem", *, where: str = "",
+                     optional: bool = False, built_only: bool = False) -> Any:
+    """A :class:`~bnnkit.problem.ProblemConfig` or a built :class:`~bnnkit.problem.Problem`
+    (only the latter with ``built_only``); ``None`` where ``optional``.
+
+    Example:
+        >>> problem_argument("yacht_0", where="bnnkit.run")
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: bnnkit.run: problem='yacht_0' is a str; allowed: \
+bnnkit.ProblemConfig('yacht_0', MODEL) or a bnnkit.Problem (bnnkit.Problem.from_arrays)
+    """
+    from bnnkit.problem import Problem, ProblemConfig
+
+    kinds = (Problem,) if built_only else (Problem, ProblemConfig)
+    if (value is None and optional) or isinstance(value, kinds):
+        return value
+    config = ("" if built_only else
+              f"bnnkit.ProblemConfig({value!r}, MODEL) or " if isinstance(value, str) else
+              "a bnnkit.ProblemConfig(DATASET, MODEL) or ")
+    allowed = f"{config}a bnnkit.Problem (bnnkit.Problem.from_arrays)"
+    if optional:
+        allowed += (" or None (the run's own)" if built_only else
+                    " or None (the problem of the run the config starts from)")
+    refuse(value, name, allowed, where=where)
+
+
+def config_argument(value: Any, name: str = "config", *, where: str = "") -> Any:
+    """A method's Config instance (``bnnkit.HMC(...)``, ``bnnkit.SGD(...)``, ...).
+
+    Example:
+        >>> from bnnkit.inference import hmc
+        >>> config_argument(hmc.Config, where="bnnkit.run")
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: bnnkit.run: config=bnnkit.HMC is a class, not an \
+instance; allowed: a method's Config with its settings, such as bnnkit.HMC(step_size=..., \
+trajectory_len=...)
+    """
+    from bnnkit.inference.base import RunSettings
+
+    if isinstance(value, RunSettings):
+        return value
+    refuse(value, name, "a method's Config with its settings, such as bnnkit.HMC(step_size=..., "
+                        "trajectory_len=...)", where=where)
+
+
+def _dtype_words(kinds: str) -> str:
+    words = list(dict.fromkeys(_KIND_WORDS[k] for k in kinds))
+    return " or ".join(words)
+
+
+def array_argument(value: Any, name: str, *, where: str = "", optional: bool = False,
+                   kinds: str = NUMERIC_KINDS, finite: bool = False) -> np.ndarray | None:
+    """A rectangular array whose dtype is of ``kinds``, as a NumPy array.
+
+    Taken: NumPy and JAX arrays (anything with ``__array__``), NumPy scalars, Python numbers
+    and nested lists or tuples of equal lengths. Refused, in one line: other types (a str, a
+    dict, ``None`` unless ``optional``), ragged lists, and dtypes outside ``kinds`` (by
+    default integers and reals: no bool, complex, object, str or datetime arrays).
+
+    Args:
+        value: the value given.
+        name: the argument's name.
+        where: the entry point, for the message.
+        optional: ``None`` is taken (and returned).
+        kinds: the NumPy dtype kinds allowed (``"iuf"``: integers and reals; add ``"b"``
+            for booleans).
+        finite: refuse NaN and infinite values.
+
+    Returns:
+        The array (``np.asarray`` of the value), or ``None``.
+
+    Raises:
+        ConfigError: naming ``where``, ``name``, the value and what is allowed.
+
+    Example:
+        >>> array_argument([[1, 2], [3, 4]], "x_train").dtype.kind
+        'i'
+        >>> array_argument(np.array(["a", "b"]), "y_train", where="Problem.from_arrays")
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: Problem.from_arrays: y_train=array(<U1, shape (2,)) is an \
+array of dtype <U1; allowed: a rectangular array of integers or real numbers
+    """
+    if value is None and optional:
+        return None
+    words = _dtype_words(kinds)
+    allowed = f"a rectangular array of {words}"
+    taken = (isinstance(value, (np.ndarray, np.generic, list, tuple, numbers.Number))
+             or hasattr(value, "__array__")) and not isinstance(value, (str, bytes, type))
+    if not taken:
+        refuse(value, name, allowed + (" or None" if optional else ""), where=where)
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError, OverflowError) as err:
+        if isinstance(value, (list, tuple)) and "inhomogeneous" in str(err):
+            refuse(value, name, f"{allowed} (a NumPy or JAX array, or nested lists of equal "
+                                "lengths)", where=where,
+                   what=f"a ragged {type(value).__name__} (its rows differ in length)")
+        refuse(value, name, allowed, where=where,
+               what=f"not an array ({' '.join(str(err).split())[:80]})")
+    if array.dtype.kind not in kinds:
+        what = (f"an array of dtype {array.dtype}" if isinstance(value, np.ndarray) or
+                hasattr(value, "__array__") else
+                f"a {type(value).__name__} of {array.dtype} values (not only numbers)"
+                if array.dtype == object else
+                f"a {type(value).__name__} that NumPy reads as dtype {array.dtype}")
+        refuse(value, name, allowed, where=where, what=what)
+    if finite and array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+        bad = int(np.sum(~np.isfinite(array)))
+        refuse(value, name, f"{words}, every one finite", where=where,
+               what=f"an array holding {bad} NaN or infinite value{'s' * (bad != 1)}")
+    return array
+
+
+def positions_argument(value: Any, name: str = "initial_positions", *, where: str = "") -> Any:
+    """A pytree whose every leaf is an array of integers or reals (the samplers' starting
+    positions; :func:`bnnkit.runs.density.check_density` then asks for reals)."""
+    import jax
+
+    from bnnkit.storage import path_to_str
+
+    try:
+        leaves = jax.tree_util.tree_flatten_with_path(value)[0]
+    except Exception:  # a container whose flattening fails is not a pytree of arrays
+        refuse(value, name, "a pytree (dict, list, tuple) of arrays", where=where)
+    for path, leaf in leaves:
+        leaf_name = f"{name}{'[' + repr(path_to_str(path)) + ']' if path else ''}"
+        array_argument(leaf, leaf_name, where=where, kinds="biuf")
+    return value
+
+
+def _optional(check: Callable[..., Any], **options: Any) -> Callable[[Any, str, str], Any]:
+    return lambda value, name, where: check(value, name, where=where, **options)
+
+
+#: Each public entry point's arguments and the check each gets (``where`` is the key).
+ENTRY_POINTS: dict[str, dict[str, Callable[[Any, str, str], Any]]] = {
+    "bnnkit.run": {
+        "problem": _optional(problem_argument, optional=True),
+        "config": _optional(config_argument),
+        "run_dir": _optional(path_argument),
+        "resume": _optional(flag_argument),
+        "overwrite": _optional(flag_argument),
+        "progress": _optional(flag_argument),
+        "log_every": _optional(count_argument, optional=True),
+        "shard": _optional(text_argument),
+        "on_unit": _optional(callable_argument, optional=True),
+    },
+    "bnnkit.sample": {
+        "log_density": _optional(callable_argument),
+        "initial_positions": _optional(positions_argument),
+        "config": _optional(config_argument),
+        "run_dir": _optional(path_argument, optional=True),
+        "resume": _optional(flag_argument),
+        "overwrite": _optional(flag_argument),
+        "name": _optional(text_argument, optional=True),
+        "progress": _optional(flag_argument),
+    },
+    "bnnkit.evaluate": {
+        "run_dir": _optional(path_argument),
+        "reference": _optional(path_argument, optional=True),
+        "reference_probs": _optional(path_argument, optional=True),
+        "corruption": _optional(text_argument, optional=True),
+        "severity": _optional(count_argument, optional=True),
+        "calibrate": _optional(flag_argument),
+        "conformal": lambda value, name, where: _alpha(value, name, where),
+        "ood": _optional(text_argument, optional=True),
+        "write": _optional(flag_argument),
+        "problem": _optional(problem_argument, optional=True, built_only=True),
+    },
+    "bnnkit.export_samples": {
+        "run_dir": _optional(path_argument),
+        "out": _optional(path_argument),
+    },
+    "bnnkit.load_chains": {
+        "run_dir": _optional(path_argument),
+    },
+    "bnnkit.build_problem": {
+        "config": lambda value, name, where: _problem_config(value, name, where),
+    },
+    "bnnkit.load_dataset": {
+        "name": _optional(text_argument),
+    },
+}
+
+
+def _alpha(value: Any, name: str, where: str) -> float | None:
+    """A miscoverage level: a number (:func:`number_argument`) in (0, 1)."""
+    from bnnkit.posthoc import check_alpha
+
+    alpha = number_argument(value, name, where=where, optional=True)
+    if alpha is not None:
+        check_alpha(alpha)
+    return alpha
+
+
+def _problem_config(value: Any, name: str, where: str) -> Any:
+    from bnnkit.problem import ProblemConfig
+
+    if isinstance(value, ProblemConfig):
+        return value
+    refuse(value, name, "a bnnkit.ProblemConfig(DATASET, MODEL)", where=where)
+
+
+def check_call(where: str, arguments: Mapping[str, Any]) -> None:
+    """Check an entry point's arguments by :data:`ENTRY_POINTS`; called first thing in it as
+    ``check_call("bnnkit.run", locals())``.
+
+    Args:
+        where: the entry point, a key of :data:`ENTRY_POINTS`.
+        arguments: its arguments by name (its ``locals()`` before anything else is bound).
+
+    Raises:
+        ConfigError: the first argument of a kind it does not take, in one line.
+
+    Example:
+        >>> check_call("bnnkit.export_samples", {"run_dir": "runs/hmc", "out": 3})
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: bnnkit.export_samples: out=3 is an int; allowed: a path (a \
+str or an os.PathLike such as pathlib.Path)
+    """
+    for name, check in ENTRY_POINTS[where].items():
+        check(arguments[name], name, where)
