@@ -241,6 +241,21 @@ def test_the_author_resumes_and_evaluates_a_run_of_their_module(shipped, tmp_pat
         np.testing.assert_array_equal(before[key], after[key])
 
 
+def test_laplace_imports_the_map_runs_model_when_it_is_named(shipped, tmp_path, monkeypatch,
+                                                            capsys):
+    work = tmp_path / "work"
+    shutil.copytree(shipped.lib, work)
+    monkeypatch.chdir(work)
+    assert main(["sgd", "--dataset", "yacht_0", "--model", MODEL, "--noise-std", "0.35", *SGD,
+                 "--num-epochs", "1", "--dir", "map", "--no-evaluate"]) == 0
+    sys.modules.pop("mymod", None)
+    laplace = ["laplace", "--map-run", "map", "--no-progress", "--no-evaluate"]
+    err = refused([*laplace, "--dir", "la"], capsys)
+    assert f"--model {MODEL} on this command" in err and not (work / "la").exists()
+    assert main([*laplace, "--dir", "la", "--model", MODEL]) == 0, capsys.readouterr().err
+    assert json.loads((work / "la" / "run.json").read_text())["problem"]["model"] == MODEL
+
+
 # --- an import cannot take the process over -------------------------------------------------
 
 
