@@ -171,6 +171,9 @@ def test_the_python_readers_need_trust_model(shipped):
     with pytest.raises(ConfigError, match=r"othermod:Net is not the model of .* records "
                                           rf"{MODEL}"):
         load_run(shipped.run, trust_model="othermod:Net")
+    for wrong in (["mymod:Net"], 3, b"mymod:Net"):
+        with pytest.raises(ConfigError, match=r"trust_model .* allowed: the model's import path"):
+            load_run(shipped.run, trust_model=wrong)
     stored = load_run(shipped.run, rebuild=False)
     assert stored.problem is None and stored.posterior.num_chains == 2
     assert not shipped.marker.exists()

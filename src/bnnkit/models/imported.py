@@ -164,6 +164,24 @@ def trusting_model(path: str | None) -> Iterator[None]:
         _TRUSTED.reset(token)
 
 
+def check_trust_argument(trust_model: Any) -> None:
+    """Refuse a ``trust_model`` that is neither ``None`` nor an import path's string.
+
+    Raises:
+        ConfigError: naming its type and what is allowed.
+
+    Example:
+        >>> check_trust_argument(["mymod:Net"])
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: trust_model ['mymod:Net'] is a list; allowed: ...
+    """
+    if trust_model is not None and not isinstance(trust_model, str):
+        raise ConfigError(f"trust_model {trust_model!r:.60} is a {type(trust_model).__name__}; "
+                          "allowed: the model's import path as a string ('package.module:"
+                          "ClassName') or None")
+
+
 def check_trusted(path: str, trust_model: str | None, *, where: str) -> None:
     """Refuse to rebuild a model that a run only records, when that imports code outside
     bnnkit and the user did not name it on this call.
@@ -190,6 +208,7 @@ def check_trusted(path: str, trust_model: str | None, *, where: str) -> None:
         bnnkit.errors.ConfigError: the run 'r' records the model mymod:Net, whose module ...
         allowed: --model mymod:Net on this command (from Python: trust_model='mymod:Net', ...
     """
+    check_trust_argument(trust_model)
     if not needs_trust(path):
         return
     given = _TRUSTED.get() if trust_model is None else trust_model

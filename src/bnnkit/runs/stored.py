@@ -48,7 +48,7 @@ from bnnkit.arguments import check_call
 from bnnkit.data import npz
 from bnnkit.errors import ConfigError
 from bnnkit.inference import METHODS
-from bnnkit.models import canonical_name
+from bnnkit.models import canonical_name, imported
 from bnnkit.posterior import store
 from bnnkit.posterior.mixture import Mixture
 from bnnkit.posterior.samples import Samples
@@ -108,6 +108,7 @@ def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
             the run's; a model the user did not allow, or a ``trust_model`` that is not the
             run's; stored parameters whose shapes are not those of the model the run records.
     """
+    imported.check_trust_argument(trust_model)
     rundir = RunDir(run_dir)
     record = rundir.read_record()
     if record.get("chunks"):
