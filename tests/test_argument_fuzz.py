@@ -44,6 +44,7 @@ class _Opaque:
 VALUES: dict[str, Any] = {
     "str": "r",
     "empty str": "",
+    "NUL str": "a\0b",
     "None": None,
     "True": True,
     "False": False,
@@ -110,7 +111,7 @@ def is_text(v: Any) -> bool:
 
 
 def is_path(v: Any) -> bool:
-    return (isinstance(v, str) and v != "") or isinstance(v, os.PathLike)
+    return isinstance(v, (str, os.PathLike))
 
 
 def is_function(v: Any) -> bool:
@@ -118,14 +119,14 @@ def is_function(v: Any) -> bool:
 
 
 def is_array(v: Any) -> bool:
-    """Rectangular, of integers or reals, every real finite."""
+    """Rectangular, of integers or reals (NaN is the data checks' to refuse, after the door)."""
     if isinstance(v, (str, bytes, dict, type, _Opaque, datetime.date)) or v is None:
         return False
     try:
         a = np.asarray(v)
     except ValueError:
         return False
-    return a.dtype.kind in "iuf" and (a.dtype.kind != "f" or bool(np.all(np.isfinite(a))))
+    return a.dtype.kind in "iuf"
 
 
 def optional(kind: Callable[[Any], bool]) -> Callable[[Any], bool]:

@@ -181,8 +181,9 @@ def text_argument(value: Any, name: str, *, where: str = "", optional: bool = Fa
 
 def path_argument(value: Any, name: str, *, where: str = "", optional: bool = False
                   ) -> str | os.PathLike | None:
-    """A file system path: a non-empty ``str`` or an ``os.PathLike`` of one (``bytes`` paths
-    are not taken); ``None`` where ``optional``.
+    """A file system path: a ``str`` or an ``os.PathLike`` of one (``bytes`` paths are not
+    taken) without a NUL character; ``None`` where ``optional``. What the path names (an empty
+    one names nothing) is for the entry point to judge, in the words its command line uses.
 
     Example:
         >>> import pathlib
@@ -203,8 +204,6 @@ def path_argument(value: Any, name: str, *, where: str = "", optional: bool = Fa
             text = None
     if not isinstance(text, str):
         refuse(value, name, allowed, where=where)
-    if not text:
-        refuse(value, name, allowed, where=where, what="empty")
     if "\0" in text:
         refuse(value, name, allowed, where=where, what="a path with a NUL character")
     return value
