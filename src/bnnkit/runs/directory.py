@@ -3,10 +3,11 @@
 A run directory holds::
 
     run.json         the record: method, resolved configs, versions, seed, git hash, start/end
-                     times, status ("starting" / "running" / "finished"), the layout version
-                     and the sha256 of its own settings (an edit is detected)
-    manifest.jsonl   sha256 and array shapes of every sample and state file
-                     (:mod:`bnnkit.runs.manifest`)
+                     times, status ("starting" / "running" / "finished"), the layout version,
+                     the sha256 of its own settings (an edit is detected), the run's identity
+                     where the manifest's chain starts and, once finished, where it ends
+    manifest.jsonl   sha256 and array shapes of every sample and state file, each line
+                     chained to the one before it (:mod:`bnnkit.runs.manifest`)
     state.npz        latest full method state of every member (for exact resume)
     samples/         one file per kept unit (iteration or epoch): the posterior the method
                      returned there, written by :mod:`bnnkit.posterior.store`
@@ -18,7 +19,8 @@ Every write goes through :mod:`bnnkit.storage` (atomic, pickle-free). The lock
 write after its lock is ``run.json`` with status "starting"; a directory that holds nothing
 more than that (or only a stale lock and an empty ``samples/``) is a run that never started
 and may be started afresh. Everything a run's path or flags could get wrong is checked by
-:meth:`RunDir.check_target` before anything is written.
+:meth:`RunDir.check_target` before anything is written, a folder where a run keeps a file
+included (:meth:`RunDir.misplaced`).
 
 Example:
     >>> import tempfile
