@@ -437,6 +437,11 @@ def nan_sample(copy: Path) -> None:
     written = storage.save_arrays(copy / name, values)
     files.rewrite([manifest.entry(name, written, unit=2) if line["file"] == name else line
                    for line in lines])
+    # As the run would have finished: its record names the manifest's new last line.
+    from bnnkit.runs.directory import RunDir
+
+    record = RunDir(copy).read_record()
+    RunDir(copy).write_record({**record, manifest.HEAD_KEY: files.head()[0]})
 
 
 def toml_file(text: bytes | str) -> Callable[[Path], Path]:
