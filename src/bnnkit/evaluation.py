@@ -393,8 +393,9 @@ def evaluate(
             "weights": _weight_diagnostics(samples),
             "function": _function_diagnostics(prediction),
         }
-        result["convergence"] = run_verdict.of_prediction(record, log, prediction,
-                                                          problem.dataset.y_test_original)
+        result["convergence"] = run_verdict.of_prediction(
+            record, log, prediction, problem.dataset.y_test_original,
+            vocabulary=run_verdict.run_vocabulary(RunDir(run_dir), record))
         capped = (convergence.capped_warning(sampler["num_capped"], sampler["num_transitions"],
                                              record.get("method")) if sampler else None)
         if capped is not None:  # slower mixing, not a convergence failure: a warning

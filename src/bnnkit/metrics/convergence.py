@@ -74,6 +74,7 @@ from bnnkit.metrics.vocabulary import (
     PARAMETERS_CLI,
     PARAMETERS_PYTHON,
     Vocabulary,
+    either,
 )
 from bnnkit.metrics.within_chain import (
     CHAIN_ESS_SHARE,
@@ -94,7 +95,8 @@ __all__ = [
     "FEW_DRAWS", "FUNCTION_CLI", "FUNCTION_PYTHON", "LEVELS", "MAX_DIVERGENT_SHARE",
     "MIN_ACCEPTANCE", "MIN_ESS", "PARAMETERS_CLI", "PARAMETERS_PYTHON", "RHAT_SHARE",
     "RHAT_THRESHOLD", "RISE_Z", "RISING_ADVICE", "STUCK_ADVICE", "Vocabulary", "chain_line",
-    "reference_level", "rising_chains", "sampler_warning", "stuck_advice", "verdict",
+    "reference_level", "rising_chains", "sampler_warning", "stall_advice", "stalled_chains",
+    "stuck_advice", "verdict",
 ]
 
 #: Split R-hat below this counts as agreement between chains (Vehtari et al. 2021 use 1.01 for
@@ -123,11 +125,81 @@ _FEW_DRAWS_SUMMARY = "the chains agree but have too few effective draws in all"
 
 #: An adapted step size this many times the given one counts as raised by burn-in.
 RAISED = 1.5
+#: A chain judged on its first 1/STALL_LENGTH too (at least :data:`STALL_MIN_DRAWS` draws
+#: there): one that has run this many times longer ...
+STALL_LENGTH = 10
+STALL_MIN_DRAWS = 100
+#: ... and whose within-chain ESS grew less than this many times (a mixing chain's grows with
+#: its length, so about STALL_LENGTH times) gains nothing from more iterations.
+STALL_GAIN = 2.0
+
+
+def stalled_chains(draws: np.ndarray, checks: Sequence[ChainCheck]) -> dict[str, Any] | None:
+    """The failing chains that more iterations will not make mix: each failed already on its
+    first 1/:data:`STALL_LENGTH`, and its within-chain ESS grew less than :data:`STALL_GAIN`
+    times over the :data:`STALL_LENGTH` times longer run. ``None`` when no chain fails, a chain
+    that fails is still gaining, or the first part is too short to judge.
+
+    Args:
+        draws: (chains, samples, quantities).
+        checks: the within-chain checks of all the draws.
+
+    Returns:
+        ``chains`` (their indices), ``draws`` (kept per chain), ``early`` (draws of the first
+        part), ``ess_early`` and ``ess`` (the smallest ESS at 5 % of the quantities, over the
+        failing chains).
+
+    Example:
+        >>> walk = np.cumsum(np.random.default_rng(0).normal(size=(2, 1000, 5)), axis=1)
+        >>> from bnnkit.metrics.within_chain import check_chains
+        >>> stalled_chains(walk, check_chains(walk))["chains"]
+        [0, 1]
+    """
+    failing = [c for c in checks if not c.mixed]
+    early = draws.shape[1] // STALL_LENGTH
+    if not failing or early < max(STALL_MIN_DRAWS, MIN_WITHIN_DRAWS):
+        return None
+    first = {c.chain: c for c in check_chains(draws[:, :early])}
+    gains = []
+    for check in failing:
+        before = first[check.chain]
+        if before.mixed:
+            return None  # it mixed on its first part: what it fails now is no stall
+        gains.append(check.ess_low / before.ess_low
+                     if np.isfinite(check.ess_low) and np.isfinite(before.ess_low)
+                     and before.ess_low > 0 else 1.0)
+    if max(gains) >= STALL_GAIN:
+        return None
+    return {"chains": [c.chain for c in failing], "draws": int(draws.shape[1]),
+            "early": int(early),
+            "ess_early": float(np.nanmin([first[c.chain].ess_low for c in failing] + [np.inf])),
+            "ess": float(np.nanmin([c.ess_low for c in failing] + [np.inf]))}
+
+
+def stall_advice(stall: Mapping[str, Any], vocabulary: Vocabulary = FUNCTION_CLI) -> str:
+    """What to say of chains that more iterations do not make mix (:func:`stalled_chains`):
+    that more will not help, and what changes the posterior instead.
+
+    Example:
+        >>> stall_advice({"chains": [0, 2], "draws": 1000, "early": 100, "ess_early": 1.6,
+        ...               "ess": 2.1})[:72]
+        'more iterations will not help here: chains 0 and 2 kept 1000 draws each,'
+    """
+    unit = vocabulary.settings.budget_unit
+    change = vocabulary.settings.posterior_change
+    instead = (f"; what helps is another posterior: {change} (docs/concepts/reference.md, "
+               "when a larger budget does not help)" if change else "")
+    return (f"more {unit} will not help here: {_chains(stall['chains'])} kept "
+            f"{stall['draws']} draws each, {STALL_LENGTH} times their first {stall['early']}, "
+            f"and their {vocabulary.ess} at the slowest 5 % grew only from "
+            f"{stall['ess_early']:.1f} to {stall['ess']:.1f} (a mixing chain's grows with its "
+            f"length){instead}")
 
 
 def _rising_advice(vocabulary: Vocabulary) -> str:
     names = vocabulary.settings
-    return f"run a longer {names.num_burn_in}, or {names.good_start}"
+    longer = None if names.num_burn_in is None else f"run a longer {names.num_burn_in}"
+    return either([longer, names.good_start]) or "run a longer burn-in"
 
 
 def stuck_advice(step_size: float | None = None, given_step_size: float | None = None,
@@ -155,23 +227,36 @@ def stuck_advice(step_size: float | None = None, given_step_size: float | None =
         'use a smaller step_size, a longer num_burn_in so the step size adapts, or adapt="mass"'
     """
     names = vocabulary.settings
+    adapts = (None if names.num_burn_in is None else
+              f"a longer {names.num_burn_in} so the step size adapts")
     if step_size is None:
-        return (f"use a smaller {names.step_size}, a longer {names.num_burn_in} so the step "
-                f"size adapts, or {names.adapt_mass}")
+        smaller = None if names.step_size is None else f"use a smaller {names.step_size}"
+        return either([smaller, adapts, names.adapt_mass]) or "a longer burn-in"
     if given_step_size is not None and step_size > RAISED * given_step_size:
         longer = f" (it had {burn_in} iterations)" if burn_in is not None else ""
-        return (f"burn-in raised the step size to {step_size:.2g} (from {names.step_size} "
-                f"{given_step_size:.2g}), too large for the chains after it: a longer "
-                f"{names.num_burn_in}{longer} lets the adaptation settle, a higher "
-                f"{names.target_accept_rate} makes it choose a smaller step, or "
+        given = ("" if names.step_size is None else
+                 f" (from {names.step_size} {given_step_size:.2g})")
+        keep = (None if names.adapt_none is None or names.step_size is None else
                 f"{names.adapt_none} keeps {names.step_size} as given")
-    return (f"use a smaller {names.step_size} (the chains ran at {step_size:.2g}), a longer "
-            f"{names.num_burn_in} so the step size adapts, or {names.adapt_mass}")
+        return (f"burn-in raised the step size to {step_size:.2g}{given}, too large for the "
+                "chains after it: " + either([
+                    None if names.num_burn_in is None else
+                    f"a longer {names.num_burn_in}{longer} lets the adaptation settle",
+                    None if names.target_accept_rate is None else
+                    f"a higher {names.target_accept_rate} makes it choose a smaller step",
+                    keep]))
+    smaller = (f"the chains ran at {step_size:.2g}" if names.step_size is None else
+               f"use a smaller {names.step_size} (the chains ran at {step_size:.2g})")
+    return either([smaller, adapts, names.adapt_mass])
+
+
+def _more_chains(names: Any) -> str | None:
+    return None if names.num_chains is None else f"more chains (a larger {names.num_chains})"
 
 
 def _tuning_advice(vocabulary: Vocabulary, method: str | None) -> str:
     """What to change when more iterations do not make a chain mix, per sampler."""
-    burn_in = vocabulary.settings.num_burn_in
+    burn_in = vocabulary.settings.num_burn_in or "burn-in"
     if method == "mclmc":
         return (f"if a chain still fails, a longer {burn_in} for the tuning of its step size "
                 "and trajectory, or a smaller energy-variance target so its steps are more "
@@ -486,7 +571,11 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         level = "mixed-multimodal"
     else:
         level = "not-mixed"  # one mode, but too few effective draws in all
-    if level == "not-mixed" and (checks is None or not within_ok):
+    stall = (stalled_chains(draws, checks) if checks is not None and not within_ok
+             else None)
+    if stall is not None:  # what helps first; longer runs would repeat what did not help
+        advice.insert(0, stall_advice(stall, vocabulary))
+    elif level == "not-mixed" and (checks is None or not within_ok):
         advice.append(vocabulary.extend_until_mixed())
         advice.append(_tuning_advice(vocabulary, method))
 
@@ -498,8 +587,8 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
                             f"(chains {_groups(groups)})")
             advice.append(
                 f"{vocabulary.more_iterations()} only to see whether the modes connect: chains "
-                f"in different modes rarely meet; {vocabulary.pooled}; more chains "
-                f"({names.num_chains}) cover more modes")
+                f"in different modes rarely meet; {vocabulary.pooled}" + (
+                    f"; {more} cover more modes" if (more := _more_chains(names)) else ""))
         else:
             problems.append(problem)
             if within_ok:  # else the advice to extend the run until each chain mixes stands
@@ -509,10 +598,14 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
     if not ess_min >= MIN_ESS and level != "mixed-multimodal":
         problems.append(f"{vocabulary.ess} is {ess_min:.0f} at its smallest (needs "
                         f"{MIN_ESS:.0f})")
-        advice.append(f"keep more samples: more iterations, or more chains ({names.num_chains})")
+        if stall is None:
+            advice.append(f"keep more samples: {either([vocabulary.more_iterations(), more])}"
+                          if (more := _more_chains(names)) or names.resume else
+                          "keep more samples")
     if chains < 2:
         problems.append("one chain cannot show that independent chains agree")
-        advice.append(f"run at least 2 chains (4 is usual; {names.num_chains})")
+        advice.append("run at least 2 chains (4 is usual" + (
+            f"; {names.num_chains} 4)" if names.num_chains else ")"))
     return {
         "level": level,
         "summary": _summary(level, checks, groups, chains, stuck or unstable, vocabulary),

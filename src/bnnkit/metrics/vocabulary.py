@@ -17,12 +17,17 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import functools
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """How the verdict's advice names the settings a user can change.
+
+    A field that is ``None`` is a setting the caller cannot change (a command without that
+    flag): the advice then leaves it out rather than name something that is refused.
 
     Attributes:
         num_iterations, num_burn_in, num_chains, step_size: the settings' names.
@@ -31,23 +36,35 @@ class Settings:
         adapt_none: how to keep the given step size (no adaptation).
         resume: how to continue a stored run with more iterations (a phrase).
         finish: how to finish an unfinished run (a sentence).
-        until_converged: how to let a run extend itself until each chain mixes (``None``: not
-            offered to this caller).
+        until_converged: how to let a run extend itself until each chain mixes.
         good_start: how to start chains near the posterior's modes.
+        posterior_change: what changes the posterior itself (noise, prior, model): what helps
+            a chain that more iterations do not make mix.
+        budget_unit: what the budget counts (``"iterations"``, ``"epochs"``, ``"draws"``).
     """
 
-    num_iterations: str
-    num_burn_in: str
-    num_chains: str
-    step_size: str
-    adapt_mass: str
-    target_accept_rate: str
-    adapt_none: str
-    resume: str
+    num_iterations: str | None
+    num_burn_in: str | None
+    num_chains: str | None
+    step_size: str | None
+    adapt_mass: str | None
+    target_accept_rate: str | None
+    adapt_none: str | None
+    resume: str | None
     finish: str
     until_converged: str | None
-    good_start: str
+    good_start: str | None
+    posterior_change: str | None = None
+    budget_unit: str = "iterations"
 
+
+#: A duration the advice gives ``--max-time`` (the docs' example).
+ADVICE_DURATION = "2h"
+#: The noise std the advice offers for a network that learns its own: on standardised targets
+#: it is what made chains mix where a learned one did not (docs/concepts/reference.md).
+ADVICE_NOISE_STD = 0.35
+#: A tighter prior than N(0, 1) the advice offers, in ``--prior``'s syntax.
+ADVICE_PRIOR = "gaussian:scale=0.5"
 
 #: Command-line flags.
 FLAGS = Settings(
@@ -56,8 +73,11 @@ FLAGS = Settings(
     target_accept_rate="--target-accept-rate", adapt_none="--adapt none",
     resume="--resume with a larger --num-iterations",
     finish="finish it with the same command and --resume",
-    until_converged="--until-converged --max-time DURATION",
-    good_start="train an ensemble (bnnkit ensemble) and pass its run to --init-checkpoint")
+    until_converged=f"--until-converged --max-time {ADVICE_DURATION}",
+    good_start="train an ensemble (bnnkit ensemble) and pass its run as --init-checkpoint DIR",
+    posterior_change=(f"a fixed noise std (--noise-std {ADVICE_NOISE_STD} on standardised "
+                      f"targets), a tighter prior (--prior {ADVICE_PRIOR}), or another model "
+                      "(--model)"))
 
 #: Config fields, for a caller in Python.
 FIELDS = Settings(
@@ -67,7 +87,139 @@ FIELDS = Settings(
     resume="a larger num_iterations; resume=True continues a stored run",
     finish="finish it: the same call with resume=True",
     until_converged=None,
-    good_start="start the chains nearer the posterior's modes (initial_positions)")
+    good_start="start the chains nearer the posterior's modes (initial_positions)",
+    posterior_change="another log density: its prior, its likelihood or its parametrisation")
+
+#: For each setting the advice names, the flags that may spell it, in order: a command's
+#: advice uses the first its parser takes (``--num-samples`` and ``--num-tuning`` are
+#: ``bnnkit reference``'s budget, ``--num-epochs`` the minibatch methods').
+CANDIDATES: dict[str, tuple[str, ...]] = {
+    "budget": ("--num-iterations", "--num-epochs", "--num-samples"),
+    "num_burn_in": ("--num-burn-in", "--num-tuning"),
+    "num_chains": ("--num-chains", "--members"),
+    "step_size": ("--step-size", "--init-step-size"),
+    "target_accept_rate": ("--target-accept-rate",),
+    "adapt": ("--adapt",),
+    "until_converged": ("--until-converged",),
+    "max_time": ("--max-time",),
+    "init_checkpoint": ("--init-checkpoint",),
+    "noise_std": ("--noise-std",),
+    "prior": ("--prior",),
+    "model": ("--model",),
+}
+#: What each budget flag counts.
+BUDGET_UNITS = {"--num-iterations": "iterations", "--num-epochs": "epochs",
+                "--num-samples": "draws"}
+
+
+@functools.cache
+def command_parser(command: str) -> argparse.ArgumentParser:
+    """The parser of ``bnnkit COMMAND``, built as :func:`bnnkit.cli.build_parser` builds it.
+
+    Raises:
+        ConfigError: no such command.
+    """
+    from bnnkit.cli import build_parser
+    from bnnkit.errors import ConfigError
+
+    parser = build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            if command in action.choices:
+                return action.choices[command]
+            raise ConfigError(f"no bnnkit command {command!r}; allowed: "
+                              f"{', '.join(action.choices)}")
+    raise AssertionError("bnnkit's parser has no commands")
+
+
+def _accepted(parser: argparse.ArgumentParser, key: str) -> str | None:
+    return next((f for f in CANDIDATES[key] if f in parser._option_string_actions), None)
+
+
+def _choice(parser: argparse.ArgumentParser, flag: str | None, value: str) -> str | None:
+    """``FLAG VALUE`` when the parser takes ``value`` for ``flag``."""
+    if flag is None:
+        return None
+    choices = parser._option_string_actions[flag].choices
+    return f"{flag} {value}" if choices is None or value in choices else None
+
+
+def command_settings(command: str, *, from_ensemble: bool = False) -> Settings:
+    """The flags the advice names for a run made by ``bnnkit COMMAND``: only those its parser
+    takes, so every suggestion can be typed after that command.
+
+    Args:
+        command: the command that made the run (a method, or ``"reference"``).
+        from_ensemble: the chains already started from an ensemble's members (a reference's
+            always do): the advice to start them there is left out.
+
+    Example:
+        >>> reference = command_settings("reference", from_ensemble=True)
+        >>> reference.num_iterations, reference.num_chains, reference.step_size
+        ('--num-samples', '--members', None)
+        >>> reference.good_start is None, command_settings("sgmcmc").until_converged is None
+        (True, True)
+        >>> command_settings("hmc").resume
+        '--resume with a larger --num-iterations'
+    """
+    parser = command_parser(command)
+    names = {key: _accepted(parser, key) for key in CANDIDATES}
+    budget = names["budget"]
+    until = (f"{names['until_converged']} --max-time {ADVICE_DURATION}"
+             if names["until_converged"] and names["max_time"] else None)
+    good_start = (None if from_ensemble or names["init_checkpoint"] is None else
+                  f"train an ensemble (bnnkit ensemble) and pass its run as "
+                  f"{names['init_checkpoint']} DIR")
+    changes = [phrase for phrase, flag in (
+        (f"a fixed noise std ({names['noise_std']} {ADVICE_NOISE_STD} on standardised "
+         "targets)", names["noise_std"]),
+        (f"a tighter prior ({names['prior']} {ADVICE_PRIOR})", names["prior"]),
+        (f"another model ({names['model']})", names["model"])) if flag]
+    return Settings(
+        num_iterations=budget, num_burn_in=names["num_burn_in"],
+        num_chains=names["num_chains"], step_size=names["step_size"],
+        adapt_mass=_choice(parser, names["adapt"], "mass"),
+        target_accept_rate=names["target_accept_rate"],
+        adapt_none=_choice(parser, names["adapt"], "none"),
+        resume=None if budget is None else f"--resume with a larger {budget}",
+        finish=FLAGS.finish, until_converged=until, good_start=good_start,
+        posterior_change=either(changes) or None,
+        budget_unit=BUDGET_UNITS.get(budget or "", "iterations"))
+
+
+def cli_vocabulary(command: str | None, *, from_ensemble: bool = False,
+                   base: Vocabulary | None = None) -> Vocabulary:
+    """``base`` (default :data:`FUNCTION_CLI`) speaking the flags of ``bnnkit COMMAND``, or as
+    it is for a command bnnkit does not know (a run made by another version).
+
+    Example:
+        >>> cli_vocabulary("sgmcmc").more_iterations()
+        'run more epochs (--resume with a larger --num-epochs)'
+        >>> cli_vocabulary(None) is FUNCTION_CLI
+        True
+    """
+    from bnnkit.errors import ConfigError
+
+    base = FUNCTION_CLI if base is None else base
+    if command is None:
+        return base
+    try:
+        return base.for_command(command, from_ensemble=from_ensemble)
+    except ConfigError:
+        return base
+
+
+def either(options: list[str | None]) -> str:
+    """The options that are offered (not ``None``), joined as alternatives.
+
+    Example:
+        >>> either(["a", None, "b", "c"]), either(["a", "b"]), either(["a"]), either([None])
+        ('a, b, or c', 'a, or b', 'a', '')
+    """
+    offered = [o for o in options if o]
+    if len(offered) < 2:
+        return "".join(offered)
+    return f"{', '.join(offered[:-1])}, or {offered[-1]}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,14 +240,19 @@ class Vocabulary:
 
     def more_iterations(self) -> str:
         """The advice to run longer, in this caller's words."""
-        return f"run more iterations ({self.settings.resume})"
+        return f"run more {self.settings.budget_unit} ({self.settings.resume})"
 
     def extend_until_mixed(self) -> str:
         """More iterations, and where offered the way to let the run extend itself."""
         offered = self.settings.until_converged
         extend = "" if offered is None else (f", or {offered} to extend the run until each "
                                              "chain mixes")
-        return f"run more iterations ({self.settings.resume}{extend})"
+        return f"run more {self.settings.budget_unit} ({self.settings.resume}{extend})"
+
+    def for_command(self, command: str, *, from_ensemble: bool = False) -> Vocabulary:
+        """This vocabulary with the flags of ``bnnkit COMMAND`` (:func:`command_settings`)."""
+        return dataclasses.replace(self, settings=command_settings(
+            command, from_ensemble=from_ensemble))
 
 
 #: What pooling chains in several modes gives a network's predictive: MILE's model average,

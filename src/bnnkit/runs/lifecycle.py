@@ -712,13 +712,13 @@ class SamplerTally:
         if not self.sampled:
             return None
         transitions = self.sampled * self.loop.num_members
-        from bnnkit.metrics.vocabulary import FUNCTION_CLI
+        from bnnkit.metrics.vocabulary import cli_vocabulary
 
         warnings = [sampler_warning(self.acceptance / self.sampled, self.divergent,
                                     transitions, step_size=self.step_size,
                                     given_step_size=self.given_step_size,
                                     burn_in=self.loop.burn_in,
-                                    vocabulary=self.vocabulary or FUNCTION_CLI),
+                                    vocabulary=self.vocabulary or cli_vocabulary(self.method)),
                     capped_warning(self.capped, transitions, self.method)]
         return "; ".join(w for w in warnings if w is not None) or None
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from bnnkit import problem as problem_lib
 from bnnkit.metrics import convergence
-from bnnkit.metrics.vocabulary import FUNCTION_CLI, Vocabulary
+from bnnkit.metrics.vocabulary import FUNCTION_CLI, Vocabulary, cli_vocabulary
 from bnnkit.predict import Prediction, draw_log_density, posterior_predictive
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.lifecycle import evaluation_key
@@ -71,6 +71,21 @@ def log_posterior_trace(log: list[dict]) -> np.ndarray | None:
     return np.asarray([r["log_posterior"] for r in kept], np.float64).T
 
 
+def run_vocabulary(run_dir: RunDir, record: dict) -> Vocabulary:
+    """The verdict's words for a stored run: the flags of the command that made it, so that
+    every suggestion is one that command takes. A reference folder's chains were made by
+    ``bnnkit reference`` (its budget is ``--num-samples``, its chains start from its ensemble);
+    any other run by its method's command.
+    """
+    from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE
+
+    path = run_dir.path
+    if path.name == REFERENCE_CHAINS and (path.parent / REFERENCE_FILE).is_file():
+        return cli_vocabulary("reference", from_ensemble=True)
+    started = bool((record.get("method_config") or {}).get("init_checkpoint"))
+    return cli_vocabulary(record.get("method"), from_ensemble=started)
+
+
 def of_prediction(record: dict, log: list[dict], prediction: Prediction, y: np.ndarray, *,
                   vocabulary: Vocabulary = FUNCTION_CLI) -> dict[str, Any]:
     """The verdict of a run's Markov chains from its predictive on test inputs.
@@ -103,17 +118,20 @@ def within_holds(verdict: dict[str, Any]) -> bool:
 
 
 def of_stored_run(run_dir: RunDir, built: problem_lib.Problem, *,
-                  vocabulary: Vocabulary = FUNCTION_CLI) -> tuple[dict[str, Any], float]:
+                  vocabulary: Vocabulary | None = None) -> tuple[dict[str, Any], float]:
     """The verdict of a run of the driver on its test set, as ``bnnkit evaluate`` gives it,
     and the seconds it took (reading the samples, predicting, judging).
 
     Args:
         run_dir: the run directory.
         built: its problem, built.
-        vocabulary: the words of the verdict.
+        vocabulary: the words of the verdict (default: the flags of the command that made the
+            run, :func:`run_vocabulary`).
     """
     start = time.perf_counter()
     record = run_dir.read_record()
+    if vocabulary is None:
+        vocabulary = run_vocabulary(run_dir, record)
     template = jax.eval_shape(built.init_params, jax.random.PRNGKey(0))
     posterior = stored_posterior(run_dir, record, template)
     seed = int(record.get("method_config", {}).get("seed", record.get("seed", 0)))
