@@ -184,6 +184,54 @@ def check_folder(folder: Path, *, resume: bool, overwrite: bool) -> None:
                           "reference writes; allowed: a reference folder or an empty one")
 
 
+#: The settings a resume may change, as a single run's resume may (``resumable`` in
+#: :mod:`bnnkit.inference.base`): the kept draws (the chains' ``num_iterations``) and how long
+#: this call runs. Every other one changes what the ensemble or a chain's step is.
+RESUMABLE = ("num_samples", "max_time", "until_converged")
+
+
+def _flag(cls: type, name: str) -> str:
+    from bnnkit.settings import flag
+
+    return flag(cls, name)
+
+
+def resume_refusal(stored: Any, problem: ProblemConfig, config: Config) -> str | None:
+    """Why a reference stored as ``stored`` (its ``reference.json``) cannot be resumed with
+    ``problem`` and ``config``, naming the first setting that differs by its flag and both
+    values; ``None`` when only :data:`RESUMABLE` settings differ.
+
+    Example:
+        >>> problem = ProblemConfig("yacht_0", "mlp_regression_small")
+        >>> made = Config(members=2, num_samples=40)
+        >>> stored = {"kind": "reference", "problem": dataclasses.asdict(problem),
+        ...           "config": dataclasses.asdict(made)}
+        >>> resume_refusal(stored, problem, Config(members=2, num_samples=80, max_time=60))
+        >>> resume_refusal(stored, problem, Config(members=3, num_samples=40))
+        'was made with --members 2; this call gives 3'
+    """
+    import json
+
+    from bnnkit.problem import shown
+
+    if not isinstance(stored, dict) or stored.get("kind") != "reference":
+        return f"holds no readable {REFERENCE_FILE}"
+    # Through JSON, as reference.json holds them (tuples become lists, and so on).
+    given = json.loads(json.dumps({"problem": dataclasses.asdict(problem),
+                                   "config": dataclasses.asdict(config)}))
+    for part, cls in (("problem", ProblemConfig), ("config", Config)):
+        was, now_ = stored.get(part) or {}, given[part]
+        for name in sorted(set(was) | set(now_)):
+            if part == "config" and name in RESUMABLE:
+                continue
+            if was.get(name) != now_.get(name):
+                known = name in {f.name for f in dataclasses.fields(cls)}
+                label = _flag(cls, name) if known else name
+                return (f"was made with {label} {shown(name, was.get(name))}; this call gives "
+                        f"{shown(name, now_.get(name))}")
+    return None
+
+
 def reference(problem: ProblemConfig, config: Config, folder: str | os.PathLike, *,
               resume: bool = False, overwrite: bool = False,
               progress: bool = True) -> Reference:
@@ -193,7 +241,9 @@ def reference(problem: ProblemConfig, config: Config, folder: str | os.PathLike,
         problem: data, model, prior, likelihood, temperature.
         config: the recipe's settings.
         folder: the reference folder (created).
-        resume: continue the reference in ``folder`` (the same settings).
+        resume: continue the reference in ``folder``: the same settings, but for those a
+            resume may change (:data:`RESUMABLE`: a larger ``num_samples`` extends a finished
+            reference, bit for bit the longer one; a new ``max_time``; ``until_converged``).
         overwrite: replace what ``folder`` holds.
         progress: show each stage's progress.
 
@@ -215,10 +265,12 @@ def reference(problem: ProblemConfig, config: Config, folder: str | os.PathLike,
     record = {"kind": "reference", "problem": dataclasses.asdict(problem),
               "config": dataclasses.asdict(config)}
     if resume:
-        stored = storage.read_json(folder / REFERENCE_FILE)
-        if not isinstance(stored, dict) or {k: stored.get(k) for k in record} != record:
-            raise ConfigError(f"--resume: the reference in {str(folder)!r} was made with other "
-                              "settings; allowed: the same settings, or --overwrite")
+        refusal = resume_refusal(storage.read_json(folder / REFERENCE_FILE), problem, config)
+        if refusal is not None:
+            raise ConfigError(f"--resume: the reference in {str(folder)!r} {refusal}; allowed: "
+                              "the same value (a resume may change only "
+                              f"{', '.join(_flag(Config, k) for k in RESUMABLE)}), or "
+                              "--overwrite")
     folder.mkdir(parents=True, exist_ok=True)
     storage.write_json(folder / REFERENCE_FILE, {**record, "status": "running",
                                                  "started": now()})
