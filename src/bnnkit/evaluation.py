@@ -58,6 +58,7 @@ from bnnkit.metrics.predictive import (
 from bnnkit.models import imported
 from bnnkit.posterior import Samples
 from bnnkit.predict import Prediction, posterior_predictive
+from bnnkit.priors import prior_check
 from bnnkit.runs import RunDir, evaluation_key
 from bnnkit.runs import verdict as run_verdict
 from bnnkit.runs.directory import PREDICTIONS_DIR, check_outside_runs
@@ -294,7 +295,9 @@ def evaluate(
         the training mean and std, or the training class frequencies) and, for regression on
         real-valued inputs, of least squares (``least_squares``), with ``poor_fit``, the one
         warning line of a fit that is not clearly better, or ``None``
-        (:mod:`bnnkit.metrics.baseline` states the rule).
+        (:mod:`bnnkit.metrics.baseline` states the rule). ``prior_check``: what the prior said
+        against the data before the run (:mod:`bnnkit.priors.prior_check`), as the run
+        recorded it, or ``None`` for a run made before runs recorded it.
 
     Example:
         >>> import tempfile
@@ -365,6 +368,8 @@ def evaluate(
         "num_samples_per_chain": samples.num_samples,
         "num_test": len(problem.dataset.y_test_original),
         "test": metrics_for(prediction, problem.dataset.y_test_original),
+        # As the run recorded it before its chains (None: made before runs recorded it).
+        "prior_check": record.get(prior_check.RECORD_KEY),
     }
     if prediction.task == "classification":
         result["calibration"] = predictive.calibration_bins(prediction.probs,
@@ -393,11 +398,13 @@ def evaluate(
             "weights": _weight_diagnostics(samples),
             "function": _function_diagnostics(prediction),
         }
+        command = run_verdict.run_command(RunDir(run_dir), record)
         result["convergence"] = run_verdict.of_prediction(
             record, log, prediction, problem.dataset.y_test_original,
             vocabulary=run_verdict.run_vocabulary(RunDir(run_dir), record))
         capped = (convergence.capped_warning(sampler["num_capped"], sampler["num_transitions"],
-                                             record.get("method")) if sampler else None)
+                                             record.get("method"), command)
+                  if sampler else None)
         if capped is not None:  # slower mixing, not a convergence failure: a warning
             result["convergence"].setdefault("warnings", []).append(capped)
     if reference is not None:

@@ -126,7 +126,8 @@ def run_section(folder: Path) -> Section:
     from bnnkit.report.tables import rows
 
     record = storage.read_json(folder / "run.json")
-    result = _evaluation(folder)
+    # The prior check as the run recorded it, whenever its evaluation was stored.
+    result = {**_evaluation(folder), "prior_check": record.get("prior_check")}
     problem = record.get("problem") or {}
     blocks: list[Block] = [
         f"{record['method']} on {problem.get('dataset')} with model {problem.get('model')}, "

@@ -17,6 +17,7 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
             f"{result['num_chains']} x {result['num_samples_per_chain']}")]
     for name, value in result["test"].items():
         out.append((f"test {name}", f"{value:.4f}"))
+    out += prior_check_rows(result)
     sampler = result.get("sampler")
     if sampler:
         out.append(("acceptance rate (after burn-in)", f"{sampler['acceptance_rate']:.3f}"))
@@ -67,6 +68,28 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     return out + posthoc_rows(result)
 
 
+def prior_check_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows of the prior check the run recorded before its chains
+    (:mod:`bnnkit.priors.prior_check`): its figures, its warning and its note; "not recorded"
+    for a run made before runs recorded it, nothing for an evaluation stored before that.
+
+    Example:
+        >>> prior_check_rows({"prior_check": None})
+        [('prior check', 'not recorded (the run was made before runs recorded it)')]
+    """
+    from bnnkit.priors.prior_check import PriorCheck
+
+    if "prior_check" not in result:
+        return []
+    values = result["prior_check"]
+    if not isinstance(values, dict):
+        return [("prior check", "not recorded (the run was made before runs recorded it)")]
+    found = PriorCheck.from_dict(values)
+    return [("prior check", found.summary().removeprefix("prior check ")),
+            *((f"  {what}", line) for what, line in (("warning", found.warning),
+                                                     ("note", found.note)) if line)]
+
+
 def posthoc_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """Rows of the post-hoc parts of an evaluation: temperature scaling, conformal prediction
     and out-of-distribution detection, where asked for."""
@@ -99,7 +122,8 @@ def posthoc_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
 
 def print_table(result: dict[str, Any], title: str = "bnnkit evaluation") -> None:
     """The evaluation as a table on stdout, then, for a fit that is not clearly better than the
-    constant predictor (:mod:`bnnkit.metrics.baseline`), its one warning line on stderr."""
+    constant predictor (:mod:`bnnkit.metrics.baseline`), its one warning line on stderr, and
+    the prior check's warning, where the run recorded one."""
     import sys
 
     from rich.console import Console
@@ -114,6 +138,9 @@ def print_table(result: dict[str, Any], title: str = "bnnkit evaluation") -> Non
     poor = (result.get("baseline") or {}).get("poor_fit")
     if poor:
         print(f"bnnkit: warning: poor fit: {poor}", file=sys.stderr)
+    warning = (result.get("prior_check") or {}).get("warning")
+    if warning:
+        print(f"bnnkit: warning: prior check: {warning}", file=sys.stderr)
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -65,6 +65,7 @@ from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.models import num_params
 from bnnkit.posterior import store
+from bnnkit.priors import prior_check
 from bnnkit.runs import faults, lifecycle, manifest, sharding
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.extension import until_converged
@@ -315,6 +316,9 @@ def run_block(
                                         data=built.dataset.info, template=template)
     else:
         record = _new_record(built, config, loop, method.position(template), problem_dict)
+        # What the prior says against the data, before any chain runs (a key of its own).
+        record[prior_check.RECORD_KEY] = prior_check.before_run(
+            built, announce=distributed.is_writer())
     with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
         _store_arrays(life, built)
         return _run_locked(life, built, method, config, loop,
