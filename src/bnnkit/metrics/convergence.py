@@ -94,7 +94,8 @@ from bnnkit.metrics.within_chain import (
 __all__ = [
     "FEW_DRAWS", "FUNCTION_CLI", "FUNCTION_PYTHON", "LEVELS", "MAX_DIVERGENT_SHARE",
     "MIN_ACCEPTANCE", "MIN_ESS", "PARAMETERS_CLI", "PARAMETERS_PYTHON", "RHAT_SHARE",
-    "RHAT_THRESHOLD", "RISE_Z", "RISING_ADVICE", "STUCK_ADVICE", "Vocabulary", "chain_line",
+    "RHAT_THRESHOLD", "RISE_Z", "RISING_ADVICE", "STUCK_ADVICE", "Vocabulary", "capped_advice",
+    "capped_warning", "chain_line",
     "reference_level", "rising_chains", "sampler_warning", "stall_advice", "stalled_chains",
     "stuck_advice", "verdict",
 ]
@@ -236,8 +237,8 @@ def stuck_advice(step_size: float | None = None, given_step_size: float | None =
         longer = f" (it had {burn_in} iterations)" if burn_in is not None else ""
         given = ("" if names.step_size is None else
                  f" (from {names.step_size} {given_step_size:.2g})")
-        keep = (None if names.adapt_none is None or names.step_size is None else
-                f"{names.adapt_none} keeps {names.step_size} as given")
+        keep = (None if names.adapt_none is None else
+                f"{names.adapt_none} keeps the step size as given")
         return (f"burn-in raised the step size to {step_size:.2g}{given}, too large for the "
                 "chains after it: " + either([
                     None if names.num_burn_in is None else
@@ -321,17 +322,36 @@ def sampler_warning(acceptance_rate: float, num_divergent: int, num_transitions:
     return f"the chains look {what}: {'; '.join(problems)}; {advice}"
 
 
+#: The flag of each sampler's cap on its trajectory's length.
+CAP_FLAGS = {"hmc": ("--max-num-leapfrog-steps", " (the tuning asked for longer trajectories)"),
+             "nuts": ("--max-tree-depth", "")}
+#: What to do about trajectories cut short by the cap, whatever the command.
+_RESCALE = "standardise badly scaled or strongly correlated parameters"
 #: What to do about trajectories cut short by the cap on their length, per sampler.
-CAPPED_ADVICE = {
-    "hmc": "raise --max-num-leapfrog-steps (the tuning asked for longer trajectories), or "
-           "standardise badly scaled or strongly correlated parameters",
-    "nuts": "raise --max-tree-depth, or standardise badly scaled or strongly correlated "
-            "parameters",
-}
+CAPPED_ADVICE = {method: f"raise {cap}{why}, or {_RESCALE}"
+                 for method, (cap, why) in CAP_FLAGS.items()}
+
+
+def capped_advice(method: str | None, command: str | None = None) -> str:
+    """What to do about capped trajectories of ``method``'s chains, naming the cap's flag only
+    where ``bnnkit COMMAND`` takes it (``bnnkit reference`` sets no cap).
+
+    Example:
+        >>> capped_advice("nuts")
+        'raise --max-tree-depth, or standardise badly scaled or strongly correlated parameters'
+        >>> capped_advice("hmc", "reference")
+        'standardise badly scaled or strongly correlated parameters'
+    """
+    from bnnkit.metrics.vocabulary import command_parser
+
+    cap, why = CAP_FLAGS.get(str(method), CAP_FLAGS["hmc"])
+    if command is not None and cap not in command_parser(command)._option_string_actions:
+        return _RESCALE
+    return f"raise {cap}{why}, or {_RESCALE}"
 
 
 def capped_warning(num_capped: int, num_transitions: int,
-                   method: str | None = None) -> str | None:
+                   method: str | None = None, command: str | None = None) -> str | None:
     """A sentence naming the share of iterations after burn-in whose trajectory hit the cap on
     its length (HMC's ``max_num_leapfrog_steps``, NUTS's ``max_tree_depth``), with the advice
     that applies.
@@ -344,6 +364,8 @@ def capped_warning(num_capped: int, num_transitions: int,
         num_capped: capped iterations after burn-in, all chains together.
         num_transitions: iterations after burn-in, all chains together.
         method: ``"hmc"`` or ``"nuts"``, whose advice applies (``None``: HMC's).
+        command: the command that made the run (``None``: the method's own); the advice names
+            only flags it takes.
 
     Returns:
         The sentence, or ``None`` when no trajectory was capped.
@@ -356,7 +378,7 @@ def capped_warning(num_capped: int, num_transitions: int,
     """
     if not num_capped or not num_transitions:
         return None
-    advice = CAPPED_ADVICE.get(str(method), CAPPED_ADVICE["hmc"])
+    advice = capped_advice(method, command)
     return (f"{num_capped} of {num_transitions} iterations after burn-in "
             f"({num_capped / num_transitions:.0%}) hit the cap on trajectory length: they were "
             f"cut short, so the chains mix more slowly than tuned; {advice}")

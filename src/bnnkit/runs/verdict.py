@@ -71,19 +71,27 @@ def log_posterior_trace(log: list[dict]) -> np.ndarray | None:
     return np.asarray([r["log_posterior"] for r in kept], np.float64).T
 
 
+def run_command(run_dir: RunDir, record: dict) -> str | None:
+    """The ``bnnkit`` command that made a stored run: ``reference`` for a reference folder's
+    chains, else the run's method (``None`` when it records none)."""
+    from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE
+
+    path = run_dir.path
+    if path.name == REFERENCE_CHAINS and (path.parent / REFERENCE_FILE).is_file():
+        return "reference"
+    return record.get("method")
+
+
 def run_vocabulary(run_dir: RunDir, record: dict) -> Vocabulary:
     """The verdict's words for a stored run: the flags of the command that made it, so that
     every suggestion is one that command takes. A reference folder's chains were made by
     ``bnnkit reference`` (its budget is ``--num-samples``, its chains start from its ensemble);
     any other run by its method's command.
     """
-    from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE
-
-    path = run_dir.path
-    if path.name == REFERENCE_CHAINS and (path.parent / REFERENCE_FILE).is_file():
-        return cli_vocabulary("reference", from_ensemble=True)
-    started = bool((record.get("method_config") or {}).get("init_checkpoint"))
-    return cli_vocabulary(record.get("method"), from_ensemble=started)
+    command = run_command(run_dir, record)
+    started = (command == "reference"
+               or bool((record.get("method_config") or {}).get("init_checkpoint")))
+    return cli_vocabulary(command, from_ensemble=started)
 
 
 def of_prediction(record: dict, log: list[dict], prediction: Prediction, y: np.ndarray, *,

@@ -1,0 +1,185 @@
+"""Every suggestion the convergence verdict and the sampler's warnings can print, for every
+command that makes a run, parses with that command's own parser.
+
+The advice is enumerated from the data: each command that makes a run (every method, and
+``bnnkit reference``) with the words of :func:`bnnkit.metrics.vocabulary.cli_vocabulary`, times
+every kind of failure the verdict names (unfinished, stuck, unstable, rising, a chain not mixed,
+too few draws to judge, modes, too few effective draws, one chain, a stall), each sampler's
+tuning advice, the three forms of the stuck advice and the capped-trajectory advice. Each flag a
+sentence names must be one the command takes; each flag given with a value is parsed, with its
+value, by the command's parser after the flags every run needs.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from bnnkit.inference import METHODS
+from bnnkit.metrics import convergence
+from bnnkit.metrics.vocabulary import cli_vocabulary, command_parser
+
+#: The commands that make a run the verdict judges.
+RUN_COMMANDS = (*METHODS, "reference")
+#: The flags every one of them needs.
+BASE = ["--dataset", "yacht_0", "--model", "mlp_regression_small", "--dir", "runs/x"]
+#: Words before a flag that ask for another value of it without giving one.
+COMPARATIVE = ("larger", "longer", "smaller", "higher", "raise")
+FLAG = re.compile(r"--[a-z][a-z0-9-]*")
+
+
+def _draws(kind: str) -> dict:
+    """The verdict's arguments for one kind of failure."""
+    rng = np.random.default_rng(0)
+    iid = rng.normal(size=(4, 200, 6))
+    if kind == "multimodal":
+        return {"function_draws": iid + 5 * np.arange(4)[:, None, None]}
+    if kind == "not-mixed":
+        drifting = iid.copy()
+        drifting[2] += np.linspace(0.0, 4.0, 200)[:, None]
+        return {"function_draws": drifting}
+    if kind == "few-draws-to-judge":
+        return {"function_draws": iid[:, :10]}
+    if kind == "few-effective":
+        draws = rng.normal(size=(2, 150, 100))
+        for t in range(1, 150):
+            draws[:, t, 0] = 0.8 * draws[:, t - 1, 0] + 0.6 * draws[:, t, 0]
+        return {"function_draws": draws}
+    if kind == "one-chain":
+        return {"function_draws": iid[:1]}
+    if kind == "stalled":
+        return {"function_draws": np.cumsum(rng.normal(size=(2, 1000, 6)), axis=1)}
+    if kind == "unfinished":
+        return {"function_draws": iid, "finished": False}
+    if kind == "stuck":
+        return {"function_draws": iid, "acceptance_rate": 0.0, "step_size": 1e-3,
+                "given_step_size": 1e-3}
+    if kind == "unstable-raised":
+        return {"function_draws": iid, "num_divergent": 400, "acceptance_rate": 0.5,
+                "step_size": 1e-2, "given_step_size": 1e-4, "burn_in": 10}
+    if kind == "unstable-unknown-step":
+        return {"function_draws": iid, "num_divergent": 400}
+    if kind == "rising":
+        return {"function_draws": iid,
+                "log_posterior": np.cumsum(np.ones((4, 200)), axis=1)}
+    raise AssertionError(kind)
+
+
+KINDS = ("multimodal", "not-mixed", "few-draws-to-judge", "few-effective", "one-chain",
+         "stalled", "unfinished", "stuck", "unstable-raised", "unstable-unknown-step", "rising")
+
+
+def advice_of(command: str) -> list[str]:
+    """Every advice string the verdict and the warnings give a run of ``command``."""
+    texts = []
+    for from_ensemble in (False, True):
+        vocabulary = cli_vocabulary(command, from_ensemble=from_ensemble)
+        for kind in KINDS:
+            for method in ("hmc", "nuts", "mclmc", None):
+                found = convergence.verdict(**_draws(kind), vocabulary=vocabulary,
+                                            method=method)
+                texts += found["advice"]
+        for step, given in ((None, None), (1e-2, 1e-4), (1e-4, 1e-4)):
+            texts.append(convergence.stuck_advice(step, given, 10, vocabulary=vocabulary))
+            texts.append(convergence.sampler_warning(0.0, 70, 360, step_size=step,
+                                                     given_step_size=given, burn_in=10,
+                                                     vocabulary=vocabulary))
+    for method in ("hmc", "nuts"):
+        texts.append(convergence.capped_warning(9, 10, method, command))
+    return list(dict.fromkeys(texts))
+
+
+def suggested_flags(text: str) -> tuple[list[str], list[str]]:
+    """The flags a sentence names: (command-line words of those given with their values or
+    that take none, names of those asked to change without a value)."""
+    argv, named = [], []
+    for match in FLAG.finditer(text):
+        flag = match.group()
+        before = text[:match.start()].split()
+        after = text[match.end():]
+        if before and before[-1] in COMPARATIVE:
+            named.append(flag)
+        elif after.startswith(" ") and after.split()[0][:1] not in ("", "("):
+            argv.append((flag, after.split()[0].rstrip(",;)."), after))
+        else:
+            named.append(flag)
+    return argv, named
+
+
+def base_argv(parser) -> list[str]:
+    """:data:`BASE` and a value of each further flag the command requires (sgd's budget)."""
+    argv = list(BASE)
+    for action in parser._actions:
+        if action.required and action.option_strings and not set(action.option_strings) & set(
+                BASE):
+            value = (action.choices[0] if action.choices else
+                     "2" if action.type is int else "0.001" if action.type is float else "x")
+            argv += [action.option_strings[0], str(value)]
+    return argv
+
+
+@pytest.mark.parametrize("command", RUN_COMMANDS)
+def test_every_suggestion_parses_with_the_command_that_made_the_run(command):
+    parser = command_parser(command)
+    base = base_argv(parser)
+    parser.parse_args(base)  # the flags every run needs are these
+    texts = advice_of(command)
+    checked = 0
+    for text in texts:
+        given, named = suggested_flags(text)
+        for flag in named + [f for f, _, _ in given]:
+            assert flag in parser._option_string_actions, (
+                f"bnnkit {command} does not take {flag}, which this advice names: {text}")
+        argv = []
+        for flag, value, _ in given:
+            takes = parser._option_string_actions[flag].nargs != 0
+            argv += [flag, value] if takes else [flag]
+        try:
+            parser.parse_args(base + argv)
+        except SystemExit:
+            pytest.fail(f"bnnkit {command} refuses {' '.join(argv)!r} from the advice: {text}")
+        checked += 1
+    assert checked == len(texts) > 10
+
+
+def test_the_advice_counts_every_command(capsys):
+    """How many advice strings the walk checks, all commands together (printed with -s)."""
+    total = sum(len(advice_of(command)) for command in RUN_COMMANDS)
+    print(f"{total} advice strings over {len(RUN_COMMANDS)} commands")
+    assert total >= 10 * len(RUN_COMMANDS)
+
+
+def test_a_reference_is_advised_in_its_own_flags():
+    texts = " ".join(advice_of("reference"))
+    for refused in ("--num-iterations", "--num-burn-in", "--num-chains", "--init-checkpoint",
+                    "--step-size", "--adapt", "--max-num-leapfrog-steps"):
+        assert refused not in texts
+    assert "--resume with a larger --num-samples" in texts
+    assert "--until-converged --max-time 2h" in texts
+
+
+def test_sgmcmc_is_not_offered_until_converged():
+    texts = " ".join(advice_of("sgmcmc"))
+    assert "--until-converged" not in texts and "--num-iterations" not in texts
+    assert "--resume with a larger --num-epochs" in texts
+
+
+def test_a_stalled_chain_is_told_more_iterations_will_not_help():
+    stalled = convergence.verdict(**_draws("stalled"), vocabulary=cli_vocabulary("hmc"))
+    assert stalled["level"] == "not-mixed"
+    assert stalled["advice"][0].startswith("more iterations will not help here")
+    assert "--noise-std 0.35" in stalled["advice"][0]
+    assert not any(a.startswith("run more iterations") for a in stalled["advice"])
+    # A chain whose ESS grows with its length (AR(1), 0.9: about 3 on its first 100 draws,
+    # 12 to 22 on all 1000, short of the 50 it needs) is still told to run longer.
+    rng = np.random.default_rng(1)
+    draws = np.empty((2, 1000, 6))
+    draws[:, 0] = rng.normal(size=(2, 6))
+    for t in range(1, 1000):
+        draws[:, t] = 0.9 * draws[:, t - 1] + np.sqrt(1 - 0.9**2) * rng.normal(size=(2, 6))
+    slow = convergence.verdict(draws, vocabulary=cli_vocabulary("hmc"))
+    assert slow["level"] == "not-mixed"
+    assert not any("will not help" in a for a in slow["advice"])
+    assert any(a.startswith("run more iterations") for a in slow["advice"])
