@@ -7,11 +7,17 @@ take as they take a named dataset and model.
 
     python examples/own_model.py            # about 8 minutes on 2 CPU cores
     python examples/own_model.py --small    # tiny runs: a check that the script runs
+
+It checks what the tutorial states and exits with an error naming what differs: each run
+records the model as the tutorial says (``my_models:SmallCNN`` with its arguments, or in
+memory for an ``apply`` function), another process reading the HMC run back computes the same
+test metrics, and at the full budget the HMC chains each pass their own checks.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -41,6 +47,12 @@ def bar_images(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     return images, labels
 
 
+def check(holds: bool, what: str) -> None:
+    """Stop with ``what`` when a statement of the tutorial does not hold."""
+    if not holds:
+        sys.exit(f"own_model.py: {what}")
+
+
 def main(out: Path, small: bool = False) -> dict[str, dict]:
     x_train, y_train = bar_images(0, 48 if small else 300)
     x_test, y_test = bar_images(1, 16 if small else 200)
@@ -67,8 +79,13 @@ def main(out: Path, small: bool = False) -> dict[str, dict]:
     for name, config in configs.items():
         bnnkit.run(problem, config, out / name, overwrite=True, progress=not small)
         reference = None if name == "hmc" else out / "hmc"
-        results[name] = bnnkit.evaluate(out / name, reference=reference)
-    print(f"\nHMC converged: {results['hmc']['convergence']['converged']}")
+        # Reading a run imports a model outside bnnkit only when the reader names it.
+        results[name] = bnnkit.evaluate(out / name, reference=reference,
+                                        trust_model="my_models:SmallCNN")
+        check(json.loads((out / name / "run.json").read_text())["problem"]["model"]
+              == "my_models:SmallCNN", f"the {name} run does not record my_models:SmallCNN")
+    verdict = results["hmc"]["convergence"]
+    print(f"\nHMC converged: {verdict['converged']} ({verdict['level']}: {verdict['summary']})")
     for name, result in results.items():
         against = result.get("reference", {})
         print(f"{name:<9} accuracy {result['test']['accuracy']:.3f}  "
@@ -82,8 +99,15 @@ def main(out: Path, small: bool = False) -> dict[str, dict]:
     here = str(Path(__file__).resolve().parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [here, *filter(None, [os.environ.get("PYTHONPATH")])])}
-    subprocess.run([sys.executable, "-m", "bnnkit.cli", "evaluate", str(out / "hmc")],
-                   env=env, check=True)
+    # Naming the model on the command is what allows it to be imported.
+    (out / "hmc" / "evaluation.json").unlink()  # written again by the other process
+    subprocess.run([sys.executable, "-m", "bnnkit.cli", "evaluate", str(out / "hmc"),
+                    "--model", "my_models:SmallCNN"], env=env, check=True)
+    again = json.loads((out / "hmc" / "evaluation.json").read_text())["test"]
+    check(all(np.isclose(again[k], v, rtol=1e-6) for k, v in results["hmc"]["test"].items()
+              if isinstance(v, float)),
+          f"another process read the HMC run back with other test metrics: {again} against "
+          f"{results['hmc']['test']}")
 
     # A model as an apply(params, x) function and its starting parameters works too. It
     # cannot be imported by another process, so evaluating such a run later takes the
@@ -97,6 +121,8 @@ def main(out: Path, small: bool = False) -> dict[str, dict]:
     bnnkit.run(logistic, bnnkit.SGD(init_step_size=1e-3, num_epochs=epochs, batch_size=16),
                out / "linear", overwrite=True, progress=False)
     results["linear"] = bnnkit.evaluate(out / "linear", problem=logistic)
+    recorded = json.loads((out / "linear" / "run.json").read_text())["problem"]["model"]
+    check(recorded.startswith("<in memory"), f"the apply function is recorded as {recorded!r}")
     print(f"linear    accuracy {results['linear']['test']['accuracy']:.3f}")
     return results
 

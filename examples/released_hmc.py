@@ -11,17 +11,20 @@ mean over test points of ½ Σ|p − q|).
 
 The full run needs the IMDB data and the released table: from --data-dir or $BNNKIT_DATA_DIR
 when the files are there, otherwise downloaded once into the cache (both checked against
-their pinned sha256).
+their pinned sha256). The script ends by recomputing both scores from the run's stored
+predictions and the table, as the tutorial defines them, and stops with an error if they differ.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 
 import bnnkit
+from bnnkit.data import reference_probs
 
 
 def released(out: Path, data_dir: str | None, epochs: int) -> dict:
@@ -32,7 +35,9 @@ def released(out: Path, data_dir: str | None, epochs: int) -> dict:
                                    data_dir=data_dir)
     bnnkit.run(problem, bnnkit.SGD(init_step_size=3e-7, num_epochs=epochs, batch_size=80),
                out / "imdb_sgd", overwrite=True)
-    return bnnkit.evaluate(out / "imdb_sgd", reference_probs="imdb_hmc")
+    result = bnnkit.evaluate(out / "imdb_sgd", reference_probs="imdb_hmc")
+    check(result, out / "imdb_sgd", "imdb_hmc")
+    return result
 
 
 def own_table(out: Path) -> dict:
@@ -52,7 +57,25 @@ def own_table(out: Path) -> dict:
     np.savetxt(table, probs)  # one row per test point, one column per class, as released
     bnnkit.run(problem, bnnkit.SGD(init_step_size=1e-3, num_epochs=50, batch_size=30),
                out / "sgd", overwrite=True, progress=False)
-    return bnnkit.evaluate(out / "sgd", reference_probs=table)
+    result = bnnkit.evaluate(out / "sgd", reference_probs=table)
+    check(result, out / "sgd", table)
+    return result
+
+
+def check(result: dict, run_dir: Path, source: str | Path) -> None:
+    """The scores as the tutorial defines them, recomputed from the run's stored model average
+    (``predictions/test.npz``) and the table: agreement, the share of test points whose top
+    classes agree; total variation, the mean of ½ Σ|p − q|. Exits with a message if the
+    evaluation's differ."""
+    table, _ = reference_probs.load(source)
+    probs = np.load(run_dir / "predictions" / "test.npz")["probs"].astype(np.float64)
+    expected = {"agreement": float(np.mean(probs.argmax(1) == table.argmax(1))),
+                "total_variation": float(0.5 * np.abs(probs - table).sum(1).mean())}
+    scores = result["reference_probs"]
+    wrong = {k: (scores[k], v) for k, v in expected.items() if not abs(scores[k] - v) <= 1e-6}
+    if wrong:
+        sys.exit(f"released_hmc.py: the scores against {source} are not the tutorial's "
+                 f"(evaluated, recomputed): {wrong}")
 
 
 def main(out: Path, small: bool = False, data_dir: str | None = None,

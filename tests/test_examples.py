@@ -1,5 +1,7 @@
 """The tutorials' scripts (``examples/``) run as written, on small settings, so a tutorial
-cannot rot; and every script is on a tutorial page, which includes it verbatim."""
+cannot rot; each script checks the verdict and figures its page states and exits non-zero when
+they do not hold; and every script is on a tutorial page, which shows it verbatim
+(``tests/test_tutorial_pages.py`` keeps the page's copy equal to the file)."""
 
 from __future__ import annotations
 
@@ -25,10 +27,11 @@ def scripts() -> list[str]:
 
 
 def included() -> dict[str, str]:
-    """Which tutorial page includes each example file (``--8<-- "examples/NAME"``)."""
+    """Which tutorial page shows each example file (a block ``python title="examples/NAME"``)."""
     pages = {}
     for page in sorted((ROOT / "docs" / "tutorials").glob("*.md")):
-        for name in re.findall(r'--8<-- "examples/([^"]+)"', page.read_text(encoding="utf-8")):
+        for name in re.findall(r'^```python title="examples/([^"]+)"$',
+                               page.read_text(encoding="utf-8"), re.M):
             pages[name] = page.name
     return pages
 
