@@ -100,6 +100,7 @@ def test_prune_writes_table_figures_and_keeps_the_mean_at_zero(vi_run, tmp_path,
     assert rows[0]["snr"]["rmse"] == pytest.approx(final_log["rmse"], rel=1e-5)
 
 
+@pytest.mark.slow
 def test_resume_equals_uninterrupted(tmp_path, capsys):
     args = [*VI, "--num-epochs", "5", "--kl-weighting", "blundell", "--optimizer", "sgd",
             "--init-step-size", "1e-6", "--no-evaluate"]

@@ -61,6 +61,7 @@ def test_every_method_is_compared_with_hmc_and_runs_are_reused(tmp_path, monkeyp
     assert len(calls) == 1 + len(labels) and again.rows == result.rows
 
 
+@pytest.mark.slow
 def test_a_reference_made_by_the_recipe_and_a_subset_of_methods(tmp_path, monkeypatch):
     from bnnkit.experiments import reference
 

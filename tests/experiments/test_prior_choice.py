@@ -36,6 +36,7 @@ def test_held_out_examples_leave_the_training_subset_unchanged():
     assert not any((x_val == row).all(axis=1).any() for row in plain.dataset.x_train)
 
 
+@pytest.mark.slow
 def test_a_prior_that_collapses_the_map_loses_to_one_that_lets_sgd_fit(tmp_path):
     # N(0, 1e-6) on every weight: the MAP predicts a constant (the targets' mean after
     # standardisation, 0), whose NLL under noise 0.1 on standardised targets is about

@@ -352,6 +352,7 @@ class MultivariateT:
         return -(3.0 + flat.size) / 2 * jnp.log1p(flat @ flat / 3.0)
 
 
+@pytest.mark.slow
 def test_prior_curvature_of_separable_and_hierarchical_priors():
     params = {"a": jnp.linspace(-1.0, 1.0, 7), "b": jnp.array([[0.3, -2.0]])}
     flat, unravel = ravel_pytree(params)
@@ -365,6 +366,7 @@ def test_prior_curvature_of_separable_and_hierarchical_priors():
         np.testing.assert_allclose(block, full[-2:, -2:], rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("structure", ["diag", "last_layer", "kfac"])
 def test_non_positive_definite_precision_is_damped_never_nan(structure):
     x, y = regression_data()
@@ -418,6 +420,7 @@ def test_glm_predictive_is_the_exact_linear_gaussian_predictive(tmp_path):
             assert pred.per_sample.shape == (1, 5, 7)
 
 
+@pytest.mark.slow
 def test_positions_with_hierarchical_latents_and_an_inferred_noise_std():
     problem = build(ProblemConfig(dataset="yacht_0", model="mlp_regression_small",
                                   prior="hierarchical:concentration=2,scale=2",

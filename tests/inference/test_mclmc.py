@@ -118,6 +118,7 @@ def test_adjusted_recovers_a_tempered_conjugate_posterior_at_its_target_acceptan
     assert 0.9 - 3 * mcse < acc.mean() < 0.99
 
 
+@pytest.mark.slow
 def test_mclachlan_step_costs_the_stated_gradients():
     # BlackJAX's isokinetic McLachlan step evaluates the log density (and its gradient) this
     # many times: counted on eager calls, where every evaluation runs the Python function.
@@ -156,6 +157,7 @@ VARIANTS = [pytest.param(False, id="unadjusted"),
             pytest.param(True, id="adjusted", marks=pytest.mark.slow)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adjusted", VARIANTS)
 def test_no_statistic_crosses_chains(adjusted):
     # Without a preconditioner the step sizes themselves must differ.
@@ -194,6 +196,7 @@ PARTS = dict(num_iterations=12, num_burn_in=8, steps_per_iteration=3, variance_f
              readjust_fraction=0.25, autocorrelation_fraction=0.25, num_chains=2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adjusted", VARIANTS)
 def test_resume_is_bit_exact_during_tuning_and_sampling(adjusted, tmp_path):
     problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)

@@ -29,6 +29,7 @@ def f64(tree):
     return jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), tree)
 
 
+@pytest.mark.slow
 def test_minibatch_gradient_is_unbiased_over_an_epoch():
     # The N/|B| scaling makes each minibatch log posterior an unbiased estimate; over an epoch
     # that partitions the data (|B| divides N) the average gradient equals the full one exactly.

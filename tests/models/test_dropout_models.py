@@ -15,8 +15,10 @@ from bnnkit.models.mlp import MLP
 from bnnkit.models.registry import DEFAULT_DROPOUT_RATE
 from bnnkit.problem import ProblemConfig, build
 
+# LeNet-5's convolutions, applied op by op here, take the longest to compile: a slow check.
 PAIRS = [("mlp_regression_small", (8, 6)), ("mlp_regression", (8, 6)),
-         ("mlp_classification", (8, 12)), ("lenet5", (8, 28, 28, 1))]
+         ("mlp_classification", (8, 12)),
+         pytest.param("lenet5", (8, 28, 28, 1), marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize(("plain", "shape"), PAIRS)

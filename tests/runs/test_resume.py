@@ -106,6 +106,7 @@ def test_a_run_killed_before_its_first_write_can_be_overwritten(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_host_integrator_resumes_into_the_in_loop_run(tmp_path, uninterrupted):
     # The host-driven leapfrog loop through the run driver, then a resume with the in-loop one
     # (auto picks it for this MLP), gives the in-loop run's files bit for bit; the record

@@ -90,6 +90,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_sharded_gradient_and_runs_match_one_device(tmp_path):
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
            "JAX_PLATFORMS": "cpu"}
