@@ -25,8 +25,11 @@ demo: $(STAMP)
 	$(VENV)/bin/bnnkit hmc --dataset concrete_0 --model mlp_regression_small --noise-std 0.35 \
 	  --num-iterations 800 --num-burn-in 200 --num-chains 4 --seed 0 --dir runs/demo_concrete_0 --overwrite
 
-# Test processes run in parallel (pytest-xdist); 2 fits the 2-core machines this runs on.
+# Test processes run in parallel (pytest-xdist); 2 fits the 2-core machines this runs on. Each
+# test file runs whole in one process (--dist loadfile), so a file's module-wide fixtures (runs
+# made once and read by several tests) are made once, not once in each process.
 TEST_WORKERS ?= 2
+TEST_DIST ?= --dist loadfile
 
 # Most of a test's time is XLA compiling small programs that other tests (and the slow checks
 # after them) compile again, identically: JAX's persistent compilation cache, in the checkout
@@ -42,14 +45,14 @@ endif
 # from an empty compilation cache (21 min 6 s measured without one on a 2-core AVX2 EPYC; faster
 # processors take less), 6 min 31 s again with the cache a first run leaves.
 test: $(STAMP)
-	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) -m "not slow"
+	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m "not slow"
 
 # The statistical exactness checks (samplers against exact posteriors), the real-data checks and
 # the whole tiny study (bnnkit paper --scale tiny): about 18 minutes on 2 cores after make test
 # (18 min 0 s measured on the same machine with the compilation cache make test leaves; 22 min
 # 4 s without a cache, 17 of them the tiny study).
 test-slow: $(STAMP)
-	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) -m slow
+	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m slow
 
 test-all: test test-slow
 
