@@ -6,7 +6,7 @@ import argparse
 import os
 import textwrap
 
-from bnnkit.commands import Command
+from bnnkit.commands.command import Command
 from bnnkit.errors import ConfigError
 
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from bnnkit.commands.command import Command
 from bnnkit.commands.problem_flags import add_trust_model_argument
 
 #: The convergence verdict's levels and what each means, shown under ``bnnkit evaluate --help``.
@@ -94,7 +95,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-from bnnkit.commands import Command  # noqa: E402
 
 COMMAND = Command(help="recompute metrics and diagnostics of a run", add_arguments=add_arguments,
                   run=run,

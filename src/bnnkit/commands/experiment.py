@@ -13,7 +13,7 @@ import argparse
 import importlib
 from typing import NamedTuple
 
-from bnnkit.commands import Command
+from bnnkit.commands.command import Command
 
 
 class Experiment(NamedTuple):

@@ -16,7 +16,8 @@ import sys
 from types import ModuleType
 
 from bnnkit import distributed
-from bnnkit.commands import Command, budget
+from bnnkit.commands.budget import EXIT_BUDGET, BudgetEnded
+from bnnkit.commands.command import Command
 from bnnkit.commands.flags import add_config_arguments, config_from_args
 from bnnkit.commands.problem_flags import add_problem_arguments, problem_config
 from bnnkit.errors import ConfigError
@@ -159,7 +160,7 @@ def method_command(name: str, module: ModuleType) -> Command:
                               shard=getattr(args, "shard", "auto"))
         ended = run_budget.budget_ended(result)
         if not distributed.is_writer():  # process 0 reports and evaluates the run
-            return budget.EXIT_BUDGET if ended else 0
+            return EXIT_BUDGET if ended else 0
         for warning in result.warnings:
             print(f"bnnkit: warning: {warning}", file=sys.stderr)
         print(f"{run_summary(result)}; run in {args.dir}")
@@ -187,7 +188,7 @@ def method_command(name: str, module: ModuleType) -> Command:
             print_table(evaluation, title=f"{config.label} on {problem.dataset}")
         if ended:  # after the report: bnnkit.cli prints the continuing command, exits 3
             until = result.until_converged
-            raise budget.BudgetEnded(run_budget.progress(
+            raise BudgetEnded(run_budget.progress(
                 result.record, kept, max_time=getattr(config, "max_time", None),
                 mixed=None if until is None else until["holds"]))
         return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from bnnkit.commands import Command
+from bnnkit.commands.command import Command
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from bnnkit.commands import Command
+from bnnkit.commands.command import Command
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

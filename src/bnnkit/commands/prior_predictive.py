@@ -14,7 +14,7 @@ import argparse
 import dataclasses
 import sys
 
-from bnnkit.commands import Command
+from bnnkit.commands.command import Command
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

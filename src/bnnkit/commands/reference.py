@@ -13,6 +13,8 @@ import argparse
 import json
 import sys
 
+from bnnkit.commands.command import Command
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bnnkit.commands.flags import add_config_arguments
@@ -63,7 +65,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-from bnnkit.commands import Command  # noqa: E402
 
 COMMAND = Command(help="a reference posterior in one command: a deep ensemble, then one tuned "
                        "chain per member (MCLMC by default), evaluated as one model average",

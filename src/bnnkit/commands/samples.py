@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from bnnkit.commands.command import Command
 from bnnkit.commands.problem_flags import add_trust_model_argument
 
 
@@ -43,7 +44,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-from bnnkit.commands import Command  # noqa: E402
 
 COMMAND = Command(help="export kept samples for ArviZ and other tools",
                   add_arguments=add_arguments, run=run,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from bnnkit.commands import Command
+from bnnkit.commands.command import Command
 from bnnkit.commands.problem_flags import add_trust_model_argument
 
 

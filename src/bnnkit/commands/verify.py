@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from bnnkit.commands.command import Command
 from bnnkit.commands.problem_flags import add_trust_model_argument
 
 
@@ -114,7 +115,6 @@ def _check_model(run_dir: str, model: str) -> None:
                           f"records {recorded}; allowed: --model {recorded}, or leave it out")
 
 
-from bnnkit.commands import Command  # noqa: E402
 
 COMMAND = Command(help="check a run directory's files against its manifest",
                   add_arguments=add_arguments, run=run,
