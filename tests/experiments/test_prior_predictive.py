@@ -41,6 +41,7 @@ def test_fan_in_scaling_keeps_the_output_variance_as_width_grows():
     output_variance_check(f"gaussian:scale={sigma}", 1000, 1000 * sigma**4 + sigma**2, z)
 
 
+@pytest.mark.slow
 def test_regression_picture(tmp_path, capsys):
     out = tmp_path / "widths.png"
     code = main(["prior-predictive", "--widths", "10,100", "--prior", "fanin_gaussian:scale=2",

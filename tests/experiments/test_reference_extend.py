@@ -26,6 +26,7 @@ def _digests(run_dir) -> dict[str, str]:
             for p in sorted(samples.glob("sample_*.npz"))}
 
 
+@pytest.mark.slow
 def test_a_finished_reference_extends_with_a_larger_num_samples(tmp_path):
     folder = tmp_path / "ref"
     reference(PROBLEM, CONFIG, folder, progress=False)
@@ -48,6 +49,7 @@ def test_a_finished_reference_extends_with_a_larger_num_samples(tmp_path):
     assert {name: after[name] for name in before} == before  # the first draws, bit for bit
 
 
+@pytest.mark.slow
 def test_a_single_run_extends_with_a_larger_budget_or_is_refused_by_name(tmp_path):
     config = hmc.Config(step_size=1e-3, trajectory_len=0.01, num_iterations=4,
                         num_burn_in=1, num_chains=2)

@@ -40,6 +40,7 @@ def test_finished_run_reused_longer_one_extended_other_settings_refused(tmp_path
     assert len(calls) == 2
 
 
+@pytest.mark.slow
 def test_a_derived_step_that_diverges_is_divided_by_ten_and_then_reused(tmp_path):
     # SGD at 1e-2 on yacht's unscaled linear model goes NaN in its first epoch (the driver
     # stops it); 1e-3 and below do not. The run is made at the first step that holds, and a

@@ -100,6 +100,7 @@ def test_burn_in_from_a_far_start_is_bounded_and_reaches_the_typical_set():
     assert np.all(reached > mode - (1.0 + 6 * np.sqrt(1.0))), reached
 
 
+@pytest.mark.slow
 def test_nuts_searches_a_first_step_size_per_chain():
     def log_density(x):  # curvature 3x², so the stable step depends on where a chain is
         return -0.25 * jnp.sum(x**4)
@@ -197,6 +198,7 @@ def test_bnnkit_hmc_runs_without_knobs(tmp_path):
                                                                                   None)
 
 
+@pytest.mark.slow
 def test_the_default_resumes_bit_for_bit(tmp_path, monkeypatch):
     """Cut off after its second chunk (in NUTS's burn-in), resumed: the same chains, info and
     adapted state as the uninterrupted run, across the switch to static HMC."""

@@ -46,6 +46,7 @@ def run_members(step_all, state, keys, num_iterations):
     return jax.device_get((states, infos))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adapt", ["none", pytest.param("step", marks=pytest.mark.slow),
                                    pytest.param("chees", marks=pytest.mark.slow)])
 def test_host_loop_gives_the_in_loop_samples_on_a_conv_model(adapt):

@@ -227,6 +227,7 @@ def test_resume_is_bit_exact_during_tuning_and_sampling(adjusted, tmp_path):
     assert bnnkit.evaluate(tmp_path / "full")["sampler"]["num_leapfrog"][0] >= 3
 
 
+@pytest.mark.slow
 def test_chains_start_from_the_members_of_an_ensemble(tmp_path):
     problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
     runs.run(problem, ensemble.Config(init_step_size=1e-3, num_epochs=2, batch_size=32,

@@ -146,6 +146,7 @@ def test_ensemble_of_identical_members_equals_one_member(tmp_path):
             np.testing.assert_allclose(b[m], a, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.slow
 def test_vmapped_ensemble_equals_sequential(tmp_path):
     def config(sequential):
         return ensemble.Config(init_step_size=1e-4, num_epochs=4, batch_size=32, num_members=3,

@@ -135,6 +135,7 @@ def test_sgd_gives_the_model_its_step_key(dropout_model):
                                   jax.grad(lp)(state.position, batch)) < 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method_of", [
     lambda lp: sgmcmc.build(lp, sgmcmc.Config(init_step_size=1e-6, num_epochs=1,
                                               batch_size=32)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from bnnkit.models import get
 from bnnkit.models.resnet import FilterResponseNorm
@@ -75,6 +76,7 @@ def test_resnet_layout():
     assert shapes["Dense_0"]["kernel"].shape == (64, 10)
 
 
+@pytest.mark.slow
 def test_he_normal_initialisation(build):
     params = build("resnet20_frn", 10, (32, 32, 3), False).p1["params"]
     biggest = max(

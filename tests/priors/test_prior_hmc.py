@@ -137,6 +137,7 @@ def test_hmc_cli_with_a_laplace_prior(tmp_path, capsys):
     assert len(log) == 4 and all(np.isfinite(r["log_posterior"]).all() for r in log)
 
 
+@pytest.mark.slow
 def test_hierarchical_prior_with_inferred_noise_runs_and_evaluates(tmp_path, capsys):
     run_dir = str(tmp_path / "hier")
     priors_toml = tmp_path / "priors.toml"

@@ -66,6 +66,7 @@ def test_the_settings_are_resumable_and_checked():
         config(10, max_time=0)
 
 
+@pytest.mark.slow
 def test_a_time_budget_stops_cleanly_and_the_resume_is_the_uninterrupted_run(tmp_path, data):
     whole = tmp_path / "whole"
     runs.run(problem(data), config(30), str(whole), progress=False)
@@ -82,6 +83,7 @@ def test_a_time_budget_stops_cleanly_and_the_resume_is_the_uninterrupted_run(tmp
     assert_identical(stored(path), stored(whole))
 
 
+@pytest.mark.slow
 def test_until_converged_extends_to_the_bits_of_one_longer_run(tmp_path, data, capsys):
     path = tmp_path / "run"
     # 12 kept iterations are fewer than the 16 the within-chain checks need, so the first
