@@ -65,8 +65,9 @@ def main() -> None:
     if data_dir:
         seconds, mnist = _timed(lambda: data.load("mnist"), 3)
         results["mnist_load_s"] = seconds
-        results["mnist_normalise_60000_s"] = _normalise_time(mnist.x_train,
-                                                             mnist.input_normalization)
+        results["mnist_normalise_60000_s"] = _normalise_time(
+            mnist.x_train, mnist.input_normalization
+        )
     proxy_test = None
     if data_dir and os.path.isdir(os.path.join(data_dir, "cifar10_jpeg_proxy")):
         seconds, proxy = _timed(lambda: data.load("cifar10_jpeg_proxy"))
@@ -77,7 +78,8 @@ def main() -> None:
     from bnnkit.data.normalization import image_normalization
 
     results["cifar10_shape_normalise_50000_s"] = _normalise_time(
-        random_cifar, image_normalization("cifar10", "bnn_hmc", 3))
+        random_cifar, image_normalization("cifar10", "bnn_hmc", 3)
+    )
 
     if proxy_test is not None and len(proxy_test) >= args.num_images:
         images, source = proxy_test[: args.num_images], "cifar10_jpeg_proxy test set"
@@ -88,10 +90,12 @@ def main() -> None:
     for name in CORRUPTIONS:
         probe_s, _ = _timed(lambda name=name: corrupt(images[:500], name, 3, seed=0))
         count = args.num_images if 500 / probe_s >= args.slow_below else args.slow_images
-        seconds, _ = _timed(lambda name=name, count=count: corrupt(images[:count], name, 3,
-                                                                   seed=0))
-        throughput[name] = {"images": count, "seconds": round(seconds, 3),
-                            "images_per_s": round(count / seconds, 1)}
+        seconds, _ = _timed(lambda name=name, count=count: corrupt(images[:count], name, 3, seed=0))
+        throughput[name] = {
+            "images": count,
+            "seconds": round(seconds, 3),
+            "images_per_s": round(count / seconds, 1),
+        }
     results["corruption_throughput_severity3"] = throughput
 
     for key, value in results.items():

@@ -40,6 +40,7 @@ def timed(fn) -> float:
 
 def measure(what: str, run_dir: Path) -> tuple[float, float]:
     """First and second call of ``what`` on ``run_dir``, in this process."""
+
     def predictions():
         record, problem, posterior, _ = load_run(run_dir)
         run_prediction(record, problem, posterior, problem.dataset.x_test).mean.sum()
@@ -54,19 +55,34 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as folder:
         run_dir = Path(folder) / "yacht"
-        run(ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
-            hmc.Config(step_size=1e-3, trajectory_len=0.02, num_iterations=24, num_burn_in=4,
-                       num_chains=2), run_dir, progress=False)
-        times = {what: json.loads(subprocess.run(
-            [sys.executable, __file__, what, str(run_dir)], check=True, capture_output=True,
-            text=True).stdout.splitlines()[-1]) for what in ("predictions", "evaluate")}
+        run(
+            ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
+            hmc.Config(
+                step_size=1e-3, trajectory_len=0.02, num_iterations=24, num_burn_in=4, num_chains=2
+            ),
+            run_dir,
+            progress=False,
+        )
+        times = {
+            what: json.loads(
+                subprocess.run(
+                    [sys.executable, __file__, what, str(run_dir)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout.splitlines()[-1]
+            )
+            for what in ("predictions", "evaluate")
+        }
     (floor_first, floor_second), (first, second) = times["predictions"], times["evaluate"]
     print("bnnkit evaluate, 2 chains x 20 draws, yacht_0 mlp_regression_small")
     print(f"{'':<12} {'first call s':>12} {'second s':>9}")
     print(f"{'predictions':<12} {floor_first:12.2f} {floor_second:9.2f}")
     print(f"{'evaluate':<12} {first:12.2f} {second:9.2f}")
-    print(f"evaluate / predictions: first call {first / floor_first:.2f}, "
-          f"second {second / floor_second:.2f}")
+    print(
+        f"evaluate / predictions: first call {first / floor_first:.2f}, "
+        f"second {second / floor_second:.2f}"
+    )
 
 
 if __name__ == "__main__":

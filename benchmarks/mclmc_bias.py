@@ -52,13 +52,15 @@ def relative_errors(scales: jax.Array, config: mclmc.Config, seed: int) -> tuple
             state, info = method.step(k, state, None)
             return state, (state.position["x"] ** 2, info.energy_var)
 
-        _, (squares, energy) = jax.lax.scan(body, state,
-                                            jax.random.split(key_run, config.num_iterations))
+        _, (squares, energy) = jax.lax.scan(
+            body, state, jax.random.split(key_run, config.num_iterations)
+        )
         kept = slice(config.num_burn_in, None)
         return squares[kept].mean(0), energy[kept].mean()
 
-    squares, energy = jax.jit(jax.vmap(chain))(jax.random.split(jax.random.PRNGKey(seed),
-                                                                 NUM_CHAINS))
+    squares, energy = jax.jit(jax.vmap(chain))(
+        jax.random.split(jax.random.PRNGKey(seed), NUM_CHAINS)
+    )
     second = np.asarray(squares, np.float64).mean(0) / np.asarray(scales, np.float64) ** 2
     return second - 1.0, float(np.mean(energy))
 
@@ -67,34 +69,49 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--energy-vars", type=float, nargs="+", default=[0.1, 0.01, 0.0005])
-    parser.add_argument("--geometries", nargs="+", default=list(GEOMETRIES),
-                        choices=list(GEOMETRIES))
-    parser.add_argument("--preconditioner", default=mclmc.Config().preconditioner,
-                        choices=mclmc.PRECONDITIONERS)
+    parser.add_argument(
+        "--geometries", nargs="+", default=list(GEOMETRIES), choices=list(GEOMETRIES)
+    )
+    parser.add_argument(
+        "--preconditioner", default=mclmc.Config().preconditioner, choices=mclmc.PRECONDITIONERS
+    )
     args = parser.parse_args()
-    print(f"jax {jax.__version__} on {jax.default_backend()} ({platform.machine()}), "
-          f"{NUM_CHAINS} chains per seed")
-    print(f"{'target':<10} {'v':>7} {'seed':>4} {'Var[ΔE]/d':>9} {'mean err':>9} "
-          f"{'min err':>8} {'max err':>8} {'seconds':>7}")
+    print(
+        f"jax {jax.__version__} on {jax.default_backend()} ({platform.machine()}), "
+        f"{NUM_CHAINS} chains per seed"
+    )
+    print(
+        f"{'target':<10} {'v':>7} {'seed':>4} {'Var[ΔE]/d':>9} {'mean err':>9} "
+        f"{'min err':>8} {'max err':>8} {'seconds':>7}"
+    )
     for geometry in args.geometries:
         lo, hi = GEOMETRIES[geometry]
         scales = jnp.logspace(lo, hi, 100)
         for v in args.energy_vars:
-            config = mclmc.Config(num_iterations=3000, num_burn_in=1000, energy_var_end=v,
-                                  preconditioner=args.preconditioner,
-                                  energy_var_start=max(0.5, v))
+            config = mclmc.Config(
+                num_iterations=3000,
+                num_burn_in=1000,
+                energy_var_end=v,
+                preconditioner=args.preconditioner,
+                energy_var_start=max(0.5, v),
+            )
             means, worst = [], []
             for seed in range(args.seeds):
                 t0 = time.perf_counter()
                 errors, energy = relative_errors(scales, config, seed)
                 means.append(errors.mean())
                 worst.append(errors[np.argmax(np.abs(errors))])
-                print(f"{geometry:<10} {v:7.4f} {seed:4d} {energy:9.4f} {errors.mean():9.3f} "
-                      f"{errors.min():8.3f} {errors.max():8.3f} "
-                      f"{time.perf_counter() - t0:7.1f}", flush=True)
-            print(f"{geometry:<10} {v:7.4f}  all: mean error {np.mean(means):.3f} "
-                  f"(seeds {np.min(means):.3f}..{np.max(means):.3f}), worst coordinate "
-                  f"{worst[int(np.argmax(np.abs(worst)))]:.3f}")
+                print(
+                    f"{geometry:<10} {v:7.4f} {seed:4d} {energy:9.4f} {errors.mean():9.3f} "
+                    f"{errors.min():8.3f} {errors.max():8.3f} "
+                    f"{time.perf_counter() - t0:7.1f}",
+                    flush=True,
+                )
+            print(
+                f"{geometry:<10} {v:7.4f}  all: mean error {np.mean(means):.3f} "
+                f"(seeds {np.min(means):.3f}..{np.max(means):.3f}), worst coordinate "
+                f"{worst[int(np.argmax(np.abs(worst)))]:.3f}"
+            )
 
 
 if __name__ == "__main__":

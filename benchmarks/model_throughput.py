@@ -68,8 +68,10 @@ def measure(name: str, repeats: int) -> dict[str, object]:
     y = jax.random.randint(key_y, (batch,), 0, outputs)
     params = jax.jit(model.init)(key_init, x[:1])
     log_posterior = LogPosterior(
-        model.apply, likelihoods.Categorical(num_classes=outputs),
-        priors.Gaussian(weight_decay=1.0), num_data=batch,
+        model.apply,
+        likelihoods.Categorical(num_classes=outputs),
+        priors.Gaussian(weight_decay=1.0),
+        num_data=batch,
     )
     forward = jax.jit(model.apply)
     forward_backward = jax.jit(jax.value_and_grad(log_posterior))
@@ -82,9 +84,13 @@ def measure(name: str, repeats: int) -> dict[str, object]:
         lambda: jax.block_until_ready(forward_backward(params, Batch(x, y))), repeats
     )
     return {
-        "name": name, "batch": batch, "input": "×".join(map(str, shape)),
-        "params": num_params(params), "compile_s": compile_s,
-        "forward": batch / fwd_s, "forward_backward": batch / both_s,
+        "name": name,
+        "batch": batch,
+        "input": "×".join(map(str, shape)),
+        "params": num_params(params),
+        "compile_s": compile_s,
+        "forward": batch / fwd_s,
+        "forward_backward": batch / both_s,
     }
 
 
@@ -94,17 +100,23 @@ def main() -> None:
     parser.add_argument("--models", nargs="*", default=sorted(MODELS), help="names to measure")
     args = parser.parse_args()
 
-    print(f"jax {jax.__version__}, backend {jax.default_backend()}, "
-          f"{jax.devices()[0].device_kind}, {platform.processor() or platform.machine()}, "
-          f"median of {args.repeats} runs after 2 warm-up runs, float32\n")
-    print("| model | batch | input | params | compile+1st run (s) | forward (ex/s) "
-          "| forward+backward (ex/s) |")
+    print(
+        f"jax {jax.__version__}, backend {jax.default_backend()}, "
+        f"{jax.devices()[0].device_kind}, {platform.processor() or platform.machine()}, "
+        f"median of {args.repeats} runs after 2 warm-up runs, float32\n"
+    )
+    print(
+        "| model | batch | input | params | compile+1st run (s) | forward (ex/s) "
+        "| forward+backward (ex/s) |"
+    )
     print("|---|---:|---|---:|---:|---:|---:|")
     for name in args.models:
         r = measure(name, args.repeats)
-        print(f"| {r['name']} | {r['batch']} | {r['input']} | {r['params']:,} "
-              f"| {r['compile_s']:.1f} | {r['forward']:,.0f} | {r['forward_backward']:,.0f} |",
-              flush=True)
+        print(
+            f"| {r['name']} | {r['batch']} | {r['input']} | {r['params']:,} "
+            f"| {r['compile_s']:.1f} | {r['forward']:,.0f} | {r['forward_backward']:,.0f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -63,15 +63,16 @@ def variants(n: int):
     return {
         "threefry + erfinv (jax.random.normal)": lambda k: jax.random.normal(k, (n,)),
         "threefry + Box-Muller (library sin/cos)": lambda k: box_muller(
-            jax.random.bits(k, (even,)))[:n],
+            jax.random.bits(k, (even,))
+        )[:n],
         "rbg + erfinv": lambda k: jax.random.normal(rbg_key(k, "rbg"), (n,)),
         "unsafe_rbg + erfinv": lambda k: jax.random.normal(rbg_key(k, "unsafe_rbg"), (n,)),
-        "rbg + Box-Muller": lambda k: box_muller(
-            jax.random.bits(rbg_key(k, "rbg"), (even,)))[:n],
+        "rbg + Box-Muller": lambda k: box_muller(jax.random.bits(rbg_key(k, "rbg"), (even,)))[:n],
         "rbg bits only": lambda k: jax.random.bits(rbg_key(k, "rbg"), (n,)),
         "threefry bits only": lambda k: jax.random.bits(k, (n,)),
-        "threefry + Box-Muller, polynomial sin/cos (adopted)": lambda k: (
-            _noise.standard_normal(k, (n,))),
+        "threefry + Box-Muller, polynomial sin/cos (adopted)": lambda k: _noise.standard_normal(
+            k, (n,)
+        ),
     }
 
 
@@ -83,8 +84,11 @@ def time_all(fns: dict, key, repeats: int) -> dict[str, float]:
         jax.block_until_ready(f(key))
     times = {name: [] for name in fns}
     for i in range(repeats):
-        k = jax.vmap(jax.random.fold_in, (0, None))(key, i) if key.ndim > 1 else (
-            jax.random.fold_in(key, i))
+        k = (
+            jax.vmap(jax.random.fold_in, (0, None))(key, i)
+            if key.ndim > 1
+            else (jax.random.fold_in(key, i))
+        )
         for name, f in compiled.items():
             t0 = time.perf_counter()
             jax.block_until_ready(f(k))
@@ -98,15 +102,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--members", type=int, default=4)
     args = parser.parse_args()
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform} "
-          f"({platform.processor() or platform.machine()}), {args.size:,} float32 normals, "
-          f"median of {args.repeats}")
+    print(
+        f"jax {jax.__version__} on {jax.devices()[0].platform} "
+        f"({platform.processor() or platform.machine()}), {args.size:,} float32 normals, "
+        f"median of {args.repeats}"
+    )
     key = jax.random.PRNGKey(0)
     keys = jax.random.split(key, args.members)
     fns = variants(args.size)
     one = time_all(fns, key, args.repeats)
-    many = time_all({name: jax.vmap(fn) for name, fn in fns.items()}, keys,
-                    max(args.repeats // 4, 3))
+    many = time_all(
+        {name: jax.vmap(fn) for name, fn in fns.items()}, keys, max(args.repeats // 4, 3)
+    )
     rows = {name: (one[name], many[name]) for name in fns}
     base = rows["threefry + erfinv (jax.random.normal)"]
     print(f"{'variant':<52} {'ms':>8} {'ratio':>7} {f'vmap {args.members} ms':>12} {'ratio':>7}")

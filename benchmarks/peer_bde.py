@@ -58,9 +58,18 @@ import numpy as np
 
 DATASETS = ("yacht", "boston", "energy", "concrete", "wine-quality-red")
 #: The peer's README regression example.
-PEER_SETTINGS = {"hidden_layers": [16, 16], "n_members": 8, "epochs": 200,
-                 "validation_split": 0.15, "lr": 1e-3, "weight_decay": 1e-4,
-                 "warmup_steps": 5000, "n_samples": 2000, "n_thinning": 2, "patience": 10}
+PEER_SETTINGS = {
+    "hidden_layers": [16, 16],
+    "n_members": 8,
+    "epochs": 200,
+    "validation_split": 0.15,
+    "lr": 1e-3,
+    "weight_decay": 1e-4,
+    "warmup_steps": 5000,
+    "n_samples": 2000,
+    "n_thinning": 2,
+    "patience": 10,
+}
 
 PEER_SCRIPT = r"""
 import json, sys
@@ -89,8 +98,12 @@ np.savez(sys.argv[3], mean=mean, std=std)
 def peer_available(python: str) -> bool:
     """Whether ``python`` can import the peer package."""
     try:
-        return subprocess.run([python, "-c", "import bde"], capture_output=True,
-                              timeout=120).returncode == 0
+        return (
+            subprocess.run(
+                [python, "-c", "import bde"], capture_output=True, timeout=120
+            ).returncode
+            == 0
+        )
     except (OSError, subprocess.SubprocessError):
         return False
 
@@ -100,8 +113,12 @@ def split_arrays(dataset: str, split: int) -> dict[str, np.ndarray]:
     from bnnkit.data.uci import load
 
     raw = load(f"{dataset}_{split}", standardize_data=False)
-    return {"x_train": raw.x_train, "y_train": raw.y_train, "x_test": raw.x_test,
-            "y_test": raw.y_test}
+    return {
+        "x_train": raw.x_train,
+        "y_train": raw.y_train,
+        "x_test": raw.x_test,
+        "y_test": raw.y_test,
+    }
 
 
 def run_peer(python: str, dataset: str, split: int, seed: int, workdir: Path) -> dict:
@@ -112,16 +129,23 @@ def run_peer(python: str, dataset: str, split: int, seed: int, workdir: Path) ->
     np.savez(data, **arrays)
     settings = {**PEER_SETTINGS, "seed": seed}
     t0 = time.perf_counter()
-    done = subprocess.run([python, "-c", PEER_SCRIPT, str(data), json.dumps(settings), str(out)],
-                          capture_output=True, text=True, env=_threads())
+    done = subprocess.run(
+        [python, "-c", PEER_SCRIPT, str(data), json.dumps(settings), str(out)],
+        capture_output=True,
+        text=True,
+        env=_threads(),
+    )
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(f"the peer failed on {dataset} split {split}: {done.stderr[-2000:]}")
     predicted = np.load(out)
-    return {"ll": -nll_gaussian_mixture(predicted["mean"], predicted["std"], arrays["y_test"]),
-            "rmse": rmse(predicted["mean"].mean(0), arrays["y_test"]), "seconds": seconds,
-            **integer_score(predicted["mean"], predicted["std"], arrays["y_test"]),
-            **peer_within(predicted["mean"], predicted["std"], arrays["y_test"])}
+    return {
+        "ll": -nll_gaussian_mixture(predicted["mean"], predicted["std"], arrays["y_test"]),
+        "rmse": rmse(predicted["mean"].mean(0), arrays["y_test"]),
+        "seconds": seconds,
+        **integer_score(predicted["mean"], predicted["std"], arrays["y_test"]),
+        **peer_within(predicted["mean"], predicted["std"], arrays["y_test"]),
+    }
 
 
 def integer_score(mean: np.ndarray, std: np.ndarray, y: np.ndarray) -> dict:
@@ -151,32 +175,58 @@ def peer_within(mean: np.ndarray, std: np.ndarray, y: np.ndarray) -> dict:
 def within_summary(mixed: list[bool], ess_p5: list[float]) -> dict:
     """How many chains mixed on their own, and the median over chains of each chain's ESS on
     its 5 % slowest test predictions."""
-    return {"chains_mixed": int(sum(mixed)), "chains": len(mixed),
-            "ess_p5": float(np.median(ess_p5))}
+    return {
+        "chains_mixed": int(sum(mixed)),
+        "chains": len(mixed),
+        "ess_p5": float(np.median(ess_p5)),
+    }
 
 
-def run_bnnkit(dataset: str, split: int, model: str, seed: int, workdir: Path,
-               extra: tuple[str, ...] = ()) -> dict:
+def run_bnnkit(
+    dataset: str, split: int, model: str, seed: int, workdir: Path, extra: tuple[str, ...] = ()
+) -> dict:
     folder = workdir / f"ref_{model}"
-    command = [sys.executable, "-m", "bnnkit.cli", "reference", "--dataset",
-               f"{dataset}_{split}", "--model", model, "--seed", str(seed), "--dir", str(folder),
-               "--overwrite", "--no-progress", "--json", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "bnnkit.cli",
+        "reference",
+        "--dataset",
+        f"{dataset}_{split}",
+        "--model",
+        model,
+        "--seed",
+        str(seed),
+        "--dir",
+        str(folder),
+        "--overwrite",
+        "--no-progress",
+        "--json",
+        *extra,
+    ]
     t0 = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, env=_threads())
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
-        raise RuntimeError(f"bnnkit reference failed on {dataset} split {split}: "
-                           f"{done.stderr[-2000:]}")
+        raise RuntimeError(
+            f"bnnkit reference failed on {dataset} split {split}: {done.stderr[-2000:]}"
+        )
     result = json.loads(done.stdout)
     predicted = np.load(folder / "chains" / "predictions" / "test.npz")
     verdict = result.get("convergence", {})
     within = verdict.get("within") or []
-    return {"ll": -result["test"]["nll"], "rmse": result["test"]["rmse"], "seconds": seconds,
-            **integer_score(predicted["means"], predicted["stds"],
-                            split_arrays(dataset, split)["y_test"]),
-            "verdict": verdict.get("level", "converged" if verdict.get("converged") else
-                                   "not converged"),
-            **within_summary([c["mixed"] for c in within], [c["ess_p5"] for c in within])}
+    return {
+        "ll": -result["test"]["nll"],
+        "rmse": result["test"]["rmse"],
+        "seconds": seconds,
+        **integer_score(
+            predicted["means"], predicted["stds"], split_arrays(dataset, split)["y_test"]
+        ),
+        "verdict": verdict.get(
+            "level", "converged" if verdict.get("converged") else "not converged"
+        ),
+        **within_summary([c["mixed"] for c in within], [c["ess_p5"] for c in within]),
+    }
 
 
 def _threads() -> dict[str, str]:
@@ -186,9 +236,11 @@ def _threads() -> dict[str, str]:
 
 def table(results: dict) -> str:
     """Mean over splits per dataset and contender, as markdown."""
-    lines = ["| dataset | splits | contender | test LL | LL of the integer score | RMSE | "
-             "s / split | chains mixed | chain ESS p5 |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| dataset | splits | contender | test LL | LL of the integer score | RMSE | "
+        "s / split | chains mixed | chain ESS p5 |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for dataset, contenders in results.items():
         for name, rows in contenders.items():
             if not rows:
@@ -196,31 +248,53 @@ def table(results: dict) -> str:
             ll = np.array([r["ll"] for r in rows])
             rm = np.array([r["rmse"] for r in rows])
             se = ll.std(ddof=1) / np.sqrt(len(ll)) if len(ll) > 1 else float("nan")
-            mixed = (f"{sum(r['chains_mixed'] for r in rows)} / {sum(r['chains'] for r in rows)}"
-                     if all("chains" in r for r in rows) else "—")
-            ess = (f"{np.median([r['ess_p5'] for r in rows]):.1f}"
-                   if all("ess_p5" in r for r in rows) else "—")
-            integer = ([r["ll_integer"] for r in rows]
-                       if all("ll_integer" in r for r in rows) else [])
-            score = (f"{np.mean(integer):.3f} ± {np.std(integer, ddof=1) / np.sqrt(len(rows)):.3f}"
-                     if len(integer) > 1 else f"{integer[0]:.3f}" if integer else "—")
-            lines.append(f"| {dataset} | {len(rows)} | {name} | {ll.mean():.3f} ± {se:.3f} | "
-                         f"{score} | {rm.mean():.3f} | "
-                         f"{np.mean([r['seconds'] for r in rows]):.1f} | "
-                         f"{mixed} | {ess} |")
+            mixed = (
+                f"{sum(r['chains_mixed'] for r in rows)} / {sum(r['chains'] for r in rows)}"
+                if all("chains" in r for r in rows)
+                else "—"
+            )
+            ess = (
+                f"{np.median([r['ess_p5'] for r in rows]):.1f}"
+                if all("ess_p5" in r for r in rows)
+                else "—"
+            )
+            integer = (
+                [r["ll_integer"] for r in rows] if all("ll_integer" in r for r in rows) else []
+            )
+            score = (
+                f"{np.mean(integer):.3f} ± {np.std(integer, ddof=1) / np.sqrt(len(rows)):.3f}"
+                if len(integer) > 1
+                else f"{integer[0]:.3f}"
+                if integer
+                else "—"
+            )
+            lines.append(
+                f"| {dataset} | {len(rows)} | {name} | {ll.mean():.3f} ± {se:.3f} | "
+                f"{score} | {rm.mean():.3f} | "
+                f"{np.mean([r['seconds'] for r in rows]):.1f} | "
+                f"{mixed} | {ess} |"
+            )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--peer-python", default=sys.executable,
-                        help="an interpreter with sklearn-contrib-bde installed")
+    parser.add_argument(
+        "--peer-python",
+        default=sys.executable,
+        help="an interpreter with sklearn-contrib-bde installed",
+    )
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--splits", type=int, default=5)
     parser.add_argument("--first-split", type=int, default=0)
     parser.add_argument("--out", default=None, help="write the results as JSON here")
-    parser.add_argument("--combine", nargs="+", default=None, metavar="JSON",
-                        help="print the table of these result files (splits run apart) and exit")
+    parser.add_argument(
+        "--combine",
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="print the table of these result files (splits run apart) and exit",
+    )
     args = parser.parse_args()
     if args.combine:
         merged: dict = {}
@@ -232,11 +306,16 @@ def main() -> None:
         return
     have_peer = peer_available(args.peer_python)
     if not have_peer:
-        print(f"sklearn-contrib-bde is not importable by {args.peer_python}: the peer is "
-              "skipped (install it in its own virtual environment and pass --peer-python)")
+        print(
+            f"sklearn-contrib-bde is not importable by {args.peer_python}: the peer is "
+            "skipped (install it in its own virtual environment and pass --peer-python)"
+        )
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
-    contenders = {"peer (MILE, 2x16)": None, "bnnkit, like for like (2x16)": "mlp_regression_2x16",
-                  "bnnkit (default model)": "mlp_regression_small"}
+    contenders = {
+        "peer (MILE, 2x16)": None,
+        "bnnkit, like for like (2x16)": "mlp_regression_2x16",
+        "bnnkit (default model)": "mlp_regression_small",
+    }
     results: dict = {d: {name: [] for name in contenders} for d in args.datasets}
     for split in range(args.first_split, args.first_split + args.splits):
         for dataset in args.datasets:
@@ -249,13 +328,16 @@ def main() -> None:
                     else:
                         row = run_bnnkit(dataset, split, model, split, Path(tmp))
                     results[dataset][name].append({"split": split, **row})
-                    integer = (f" (integer score {row['ll_integer']:.3f})"
-                               if "ll_integer" in row else "")
-                    print(f"{dataset} {split} {name}: LL {row['ll']:.3f}{integer} "
-                          f"RMSE {row['rmse']:.3f} "
-                          f"{row['seconds']:.1f} s {row.get('verdict', '')} chains mixed "
-                          f"{row['chains_mixed']}/{row['chains']}, ESS p5 {row['ess_p5']:.1f}",
-                          flush=True)
+                    integer = (
+                        f" (integer score {row['ll_integer']:.3f})" if "ll_integer" in row else ""
+                    )
+                    print(
+                        f"{dataset} {split} {name}: LL {row['ll']:.3f}{integer} "
+                        f"RMSE {row['rmse']:.3f} "
+                        f"{row['seconds']:.1f} s {row.get('verdict', '')} chains mixed "
+                        f"{row['chains_mixed']}/{row['chains']}, ESS p5 {row['ess_p5']:.1f}",
+                        flush=True,
+                    )
             if args.out:
                 Path(args.out).write_text(json.dumps(results, indent=2))
     print(table(results))

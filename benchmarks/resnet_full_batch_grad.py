@@ -75,10 +75,14 @@ def proxy_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         blob, offsets, labels = f["train_jpeg_bytes"], f["train_offsets"], f["y_train"]
     # The proxy is stored class by class; a random subset keeps the classes mixed.
     index = np.sort(np.random.default_rng(seed).permutation(len(labels))[:n])
-    images = np.stack([
-        np.asarray(Image.open(io.BytesIO(blob[offsets[i]:offsets[i + 1]].tobytes())).convert("RGB"))
-        for i in index
-    ])
+    images = np.stack(
+        [
+            np.asarray(
+                Image.open(io.BytesIO(blob[offsets[i] : offsets[i + 1]].tobytes())).convert("RGB")
+            )
+            for i in index
+        ]
+    )
     return (images.astype(np.float32) / 255.0 - MEAN) / STD, labels[index].astype(np.int32)
 
 
@@ -96,15 +100,20 @@ def device_peak_tflops(precision: str) -> float | None:
     return None
 
 
-def flops_per_example(log_posterior: LogPosterior, params: Any, x: jax.Array,
-                      y: jax.Array) -> float | None:
+def flops_per_example(
+    log_posterior: LogPosterior, params: Any, x: jax.Array, y: jax.Array
+) -> float | None:
     """XLA's count of floating-point operations of one example's forward and backward pass.
 
     Counted by XLA:CPU whatever the run's backend: on GPUs XLA hands convolutions to cuDNN
     as custom calls, which its cost analysis does not count.
     """
-    plain = LogPosterior(log_posterior.apply, log_posterior.likelihood,
-                         log_posterior.prior, num_data=log_posterior.num_data)
+    plain = LogPosterior(
+        log_posterior.apply,
+        log_posterior.likelihood,
+        log_posterior.prior,
+        num_data=log_posterior.num_data,
+    )
     cpu = jax.devices("cpu")[0]
     args = jax.device_put((params, Batch(x, y)), cpu)
     with jax.default_device(cpu):
@@ -132,9 +141,11 @@ def host_loop_value_and_grad(
         >>> vg = host_loop_value_and_grad(lp, 512)  # doctest: +SKIP
         >>> value, grad = vg(params, Batch(x, y))  # doctest: +SKIP
     """
-    chunk_grad = jax.jit(jax.value_and_grad(
-        lambda p, x, y: jnp.sum(log_posterior.likelihood.log_prob(log_posterior.apply(p, x), y))
-    ))
+    chunk_grad = jax.jit(
+        jax.value_and_grad(
+            lambda p, x, y: jnp.sum(log_posterior.likelihood.log_prob(log_posterior.apply(p, x), y))
+        )
+    )
     prior_grad = jax.jit(jax.value_and_grad(log_posterior.log_prior))
     add = jax.jit(lambda a, b: jax.tree.map(jnp.add, a, b))
 
@@ -143,8 +154,9 @@ def host_loop_value_and_grad(
         total, grad = prior_grad(params)
         ll_total, ll_grad = 0.0, None
         for start in range(0, n, chunk_size):
-            v, g = chunk_grad(params, batch.x[start:start + chunk_size],
-                              batch.y[start:start + chunk_size])
+            v, g = chunk_grad(
+                params, batch.x[start : start + chunk_size], batch.y[start : start + chunk_size]
+            )
             ll_total = ll_total + v
             ll_grad = g if ll_grad is None else add(ll_grad, g)
         scale = log_posterior.num_data / n
@@ -164,14 +176,29 @@ def main() -> None:
     parser.add_argument("--data", choices=("random", "proxy"), default="random")
     parser.add_argument("--weight-decay", type=float, default=5.0, help="prior precision")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--method", choices=("log_posterior", "host_loop"),
-                        default="log_posterior", help="one jitted scan, or a host loop")
-    parser.add_argument("--check", action="store_true",
-                        help="also run the other method once and compare the results")
-    parser.add_argument("--matmul-precision", choices=("default", "tensorfloat32", "float32"),
-                        default="default", help="jax_default_matmul_precision for the run")
-    parser.add_argument("--peak-tflops", type=float, default=None,
-                        help="the device's peak TFLOP/s (default: known accelerators' table)")
+    parser.add_argument(
+        "--method",
+        choices=("log_posterior", "host_loop"),
+        default="log_posterior",
+        help="one jitted scan, or a host loop",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="also run the other method once and compare the results",
+    )
+    parser.add_argument(
+        "--matmul-precision",
+        choices=("default", "tensorfloat32", "float32"),
+        default="default",
+        help="jax_default_matmul_precision for the run",
+    )
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="the device's peak TFLOP/s (default: known accelerators' table)",
+    )
     args = parser.parse_args()
     if args.matmul_precision != "default":
         jax.config.update("jax_default_matmul_precision", args.matmul_precision)
@@ -183,8 +210,10 @@ def main() -> None:
     model = get("resnet20_frn_swish", num_outputs=10)
     params = jax.jit(model.init)(jax.random.PRNGKey(args.seed), x[:1])
     log_posterior = LogPosterior(
-        model.apply, likelihoods.Categorical(num_classes=10),
-        priors.Gaussian(weight_decay=args.weight_decay), num_data=args.n,
+        model.apply,
+        likelihoods.Categorical(num_classes=10),
+        priors.Gaussian(weight_decay=args.weight_decay),
+        num_data=args.n,
         chunk_size=args.chunk_size,
     )
     batch = Batch(x, y)
@@ -199,7 +228,7 @@ def main() -> None:
         compiled = scan_grad()
     else:
         compiled = loop_grad  # compiles on a first chunk, so the timed runs exclude it
-        jax.block_until_ready(loop_grad(params, Batch(x[:args.chunk_size], y[:args.chunk_size])))
+        jax.block_until_ready(loop_grad(params, Batch(x[: args.chunk_size], y[: args.chunk_size])))
     compile_s = time.perf_counter() - start
 
     times = []
@@ -213,31 +242,42 @@ def main() -> None:
     per_example = flops_per_example(log_posterior, params, x[:small], y[:small])
     peak = args.peak_tflops or device_peak_tflops(args.matmul_precision)
     device = jax.devices()[0]
-    print(f"jax {jax.__version__}, backend {jax.default_backend()} ({device.device_kind}), "
-          f"{platform.processor() or platform.machine()}, float32 parameters, matmul precision "
-          f"{args.matmul_precision}, {args.data} inputs\n")
-    print("| method | N | chunk | params | compile (s) | gradient (s) | examples/s "
-          "| GFLOP/example | TFLOP/s | of peak | peak RSS (GiB) | RSS before compile (GiB) |")
+    print(
+        f"jax {jax.__version__}, backend {jax.default_backend()} ({device.device_kind}), "
+        f"{platform.processor() or platform.machine()}, float32 parameters, matmul precision "
+        f"{args.matmul_precision}, {args.data} inputs\n"
+    )
+    print(
+        "| method | N | chunk | params | compile (s) | gradient (s) | examples/s "
+        "| GFLOP/example | TFLOP/s | of peak | peak RSS (GiB) | RSS before compile (GiB) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     best = min(times)
     rate = args.n / best
     tflops = None if per_example is None else per_example * rate / 1e12
-    print(f"| {args.method} | {args.n:,} | {args.chunk_size} | {num_params(params):,} "
-          f"| {compile_s:.1f} | {best:.3f} | {rate:,.1f} "
-          f"| {'-' if per_example is None else f'{per_example / 1e9:.3f}'} "
-          f"| {'-' if tflops is None else f'{tflops:.2f}'} "
-          f"| {'-' if tflops is None or peak is None else f'{tflops / peak:.1%} of {peak:g}'} "
-          f"| {peak_rss_gib():.2f} | {rss_before:.2f} |")
+    print(
+        f"| {args.method} | {args.n:,} | {args.chunk_size} | {num_params(params):,} "
+        f"| {compile_s:.1f} | {best:.3f} | {rate:,.1f} "
+        f"| {'-' if per_example is None else f'{per_example / 1e9:.3f}'} "
+        f"| {'-' if tflops is None else f'{tflops:.2f}'} "
+        f"| {'-' if tflops is None or peak is None else f'{tflops / peak:.1%} of {peak:g}'} "
+        f"| {peak_rss_gib():.2f} | {rss_before:.2f} |"
+    )
     if args.check:
         other = loop_grad if args.method == "log_posterior" else scan_grad()
         other_value, other_grad = jax.block_until_ready(other(params, batch))
-        diff = max(float(jnp.max(jnp.abs(a - b)) / (float(jnp.max(jnp.abs(b))) + 1e-30))
-                   for a, b in zip(jax.tree.leaves(grad), jax.tree.leaves(other_grad),
-                                   strict=True))
-        print(f"check: other method's value {float(other_value):.6g}, "
-              f"largest per-leaf relative gradient difference {diff:.2e}")
-    print(f"\nlog posterior {float(value):.6g}, gradient norm {grad_norm:.6g}, "
-          f"all times (s): {', '.join(f'{t:.3f}' for t in times)}")
+        diff = max(
+            float(jnp.max(jnp.abs(a - b)) / (float(jnp.max(jnp.abs(b))) + 1e-30))
+            for a, b in zip(jax.tree.leaves(grad), jax.tree.leaves(other_grad), strict=True)
+        )
+        print(
+            f"check: other method's value {float(other_value):.6g}, "
+            f"largest per-leaf relative gradient difference {diff:.2e}"
+        )
+    print(
+        f"\nlog posterior {float(value):.6g}, gradient norm {grad_norm:.6g}, "
+        f"all times (s): {', '.join(f'{t:.3f}' for t in times)}"
+    )
 
 
 if __name__ == "__main__":

@@ -75,8 +75,9 @@ from bnnkit.inference import hmc, nuts
 
 HERE = Path(__file__).resolve().parent
 # The per-parameter diagnostics of this checkout, also under --before (older code lacks them).
-_spec = importlib.util.spec_from_file_location("mcmc_diagnostics",
-                                               HERE.parent / "src/bnnkit/metrics/mcmc.py")
+_spec = importlib.util.spec_from_file_location(
+    "mcmc_diagnostics", HERE.parent / "src/bnnkit/metrics/mcmc.py"
+)
 mcmc = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(mcmc)
 
@@ -108,8 +109,7 @@ def gaussian_regression(name, x, y, noise_sd, prior_sd):
 
     def log_density(beta):
         residual = yj - xj @ beta
-        return (-0.5 * jnp.sum(residual**2) / noise_sd**2
-                - 0.5 * jnp.sum(beta**2) / prior_sd**2)
+        return -0.5 * jnp.sum(residual**2) / noise_sd**2 - 0.5 * jnp.sum(beta**2) / prior_sd**2
 
     def dispersed(key):
         z = jax.random.normal(key, (NUM_CHAINS, len(mean)))
@@ -160,8 +160,12 @@ def eight_schools_reference():
     prec = 1 / 25.0 + np.sum(1 / var, 1)
     mu_mean = np.sum(EIGHT_Y / var, 1) / prec
     # log p(y | τ) with μ ~ N(0, 25) integrated out, up to a constant.
-    log_marginal = (-0.5 * np.sum(np.log(var), 1) - 0.5 * np.log(25.0 * prec)
-                    - 0.5 * np.sum(EIGHT_Y**2 / var, 1) + 0.5 * prec * mu_mean**2)
+    log_marginal = (
+        -0.5 * np.sum(np.log(var), 1)
+        - 0.5 * np.log(25.0 * prec)
+        - 0.5 * np.sum(EIGHT_Y**2 / var, 1)
+        + 0.5 * prec * mu_mean**2
+    )
     log_prior = np.log(2 / (np.pi * 5 * (1 + (tau / 5) ** 2))) + log_tau  # half-Cauchy, Jacobian
     w = np.exp(log_marginal + log_prior - np.max(log_marginal + log_prior))
     w /= w.sum()
@@ -179,9 +183,14 @@ def eight_schools_target():
     def log_density(v):
         mu, log_tau, theta = v[0], v[1], v[2:]
         tau = jnp.exp(log_tau)
-        return (-0.5 * jnp.sum(((y - theta) / sigma) ** 2)
-                - 0.5 * jnp.sum(((theta - mu) / tau) ** 2) - 8 * log_tau
-                - 0.5 * (mu / 5) ** 2 - jnp.log1p((tau / 5) ** 2) + log_tau)
+        return (
+            -0.5 * jnp.sum(((y - theta) / sigma) ** 2)
+            - 0.5 * jnp.sum(((theta - mu) / tau) ** 2)
+            - 8 * log_tau
+            - 0.5 * (mu / 5) ** 2
+            - jnp.log1p((tau / 5) ** 2)
+            + log_tau
+        )
 
     def dispersed(key):
         k1, k2, k3 = jax.random.split(key, 3)
@@ -196,13 +205,22 @@ def eight_schools_target():
     return Target("eight_schools", 10, log_density, mean, sd, dispersed)
 
 
-BUILDERS = {"income": income_target, "eight_schools": eight_schools_target,
-            "gauss100": gauss100_target, "boston": boston_target}
+BUILDERS = {
+    "income": income_target,
+    "eight_schools": eight_schools_target,
+    "gauss100": gauss100_target,
+    "boston": boston_target,
+}
 
 
 def config_for(sampler, *, seed, num_iterations, num_burn_in, before):
-    common = dict(seed=seed, num_chains=NUM_CHAINS, num_iterations=num_iterations,
-                  num_burn_in=num_burn_in, checkpoint_every=num_iterations)
+    common = dict(
+        seed=seed,
+        num_chains=NUM_CHAINS,
+        num_iterations=num_iterations,
+        num_burn_in=num_burn_in,
+        checkpoint_every=num_iterations,
+    )
     if sampler == "nuts":
         return nuts.Config(**common)
     if sampler == "default":
@@ -215,18 +233,26 @@ def config_for(sampler, *, seed, num_iterations, num_burn_in, before):
 
 
 def run_bnnkit(target, sampler, start, *, seed, num_iterations, num_burn_in, before):
-    config = config_for(sampler, seed=seed, num_iterations=num_iterations,
-                        num_burn_in=num_burn_in, before=before)
+    config = config_for(
+        sampler, seed=seed, num_iterations=num_iterations, num_burn_in=num_burn_in, before=before
+    )
     began = time.perf_counter()
     chains = bnnkit.sample(target.log_density, start, config)
     draws = np.asarray(chains.positions, np.float64)
     steps = np.asarray(chains.info.num_leapfrog, np.int64)
     capped = getattr(chains.info, "capped", None)
-    capped = (float(np.mean(np.asarray(capped)[:, num_burn_in:])) if capped is not None
-              else float("nan"))
+    capped = (
+        float(np.mean(np.asarray(capped)[:, num_burn_in:])) if capped is not None else float("nan")
+    )
     divergent = float(np.mean(np.asarray(chains.info.divergent)[:, num_burn_in:]))
-    return draws, int(steps.sum()), int(steps[:, num_burn_in:].sum()), capped, divergent, (
-        time.perf_counter() - began)
+    return (
+        draws,
+        int(steps.sum()),
+        int(steps[:, num_burn_in:].sum()),
+        capped,
+        divergent,
+        (time.perf_counter() - began),
+    )
 
 
 def run_blackjax(target, start, *, seed, num_iterations, num_burn_in):
@@ -243,16 +269,23 @@ def run_blackjax(target, start, *, seed, num_iterations, num_burn_in):
             state, info = kernel.step(key, state)
             return state, (state.position, info.num_integration_steps, info.is_divergent)
 
-        _, (draws, steps, divergent) = jax.lax.scan(body, state,
-                                                    jax.random.split(sample_key, num_kept))
+        _, (draws, steps, divergent) = jax.lax.scan(
+            body, state, jax.random.split(sample_key, num_kept)
+        )
         return draws, warm_info.info.num_integration_steps, steps, divergent
 
     keys = jax.random.split(jax.random.PRNGKey(seed), NUM_CHAINS)
     draws, warm_steps, steps, divergent = jax.jit(jax.vmap(one_chain))(keys, start)
     draws = np.asarray(draws, np.float64)
     total = int(np.sum(warm_steps)) + int(np.sum(steps))
-    return (draws, total, int(np.sum(steps)), float("nan"), float(np.mean(divergent)),
-            time.perf_counter() - began)
+    return (
+        draws,
+        total,
+        int(np.sum(steps)),
+        float("nan"),
+        float(np.mean(divergent)),
+        time.perf_counter() - began,
+    )
 
 
 def measure(target, draws, total, kept):
@@ -265,10 +298,17 @@ def measure(target, draws, total, kept):
     rhat_max = float(np.nanmax(rhat)) if np.isfinite(rhat).any() else float("inf")
     bulk = float(np.nanmin(ess_bulk)) if np.isfinite(ess_bulk).any() else 0.0
     tail = float(np.nanmin(ess_tail)) if np.isfinite(ess_tail).any() else 0.0
-    return {"per_1k": 1000 * bulk / total, "per_1k_tail": 1000 * tail / total,
-            "kept_per_1k": 1000 * bulk / max(kept, 1), "ess_bulk": bulk, "ess_tail": tail,
-            "rhat_max": rhat_max, "bias_z": z_max, "gradients": total,
-            "failed": bool(not rhat_max < RHAT_FAIL or z_max > BIAS_Z)}
+    return {
+        "per_1k": 1000 * bulk / total,
+        "per_1k_tail": 1000 * tail / total,
+        "kept_per_1k": 1000 * bulk / max(kept, 1),
+        "ess_bulk": bulk,
+        "ess_tail": tail,
+        "rhat_max": rhat_max,
+        "bias_z": z_max,
+        "gradients": total,
+        "failed": bool(not rhat_max < RHAT_FAIL or z_max > BIAS_Z),
+    }
 
 
 def starts_for(target, kind, seed):
@@ -285,16 +325,21 @@ def main() -> None:
     parser.add_argument("--starts", nargs="+", default=list(STARTS), choices=STARTS)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="one seed, 100 + 200 iterations")
-    parser.add_argument("--before", action="store_true",
-                        help="the older interface: no default mode, every mode given ε and τ")
+    parser.add_argument(
+        "--before",
+        action="store_true",
+        help="the older interface: no default mode, every mode given ε and τ",
+    )
     parser.add_argument("--json", default=None, help="write every run's figures here")
     args = parser.parse_args()
     samplers = args.samplers or [s for s in SAMPLERS if not (args.before and s == "default")]
     num_burn_in, num_iterations = (100, 300) if args.quick else (500, 1500)
     seeds = range(1 if args.quick else args.seeds)
-    print(f"# {platform.processor() or platform.machine()}, jax {jax.__version__}, "
-          f"blackjax {blackjax.__version__}; {NUM_CHAINS} chains, {num_burn_in} burn-in + "
-          f"{num_iterations - num_burn_in} kept, seeds {list(seeds)}")
+    print(
+        f"# {platform.processor() or platform.machine()}, jax {jax.__version__}, "
+        f"blackjax {blackjax.__version__}; {NUM_CHAINS} chains, {num_burn_in} burn-in + "
+        f"{num_iterations - num_burn_in} kept, seeds {list(seeds)}"
+    )
     rows = []
     began = time.perf_counter()
     for name in args.targets:
@@ -304,26 +349,48 @@ def main() -> None:
                 start = starts_for(target, kind, seed)
                 for sampler in samplers:
                     if sampler == "blackjax":
-                        out = run_blackjax(target, start, seed=seed,
-                                           num_iterations=num_iterations,
-                                           num_burn_in=num_burn_in)
+                        out = run_blackjax(
+                            target,
+                            start,
+                            seed=seed,
+                            num_iterations=num_iterations,
+                            num_burn_in=num_burn_in,
+                        )
                     else:
-                        out = run_bnnkit(target, sampler, start, seed=seed,
-                                         num_iterations=num_iterations,
-                                         num_burn_in=num_burn_in, before=args.before)
+                        out = run_bnnkit(
+                            target,
+                            sampler,
+                            start,
+                            seed=seed,
+                            num_iterations=num_iterations,
+                            num_burn_in=num_burn_in,
+                            before=args.before,
+                        )
                     draws, total, kept, capped, divergent, seconds = out
-                    row = {"target": name, "start": kind, "seed": seed, "sampler": sampler,
-                           **measure(target, draws, total, kept), "capped": capped,
-                           "divergent": divergent, "seconds": seconds}
+                    row = {
+                        "target": name,
+                        "start": kind,
+                        "seed": seed,
+                        "sampler": sampler,
+                        **measure(target, draws, total, kept),
+                        "capped": capped,
+                        "divergent": divergent,
+                        "seconds": seconds,
+                    }
                     rows.append(row)
-                    print(f"  {name:13s} {kind:9s} seed {seed} {sampler:8s} "
-                          f"{row['per_1k']:8.2f}/1k (tail {row['per_1k_tail']:7.2f}, kept "
-                          f"{row['kept_per_1k']:8.2f}) R-hat {row['rhat_max']:.3f} "
-                          f"|z| {row['bias_z']:.1f} capped {capped:.2f} div {divergent:.2f} "
-                          f"{seconds:.0f}s", flush=True)
+                    print(
+                        f"  {name:13s} {kind:9s} seed {seed} {sampler:8s} "
+                        f"{row['per_1k']:8.2f}/1k (tail {row['per_1k_tail']:7.2f}, kept "
+                        f"{row['kept_per_1k']:8.2f}) R-hat {row['rhat_max']:.3f} "
+                        f"|z| {row['bias_z']:.1f} capped {capped:.2f} div {divergent:.2f} "
+                        f"{seconds:.0f}s",
+                        flush=True,
+                    )
     print(f"\n# {time.perf_counter() - began:.0f} s in all\n")
-    print("| target | start | sampler | ESS/1k grads (burn-in counted) | tail | kept phase |"
-          " x BlackJAX (all / kept) | capped | failed |")
+    print(
+        "| target | start | sampler | ESS/1k grads (burn-in counted) | tail | kept phase |"
+        " x BlackJAX (all / kept) | capped | failed |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name in args.targets:
         for kind in args.starts:
@@ -337,9 +404,11 @@ def main() -> None:
                 tail = np.median([r["per_1k_tail"] for r in runs])
                 kept = np.median([r["kept_per_1k"] for r in runs])
                 failed = sum(r["failed"] for r in runs)
-                print(f"| {name} | {kind} | {sampler} | {per:.2f} | {tail:.2f} | {kept:.2f} | "
-                      f"{per / base:.2f} / {kept / base_kept:.2f} | "
-                      f"{np.median([r['capped'] for r in runs]):.2f} | {failed}/{len(runs)} |")
+                print(
+                    f"| {name} | {kind} | {sampler} | {per:.2f} | {tail:.2f} | {kept:.2f} | "
+                    f"{per / base:.2f} / {kept / base_kept:.2f} | "
+                    f"{np.median([r['capped'] for r in runs]):.2f} | {failed}/{len(runs)} |"
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -51,8 +51,10 @@ VARIANTS = {
     "SGHMC-Prec": (sgmcmc, dict(momentum_decay=0.9, preconditioner="rmsprop")),
     "SGLD rad": (sgmcmc, dict(noise="rademacher")),
     "SGHMC rad": (sgmcmc, dict(momentum_decay=0.9, noise="rademacher")),
-    "SGHMC-Prec rad": (sgmcmc, dict(momentum_decay=0.9, preconditioner="rmsprop",
-                                    noise="rademacher")),
+    "SGHMC-Prec rad": (
+        sgmcmc,
+        dict(momentum_decay=0.9, preconditioner="rmsprop", noise="rademacher"),
+    ),
 }
 
 
@@ -68,8 +70,7 @@ def problem(case: str, resnet_batches: int):
         x = jax.random.normal(key, (n, 6))
         y = jax.random.normal(key, (n,))
         model = get("mlp_regression_small", num_outputs=1)
-        lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=0.1), priors.Gaussian(1.0),
-                          n)
+        lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=0.1), priors.Gaussian(1.0), n)
         return lp, model.init(key, x[:1]), Batch(x, y), batch_size
     if case == "resnet":
         batch_size, n = 80, 80 * resnet_batches
@@ -109,8 +110,10 @@ def method_ratios(case: str, repeats: int, resnet_batches: int) -> None:
         state = method.init(None, params, None)
         results[name] = time_epochs(epoch, state, train, repeats)
     base = results["SGD"]
-    print(f"\n{case}: {train.x.shape[0]} examples, batch {batch_size}, {steps} steps/epoch, "
-          f"median of {repeats}")
+    print(
+        f"\n{case}: {train.x.shape[0]} examples, batch {batch_size}, {steps} steps/epoch, "
+        f"median of {repeats}"
+    )
     print(f"{'method':<15} {'s/epoch':>9} {'ratio to SGD':>13}")
     for name, sec in results.items():
         print(f"{name:<15} {sec:9.3f} {sec / base:13.2f}")
@@ -126,23 +129,31 @@ def ensemble_speedup(members: int, repeats: int, case: str = "mlp") -> None:
     t_vmap = time_epochs(vmapped, many, train, repeats, members=members)
     single = jax.jit(epoch)
     t_one = time_epochs(single, state, train, repeats)
-    what = ("mlp 784-400-400-10, 60,000 examples, batch 128" if case == "mlp"
-            else "mlp_regression_small, 277 x 6, batch 32")
+    what = (
+        "mlp 784-400-400-10, 60,000 examples, batch 128"
+        if case == "mlp"
+        else "mlp_regression_small, 277 x 6, batch 32"
+    )
     print(f"\nensemble of K={members} (SGD, {what}), one epoch")
-    print(f"vmapped: {t_vmap * 1e3:.2f} ms   sequential: {members} x {t_one * 1e3:.2f} ms = "
-          f"{members * t_one * 1e3:.2f} ms   speed-up {members * t_one / t_vmap:.2f}x")
+    print(
+        f"vmapped: {t_vmap * 1e3:.2f} ms   sequential: {members} x {t_one * 1e3:.2f} ms = "
+        f"{members * t_one * 1e3:.2f} ms   speed-up {members * t_one / t_vmap:.2f}x"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--cases", nargs="+",
-                        default=["mlp", "ensemble", "ensemble-small", "resnet"])
+    parser.add_argument(
+        "--cases", nargs="+", default=["mlp", "ensemble", "ensemble-small", "resnet"]
+    )
     parser.add_argument("--resnet-batches", type=int, default=10)
     parser.add_argument("--members", type=int, default=5)
     args = parser.parse_args()
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform} "
-          f"({platform.processor() or platform.machine()})")
+    print(
+        f"jax {jax.__version__} on {jax.devices()[0].platform} "
+        f"({platform.processor() or platform.machine()})"
+    )
     for case in args.cases:
         if case == "ensemble":
             ensemble_speedup(args.members, args.repeats)

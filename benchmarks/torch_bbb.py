@@ -46,8 +46,9 @@ def make_layers(sigma_init: float = 1e-3, device: str = "cpu"):
     for fan_in, fan_out in itertools.pairwise(SIZES):
         w = (torch.randn(fan_out, fan_in, generator=gen) / math.sqrt(fan_in)).to(device)
         b = torch.zeros(fan_out, device=device)
-        layers.append([t.requires_grad_() for t in
-                       (w, torch.full_like(w, rho0), b, torch.full_like(b, rho0))])
+        layers.append(
+            [t.requires_grad_() for t in (w, torch.full_like(w, rho0), b, torch.full_like(b, rho0))]
+        )
     return layers
 
 
@@ -79,14 +80,13 @@ def make_epoch(num_train: int, batch_size: int, device: str = "cpu"):
     def epoch(x, y):
         perm = torch.randperm(num_train, device=x.device)
         for i in range(steps):
-            idx = perm[i * batch_size:(i + 1) * batch_size]
+            idx = perm[i * batch_size : (i + 1) * batch_size]
             step(x[idx], y[idx])
 
     return epoch
 
 
-def time_epochs(repeats: int, num_train: int = 60_000, batch_size: int = 128,
-                device: str = "cpu"):
+def time_epochs(repeats: int, num_train: int = 60_000, batch_size: int = 128, device: str = "cpu"):
     """Median (wall, CPU) seconds of ``repeats`` epochs after one warm-up epoch, or None.
 
     None also when ``device`` is ``"cuda"`` and torch sees no GPU.
@@ -122,11 +122,15 @@ def main() -> None:
     args = parser.parse_args()
     result = time_epochs(args.repeats, device=args.device)
     if result is None:
-        print("torch is not installed (pip install torch to get one), or it sees no GPU for "
-              "--device cuda: no PyTorch reference")
+        print(
+            "torch is not installed (pip install torch to get one), or it sees no GPU for "
+            "--device cuda: no PyTorch reference"
+        )
         return
-    print(f"torch {torch.__version__} on {args.device}, {torch.get_num_threads()} threads: BBB "
-          f"{result[0]:.2f} s/epoch (CPU {result[1]:.2f} s), median of {args.repeats}")
+    print(
+        f"torch {torch.__version__} on {args.device}, {torch.get_num_threads()} threads: BBB "
+        f"{result[0]:.2f} s/epoch (CPU {result[1]:.2f} s), median of {args.repeats}"
+    )
 
 
 if __name__ == "__main__":

@@ -76,27 +76,34 @@ def time_epochs(method, params, train, batch_size, repeats):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--num-samples", type=int, default=1,
-                        help="Monte Carlo samples of the weights per VI step")
+    parser.add_argument(
+        "--num-samples", type=int, default=1, help="Monte Carlo samples of the weights per VI step"
+    )
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch reference")
     args = parser.parse_args()
-    print(f"jax {jax.__version__} on {jax.devices()[0].platform} "
-          f"[{jax.devices()[0].device_kind}] "
-          f"({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)")
+    print(
+        f"jax {jax.__version__} on {jax.devices()[0].platform} "
+        f"[{jax.devices()[0].device_kind}] "
+        f"({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)"
+    )
     gaussian = priors.Gaussian(1.0)
     lp, params, train, batch_size = setting(gaussian)
     steps = train.x.shape[0] // batch_size
     # A 100-epoch cosine schedule from 1e-3, as every row uses.
     epochs = dict(init_step_size=1e-3, num_epochs=100, batch_size=batch_size)
-    rows = {"SGD (momentum 0.9)": time_epochs(sgd.build(lp, sgd.Config(**epochs)), params,
-                                              train, batch_size, args.repeats)}
+    rows = {
+        "SGD (momentum 0.9)": time_epochs(
+            sgd.build(lp, sgd.Config(**epochs)), params, train, batch_size, args.repeats
+        )
+    }
     lp_mix, *_ = setting(priors.make(SCALE_MIXTURE))
     cases = [(f"BBB {e}, Gaussian prior", lp, e) for e in vi.ESTIMATORS]
     cases += [(f"BBB {e}, scale mixture (MC KL)", lp_mix, e) for e in ("weights", "local_reparam")]
     for name, log_posterior, estimator in cases:
         config = vi.Config(**epochs, vi_num_samples=args.num_samples, vi_estimator=estimator)
-        rows[name] = time_epochs(vi.build(log_posterior, config), params, train, batch_size,
-                                 args.repeats)
+        rows[name] = time_epochs(
+            vi.build(log_posterior, config), params, train, batch_size, args.repeats
+        )
     reference = None
     if torch_bbb is None or args.no_torch:
         note = "skipped (--no-torch)" if args.no_torch else "benchmarks/torch_bbb.py not found"
@@ -109,15 +116,21 @@ def main() -> None:
         where = "GPU" if device == "cuda" else f"{torch_bbb.cores()} threads"
         rows[f"PyTorch BBB ({where})"] = reference
     base = rows["SGD (momentum 0.9)"]
-    print(f"mlp_bbb_400 ({num_params(params):,} parameters), {train.x.shape[0]:,} examples, "
-          f"batch {batch_size}, {steps} steps/epoch, {args.num_samples} MC sample(s), "
-          f"median of {args.repeats} epochs")
-    print(f"{'method':<40} {'s/epoch':>8} {'to SGD':>7} {'to torch':>9} {'CPU s/epoch':>12} "
-          f"{'CPU to SGD':>11}")
+    print(
+        f"mlp_bbb_400 ({num_params(params):,} parameters), {train.x.shape[0]:,} examples, "
+        f"batch {batch_size}, {steps} steps/epoch, {args.num_samples} MC sample(s), "
+        f"median of {args.repeats} epochs"
+    )
+    print(
+        f"{'method':<40} {'s/epoch':>8} {'to SGD':>7} {'to torch':>9} {'CPU s/epoch':>12} "
+        f"{'CPU to SGD':>11}"
+    )
     for name, (sec, cpu) in rows.items():
         to_torch = f"{sec / reference[0]:9.2f}" if reference is not None else f"{'-':>9}"
-        print(f"{name:<40} {sec:8.3g} {sec / base[0]:7.2f} {to_torch} {cpu:12.3g} "
-              f"{cpu / base[1]:11.2f}")
+        print(
+            f"{name:<40} {sec:8.3g} {sec / base[0]:7.2f} {to_torch} {cpu:12.3g} "
+            f"{cpu / base[1]:11.2f}"
+        )
     if note:
         print(f"no PyTorch reference: {note}")
 

@@ -75,8 +75,10 @@ def settings_table(cls: type) -> str:
             text += "; one of " + ", ".join(f"`{choice}`" for choice in meta["choices"])
         if meta.get("resumable"):
             text += " (may change on `--resume`)"
-        rows.append(f"| `{field.name}` | `{flag(cls, field.name)}` | {aliases} | "
-                    f"{_default(field)} | {_cell(text)} |")
+        rows.append(
+            f"| `{field.name}` | `{flag(cls, field.name)}` | {aliases} | "
+            f"{_default(field)} | {_cell(text)} |"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -91,8 +93,7 @@ def front_matter(text: str) -> dict[str, list[str]]:
     values = {}
     for line in match.group(1).splitlines() if match else ():
         key, _, value = line.partition(":")
-        values[key.strip()] = [v.strip() for v in value.strip().strip("[]").split(",")
-                               if v.strip()]
+        values[key.strip()] = [v.strip() for v in value.strip().strip("[]").split(",") if v.strip()]
     return values
 
 
@@ -108,24 +109,27 @@ def guides(docs: Path = DOCS) -> dict[str, str]:
 def method_page(name: str, guide: str | None = None) -> str:
     cls = METHODS[name].Config
     python = cls.API_NAME  # bnnkit.<API_NAME> is cls (tests/test_public_api.py)
-    how = (f"How to use it, with worked commands: [the guide](../../{guide}).\n\n"
-           if guide else "")
-    return (f"{HEADER}\n# {name}\n\n{_summary(cls)}\n\n{how}"
-            f"Command line: `bnnkit {name} --dataset ... --model ... --dir DIR [settings]`; "
-            f"Python: `bnnkit.{python}(setting=value, ...)`. Every method also takes the "
-            "[problem settings](../problem.md) and the "
-            "[run-directory flags](../commands.md#flags-of-every-method-command).\n\n"
-            f"{settings_table(cls)}"
-            f"\n## bnnkit.{python}\n\n::: {cls.__module__}.{cls.__qualname__}\n"
-            "    options:\n      show_root_heading: false\n")
+    how = f"How to use it, with worked commands: [the guide](../../{guide}).\n\n" if guide else ""
+    return (
+        f"{HEADER}\n# {name}\n\n{_summary(cls)}\n\n{how}"
+        f"Command line: `bnnkit {name} --dataset ... --model ... --dir DIR [settings]`; "
+        f"Python: `bnnkit.{python}(setting=value, ...)`. Every method also takes the "
+        "[problem settings](../problem.md) and the "
+        "[run-directory flags](../commands.md#flags-of-every-method-command).\n\n"
+        f"{settings_table(cls)}"
+        f"\n## bnnkit.{python}\n\n::: {cls.__module__}.{cls.__qualname__}\n"
+        "    options:\n      show_root_heading: false\n"
+    )
 
 
 def problem_page() -> str:
-    return (f"{HEADER}\n# Problem settings\n\n{_summary(ProblemConfig)}\n\n"
-            "Every method command takes these; in Python they are the fields of "
-            "`bnnkit.ProblemConfig`, and the keyword settings of `bnnkit.Problem.from_arrays` "
-            "(which takes the data and the model as objects instead of names).\n\n"
-            f"{settings_table(ProblemConfig)}")
+    return (
+        f"{HEADER}\n# Problem settings\n\n{_summary(ProblemConfig)}\n\n"
+        "Every method command takes these; in Python they are the fields of "
+        "`bnnkit.ProblemConfig`, and the keyword settings of `bnnkit.Problem.from_arrays` "
+        "(which takes the data and the model as objects instead of names).\n\n"
+        f"{settings_table(ProblemConfig)}"
+    )
 
 
 def _flag_rows(actions: list[argparse.Action]) -> list[str]:
@@ -135,8 +139,11 @@ def _flag_rows(actions: list[argparse.Action]) -> list[str]:
             continue
         names = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.dest}`"
         default = action.default
-        shown = ("" if default in (None, False, argparse.SUPPRESS) or not action.option_strings
-                 else f"`{default}`")
+        shown = (
+            ""
+            if default in (None, False, argparse.SUPPRESS) or not action.option_strings
+            else f"`{default}`"
+        )
         rows.append(f"| {names} | {shown} | {_cell(action.help or '')} |")
     return rows
 
@@ -156,37 +163,49 @@ def commands_page() -> str:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     commands = COMMANDS()
-    parts = [f"{HEADER}\n# Commands\n\n"
-             "Every command of `bnnkit --help`, grouped as there, with its flags (as "
-             "`bnnkit COMMAND --help` lists them). The conventions every command shares "
-             "(flag spellings, config files, errors, progress) are on the "
-             "[command line](cli.md) page.\n"]
+    parts = [
+        f"{HEADER}\n# Commands\n\n"
+        "Every command of `bnnkit --help`, grouped as there, with its flags (as "
+        "`bnnkit COMMAND --help` lists them). The conventions every command shares "
+        "(flag spellings, config files, errors, progress) are on the "
+        "[command line](cli.md) page.\n"
+    ]
     method_flags = None
     for group, names in groups().items():
         parts.append(f"\n## {GROUPS[group]}\n")
         if any(name in METHODS for name in names):
             # One command per method: its page (under Methods) has its usage and settings,
             # so a new method changes no line here.
-            parts.append("\nOne command per method, `bnnkit METHOD --dataset ... --model ... "
-                         "--dir DIR [settings]`: each method's page under Methods lists its "
-                         "settings, and every method command takes the flags below.\n")
+            parts.append(
+                "\nOne command per method, `bnnkit METHOD --dataset ... --model ... "
+                "--dir DIR [settings]`: each method's page under Methods lists its "
+                "settings, and every method command takes the flags below.\n"
+            )
         for name in names:
             p = sub.choices[name]
             if name in METHODS:
                 method_flags = p
                 continue
             page = docs_page(name)
-            link = (f"{page.removeprefix('reference/')}" if page.startswith("reference/")
-                    else f"../{page}")
-            parts.append(f"\n### {name}\n\n{commands[name].help}. Docs: [{page}]({link}).\n\n"
-                         f"```text\n{p.format_usage().strip()}\n```\n")
+            link = (
+                f"{page.removeprefix('reference/')}"
+                if page.startswith("reference/")
+                else f"../{page}"
+            )
+            parts.append(
+                f"\n### {name}\n\n{commands[name].help}. Docs: [{page}]({link}).\n\n"
+                f"```text\n{p.format_usage().strip()}\n```\n"
+            )
             parts.append("\n" + _table(p._actions))
     if method_flags is not None:
-        shared = [g for g in method_flags._action_groups
-                  if g.title in ("run directory", "several hosts")]
-        parts.append("\n## Flags of every method command\n\n"
-                     "Besides the [problem settings](problem.md) and its own settings (its page "
-                     "under Methods), every method command takes these.\n")
+        shared = [
+            g for g in method_flags._action_groups if g.title in ("run directory", "several hosts")
+        ]
+        parts.append(
+            "\n## Flags of every method command\n\n"
+            "Besides the [problem settings](problem.md) and its own settings (its page "
+            "under Methods), every method command takes these.\n"
+        )
         for group in shared:
             parts.append(f"\n### {group.title}\n\n" + _table(group._group_actions))
     return "".join(parts)
@@ -196,11 +215,13 @@ def python_api_page() -> str:
     """A mkdocstrings block per public name, in the order of ``bnnkit.__all__``."""
     import bnnkit
 
-    parts = [f"{HEADER}\n# Python API\n\n"
-             "The names of `bnnkit.__all__`, each the object of the module that defines it "
-             "(`import bnnkit` loads JAX only when one is first used). Each method's Config is "
-             "exported under its `Config.API_NAME` and documented on its page under "
-             "Methods.\n"]
+    parts = [
+        f"{HEADER}\n# Python API\n\n"
+        "The names of `bnnkit.__all__`, each the object of the module that defines it "
+        "(`import bnnkit` loads JAX only when one is first used). Each method's Config is "
+        "exported under its `Config.API_NAME` and documented on its page under "
+        "Methods.\n"
+    ]
     configs = {module.Config.API_NAME for module in METHODS.values()}
     for name in sorted(bnnkit.__all__, key=str.lower):
         if name == "__version__" or name in configs:
@@ -214,63 +235,79 @@ def python_api_page() -> str:
             cls = getattr(bnnkit, name)
             target = f"{cls.__module__}.{cls.__qualname__}"
         if name == "METHODS":
-            parts.append("\n## bnnkit.METHODS\n\nThe registry of methods: name -> module with "
-                         "`Config` and `build`, one page each under Methods.\n")
+            parts.append(
+                "\n## bnnkit.METHODS\n\nThe registry of methods: name -> module with "
+                "`Config` and `build`, one page each under Methods.\n"
+            )
             continue
-        parts.append(f"\n## bnnkit.{name}\n\n::: {target}\n    options:\n"
-                     "      show_root_heading: false\n")
+        parts.append(
+            f"\n## bnnkit.{name}\n\n::: {target}\n    options:\n      show_root_heading: false\n"
+        )
     return "".join(parts)
 
 
 def datasets_page() -> str:
     from bnnkit.data import catalog
 
-    rows = ["| Name | Task | Input | Classes / dim | Train | Test | Licence |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| Name | Task | Input | Classes / dim | Train | Test | Licence |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for card in catalog.cards():
         licence = card.licence + (f" [{card.note}]" if card.note else "")
-        rows.append(f"| `{card.name}` | {card.task} | {'x'.join(map(str, card.input_shape))} | "
-                    f"{card.outputs} | {card.num_train:,} | {card.num_test:,} | "
-                    f"{_cell(licence)} |")
-    return (f"{HEADER}\n# Datasets\n\n"
-            "Every dataset of the registry, as `bnnkit datasets` lists it (that command also "
-            "says which files are on this machine). A UCI name takes a split, `yacht_2`; "
-            "`--dataset` also takes a path to your own `.npz`, and Python takes arrays in memory "
-            "([your own model and data](../tutorials/own-model.md)). Where the files come "
-            "from, corruptions and the released HMC references: [Data](../guides/data.md).\n\n"
-            + "\n".join(rows) + "\n")
+        rows.append(
+            f"| `{card.name}` | {card.task} | {'x'.join(map(str, card.input_shape))} | "
+            f"{card.outputs} | {card.num_train:,} | {card.num_test:,} | "
+            f"{_cell(licence)} |"
+        )
+    return (
+        f"{HEADER}\n# Datasets\n\n"
+        "Every dataset of the registry, as `bnnkit datasets` lists it (that command also "
+        "says which files are on this machine). A UCI name takes a split, `yacht_2`; "
+        "`--dataset` also takes a path to your own `.npz`, and Python takes arrays in memory "
+        "([your own model and data](../tutorials/own-model.md)). Where the files come "
+        "from, corruptions and the released HMC references: [Data](../guides/data.md).\n\n"
+        + "\n".join(rows)
+        + "\n"
+    )
 
 
 def models_page() -> str:
     from bnnkit.models.catalog import CLASSIFICATION_FEATURES, REGRESSION_FEATURES, model_rows
 
-    rows = ["| Name | Task | Input | Parameters | Description |",
-            "| --- | --- | --- | --- | --- |"]
+    rows = ["| Name | Task | Input | Parameters | Description |", "| --- | --- | --- | --- | --- |"]
     for r in model_rows():
         shape = "x".join(map(str, r.example_shape))
         star = "" if r.fixed_input else "*"
-        rows.append(f"| `{r.name}` | {r.tasks} | {shape} {r.input_kind}{star} | "
-                    f"{r.num_params:,} ({r.num_outputs} out) | {_cell(r.description)} |")
-    return (f"{HEADER}\n# Models\n\n"
-            "Every network of the registry, as `bnnkit models` lists it. `--model` also takes "
-            "an importable Flax module, `package.module:ClassName` (with `--model-args`), and "
-            "Python takes any Flax module or `apply` function ([your own model and data]"
-            "(../tutorials/own-model.md)).\n\n"
-            + "\n".join(rows) + "\n\n"
-            f"\\* no fixed input size: counted for {CLASSIFICATION_FEATURES} input features "
-            f"(classification) or {REGRESSION_FEATURES} (regression only).\n")
+        rows.append(
+            f"| `{r.name}` | {r.tasks} | {shape} {r.input_kind}{star} | "
+            f"{r.num_params:,} ({r.num_outputs} out) | {_cell(r.description)} |"
+        )
+    return (
+        f"{HEADER}\n# Models\n\n"
+        "Every network of the registry, as `bnnkit models` lists it. `--model` also takes "
+        "an importable Flax module, `package.module:ClassName` (with `--model-args`), and "
+        "Python takes any Flax module or `apply` function ([your own model and data]"
+        "(../tutorials/own-model.md)).\n\n" + "\n".join(rows) + "\n\n"
+        f"\\* no fixed input size: counted for {CLASSIFICATION_FEATURES} input features "
+        f"(classification) or {REGRESSION_FEATURES} (regression only).\n"
+    )
 
 
 def pages(docs: Path = DOCS) -> dict[str, str]:
     """Every generated page's text, by its path relative to ``docs/``."""
     method_guides = guides(docs)
-    return {"reference/problem.md": problem_page(),
-            "reference/commands.md": commands_page(),
-            "reference/python-api.md": python_api_page(),
-            "reference/datasets.md": datasets_page(),
-            "reference/models.md": models_page(),
-            **{f"reference/methods/{name}.md": method_page(name, method_guides.get(name))
-               for name in METHODS}}
+    return {
+        "reference/problem.md": problem_page(),
+        "reference/commands.md": commands_page(),
+        "reference/python-api.md": python_api_page(),
+        "reference/datasets.md": datasets_page(),
+        "reference/models.md": models_page(),
+        **{
+            f"reference/methods/{name}.md": method_page(name, method_guides.get(name))
+            for name in METHODS
+        },
+    }
 
 
 def write(out: Path = DOCS) -> list[Path]:

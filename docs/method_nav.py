@@ -45,6 +45,7 @@ def on_config(config: Any) -> Any:
         ValueError: the nav has no ``SECTION`` entry (the methods would be unreachable).
     """
     if not _fill(config.nav or []):
-        raise ValueError(f"mkdocs.yml's nav has no {SECTION!r} entry for docs/method_nav.py "
-                         "to fill")
+        raise ValueError(
+            f"mkdocs.yml's nav has no {SECTION!r} entry for docs/method_nav.py to fill"
+        )
     return config

@@ -59,20 +59,28 @@ def main(out: Path, small: bool = False) -> dict[str, dict]:
 
     # Integer labels make a classification problem (categorical likelihood, 3 classes); the
     # prior is N(0, 1/weight_decay) on every weight. The module's outputs must be the classes.
-    problem = bnnkit.Problem.from_arrays(x_train, y_train, x_test, y_test,
-                                         model=SmallCNN(features=4, num_outputs=3),
-                                         weight_decay=1.0)
-    print(f"dataset {problem.dataset.name}, model {problem.config.model} "
-          f"{problem.config.model_args}")
+    problem = bnnkit.Problem.from_arrays(
+        x_train,
+        y_train,
+        x_test,
+        y_test,
+        model=SmallCNN(features=4, num_outputs=3),
+        weight_decay=1.0,
+    )
+    print(
+        f"dataset {problem.dataset.name}, model {problem.config.model} {problem.config.model_args}"
+    )
 
     iterations, burn_in, epochs = (6, 2, 3) if small else (600, 200, 200)
     configs = {
         # The reference: 4 HMC chains, each tuning its own step size, mass matrix and
         # trajectory length during burn-in (HMC's default: no knobs).
-        "hmc": bnnkit.HMC(num_chains=4 if not small else 2, num_iterations=iterations,
-                          num_burn_in=burn_in),
-        "ensemble": bnnkit.Ensemble(init_step_size=1e-3, num_epochs=epochs, batch_size=16,
-                                    num_members=5 if not small else 2),
+        "hmc": bnnkit.HMC(
+            num_chains=4 if not small else 2, num_iterations=iterations, num_burn_in=burn_in
+        ),
+        "ensemble": bnnkit.Ensemble(
+            init_step_size=1e-3, num_epochs=epochs, batch_size=16, num_members=5 if not small else 2
+        ),
         "vi": bnnkit.VI(init_step_size=1e-2, num_epochs=epochs, batch_size=16),
     }
     results = {}
@@ -80,41 +88,67 @@ def main(out: Path, small: bool = False) -> dict[str, dict]:
         bnnkit.run(problem, config, out / name, overwrite=True, progress=not small)
         reference = None if name == "hmc" else out / "hmc"
         # Reading a run imports a model outside bnnkit only when the reader names it.
-        results[name] = bnnkit.evaluate(out / name, reference=reference,
-                                        trust_model="my_models:SmallCNN")
-        check(json.loads((out / name / "run.json").read_text())["problem"]["model"]
-              == "my_models:SmallCNN", f"the {name} run does not record my_models:SmallCNN")
+        results[name] = bnnkit.evaluate(
+            out / name, reference=reference, trust_model="my_models:SmallCNN"
+        )
+        check(
+            json.loads((out / name / "run.json").read_text())["problem"]["model"]
+            == "my_models:SmallCNN",
+            f"the {name} run does not record my_models:SmallCNN",
+        )
     verdict = results["hmc"]["convergence"]
     print(f"\nHMC converged: {verdict['converged']} ({verdict['level']}: {verdict['summary']})")
     # 600 iterations are enough for each chain to mix on its own; whether all 4 chains' 400
     # kept draws together reach the pooled ESS of 100 at the slowest test point varies.
     if not small:
         unmixed = [w["chain"] for w in verdict["within"] or () if not w["mixed"]]
-        check(verdict["within"] is not None and not unmixed,
-              f"the tutorial states that each HMC chain mixes at this budget; chains {unmixed} "
-              f"did not ({verdict['summary']})")
+        check(
+            verdict["within"] is not None and not unmixed,
+            f"the tutorial states that each HMC chain mixes at this budget; chains {unmixed} "
+            f"did not ({verdict['summary']})",
+        )
     for name, result in results.items():
         against = result.get("reference", {})
-        print(f"{name:<9} accuracy {result['test']['accuracy']:.3f}  "
-              f"NLL {result['test']['nll']:.3f}  "
-              f"agreement with HMC {against.get('agreement', 1.0):.3f}  "
-              f"TV to HMC {against.get('total_variation', 0.0):.3f}")
+        print(
+            f"{name:<9} accuracy {result['test']['accuracy']:.3f}  "
+            f"NLL {result['test']['nll']:.3f}  "
+            f"agreement with HMC {against.get('agreement', 1.0):.3f}  "
+            f"TV to HMC {against.get('total_variation', 0.0):.3f}"
+        )
 
     # Another process reads the run back from its directory alone: the run stored the arrays
     # (data.npz) and recorded the model as my_models:SmallCNN with its arguments. Here, the
     # command line's `bnnkit evaluate`, with this folder on the Python path.
     here = str(Path(__file__).resolve().parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [here, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     # Naming the model on the command is what allows it to be imported.
     (out / "hmc" / "evaluation.json").unlink()  # written again by the other process
-    subprocess.run([sys.executable, "-m", "bnnkit.cli", "evaluate", str(out / "hmc"),
-                    "--model", "my_models:SmallCNN"], env=env, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bnnkit.cli",
+            "evaluate",
+            str(out / "hmc"),
+            "--model",
+            "my_models:SmallCNN",
+        ],
+        env=env,
+        check=True,
+    )
     again = json.loads((out / "hmc" / "evaluation.json").read_text())["test"]
-    check(all(np.isclose(again[k], v, rtol=1e-6) for k, v in results["hmc"]["test"].items()
-              if isinstance(v, float)),
-          f"another process read the HMC run back with other test metrics: {again} against "
-          f"{results['hmc']['test']}")
+    check(
+        all(
+            np.isclose(again[k], v, rtol=1e-6)
+            for k, v in results["hmc"]["test"].items()
+            if isinstance(v, float)
+        ),
+        f"another process read the HMC run back with other test metrics: {again} against "
+        f"{results['hmc']['test']}",
+    )
 
     # A model as an apply(params, x) function and its starting parameters works too. It
     # cannot be imported by another process, so evaluating such a run later takes the
@@ -123,10 +157,16 @@ def main(out: Path, small: bool = False) -> dict[str, dict]:
         return x.reshape((x.shape[0], -1)) @ params["w"] + params["b"]
 
     start = {"w": jnp.zeros((64, 3)), "b": jnp.zeros(3)}
-    logistic = bnnkit.Problem.from_arrays(x_train, y_train, x_test, y_test, model=linear,
-                                          params=start, weight_decay=1.0)
-    bnnkit.run(logistic, bnnkit.SGD(init_step_size=1e-3, num_epochs=epochs, batch_size=16),
-               out / "linear", overwrite=True, progress=False)
+    logistic = bnnkit.Problem.from_arrays(
+        x_train, y_train, x_test, y_test, model=linear, params=start, weight_decay=1.0
+    )
+    bnnkit.run(
+        logistic,
+        bnnkit.SGD(init_step_size=1e-3, num_epochs=epochs, batch_size=16),
+        out / "linear",
+        overwrite=True,
+        progress=False,
+    )
     results["linear"] = bnnkit.evaluate(out / "linear", problem=logistic)
     recorded = json.loads((out / "linear" / "run.json").read_text())["problem"]["model"]
     check(recorded.startswith("<in memory"), f"the apply function is recorded as {recorded!r}")
@@ -137,7 +177,8 @@ def main(out: Path, small: bool = False) -> dict[str, dict]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="tiny runs (a quick check)")
-    parser.add_argument("--out", type=Path, default=Path("runs/own_model"),
-                        help="folder for the runs")
+    parser.add_argument(
+        "--out", type=Path, default=Path("runs/own_model"), help="folder for the runs"
+    )
     args = parser.parse_args()
     main(args.out, small=args.small)

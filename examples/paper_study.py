@@ -21,8 +21,13 @@ from pathlib import Path
 from bnnkit.experiments import paper
 
 
-def main(out: Path, small: bool = False, scale: str = "small", data_dir: str | None = None,
-         progress: bool = True) -> paper.Study:
+def main(
+    out: Path,
+    small: bool = False,
+    scale: str = "small",
+    data_dir: str | None = None,
+    progress: bool = True,
+) -> paper.Study:
     config = paper.Config(scale="tiny" if small else scale, data_dir=data_dir)
     # Called again on the same folder, finished runs are reused and cut-off ones resumed.
     study = paper.paper(config, out / f"paper_{config.scale}", progress=progress)
@@ -39,12 +44,13 @@ def check(study: paper.Study) -> None:
     otherwise."""
     numbers = [finding.number for finding in study.findings]
     unknown = [(f.number, f.verdict) for f in study.findings if f.verdict not in paper.VERDICTS]
-    missing = [name for name in ("report.md", "report.html")
-               if not (study.report / name).is_file()]
+    missing = [name for name in ("report.md", "report.html") if not (study.report / name).is_file()]
     if numbers != [1, 2, 3, 4, 5, 6] or unknown or missing:
-        sys.exit(f"paper_study.py: expected findings 1 to 6, each with one of {paper.VERDICTS}, "
-                 f"and {study.report}/report.md and report.html; got findings {numbers}, "
-                 f"unknown verdicts {unknown}, missing {missing}")
+        sys.exit(
+            f"paper_study.py: expected findings 1 to 6, each with one of {paper.VERDICTS}, "
+            f"and {study.report}/report.md and report.html; got findings {numbers}, "
+            f"unknown verdicts {unknown}, missing {missing}"
+        )
 
 
 if __name__ == "__main__":

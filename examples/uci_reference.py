@@ -26,8 +26,13 @@ from bnnkit.experiments.reference import Config as Reference
 
 # Everything that defines the posterior: data, network, likelihood (a fixed noise std of 0.35
 # in standardised units), the Gaussian prior N(0, 1/weight_decay) and the temperature.
-PROBLEM = bnnkit.ProblemConfig(dataset="concrete_0", model="mlp_regression_small",
-                               noise_std=0.35, weight_decay=1.0, temperature=1.0)
+PROBLEM = bnnkit.ProblemConfig(
+    dataset="concrete_0",
+    model="mlp_regression_small",
+    noise_std=0.35,
+    weight_decay=1.0,
+    temperature=1.0,
+)
 
 
 def check_verdict(verdict: dict, small: bool) -> None:
@@ -35,13 +40,17 @@ def check_verdict(verdict: dict, small: bool) -> None:
     converged; with ``--small`` it did not, and its advice says what to run. Exits with a
     message otherwise, since the comparisons below mean little against chains that failed."""
     if small and (verdict["converged"] or not verdict.get("advice")):
-        sys.exit("uci_reference.py: --small's few iterations were expected to fail the verdict "
-                 f"with advice; got converged={verdict['converged']}, "
-                 f"advice={verdict.get('advice')}")
+        sys.exit(
+            "uci_reference.py: --small's few iterations were expected to fail the verdict "
+            f"with advice; got converged={verdict['converged']}, "
+            f"advice={verdict.get('advice')}"
+        )
     if not small and not verdict["converged"]:
-        sys.exit("uci_reference.py: the tutorial states that this reference converges, but its "
-                 f"verdict is {verdict['level']} ({verdict['summary']}): "
-                 + "; ".join(verdict["problems"]))
+        sys.exit(
+            "uci_reference.py: the tutorial states that this reference converges, but its "
+            f"verdict is {verdict['level']} ({verdict['summary']}): "
+            + "; ".join(verdict["problems"])
+        )
 
 
 def main(out: Path, small: bool = False) -> dict[str, dict]:
@@ -50,14 +59,20 @@ def main(out: Path, small: bool = False) -> dict[str, dict]:
     # member k, each tuned on its own (HMC's no-knob default): 200 tuning and 400 kept
     # iterations per chain pass the verdict here (200 kept leave some chains' own ESS short
     # of 50); --small runs far too few to pass it.
-    recipe = Reference(sampler="hmc", members=4, seed=0,
-                       **({"num_tuning": 10, "num_samples": 10, "ensemble_steps": 100}
-                          if small else {"num_tuning": 200, "num_samples": 400}))
+    recipe = Reference(
+        sampler="hmc",
+        members=4,
+        seed=0,
+        **(
+            {"num_tuning": 10, "num_samples": 10, "ensemble_steps": 100}
+            if small
+            else {"num_tuning": 200, "num_samples": 400}
+        ),
+    )
     runs = {"Reference (HMC)": out / "reference"}
     made = reference(PROBLEM, recipe, runs["Reference (HMC)"], overwrite=True)
     verdict = made.evaluation["convergence"]
-    print(f"reference converged: {verdict['converged']} ({verdict['level']}: "
-          f"{verdict['summary']})")
+    print(f"reference converged: {verdict['converged']} ({verdict['level']}: {verdict['summary']})")
     for advice in verdict.get("advice", ()):
         print(f"  {advice}")
     check_verdict(verdict, small)
@@ -67,8 +82,13 @@ def main(out: Path, small: bool = False) -> dict[str, dict]:
     # The cheaper methods. SGD's step sizes are per summed gradient, so they scale as 1/N.
     methods = {
         "SGD": bnnkit.SGD(init_step_size=5e-6, num_epochs=epochs, batch_size=32),
-        "SGLD": bnnkit.SGMCMC(init_step_size=5e-7, num_epochs=epochs, batch_size=32,
-                              num_burn_in=epochs // 2, num_chains=2),
+        "SGLD": bnnkit.SGMCMC(
+            init_step_size=5e-7,
+            num_epochs=epochs,
+            batch_size=32,
+            num_burn_in=epochs // 2,
+            num_chains=2,
+        ),
     }
     for label, config in methods.items():
         runs[label] = out / label.lower().replace(" ", "_")
@@ -76,13 +96,28 @@ def main(out: Path, small: bool = False) -> dict[str, dict]:
     # VI starts its means at the SGD solution, as the paper does; Laplace fits a Gaussian
     # around it (the problem comes from the SGD run, hence None).
     runs["MFVI"] = out / "vi"
-    bnnkit.run(PROBLEM, bnnkit.VI(init_step_size=1e-3, num_epochs=epochs, batch_size=32,
-                                  init_checkpoint=str(runs["SGD"])),
-               runs["MFVI"], overwrite=True, progress=False)
+    bnnkit.run(
+        PROBLEM,
+        bnnkit.VI(
+            init_step_size=1e-3, num_epochs=epochs, batch_size=32, init_checkpoint=str(runs["SGD"])
+        ),
+        runs["MFVI"],
+        overwrite=True,
+        progress=False,
+    )
     runs["Laplace (last layer)"] = out / "laplace"
-    bnnkit.run(None, bnnkit.Laplace(map_run=str(runs["SGD"]), structure="last_layer",
-                                    prior_precision="auto", predictive="glm"),
-               runs["Laplace (last layer)"], overwrite=True, progress=False)
+    bnnkit.run(
+        None,
+        bnnkit.Laplace(
+            map_run=str(runs["SGD"]),
+            structure="last_layer",
+            prior_precision="auto",
+            predictive="glm",
+        ),
+        runs["Laplace (last layer)"],
+        overwrite=True,
+        progress=False,
+    )
 
     # Every run scored the same way, against the reference (the folder reads as its chains).
     results = {"Reference (HMC)": made.evaluation}
@@ -92,15 +127,18 @@ def main(out: Path, small: bool = False) -> dict[str, dict]:
     print(f"\n{'method':<22}{'test RMSE':>10}{'test NLL':>10}{'RMSE to reference':>19}")
     for label, result in results.items():
         to_reference = result.get("reference", {}).get("rmse_to_reference_mean", 0.0)
-        print(f"{label:<22}{result['test']['rmse']:>10.3f}{result['test']['nll']:>10.3f}"
-              f"{to_reference:>19.3f}")
+        print(
+            f"{label:<22}{result['test']['rmse']:>10.3f}{result['test']['nll']:>10.3f}"
+            f"{to_reference:>19.3f}"
+        )
     return results
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="short runs (a quick check)")
-    parser.add_argument("--out", type=Path, default=Path("runs/uci_reference"),
-                        help="folder for the runs")
+    parser.add_argument(
+        "--out", type=Path, default=Path("runs/uci_reference"), help="folder for the runs"
+    )
     args = parser.parse_args()
     main(args.out, small=args.small)

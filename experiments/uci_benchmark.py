@@ -44,8 +44,15 @@ import numpy as np
 
 #: name -> number of standard splits.
 DATASETS = {
-    "yacht": 20, "boston": 20, "energy": 20, "concrete": 20, "wine-quality-red": 20,
-    "kin8nm": 20, "naval": 20, "power-plant": 20, "protein": 5,
+    "yacht": 20,
+    "boston": 20,
+    "energy": 20,
+    "concrete": 20,
+    "wine-quality-red": 20,
+    "kin8nm": 20,
+    "naval": 20,
+    "power-plant": 20,
+    "protein": 5,
 }
 SMALL = ("yacht", "boston", "energy", "concrete", "wine-quality-red")
 
@@ -55,27 +62,51 @@ SMALL = ("yacht", "boston", "energy", "concrete", "wine-quality-red")
 #: Pritzel & Blundell, "Simple and Scalable Predictive Uncertainty Estimation using Deep
 #: Ensembles", NeurIPS 2017, Table 1 (which reports NLL; its log-likelihood is the negation).
 PUBLISHED = {
-    "boston": {"PBP": ((3.01, 0.18), (-2.57, 0.09)), "MC dropout": ((2.97, 0.85), (-2.46, 0.25)),
-               "Deep ensembles": ((3.28, 1.00), (-2.41, 0.25))},
-    "concrete": {"PBP": ((5.67, 0.09), (-3.16, 0.02)),
-                 "MC dropout": ((5.23, 0.53), (-3.04, 0.09)),
-                 "Deep ensembles": ((6.03, 0.58), (-3.06, 0.18))},
-    "energy": {"PBP": ((1.80, 0.05), (-2.04, 0.02)), "MC dropout": ((1.66, 0.19), (-1.99, 0.09)),
-               "Deep ensembles": ((2.09, 0.29), (-1.38, 0.22))},
-    "kin8nm": {"PBP": ((0.10, 0.00), (0.90, 0.01)), "MC dropout": ((0.10, 0.00), (0.95, 0.03)),
-               "Deep ensembles": ((0.09, 0.00), (1.20, 0.02))},
-    "naval": {"PBP": ((0.01, 0.00), (3.73, 0.01)), "MC dropout": ((0.01, 0.00), (3.80, 0.05)),
-              "Deep ensembles": ((0.00, 0.00), (5.63, 0.05))},
-    "power-plant": {"PBP": ((4.12, 0.03), (-2.84, 0.01)),
-                    "MC dropout": ((4.02, 0.18), (-2.80, 0.05)),
-                    "Deep ensembles": ((4.11, 0.17), (-2.79, 0.04))},
-    "protein": {"PBP": ((4.73, 0.01), (-2.97, 0.00)), "MC dropout": ((4.36, 0.04), (-2.89, 0.01)),
-                "Deep ensembles": ((4.71, 0.06), (-2.83, 0.02))},
-    "wine-quality-red": {"PBP": ((0.64, 0.01), (-0.97, 0.01)),
-                         "MC dropout": ((0.62, 0.04), (-0.93, 0.06)),
-                         "Deep ensembles": ((0.64, 0.04), (-0.94, 0.12))},
-    "yacht": {"PBP": ((1.02, 0.05), (-1.63, 0.02)), "MC dropout": ((1.11, 0.38), (-1.55, 0.12)),
-              "Deep ensembles": ((1.58, 0.48), (-1.18, 0.21))},
+    "boston": {
+        "PBP": ((3.01, 0.18), (-2.57, 0.09)),
+        "MC dropout": ((2.97, 0.85), (-2.46, 0.25)),
+        "Deep ensembles": ((3.28, 1.00), (-2.41, 0.25)),
+    },
+    "concrete": {
+        "PBP": ((5.67, 0.09), (-3.16, 0.02)),
+        "MC dropout": ((5.23, 0.53), (-3.04, 0.09)),
+        "Deep ensembles": ((6.03, 0.58), (-3.06, 0.18)),
+    },
+    "energy": {
+        "PBP": ((1.80, 0.05), (-2.04, 0.02)),
+        "MC dropout": ((1.66, 0.19), (-1.99, 0.09)),
+        "Deep ensembles": ((2.09, 0.29), (-1.38, 0.22)),
+    },
+    "kin8nm": {
+        "PBP": ((0.10, 0.00), (0.90, 0.01)),
+        "MC dropout": ((0.10, 0.00), (0.95, 0.03)),
+        "Deep ensembles": ((0.09, 0.00), (1.20, 0.02)),
+    },
+    "naval": {
+        "PBP": ((0.01, 0.00), (3.73, 0.01)),
+        "MC dropout": ((0.01, 0.00), (3.80, 0.05)),
+        "Deep ensembles": ((0.00, 0.00), (5.63, 0.05)),
+    },
+    "power-plant": {
+        "PBP": ((4.12, 0.03), (-2.84, 0.01)),
+        "MC dropout": ((4.02, 0.18), (-2.80, 0.05)),
+        "Deep ensembles": ((4.11, 0.17), (-2.79, 0.04)),
+    },
+    "protein": {
+        "PBP": ((4.73, 0.01), (-2.97, 0.00)),
+        "MC dropout": ((4.36, 0.04), (-2.89, 0.01)),
+        "Deep ensembles": ((4.71, 0.06), (-2.83, 0.02)),
+    },
+    "wine-quality-red": {
+        "PBP": ((0.64, 0.01), (-0.97, 0.01)),
+        "MC dropout": ((0.62, 0.04), (-0.93, 0.06)),
+        "Deep ensembles": ((0.64, 0.04), (-0.94, 0.12)),
+    },
+    "yacht": {
+        "PBP": ((1.02, 0.05), (-1.63, 0.02)),
+        "MC dropout": ((1.11, 0.38), (-1.55, 0.12)),
+        "Deep ensembles": ((1.58, 0.48), (-1.18, 0.21)),
+    },
 }
 
 MODEL = "mlp_regression_small"
@@ -114,30 +145,49 @@ def run_split(dataset: str, split: int, root: str) -> dict:
     folder = split_dir / "reference"
     resume = (folder / REFERENCE_FILE).is_file()
     try:
-        made = reference(ProblemConfig(f"{dataset}_{split}", MODEL), config, folder,
-                         resume=resume, overwrite=not resume and folder.exists(),
-                         progress=False)
+        made = reference(
+            ProblemConfig(f"{dataset}_{split}", MODEL),
+            config,
+            folder,
+            resume=resume,
+            overwrite=not resume and folder.exists(),
+            progress=False,
+        )
     except Exception as err:  # other settings stored: start afresh
         if not resume:
             raise
         print(f"{dataset} split {split}: not resumed ({err}); made again", flush=True)
-        made = reference(ProblemConfig(f"{dataset}_{split}", MODEL), config, folder,
-                         overwrite=True, progress=False)
+        made = reference(
+            ProblemConfig(f"{dataset}_{split}", MODEL),
+            config,
+            folder,
+            overwrite=True,
+            progress=False,
+        )
     scores = made.evaluation
     verdict = scores.get("convergence", {})
     ensemble = evaluate(folder / ENSEMBLE_DIR)
     result = {
-        "dataset": dataset, "split": split, "config": dataclasses.asdict(config),
+        "dataset": dataset,
+        "split": split,
+        "config": dataclasses.asdict(config),
         "num_train": scores.get("num_train"),
-        "reference": {"rmse": scores["test"]["rmse"], "ll": -scores["test"]["nll"],
-                      "seconds": made.seconds["chains"] + made.seconds["evaluate"],
-                      "level": verdict.get("level"), "converged": verdict.get("converged"),
-                      "within_chain": _within_holds(verdict),
-                      "modes": (verdict.get("modes") or {}).get("count"),
-                      "chains": scores["num_chains"],
-                      "samples_per_chain": scores["num_samples_per_chain"]},
-        "ensemble": {"rmse": ensemble["test"]["rmse"], "ll": -ensemble["test"]["nll"],
-                     "seconds": made.seconds["ensemble"]},
+        "reference": {
+            "rmse": scores["test"]["rmse"],
+            "ll": -scores["test"]["nll"],
+            "seconds": made.seconds["chains"] + made.seconds["evaluate"],
+            "level": verdict.get("level"),
+            "converged": verdict.get("converged"),
+            "within_chain": _within_holds(verdict),
+            "modes": (verdict.get("modes") or {}).get("count"),
+            "chains": scores["num_chains"],
+            "samples_per_chain": scores["num_samples_per_chain"],
+        },
+        "ensemble": {
+            "rmse": ensemble["test"]["rmse"],
+            "ll": -ensemble["test"]["nll"],
+            "seconds": made.seconds["ensemble"],
+        },
     }
     tmp = done.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(result, indent=2))
@@ -162,38 +212,53 @@ def table(results: dict[str, list[dict]]) -> tuple[str, dict]:
     cols = ["Reference", "Ensemble", "PBP", "MC dropout", "Deep ensembles"]
     lines = [
         "| dataset | splits | chains × draws | within-chain verdict | modes (median) | "
-        + " | ".join(f"RMSE {c}" for c in cols) + " | "
-        + " | ".join(f"LL {c}" for c in cols) + " | s / split |",
+        + " | ".join(f"RMSE {c}" for c in cols)
+        + " | "
+        + " | ".join(f"LL {c}" for c in cols)
+        + " | s / split |",
         "|" + "---|" * (6 + 2 * len(cols)),
     ]
     summary = {}
     for dataset, splits in results.items():
         if not splits:
             continue
-        ours = {label: (mean_se([s[row]["rmse"] for s in splits]),
-                        mean_se([s[row]["ll"] for s in splits]))
-                for row, label in zip(ROWS, cols, strict=False)}
+        ours = {
+            label: (
+                mean_se([s[row]["rmse"] for s in splits]),
+                mean_se([s[row]["ll"] for s in splits]),
+            )
+            for row, label in zip(ROWS, cols, strict=False)
+        }
         cells = {**ours, **PUBLISHED[dataset]}
         refs = [s["reference"] for s in splits]
         within = sum(bool(r["within_chain"]) for r in refs)
         modes = float(np.median([r["modes"] or 0 for r in refs]))
-        seconds = float(np.mean([s["reference"]["seconds"] + s["ensemble"]["seconds"]
-                                 for s in splits]))
+        seconds = float(
+            np.mean([s["reference"]["seconds"] + s["ensemble"]["seconds"] for s in splits])
+        )
         shape = f"{refs[0]['chains']} × {refs[0]['samples_per_chain']}"
 
         def fmt(pair):
             return f"{pair[0]:.3f} ± {pair[1]:.3f}"
 
-        lines.append(f"| {dataset} | {len(splits)} | {shape} | {within}/{len(splits)} | "
-                     f"{modes:g} | " + " | ".join(fmt(cells[c][0]) for c in cols) + " | "
-                     + " | ".join(fmt(cells[c][1]) for c in cols) + f" | {seconds:.0f} |")
+        lines.append(
+            f"| {dataset} | {len(splits)} | {shape} | {within}/{len(splits)} | "
+            f"{modes:g} | "
+            + " | ".join(fmt(cells[c][0]) for c in cols)
+            + " | "
+            + " | ".join(fmt(cells[c][1]) for c in cols)
+            + f" | {seconds:.0f} |"
+        )
         summary[dataset] = {
-            "splits": len(splits), "within_chain": within, "modes_median": modes,
-            "levels": {lvl: sum(r["level"] == lvl for r in refs)
-                       for lvl in sorted({r["level"] for r in refs}, key=str)},
+            "splits": len(splits),
+            "within_chain": within,
+            "modes_median": modes,
+            "levels": {
+                lvl: sum(r["level"] == lvl for r in refs)
+                for lvl in sorted({r["level"] for r in refs}, key=str)
+            },
             "ours": {k: {"rmse": v[0], "ll": v[1]} for k, v in ours.items()},
-            "published": {k: {"rmse": v[0], "ll": v[1]}
-                          for k, v in PUBLISHED[dataset].items()},
+            "published": {k: {"rmse": v[0], "ll": v[1]} for k, v in PUBLISHED[dataset].items()},
             "seconds_per_split": seconds,
         }
     return "\n".join(lines) + "\n", summary
@@ -202,21 +267,34 @@ def table(results: dict[str, list[dict]]) -> tuple[str, dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default="/tmp/uci_benchmark", help="run directories")
-    parser.add_argument("--out", default="experiments/results/uci",
-                        help="table.md and results.json go here")
+    parser.add_argument(
+        "--out", default="experiments/results/uci", help="table.md and results.json go here"
+    )
     parser.add_argument("--datasets", nargs="+", default=list(SMALL), choices=list(DATASETS))
-    parser.add_argument("--splits", type=int, default=None,
-                        help="first N standard splits of each dataset (default: all)")
+    parser.add_argument(
+        "--splits",
+        type=int,
+        default=None,
+        help="first N standard splits of each dataset (default: all)",
+    )
     parser.add_argument("--workers", type=int, default=1, help="splits run in parallel")
-    parser.add_argument("--table-only", action="store_true",
-                        help="run nothing: the table of the splits already finished")
+    parser.add_argument(
+        "--table-only",
+        action="store_true",
+        help="run nothing: the table of the splits already finished",
+    )
     args = parser.parse_args()
     if args.workers > 1:  # one thread per process: the splits are the parallelism
-        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
-                                           "intra_op_parallelism_threads=1")
+        os.environ.setdefault(
+            "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        )
     # Split-major order, so that a benchmark stopped early has the same splits of every dataset.
-    jobs = [(d, s) for s in range(max(DATASETS.values()))
-            for d in args.datasets if s < min(DATASETS[d], args.splits or DATASETS[d])]
+    jobs = [
+        (d, s)
+        for s in range(max(DATASETS.values()))
+        for d in args.datasets
+        if s < min(DATASETS[d], args.splits or DATASETS[d])
+    ]
     results: dict[str, list[dict]] = {d: [] for d in args.datasets}
     t0 = time.perf_counter()
     if args.table_only:
@@ -232,11 +310,13 @@ def main() -> None:
             result = future.result()
             results[dataset].append(result)
             ref = result["reference"]
-            print(f"{dataset} split {split}: reference RMSE {ref['rmse']:.3f} LL {ref['ll']:.3f} "
-                  f"({ref['level']}, {ref['modes']} modes), ensemble LL "
-                  f"{result['ensemble']['ll']:.3f}, {ref['seconds']:.0f} + "
-                  f"{result['ensemble']['seconds']:.0f} s [{time.perf_counter() - t0:.0f} s]",
-                  flush=True)
+            print(
+                f"{dataset} split {split}: reference RMSE {ref['rmse']:.3f} LL {ref['ll']:.3f} "
+                f"({ref['level']}, {ref['modes']} modes), ensemble LL "
+                f"{result['ensemble']['ll']:.3f}, {ref['seconds']:.0f} + "
+                f"{result['ensemble']['seconds']:.0f} s [{time.perf_counter() - t0:.0f} s]",
+                flush=True,
+            )
     for splits in results.values():
         splits.sort(key=lambda r: r["split"])
     text, summary = table(results)
@@ -262,8 +342,7 @@ def main() -> None:
         "chains and evaluation, one CPU thread per split when run with several workers.\n\n"
     )
     (out / "table.md").write_text(preamble + text)
-    (out / "results.json").write_text(json.dumps({"summary": summary, "splits": results},
-                                                 indent=2))
+    (out / "results.json").write_text(json.dumps({"summary": summary, "splits": results}, indent=2))
     print(text)
 
 

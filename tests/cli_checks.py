@@ -22,8 +22,10 @@ def rmse_between_predictions(run_dir, reference_dir) -> float:
 
     if not (reference_dir / "predictions" / "test.npz").is_file():
         evaluate(reference_dir)
-    means = [storage.load_arrays(d / "predictions" / "test.npz")["means"].mean(0)
-             for d in (run_dir, reference_dir)]
+    means = [
+        storage.load_arrays(d / "predictions" / "test.npz")["means"].mean(0)
+        for d in (run_dir, reference_dir)
+    ]
     return float(np.sqrt(np.mean((means[0] - means[1]) ** 2)))
 
 

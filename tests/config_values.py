@@ -29,11 +29,11 @@ def required(cls: type) -> dict[str, Any]:
     """The values of ``cls``'s required settings (those without a default)."""
     values = {}
     for field in dataclasses.fields(cls):
-        if (field.default is dataclasses.MISSING
-                and field.default_factory is dataclasses.MISSING):
+        if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
             assert field.name in REQUIRED, (
                 f"{cls.__module__}.{cls.__name__}.{field.name} is required: give it a value in "
-                "tests/config_values.py REQUIRED")
+                "tests/config_values.py REQUIRED"
+            )
             values[field.name] = REQUIRED[field.name]
     return values
 

@@ -26,8 +26,9 @@ def conjugate_problem(feature_scales=(1.0, 1.0, 1.0)):
     y = (x @ np.array([1.0, -0.5, 0.25]) + 0.3 + noise * rng.normal(size=n)).astype(np.float32)
     x = (x * np.asarray(feature_scales)).astype(np.float32)
     model = models.get("linear", num_outputs=1)
-    lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=noise),
-                      priors.Gaussian(weight_decay), n)
+    lp = LogPosterior(
+        model.apply, likelihoods.Gaussian(noise_std=noise), priors.Gaussian(weight_decay), n
+    )
     # Exact posterior over z = (w, b): precision λI + XᵀX/σ², mean Λ⁻¹Xᵀy/σ².
     xa = np.concatenate([x, np.ones((n, 1))], axis=1).astype(np.float64)
     precision = weight_decay * np.eye(d + 1) + xa.T @ xa / noise**2
@@ -38,5 +39,6 @@ def conjugate_problem(feature_scales=(1.0, 1.0, 1.0)):
 def linear_draws(positions) -> np.ndarray:
     """(chains, samples, 4) float64 draws of (w, b) from the linear model's stacked params."""
     dense = positions["params"]["Dense_0"]
-    return np.concatenate([np.asarray(dense["kernel"])[..., 0], np.asarray(dense["bias"])],
-                          -1).astype(np.float64)
+    return np.concatenate(
+        [np.asarray(dense["kernel"])[..., 0], np.asarray(dense["bias"])], -1
+    ).astype(np.float64)

@@ -13,7 +13,7 @@ def tiny_images(folder: Path, num_train: int = 40, num_test: int = 10) -> Path:
 
     def draw(n):
         y = rng.integers(0, 10, n).astype(np.int32)
-        x = (y[:, None, None, None] / 10 + 0.1 * rng.standard_normal((n, 8, 8, 1)))
+        x = y[:, None, None, None] / 10 + 0.1 * rng.standard_normal((n, 8, 8, 1))
         return x.astype(np.float32), y
 
     x_train, y_train = draw(num_train)

@@ -32,8 +32,9 @@ def assert_expectations(draws: np.ndarray, truths: np.ndarray, label: str, z: fl
     )
 
 
-def assert_gaussian_moments(draws: np.ndarray, mean: np.ndarray, cov: np.ndarray,
-                            label: str) -> None:
+def assert_gaussian_moments(
+    draws: np.ndarray, mean: np.ndarray, cov: np.ndarray, label: str
+) -> None:
     """Means and every covariance entry of draws (chains, samples, d) against exact values."""
     d = mean.shape[0]
     centred = draws - mean

@@ -83,9 +83,21 @@ VALUES: dict[str, Any] = {
     "jax scalar": jnp.float32(0.5),
     "empty array": np.zeros((0,)),
     "3-d array": np.zeros((2, 2, 2), np.float32),
-    **{f"array {dtype}": np.ones(4, dtype) for dtype in (
-        "bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64",
-        "complex64")},
+    **{
+        f"array {dtype}": np.ones(4, dtype)
+        for dtype in (
+            "bool",
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint8",
+            "float16",
+            "float32",
+            "float64",
+            "complex64",
+        )
+    },
     "array object": np.array([1.0, None], dtype=object),
     "array str_": np.array(["a", "b"]),
     "array datetime64": np.array(["2020-01-01"], dtype="datetime64[D]"),
@@ -103,7 +115,7 @@ def is_count(v: Any) -> bool:
 
 
 def is_number(v: Any) -> bool:
-    return (isinstance(v, numbers.Real) and not is_flag(v) and math.isfinite(v))
+    return isinstance(v, numbers.Real) and not is_flag(v) and math.isfinite(v)
 
 
 def is_text(v: Any) -> bool:
@@ -146,8 +158,13 @@ def _density(p):
 
 
 def _run_call(tmp: pathlib.Path, arg: str, value: Any) -> Callable[[], Any]:
-    kwargs = {"problem": PROBLEM, "config": SGD_TOO_BIG, "run_dir": tmp / "run",
-              "progress": False, arg: value}
+    kwargs = {
+        "problem": PROBLEM,
+        "config": SGD_TOO_BIG,
+        "run_dir": tmp / "run",
+        "progress": False,
+        arg: value,
+    }
     return lambda: bnnkit.run(**kwargs)
 
 
@@ -155,8 +172,12 @@ def _sample_call(tmp: pathlib.Path, arg: str, value: Any) -> Callable[[], Any]:
     full = tmp / "full"
     full.mkdir(exist_ok=True)
     (full / "something").write_text("x")
-    kwargs = {"log_density": _density, "initial_positions": {"x": np.zeros((2, 3), np.float32)},
-              "config": HMC_2, "run_dir": full}
+    kwargs = {
+        "log_density": _density,
+        "initial_positions": {"x": np.zeros((2, 3), np.float32)},
+        "config": HMC_2,
+        "run_dir": full,
+    }
     if arg in ("run_dir", "name", "progress"):  # refused after the door, before compiling
         kwargs["config"] = HMC_TIMED
     kwargs[arg] = value
@@ -180,11 +201,19 @@ _Y = _X @ np.array([1.0, -1.0, 0.5], np.float32)
 
 def _arrays_call(tmp: pathlib.Path, arg: str, value: Any) -> Callable[[], Any]:
     # x_train of one row: any other value given passes or fails the shapes cheaply.
-    kwargs = {"x_train": _X[:8], "y_train": _Y[:8], "x_test": _X[8:], "y_test": _Y[8:],
-              "model": nn.Dense(1), "noise_std": 0.5, arg: value}
+    kwargs = {
+        "x_train": _X[:8],
+        "y_train": _Y[:8],
+        "x_test": _X[8:],
+        "y_test": _Y[8:],
+        "model": nn.Dense(1),
+        "noise_std": 0.5,
+        arg: value,
+    }
     if arg in ("x_val", "y_val"):
-        kwargs.setdefault("y_val" if arg == "x_val" else "x_val", _X[:2] if arg == "y_val"
-                          else _Y[:2])
+        kwargs.setdefault(
+            "y_val" if arg == "x_val" else "x_val", _X[:2] if arg == "y_val" else _Y[:2]
+        )
     return lambda: Problem.from_arrays(**kwargs)
 
 
@@ -194,7 +223,9 @@ ENTRY_POINTS: dict[tuple[str, Callable, str], dict[str, Callable[[Any], bool]]] 
         "problem": lambda v: v is None,  # nothing in VALUES is a problem
         "config": lambda v: False,
         "run_dir": is_path,
-        "resume": is_flag, "overwrite": is_flag, "progress": is_flag,
+        "resume": is_flag,
+        "overwrite": is_flag,
+        "progress": is_flag,
         "log_every": optional(is_count),
         "shard": is_text,
         "on_unit": optional(is_function),
@@ -204,7 +235,9 @@ ENTRY_POINTS: dict[tuple[str, Callable, str], dict[str, Callable[[Any], bool]]] 
         "initial_positions": lambda v: None,  # a pytree: many kinds pass, checked by value
         "config": lambda v: False,
         "run_dir": optional(is_path),
-        "resume": is_flag, "overwrite": is_flag, "progress": is_flag,
+        "resume": is_flag,
+        "overwrite": is_flag,
+        "progress": is_flag,
         "name": optional(is_text),
     },
     ("evaluate", _evaluate_call, "bnnkit.evaluate"): {
@@ -213,22 +246,29 @@ ENTRY_POINTS: dict[tuple[str, Callable, str], dict[str, Callable[[Any], bool]]] 
         "reference_probs": optional(is_path),
         "corruption": optional(is_text),
         "severity": optional(is_count),
-        "calibrate": is_flag, "write": is_flag,
+        "calibrate": is_flag,
+        "write": is_flag,
         "conformal": optional(is_number),
         "ood": optional(is_text),
         "problem": lambda v: v is None,
     },
     ("export_samples", _export_call, "bnnkit.export_samples"): {
-        "run_dir": is_path, "out": is_path,
+        "run_dir": is_path,
+        "out": is_path,
     },
     ("from_arrays", _arrays_call, "Problem.from_arrays"): {
-        "x_train": is_array, "y_train": is_array, "x_test": is_array, "y_test": is_array,
-        "x_val": optional(is_array), "y_val": optional(is_array),
+        "x_train": is_array,
+        "y_train": is_array,
+        "x_test": is_array,
+        "y_test": is_array,
+        "x_val": optional(is_array),
+        "y_val": optional(is_array),
     },
 }
 
-CASES = [(entry, arg, name) for entry, args in ENTRY_POINTS.items() for arg in args
-         for name in VALUES]
+CASES = [
+    (entry, arg, name) for entry, args in ENTRY_POINTS.items() for arg in args for name in VALUES
+]
 
 
 def _id(case) -> str:
@@ -237,8 +277,7 @@ def _id(case) -> str:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
-def test_an_entry_point_refuses_a_value_of_another_kind_at_the_door(case, tmp_path,
-                                                                     monkeypatch):
+def test_an_entry_point_refuses_a_value_of_another_kind_at_the_door(case, tmp_path, monkeypatch):
     (_, make, where), arg, name = case
     monkeypatch.chdir(tmp_path)  # a value taken as a relative path stays in here
     value = VALUES[name]
@@ -259,9 +298,15 @@ def test_an_entry_point_refuses_a_value_of_another_kind_at_the_door(case, tmp_pa
 
 
 #: Values no setting of any Config takes: neither a number, a bool, a string nor None.
-NEVER_A_SETTING = [name for name, v in VALUES.items() if not (
-    v is None or isinstance(v, (bool, np.bool_, str, numbers.Real))
-    or (getattr(v, "shape", None) == () and v.dtype.kind in "biuf"))]
+NEVER_A_SETTING = [
+    name
+    for name, v in VALUES.items()
+    if not (
+        v is None
+        or isinstance(v, (bool, np.bool_, str, numbers.Real))
+        or (getattr(v, "shape", None) == () and v.dtype.kind in "biuf")
+    )
+]
 
 CONFIGS = [*(m.Config for _, m in sorted(METHODS.items())), ProblemConfig]
 
@@ -294,8 +339,7 @@ def test_a_config_refuses_text_none_and_bools_for_its_numbers_naming_the_field(c
         if "str" in hint or "bool" in hint:
             continue
         named = f"^({field.name}=|{flag(cls, field.name)} )"
-        for value in ("r", True, np.bool_(False), math.nan, np.float32("inf"), [1],
-                      np.ones(2)):
+        for value in ("r", True, np.bool_(False), math.nan, np.float32("inf"), [1], np.ones(2)):
             with pytest.raises(ConfigError, match=named):
                 cls(**{**base, field.name: value})
             checked += 1
@@ -306,36 +350,62 @@ def test_a_config_refuses_text_none_and_bools_for_its_numbers_naming_the_field(c
 
 
 def test_numpy_and_jax_scalars_are_taken_as_python_numbers():
-    config = bnnkit.HMC(step_size=jnp.float32(0.25), trajectory_len=np.array(0.5),
-                        num_chains=np.array(2), num_iterations=np.uint16(10))
+    config = bnnkit.HMC(
+        step_size=jnp.float32(0.25),
+        trajectory_len=np.array(0.5),
+        num_chains=np.array(2),
+        num_iterations=np.uint16(10),
+    )
     assert (type(config.step_size), type(config.trajectory_len)) == (float, float)
     assert (config.step_size, config.num_chains, config.num_iterations) == (0.25, 2, 10)
     assert type(config.num_chains) is int
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda tmp: bnnkit.run("yacht_0", HMC_2, tmp / "r"),
-     "bnnkit.run: problem='yacht_0' is a str; allowed: bnnkit.ProblemConfig('yacht_0', MODEL)"),
-    (lambda tmp: Problem.from_arrays([[1.0, 2.0], [3.0]], [1.0, 2.0], [[1.0]], [1.0],
-                                     model=nn.Dense(1)),
-     "Problem.from_arrays: x_train=[[1.0, 2.0], [3.0]] is a ragged list"),
-    (lambda tmp: bnnkit.run(PROBLEM, HMC_2, None),
-     "bnnkit.run: run_dir is None; allowed: a path"),
-    (lambda tmp: bnnkit.run(PROBLEM, bnnkit.HMC, tmp / "r"),
-     "bnnkit.run: config=bnnkit.HMC is a class, not an instance"),
-    (lambda tmp: bnnkit.build_problem("yacht_0"),
-     "bnnkit.build_problem: config='yacht_0' is a str; allowed: a bnnkit.ProblemConfig"),
-    (lambda tmp: bnnkit.load_chains(3), "bnnkit.load_chains: run_dir=3 is an int"),
-    (lambda tmp: bnnkit.load_dataset(None), "bnnkit.load_dataset: name is None"),
-    (lambda tmp: bnnkit.rhat([[1.0, 2.0], [3.0]]), "rhat: draws=[[1.0, 2.0], [3.0]] is a "
-                                                   "ragged list"),
-    (lambda tmp: bnnkit.mcse_quantile(np.zeros((2, 8)), "0.5"),
-     "mcse_quantile: prob='0.5' is a str"),
-    (lambda tmp: bnnkit.summary({"w": np.array(["a"])}),
-     "summary: positions['w']=array(<U1, shape (1,)) is an array of dtype <U1"),
-])
-def test_the_message_names_the_entry_point_the_argument_and_what_is_allowed(call, message,
-                                                                             tmp_path):
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda tmp: bnnkit.run("yacht_0", HMC_2, tmp / "r"),
+            "bnnkit.run: problem='yacht_0' is a str; allowed: "
+            "bnnkit.ProblemConfig('yacht_0', MODEL)",
+        ),
+        (
+            lambda tmp: Problem.from_arrays(
+                [[1.0, 2.0], [3.0]], [1.0, 2.0], [[1.0]], [1.0], model=nn.Dense(1)
+            ),
+            "Problem.from_arrays: x_train=[[1.0, 2.0], [3.0]] is a ragged list",
+        ),
+        (
+            lambda tmp: bnnkit.run(PROBLEM, HMC_2, None),
+            "bnnkit.run: run_dir is None; allowed: a path",
+        ),
+        (
+            lambda tmp: bnnkit.run(PROBLEM, bnnkit.HMC, tmp / "r"),
+            "bnnkit.run: config=bnnkit.HMC is a class, not an instance",
+        ),
+        (
+            lambda tmp: bnnkit.build_problem("yacht_0"),
+            "bnnkit.build_problem: config='yacht_0' is a str; allowed: a bnnkit.ProblemConfig",
+        ),
+        (lambda tmp: bnnkit.load_chains(3), "bnnkit.load_chains: run_dir=3 is an int"),
+        (lambda tmp: bnnkit.load_dataset(None), "bnnkit.load_dataset: name is None"),
+        (
+            lambda tmp: bnnkit.rhat([[1.0, 2.0], [3.0]]),
+            "rhat: draws=[[1.0, 2.0], [3.0]] is a ragged list",
+        ),
+        (
+            lambda tmp: bnnkit.mcse_quantile(np.zeros((2, 8)), "0.5"),
+            "mcse_quantile: prob='0.5' is a str",
+        ),
+        (
+            lambda tmp: bnnkit.summary({"w": np.array(["a"])}),
+            "summary: positions['w']=array(<U1, shape (1,)) is an array of dtype <U1",
+        ),
+    ],
+)
+def test_the_message_names_the_entry_point_the_argument_and_what_is_allowed(
+    call, message, tmp_path
+):
     with pytest.raises(ConfigError) as refused:
         call(tmp_path)
     assert str(refused.value).startswith(message), refused.value
@@ -345,9 +415,18 @@ def test_the_message_names_the_entry_point_the_argument_and_what_is_allowed(call
 @pytest.mark.parametrize("name", list(VALUES))
 def test_the_diagnostics_take_draws_or_refuse_them(name):
     value = VALUES[name]
-    for fn in (bnnkit.rhat, bnnkit.ess_bulk, bnnkit.ess_tail, bnnkit.mcse_mean, bnnkit.mcse_sd,
-               bnnkit.summary, lambda v: bnnkit.mcse_quantile(np.ones((2, 8)), v),
-               bnnkit.load_chains, bnnkit.build_problem, bnnkit.load_dataset):
+    for fn in (
+        bnnkit.rhat,
+        bnnkit.ess_bulk,
+        bnnkit.ess_tail,
+        bnnkit.mcse_mean,
+        bnnkit.mcse_sd,
+        bnnkit.summary,
+        lambda v: bnnkit.mcse_quantile(np.ones((2, 8)), v),
+        bnnkit.load_chains,
+        bnnkit.build_problem,
+        bnnkit.load_dataset,
+    ):
         try:
             fn(value)
         except ConfigError as err:
@@ -355,15 +434,20 @@ def test_the_diagnostics_take_draws_or_refuse_them(name):
 
 
 def test_a_run_on_valid_arguments_still_runs(tmp_path):
-    result = bnnkit.run(PROBLEM, bnnkit.SGD(init_step_size=1e-4, num_epochs=1, batch_size=64,
-                                            seed=np.int64(1)),
-                        pathlib.Path(tmp_path / "run"), progress=np.bool_(False),
-                        log_every=np.int64(1), on_unit=None)
+    result = bnnkit.run(
+        PROBLEM,
+        bnnkit.SGD(init_step_size=1e-4, num_epochs=1, batch_size=64, seed=np.int64(1)),
+        pathlib.Path(tmp_path / "run"),
+        progress=np.bool_(False),
+        log_every=np.int64(1),
+        on_unit=None,
+    )
     assert result.record["status"] == "finished"
 
 
 def test_arrays_of_any_integer_or_real_dtype_make_a_problem():
     for dtype in (np.float16, np.float64, np.int8, np.uint8):
-        problem = Problem.from_arrays((_X[:8] * 10).astype(dtype), _Y[:8], _X[8:], _Y[8:],
-                                      model=nn.Dense(1), noise_std=0.5)
+        problem = Problem.from_arrays(
+            (_X[:8] * 10).astype(dtype), _Y[:8], _X[8:], _Y[8:], model=nn.Dense(1), noise_std=0.5
+        )
         assert problem.dataset.num_train == 8

@@ -33,15 +33,52 @@ from bnnkit import distributed, storage
 from bnnkit.cli import main
 from bnnkit.errors import ConfigError
 
-CLUSTER_VARIABLES = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID",
-                     "SLURM_LOCALID", "SLURM_STEP_NUM_TASKS", "OMPI_MCA_orte_hnp_uri",
-                     "OMPI_COMM_WORLD_SIZE")
-HMC = ["hmc", "--dataset", "yacht_0", "--model", "mlp_regression_small",
-       "--subset-train-to", "276", "--step-size", "2e-4", "--trajectory-len", "1e-3",
-       "--num-burn-in", "1", "--num-chains", "2", "--seed", "3", "--no-progress",
-       "--no-evaluate"]
-SGD = ["sgd", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--init-step-size",
-       "1e-4", "--num-epochs", "2", "--batch-size", "32", "--no-progress", "--no-evaluate"]
+CLUSTER_VARIABLES = (
+    "SLURM_JOB_ID",
+    "SLURM_STEP_NODELIST",
+    "SLURM_NTASKS",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_STEP_NUM_TASKS",
+    "OMPI_MCA_orte_hnp_uri",
+    "OMPI_COMM_WORLD_SIZE",
+)
+HMC = [
+    "hmc",
+    "--dataset",
+    "yacht_0",
+    "--model",
+    "mlp_regression_small",
+    "--subset-train-to",
+    "276",
+    "--step-size",
+    "2e-4",
+    "--trajectory-len",
+    "1e-3",
+    "--num-burn-in",
+    "1",
+    "--num-chains",
+    "2",
+    "--seed",
+    "3",
+    "--no-progress",
+    "--no-evaluate",
+]
+SGD = [
+    "sgd",
+    "--dataset",
+    "yacht_0",
+    "--model",
+    "mlp_regression_small",
+    "--init-step-size",
+    "1e-4",
+    "--num-epochs",
+    "2",
+    "--batch-size",
+    "32",
+    "--no-progress",
+    "--no-evaluate",
+]
 CLI = "import sys; from bnnkit.cli import main; sys.exit(main(sys.argv[1:]))"
 TIMEOUT = 300  # seconds for one launch; a hang fails the test instead of the suite
 
@@ -52,14 +89,19 @@ def no_cluster(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--process-id", "2", "--num-processes", "2", "--coordinator-address", "localhost:1"],
-     "--process-id 2 must be < --num-processes 2"),
-    (["--num-processes", "2", "--process-id", "0"], "needs --coordinator-address as well"),
-    (["--coordinator-address", "localhost"], "must be HOST:PORT"),
-    (["--distributed", "off", "--process-id", "0"], "--distributed off contradicts"),
-    (["--distributed", "sometimes"], "unknown --distributed 'sometimes'"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--process-id", "2", "--num-processes", "2", "--coordinator-address", "localhost:1"],
+            "--process-id 2 must be < --num-processes 2",
+        ),
+        (["--num-processes", "2", "--process-id", "0"], "needs --coordinator-address as well"),
+        (["--coordinator-address", "localhost"], "must be HOST:PORT"),
+        (["--distributed", "off", "--process-id", "0"], "--distributed off contradicts"),
+        (["--distributed", "sometimes"], "unknown --distributed 'sometimes'"),
+    ],
+)
 def test_inconsistent_flags_are_one_line_errors(flags, message, capsys, tmp_path):
     code = main([*HMC, "--num-iterations", "2", "--dir", str(tmp_path / "run"), *flags])
     err = capsys.readouterr().err
@@ -73,8 +115,13 @@ def test_cluster_detection_reads_the_launchers_variables(monkeypatch):
     assert not distributed.Hosts().wanted()
     with pytest.raises(ConfigError, match="needs --coordinator-address"):
         distributed.Hosts(num_processes=2)
-    for name, value in [("SLURM_JOB_ID", "7"), ("SLURM_STEP_NODELIST", "node[01-04]"),
-                        ("SLURM_NTASKS", "4"), ("SLURM_PROCID", "1"), ("SLURM_LOCALID", "0")]:
+    for name, value in [
+        ("SLURM_JOB_ID", "7"),
+        ("SLURM_STEP_NODELIST", "node[01-04]"),
+        ("SLURM_NTASKS", "4"),
+        ("SLURM_PROCID", "1"),
+        ("SLURM_LOCALID", "0"),
+    ]:
         monkeypatch.setenv(name, value)
     assert distributed.cluster_processes() == 4
     assert distributed.Hosts().wanted()
@@ -93,19 +140,41 @@ def _free_port() -> int:
 
 def _env(devices: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in CLUSTER_VARIABLES}
-    return {**env, "JAX_PLATFORMS": "cpu",
-            "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}"}
+    return {
+        **env,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+    }
 
 
 def _two_processes(flags: list[str], run_dir) -> list[subprocess.CompletedProcess]:
     """The same command on processes 0 and 1; process 1 gets no directory of its own."""
     port = _free_port()
-    procs = [subprocess.Popen(
-        [sys.executable, "-c", CLI, *flags, "--dir", str(run_dir), "--coordinator-address",
-         f"localhost:{port}", "--num-processes", "2", "--process-id", str(i),
-         "--distributed-timeout", "60"],
-        env=_env(1), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                CLI,
+                *flags,
+                "--dir",
+                str(run_dir),
+                "--coordinator-address",
+                f"localhost:{port}",
+                "--num-processes",
+                "2",
+                "--process-id",
+                str(i),
+                "--distributed-timeout",
+                "60",
+            ],
+            env=_env(1),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     done = []
     try:
         for proc in procs:
@@ -120,8 +189,13 @@ def _two_processes(flags: list[str], run_dir) -> list[subprocess.CompletedProces
 
 
 def _one_process(flags: list[str], run_dir) -> None:
-    done = subprocess.run([sys.executable, "-c", CLI, *flags, "--dir", str(run_dir)],
-                          env=_env(2), capture_output=True, text=True, timeout=TIMEOUT)
+    done = subprocess.run(
+        [sys.executable, "-c", CLI, *flags, "--dir", str(run_dir)],
+        env=_env(2),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -131,8 +205,9 @@ def _arrays(run_dir) -> dict[str, np.ndarray]:
     rundir = RunDir(run_dir)
     out = {f"state/{k}": v for k, v in storage.load_arrays(rundir.state_file).items()}
     for unit in rundir.sample_units():
-        out.update({f"{unit}/{k}": v
-                    for k, v in storage.load_arrays(rundir.sample_file(unit)).items()})
+        out.update(
+            {f"{unit}/{k}": v for k, v in storage.load_arrays(rundir.sample_file(unit)).items()}
+        )
     return out
 
 
@@ -146,8 +221,7 @@ def _assert_bit_identical(got, want):
 @pytest.mark.slow
 def test_two_processes_match_one_process_with_two_devices(tmp_path):
     for shard in ("data", "chains"):
-        _one_process([*HMC, "--num-iterations", "4", "--shard", shard],
-                     tmp_path / f"one_{shard}")
+        _one_process([*HMC, "--num-iterations", "4", "--shard", shard], tmp_path / f"one_{shard}")
 
     # --shard data: one chain's gradient summed over the two processes.
     runs = _two_processes([*HMC, "--num-iterations", "4", "--shard", "data"], tmp_path / "data")
@@ -159,17 +233,18 @@ def test_two_processes_match_one_process_with_two_devices(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "one_chains", "one_data"]
 
     # Process 0 refuses to replace the run; both processes stop with one line.
-    refused = _two_processes([*HMC, "--num-iterations", "4", "--shard", "data"],
-                             tmp_path / "data")
+    refused = _two_processes([*HMC, "--num-iterations", "4", "--shard", "data"], tmp_path / "data")
     assert [p.returncode for p in refused] == [2, 2], [p.stderr[-2000:] for p in refused]
     assert "--overwrite" in refused[0].stderr and "process 0 refused" in refused[1].stderr
 
     # --shard chains, stopped after 2 iterations and resumed to 4 on both processes.
-    first = _two_processes([*HMC, "--num-iterations", "2", "--shard", "chains"],
-                           tmp_path / "chains")
+    first = _two_processes(
+        [*HMC, "--num-iterations", "2", "--shard", "chains"], tmp_path / "chains"
+    )
     assert [p.returncode for p in first] == [0, 0], [p.stderr[-2000:] for p in first]
-    resumed = _two_processes([*HMC, "--num-iterations", "4", "--shard", "chains", "--resume"],
-                             tmp_path / "chains")
+    resumed = _two_processes(
+        [*HMC, "--num-iterations", "4", "--shard", "chains", "--resume"], tmp_path / "chains"
+    )
     assert [p.returncode for p in resumed] == [0, 0], [p.stderr[-2000:] for p in resumed]
     _assert_bit_identical(_arrays(tmp_path / "chains"), _arrays(tmp_path / "one_chains"))
 
@@ -203,8 +278,9 @@ np.savez(out, **storage.flatten_tree(chains[:3]))
 """
 
 
-def _sample_on_two_processes(tmp_path, iterations: int, resume: bool,
-                             kill_at: str | None = None) -> list[dict]:
+def _sample_on_two_processes(
+    tmp_path, iterations: int, resume: bool, kill_at: str | None = None
+) -> list[dict]:
     """The chains (positions, info, state) each process returned, flattened; process 1 is
     given a directory of its own, which it must leave alone. With ``kill_at``, process 0 is
     killed at that point of :mod:`bnnkit.runs.faults` instead (process 1 is killed there too,
@@ -213,12 +289,26 @@ def _sample_on_two_processes(tmp_path, iterations: int, resume: bool,
 
     env = {**_env(1), **({faults.ENV: kill_at} if kill_at else {})}
     port = _free_port()
-    procs = [subprocess.Popen(
-        [sys.executable, "-c", SAMPLE, str(port), str(i),
-         str(tmp_path / ("run" if i == 0 else "not_process_0s")), str(tmp_path / f"out{i}.npz"),
-         str(iterations), "resume" if resume else "new"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                SAMPLE,
+                str(port),
+                str(i),
+                str(tmp_path / ("run" if i == 0 else "not_process_0s")),
+                str(tmp_path / f"out{i}.npz"),
+                str(iterations),
+                "resume" if resume else "new",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     try:
         for i, proc in enumerate(procs):
             _, err = proc.communicate(timeout=TIMEOUT)
@@ -241,10 +331,18 @@ def test_sample_on_two_processes_writes_on_process_0_and_resumes_bit_for_bit(tmp
     from bnnkit.runs import load_chains, sample
     from bnnkit.runs.directory import verify
 
-    config = hmc.Config(step_size=0.3, trajectory_len=1.0, adapt="mass", num_chains=2,
-                        num_iterations=9, num_burn_in=4, checkpoint_every=3)
+    config = hmc.Config(
+        step_size=0.3,
+        trajectory_len=1.0,
+        adapt="mass",
+        num_chains=2,
+        num_iterations=9,
+        num_burn_in=4,
+        checkpoint_every=3,
+    )
     want = storage.flatten_tree(
-        sample(lambda p: -0.5 * jnp.sum(p["x"] ** 2), {"x": jnp.zeros((2, 3))}, config)[:3])
+        sample(lambda p: -0.5 * jnp.sum(p["x"] ** 2), {"x": jnp.zeros((2, 3))}, config)[:3]
+    )
     assert len(want) >= 10  # positions, every info field and the adapted state
 
     def assert_same(got):

@@ -27,8 +27,13 @@ def load_generator():
     return module
 
 
-GENERATED = ("reference/problem.md", "reference/commands.md", "reference/python-api.md",
-             "reference/datasets.md", "reference/models.md")
+GENERATED = (
+    "reference/problem.md",
+    "reference/commands.md",
+    "reference/python-api.md",
+    "reference/datasets.md",
+    "reference/models.md",
+)
 
 
 def test_generated_pages_are_up_to_date(tmp_path):
@@ -36,12 +41,15 @@ def test_generated_pages_are_up_to_date(tmp_path):
     written = generate.write(tmp_path)
     assert len(written) == len(METHODS) + len(GENERATED)  # one page per method, and the rest
     assert {p.relative_to(tmp_path).as_posix() for p in written} == {
-        *GENERATED, *(f"reference/methods/{name}.md" for name in METHODS)}
+        *GENERATED,
+        *(f"reference/methods/{name}.md" for name in METHODS),
+    }
     for path in written:
         committed = ROOT / "docs" / path.relative_to(tmp_path)
         assert committed.is_file(), f"{committed} missing: run python docs/generate.py"
         assert committed.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), (
-            f"{committed} is stale: run python docs/generate.py")
+            f"{committed} is stale: run python docs/generate.py"
+        )
 
 
 def test_every_command_and_every_public_name_is_on_a_reference_page():
@@ -74,8 +82,7 @@ def test_a_method_page_links_the_guide_that_names_it(tmp_path):
     guides = generate.guides()
     assert guides, "no guide names a method in its front matter"
     for name in METHODS:
-        page = (ROOT / "docs" / "reference" / "methods" / f"{name}.md").read_text(
-            encoding="utf-8")
+        page = (ROOT / "docs" / "reference" / "methods" / f"{name}.md").read_text(encoding="utf-8")
         if name in guides:
             assert f"(../../{guides[name]})" in page, name
             assert (ROOT / "docs" / guides[name]).is_file(), guides[name]
@@ -116,8 +123,7 @@ def test_readme_is_a_front_page_listing_every_command():
 
 def test_every_setting_is_on_its_page():
     for name, module in METHODS.items():
-        page = (ROOT / "docs" / "reference" / "methods" / f"{name}.md").read_text(
-            encoding="utf-8")
+        page = (ROOT / "docs" / "reference" / "methods" / f"{name}.md").read_text(encoding="utf-8")
         for field in dataclasses.fields(module.Config):
             if field.metadata.get("cli"):
                 assert f"| `{flag(module.Config, field.name)}` |" in page, (name, field.name)
@@ -127,6 +133,7 @@ def test_every_setting_is_on_its_page():
 
 def test_a_pipe_in_help_does_not_split_the_row():
     generate = load_generator()
+
     @dataclasses.dataclass(frozen=True)
     class Example:
         mode: str = setting("a", help="a | b", choices=("a", "b"))
@@ -135,8 +142,9 @@ def test_a_pipe_in_help_does_not_split_the_row():
     assert row == "| `mode` | `--mode` |  | `'a'` | a \\| b; one of `a`, `b` |"
 
 
-needs_mkdocs = pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
-                                  reason="mkdocs not installed")
+needs_mkdocs = pytest.mark.skipif(
+    importlib.util.find_spec("mkdocs") is None, reason="mkdocs not installed"
+)
 
 
 def built_nav(docs_dir: Path | None = None):
@@ -187,8 +195,22 @@ def test_an_unreachable_page_is_caught(tmp_path):
 @needs_mkdocs
 def test_mkdocs_build_is_strict_clean(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-f", str(ROOT / "mkdocs.yml"),
-         "-d", str(tmp_path / "site")], capture_output=True, text=True, cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-q",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(tmp_path / "site"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr
     for name in METHODS:
         assert (tmp_path / "site" / "reference" / "methods" / name / "index.html").is_file(), name

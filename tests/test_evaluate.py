@@ -15,8 +15,17 @@ from bnnkit.evaluation import evaluate
 from bnnkit.metrics.predictive import calibration_bins, ece_from_bins
 from cli_checks import run_ok
 
-SGD = ["sgd", "--init-step-size", "1e-2", "--num-epochs", "2", "--batch-size", "16",
-       "--no-progress", "--no-evaluate"]
+SGD = [
+    "sgd",
+    "--init-step-size",
+    "1e-2",
+    "--num-epochs",
+    "2",
+    "--batch-size",
+    "16",
+    "--no-progress",
+    "--no-evaluate",
+]
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +37,20 @@ def classification_run(tmp_path_factory):
     x = rng.normal(size=(40, 4, 4, 1)).astype(np.float32)
     y = (x[:, :2].mean((1, 2, 3)) > x[:, 2:].mean((1, 2, 3))).astype(np.int64)
     np.savez(folder / "data.npz", x_train=x[:28], y_train=y[:28], x_test=x[28:], y_test=y[28:])
-    assert main([*SGD, "--dataset", str(folder / "data.npz"), "--model", "linear",
-                 "--dir", str(folder / "run")]) == 0
+    assert (
+        main(
+            [
+                *SGD,
+                "--dataset",
+                str(folder / "data.npz"),
+                "--model",
+                "linear",
+                "--dir",
+                str(folder / "run"),
+            ]
+        )
+        == 0
+    )
     return folder / "run", y[28:]
 
 
@@ -55,7 +76,9 @@ def test_the_cli_prints_json_with_the_bins_and_a_table_without(classification_ru
 
 def test_a_regression_run_has_no_calibration(tmp_path):
     run = tmp_path / "run"
-    assert main([*SGD, "--dataset", "yacht_0", "--model", "mlp_regression_small",
-                 "--dir", str(run)]) == 0
+    assert (
+        main([*SGD, "--dataset", "yacht_0", "--model", "mlp_regression_small", "--dir", str(run)])
+        == 0
+    )
     result = evaluate(run, write=False)
     assert "rmse" in result["test"] and "calibration" not in result

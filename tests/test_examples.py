@@ -22,16 +22,20 @@ RUN_ELSEWHERE = {"paper_study.py"}
 
 def scripts() -> list[str]:
     """Every example with a ``__main__`` block (the others are modules the scripts import)."""
-    return sorted(p.name for p in EXAMPLES.glob("*.py")
-                  if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8"))
+    return sorted(
+        p.name
+        for p in EXAMPLES.glob("*.py")
+        if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8")
+    )
 
 
 def included() -> dict[str, str]:
     """Which tutorial page shows each example file (a block ``python title="examples/NAME"``)."""
     pages = {}
     for page in sorted((ROOT / "docs" / "tutorials").glob("*.md")):
-        for name in re.findall(r'^```python title="examples/([^"]+)"$',
-                               page.read_text(encoding="utf-8"), re.M):
+        for name in re.findall(
+            r'^```python title="examples/([^"]+)"$', page.read_text(encoding="utf-8"), re.M
+        ):
             pages[name] = page.name
     return pages
 
@@ -51,11 +55,20 @@ def test_every_example_is_on_a_tutorial_page_and_every_script_is_run():
 @pytest.mark.parametrize("name", [s for s in scripts() if s not in RUN_ELSEWHERE])
 def test_example_runs_on_small_settings(name, tmp_path):
     # As a user runs it, in a fresh process from the repository root; no real data needed.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    result = subprocess.run([sys.executable, str(EXAMPLES / name), "--small", "--out",
-                             str(tmp_path / "runs")], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=900)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    }
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), "--small", "--out", str(tmp_path / "runs")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     output = f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert result.returncode == 0, f"{name} failed:\n{output}"
     assert (tmp_path / "runs").is_dir() and any((tmp_path / "runs").iterdir()), name

@@ -36,11 +36,13 @@ def test_likelihoods_match_scipy():
     y = jnp.array([0.0, 1.0])
     het = likelihoods.Gaussian()
     std = np.log1p(np.exp(np.array([-1.0, 2.0]))) + 1e-6
-    np.testing.assert_allclose(het.log_prob(out, y), stats.norm.logpdf([0.0, 1.0], [0.3, 1.5], std),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        het.log_prob(out, y), stats.norm.logpdf([0.0, 1.0], [0.3, 1.5], std), rtol=1e-5
+    )
     fixed = likelihoods.Gaussian(noise_std=0.5)
-    np.testing.assert_allclose(fixed.log_prob(out[:, :1], y),
-                               stats.norm.logpdf([0.0, 1.0], [0.3, 1.5], 0.5), rtol=1e-5)
+    np.testing.assert_allclose(
+        fixed.log_prob(out[:, :1], y), stats.norm.logpdf([0.0, 1.0], [0.3, 1.5], 0.5), rtol=1e-5
+    )
     logits = jnp.array([[1.0, 2.0, 0.5]])
     cat = likelihoods.Categorical(num_classes=3)
     expected = np.log(np.exp(2.0) / np.exp([1.0, 2.0, 0.5]).sum())
@@ -62,7 +64,9 @@ def test_minibatch_estimate_is_unbiased_over_an_epoch(setup):
     lp = LogPosterior(model.apply, likelihoods.Gaussian(), priors.Gaussian(1.0), num_data=30)
     grad = jax.grad(lp)
     full = grad(params, batch)
-    parts = [grad(params, Batch(batch.x[i:i + 10], batch.y[i:i + 10])) for i in range(0, 30, 10)]
+    parts = [
+        grad(params, Batch(batch.x[i : i + 10], batch.y[i : i + 10])) for i in range(0, 30, 10)
+    ]
     mean = jax.tree.map(lambda *g: sum(g) / 3, *parts)
     for a, b in zip(jax.tree.leaves(mean), jax.tree.leaves(full), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)

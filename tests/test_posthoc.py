@@ -18,8 +18,17 @@ from bnnkit.predict import Prediction
 from bnnkit.report.kinds import OOD_FILE, run_section
 from cli_checks import run_ok
 
-SGD = ["sgd", "--init-step-size", "1e-2", "--num-epochs", "3", "--batch-size", "16",
-       "--no-progress", "--no-evaluate"]
+SGD = [
+    "sgd",
+    "--init-step-size",
+    "1e-2",
+    "--num-epochs",
+    "3",
+    "--batch-size",
+    "16",
+    "--no-progress",
+    "--no-evaluate",
+]
 
 
 def images(rng, n, shift=0.0):
@@ -35,13 +44,25 @@ def classification(tmp_path_factory):
     folder = tmp_path_factory.mktemp("posthoc")
     rng = np.random.default_rng(0)
     x, y = images(rng, 140)
-    np.savez(folder / "data.npz", x_train=x[:100], y_train=y[:100], x_test=x[100:],
-             y_test=y[100:])
+    np.savez(folder / "data.npz", x_train=x[:100], y_train=y[:100], x_test=x[100:], y_test=y[100:])
     xo, yo = images(rng, 60, shift=4.0)
-    np.savez(folder / "far.npz", x_train=xo[:30], y_train=yo[:30], x_test=xo[30:],
-             y_test=yo[30:])
-    assert main([*SGD, "--dataset", str(folder / "data.npz"), "--model", "linear",
-                 "--validation-size", "20", "--dir", str(folder / "run")]) == 0
+    np.savez(folder / "far.npz", x_train=xo[:30], y_train=yo[:30], x_test=xo[30:], y_test=yo[30:])
+    assert (
+        main(
+            [
+                *SGD,
+                "--dataset",
+                str(folder / "data.npz"),
+                "--model",
+                "linear",
+                "--validation-size",
+                "20",
+                "--dir",
+                str(folder / "run"),
+            ]
+        )
+        == 0
+    )
     return folder
 
 
@@ -64,8 +85,7 @@ def test_calibrate_and_conformal_fit_on_the_held_out_examples(classification):
 def test_the_validation_set_is_the_end_of_the_training_set(classification):
     from bnnkit.problem import ProblemConfig, build
 
-    problem = build(ProblemConfig(str(classification / "data.npz"), "linear",
-                                  validation_size=20))
+    problem = build(ProblemConfig(str(classification / "data.npz"), "linear", validation_size=20))
     raw = np.load(classification / "data.npz")
     x_val, y_val = problem.dataset.info["validation"]
     np.testing.assert_array_equal(x_val, raw["x_train"][80:])
@@ -80,8 +100,7 @@ def test_ood_against_a_shifted_dataset(classification):
     assert found["num_in"] == 40 and found["num_out"] == 30
     for score in ("entropy", "mutual_information"):
         assert 0 <= found[score]["auroc"] <= 1 and 0 <= found[score]["fpr_at_95_tpr"] <= 1
-    scores = storage.load_arrays(run / "predictions" / ood_file(str(classification /
-                                                                      "far.npz")))
+    scores = storage.load_arrays(run / "predictions" / ood_file(str(classification / "far.npz")))
     assert ood.auroc(scores["in_entropy"], scores["out_entropy"]) == found["entropy"]["auroc"]
     # One weight sample (SGD): the draws never disagree, so the mutual information is 0.
     np.testing.assert_allclose(scores["out_mutual_information"], 0.0, atol=1e-5)
@@ -91,8 +110,21 @@ def test_ood_against_a_shifted_dataset(classification):
 
 def test_the_cli_prints_the_posthoc_parts(classification, capsys):
     run = classification / "run"
-    printed = json.loads(run_ok(["evaluate", str(run), "--calibrate", "--conformal", "0.1",
-                                 "--ood", str(classification / "far.npz"), "--json"], capsys))
+    printed = json.loads(
+        run_ok(
+            [
+                "evaluate",
+                str(run),
+                "--calibrate",
+                "--conformal",
+                "0.1",
+                "--ood",
+                str(classification / "far.npz"),
+                "--json",
+            ],
+            capsys,
+        )
+    )
     assert {"temperature_scaling", "conformal", "ood"} <= set(printed)
     table = run_ok(["evaluate", str(run), "--conformal", "0.1"], capsys)
     assert "test coverage" in table and "mean set size" in table
@@ -103,19 +135,50 @@ def test_refusals(classification, tmp_path):
     with pytest.raises(ConfigError, match=r"--conformal 1.5: allowed a miscoverage level"):
         evaluate(run, conformal=1.5, write=False)
     plain = tmp_path / "plain"
-    assert main([*SGD, "--dataset", str(classification / "data.npz"), "--model", "linear",
-                 "--dir", str(plain)]) == 0
+    assert (
+        main(
+            [
+                *SGD,
+                "--dataset",
+                str(classification / "data.npz"),
+                "--model",
+                "linear",
+                "--dir",
+                str(plain),
+            ]
+        )
+        == 0
+    )
     with pytest.raises(ConfigError, match="--calibrate fits on held-out data"):
         evaluate(plain, calibrate=True, write=False)
     regression = tmp_path / "regression"
     # yacht's unscaled step of 1e-2 diverges on a linear model (and is refused as such).
-    assert main([*SGD, "--init-step-size", "1e-4", "--dataset", "yacht_0", "--model", "linear",
-                 "--dir", str(regression)]) == 0
+    assert (
+        main(
+            [
+                *SGD,
+                "--init-step-size",
+                "1e-4",
+                "--dataset",
+                "yacht_0",
+                "--model",
+                "linear",
+                "--dir",
+                str(regression),
+            ]
+        )
+        == 0
+    )
     with pytest.raises(ConfigError, match="--ood scores a classifier's"):
         evaluate(regression, ood="yacht_1", write=False)
     rng = np.random.default_rng(1)
-    np.savez(tmp_path / "wide.npz", x_train=rng.normal(size=(10, 5)), y_train=np.zeros(10, int),
-             x_test=rng.normal(size=(10, 5)), y_test=np.zeros(10, int))
+    np.savez(
+        tmp_path / "wide.npz",
+        x_train=rng.normal(size=(10, 5)),
+        y_train=np.zeros(10, int),
+        x_test=rng.normal(size=(10, 5)),
+        y_test=np.zeros(10, int),
+    )
     with pytest.raises(ConfigError, match="inputs of the same shape"):
         evaluate(run, ood=str(tmp_path / "wide.npz"), write=False)
 
@@ -124,10 +187,30 @@ def test_regression_calibration_conformal_and_w1_against_a_reference(tmp_path):
     runs = {}
     for name, lr in (("a", "1e-2"), ("b", "1e-3")):
         runs[name] = tmp_path / name
-        assert main(["sgd", "--init-step-size", lr, "--num-epochs", "3", "--batch-size", "32",
-                     "--no-progress", "--no-evaluate", "--dataset", "yacht_0", "--model",
-                     "mlp_regression_small", "--validation-size", "40", "--dir",
-                     str(runs[name])]) == 0
+        assert (
+            main(
+                [
+                    "sgd",
+                    "--init-step-size",
+                    lr,
+                    "--num-epochs",
+                    "3",
+                    "--batch-size",
+                    "32",
+                    "--no-progress",
+                    "--no-evaluate",
+                    "--dataset",
+                    "yacht_0",
+                    "--model",
+                    "mlp_regression_small",
+                    "--validation-size",
+                    "40",
+                    "--dir",
+                    str(runs[name]),
+                ]
+            )
+            == 0
+        )
     result = evaluate(runs["a"], reference=runs["b"], calibrate=True, conformal=0.1)
     assert result["temperature_scaling"]["std_scale"] > 0
     assert result["temperature_scaling"]["test"]["rmse"] == pytest.approx(result["test"]["rmse"])
@@ -139,7 +222,10 @@ def test_regression_calibration_conformal_and_w1_against_a_reference(tmp_path):
     b_result = evaluate(runs["b"], write=True)
     assert np.isfinite(b_result["test"]["rmse"])
     b = storage.load_arrays(runs["b"] / "predictions" / "test.npz")
-    assert w1 == pytest.approx(predictive_wasserstein_1(
-        Prediction("regression", means=a["means"], stds=a["stds"]),
-        Prediction("regression", means=b["means"], stds=b["stds"])))
+    assert w1 == pytest.approx(
+        predictive_wasserstein_1(
+            Prediction("regression", means=a["means"], stds=a["stds"]),
+            Prediction("regression", means=b["means"], stds=b["stds"]),
+        )
+    )
     assert w1 > 0

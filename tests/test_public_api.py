@@ -30,9 +30,12 @@ def python_block(page: str, section: str) -> str:
 def docs_python_examples() -> dict[str, str]:
     """The Python examples of the docs that run as written, by where they are: the run, the
     evaluation and the export of Getting started, and the method interface used directly."""
-    return {"getting-started.md": python_block("getting-started.md", "From Python"),
-            "concepts/method-interface.md": python_block("concepts/method-interface.md",
-                                                         "Using it directly")}
+    return {
+        "getting-started.md": python_block("getting-started.md", "From Python"),
+        "concepts/method-interface.md": python_block(
+            "concepts/method-interface.md", "Using it directly"
+        ),
+    }
 
 
 def readme_python_example() -> str:
@@ -79,12 +82,22 @@ def test_static_view_names_only_real_names():
     # The TYPE_CHECKING block's __all__ and imports (for static checkers) name nothing that
     # bnnkit does not offer at run time, and each name it lists is imported there or defined.
     tree = ast.parse((ROOT / "src" / "bnnkit" / "__init__.py").read_text(encoding="utf-8"))
-    block = next(node for node in tree.body if isinstance(node, ast.If)
-                 and getattr(node.test, "id", None) == "TYPE_CHECKING")
-    static = next(ast.literal_eval(node.value) for node in block.body
-                  if isinstance(node, ast.Assign) and node.targets[0].id == "__all__")
-    imported = {alias.asname or alias.name for node in block.body
-                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
+    )
+    static = next(
+        ast.literal_eval(node.value)
+        for node in block.body
+        if isinstance(node, ast.Assign) and node.targets[0].id == "__all__"
+    )
+    imported = {
+        alias.asname or alias.name
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
     assert set(static) <= set(bnnkit.__all__)
     assert set(static) - imported <= {"ConfigError", "__version__"}
     assert imported <= set(static)
@@ -94,10 +107,12 @@ def test_static_view_names_only_real_names():
 
 def test_import_is_cheap_until_a_name_is_touched():
     # A fresh interpreter: ``import bnnkit`` must not import JAX; a method's Config does.
-    code = ("import sys, bnnkit; assert 'jax' not in sys.modules, 'jax at import'; "
-            "bnnkit.ConfigError; assert 'jax' not in sys.modules, 'jax at ConfigError'; "
-            "config = bnnkit.SGD; assert 'jax' in sys.modules; "
-            "assert config is bnnkit.METHODS['sgd'].Config")
+    code = (
+        "import sys, bnnkit; assert 'jax' not in sys.modules, 'jax at import'; "
+        "bnnkit.ConfigError; assert 'jax' not in sys.modules, 'jax at ConfigError'; "
+        "config = bnnkit.SGD; assert 'jax' in sys.modules; "
+        "assert config is bnnkit.METHODS['sgd'].Config"
+    )
     paths = [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
@@ -106,15 +121,18 @@ def test_import_is_cheap_until_a_name_is_touched():
 def test_evaluate_stays_the_function_whatever_the_import_order():
     # No submodule is named like a public function, so importing one cannot rebind the name.
     src = ROOT / "src" / "bnnkit"
-    submodules = {p.stem for p in src.glob("*.py")} | {p.name for p in src.iterdir()
-                                                      if (p / "__init__.py").is_file()}
+    submodules = {p.stem for p in src.glob("*.py")} | {
+        p.name for p in src.iterdir() if (p / "__init__.py").is_file()
+    }
     assert not submodules & set(bnnkit._LAZY), submodules & set(bnnkit._LAZY)
     # A fresh interpreter, so the submodule is imported before the public name is looked up.
-    code = ("import bnnkit.evaluation, bnnkit; from bnnkit.evaluation import export_samples; "
-            "import importlib; m = importlib.import_module('bnnkit.evaluation'); "
-            "assert bnnkit.evaluate is m.evaluate, bnnkit.evaluate; "
-            "from bnnkit import evaluate; assert evaluate is m.evaluate; "
-            "assert bnnkit.evaluation is m")
+    code = (
+        "import bnnkit.evaluation, bnnkit; from bnnkit.evaluation import export_samples; "
+        "import importlib; m = importlib.import_module('bnnkit.evaluation'); "
+        "assert bnnkit.evaluate is m.evaluate, bnnkit.evaluate; "
+        "from bnnkit import evaluate; assert evaluate is m.evaluate; "
+        "assert bnnkit.evaluation is m"
+    )
     paths = [str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
@@ -126,8 +144,11 @@ def test_unknown_names_raise_attribute_error():
         bnnkit.nope  # noqa: B018
 
 
-@pytest.mark.parametrize("code", [readme_python_example(), *docs_python_examples().values()],
-                         ids=["README.md", *docs_python_examples()])
+@pytest.mark.parametrize(
+    "code",
+    [readme_python_example(), *docs_python_examples().values()],
+    ids=["README.md", *docs_python_examples()],
+)
 def test_python_examples_use_the_top_level_api(code):
     assert "import bnnkit\n" in code
     # nothing from submodules: the example is what `bnnkit.__all__` offers

@@ -32,8 +32,11 @@ def fields_of(kind: type) -> list[tuple[type, str]]:
         hints = field_types(cls)
         for field in dataclasses.fields(cls):
             kinds = _kinds(hints[field.name])[0]
-            wanted = {int: int in kinds and float not in kinds, float: float in kinds,
-                      object: bool(kinds)}[kind]
+            wanted = {
+                int: int in kinds and float not in kinds,
+                float: float in kinds,
+                object: bool(kinds),
+            }[kind]
             if wanted:
                 out.append((cls, field.name))
     return out
@@ -94,7 +97,8 @@ def test_a_real_setting_refuses_what_float32_cannot_hold(cls, name, value):
         with pytest.raises(ConfigError) as refused:
             minimal(cls, **{name: value})
         assert str(refused.value).startswith(f"{name_flag} {value:g} is beyond float32"), (
-            refused.value)
+            refused.value
+        )
         assert f"(it would become {becomes})" in str(refused.value)
         assert getattr(minimal(cls, **{name: value, "float64": True}), name) == value
         return
@@ -104,8 +108,7 @@ def test_a_real_setting_refuses_what_float32_cannot_hold(cls, name, value):
         return  # refused by a rule between settings, before any run: refused all the same
     with pytest.raises(ConfigError) as refused:
         check_dtype(config, np.float32)
-    assert str(refused.value).startswith(f"{name_flag} {value:g} is beyond float32"), (
-        refused.value)
+    assert str(refused.value).startswith(f"{name_flag} {value:g} is beyond float32"), refused.value
     assert f"(it would become {becomes})" in str(refused.value)
     check_dtype(config, np.float64)  # a float64 run holds it
 
@@ -118,24 +121,34 @@ def test_a_value_of_another_type_is_refused_naming_the_field(cls, name):
     assert "allowed: " in str(refused.value) and "\n" not in str(refused.value)
 
 
-@pytest.mark.parametrize(("make", "field"), [
-    (lambda: METHODS["hmc"].Config(step_size=1e-3, trajectory_len=1e-2, num_chains=2.5),
-     "num_chains"),
-    (lambda: METHODS["hmc"].Config(step_size=1e-3, trajectory_len=1e-2, num_iterations="4"),
-     "num_iterations"),
-    (lambda: METHODS["hmc"].Config(step_size=1e-3, trajectory_len=1e-2, num_burn_in=2.5),
-     "num_burn_in"),
-    (lambda: ProblemConfig("yacht_0", "linear", noise_std="abc"), "noise_std"),
-    (lambda: ProblemConfig(123, "linear"), "dataset"),
-    (lambda: ProblemConfig("yacht_0", "linear", subset_train_to=2.5), "subset_train_to"),
-])
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (
+            lambda: METHODS["hmc"].Config(step_size=1e-3, trajectory_len=1e-2, num_chains=2.5),
+            "num_chains",
+        ),
+        (
+            lambda: METHODS["hmc"].Config(step_size=1e-3, trajectory_len=1e-2, num_iterations="4"),
+            "num_iterations",
+        ),
+        (
+            lambda: METHODS["hmc"].Config(step_size=1e-3, trajectory_len=1e-2, num_burn_in=2.5),
+            "num_burn_in",
+        ),
+        (lambda: ProblemConfig("yacht_0", "linear", noise_std="abc"), "noise_std"),
+        (lambda: ProblemConfig(123, "linear"), "dataset"),
+        (lambda: ProblemConfig("yacht_0", "linear", subset_train_to=2.5), "subset_train_to"),
+    ],
+)
 def test_python_callers_get_a_config_error_naming_the_field(make, field):
     with pytest.raises(ConfigError, match=f"^{field}="):
         make()
 
 
 def test_numpy_numbers_are_taken_as_python_numbers():
-    config = METHODS["hmc"].Config(step_size=np.float32(1e-3), trajectory_len=1e-2,
-                                   num_chains=np.int64(2))
+    config = METHODS["hmc"].Config(
+        step_size=np.float32(1e-3), trajectory_len=1e-2, num_chains=np.int64(2)
+    )
     assert type(config.num_chains) is int and type(config.step_size) is float
     assert config.num_chains == 2

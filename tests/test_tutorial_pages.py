@@ -46,9 +46,11 @@ def synced(text: str, root: Path = ROOT) -> str:
     Returns:
         The page with each block equal to its file.
     """
+
     def body(m: re.Match) -> str:
         code = (root / m.group(1)).read_text(encoding="utf-8")
         return f'```python title="{m.group(1)}"\n{code}```'
+
     return BLOCK.sub(body, text)
 
 
@@ -59,18 +61,20 @@ def pages() -> list[Path]:
 @pytest.mark.parametrize("page", pages(), ids=lambda p: p.name)
 def test_each_script_block_is_its_file(page):
     text = page.read_text(encoding="utf-8")
-    assert "--8<--" not in text, (f"{page.name} includes a file at build time; read in the "
-                                  "repository it shows the include line, not the code")
+    assert "--8<--" not in text, (
+        f"{page.name} includes a file at build time; read in the "
+        "repository it shows the include line, not the code"
+    )
     for path, code in blocks(text):
         assert (ROOT / path).is_file(), f"{page.name} shows {path}, which does not exist"
         assert code == (ROOT / path).read_text(encoding="utf-8"), (
             f"{page.name}'s block of {path} differs from the file: run "
-            "python tests/test_tutorial_pages.py")
+            "python tests/test_tutorial_pages.py"
+        )
 
 
 def test_every_example_is_shown_on_a_page():
-    shown = {path for page in pages()
-             for path, _ in blocks(page.read_text(encoding="utf-8"))}
+    shown = {path for page in pages() for path, _ in blocks(page.read_text(encoding="utf-8"))}
     files = {f"examples/{p.name}" for p in (ROOT / "examples").glob("*.py")}
     assert files, "no example scripts found"
     assert files <= shown, f"not shown on any tutorial page: {sorted(files - shown)}"

@@ -60,8 +60,9 @@ def shown(value: Any) -> str:
         >>> shown("yacht_0"), shown(np.zeros((2, 3), np.float16)), shown(list(range(100)))
         ("'yacht_0'", 'array(float16, shape (2, 3))', '[0, 1, 2, 3, ...]')
     """
-    if isinstance(value, np.ndarray) or (hasattr(value, "shape") and hasattr(value, "dtype")
-                                         and not isinstance(value, np.generic)):
+    if isinstance(value, np.ndarray) or (
+        hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, np.generic)
+    ):
         return f"array({value.dtype}, shape {tuple(value.shape)})"
     if isinstance(value, type):
         api = getattr(value, "API_NAME", "")
@@ -85,8 +86,9 @@ def type_words(value: Any) -> str:
     return f"{'an' if text[0] in 'aeiou' else 'a'} {text}"
 
 
-def refuse(value: Any, name: str, allowed: str, *, where: str = "", what: str | None = None
-           ) -> NoReturn:
+def refuse(
+    value: Any, name: str, allowed: str, *, where: str = "", what: str | None = None
+) -> NoReturn:
     """Raise the one-line refusal of an argument.
 
     Args:
@@ -102,8 +104,9 @@ def refuse(value: Any, name: str, allowed: str, *, where: str = "", what: str | 
     prefix = f"{where}: " if where else ""
     if value is None:
         raise ConfigError(f"{prefix}{name} is None; allowed: {allowed}")
-    raise ConfigError(f"{prefix}{name}={shown(value)} is {what or type_words(value)}; "
-                      f"allowed: {allowed}")
+    raise ConfigError(
+        f"{prefix}{name}={shown(value)} is {what or type_words(value)}; allowed: {allowed}"
+    )
 
 
 def flag_argument(value: Any, name: str, *, where: str = "") -> bool:
@@ -118,8 +121,9 @@ def flag_argument(value: Any, name: str, *, where: str = "") -> bool:
     refuse(value, name, "True or False", where=where)
 
 
-def count_argument(value: Any, name: str, *, where: str = "", low: int = 1,
-                   optional: bool = False) -> int | None:
+def count_argument(
+    value: Any, name: str, *, where: str = "", low: int = 1, optional: bool = False
+) -> int | None:
     """An integer ``>= low`` (a NumPy integer too; not a bool), as a Python int; ``None``
     where ``optional``.
 
@@ -137,8 +141,9 @@ def count_argument(value: Any, name: str, *, where: str = "", low: int = 1,
     return int(value)
 
 
-def number_argument(value: Any, name: str, *, where: str = "", optional: bool = False
-                    ) -> float | None:
+def number_argument(
+    value: Any, name: str, *, where: str = "", optional: bool = False
+) -> float | None:
     """A finite real number (an int, a NumPy number; not a bool), as a Python float;
     ``None`` where ``optional``.
 
@@ -160,8 +165,14 @@ def number_argument(value: Any, name: str, *, where: str = "", optional: bool = 
     return number
 
 
-def text_argument(value: Any, name: str, *, where: str = "", optional: bool = False,
-                  choices: Sequence[str] | None = None) -> str | None:
+def text_argument(
+    value: Any,
+    name: str,
+    *,
+    where: str = "",
+    optional: bool = False,
+    choices: Sequence[str] | None = None,
+) -> str | None:
     """A string (one of ``choices`` if given); ``None`` where ``optional``.
 
     Example:
@@ -179,8 +190,9 @@ def text_argument(value: Any, name: str, *, where: str = "", optional: bool = Fa
     return str(value)
 
 
-def path_argument(value: Any, name: str, *, where: str = "", optional: bool = False
-                  ) -> str | os.PathLike | None:
+def path_argument(
+    value: Any, name: str, *, where: str = "", optional: bool = False
+) -> str | os.PathLike | None:
     """A file system path: a ``str`` or an ``os.PathLike`` of one (``bytes`` paths are not
     taken) without a NUL character; ``None`` where ``optional``. What the path names (an empty
     one names nothing) is for the entry point to judge, in the words its command line uses.
@@ -193,7 +205,8 @@ def path_argument(value: Any, name: str, *, where: str = "", optional: bool = Fa
     if value is None and optional:
         return None
     allowed = "a path (a str or an os.PathLike such as pathlib.Path)" + (
-        " or None" if optional else "")
+        " or None" if optional else ""
+    )
     text = None
     if isinstance(value, str):
         text = value
@@ -209,8 +222,9 @@ def path_argument(value: Any, name: str, *, where: str = "", optional: bool = Fa
     return value
 
 
-def callable_argument(value: Any, name: str, *, where: str = "", optional: bool = False
-                      ) -> Callable | None:
+def callable_argument(
+    value: Any, name: str, *, where: str = "", optional: bool = False
+) -> Callable | None:
     """A function (anything callable); ``None`` where ``optional``."""
     if value is None and optional:
         return None
@@ -219,8 +233,14 @@ def callable_argument(value: Any, name: str, *, where: str = "", optional: bool 
     return value
 
 
-def problem_argument(value: Any, name: str = "problem", *, where: str = "",
-                     optional: bool = False, built_only: bool = False) -> Any:
+def problem_argument(
+    value: Any,
+    name: str = "problem",
+    *,
+    where: str = "",
+    optional: bool = False,
+    built_only: bool = False,
+) -> Any:
     """A :class:`~bnnkit.problem.ProblemConfig` or a built :class:`~bnnkit.problem.Problem`
     (only the latter with ``built_only``); ``None`` where ``optional``.
 
@@ -236,13 +256,20 @@ bnnkit.ProblemConfig('yacht_0', MODEL) or a bnnkit.Problem (bnnkit.Problem.from_
     kinds = (Problem,) if built_only else (Problem, ProblemConfig)
     if (value is None and optional) or isinstance(value, kinds):
         return value
-    config = ("" if built_only else
-              f"bnnkit.ProblemConfig({value!r}, MODEL) or " if isinstance(value, str) else
-              "a bnnkit.ProblemConfig(DATASET, MODEL) or ")
+    config = (
+        ""
+        if built_only
+        else f"bnnkit.ProblemConfig({value!r}, MODEL) or "
+        if isinstance(value, str)
+        else "a bnnkit.ProblemConfig(DATASET, MODEL) or "
+    )
     allowed = f"{config}a bnnkit.Problem (bnnkit.Problem.from_arrays)"
     if optional:
-        allowed += (" or None (the run's own)" if built_only else
-                    " or None (the problem of the run the config starts from)")
+        allowed += (
+            " or None (the run's own)"
+            if built_only
+            else " or None (the problem of the run the config starts from)"
+        )
     refuse(value, name, allowed, where=where)
 
 
@@ -262,8 +289,13 @@ trajectory_len=...)
 
     if isinstance(value, RunSettings):
         return value
-    refuse(value, name, "a method's Config with its settings, such as bnnkit.HMC(step_size=..., "
-                        "trajectory_len=...)", where=where)
+    refuse(
+        value,
+        name,
+        "a method's Config with its settings, such as bnnkit.HMC(step_size=..., "
+        "trajectory_len=...)",
+        where=where,
+    )
 
 
 def _dtype_words(kinds: str) -> str:
@@ -271,8 +303,15 @@ def _dtype_words(kinds: str) -> str:
     return " or ".join(words)
 
 
-def array_argument(value: Any, name: str, *, where: str = "", optional: bool = False,
-                   kinds: str = NUMERIC_KINDS, finite: bool = False) -> np.ndarray | None:
+def array_argument(
+    value: Any,
+    name: str,
+    *,
+    where: str = "",
+    optional: bool = False,
+    kinds: str = NUMERIC_KINDS,
+    finite: bool = False,
+) -> np.ndarray | None:
     """A rectangular array whose dtype is of ``kinds``, as a NumPy array.
 
     Taken: NumPy and JAX arrays (anything with ``__array__``), NumPy scalars, Python numbers
@@ -308,30 +347,48 @@ array of dtype <U1; allowed: a rectangular array of integers or real numbers
         return None
     words = _dtype_words(kinds)
     allowed = f"a rectangular array of {words}"
-    taken = (isinstance(value, (np.ndarray, np.generic, list, tuple, numbers.Number))
-             or hasattr(value, "__array__")) and not isinstance(value, (str, bytes, type))
+    taken = (
+        isinstance(value, (np.ndarray, np.generic, list, tuple, numbers.Number))
+        or hasattr(value, "__array__")
+    ) and not isinstance(value, (str, bytes, type))
     if not taken:
         refuse(value, name, allowed + (" or None" if optional else ""), where=where)
     try:
         array = np.asarray(value)
     except (ValueError, TypeError, OverflowError) as err:
         if isinstance(value, (list, tuple)) and "inhomogeneous" in str(err):
-            refuse(value, name, f"{allowed} (a NumPy or JAX array, or nested lists of equal "
-                                "lengths)", where=where,
-                   what=f"a ragged {type(value).__name__} (its rows differ in length)")
-        refuse(value, name, allowed, where=where,
-               what=f"not an array ({' '.join(str(err).split())[:80]})")
+            refuse(
+                value,
+                name,
+                f"{allowed} (a NumPy or JAX array, or nested lists of equal lengths)",
+                where=where,
+                what=f"a ragged {type(value).__name__} (its rows differ in length)",
+            )
+        refuse(
+            value,
+            name,
+            allowed,
+            where=where,
+            what=f"not an array ({' '.join(str(err).split())[:80]})",
+        )
     if array.dtype.kind not in kinds:
-        what = (f"an array of dtype {array.dtype}" if isinstance(value, np.ndarray) or
-                hasattr(value, "__array__") else
-                f"a {type(value).__name__} of {array.dtype} values (not only numbers)"
-                if array.dtype == object else
-                f"a {type(value).__name__} that NumPy reads as dtype {array.dtype}")
+        what = (
+            f"an array of dtype {array.dtype}"
+            if isinstance(value, np.ndarray) or hasattr(value, "__array__")
+            else f"a {type(value).__name__} of {array.dtype} values (not only numbers)"
+            if array.dtype == object
+            else f"a {type(value).__name__} that NumPy reads as dtype {array.dtype}"
+        )
         refuse(value, name, allowed, where=where, what=what)
     if finite and array.dtype.kind == "f" and not np.all(np.isfinite(array)):
         bad = int(np.sum(~np.isfinite(array)))
-        refuse(value, name, f"{words}, every one finite", where=where,
-               what=f"an array holding {bad} NaN or infinite value{'s' * (bad != 1)}")
+        refuse(
+            value,
+            name,
+            f"{words}, every one finite",
+            where=where,
+            what=f"an array holding {bad} NaN or infinite value{'s' * (bad != 1)}",
+        )
     return array
 
 

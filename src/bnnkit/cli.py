@@ -64,8 +64,13 @@ class _HelpFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if (not action.option_strings or "default" in text or default is None
-                or isinstance(default, bool) or default is argparse.SUPPRESS):
+        if (
+            not action.option_strings
+            or "default" in text
+            or default is None
+            or isinstance(default, bool)
+            or default is argparse.SUPPRESS
+        ):
             return text
         if isinstance(default, (list, tuple)):
             default = " ".join(map(str, default))
@@ -107,9 +112,13 @@ def command_list() -> str:
         lines.append(f"{GROUPS[group]}:")
         for name in names:
             # wrapped at 79 columns, the help under the help, as argparse lays out flags
-            lines += textwrap.wrap(commands[name].sentence, 79, break_on_hyphens=False,
-                                   initial_indent=f"  {name:<{len(indent) - 2}}",
-                                   subsequent_indent=indent)
+            lines += textwrap.wrap(
+                commands[name].sentence,
+                79,
+                break_on_hyphens=False,
+                initial_indent=f"  {name:<{len(indent) - 2}}",
+                subsequent_indent=indent,
+            )
         lines.append("")
     lines.append(f"`bnnkit COMMAND --help` lists a command's flags; docs: {DOCS_ROOT}/index.md")
     lines.append("")
@@ -118,23 +127,46 @@ def command_list() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="bnnkit", description="Bayesian neural networks: HMC and friends.",
-                     formatter_class=_TopHelpFormatter, epilog=command_list())
-    parser.add_argument("--version", action="version", version=f"bnnkit {version()}",
-                        help="print the version and exit")
-    parser.add_argument(DEBUG_FLAG, action="store_true",
-                        help="show the traceback of an unexpected error (accepted anywhere)")
+    parser = _Parser(
+        prog="bnnkit",
+        description="Bayesian neural networks: HMC and friends.",
+        formatter_class=_TopHelpFormatter,
+        epilog=command_list(),
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"bnnkit {version()}",
+        help="print the version and exit",
+    )
+    parser.add_argument(
+        DEBUG_FLAG,
+        action="store_true",
+        help="show the traceback of an unexpected error (accepted anywhere)",
+    )
     # The commands are listed by group in the epilog, so the parsers carry no help of their own.
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
-                                metavar="COMMAND", help="one of the commands below")
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        parser_class=_Parser,
+        metavar="COMMAND",
+        help="one of the commands below",
+    )
     for name, command in COMMANDS().items():
-        p = sub.add_parser(name, description=command.sentence, formatter_class=_HelpFormatter,
-                           epilog=docs_pointer(name))
+        p = sub.add_parser(
+            name,
+            description=command.sentence,
+            formatter_class=_HelpFormatter,
+            epilog=docs_pointer(name),
+        )
         command.add_arguments(p)
-        p.add_argument(config_file.FLAG, metavar="FILE",
-                       help="read flags from a TOML file (key = value, the flag without its "
-                            "dashes), or a run's settings from its run.json; flags given here "
-                            "override it")
+        p.add_argument(
+            config_file.FLAG,
+            metavar="FILE",
+            help="read flags from a TOML file (key = value, the flag without its "
+            "dashes), or a run's settings from its run.json; flags given here "
+            "override it",
+        )
     return parser
 
 
@@ -203,8 +235,10 @@ def dashed(argv: list[str]) -> list[str]:
 def _after_stop(resumes: bool) -> str:
     """What a stopped command leaves, and how to go on, naming only flags it takes."""
     if resumes:
-        return ("what was complete is kept (a run directory holds its last complete iteration "
-                "or epoch); continue with the same command and --resume")
+        return (
+            "what was complete is kept (a run directory holds its last complete iteration "
+            "or epoch); continue with the same command and --resume"
+        )
     return "it did not finish; run it again"
 
 
@@ -262,8 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bnnkit: stopped: {stop.progress}; {_continue(parser, argv)}", file=sys.stderr)
         return EXIT_BUDGET
     except Terminated as stop:
-        print(f"bnnkit: stopped by {signal.Signals(stop.signum).name}; {_after_stop(resumes)}",
-              file=sys.stderr)
+        print(
+            f"bnnkit: stopped by {signal.Signals(stop.signum).name}; {_after_stop(resumes)}",
+            file=sys.stderr,
+        )
         return 128 + stop.signum
     except KeyboardInterrupt:
         print(f"bnnkit: interrupted; {_after_stop(resumes)}", file=sys.stderr)
@@ -271,8 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # the one place that turns a bug into one line
         if debug:
             raise
-        print(f"bnnkit: error: unexpected {type(err).__name__}: {_one_line(err)[:300]}; run "
-              f"with {DEBUG_FLAG} for the traceback", file=sys.stderr)
+        print(
+            f"bnnkit: error: unexpected {type(err).__name__}: {_one_line(err)[:300]}; run "
+            f"with {DEBUG_FLAG} for the traceback",
+            file=sys.stderr,
+        )
         return 1
 
 

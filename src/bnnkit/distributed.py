@@ -66,49 +66,76 @@ class Hosts:
     """
 
     distributed: str = setting(
-        "auto", choices=DISTRIBUTED_MODES,
+        "auto",
+        choices=DISTRIBUTED_MODES,
         help="run over several processes with jax.distributed: auto joins when the flags "
-             "below are given or a SLURM/Open MPI launch of several tasks is detected")
+        "below are given or a SLURM/Open MPI launch of several tasks is detected",
+    )
     coordinator_address: str | None = setting(
-        None, metavar="HOST:PORT",
-        help="process 0's address and a free port, the same for every process")
-    num_processes: int | None = setting(None, help="processes in the run (one per host)",
-                                        bounds=(1, 2**16))
-    process_id: int | None = setting(None, metavar="I",
-                                     help="this process's number, 0 to --num-processes - 1",
-                                     bounds=(0, 2**16 - 1))
-    timeout: int = setting(300, flag="--distributed-timeout", metavar="SECONDS",
-                           help="seconds to wait for every process to connect",
-                           bounds=(1, 7 * 24 * 3600))
+        None,
+        metavar="HOST:PORT",
+        help="process 0's address and a free port, the same for every process",
+    )
+    num_processes: int | None = setting(
+        None, help="processes in the run (one per host)", bounds=(1, 2**16)
+    )
+    process_id: int | None = setting(
+        None,
+        metavar="I",
+        help="this process's number, 0 to --num-processes - 1",
+        bounds=(0, 2**16 - 1),
+    )
+    timeout: int = setting(
+        300,
+        flag="--distributed-timeout",
+        metavar="SECONDS",
+        help="seconds to wait for every process to connect",
+        bounds=(1, 7 * 24 * 3600),
+    )
 
     def __post_init__(self):
         check_numbers(self)
         if self.distributed not in DISTRIBUTED_MODES:
-            raise ConfigError(f"unknown --distributed {self.distributed!r}; allowed: "
-                              f"{', '.join(DISTRIBUTED_MODES)}")
-        given = [f for f in ("coordinator_address", "num_processes", "process_id")
-                 if getattr(self, f) is not None]
+            raise ConfigError(
+                f"unknown --distributed {self.distributed!r}; allowed: "
+                f"{', '.join(DISTRIBUTED_MODES)}"
+            )
+        given = [
+            f
+            for f in ("coordinator_address", "num_processes", "process_id")
+            if getattr(self, f) is not None
+        ]
         if self.distributed == "off" and given:
             raise ConfigError(f"--distributed off contradicts --{given[0].replace('_', '-')}")
-        if (self.process_id is not None and self.num_processes is not None
-                and self.process_id >= self.num_processes):
+        if (
+            self.process_id is not None
+            and self.num_processes is not None
+            and self.process_id >= self.num_processes
+        ):
             raise ConfigError(
                 f"--process-id {self.process_id} must be < --num-processes "
-                f"{self.num_processes} (numbered from 0)")
+                f"{self.num_processes} (numbered from 0)"
+            )
         if self.coordinator_address is not None:
             host, _, port = self.coordinator_address.rpartition(":")
             if not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ConfigError(f"--coordinator-address {self.coordinator_address!r} must be "
-                                  "HOST:PORT with a port from 1 to 65535")
-        missing = [f for f in ("coordinator_address", "num_processes", "process_id")
-                   if getattr(self, f) is None]
+                raise ConfigError(
+                    f"--coordinator-address {self.coordinator_address!r} must be "
+                    "HOST:PORT with a port from 1 to 65535"
+                )
+        missing = [
+            f
+            for f in ("coordinator_address", "num_processes", "process_id")
+            if getattr(self, f) is None
+        ]
         if given and missing and cluster_processes() is None:
             # Outside SLURM / Open MPI nothing could fill them in: say so now, not after a
             # timeout.
             raise ConfigError(
                 f"--{given[0].replace('_', '-')} needs "
                 f"{' and '.join('--' + m.replace('_', '-') for m in missing)} as well (or a "
-                "SLURM/Open MPI launch that provides them)")
+                "SLURM/Open MPI launch that provides them)"
+            )
 
     def wanted(self) -> bool:
         """Whether this process should join a run over several processes."""
@@ -135,8 +162,7 @@ def cluster_processes() -> int | None:
     These are the environment variables JAX's cluster detection reads
     (``jax._src.clusters``): SLURM's inside an ``srun`` step, Open MPI's under ``mpirun``.
     """
-    slurm = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID",
-             "SLURM_LOCALID")
+    slurm = ("SLURM_JOB_ID", "SLURM_STEP_NODELIST", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID")
     if all(name in os.environ for name in slurm):
         for name in ("SLURM_PROCID", "SLURM_LOCALID"):
             _env_count(name, low=0)
@@ -155,9 +181,11 @@ def _env_count(name: str, low: int = 1) -> int:
     """
     text = os.environ[name].strip()
     if not (text.isdigit() and int(text) >= low):
-        raise ConfigError(f"environment variable {name}={os.environ[name]!r} is not an integer "
-                          f">= {low}; allowed: what SLURM or Open MPI sets (unset it to run as "
-                          "one process)")
+        raise ConfigError(
+            f"environment variable {name}={os.environ[name]!r} is not an integer "
+            f">= {low}; allowed: what SLURM or Open MPI sets (unset it to run as "
+            "one process)"
+        )
     return int(text)
 
 
@@ -177,15 +205,19 @@ def check_coordinator(hosts: Hosts) -> None:
     try:
         socket.getaddrinfo(host, int(port))
     except OSError as err:
-        raise ConfigError(f"{address}: host {host!r} cannot be resolved ({err.strerror or err})"
-                          "; allowed: process 0's host name or IP address") from None
+        raise ConfigError(
+            f"{address}: host {host!r} cannot be resolved ({err.strerror or err})"
+            "; allowed: process 0's host name or IP address"
+        ) from None
     if hosts.process_id == 0:
         with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
             try:
                 probe.bind(("", int(port)))
             except OSError as err:
-                raise ConfigError(f"{address}: process 0 cannot listen on port {port} "
-                                  f"({err.strerror or err}); allowed: a free port") from None
+                raise ConfigError(
+                    f"{address}: process 0 cannot listen on port {port} "
+                    f"({err.strerror or err}); allowed: a free port"
+                ) from None
         return
     deadline = time.monotonic() + hosts.timeout
     while True:
@@ -195,10 +227,12 @@ def check_coordinator(hosts: Hosts) -> None:
         except OSError as err:
             reason = err.strerror or type(err).__name__
         if time.monotonic() >= deadline:
-            raise ConfigError(f"{address} cannot be reached within --distributed-timeout "
-                              f"{hosts.timeout} s ({reason}); allowed: process 0's address, "
-                              "with process 0 started (a longer --distributed-timeout waits "
-                              "longer)")
+            raise ConfigError(
+                f"{address} cannot be reached within --distributed-timeout "
+                f"{hosts.timeout} s ({reason}); allowed: process 0's address, "
+                "with process 0 started (a longer --distributed-timeout waits "
+                "longer)"
+            )
         time.sleep(0.5)
 
 
@@ -221,8 +255,10 @@ def initialize(hosts: Hosts = Hosts()) -> Processes:
         try:
             jax.distributed.initialize(
                 coordinator_address=hosts.coordinator_address,
-                num_processes=hosts.num_processes, process_id=hosts.process_id,
-                initialization_timeout=hosts.timeout)
+                num_processes=hosts.num_processes,
+                process_id=hosts.process_id,
+                initialization_timeout=hosts.timeout,
+            )
         except RuntimeError as err:
             raise ConfigError(f"cannot start the processes of a distributed run: {err}") from err
         except ValueError as err:  # what JAX could neither read nor detect
@@ -283,8 +319,10 @@ def _agree(error: BaseException | None) -> None:
     if error is not None:
         raise error
     if refused:
-        raise ConfigError(f"process 0 refused the run (its error says why); this is process "
-                          f"{jax.process_index()} of {jax.process_count()}")
+        raise ConfigError(
+            f"process 0 refused the run (its error says why); this is process "
+            f"{jax.process_index()} of {jax.process_count()}"
+        )
 
 
 def first_says(answer: bool) -> bool:
@@ -320,15 +358,16 @@ def from_first(start: int, state: Any, template: Any) -> tuple[int, Any]:
 
     start = int(multihost_utils.broadcast_one_to_all(np.int64(start)))
     if not is_writer() or state is None:
-        state = None if start == 0 else jax.tree.map(
-            lambda t: np.zeros(t.shape, t.dtype), template)
+        state = None if start == 0 else jax.tree.map(lambda t: np.zeros(t.shape, t.dtype), template)
     if state is None:
         return start, None
     leaves, treedef = jax.tree.flatten(state)
     raw = [np.ascontiguousarray(np.asarray(a)).reshape(-1).view(np.uint8) for a in leaves]
     raw = multihost_utils.broadcast_one_to_all(raw)
-    out = [np.asarray(r).view(t.dtype).reshape(t.shape)
-           for r, t in zip(raw, jax.tree.leaves(template), strict=True)]
+    out = [
+        np.asarray(r).view(t.dtype).reshape(t.shape)
+        for r, t in zip(raw, jax.tree.leaves(template), strict=True)
+    ]
     return start, jax.tree.unflatten(treedef, [jax.numpy.asarray(a) for a in out])
 
 

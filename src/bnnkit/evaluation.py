@@ -69,8 +69,9 @@ def _seed(record: dict) -> int:
     return int(record.get("method_config", {}).get("seed", record.get("seed", 0)))
 
 
-def check_reference(reference: str | os.PathLike, dataset: str, *,
-                    flag: str = "--reference") -> None:
+def check_reference(
+    reference: str | os.PathLike, dataset: str, *, flag: str = "--reference"
+) -> None:
     """Refuse, before anything runs, a reference that is no run, an unreadable one, or one on
     another dataset (its test set would not be this run's).
 
@@ -79,21 +80,22 @@ def check_reference(reference: str | os.PathLike, dataset: str, *,
     """
     path = os.fspath(reference)
     if not os.path.isdir(path):
-        raise ConfigError(f"{flag} {path!r} does not exist; allowed: a run directory on "
-                          f"dataset {dataset!r}")
+        raise ConfigError(
+            f"{flag} {path!r} does not exist; allowed: a run directory on dataset {dataset!r}"
+        )
     rundir = RunDir(path)
     record = rundir.read_record()
     theirs = (record.get("problem") or {}).get("dataset")
     if theirs != dataset:
-        raise ConfigError(f"{flag} {path!r} is a run on dataset {theirs!r}; allowed: a run on "
-                          f"dataset {dataset!r}")
+        raise ConfigError(
+            f"{flag} {path!r} is a run on dataset {theirs!r}; allowed: a run on dataset {dataset!r}"
+        )
     try:
         samples = kept_samples(rundir, record)
     except ConfigError as err:
         raise ConfigError(f"{flag}: {err}") from None
     if not samples:
-        raise ConfigError(f"{flag} {path!r} has no kept samples yet; allowed: a run with "
-                          "samples")
+        raise ConfigError(f"{flag} {path!r} has no kept samples yet; allowed: a run with samples")
 
 
 def check_writable_folder(path: str | os.PathLike, what: str) -> None:
@@ -103,8 +105,9 @@ def check_writable_folder(path: str | os.PathLike, what: str) -> None:
         ConfigError: naming the folder.
     """
     if not os.access(path, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot write the {what} into {os.fspath(path)!r}: this user may "
-                          "not write there")
+        raise ConfigError(
+            f"cannot write the {what} into {os.fspath(path)!r}: this user may not write there"
+        )
 
 
 def check_out_file(out: str | os.PathLike, suffix: str, what: str) -> None:
@@ -138,8 +141,9 @@ def run_samples(record: dict, posterior: Any) -> Samples:
     return posterior.draws(evaluation_key(_seed(record)))
 
 
-def run_prediction(record: dict, problem: problem_lib.Problem, posterior: Any,
-                   x: np.ndarray) -> Prediction:
+def run_prediction(
+    record: dict, problem: problem_lib.Problem, posterior: Any, x: np.ndarray
+) -> Prediction:
     """The run's predictive at ``x`` (see :func:`bnnkit.predict.posterior_predictive`)."""
     return posterior_predictive(problem, posterior, x, evaluation_key(_seed(record)))
 
@@ -147,21 +151,26 @@ def run_prediction(record: dict, problem: problem_lib.Problem, posterior: Any,
 def weight_draws(samples: Samples) -> np.ndarray:
     """Every parameter of every sample as one array (chains, samples, parameters), the leaves
     in tree order: the weight space the diagnostics run over."""
-    leaves = [np.asarray(leaf).reshape((*leaf.shape[:2], -1))
-              for leaf in jax.tree.leaves(samples.params)]
+    leaves = [
+        np.asarray(leaf).reshape((*leaf.shape[:2], -1)) for leaf in jax.tree.leaves(samples.params)
+    ]
     return np.concatenate(leaves, axis=-1)
 
 
 def _weight_diagnostics(samples: Samples) -> dict[str, Any]:
     draws = weight_draws(samples)
-    return {"rhat": diagnostics.summarize(diagnostics.split_rhat(draws)),
-            "ess": diagnostics.summarize(diagnostics.ess(draws))}
+    return {
+        "rhat": diagnostics.summarize(diagnostics.split_rhat(draws)),
+        "ess": diagnostics.summarize(diagnostics.ess(draws)),
+    }
 
 
 def _function_diagnostics(prediction: Prediction) -> dict[str, Any]:
     draws = prediction.per_sample.reshape((*prediction.per_sample.shape[:2], -1))
-    return {"rhat": diagnostics.summarize(diagnostics.split_rhat(draws)),
-            "ess": diagnostics.summarize(diagnostics.ess(draws))}
+    return {
+        "rhat": diagnostics.summarize(diagnostics.split_rhat(draws)),
+        "ess": diagnostics.summarize(diagnostics.ess(draws)),
+    }
 
 
 def compare(prediction: Prediction, reference: Prediction) -> dict[str, float]:
@@ -177,8 +186,10 @@ def compare(prediction: Prediction, reference: Prediction) -> dict[str, float]:
         return compare_probs(prediction.probs, reference.probs)
     if prediction.mean.shape != reference.mean.shape:
         raise ConfigError("the reference run uses a different test set")
-    return {"rmse_to_reference_mean": rmse(prediction.mean, reference.mean),
-            "wasserstein_1": predictive_wasserstein_1(prediction, reference)}
+    return {
+        "rmse_to_reference_mean": rmse(prediction.mean, reference.mean),
+        "wasserstein_1": predictive_wasserstein_1(prediction, reference),
+    }
 
 
 def check_reference_probs(probs: np.ndarray, dataset, source: str) -> None:
@@ -189,14 +200,17 @@ def check_reference_probs(probs: np.ndarray, dataset, source: str) -> None:
         ConfigError: one line naming both shapes.
     """
     if dataset.task != "classification":
-        raise ConfigError(f"--reference-probs applies to classification runs; {dataset.name!r} "
-                          f"is a {dataset.task} dataset")
+        raise ConfigError(
+            f"--reference-probs applies to classification runs; {dataset.name!r} "
+            f"is a {dataset.task} dataset"
+        )
     expected = (int(np.shape(dataset.y_test)[0]), int(dataset.num_classes))
     if tuple(probs.shape) != expected:
         raise ConfigError(
             f"--reference-probs {source} has shape {probs.shape[0]} x {probs.shape[1]} but the "
             f"test set of {dataset.name!r} is {expected[0]} x {expected[1]} (test points x "
-            "classes); allowed: a reference for this test set")
+            "classes); allowed: a reference for this test set"
+        )
 
 
 def compare_probs(probs: np.ndarray, reference: np.ndarray) -> dict[str, float]:
@@ -211,8 +225,10 @@ def compare_probs(probs: np.ndarray, reference: np.ndarray) -> dict[str, float]:
         >>> {k: round(v, 3) for k, v in compare_probs(p, q).items()}
         {'agreement': 0.5, 'total_variation': 0.3}
     """
-    return {"agreement": agreement(probs, reference),
-            "total_variation": total_variation(probs, reference)}
+    return {
+        "agreement": agreement(probs, reference),
+        "total_variation": total_variation(probs, reference),
+    }
 
 
 def check_images(dataset, flag: str = "--corruption") -> None:
@@ -230,8 +246,9 @@ def check_images(dataset, flag: str = "--corruption") -> None:
         )
 
 
-def corrupted_inputs(dataset, corruption: str, severity: int, seed: int = 0,
-                     count: int | None = None) -> np.ndarray:
+def corrupted_inputs(
+    dataset, corruption: str, severity: int, seed: int = 0, count: int | None = None
+) -> np.ndarray:
     """The test images of ``dataset`` (its first ``count``, default all) under one corruption at
     one severity (1-5).
 
@@ -244,8 +261,9 @@ def corrupted_inputs(dataset, corruption: str, severity: int, seed: int = 0,
     check_images(dataset)
     x = np.asarray(dataset.x_test)[:count]
     if corruption not in corruptions.CORRUPTIONS:
-        raise ConfigError(f"unknown corruption {corruption!r}; allowed: "
-                          f"{', '.join(corruptions.CORRUPTIONS)}")
+        raise ConfigError(
+            f"unknown corruption {corruption!r}; allowed: {', '.join(corruptions.CORRUPTIONS)}"
+        )
     if severity not in corruptions.SEVERITIES:
         raise ConfigError(f"severity {severity} out of range: allowed 1..5")
     return corruptions.corrupt(x, corruption, severity, seed=seed)
@@ -315,8 +333,10 @@ def evaluate(
     if (corruption is None) != (severity is None):
         raise ConfigError("--corruption and --severity go together")
     if reference_probs is not None and corruption is not None:
-        raise ConfigError("--reference-probs scores predictions on the clean test set; it does "
-                          "not go with --corruption")
+        raise ConfigError(
+            "--reference-probs scores predictions on the clean test set; it does "
+            "not go with --corruption"
+        )
     if conformal is not None:
         posthoc.check_alpha(conformal)
     suffix = "" if corruption is None else f"_{corruption}_{severity}"
@@ -328,14 +348,14 @@ def evaluate(
         from bnnkit.data import reference_probs as reference_files
 
         ref_table, ref_info = reference_files.load(reference_probs)
-    record, problem, posterior, _ = load_run(run_dir, network=True, problem=problem,
-                                             trust_model=trust_model)
+    record, problem, posterior, _ = load_run(
+        run_dir, network=True, problem=problem, trust_model=trust_model
+    )
     if ref_table is not None:
         check_reference_probs(ref_table, problem.dataset, repr(os.fspath(reference_probs)))
     held_out = None
     if calibrate or conformal is not None:
-        held_out = posthoc.validation_set(problem,
-                                          "--calibrate" if calibrate else "--conformal")
+        held_out = posthoc.validation_set(problem, "--calibrate" if calibrate else "--conformal")
     ood_x = None if ood is None else posthoc.ood_inputs(problem, ood)
     x_test = problem.dataset.x_test
     if corruption is not None:
@@ -349,15 +369,19 @@ def evaluate(
                 f"{problem.dataset.name!r}"
             )
         other = f"reference {reference}"
-        refused = problem_lib.differences(problem.config, ref_problem.config,
-                                          problem_lib.DATA_SETTINGS, other)
+        refused = problem_lib.differences(
+            problem.config, ref_problem.config, problem_lib.DATA_SETTINGS, other
+        )
         if refused:
-            raise ConfigError(f"{refused[0]}: the runs predict on different data; allowed: a "
-                              "reference run on the same data")
+            raise ConfigError(
+                f"{refused[0]}: the runs predict on different data; allowed: a "
+                "reference run on the same data"
+            )
         # Another posterior (noise, prior, temperature, ...) can be compared with, but the
         # numbers then measure that difference too.
-        ref_differs = problem_lib.differences(problem.config, ref_problem.config,
-                                              problem_lib.POSTERIOR_SETTINGS, other)
+        ref_differs = problem_lib.differences(
+            problem.config, ref_problem.config, problem_lib.POSTERIOR_SETTINGS, other
+        )
     samples = run_samples(record, posterior)
     prediction = run_prediction(record, problem, posterior, x_test)
     result: dict[str, Any] = {
@@ -372,15 +396,18 @@ def evaluate(
         "prior_check": record.get(prior_check.RECORD_KEY),
     }
     if prediction.task == "classification":
-        result["calibration"] = predictive.calibration_bins(prediction.probs,
-                                                            problem.dataset.y_test_original)
+        result["calibration"] = predictive.calibration_bins(
+            prediction.probs, problem.dataset.y_test_original
+        )
     if corruption is not None:
         result["corruption"] = {"name": corruption, "severity": severity}
     else:  # under a corruption a poor fit is the shift's doing, not the run's
         bars = baseline.of_dataset(problem.dataset)
         if bars is not None:
-            result["baseline"] = {**bars, "poor_fit": baseline.poor_fit(
-                result["test"], bars, record.get("method"))}
+            result["baseline"] = {
+                **bars,
+                "poor_fit": baseline.poor_fit(result["test"], bars, record.get("method")),
+            }
     log = RunDir(run_dir).read_log()
     sampler = run_verdict.sampler_statistics(log)
     if sampler is not None:
@@ -400,17 +427,28 @@ def evaluate(
         }
         command = run_verdict.run_command(RunDir(run_dir), record)
         result["convergence"] = run_verdict.of_prediction(
-            record, log, prediction, problem.dataset.y_test_original,
-            vocabulary=run_verdict.run_vocabulary(RunDir(run_dir), record))
-        capped = (convergence.capped_warning(sampler["num_capped"], sampler["num_transitions"],
-                                             record.get("method"), command)
-                  if sampler else None)
+            record,
+            log,
+            prediction,
+            problem.dataset.y_test_original,
+            vocabulary=run_verdict.run_vocabulary(RunDir(run_dir), record),
+        )
+        capped = (
+            convergence.capped_warning(
+                sampler["num_capped"], sampler["num_transitions"], record.get("method"), command
+            )
+            if sampler
+            else None
+        )
         if capped is not None:  # slower mixing, not a convergence failure: a warning
             result["convergence"].setdefault("warnings", []).append(capped)
     if reference is not None:
         ref_prediction = run_prediction(ref_record, ref_problem, ref_posterior, x_test)
-        result["reference"] = {"run": str(reference), **compare(prediction, ref_prediction),
-                               "settings_differ": ref_differs}
+        result["reference"] = {
+            "run": str(reference),
+            **compare(prediction, ref_prediction),
+            "settings_differ": ref_differs,
+        }
     if ref_table is not None:
         result["reference_probs"] = {**ref_info, **compare_probs(prediction.probs, ref_table)}
     y_test = problem.dataset.y_test_original
@@ -418,20 +456,26 @@ def evaluate(
         validation = run_prediction(record, problem, posterior, held_out[0])
         if calibrate:
             result["temperature_scaling"] = posthoc.temperature_scaling(
-                validation, held_out[1], prediction, y_test)
+                validation, held_out[1], prediction, y_test
+            )
         if conformal is not None:
-            result["conformal"] = posthoc.split_conformal(validation, held_out[1], prediction,
-                                                          y_test, conformal)
+            result["conformal"] = posthoc.split_conformal(
+                validation, held_out[1], prediction, y_test, conformal
+            )
     ood_scores = None
     if ood is not None:
         result["ood"], ood_scores = posthoc.ood_detection(
-            prediction, lambda x: run_prediction(record, problem, posterior, x), ood_x, ood)
+            prediction, lambda x: run_prediction(record, problem, posterior, x), ood_x, ood
+        )
     if write:
         rundir = RunDir(run_dir)
         rundir.check_links()  # again, just before writing
         (rundir.path / PREDICTIONS_DIR).mkdir(exist_ok=True)
-        arrays = ({"probs": prediction.probs} if prediction.task == "classification"
-                  else {"means": prediction.means, "stds": prediction.stds})
+        arrays = (
+            {"probs": prediction.probs}
+            if prediction.task == "classification"
+            else {"means": prediction.means, "stds": prediction.stds}
+        )
         storage.save_arrays(rundir.path / PREDICTIONS_DIR / f"test{suffix}.npz", arrays)
         if ood_scores is not None:
             storage.save_arrays(rundir.path / PREDICTIONS_DIR / ood_file(ood, suffix), ood_scores)
@@ -463,19 +507,23 @@ def _check_writes(rundir: RunDir, suffix: str) -> None:
     rundir.check_links()
     predictions = rundir.path / PREDICTIONS_DIR
     if predictions.exists() and not predictions.is_dir():
-        raise ConfigError(f"{str(predictions)!r} is a file; allowed: the folder where bnnkit "
-                          "evaluate writes the predictions (remove the file)")
+        raise ConfigError(
+            f"{str(predictions)!r} is a file; allowed: the folder where bnnkit "
+            "evaluate writes the predictions (remove the file)"
+        )
     if predictions.is_dir():
         check_writable_folder(predictions, "predictions")
-    for target in (rundir.path / f"evaluation{suffix}.json",
-                   predictions / f"test{suffix}.npz"):
+    for target in (rundir.path / f"evaluation{suffix}.json", predictions / f"test{suffix}.npz"):
         if target.is_dir():
-            raise ConfigError(f"{str(target)!r} is a folder; allowed: the file bnnkit evaluate "
-                              "writes (remove the folder)")
+            raise ConfigError(
+                f"{str(target)!r} is a folder; allowed: the file bnnkit evaluate "
+                "writes (remove the folder)"
+            )
 
 
-def export_samples(run_dir: str | os.PathLike, out: str | os.PathLike, *,
-                   trust_model: str | None = None) -> dict[str, tuple]:
+def export_samples(
+    run_dir: str | os.PathLike, out: str | os.PathLike, *, trust_model: str | None = None
+) -> dict[str, tuple]:
     """Write the run's samples as plain arrays keyed by parameter path, (chains, samples, ...).
 
     The file is a pickle-free ``.npz`` that ArviZ or any NumPy user can read:
@@ -490,8 +538,9 @@ def export_samples(run_dir: str | os.PathLike, out: str | os.PathLike, *,
     """
     check_call("bnnkit.export_samples", locals())
     check_out_file(out, ".npz", "samples")
-    record, _, posterior, _ = load_run(run_dir, network=True, rebuild=False,
-                                       trust_model=trust_model)
+    record, _, posterior, _ = load_run(
+        run_dir, network=True, rebuild=False, trust_model=trust_model
+    )
     arrays = storage.flatten_tree(run_samples(record, posterior).params)
     storage.save_arrays(out, arrays)
     return {k: v.shape for k, v in arrays.items()}

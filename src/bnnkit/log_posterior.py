@@ -113,8 +113,7 @@ class LogPosterior:
         """The likelihood at a position: its noise std read from ``noise`` when inferred."""
         if not (isinstance(params, Mapping) and "noise" in params):
             return self.likelihood
-        return dataclasses.replace(self.likelihood,
-                                   noise_std=jnp.exp(params["noise"]["log_std"]))
+        return dataclasses.replace(self.likelihood, noise_std=jnp.exp(params["noise"]["log_std"]))
 
     def outputs(self, params: Params, x: jax.Array, key: Key | None = None) -> jax.Array:
         """The network's outputs at a position; ``key`` reaches a stochastic network only."""
@@ -122,8 +121,7 @@ class LogPosterior:
             return self.apply(network_variables(params), x, key=key)
         return self.apply(network_variables(params), x)
 
-    def log_likelihood(self, params: Params, batch: Batch, *,
-                       key: Key | None = None) -> jax.Array:
+    def log_likelihood(self, params: Params, batch: Batch, *, key: Key | None = None) -> jax.Array:
         """``Σ_{i∈B} log p(y_i | x_i, θ)`` over the batch, untempered and unscaled; ``key``
         draws a stochastic network's randomness (else it runs deterministically)."""
         n = batch.x.shape[0]
@@ -134,8 +132,9 @@ class LogPosterior:
             return self._chunked_log_likelihood(params, batch, key)
         return self._chunked_log_likelihood(params, batch)
 
-    def _chunked_log_likelihood(self, params: Params, batch: Batch,
-                                key: Key | None = None) -> jax.Array:
+    def _chunked_log_likelihood(
+        self, params: Params, batch: Batch, key: Key | None = None
+    ) -> jax.Array:
         n, c = batch.x.shape[0], self.chunk_size
         num_chunks = -(-n // c)
         pad = num_chunks * c - n
@@ -189,15 +188,18 @@ class LogPosterior:
         """``log p(θ) / T``."""
         return self.temper(self.log_prior(params))
 
-    def tempered_log_likelihood(self, params: Params, batch: Batch, *,
-                                key: Key | None = None) -> jax.Array:
+    def tempered_log_likelihood(
+        self, params: Params, batch: Batch, *, key: Key | None = None
+    ) -> jax.Array:
         """``(N/|B|) Σ_{i∈B} log p(y_i | x_i, θ) / T``."""
         return self.tempered_data_weight(batch.x.shape[0]) * self.log_likelihood(
-            params, batch, key=key)
+            params, batch, key=key
+        )
 
     def __call__(self, params: Params, batch: Batch, *, key: Key | None = None) -> jax.Array:
         """``[log p(θ) + (N/|B|) Σ_{i∈B} log p(y_i | x_i, θ)] / T``; ``key`` draws a
         stochastic network's randomness (:meth:`log_likelihood`)."""
         scale = self.data_weight(batch.x.shape[0])
-        return self.temper(self.log_prior(params)
-                           + scale * self.log_likelihood(params, batch, key=key))
+        return self.temper(
+            self.log_prior(params) + scale * self.log_likelihood(params, batch, key=key)
+        )

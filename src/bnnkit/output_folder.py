@@ -36,8 +36,15 @@ def _continue_or_replace(flags: tuple[str, ...]) -> str:
     return " or ".join(offered)
 
 
-def check(out: str | os.PathLike, settings_file: str, what: str, *, resume: bool,
-          overwrite: bool, flags: tuple[str, ...] = ("--resume", "--overwrite")) -> None:
+def check(
+    out: str | os.PathLike,
+    settings_file: str,
+    what: str,
+    *,
+    resume: bool,
+    overwrite: bool,
+    flags: tuple[str, ...] = ("--resume", "--overwrite"),
+) -> None:
     """Check, writing nothing, that an experiment may be written into (or continued in) ``out``.
 
     Args:
@@ -56,6 +63,7 @@ def check(out: str | os.PathLike, settings_file: str, what: str, *, resume: bool
             folder without ``settings_file``.
     """
     from bnnkit.runs.directory import check_outside_runs
+
     given = os.fspath(out)
     path = Path(given)
     if resume and overwrite:
@@ -63,16 +71,19 @@ def check(out: str | os.PathLike, settings_file: str, what: str, *, resume: bool
     if not given.strip():
         raise ConfigError("--out '' names no folder; allowed: a path")
     if path.exists() and not path.is_dir():
-        raise ConfigError(f"--out {given!r} is a file; allowed: a folder or a path that does "
-                          "not exist yet")
+        raise ConfigError(
+            f"--out {given!r} is a file; allowed: a folder or a path that does not exist yet"
+        )
     existing = path.absolute()
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
         raise ConfigError(f"--out {given!r} cannot be created: {str(existing)!r} is a file")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {given!r} cannot be written: {str(existing)!r} does not "
-                          "allow this user to write")
+        raise ConfigError(
+            f"--out {given!r} cannot be written: {str(existing)!r} does not "
+            "allow this user to write"
+        )
     check_outside_runs(given, "--out")
     has_settings = (path / settings_file).is_file()
     if resume:
@@ -85,5 +96,7 @@ def check(out: str | os.PathLike, settings_file: str, what: str, *, resume: bool
         if not overwrite:
             raise ConfigError(f"--out {given!r} is not empty; {_continue_or_replace(flags)}")
         if not has_settings:
-            raise ConfigError(f"refusing to overwrite {given!r}: it is not empty and holds no "
-                              f"{settings_file}, so it is not a {what} of bnnkit")
+            raise ConfigError(
+                f"refusing to overwrite {given!r}: it is not empty and holds no "
+                f"{settings_file}, so it is not a {what} of bnnkit"
+            )

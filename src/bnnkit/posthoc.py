@@ -32,9 +32,11 @@ def validation_set(problem, flag: str) -> tuple[np.ndarray, np.ndarray]:
     """
     held_out = problem.dataset.info.get("validation")
     if held_out is None or len(held_out[1]) == 0:
-        raise ConfigError(f"{flag} fits on held-out data, and this run was trained on all of "
-                          "its training set; allowed: a run made with --validation-size N (the "
-                          "last N training examples held out)")
+        raise ConfigError(
+            f"{flag} fits on held-out data, and this run was trained on all of "
+            "its training set; allowed: a run made with --validation-size N (the "
+            "last N training examples held out)"
+        )
     x, y = held_out
     y = np.asarray(y)
     if problem.dataset.task == "regression":
@@ -49,8 +51,10 @@ def check_alpha(alpha: float) -> None:
         ConfigError: naming the value and the allowed range.
     """
     if not (np.isfinite(alpha) and 0 < alpha < 1):
-        raise ConfigError(f"--conformal {alpha}: allowed a miscoverage level α in (0, 1), "
-                          "e.g. 0.1 for 90 % coverage")
+        raise ConfigError(
+            f"--conformal {alpha}: allowed a miscoverage level α in (0, 1), "
+            "e.g. 0.1 for 90 % coverage"
+        )
 
 
 def _finite(value: float) -> float | None:
@@ -58,18 +62,21 @@ def _finite(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-def temperature_scaling(validation, y_val: np.ndarray, test, y_test: np.ndarray
-                        ) -> dict[str, Any]:
+def temperature_scaling(validation, y_val: np.ndarray, test, y_test: np.ndarray) -> dict[str, Any]:
     """The fitted temperature (classification) or stretch (regression) and the test metrics
     under it."""
     value = recalibration.fit(validation, y_val)
     name = "temperature" if test.task == "classification" else "std_scale"
-    return {name: value, "validation_size": len(y_val),
-            "test": metrics_for(recalibration.apply(test, value), y_test)}
+    return {
+        name: value,
+        "validation_size": len(y_val),
+        "test": metrics_for(recalibration.apply(test, value), y_test),
+    }
 
 
-def split_conformal(validation, y_val: np.ndarray, test, y_test: np.ndarray,
-                    alpha: float) -> dict[str, Any]:
+def split_conformal(
+    validation, y_val: np.ndarray, test, y_test: np.ndarray, alpha: float
+) -> dict[str, Any]:
     """Split conformal sets or intervals at level ``alpha``, scored on the test set."""
     result = conformal.evaluate(validation, y_val, test, y_test, alpha)
     result["quantile"] = _finite(result["quantile"])
@@ -86,17 +93,22 @@ def ood_inputs(problem, name: str) -> np.ndarray:
         ConfigError: a regression run, or inputs of another shape or kind.
     """
     if problem.dataset.task != "classification":
-        raise ConfigError(f"--ood scores a classifier's predictive entropy; "
-                          f"{problem.dataset.name!r} is a regression dataset")
+        raise ConfigError(
+            f"--ood scores a classifier's predictive entropy; "
+            f"{problem.dataset.name!r} is a regression dataset"
+        )
     options = {} if problem.config.data_dir is None else {"data_dir": problem.config.data_dir}
     other = data.load(name, **options)
     x = np.asarray(other.x_test)
     mine = problem.dataset
     if tuple(x.shape[1:]) != mine.input_shape or (
-            np.issubdtype(x.dtype, np.integer) != np.issubdtype(mine.x_test.dtype, np.integer)):
-        raise ConfigError(f"--ood {name}: its test inputs are {tuple(x.shape[1:])} "
-                          f"{x.dtype}, this run's {mine.input_shape} {mine.x_test.dtype}; "
-                          "allowed: a dataset with inputs of the same shape and kind")
+        np.issubdtype(x.dtype, np.integer) != np.issubdtype(mine.x_test.dtype, np.integer)
+    ):
+        raise ConfigError(
+            f"--ood {name}: its test inputs are {tuple(x.shape[1:])} "
+            f"{x.dtype}, this run's {mine.input_shape} {mine.x_test.dtype}; "
+            "allowed: a dataset with inputs of the same shape and kind"
+        )
     if other.x_scaler is not None:
         x = other.x_scaler.invert(x)
     if mine.x_scaler is not None:
@@ -104,15 +116,22 @@ def ood_inputs(problem, name: str) -> np.ndarray:
     return x.astype(mine.x_test.dtype)
 
 
-def ood_detection(test, predict: Callable[[np.ndarray], Any], x: np.ndarray, name: str
-                  ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def ood_detection(
+    test, predict: Callable[[np.ndarray], Any], x: np.ndarray, name: str
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """AUROC and FPR at 95 % TPR of entropy and mutual information, this run's test inputs
     against the inputs ``x`` of dataset ``name`` (:func:`ood_inputs`), and the scores (for
     the histograms)."""
     out = predict(x)
     mine, theirs = ood.scores(test), ood.scores(out)
-    result = {"dataset": name, "num_in": len(test.probs), "num_out": len(x),
-              **ood.detection(test, out)}
-    arrays = {**{f"in_{k}": v for k, v in mine.items()},
-              **{f"out_{k}": v for k, v in theirs.items()}}
+    result = {
+        "dataset": name,
+        "num_in": len(test.probs),
+        "num_out": len(x),
+        **ood.detection(test, out),
+    }
+    arrays = {
+        **{f"in_{k}": v for k, v in mine.items()},
+        **{f"out_{k}": v for k, v in theirs.items()},
+    }
     return result, arrays

@@ -107,8 +107,7 @@ def predict(
 
     draw_keys = None
     if key is not None and problem.log_posterior.stochastic:
-        draw_keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(
-            jnp.arange(chains * per_chain))
+        draw_keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(jnp.arange(chains * per_chain))
 
     prob_chunks, mean_chunks, std_chunks, entropy_chunks = [], [], [], []
     for c, start in enumerate(range(0, len(x), test_chunk)):
@@ -116,8 +115,9 @@ def predict(
         if draw_keys is None:
             out = outputs(flat, xb)  # (S, n, O)
         else:
-            out = random_outputs(flat, jax.vmap(lambda k, c=c: jax.random.fold_in(k, c))(
-                draw_keys), xb)
+            out = random_outputs(
+                flat, jax.vmap(lambda k, c=c: jax.random.fold_in(k, c))(draw_keys), xb
+            )
         if classification:
             probs = jax.nn.softmax(out.astype(jnp.float32), axis=-1)
             logp = jax.nn.log_softmax(out.astype(jnp.float32), axis=-1)
@@ -250,7 +250,7 @@ def glm_predict(
     covariance = output_covariance_fn(posterior, problem.log_posterior.apply)
     outs, covs = [], []
     for start in range(0, len(x), test_chunk):
-        out, cov = covariance(problem.to_device(x[start:start + test_chunk]))
+        out, cov = covariance(problem.to_device(x[start : start + test_chunk]))
         outs.append(np.asarray(out, np.float64))
         covs.append(np.asarray(cov, np.float64))
     out, cov = np.concatenate(outs), np.concatenate(covs)
@@ -265,25 +265,31 @@ def glm_predict(
     if drawn > m:  # the first m as without the rest, so diagnostics keep their draws
         rest = jax.random.normal(jax.random.fold_in(key, 1), (num_samples, drawn - m, k))
         z = np.concatenate([z, np.asarray(rest, np.float64)], axis=1)
-    draws = out[None, :drawn] + np.einsum("nij,nj,snj->sni", v, np.sqrt(np.clip(w, 0, None)),
-                                          z)
+    draws = out[None, :drawn] + np.einsum("nij,nj,snj->sni", v, np.sqrt(np.clip(w, 0, None)), z)
     if classification:
         kappa = 1.0 / np.sqrt(1.0 + math.pi / 8.0 * np.diagonal(cov, axis1=1, axis2=2))
         probs = np.asarray(jax.nn.softmax(jnp.asarray(out * kappa), axis=-1), np.float64)
         logp = np.asarray(jax.nn.log_softmax(jnp.asarray(draws), axis=-1), np.float64)
         sample_probs = np.exp(logp)
         expected_entropy = -np.sum(sample_probs * logp, axis=-1).mean(axis=0)
-        return Prediction(task="classification", probs=probs,
-                          per_sample=sample_probs[None, :, :m],
-                          expected_entropy=expected_entropy)
+        return Prediction(
+            task="classification",
+            probs=probs,
+            per_sample=sample_probs[None, :, :m],
+            expected_entropy=expected_entropy,
+        )
     # An inferred noise std is taken at θ*; the linearisation covers the network's outputs.
     likelihood = problem.log_posterior.likelihood_for(posterior.mean)
     mean, noise = (np.asarray(a, np.float64) for a in likelihood.mean_std(jnp.asarray(out)))
     std = np.sqrt(np.clip(cov[:, 0, 0], 0, None) + noise**2)
     scale, shift = problem.dataset.target_scale, problem.dataset.target_shift
     per_sample = draws[..., 0] * scale + shift
-    return Prediction(task="regression", means=(mean * scale + shift)[None],
-                      stds=(std * scale)[None], per_sample=per_sample[None])
+    return Prediction(
+        task="regression",
+        means=(mean * scale + shift)[None],
+        stds=(std * scale)[None],
+        per_sample=per_sample[None],
+    )
 
 
 def posterior_predictive(problem, posterior, x: np.ndarray, key: Key) -> Prediction:
@@ -293,5 +299,4 @@ def posterior_predictive(problem, posterior, x: np.ndarray, key: Key) -> Predict
     of a stochastic model's randomness per draw (``fold_in(key, MODEL_PASSES)``)."""
     if getattr(posterior, "predictive", "mc") == "glm":
         return glm_predict(problem, posterior, x, key=jax.random.fold_in(key, 1))
-    return predict(problem, posterior.draws(key), x,
-                   key=jax.random.fold_in(key, MODEL_PASSES))
+    return predict(problem, posterior.draws(key), x, key=jax.random.fold_in(key, MODEL_PASSES))

@@ -80,66 +80,96 @@ class ProblemConfig:
             :data:`bnnkit.models.registry.DEFAULT_DROPOUT_RATE`); refused for other models.
     """
 
-    dataset: str = setting(aliases=("--dataset-name",),
-                           help="registry name (yacht_0 = yacht, split 0; mnist; ...) or path "
-                                "to an .npz file with x_train, y_train, x_test, y_test")
-    model: str = setting(aliases=("--model-name",),
-                         help="registered model (`bnnkit models` describes them), or an "
-                              "importable Flax module package.module:ClassName")
-    likelihood: str | None = setting(None, choices=("gaussian", "categorical"),
-                                     help="default: gaussian for regression, categorical for "
-                                          "classification")
-    noise_std: float | None = setting(None, help="fixed Gaussian noise std (in the units the "
-                                                 "model sees); default: the network outputs "
-                                                 "its own std")
+    dataset: str = setting(
+        aliases=("--dataset-name",),
+        help="registry name (yacht_0 = yacht, split 0; mnist; ...) or path "
+        "to an .npz file with x_train, y_train, x_test, y_test",
+    )
+    model: str = setting(
+        aliases=("--model-name",),
+        help="registered model (`bnnkit models` describes them), or an "
+        "importable Flax module package.module:ClassName",
+    )
+    likelihood: str | None = setting(
+        None,
+        choices=("gaussian", "categorical"),
+        help="default: gaussian for regression, categorical for classification",
+    )
+    noise_std: float | None = setting(
+        None,
+        help="fixed Gaussian noise std (in the units the "
+        "model sees); default: the network outputs "
+        "its own std",
+    )
     weight_decay: float = setting(1.0, help="precision λ of the Gaussian prior N(0, 1/λ)")
     temperature: float = setting(1.0, help="posterior temperature T (T < 1: a cold posterior)")
-    float64: bool = setting(False, aliases=("--use-float64",),
-                            help="compute in double precision")
-    standardize: bool | None = setting(None, help="standardise a user .npz file with its "
-                                                  "training statistics")
-    subset_train_to: int | None = setting(None, help="keep only the first N training examples",
-                                          bounds=(1, MAX_INT32))
-    data_dir: str | None = setting(None, help="folder with dataset files (default: "
-                                              "$BNNKIT_DATA_DIR or the download cache)")
-    chunk_size: int | None = setting(None, help="evaluate the full-batch likelihood in chunks "
-                                                "of N examples (bounds memory)",
-                                     bounds=(1, MAX_INT32))
+    float64: bool = setting(False, aliases=("--use-float64",), help="compute in double precision")
+    standardize: bool | None = setting(
+        None, help="standardise a user .npz file with its training statistics"
+    )
+    subset_train_to: int | None = setting(
+        None, help="keep only the first N training examples", bounds=(1, MAX_INT32)
+    )
+    data_dir: str | None = setting(
+        None, help="folder with dataset files (default: $BNNKIT_DATA_DIR or the download cache)"
+    )
+    chunk_size: int | None = setting(
+        None,
+        help="evaluate the full-batch likelihood in chunks of N examples (bounds memory)",
+        bounds=(1, MAX_INT32),
+    )
     prior: str | None = setting(
-        None, metavar="SPEC",
+        None,
+        metavar="SPEC",
         help="prior of every weight and bias: NAME or NAME:key=value,... e.g. "
-             "laplace:scale=0.1, student_t:df=3,scale=0.1 (families: gaussian, fanin_gaussian, "
-             "scale_mixture, mixture, logistic, laplace, student_t, hierarchical, ard); "
-             "default: gaussian with variance 1/--weight-decay")
-    bias_prior: str | None = setting(None, metavar="SPEC",
-                                     help="prior of the biases (default: that of --prior)")
+        "laplace:scale=0.1, student_t:df=3,scale=0.1 (families: gaussian, fanin_gaussian, "
+        "scale_mixture, mixture, logistic, laplace, student_t, hierarchical, ard); "
+        "default: gaussian with variance 1/--weight-decay",
+    )
+    bias_prior: str | None = setting(
+        None, metavar="SPEC", help="prior of the biases (default: that of --prior)"
+    )
     layer_priors: str | None = setting(
-        None, flag="--layer-prior", metavar="PATTERN=SPEC", action="append",
+        None,
+        flag="--layer-prior",
+        metavar="PATTERN=SPEC",
+        action="append",
         help="prior of the parameters under PATTERN, a glob over paths such as Dense_2 or "
-             "'Dense_*/kernel'; repeatable, the last match wins")
+        "'Dense_*/kernel'; repeatable, the last match wins",
+    )
     noise_prior: str | None = setting(
-        None, metavar="SPEC",
+        None,
+        metavar="SPEC",
         help="infer the regression noise std σ0 under this prior instead of fixing it, e.g. "
-             "gamma:concentration=0.5,rate=1 (gamma, half_normal, lognormal)")
+        "gamma:concentration=0.5,rate=1 (gamma, half_normal, lognormal)",
+    )
     model_args: str | None = setting(
-        None, metavar="JSON",
+        None,
+        metavar="JSON",
         help="constructor arguments of a --model package.module:ClassName, a JSON object, "
-             "e.g. '{\"features\": 32}' (num_outputs is set for the likelihood if left out)")
+        "e.g. '{\"features\": 32}' (num_outputs is set for the likelihood if left out)",
+    )
     validation_size: int | None = setting(
-        None, help="hold out the last N training examples (before --subset-train-to) as a "
-                   "validation set, which the method never sees: evaluate --calibrate and "
-                   "--conformal fit on it", bounds=(1, None))
+        None,
+        help="hold out the last N training examples (before --subset-train-to) as a "
+        "validation set, which the method never sees: evaluate --calibrate and "
+        "--conformal fit on it",
+        bounds=(1, None),
+    )
     dropout_rate: float | None = setting(
-        None, help="probability p with which a dropout model (*_dropout) drops each input of "
-                   "every layer, in [0, 1) (default 0.1); other models have no dropout",
-        bounds=(0.0, Exclusive(1.0)))
+        None,
+        help="probability p with which a dropout model (*_dropout) drops each input of "
+        "every layer, in [0, 1) (default 0.1); other models have no dropout",
+        bounds=(0.0, Exclusive(1.0)),
+    )
 
     def __post_init__(self) -> None:
         check_numbers(self)
         check_dtype(self, np.float64 if self.float64 else np.float32)
         if self.model_args is not None and not imported.is_import_path(self.model):
-            raise ConfigError(f"--model-args is for a --model package.module:ClassName, not "
-                              f"{self.model!r}")
+            raise ConfigError(
+                f"--model-args is for a --model package.module:ClassName, not {self.model!r}"
+            )
         # Stored canonical, so equal priors (and a model named by an alias) compare equal in
         # run.json and on --resume.
         canonical = {
@@ -153,8 +183,9 @@ class ProblemConfig:
         for name, value in canonical.items():
             object.__setattr__(self, name, value)
         # A prior's numbers are the run's numbers too.
-        for name, number in priors.spec.numbers(self.prior, self.bias_prior, self.layer_priors,
-                                                self.noise_prior):
+        for name, number in priors.spec.numbers(
+            self.prior, self.bias_prior, self.layer_priors, self.noise_prior
+        ):
             check_representable(name, number, np.float64 if self.float64 else np.float32)
 
     @classmethod
@@ -168,9 +199,21 @@ class ProblemConfig:
 DATA_SETTINGS = ("dataset",)
 #: Settings that fix which posterior a run targets: runs that differ in them can be compared
 #: or warm-started from one another, but the user is told.
-POSTERIOR_SETTINGS = ("model", "model_args", "likelihood", "noise_std", "noise_prior",
-                      "weight_decay", "prior", "bias_prior", "layer_priors", "temperature",
-                      "subset_train_to", "dropout_rate", "validation_size")
+POSTERIOR_SETTINGS = (
+    "model",
+    "model_args",
+    "likelihood",
+    "noise_std",
+    "noise_prior",
+    "weight_decay",
+    "prior",
+    "bias_prior",
+    "layer_priors",
+    "temperature",
+    "subset_train_to",
+    "dropout_rate",
+    "validation_size",
+)
 
 
 #: How a setting left unset reads in a message, where ``None`` would say nothing.
@@ -200,8 +243,12 @@ def shown(name: str, value: Any) -> str:
     return UNSET.get(name, "unset") if value is None else str(value)
 
 
-def differences(mine: ProblemConfig, other: ProblemConfig, names: tuple[str, ...],
-                other_name: str = "the other run") -> list[str]:
+def differences(
+    mine: ProblemConfig,
+    other: ProblemConfig,
+    names: tuple[str, ...],
+    other_name: str = "the other run",
+) -> list[str]:
     """The settings among ``names`` in which two problems differ, named by their flags.
 
     Example:
@@ -215,9 +262,12 @@ def differences(mine: ProblemConfig, other: ProblemConfig, names: tuple[str, ...
     """
     from bnnkit.settings import flag
 
-    return [f"{flag(ProblemConfig, name)} {shown(name, getattr(mine, name))} ({other_name}: "
-            f"{shown(name, getattr(other, name))})" for name in names
-            if getattr(mine, name) != getattr(other, name)]
+    return [
+        f"{flag(ProblemConfig, name)} {shown(name, getattr(mine, name))} ({other_name}: "
+        f"{shown(name, getattr(other, name))})"
+        for name in names
+        if getattr(mine, name) != getattr(other, name)
+    ]
 
 
 #: The dataset name of a problem made from arrays in memory: ``arrays:`` and the first 16 hex
@@ -229,9 +279,19 @@ DATA_FILE = "data.npz"
 ARRAY_NAMES = ("x_train", "y_train", "x_test", "y_test", "x_val", "y_val")
 #: The settings :meth:`Problem.from_arrays` takes as keywords: the problem's, less those that
 #: name data or a model (it is given them as objects).
-ARRAY_SETTINGS = ("noise_std", "weight_decay", "temperature", "float64", "standardize",
-                  "subset_train_to", "chunk_size", "prior", "bias_prior", "layer_priors",
-                  "noise_prior")
+ARRAY_SETTINGS = (
+    "noise_std",
+    "weight_decay",
+    "temperature",
+    "float64",
+    "standardize",
+    "subset_train_to",
+    "chunk_size",
+    "prior",
+    "bias_prior",
+    "layer_priors",
+    "noise_prior",
+)
 
 
 def arrays_sha256(arrays: Mapping[str, np.ndarray]) -> str:
@@ -272,10 +332,20 @@ class Problem:
     arrays: Mapping[str, np.ndarray] | None = None
 
     @classmethod
-    def from_arrays(cls, x_train: Any, y_train: Any, x_test: Any, y_test: Any, *,
-                    model: Any, likelihood: str | None = None,
-                    params: Params | Callable[[jax.Array, jax.Array], Params] | None = None,
-                    x_val: Any = None, y_val: Any = None, **settings: Any) -> Problem:
+    def from_arrays(
+        cls,
+        x_train: Any,
+        y_train: Any,
+        x_test: Any,
+        y_test: Any,
+        *,
+        model: Any,
+        likelihood: str | None = None,
+        params: Params | Callable[[jax.Array, jax.Array], Params] | None = None,
+        x_val: Any = None,
+        y_val: Any = None,
+        **settings: Any,
+    ) -> Problem:
         r"""A problem on arrays in memory and a model given as an object.
 
         The arrays are checked as a user's ``.npz`` file is: integer targets are class labels
@@ -323,17 +393,29 @@ class Problem:
         """
         unknown = sorted(set(settings) - set(ARRAY_SETTINGS) - {"model_args"})
         if unknown:
-            raise ConfigError(f"Problem.from_arrays got {', '.join(unknown)}; allowed settings: "
-                              f"{', '.join(ARRAY_SETTINGS)}")
+            raise ConfigError(
+                f"Problem.from_arrays got {', '.join(unknown)}; allowed settings: "
+                f"{', '.join(ARRAY_SETTINGS)}"
+            )
         if (x_val is None) != (y_val is None):
             raise ConfigError("Problem.from_arrays: give x_val and y_val together, or neither")
-        given = {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test,
-                 "x_val": x_val, "y_val": y_val}
+        given = {
+            "x_train": x_train,
+            "y_train": y_train,
+            "x_test": x_test,
+            "y_test": y_test,
+            "x_val": x_val,
+            "y_val": y_val,
+        }
         # Kinds at the door; finiteness and shapes by the checks of a user's data file.
-        arrays = {k: array_argument(v, k, where="Problem.from_arrays")
-                  for k, v in given.items() if v is not None or k not in ("x_val", "y_val")}
-        return _from_arrays(arrays, model=model, likelihood=likelihood, params=params,
-                            settings=settings)
+        arrays = {
+            k: array_argument(v, k, where="Problem.from_arrays")
+            for k, v in given.items()
+            if v is not None or k not in ("x_val", "y_val")
+        }
+        return _from_arrays(
+            arrays, model=model, likelihood=likelihood, params=params, settings=settings
+        )
 
     def apply(self, params: Params, x: jax.Array, *, key: Key | None = None) -> jax.Array:
         """Network outputs at a position (its latent collections are not the network's);
@@ -383,8 +465,11 @@ def _subset(dataset: data.Dataset, subset_train_to: int | None) -> data.Dataset:
     """The first N training examples, as bnn_hmc takes them (loaders that do not subset)."""
     if subset_train_to is None or dataset.num_train <= subset_train_to:
         return dataset
-    return dataclasses.replace(dataset, x_train=dataset.x_train[:subset_train_to],
-                               y_train=dataset.y_train[:subset_train_to])
+    return dataclasses.replace(
+        dataset,
+        x_train=dataset.x_train[:subset_train_to],
+        y_train=dataset.y_train[:subset_train_to],
+    )
 
 
 def build(config: ProblemConfig) -> Problem:
@@ -401,9 +486,11 @@ def build(config: ProblemConfig) -> Problem:
     """
     check_call("bnnkit.build_problem", locals())
     if config.dataset.startswith(ARRAYS_PREFIX):
-        raise ConfigError(f"dataset {config.dataset!r} was arrays in memory: rebuild it from "
-                          "its run (bnnkit.evaluate reads the run's copy), or pass the arrays "
-                          "with bnnkit.Problem.from_arrays")
+        raise ConfigError(
+            f"dataset {config.dataset!r} was arrays in memory: rebuild it from "
+            "its run (bnnkit.evaluate reads the run's copy), or pass the arrays "
+            "with bnnkit.Problem.from_arrays"
+        )
     _enable_float64(config)
     options = {}
     if config.subset_train_to is not None:
@@ -416,9 +503,13 @@ def build(config: ProblemConfig) -> Problem:
     return _assemble(config, _subset(dataset, config.subset_train_to))
 
 
-def build_recorded(config: ProblemConfig, run_dir: str | os.PathLike,
-                   dataset_info: Mapping[str, Any] | None = None, *,
-                   trust_model: str | None = None) -> Problem:
+def build_recorded(
+    config: ProblemConfig,
+    run_dir: str | os.PathLike,
+    dataset_info: Mapping[str, Any] | None = None,
+    *,
+    trust_model: str | None = None,
+) -> Problem:
     """The problem of a stored run: :func:`build`, or for a run made from arrays, the arrays
     it stored (checked against the sha256 it recorded) and its model rebuilt by import path.
 
@@ -446,25 +537,36 @@ def build_recorded(config: ProblemConfig, run_dir: str | os.PathLike,
         return build(config)
     path = Path(run_dir) / DATA_FILE
     if not path.is_file():
-        raise ConfigError(f"{str(path)!r} is missing: the run was made from arrays in memory "
-                          "and keeps them there; pass them back in with problem="
-                          "bnnkit.Problem.from_arrays(...)")
+        raise ConfigError(
+            f"{str(path)!r} is missing: the run was made from arrays in memory "
+            "and keeps them there; pass them back in with problem="
+            "bnnkit.Problem.from_arrays(...)"
+        )
     arrays = storage.load_arrays(path)
     digest = arrays_sha256(arrays)
     recorded = (dataset_info or {}).get("sha256")
     if not config.dataset.startswith(ARRAYS_PREFIX + digest[:16]) or (
-            isinstance(recorded, str) and recorded != digest):
-        raise ConfigError(f"{str(path)!r} was changed: its arrays' sha256 {digest[:12]}… is not "
-                          f"the {config.dataset!r} the run was made on")
+        isinstance(recorded, str) and recorded != digest
+    ):
+        raise ConfigError(
+            f"{str(path)!r} was changed: its arrays' sha256 {digest[:12]}… is not "
+            f"the {config.dataset!r} the run was made on"
+        )
     if imported.is_in_memory(config.model):
         imported.module_from_path(config.model, None, num_outputs=0)  # raises, saying how
     settings = {name: getattr(config, name) for name in ARRAY_SETTINGS}
-    return _from_arrays(arrays, model=config.model, likelihood=config.likelihood, params=None,
-                        settings={**settings, "model_args": config.model_args})
+    return _from_arrays(
+        arrays,
+        model=config.model,
+        likelihood=config.likelihood,
+        params=None,
+        settings={**settings, "model_args": config.model_args},
+    )
 
 
-def check_same(problem: Problem, config: ProblemConfig, dataset_info: Mapping[str, Any],
-               where: str) -> None:
+def check_same(
+    problem: Problem, config: ProblemConfig, dataset_info: Mapping[str, Any], where: str
+) -> None:
     """Refuse a problem passed back in for a stored run unless it is the run's.
 
     Raises:
@@ -476,8 +578,10 @@ def check_same(problem: Problem, config: ProblemConfig, dataset_info: Mapping[st
         raise ConfigError(f"problem= is not the problem of {where}: {differ[0]}")
     recorded, given = dataset_info.get("sha256"), problem.dataset.info.get("sha256")
     if isinstance(recorded, str) and recorded != given:
-        raise ConfigError(f"problem= holds other arrays than {where} was made on (sha256 "
-                          f"{str(given)[:12]}… against {recorded[:12]}…)")
+        raise ConfigError(
+            f"problem= holds other arrays than {where} was made on (sha256 "
+            f"{str(given)[:12]}… against {recorded[:12]}…)"
+        )
 
 
 def _enable_float64(config: ProblemConfig) -> Any:
@@ -486,75 +590,112 @@ def _enable_float64(config: ProblemConfig) -> Any:
     return jnp.float64 if config.float64 else jnp.float32
 
 
-def _from_arrays(arrays: dict[str, np.ndarray], *, model: Any, likelihood: str | None,
-                 params: Any, settings: Mapping[str, Any]) -> Problem:
+def _from_arrays(
+    arrays: dict[str, np.ndarray],
+    *,
+    model: Any,
+    likelihood: str | None,
+    params: Any,
+    settings: Mapping[str, Any],
+) -> Problem:
     """:meth:`Problem.from_arrays` on checked names: the dataset, the model's record, the
     assembly."""
     digest = arrays_sha256(arrays)
     name = ARRAYS_PREFIX + digest[:16]
     standardize = bool(settings.get("standardize"))
-    dataset = dataset_from_arrays(arrays, name=name, where="Problem.from_arrays",
-                                  info={"source": "arrays in memory", "sha256": digest},
-                                  standardize_data=standardize)
+    dataset = dataset_from_arrays(
+        arrays,
+        name=name,
+        where="Problem.from_arrays",
+        info={"source": "arrays in memory", "sha256": digest},
+        standardize_data=standardize,
+    )
     if "x_val" in arrays:
         validation = dataset_from_arrays(
-            {"x_train": arrays["x_train"], "y_train": arrays["y_train"],
-             "x_test": arrays["x_val"], "y_test": arrays["y_val"]},
-            name=name, where="Problem.from_arrays (x_val, y_val)", info={},
-            standardize_data=standardize)
+            {
+                "x_train": arrays["x_train"],
+                "y_train": arrays["y_train"],
+                "x_test": arrays["x_val"],
+                "y_test": arrays["y_val"],
+            },
+            name=name,
+            where="Problem.from_arrays (x_val, y_val)",
+            info={},
+            standardize_data=standardize,
+        )
         dataset.info["validation"] = (validation.x_test, validation.y_test)
     model_args = settings.get("model_args")
     maker: Callable[[int], models.Model] | None = None
     if params is not None and (isinstance(model, str) or hasattr(model, "init")):
-        raise ConfigError("Problem.from_arrays: params= goes with an apply(params, x) function; "
-                          "a flax module draws its own")
+        raise ConfigError(
+            "Problem.from_arrays: params= goes with an apply(params, x) function; "
+            "a flax module draws its own"
+        )
     if isinstance(model, str):
         if not imported.is_import_path(model):
-            raise ConfigError(f"Problem.from_arrays: model {model!r} is not package.module:"
-                              "ClassName; allowed: a flax module, an apply function with "
-                              "params=, or an import path")
+            raise ConfigError(
+                f"Problem.from_arrays: model {model!r} is not package.module:"
+                "ClassName; allowed: a flax module, an apply function with "
+                "params=, or an import path"
+            )
         model_name = model  # built by _assemble from the path, as --model is
     elif callable(getattr(model, "init", None)) and callable(getattr(model, "apply", None)):
         if model_args is not None:
-            raise ConfigError("Problem.from_arrays: model_args goes with an import path; a "
-                              "module instance carries its own arguments")
+            raise ConfigError(
+                "Problem.from_arrays: model_args goes with an import path; a "
+                "module instance carries its own arguments"
+            )
         model_name, model_args = imported.describe(model)
 
         def maker(num_outputs: int, module: Any = model) -> models.Model:
             return imported.from_module(module, model_name, num_outputs)
     elif callable(model):
         if params is None:
-            raise ConfigError("Problem.from_arrays: an apply(params, x) function needs params= "
-                              "(the initial parameters, or an init(key, x) function)")
+            raise ConfigError(
+                "Problem.from_arrays: an apply(params, x) function needs params= "
+                "(the initial parameters, or an init(key, x) function)"
+            )
         model_name = imported.from_function(model, params, num_outputs=0).name
 
         def maker(num_outputs: int, fn: Any = model) -> models.Model:
             return imported.from_function(fn, params, num_outputs)
     else:
-        raise ConfigError(f"Problem.from_arrays: model {type(model).__name__} is none of a flax "
-                          "module, an apply(params, x) function or package.module:ClassName")
-    config = ProblemConfig(dataset=name, model=model_name, likelihood=likelihood,
-                           model_args=model_args,
-                           **{k: v for k, v in settings.items() if k != "model_args"})
+        raise ConfigError(
+            f"Problem.from_arrays: model {type(model).__name__} is none of a flax "
+            "module, an apply(params, x) function or package.module:ClassName"
+        )
+    config = ProblemConfig(
+        dataset=name,
+        model=model_name,
+        likelihood=likelihood,
+        model_args=model_args,
+        **{k: v for k, v in settings.items() if k != "model_args"},
+    )
     dataset = _subset(dataset, config.subset_train_to)
     problem = _assemble(config, dataset, maker)
     return dataclasses.replace(problem, arrays=arrays)
 
 
-def _model(config: ProblemConfig, dataset: data.Dataset, num_outputs: int, likelihood: str,
-           maker: Callable[[int], models.Model] | None, example: jax.Array) -> models.Model:
+def _model(
+    config: ProblemConfig,
+    dataset: data.Dataset,
+    num_outputs: int,
+    likelihood: str,
+    maker: Callable[[int], models.Model] | None,
+    example: jax.Array,
+) -> models.Model:
     """The network: given (``maker``), by import path, or from the registry, checked against
     the data's shapes and the likelihood's outputs."""
     if maker is None and not imported.is_import_path(config.model):
         models.check_compatible(config.model, dataset.task, dataset.input_shape, dataset.name)
-        return models.get(config.model, num_outputs=num_outputs,
-                          dropout_rate=config.dropout_rate)
+        return models.get(config.model, num_outputs=num_outputs, dropout_rate=config.dropout_rate)
     if config.dropout_rate is not None:
-        raise ConfigError(f"--dropout-rate {config.dropout_rate} applies to a model with dropout "
-                          f"(*_dropout); {config.model!r} drops nothing")
+        raise ConfigError(
+            f"--dropout-rate {config.dropout_rate} applies to a model with dropout "
+            f"(*_dropout); {config.model!r} drops nothing"
+        )
     if maker is None:
-        module = imported.module_from_path(config.model, config.model_args,
-                                           num_outputs=num_outputs)
+        module = imported.module_from_path(config.model, config.model_args, num_outputs=num_outputs)
         model = imported.from_module(module, config.model, num_outputs)
     else:
         model = maker(num_outputs)
@@ -562,37 +703,53 @@ def _model(config: ProblemConfig, dataset: data.Dataset, num_outputs: int, likel
     return model
 
 
-def _assemble(config: ProblemConfig, dataset: data.Dataset,
-              maker: Callable[[int], models.Model] | None = None) -> Problem:
+def _assemble(
+    config: ProblemConfig, dataset: data.Dataset, maker: Callable[[int], models.Model] | None = None
+) -> Problem:
     """Model, likelihood, prior and log posterior on a loaded dataset."""
     dtype = _enable_float64(config)
     _check_finite(dataset)
     noise_std = config.noise_std
     if config.noise_prior is not None:
         if dataset.task != "regression" or config.likelihood not in (None, "gaussian"):
-            raise ConfigError(f"--noise-prior {config.noise_prior} needs the gaussian likelihood "
-                              f"of a regression dataset; {dataset.name!r} is {dataset.task}")
+            raise ConfigError(
+                f"--noise-prior {config.noise_prior} needs the gaussian likelihood "
+                f"of a regression dataset; {dataset.name!r} is {dataset.task}"
+            )
         if noise_std is not None:
-            raise ConfigError(f"--noise-prior {config.noise_prior} infers the noise std; "
-                              f"allowed: it or --noise-std {noise_std}, not both")
+            raise ConfigError(
+                f"--noise-prior {config.noise_prior} infers the noise std; "
+                f"allowed: it or --noise-std {noise_std}, not both"
+            )
         # One output (the mean); the std comes from each position (LogPosterior.likelihood_for).
         noise_std = 1.0
     likelihood = likelihoods.make(
-        config.likelihood, task=dataset.task, num_classes=dataset.num_classes,
+        config.likelihood,
+        task=dataset.task,
+        num_classes=dataset.num_classes,
         noise_std=noise_std,
     )
     example = np.asarray(dataset.x_train[:1])
-    example = jnp.asarray(example) if np.issubdtype(example.dtype, np.integer) else jnp.asarray(
-        example, dtype)
-    model = _model(config, dataset, likelihood.num_outputs, _describe(likelihood, noise_std),
-                   maker, example)
-    plain = all(getattr(config, f) is None
-                for f in ("prior", "bias_prior", "layer_priors", "noise_prior"))
+    example = (
+        jnp.asarray(example)
+        if np.issubdtype(example.dtype, np.integer)
+        else jnp.asarray(example, dtype)
+    )
+    model = _model(
+        config, dataset, likelihood.num_outputs, _describe(likelihood, noise_std), maker, example
+    )
+    plain = all(
+        getattr(config, f) is None for f in ("prior", "bias_prior", "layer_priors", "noise_prior")
+    )
     # Parameter shapes only, so that layer patterns are checked before anything runs.
     shapes = None if plain else jax.eval_shape(model.init, jax.random.PRNGKey(0), example)
     prior = priors.make(
-        config.prior, bias=config.bias_prior, layers=config.layer_priors,
-        noise=config.noise_prior, weight_decay=config.weight_decay, like=shapes,
+        config.prior,
+        bias=config.bias_prior,
+        layers=config.layer_priors,
+        noise=config.noise_prior,
+        weight_decay=config.weight_decay,
+        like=shapes,
     )
 
     apply = model.apply
@@ -605,13 +762,23 @@ def _assemble(config: ProblemConfig, dataset: data.Dataset,
             return _apply(params, (x.astype(dtype) - mean) * inv_std, key=key)
 
     log_posterior = LogPosterior(
-        apply=apply, likelihood=likelihood, prior=prior, num_data=dataset.num_train,
-        temperature=config.temperature, chunk_size=config.chunk_size,
-        stochastic=model.stochastic, dropout_rate=model.dropout_rate,
+        apply=apply,
+        likelihood=likelihood,
+        prior=prior,
+        num_data=dataset.num_train,
+        temperature=config.temperature,
+        chunk_size=config.chunk_size,
+        stochastic=model.stochastic,
+        dropout_rate=model.dropout_rate,
     )
     return Problem(
-        config=config, dataset=dataset, model=model, likelihood=likelihood, prior=prior,
-        log_posterior=log_posterior, dtype=dtype,
+        config=config,
+        dataset=dataset,
+        model=model,
+        likelihood=likelihood,
+        prior=prior,
+        log_posterior=log_posterior,
+        dtype=dtype,
     )
 
 

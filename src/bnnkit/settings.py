@@ -102,10 +102,19 @@ def _outside(value: float, low: float | None, high: float | None) -> bool:
     return high is not None and (value >= high if isinstance(high, Exclusive) else value > high)
 
 
-def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None = None,
-            aliases: tuple[str, ...] = (), choices: tuple[str, ...] | None = None,
-            metavar: str | None = None, resumable: bool = False, action: str | None = None,
-            cli: bool = True, bounds: tuple[float | None, float | None] | None = None) -> Any:
+def setting(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str,
+    flag: str | None = None,
+    aliases: tuple[str, ...] = (),
+    choices: tuple[str, ...] | None = None,
+    metavar: str | None = None,
+    resumable: bool = False,
+    action: str | None = None,
+    cli: bool = True,
+    bounds: tuple[float | None, float | None] | None = None,
+) -> Any:
     """A Config field with what the CLI needs to offer it as a flag.
 
     Args:
@@ -121,10 +130,20 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, flag: str | None =
         bounds: ``(low, high)``, inclusive unless given as :class:`Exclusive`, either ``None``
             for no limit; checked with every other number by :func:`check_numbers`.
     """
-    return dataclasses.field(default=default, metadata={
-        "help": help, "flag": flag, "aliases": tuple(aliases), "choices": choices,
-        "metavar": metavar, "resumable": resumable, "action": action, "cli": cli,
-        "bounds": bounds})
+    return dataclasses.field(
+        default=default,
+        metadata={
+            "help": help,
+            "flag": flag,
+            "aliases": tuple(aliases),
+            "choices": choices,
+            "metavar": metavar,
+            "resumable": resumable,
+            "action": action,
+            "cli": cli,
+            "bounds": bounds,
+        },
+    )
 
 
 #: Units a duration may be written in, and their seconds.
@@ -161,8 +180,10 @@ or numbers with units d, h, m (min), s, such as 90s, 30m, 2h, 1h30m
             if parts and "".join(number + unit for number, unit in parts) == text:
                 seconds = sum(float(number) * DURATION_UNITS[unit] for number, unit in parts)
     if seconds is None:
-        raise ConfigError(f"{name} {value!r} is not a duration; allowed: seconds (90) or numbers "
-                          "with units d, h, m (min), s, such as 90s, 30m, 2h, 1h30m")
+        raise ConfigError(
+            f"{name} {value!r} is not a duration; allowed: seconds (90) or numbers "
+            "with units d, h, m (min), s, such as 90s, 30m, 2h, 1h30m"
+        )
     if not (math.isfinite(seconds) and seconds > 0):
         raise ConfigError(f"{name} {value!r} out of range; allowed: a duration > 0")
     return seconds
@@ -228,11 +249,15 @@ def _typed(cls: type, field: dataclasses.Field, value: Any, hint: Any) -> Any:
         return value
     if isinstance(value, np.generic) and not isinstance(value, (np.str_, np.bytes_)):
         value = value.item()
-    elif getattr(value, "shape", None) == () and getattr(getattr(value, "dtype", None), "kind",
-                                                         None) in ("b", "i", "u", "f"):
+    elif getattr(value, "shape", None) == () and getattr(
+        getattr(value, "dtype", None), "kind", None
+    ) in ("b", "i", "u", "f"):
         value = value.item()  # jnp.float32(1e-3) is such an array
-    if field.metadata.get("action") == "append" and isinstance(value, (list, tuple)) and all(
-            isinstance(v, str) for v in value):
+    if (
+        field.metadata.get("action") == "append"
+        and isinstance(value, (list, tuple))
+        and all(isinstance(v, str) for v in value)
+    ):
         return value  # a repeatable flag's values, joined by the Config itself
     if isinstance(value, bool):
         ok = bool in kinds
@@ -255,10 +280,15 @@ def _typed(cls: type, field: dataclasses.Field, value: Any, hint: Any) -> Any:
         low, high = field.metadata.get("bounds") or (None, None)
         if int in kinds and high is None:
             high = MAX_INT32
-        where = f" {_allowed(low, high)}" if (low is not None or high is not None) and (
-            int in kinds or float in kinds) else ""
-        raise ConfigError(f"{field.name}={shown(value)} ({flag(cls, field.name)}) is "
-                          f"{type_words(value)}; allowed: {' or '.join(words)}{where}")
+        where = (
+            f" {_allowed(low, high)}"
+            if (low is not None or high is not None) and (int in kinds or float in kinds)
+            else ""
+        )
+        raise ConfigError(
+            f"{field.name}={shown(value)} ({flag(cls, field.name)}) is "
+            f"{type_words(value)}; allowed: {' or '.join(words)}{where}"
+        )
     return value
 
 
@@ -311,8 +341,9 @@ def check_numbers(config: Any) -> None:
         if isinstance(value, int) and high is None:
             high = MAX_INT32
         if _outside(value, low, high):
-            raise ConfigError(f"{flag(cls, field.name)} {value} out of range; allowed: "
-                              f"{_allowed(low, high)}")
+            raise ConfigError(
+                f"{flag(cls, field.name)} {value} out of range; allowed: {_allowed(low, high)}"
+            )
 
 
 def check_dtype(config: Any, dtype: Any) -> None:
@@ -345,12 +376,14 @@ def check_dtype(config: Any, dtype: Any) -> None:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
-        check_representable(flag(cls, field.name), value, dtype,
-                            field.metadata.get("bounds") or (None, None))
+        check_representable(
+            flag(cls, field.name), value, dtype, field.metadata.get("bounds") or (None, None)
+        )
 
 
-def check_representable(name: str, value: float, dtype: Any,
-                        bounds: tuple[float | None, float | None] = (None, None)) -> None:
+def check_representable(
+    name: str, value: float, dtype: Any, bounds: tuple[float | None, float | None] = (None, None)
+) -> None:
     """A real number as ``dtype`` holds it: refused when it would become inf or 0.
 
     Args:
@@ -377,5 +410,7 @@ def check_representable(name: str, value: float, dtype: Any,
     low_text = "" if big else f"|x| >= {float(info.tiny):.2g} or 0"
     allowed = _allowed(low, high) if big else low_text
     more = "" if info.dtype == np.float64 else f" (a float64 run allows {limit})"
-    raise ConfigError(f"{name} {value:g} is beyond {info.dtype}, in which the run computes "
-                      f"(it would become {'inf' if big else '0'}); allowed: {allowed}{more}")
+    raise ConfigError(
+        f"{name} {value:g} is beyond {info.dtype}, in which the run computes "
+        f"(it would become {'inf' if big else '0'}); allowed: {allowed}{more}"
+    )

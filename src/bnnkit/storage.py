@@ -79,14 +79,17 @@ def refuse_link(path: str | os.PathLike) -> None:
         raise ConfigError(
             f"{os.fspath(path)!r} is a symbolic link (to {os.readlink(path)!r}); bnnkit writes "
             "no file through a link, which could point outside the folder it was given; "
-            "allowed: a regular file or a path that does not exist yet")
+            "allowed: a regular file or a path that does not exist yet"
+        )
 
 
 def _link_refused(path: str | os.PathLike, err: OSError) -> ConfigError | None:
     """The refusal of an ``O_NOFOLLOW`` open that met a link (``None``: another error)."""
     if err.errno == errno.ELOOP or os.path.islink(path):
-        return ConfigError(f"{os.fspath(path)!r} is a symbolic link; bnnkit writes no file "
-                           "through a link; allowed: a regular file")
+        return ConfigError(
+            f"{os.fspath(path)!r} is a symbolic link; bnnkit writes no file "
+            "through a link; allowed: a regular file"
+        )
     return None
 
 
@@ -110,8 +113,9 @@ def append_bytes(path: str | os.PathLike, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes, *,
-                       before_rename: Callable[[Written], None] | None = None) -> Written:
+def atomic_write_bytes(
+    path: str | os.PathLike, data: bytes, *, before_rename: Callable[[Written], None] | None = None
+) -> Written:
     """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix.
 
     The temporary file is created beside ``path`` (``O_EXCL | O_NOFOLLOW``, mode
@@ -182,13 +186,15 @@ def parse_json(text: str | bytes, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise ConfigError(f"{what} is damaged: not valid JSON ({err.msg} at line "
-                          f"{err.lineno})") from None
+        raise ConfigError(
+            f"{what} is damaged: not valid JSON ({err.msg} at line {err.lineno})"
+        ) from None
     except UnicodeDecodeError:
         raise ConfigError(f"{what} is damaged: not valid JSON (not UTF-8 text)") from None
     except RecursionError:
-        raise ConfigError(f"{what} is damaged: JSON nested too deeply to read; allowed: what "
-                          "bnnkit writes") from None
+        raise ConfigError(
+            f"{what} is damaged: JSON nested too deeply to read; allowed: what bnnkit writes"
+        ) from None
 
 
 def read_json(path: str | os.PathLike) -> Any:
@@ -202,8 +208,12 @@ def read_json(path: str | os.PathLike) -> Any:
     return parse_json(data, repr(str(path)))
 
 
-def save_arrays(path: str | os.PathLike, arrays: Mapping[str, Any], *,
-                before_rename: Callable[[Written], None] | None = None) -> Written:
+def save_arrays(
+    path: str | os.PathLike,
+    arrays: Mapping[str, Any],
+    *,
+    before_rename: Callable[[Written], None] | None = None,
+) -> Written:
     """Atomically save a flat mapping of name -> array as an uncompressed ``.npz``.
 
     Returns:
@@ -219,8 +229,9 @@ def save_arrays(path: str | os.PathLike, arrays: Mapping[str, Any], *,
         if before_rename is not None:
             before_rename(written._replace(arrays=shapes))
 
-    return atomic_write_bytes(path, buffer.getvalue(),
-                              before_rename=with_shapes)._replace(arrays=shapes)
+    return atomic_write_bytes(path, buffer.getvalue(), before_rename=with_shapes)._replace(
+        arrays=shapes
+    )
 
 
 def file_sha256(path: str | os.PathLike) -> str:
@@ -232,8 +243,9 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def load_arrays(path: str | os.PathLike, *,
-                sha256: str | Collection[str] | None = None) -> dict[str, np.ndarray]:
+def load_arrays(
+    path: str | os.PathLike, *, sha256: str | Collection[str] | None = None
+) -> dict[str, np.ndarray]:
     """Load an ``.npz`` written by :func:`save_arrays`; pickled objects are refused.
 
     Args:
@@ -251,13 +263,17 @@ def load_arrays(path: str | os.PathLike, *,
     if sha256 is not None:
         allowed = {sha256} if isinstance(sha256, str) else set(sha256)
         if hashlib.sha256(data).hexdigest() not in allowed:
-            raise ConfigError(f"{str(path)!r} is damaged or was edited: its sha256 differs "
-                              "from the one recorded when it was written")
+            raise ConfigError(
+                f"{str(path)!r} is damaged or was edited: its sha256 differs "
+                "from the one recorded when it was written"
+            )
     try:
         return read_npz(io.BytesIO(data))
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
-        raise ConfigError(f"{str(path)!r} is damaged or not a bnnkit array file "
-                          f"({type(err).__name__}: {' '.join(str(err).split())})") from None
+        raise ConfigError(
+            f"{str(path)!r} is damaged or not a bnnkit array file "
+            f"({type(err).__name__}: {' '.join(str(err).split())})"
+        ) from None
 
 
 def read_npz(source: Any, names: Collection[str] | None = None) -> dict[str, np.ndarray]:
@@ -297,8 +313,10 @@ def _check_header(zip_file: zipfile.ZipFile, name: str) -> None:
     info = zip_file.getinfo(member)
     with zip_file.open(member) as f:
         version = np.lib.format.read_magic(f)
-        reader = {(1, 0): np.lib.format.read_array_header_1_0,
-                  (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        reader = {
+            (1, 0): np.lib.format.read_array_header_1_0,
+            (2, 0): np.lib.format.read_array_header_2_0,
+        }.get(version)
         if reader is None:
             return  # numpy's own reader refuses (or reads) other versions
         shape, _, dtype = reader(f, max_header_size=10_000)
@@ -308,8 +326,10 @@ def _check_header(zip_file: zipfile.ZipFile, name: str) -> None:
     need = math.prod(shape) * dtype.itemsize
     have = info.file_size - header
     if need > have:
-        raise ValueError(f"array {name!r} declares shape {tuple(shape)} of {dtype} "
-                         f"({need} bytes) but the file holds {max(have, 0)} bytes for it")
+        raise ValueError(
+            f"array {name!r} declares shape {tuple(shape)} of {dtype} "
+            f"({need} bytes) but the file holds {max(have, 0)} bytes for it"
+        )
 
 
 def path_to_str(path: tuple) -> str:

@@ -54,21 +54,41 @@ def _draws(kind: str) -> dict:
     if kind == "unfinished":
         return {"function_draws": iid, "finished": False}
     if kind == "stuck":
-        return {"function_draws": iid, "acceptance_rate": 0.0, "step_size": 1e-3,
-                "given_step_size": 1e-3}
+        return {
+            "function_draws": iid,
+            "acceptance_rate": 0.0,
+            "step_size": 1e-3,
+            "given_step_size": 1e-3,
+        }
     if kind == "unstable-raised":
-        return {"function_draws": iid, "num_divergent": 400, "acceptance_rate": 0.5,
-                "step_size": 1e-2, "given_step_size": 1e-4, "burn_in": 10}
+        return {
+            "function_draws": iid,
+            "num_divergent": 400,
+            "acceptance_rate": 0.5,
+            "step_size": 1e-2,
+            "given_step_size": 1e-4,
+            "burn_in": 10,
+        }
     if kind == "unstable-unknown-step":
         return {"function_draws": iid, "num_divergent": 400}
     if kind == "rising":
-        return {"function_draws": iid,
-                "log_posterior": np.cumsum(np.ones((4, 200)), axis=1)}
+        return {"function_draws": iid, "log_posterior": np.cumsum(np.ones((4, 200)), axis=1)}
     raise AssertionError(kind)
 
 
-KINDS = ("multimodal", "not-mixed", "few-draws-to-judge", "few-effective", "one-chain",
-         "stalled", "unfinished", "stuck", "unstable-raised", "unstable-unknown-step", "rising")
+KINDS = (
+    "multimodal",
+    "not-mixed",
+    "few-draws-to-judge",
+    "few-effective",
+    "one-chain",
+    "stalled",
+    "unfinished",
+    "stuck",
+    "unstable-raised",
+    "unstable-unknown-step",
+    "rising",
+)
 
 
 def advice_of(command: str) -> list[str]:
@@ -78,14 +98,21 @@ def advice_of(command: str) -> list[str]:
         vocabulary = cli_vocabulary(command, from_ensemble=from_ensemble)
         for kind in KINDS:
             for method in ("hmc", "nuts", "mclmc", None):
-                found = convergence.verdict(**_draws(kind), vocabulary=vocabulary,
-                                            method=method)
+                found = convergence.verdict(**_draws(kind), vocabulary=vocabulary, method=method)
                 texts += found["advice"]
         for step, given in ((None, None), (1e-2, 1e-4), (1e-4, 1e-4)):
             texts.append(convergence.stuck_advice(step, given, 10, vocabulary=vocabulary))
-            texts.append(convergence.sampler_warning(0.0, 70, 360, step_size=step,
-                                                     given_step_size=given, burn_in=10,
-                                                     vocabulary=vocabulary))
+            texts.append(
+                convergence.sampler_warning(
+                    0.0,
+                    70,
+                    360,
+                    step_size=step,
+                    given_step_size=given,
+                    burn_in=10,
+                    vocabulary=vocabulary,
+                )
+            )
     for method in ("hmc", "nuts"):
         texts.append(convergence.capped_warning(9, 10, method, command))
     return list(dict.fromkeys(texts))
@@ -97,8 +124,8 @@ def suggested_flags(text: str) -> tuple[list[str], list[str]]:
     argv, named = [], []
     for match in FLAG.finditer(text):
         flag = match.group()
-        before = text[:match.start()].split()
-        after = text[match.end():]
+        before = text[: match.start()].split()
+        after = text[match.end() :]
         if before and before[-1] in COMPARATIVE:
             named.append(flag)
         elif after.startswith(" ") and after.split()[0][:1] not in ("", "("):
@@ -112,10 +139,16 @@ def base_argv(parser) -> list[str]:
     """:data:`BASE` and a value of each further flag the command requires (sgd's budget)."""
     argv = list(BASE)
     for action in parser._actions:
-        if action.required and action.option_strings and not set(action.option_strings) & set(
-                BASE):
-            value = (action.choices[0] if action.choices else
-                     "2" if action.type is int else "0.001" if action.type is float else "x")
+        if action.required and action.option_strings and not set(action.option_strings) & set(BASE):
+            value = (
+                action.choices[0]
+                if action.choices
+                else "2"
+                if action.type is int
+                else "0.001"
+                if action.type is float
+                else "x"
+            )
             argv += [action.option_strings[0], str(value)]
     return argv
 
@@ -131,7 +164,8 @@ def test_every_suggestion_parses_with_the_command_that_made_the_run(command):
         given, named = suggested_flags(text)
         for flag in named + [f for f, _, _ in given]:
             assert flag in parser._option_string_actions, (
-                f"bnnkit {command} does not take {flag}, which this advice names: {text}")
+                f"bnnkit {command} does not take {flag}, which this advice names: {text}"
+            )
         argv = []
         for flag, value, _ in given:
             takes = parser._option_string_actions[flag].nargs != 0
@@ -153,8 +187,15 @@ def test_the_advice_counts_every_command(capsys):
 
 def test_a_reference_is_advised_in_its_own_flags():
     texts = " ".join(advice_of("reference"))
-    for refused in ("--num-iterations", "--num-burn-in", "--num-chains", "--init-checkpoint",
-                    "--step-size", "--adapt", "--max-num-leapfrog-steps"):
+    for refused in (
+        "--num-iterations",
+        "--num-burn-in",
+        "--num-chains",
+        "--init-checkpoint",
+        "--step-size",
+        "--adapt",
+        "--max-num-leapfrog-steps",
+    ):
         assert refused not in texts
     assert "--resume with a larger --num-samples" in texts
     assert "--until-converged --max-time 2h" in texts

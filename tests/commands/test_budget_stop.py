@@ -26,10 +26,32 @@ from bnnkit.runs.directory import REFERENCE_FILE
 from cli_checks import stored_files
 
 PROBLEM = ["--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.5"]
-HMC = ["hmc", *PROBLEM, "--step-size", "1e-3", "--trajectory-len", "5e-3", "--num-iterations",
-       "3", "--num-burn-in", "1", "--num-chains", "2", "--no-progress"]
-SGD = ["sgd", *PROBLEM, "--init-step-size", "1e-4", "--num-epochs", "3", "--batch-size", "64",
-       "--no-progress"]
+HMC = [
+    "hmc",
+    *PROBLEM,
+    "--step-size",
+    "1e-3",
+    "--trajectory-len",
+    "5e-3",
+    "--num-iterations",
+    "3",
+    "--num-burn-in",
+    "1",
+    "--num-chains",
+    "2",
+    "--no-progress",
+]
+SGD = [
+    "sgd",
+    *PROBLEM,
+    "--init-step-size",
+    "1e-4",
+    "--num-epochs",
+    "3",
+    "--batch-size",
+    "64",
+    "--no-progress",
+]
 NO_BUDGET = ["--max-time", "1e-9"]
 
 
@@ -63,8 +85,7 @@ def follow(argv, capsys, *, units: int) -> list[str]:
     return lines
 
 
-def test_a_sampler_stopped_by_its_budget_exits_3_and_its_command_continues_it(tmp_path,
-                                                                               capsys):
+def test_a_sampler_stopped_by_its_budget_exits_3_and_its_command_continues_it(tmp_path, capsys):
     whole = tmp_path / "whole"
     assert main([*HMC, "--dir", str(whole), "--no-evaluate"]) == 0
     # --overwrite of the first call is not suggested: it would throw the stopped run away.
@@ -80,8 +101,7 @@ def test_a_sampler_stopped_by_its_budget_exits_3_and_its_command_continues_it(tm
         assert (stored_files(tmp_path / "run")[key] == value).all(), key
 
 
-def test_an_optimiser_stopped_by_its_budget_exits_3_and_resumes_bit_for_bit(tmp_path,
-                                                                              capsys):
+def test_an_optimiser_stopped_by_its_budget_exits_3_and_resumes_bit_for_bit(tmp_path, capsys):
     whole = tmp_path / "whole"
     assert main([*SGD, "--dir", str(whole), "--no-evaluate"]) == 0
     lines = follow([*SGD, *NO_BUDGET, "--dir", str(tmp_path / "run")], capsys, units=3)
@@ -93,17 +113,33 @@ def test_an_optimiser_stopped_by_its_budget_exits_3_and_resumes_bit_for_bit(tmp_
         assert (after[key] == value).all(), key
 
 
-def test_a_reference_stopped_in_its_chains_exits_3_and_its_command_continues_it(tmp_path,
-                                                                                 capsys):
+def test_a_reference_stopped_in_its_chains_exits_3_and_its_command_continues_it(tmp_path, capsys):
     folder = tmp_path / "ref"
-    argv = ["reference", *PROBLEM, "--sampler", "nuts", "--members", "2", "--num-tuning", "1",
-            "--num-samples", "8", "--ensemble-steps", "20", *NO_BUDGET, "--dir", str(folder),
-            "--no-progress", "--json"]
+    argv = [
+        "reference",
+        *PROBLEM,
+        "--sampler",
+        "nuts",
+        "--members",
+        "2",
+        "--num-tuning",
+        "1",
+        "--num-samples",
+        "8",
+        "--ensemble-steps",
+        "20",
+        *NO_BUDGET,
+        "--dir",
+        str(folder),
+        "--no-progress",
+        "--json",
+    ]
     out, again = stopped(argv, capsys)
     assert "in the chains stage after 1 of 9 iterations (burn-in 1), no sample kept yet" in out
     # --json stays JSON: the stop is in it, and the line on stderr.
-    assert json.loads(out.partition("bnnkit: stopped")[0]) == {"stopped": out.partition(
-        "bnnkit: stopped: ")[2]}
+    assert json.loads(out.partition("bnnkit: stopped")[0]) == {
+        "stopped": out.partition("bnnkit: stopped: ")[2]
+    }
     record = json.loads((folder / REFERENCE_FILE).read_text())
     assert record["status"] == "stopped" and record["stopped"]["stage"] == "chains"
     out, _ = stopped(again, capsys)  # the suggested command goes on from there
@@ -116,16 +152,27 @@ def test_the_python_api_returns_a_stopped_result_and_never_raises(tmp_path):
     config = sgd.Config(init_step_size=1e-4, num_epochs=3, batch_size=64, max_time=1e-9)
     result = runs.run(problem, config, tmp_path / "sgd", progress=False)
     assert result.status == "stopped" and result.stopped.startswith("the time budget ended")
-    result = runs.run(problem, config.__class__(**{**config.to_dict(), "max_time": None}),
-                      tmp_path / "sgd", resume=True, progress=False)
+    result = runs.run(
+        problem,
+        config.__class__(**{**config.to_dict(), "max_time": None}),
+        tmp_path / "sgd",
+        resume=True,
+        progress=False,
+    )
     assert result.status == "finished" and result.stopped is None
     # An until_converged run whose budget ended before every chain mixed is "stopped" too:
     # 2 kept iterations per chain are too few to judge.
-    config = hmc.Config(step_size=1e-3, trajectory_len=5e-3, num_iterations=3, num_burn_in=1,
-                        num_chains=2)
+    config = hmc.Config(
+        step_size=1e-3, trajectory_len=5e-3, num_iterations=3, num_burn_in=1, num_chains=2
+    )
     runs.run(problem, config, tmp_path / "hmc", progress=False)
-    result = runs.run(problem, dataclasses.replace(config, until_converged=True, max_time=1e-9),
-                      tmp_path / "hmc", resume=True, progress=False)
+    result = runs.run(
+        problem,
+        dataclasses.replace(config, until_converged=True, max_time=1e-9),
+        tmp_path / "hmc",
+        resume=True,
+        progress=False,
+    )
     assert not result.until_converged["holds"] and result.status == "stopped"
 
 
@@ -133,23 +180,30 @@ def test_until_converged_out_of_time_is_a_budget_stop_on_the_command_line(tmp_pa
     run = tmp_path / "run"
     assert main([*HMC, "--dir", str(run), "--no-evaluate"]) == 0
     capsys.readouterr()
-    out, again = stopped([*HMC, "--until-converged", *NO_BUDGET, "--dir", str(run),
-                          "--resume", "--no-evaluate"], capsys)
-    assert "ended after 3 of 3 iterations, 2 kept samples per chain, before every chain mixed" \
-        in out
+    out, again = stopped(
+        [*HMC, "--until-converged", *NO_BUDGET, "--dir", str(run), "--resume", "--no-evaluate"],
+        capsys,
+    )
+    assert (
+        "ended after 3 of 3 iterations, 2 kept samples per chain, before every chain mixed" in out
+    )
     assert again.count("--resume") == 1
 
 
 def test_the_exit_code_is_documented():
     assert f"{EXIT_BUDGET} stopped by its time budget (--max-time), resume to continue" in (
-        build_parser().format_help())
+        build_parser().format_help()
+    )
     cli_page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md").read_text()
     assert f"| {EXIT_BUDGET} | stopped by its time budget" in cli_page
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["hmc", "--overwrite", "--dir", "d"], ["hmc", "--dir", "d", "--resume"]),
-    (["hmc", "--resume", "--dir", "d"], ["hmc", "--resume", "--dir", "d"]),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["hmc", "--overwrite", "--dir", "d"], ["hmc", "--dir", "d", "--resume"]),
+        (["hmc", "--resume", "--dir", "d"], ["hmc", "--resume", "--dir", "d"]),
+    ],
+)
 def test_resume_argv(argv, expected):
     assert resume_argv(argv) == expected

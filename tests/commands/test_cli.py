@@ -12,9 +12,23 @@ import pytest
 
 from bnnkit.cli import main
 
-BASE = ["hmc", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--step-size", "1e-3",
-        "--trajectory-len", "0.002", "--num-iterations", "4", "--num-burn-in", "1",
-        "--no-progress", "--no-evaluate"]
+BASE = [
+    "hmc",
+    "--dataset",
+    "yacht_0",
+    "--model",
+    "mlp_regression_small",
+    "--step-size",
+    "1e-3",
+    "--trajectory-len",
+    "0.002",
+    "--num-iterations",
+    "4",
+    "--num-burn-in",
+    "1",
+    "--no-progress",
+    "--no-evaluate",
+]
 
 
 def with_args(**changes) -> list[str]:
@@ -37,8 +51,10 @@ def with_args(**changes) -> list[str]:
         (dict(model="transformer"), "unknown model 'transformer'"),
         (dict(model="mlp_classification"), "is for classification but dataset 'yacht_0'"),
         (dict(num_burn_in="4"), "burn-in 4 must be >= 0 and smaller than the number of it"),
-        (dict(trajectory_len="10", max_num_leapfrog_steps="100"),
-         "needs 10000 leapfrog steps, more than --max-num-leapfrog-steps 100"),
+        (
+            dict(trajectory_len="10", max_num_leapfrog_steps="100"),
+            "needs 10000 leapfrog steps, more than --max-num-leapfrog-steps 100",
+        ),
         (dict(temperature="0"), "temperature 0.0 must be > 0"),
         (dict(weight_decay="-1"), "weight decay -1.0 must be"),
         (dict(noise_std="0"), "noise std 0.0 must be > 0"),
@@ -87,23 +103,35 @@ def test_end_to_end_as_a_subprocess(tmp_path):
     cli = [sys.executable, "-m", "bnnkit.cli"]
     argv = with_args(num_chains="2", num_iterations="10", num_burn_in="2")
     argv.remove("--no-evaluate")
-    done = subprocess.run([*cli, *argv, "--dir", run_dir], capture_output=True, text=True,
-                          env=env, timeout=300)
+    done = subprocess.run(
+        [*cli, *argv, "--dir", run_dir], capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert "test rmse" in done.stdout and "split R-hat" in done.stdout
-    done = subprocess.run([*cli, "evaluate", run_dir, "--json"], capture_output=True, text=True,
-                          env=env, timeout=300)
+    done = subprocess.run(
+        [*cli, "evaluate", run_dir, "--json"], capture_output=True, text=True, env=env, timeout=300
+    )
     result = json.loads(done.stdout)
     assert result["num_chains"] == 2 and result["num_samples_per_chain"] == 8
     assert np.isfinite(result["test"]["rmse"]) and np.isfinite(result["test"]["nll"])
     out = str(tmp_path / "samples.npz")
-    done = subprocess.run([*cli, "samples", run_dir, "--out", out], capture_output=True, text=True,
-                          env=env, timeout=300)
+    done = subprocess.run(
+        [*cli, "samples", run_dir, "--out", out],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     with np.load(out, allow_pickle=False) as f:
         assert f["params/Dense_0/kernel"].shape == (2, 8, 6, 50)
-    done = subprocess.run([*cli, "evaluate", str(tmp_path / "nope")], capture_output=True,
-                          text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [*cli, "evaluate", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 2 and "not a bnnkit run directory" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -112,21 +140,44 @@ def test_evaluate_under_covariate_shift(tmp_path, capsys):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(40, 8, 8, 1), dtype=np.uint8)
     labels = (images.reshape(40, -1).mean(1) > 127).astype(np.int64)
-    np.savez(tmp_path / "img.npz", x_train=images[:30], y_train=labels[:30],
-             x_test=images[30:], y_test=labels[30:])
+    np.savez(
+        tmp_path / "img.npz",
+        x_train=images[:30],
+        y_train=labels[:30],
+        x_test=images[30:],
+        y_test=labels[30:],
+    )
     run_dir = str(tmp_path / "run")
-    argv = ["hmc", "--dataset", str(tmp_path / "img.npz"), "--model", "linear",
-            "--step-size", "1e-4", "--trajectory-len", "1e-3", "--num-iterations", "6",
-            "--num-burn-in", "1", "--no-progress", "--no-evaluate", "--dir", run_dir]
+    argv = [
+        "hmc",
+        "--dataset",
+        str(tmp_path / "img.npz"),
+        "--model",
+        "linear",
+        "--step-size",
+        "1e-4",
+        "--trajectory-len",
+        "1e-3",
+        "--num-iterations",
+        "6",
+        "--num-burn-in",
+        "1",
+        "--no-progress",
+        "--no-evaluate",
+        "--dir",
+        run_dir,
+    ]
     assert main(argv) == 0
     capsys.readouterr()
-    assert main(["evaluate", run_dir, "--corruption", "contrast", "--severity", "5",
-                 "--json"]) == 0
+    assert main(["evaluate", run_dir, "--corruption", "contrast", "--severity", "5", "--json"]) == 0
     shifted = json.loads(capsys.readouterr().out)
     assert shifted["corruption"] == {"name": "contrast", "severity": 5}
     assert (tmp_path / "run" / "evaluation_contrast_5.json").is_file()
-    clean = json.loads((tmp_path / "run" / "evaluation.json").read_text()) if (
-        tmp_path / "run" / "evaluation.json").is_file() else None
+    clean = (
+        json.loads((tmp_path / "run" / "evaluation.json").read_text())
+        if (tmp_path / "run" / "evaluation.json").is_file()
+        else None
+    )
     assert clean is None  # the clean evaluation is not overwritten by a shifted one
     assert main(["evaluate", run_dir, "--corruption", "contrast", "--severity", "7"]) == 2
     assert "severity 7 out of range: allowed 1..5" in capsys.readouterr().err

@@ -69,20 +69,34 @@ def test_command_line_overrides_the_file(tmp_path, capsys):
     path = tmp_path / "run.toml"
     path.write_text(RUN_TOML)
     base = settings(["hmc", "--config", str(path)], capsys)
-    over = settings(["hmc", "--config", str(path), "--step-size", "2e-3", "--model-name",
-                     "mlp_regression", "--float64"], capsys)
+    over = settings(
+        [
+            "hmc",
+            "--config",
+            str(path),
+            "--step-size",
+            "2e-3",
+            "--model-name",
+            "mlp_regression",
+            "--float64",
+        ],
+        capsys,
+    )
     assert (base["step_size"], over["step_size"]) == (1e-3, 2e-3)
     assert (base["model"], over["model"]) == ("mlp_regression_small", "mlp_regression")
     assert (base["float64"], over["float64"]) == (False, True)
     assert {k: v for k, v in over.items() if k not in ("step_size", "model", "float64")} == {
-        k: v for k, v in base.items() if k not in ("step_size", "model", "float64")}
+        k: v for k, v in base.items() if k not in ("step_size", "model", "float64")
+    }
 
 
 def test_unknown_key_or_bad_value_is_refused_naming_it(tmp_path, capsys):
-    for line, named in (("stepsize = 1e-3", "'stepsize'"),
-                        ("max_num_leapfrog_steps = \"ten\"", "max_num_leapfrog_steps"),
-                        ("float64 = 1", "float64"),
-                        ("[hmc]\nstep_size = 1e-3", "[hmc]")):
+    for line, named in (
+        ("stepsize = 1e-3", "'stepsize'"),
+        ('max_num_leapfrog_steps = "ten"', "max_num_leapfrog_steps"),
+        ("float64 = 1", "float64"),
+        ("[hmc]\nstep_size = 1e-3", "[hmc]"),
+    ):
         path = tmp_path / "bad.toml"
         path.write_text(RUN_TOML + line + "\n")
         err = refused(["hmc", "--config", str(path), "--dir", str(tmp_path / "run")], capsys)

@@ -27,17 +27,24 @@ def fields(name: str) -> set[str]:
 
 
 def required(name: str) -> set[str]:
-    return {f.name for f in dataclasses.fields(METHODS[name].Config)
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    return {
+        f.name
+        for f in dataclasses.fields(METHODS[name].Config)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
 
 
 def all_finite(run: Path) -> bool:
     files = [run / "state.npz", *sorted((run / "samples").glob("sample_*.npz"))]
     # A sampler's tuning statistics may hold ±inf as "none yet" (MCLMC: the log of a zero
     # weight, no step-size cap found); positions, samples and diagnostics must be finite.
-    return all(np.all(np.isfinite(v)) for f in files if f.exists()
-               for k, v in storage.load_arrays(f).items()
-               if v.dtype.kind == "f" and not k.startswith("tuning/"))
+    return all(
+        np.all(np.isfinite(v))
+        for f in files
+        if f.exists()
+        for k, v in storage.load_arrays(f).items()
+        if v.dtype.kind == "f" and not k.startswith("tuning/")
+    )
 
 
 @pytest.mark.parametrize("name", list(METHODS))
@@ -45,11 +52,25 @@ def test_a_step_size_that_diverges_is_never_silent(name, tmp_path, capsys):
     run = tmp_path / "run"
     have = fields(name)
     # MC dropout refuses a network without dropout; its MLP takes a smaller step than linear.
-    problem, sane = ([*PROBLEM[:3], "mlp_regression_small_dropout", *PROBLEM[4:]], "1e-5") if (
-        name == "dropout") else (PROBLEM, "1e-3")
+    problem, sane = (
+        ([*PROBLEM[:3], "mlp_regression_small_dropout", *PROBLEM[4:]], "1e-5")
+        if (name == "dropout")
+        else (PROBLEM, "1e-3")
+    )
     if "init_step_size" in have:  # optimisers and SG samplers: the parameters become NaN
-        argv = [name, *problem, "--init-step-size", "1e30", "--num-epochs", "3",
-                "--batch-size", "32", "--no-evaluate", "--dir", str(run)]
+        argv = [
+            name,
+            *problem,
+            "--init-step-size",
+            "1e30",
+            "--num-epochs",
+            "3",
+            "--batch-size",
+            "32",
+            "--no-evaluate",
+            "--dir",
+            str(run),
+        ]
         if "num_members" in have:
             argv += ["--num-members", "2"]
         if "num_burn_in" in required(name):  # SWAG: SGD epochs before it collects
@@ -64,8 +85,18 @@ def test_a_step_size_that_diverges_is_never_silent(name, tmp_path, capsys):
         assert main([a if a != "1e30" else sane for a in argv]) == 0
     elif "step_size" in have:  # exact MCMC: every proposal is rejected, and it says so
         # No burn-in: a burn-in would search a first step size and leave 1e30 behind.
-        argv = [name, *PROBLEM, "--step-size", "1e30", "--num-iterations", "3",
-                "--num-burn-in", "0", "--dir", str(run)]
+        argv = [
+            name,
+            *PROBLEM,
+            "--step-size",
+            "1e30",
+            "--num-iterations",
+            "3",
+            "--num-burn-in",
+            "0",
+            "--dir",
+            str(run),
+        ]
         if "trajectory_len" in have:
             argv += ["--trajectory-len", "1e30"]
         assert main(argv) == 0
@@ -75,17 +106,36 @@ def test_a_step_size_that_diverges_is_never_silent(name, tmp_path, capsys):
         record = json.loads((run / "run.json").read_text())
         assert record["status"] == "finished"
     else:
-        pytest.skip(f"{name} has no step size: it fits a finished run, and refuses a diverged "
-                    "one (test_a_run_that_diverges_later_keeps_its_last_finite_state)")
+        pytest.skip(
+            f"{name} has no step size: it fits a finished run, and refuses a diverged "
+            "one (test_a_run_that_diverges_later_keeps_its_last_finite_state)"
+        )
 
 
 def test_a_run_that_diverges_later_keeps_its_last_finite_state(tmp_path, capsys):
     """SGD with a weight decay of 30 on a small MLP goes NaN after some epochs: the run stops
     there, naming the epoch and what to try, and keeps only finite files that verify."""
     run = tmp_path / "run"
-    argv = ["sgd", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--weight-decay",
-            "30", "--init-step-size", "1e-3", "--num-epochs", "20", "--batch-size", "32",
-            "--checkpoint-every", "1", "--no-progress", "--dir", str(run)]
+    argv = [
+        "sgd",
+        "--dataset",
+        "yacht_0",
+        "--model",
+        "mlp_regression_small",
+        "--weight-decay",
+        "30",
+        "--init-step-size",
+        "1e-3",
+        "--num-epochs",
+        "20",
+        "--batch-size",
+        "32",
+        "--checkpoint-every",
+        "1",
+        "--no-progress",
+        "--dir",
+        str(run),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "became NaN or infinite in epoch" in err, err
@@ -98,8 +148,11 @@ def test_a_run_that_diverges_later_keeps_its_last_finite_state(tmp_path, capsys)
     before = {str(p): p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file()}
     # A resume would repeat the same steps and diverge again; reading it needs kept samples;
     # a method started from it needs a finished run. Each refuses in one line, writing nothing.
-    for argv_ in ([*argv, "--resume"], ["evaluate", str(run)],
-                  ["laplace", "--map-run", str(run), "--dir", str(tmp_path / "laplace")]):
+    for argv_ in (
+        [*argv, "--resume"],
+        ["evaluate", str(run)],
+        ["laplace", "--map-run", str(run), "--dir", str(tmp_path / "laplace")],
+    ):
         assert main(argv_) == 2, argv_
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "diverged" in err, (argv_, err)
@@ -117,12 +170,33 @@ def test_a_resumed_run_that_diverges_is_marked_so_and_keeps_its_state(tmp_path, 
     import sys
 
     run = tmp_path / "run"
-    argv = ["sgd", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--weight-decay",
-            "30", "--init-step-size", "1e-3", "--num-epochs", "20", "--batch-size", "32",
-            "--checkpoint-every", "1", "--no-progress", "--no-evaluate", "--dir", str(run)]
-    killed = subprocess.run([sys.executable, "-m", "bnnkit.cli", *argv],
-                            env={**os.environ, "BNNKIT_KILL_AT": "unit-done:8"},
-                            capture_output=True, text=True)
+    argv = [
+        "sgd",
+        "--dataset",
+        "yacht_0",
+        "--model",
+        "mlp_regression_small",
+        "--weight-decay",
+        "30",
+        "--init-step-size",
+        "1e-3",
+        "--num-epochs",
+        "20",
+        "--batch-size",
+        "32",
+        "--checkpoint-every",
+        "1",
+        "--no-progress",
+        "--no-evaluate",
+        "--dir",
+        str(run),
+    ]
+    killed = subprocess.run(
+        [sys.executable, "-m", "bnnkit.cli", *argv],
+        env={**os.environ, "BNNKIT_KILL_AT": "unit-done:8"},
+        capture_output=True,
+        text=True,
+    )
     assert killed.returncode == -9, killed.stderr
     assert main([*argv, "--resume"]) == 2
     err = capsys.readouterr().err

@@ -90,4 +90,5 @@ def test_command_help_ends_with_its_docs_page(capsys):
     with pytest.raises(SystemExit):
         main(["hmc", "--help"])
     assert capsys.readouterr().out.rstrip().splitlines()[-1] == (
-        "docs: docs/reference/methods/hmc.md")
+        "docs: docs/reference/methods/hmc.md"
+    )

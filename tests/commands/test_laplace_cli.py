@@ -16,9 +16,23 @@ from bnnkit.posterior.laplace import KFACLaplace
 from bnnkit.runs import load_run
 from bnnkit.runs.directory import settings_digest
 
-SGD = ["sgd", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--noise-std", "0.35",
-       "--init-step-size", "1e-4", "--num-epochs", "20", "--batch-size", "32", "--no-progress",
-       "--no-evaluate"]
+SGD = [
+    "sgd",
+    "--dataset",
+    "yacht_0",
+    "--model",
+    "mlp_regression_small",
+    "--noise-std",
+    "0.35",
+    "--init-step-size",
+    "1e-4",
+    "--num-epochs",
+    "20",
+    "--batch-size",
+    "32",
+    "--no-progress",
+    "--no-evaluate",
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +48,17 @@ def laplace_args(map_run, out, *extra):
 
 def test_laplace_runs_store_resume_and_evaluate(map_run, tmp_path, capsys):
     diag, last = tmp_path / "diag", tmp_path / "last"
-    args = laplace_args(map_run, diag, "--structure", "diag", "--prior-precision", "auto",
-                        "--num-samples", "3", "--no-evaluate")
+    args = laplace_args(
+        map_run,
+        diag,
+        "--structure",
+        "diag",
+        "--prior-precision",
+        "auto",
+        "--num-samples",
+        "3",
+        "--no-evaluate",
+    )
     assert main(args) == 0
     record = json.loads((diag / "run.json").read_text())
     map_record = json.loads((map_run / "run.json").read_text())
@@ -54,8 +77,23 @@ def test_laplace_runs_store_resume_and_evaluate(map_run, tmp_path, capsys):
     assert "num_samples was 3 in the stored run but is 4 now" in capsys.readouterr().err
 
     # Last layer, linearised predictive, evaluated at the end against the diag run.
-    assert main(laplace_args(map_run, last, "--structure", "last_layer", "--predictive", "glm",
-                             "--num-samples", "3", "--reference", str(diag))) == 0
+    assert (
+        main(
+            laplace_args(
+                map_run,
+                last,
+                "--structure",
+                "last_layer",
+                "--predictive",
+                "glm",
+                "--num-samples",
+                "3",
+                "--reference",
+                str(diag),
+            )
+        )
+        == 0
+    )
     assert "vs reference" in capsys.readouterr().out
 
     assert main(["evaluate", str(diag), "--json"]) == 0
@@ -99,13 +137,19 @@ def _hmc(map_run, tmp_path):
         (lambda m, t: t / "nope", [], "does not exist; allowed: a finished sgd or ensemble run"),
         (_unfinished, [], "is unfinished (status 'running')"),
         (_hmc, [], "is a 'hmc' run; allowed: a finished sgd or ensemble run"),
-        (None, ["--dataset", "yacht_1"],
-         "--dataset 'yacht_1' does not match the MAP run, which is for dataset 'yacht_0'"),
+        (
+            None,
+            ["--dataset", "yacht_1"],
+            "--dataset 'yacht_1' does not match the MAP run, which is for dataset 'yacht_0'",
+        ),
         (None, ["--model", "mlp_regression"], "--model 'mlp_regression' does not match"),
         (None, ["--prior-precision", "-1"], "--prior-precision '-1' must be 'auto' or a finite"),
         (None, ["--num-samples", "0"], "--num-samples 0 out of range; allowed: 1..65536"),
-        (None, ["--chunk-size", "0"],
-         "--curvature-chunk-size 0 out of range; allowed: 1..2147483647"),
+        (
+            None,
+            ["--chunk-size", "0"],
+            "--curvature-chunk-size 0 out of range; allowed: 1..2147483647",
+        ),
         (None, ["--member", "3"], "--member 3 out of range: the MAP run has 1 member(s)"),
     ],
 )

@@ -17,8 +17,9 @@ from bnnkit.report.arviz_export import MISSING_ARVIZ, kept_sample_stats
 
 
 @pytest.mark.parametrize("missing", [["arviz"], ["h5netcdf", "netCDF4"]])
-def test_without_arviz_one_line_exit_2_nothing_written(hmc_run, tmp_path, monkeypatch, capsys,
-                                                       missing):
+def test_without_arviz_one_line_exit_2_nothing_written(
+    hmc_run, tmp_path, monkeypatch, capsys, missing
+):
     for module in missing:
         monkeypatch.setitem(sys.modules, module, None)  # `import module` raises ImportError
     out = tmp_path / "run.nc"
@@ -30,9 +31,11 @@ def test_without_arviz_one_line_exit_2_nothing_written(hmc_run, tmp_path, monkey
 
 
 def test_sample_stats_leave_out_a_partly_logged_statistic():
-    log = [{"iteration": 1, "acceptance_rate": [0.5, 0.6], "step_size": [0.1, 0.1]},
-           {"iteration": 2, "acceptance_rate": [0.7, 0.8]},
-           {"iteration": 2, "acceptance_rate": [0.9, 1.0]}]  # a resumed unit: the last counts
+    log = [
+        {"iteration": 1, "acceptance_rate": [0.5, 0.6], "step_size": [0.1, 0.1]},
+        {"iteration": 2, "acceptance_rate": [0.7, 0.8]},
+        {"iteration": 2, "acceptance_rate": [0.9, 1.0]},
+    ]  # a resumed unit: the last counts
     stats = kept_sample_stats(log, [1, 2], num_chains=2)
     assert set(stats) == {"acceptance_rate"}
     np.testing.assert_array_equal(stats["acceptance_rate"], [[0.5, 0.9], [0.6, 1.0]])
@@ -65,9 +68,13 @@ def test_netcdf_holds_the_run(hmc_run, tmp_path, capsys):
         kept = [r for r in map(json.loads, f) if not r["burn_in"]]
     assert [r["iteration"] for r in kept] == list(range(4, 12))
     stats = idata["sample_stats"]
-    for name, key in [("acceptance_rate", "acceptance_rate"), ("diverging", "divergent"),
-                      ("step_size", "step_size"), ("n_steps", "num_leapfrog"),
-                      ("lp", "log_posterior")]:
+    for name, key in [
+        ("acceptance_rate", "acceptance_rate"),
+        ("diverging", "divergent"),
+        ("step_size", "step_size"),
+        ("n_steps", "num_leapfrog"),
+        ("lp", "log_posterior"),
+    ]:
         assert stats[name].dims == ("chain", "draw")
         np.testing.assert_array_equal(stats[name].values, np.asarray([r[key] for r in kept]).T)
 
@@ -79,8 +86,11 @@ def test_netcdf_holds_the_run(hmc_run, tmp_path, capsys):
     assert (idata["posterior_predictive"]["y_std"].values > 0).all()
     observed = idata["observed_data"]["y"].values
     # Original units, in float64 as the predictive means are.
-    np.testing.assert_allclose(observed, np.asarray(dataset.y_test, np.float64)
-                               * dataset.target_scale + dataset.target_shift, rtol=1e-12)
+    np.testing.assert_allclose(
+        observed,
+        np.asarray(dataset.y_test, np.float64) * dataset.target_scale + dataset.target_shift,
+        rtol=1e-12,
+    )
     # The draws' average is the model average `bnnkit evaluate` scores.
     from bnnkit.evaluation import run_prediction
 
@@ -115,6 +125,10 @@ def test_arviz_1_gets_a_datatree(hmc_run, tmp_path, monkeypatch, capsys):
     assert main(["samples", str(hmc_run), "--format", "netcdf", "--out", str(out)]) == 0
     assert "Dense_0.kernel (2, 8, 6, 50)" in capsys.readouterr().out
     tree = xr.open_datatree(out)
-    assert set(tree.children) == {"posterior", "sample_stats", "posterior_predictive",
-                                  "observed_data"}
+    assert set(tree.children) == {
+        "posterior",
+        "sample_stats",
+        "posterior_predictive",
+        "observed_data",
+    }
     assert tree["sample_stats"]["acceptance_rate"].shape == (2, 8)

@@ -20,8 +20,10 @@ from bnnkit.runs.extension import block_summary
 
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 #: A sampler's status with every field the tally can give (SamplerTally.status).
-SAMPLING = ("sampling | accept 0.93 | step 2.00e-03 | L 250 | log post -1234.5 | "
-            "div 7 (burn-in 21) | capped 3% | test rmse 0.4123")
+SAMPLING = (
+    "sampling | accept 0.93 | step 2.00e-03 | L 250 | log post -1234.5 | "
+    "div 7 (burn-in 21) | capped 3% | test rmse 0.4123"
+)
 BURN_IN = "burn-in | accept 0.81 | step 1.05e-03 | L 12 | log post -4321.9 | burn-in div 21"
 #: What the README promises the bar shows (acceptance, the adapted step size, divergences).
 PROMISED = {"accept", "step", "div"}
@@ -72,10 +74,12 @@ def test_the_bar_keeps_its_most_useful_pieces_in_order(width, status, total):
     kinds = kept_kinds(line)
     # What is kept is the head of the stated order (of the pieces this status has), so what
     # goes as the terminal narrows goes in that order.
-    present = [k for k in progress.KEEP_ORDER
-               if k in {"left", "bar", "elapsed"} | {progress.field_kind(f)
-                                                     for f in status.split(" | ")}]
-    assert sorted(kinds, key=present.index) == present[:len(kinds)], (kinds, line)
+    present = [
+        k
+        for k in progress.KEEP_ORDER
+        if k in {"left", "bar", "elapsed"} | {progress.field_kind(f) for f in status.split(" | ")}
+    ]
+    assert sorted(kinds, key=present.index) == present[: len(kinds)], (kinds, line)
     if width >= 80:
         assert set(kinds) >= PROMISED, line
     if width >= 120:
@@ -83,8 +87,10 @@ def test_the_bar_keeps_its_most_useful_pieces_in_order(width, status, total):
 
 
 def test_narrower_terminals_keep_fewer_pieces():
-    kept = [set(kept_kinds(drawn_lines(SAMPLING, width, 800, 400)[0]))
-            for width in (120, 100, 80, 60, 40)]
+    kept = [
+        set(kept_kinds(drawn_lines(SAMPLING, width, 800, 400)[0]))
+        for width in (120, 100, 80, 60, 40)
+    ]
     for wider, narrower in itertools.pairwise(kept):
         assert narrower <= wider
     assert kept[0] != kept[-1]
@@ -92,26 +98,38 @@ def test_narrower_terminals_keep_fewer_pieces():
 
 def failing_verdict(chains: int) -> dict:
     """A not-mixed verdict whose chains all fail every within-chain check."""
-    within = [{"chain": c, "mixed": False, "rhat_share_below": 0.3 + 0.01 * c,
-               "ess_min": 1.0, "ess_p5": 3.0 + 5 * ((c * 3) % chains),
-               "lpd": {"drift": 0.41, "drift_se": 0.01, "flat": False}, "rising": True,
-               "rise_z": 12.0} for c in range(chains)]
-    return {"level": "not-mixed", "within": within,
-            "summary": "NOT mixed: chains " + ", ".join(map(str, range(chains)))}
+    within = [
+        {
+            "chain": c,
+            "mixed": False,
+            "rhat_share_below": 0.3 + 0.01 * c,
+            "ess_min": 1.0,
+            "ess_p5": 3.0 + 5 * ((c * 3) % chains),
+            "lpd": {"drift": 0.41, "drift_se": 0.01, "flat": False},
+            "rising": True,
+            "rise_z": 12.0,
+        }
+        for c in range(chains)
+    ]
+    return {
+        "level": "not-mixed",
+        "within": within,
+        "summary": "NOT mixed: chains " + ", ".join(map(str, range(chains))),
+    }
 
 
 def test_a_block_prints_short_lines_with_the_worst_chain():
     verdict = failing_verdict(8)
-    text = block_summary(4, 10_003, 9_003, verdict, sampled=5401.3, judged=73.9,
-                         following=13_505)
+    text = block_summary(4, 10_003, 9_003, verdict, sampled=5401.3, judged=73.9, following=13_505)
     lines = text.splitlines()
     assert 3 <= len(lines) <= 5 and all(len(line) <= 80 for line in lines), text
     assert lines[0] == "block 4: 10,003 iterations, 9,003 kept per chain"
     worst = min(verdict["within"], key=lambda c: c["ess_p5"])
     assert lines[1] == f"  8 of 8 chains not mixed; worst chain {worst['chain']}: ESS 3 < 50"
     assert lines[2].startswith(f"  chain {worst['chain']} also fails: R-hat within ")
-    assert lines[-1] == ("  sampled in 1 h 30 min, judged in 1 min 14 s; extending to 13,505 "
-                         "iterations")
+    assert lines[-1] == (
+        "  sampled in 1 h 30 min, judged in 1 min 14 s; extending to 13,505 iterations"
+    )
 
 
 def sentence_of(module: ModuleType) -> str:

@@ -20,12 +20,36 @@ def classification_run(tmp_path_factory):
     """SGD for one epoch on a 3-class npz with 6 test points (about a second)."""
     tmp = tmp_path_factory.mktemp("refprobs")
     rng = np.random.default_rng(0)
-    np.savez(tmp / "data.npz", x_train=rng.normal(size=(20, 3)), y_train=np.arange(20) % 3,
-             x_test=rng.normal(size=(NUM_TEST, 3)), y_test=np.arange(NUM_TEST) % 3)
+    np.savez(
+        tmp / "data.npz",
+        x_train=rng.normal(size=(20, 3)),
+        y_train=np.arange(20) % 3,
+        x_test=rng.normal(size=(NUM_TEST, 3)),
+        y_test=np.arange(NUM_TEST) % 3,
+    )
     run_dir = tmp / "run"
-    assert main(["sgd", "--dataset", str(tmp / "data.npz"), "--model", "mlp_classification",
-                 "--init-step-size", "1e-2", "--num-epochs", "1", "--batch-size", "8",
-                 "--no-progress", "--no-evaluate", "--dir", str(run_dir)]) == 0
+    assert (
+        main(
+            [
+                "sgd",
+                "--dataset",
+                str(tmp / "data.npz"),
+                "--model",
+                "mlp_classification",
+                "--init-step-size",
+                "1e-2",
+                "--num-epochs",
+                "1",
+                "--batch-size",
+                "8",
+                "--no-progress",
+                "--no-evaluate",
+                "--dir",
+                str(run_dir),
+            ]
+        )
+        == 0
+    )
     return run_dir
 
 
@@ -52,10 +76,16 @@ def test_scores_against_a_file_in_the_published_format(classification_run, tmp_p
         assert np.argmax(reference[row]) != np.argmax(probs[row])  # no tied top classes
     path = tmp_path / "probs.csv"
     np.savetxt(path, reference)  # whitespace-delimited, %.18e, as the released files
-    expected_tv = sum(0.5 * sum(abs(a - b) for a, b in zip(probs[r], reference[r], strict=True))
-                      for r in range(NUM_TEST)) / NUM_TEST
-    assert main(["evaluate", str(classification_run), "--reference-probs", str(path),
-                 "--json"]) == 0
+    expected_tv = (
+        sum(
+            0.5 * sum(abs(a - b) for a, b in zip(probs[r], reference[r], strict=True))
+            for r in range(NUM_TEST)
+        )
+        / NUM_TEST
+    )
+    assert (
+        main(["evaluate", str(classification_run), "--reference-probs", str(path), "--json"]) == 0
+    )
     scored = json.loads(capsys.readouterr().out)["reference_probs"]
     assert scored["source"] == str(path) and scored["agreement"] == pytest.approx(4 / 6)
     # float32 predictions against the %.18e copy of them: equal to ~1e-7
@@ -66,8 +96,9 @@ def test_scores_against_a_file_in_the_published_format(classification_run, tmp_p
 
 
 @pytest.mark.parametrize("rows, classes", [(NUM_TEST + 1, NUM_CLASSES), (NUM_TEST, 2)])
-def test_a_table_for_another_test_set_is_refused(classification_run, tmp_path, capsys, rows,
-                                                 classes):
+def test_a_table_for_another_test_set_is_refused(
+    classification_run, tmp_path, capsys, rows, classes
+):
     path = tmp_path / "probs.txt"
     np.savetxt(path, np.full((rows, classes), 1.0 / classes))
     before = sorted(p.name for p in classification_run.iterdir())
@@ -79,10 +110,13 @@ def test_a_table_for_another_test_set_is_refused(classification_run, tmp_path, c
     assert sorted(p.name for p in classification_run.iterdir()) == before
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"\x00\x01garbled\xff", "not a table of probabilities"),
-    (b"0.2 0.3 0.1\n", "sums to 0.6"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"\x00\x01garbled\xff", "not a table of probabilities"),
+        (b"0.2 0.3 0.1\n", "sums to 0.6"),
+    ],
+)
 def test_an_unreadable_file_is_refused(classification_run, tmp_path, capsys, content, message):
     path = tmp_path / "probs.csv"
     path.write_bytes(content)
@@ -91,12 +125,26 @@ def test_an_unreadable_file_is_refused(classification_run, tmp_path, capsys, con
     assert code == 2 and len(err.strip().splitlines()) == 1 and message in err
 
 
-def test_released_reference_offline_and_with_corruption(classification_run, tmp_path,
-                                                        monkeypatch, capsys):
+def test_released_reference_offline_and_with_corruption(
+    classification_run, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv("BNNKIT_DATA_DIR", str(tmp_path))
     assert main(["evaluate", str(classification_run), "--reference-probs", "imdb_hmc"]) == 2
     err = capsys.readouterr().err
     assert "probs.csv not found: put it in" in err and "imdb_hmc" in err
-    assert main(["evaluate", str(classification_run), "--reference-probs", "cifar10_hmc",
-                 "--corruption", "fog", "--severity", "1"]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                str(classification_run),
+                "--reference-probs",
+                "cifar10_hmc",
+                "--corruption",
+                "fog",
+                "--severity",
+                "1",
+            ]
+        )
+        == 2
+    )
     assert "does not go with --corruption" in capsys.readouterr().err

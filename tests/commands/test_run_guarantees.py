@@ -20,14 +20,33 @@ import pytest
 from bnnkit.cli import main
 
 LINEAR = ["--model", "linear", "--noise-std", "0.35"]
-HMC = ["hmc", *LINEAR, "--step-size", "1e-3", "--trajectory-len", "2e-3", "--num-iterations",
-       "3", "--num-burn-in", "1", "--num-chains", "1", "--no-progress", "--no-evaluate"]
+HMC = [
+    "hmc",
+    *LINEAR,
+    "--step-size",
+    "1e-3",
+    "--trajectory-len",
+    "2e-3",
+    "--num-iterations",
+    "3",
+    "--num-burn-in",
+    "1",
+    "--num-chains",
+    "1",
+    "--no-progress",
+    "--no-evaluate",
+]
 
 
 def user_data(path: Path, seed: int) -> Path:
     rng = np.random.default_rng(seed)
-    np.savez(path, x_train=rng.normal(size=(20, 3)), y_train=rng.normal(size=20),
-             x_test=rng.normal(size=(6, 3)), y_test=rng.normal(size=6))
+    np.savez(
+        path,
+        x_train=rng.normal(size=(20, 3)),
+        y_train=rng.normal(size=20),
+        x_test=rng.normal(size=(6, 3)),
+        y_test=rng.normal(size=6),
+    )
     return path
 
 
@@ -35,9 +54,9 @@ def files_of(folder: Path) -> dict[str, bytes]:
     return {str(p): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_replaced_data_is_refused_and_a_relative_dataset_evaluates_anywhere(tmp_path,
-                                                                              monkeypatch,
-                                                                              capsys):
+def test_replaced_data_is_refused_and_a_relative_dataset_evaluates_anywhere(
+    tmp_path, monkeypatch, capsys
+):
     """A run made on ``--dataset data/d.npz`` (relative) evaluates from another folder; once
     the file is replaced by another of the same shapes, evaluate, --resume and verify refuse
     in one line saying it changed, and write nothing."""
@@ -56,14 +75,19 @@ def test_replaced_data_is_refused_and_a_relative_dataset_evaluates_anywhere(tmp_
     monkeypatch.chdir(tmp_path / "made")
     before = files_of(run)
     capsys.readouterr()
-    for command in (["evaluate", str(run)], [*argv, "--num-iterations", "5", "--resume"],
-                    ["verify", str(run)]):
+    for command in (
+        ["evaluate", str(run)],
+        [*argv, "--num-iterations", "5", "--resume"],
+        ["verify", str(run)],
+    ):
         assert main(command) == 2, command
         out, err = capsys.readouterr()
         assert err.startswith("bnnkit: error: ") and err.count("\n") == 1, err
-        said = {"evaluate": "changed since the run was made on it",
-                "hmc": "is not the data the run was made on",
-                "verify": "changed or is gone; restore that file"}[command[0]]
+        said = {
+            "evaluate": "changed since the run was made on it",
+            "hmc": "is not the data the run was made on",
+            "verify": "changed or is gone; restore that file",
+        }[command[0]]
         assert said in out + err, (command, out, err)
         assert "--overwrite" not in out + err, err  # the run is good; the data changed
         assert files_of(run) == before, command
@@ -101,8 +125,12 @@ def test_verify_says_in_progress_while_another_process_holds_the_run(tmp_path, c
     --overwrite): verify says it is in progress, exit 2, and changes nothing."""
     run = tmp_path / "run"
     assert main([*HMC, "--dataset", "yacht_0", "--dir", str(run)]) == 0
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(run)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "held\n"
         before = files_of(run)
@@ -127,10 +155,20 @@ def test_a_signal_stops_a_run_in_one_line_and_it_resumes(signum, tmp_path):
         # Under nohup the run inherits an ignored SIGHUP and, by design, keeps it ignored.
         pytest.skip(f"{signal.Signals(signum).name} is ignored in this process (nohup)")
     run = tmp_path / "run"
-    argv = [*HMC, "--dataset", "yacht_0", "--num-iterations", "100000", "--checkpoint-every",
-            "1", "--dir", str(run)]
-    proc = subprocess.Popen([sys.executable, "-m", "bnnkit.cli", *argv],
-                            stderr=subprocess.PIPE, text=True)
+    argv = [
+        *HMC,
+        "--dataset",
+        "yacht_0",
+        "--num-iterations",
+        "100000",
+        "--checkpoint-every",
+        "1",
+        "--dir",
+        str(run),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bnnkit.cli", *argv], stderr=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 120
         while not (run / "samples").is_dir() or not any((run / "samples").iterdir()):

@@ -16,9 +16,27 @@ from bnnkit.cli import main
 from bnnkit.runs.directory import RunDir
 from cli_checks import stored_files
 
-HMC = ["hmc", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--noise-std", "0.35",
-       "--step-size", "1e-3", "--trajectory-len", "0.05", "--num-iterations", "6",
-       "--num-burn-in", "2", "--num-chains", "1", "--no-progress", "--no-evaluate"]
+HMC = [
+    "hmc",
+    "--dataset",
+    "yacht_0",
+    "--model",
+    "mlp_regression_small",
+    "--noise-std",
+    "0.35",
+    "--step-size",
+    "1e-3",
+    "--trajectory-len",
+    "0.05",
+    "--num-iterations",
+    "6",
+    "--num-burn-in",
+    "2",
+    "--num-chains",
+    "1",
+    "--no-progress",
+    "--no-evaluate",
+]
 SAMPLE = "samples/sample_0000003.npz"
 
 
@@ -42,6 +60,7 @@ def folder_instead(name: str) -> Callable[[Path, Path], None]:
             (copy / name).unlink()
         (copy / name).mkdir()
         (copy / name / "x").write_text("something of the user's")
+
     return damage
 
 
@@ -50,6 +69,7 @@ def flip_byte(name: str) -> Callable[[Path, Path], None]:
         data = bytearray((copy / name).read_bytes())
         data[len(data) // 2] ^= 0xFF
         (copy / name).write_bytes(bytes(data))
+
     return damage
 
 
@@ -61,19 +81,24 @@ def extra_sample(copy: Path, other: Path) -> None:
 def swapped(copy: Path, other: Path) -> None:
     """A sample and its manifest line taken from the run with another seed."""
     shutil.copyfile(other / SAMPLE, copy / SAMPLE)
-    theirs = next(line for line in (other / "manifest.jsonl").read_text().splitlines()
-                  if json.loads(line)["file"] == SAMPLE)
+    theirs = next(
+        line
+        for line in (other / "manifest.jsonl").read_text().splitlines()
+        if json.loads(line)["file"] == SAMPLE
+    )
     ours = (copy / "manifest.jsonl").read_text().splitlines()
-    (copy / "manifest.jsonl").write_text("\n".join(
-        theirs if json.loads(line)["file"] == SAMPLE else line for line in ours) + "\n")
+    (copy / "manifest.jsonl").write_text(
+        "\n".join(theirs if json.loads(line)["file"] == SAMPLE else line for line in ours) + "\n"
+    )
 
 
 def diverged_with_extra_sample(copy: Path, other: Path) -> None:
     """A run marked diverged (a resume repeats it, so it is refused) and a file a resume
     would otherwise recompute."""
     record = json.loads((copy / "run.json").read_text())
-    record.update(status="diverged", diverged={"unit": 3, "what": ["log_posterior"],
-                                               "members": [0]})
+    record.update(
+        status="diverged", diverged={"unit": 3, "what": ["log_posterior"], "members": [0]}
+    )
     RunDir(copy).write_record(record)
     extra_sample(copy, other)
 
@@ -90,17 +115,21 @@ DAMAGE = {
     "sample before the state removed": lambda copy, other: (copy / SAMPLE).unlink(),
     "state damaged": flip_byte("state.npz"),
     "manifest damaged": lambda copy, other: (copy / "manifest.jsonl").write_text(
-        "garbage\n" + (copy / "manifest.jsonl").read_text()),
+        "garbage\n" + (copy / "manifest.jsonl").read_text()
+    ),
     "run.json edited": edited_record,
     "sample swapped in from another run": swapped,
     "metrics.jsonl a folder": folder_instead("metrics.jsonl"),
     "a folder named like a sample after the state": folder_instead("samples/sample_0000007.npz"),
     "a folder where a sample was": folder_instead(SAMPLE),
     "state.npz a folder": folder_instead("state.npz"),
-    "samples/ a file": lambda copy, other: (shutil.rmtree(copy / "samples"),
-                                            (copy / "samples").write_text("x")),
+    "samples/ a file": lambda copy, other: (
+        shutil.rmtree(copy / "samples"),
+        (copy / "samples").write_text("x"),
+    ),
     "a link where a sample goes": lambda copy, other: (
-        copy / "samples/sample_0000007.npz").symlink_to(copy / SAMPLE),
+        copy / "samples/sample_0000007.npz"
+    ).symlink_to(copy / SAMPLE),
     "diverged, with a file a resume would redo": diverged_with_extra_sample,
 }
 
@@ -142,13 +171,15 @@ def test_following_verifys_advice_repairs_the_run(kind, finished, other_seed, tm
     else:
         raise AssertionError(f"still not verified after {steps}")
     assert steps, "the damage went unnoticed"
-    want = {"unrecorded sample after the state": ["resume"],
-            "metrics.jsonl a folder": ["remove"],
-            "a folder named like a sample after the state": ["remove"],
-            "a link where a sample goes": ["remove"],
-            "a folder where a sample was": ["remove", "overwrite"],
-            "state.npz a folder": ["remove", "overwrite"],
-            "samples/ a file": ["remove", "overwrite"]}.get(kind, ["overwrite"])
+    want = {
+        "unrecorded sample after the state": ["resume"],
+        "metrics.jsonl a folder": ["remove"],
+        "a folder named like a sample after the state": ["remove"],
+        "a link where a sample goes": ["remove"],
+        "a folder where a sample was": ["remove", "overwrite"],
+        "state.npz a folder": ["remove", "overwrite"],
+        "samples/ a file": ["remove", "overwrite"],
+    }.get(kind, ["overwrite"])
     assert steps == want, out
     got, wanted = stored_files(copy), stored_files(finished)
     assert sorted(got) == sorted(wanted)

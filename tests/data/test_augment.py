@@ -12,7 +12,7 @@ from bnnkit.data.augment import random_crop_flip
 def _candidates(image: np.ndarray) -> list[np.ndarray]:
     padded = np.pad(image, ((4, 4), (4, 4), (0, 0)))
     h, w = image.shape[:2]
-    crops = [padded[dy:dy + h, dx:dx + w] for dy in range(9) for dx in range(9)]
+    crops = [padded[dy : dy + h, dx : dx + w] for dy in range(9) for dx in range(9)]
     return crops + [c[:, ::-1] for c in crops]
 
 

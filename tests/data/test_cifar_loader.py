@@ -22,8 +22,10 @@ def _records(images: np.ndarray, labels: list[np.ndarray]) -> bytes:
 
 def _batch(n: int, seed: int, classes: int = 10):
     rng = np.random.default_rng(seed)
-    return (rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8),
-            rng.integers(0, classes, n).astype(np.uint8))
+    return (
+        rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8),
+        rng.integers(0, classes, n).astype(np.uint8),
+    )
 
 
 def _add(tar: tarfile.TarFile, name: str, payload: bytes) -> None:
@@ -50,10 +52,12 @@ def test_cifar10_tar_gz(tmp_path):
     (tmp_path / "cifar10").mkdir()
     with tarfile.open(tmp_path / "cifar10" / "cifar-10-binary.tar.gz", "w:gz") as tar:
         for i in range(5):
-            _add(tar, f"cifar-10-batches-bin/data_batch_{i + 1}.bin",
-                 _records(batches[i][0], [batches[i][1]]))
-        _add(tar, "cifar-10-batches-bin/test_batch.bin",
-             _records(batches[5][0], [batches[5][1]]))
+            _add(
+                tar,
+                f"cifar-10-batches-bin/data_batch_{i + 1}.bin",
+                _records(batches[i][0], [batches[i][1]]),
+            )
+        _add(tar, "cifar-10-batches-bin/test_batch.bin", _records(batches[5][0], [batches[5][1]]))
         _add(tar, "cifar-10-batches-bin/batches.meta.txt", b"a\nb\nc\nd\ne\nf\ng\nh\ni\nj\n")
     ds = data.load("cifar10", data_dir=tmp_path, subset_train_to=14)
     np.testing.assert_array_equal(ds.x_train, np.concatenate([b[0] for b in batches[:5]])[:14])

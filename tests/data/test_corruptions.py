@@ -27,7 +27,7 @@ def natural_like(n: int = 12, size: int = 32, channels: int = 3, seed: int = 0) 
     images = ndimage.zoom(coarse, (1, 4, 4, 1), order=1)
     for i in range(n):
         top, left = rng.integers(2, size // 2, 2)
-        images[i, top:top + size // 3, left:left + size // 3] = rng.uniform(0, 255, channels)
+        images[i, top : top + size // 3, left : left + size // 3] = rng.uniform(0, 255, channels)
     return np.clip(images, 0, 255).astype(np.uint8)
 
 

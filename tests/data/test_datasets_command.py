@@ -22,8 +22,16 @@ def test_listing_shows_every_dataset_and_local_files(tmp_path, capsys):
     (tmp_path / "cifar10_jpeg_proxy" / "cifar10_jpeg_q75_proxy.npz").write_bytes(b"")
     assert _run(["--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    for name in ("mnist", "fashion_mnist", "cifar10", "cifar100", "imdb", "cifar10_c", "yacht",
-                 "protein"):
+    for name in (
+        "mnist",
+        "fashion_mnist",
+        "cifar10",
+        "cifar100",
+        "imdb",
+        "cifar10_c",
+        "yacht",
+        "protein",
+    ):
         assert f"\n{name} " in out
     assert max(len(line) for line in out.splitlines()) <= 100, out
     text = " ".join(out.split())  # paths and licences wrap at spaces onto their own lines
@@ -37,13 +45,17 @@ def test_grid_falls_back_to_an_available_image_dataset(tmp_path, capsys):
     folder = tmp_path / "mnist"
     folder.mkdir()
     rng = np.random.default_rng(0)
-    np.savez(folder / "mnist.npz", x_train=np.zeros((2, 28, 28), np.uint8),
-             y_train=np.zeros(2, np.uint8),
-             x_test=rng.integers(0, 255, (2, 28, 28), dtype=np.uint8),
-             y_test=np.zeros(2, np.uint8))
+    np.savez(
+        folder / "mnist.npz",
+        x_train=np.zeros((2, 28, 28), np.uint8),
+        y_train=np.zeros(2, np.uint8),
+        x_test=rng.integers(0, 255, (2, 28, 28), dtype=np.uint8),
+        y_test=np.zeros(2, np.uint8),
+    )
     out = tmp_path / "grid.png"
-    assert _run(["--data-dir", str(tmp_path), "--show-corruptions", "cifar10", "--out",
-                 str(out)]) == 0
+    assert (
+        _run(["--data-dir", str(tmp_path), "--show-corruptions", "cifar10", "--out", str(out)]) == 0
+    )
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "mnist test image 0; cifar10 not available locally" in capsys.readouterr().out
 
@@ -64,8 +76,7 @@ def test_grid_title_sits_above_the_column_titles():
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()
         title = fig._suptitle.get_window_extent(renderer)
-        column_titles = [ax.title.get_window_extent(renderer) for ax in fig.axes
-                         if ax.get_title()]
+        column_titles = [ax.title.get_window_extent(renderer) for ax in fig.axes if ax.get_title()]
         assert len(column_titles) == 6
         # display coordinates grow upwards: the whole suptitle is above every column title
         assert all(title.y0 >= box.y1 for box in column_titles), (title, column_titles)

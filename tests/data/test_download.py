@@ -63,27 +63,38 @@ def test_checksum_mismatch_leaves_no_file(server, offline_env):
 def test_mirror_used_when_first_url_fails(server, offline_env):
     served, url = server
     (served / "blob.bin").write_bytes(b"x")
-    remote = sources.Remote("blob.bin", (_closed_port_url(), url + "blob.bin"),
-                            "md5:" + hashlib.md5(b"x").hexdigest())
+    remote = sources.Remote(
+        "blob.bin", (_closed_port_url(), url + "blob.bin"), "md5:" + hashlib.md5(b"x").hexdigest()
+    )
     assert fetch.download("demo", remote).read_bytes() == b"x"
 
 
 def test_offline_error_says_where_to_put_the_file(offline_env):
     remote = sources.Remote("blob.bin", (_closed_port_url(),), "sha256:" + "0" * 64)
-    with pytest.raises(ConfigError, match=r"could not download demo .*put blob\.bin in "
-                                          r"<data dir>/demo/"):
+    with pytest.raises(
+        ConfigError,
+        match=r"could not download demo .*put blob\.bin in "
+        r"<data dir>/demo/",
+    ):
         fetch.download("demo", remote)
 
 
 def test_mnist_downloads_into_cache_then_reuses_it(server, offline_env, monkeypatch):
     served, url = server
     rng = np.random.default_rng(0)
-    np.savez(served / "mnist.npz", x_train=rng.integers(0, 255, (6, 28, 28), dtype=np.uint8),
-             y_train=np.arange(6, dtype=np.uint8), x_test=np.zeros((2, 28, 28), np.uint8),
-             y_test=np.zeros(2, np.uint8))
+    np.savez(
+        served / "mnist.npz",
+        x_train=rng.integers(0, 255, (6, 28, 28), dtype=np.uint8),
+        y_train=np.arange(6, dtype=np.uint8),
+        x_test=np.zeros((2, 28, 28), np.uint8),
+        y_test=np.zeros(2, np.uint8),
+    )
     digest = hashlib.sha256((served / "mnist.npz").read_bytes()).hexdigest()
-    monkeypatch.setitem(sources.REMOTES, "mnist", (
-        sources.Remote("mnist.npz", (url + "mnist.npz",), f"sha256:{digest}"),))
+    monkeypatch.setitem(
+        sources.REMOTES,
+        "mnist",
+        (sources.Remote("mnist.npz", (url + "mnist.npz",), f"sha256:{digest}"),),
+    )
     assert data.load("mnist").num_train == 6
     (served / "mnist.npz").unlink()  # second load must not need the server
     assert data.load("mnist", subset_train_to=3).num_train == 3
@@ -91,8 +102,11 @@ def test_mnist_downloads_into_cache_then_reuses_it(server, offline_env, monkeypa
 
 def test_data_dir_never_downloads(tmp_path, monkeypatch):
     monkeypatch.setenv("BNNKIT_DATA_DIR", str(tmp_path))
-    monkeypatch.setitem(sources.REMOTES, "cifar10", (
-        sources.Remote("cifar-10-binary.tar.gz", ("http://127.0.0.1:9/never",), "md5:0"),))
+    monkeypatch.setitem(
+        sources.REMOTES,
+        "cifar10",
+        (sources.Remote("cifar-10-binary.tar.gz", ("http://127.0.0.1:9/never",), "md5:0"),),
+    )
     with pytest.raises(ConfigError, match=f"not found: put it in {tmp_path}/cifar10/"):
         data.load("cifar10")
     with pytest.raises(ConfigError, match="is not a directory"):
@@ -105,19 +119,28 @@ def test_mnist_falls_back_to_idx_files(server, offline_env, monkeypatch):
 
     from bnnkit.data import mnist
 
-    arrays = {"x_train": np.ones((3, 28, 28), np.uint8), "y_train": np.arange(3, dtype=np.uint8),
-              "x_test": np.zeros((1, 28, 28), np.uint8), "y_test": np.zeros(1, np.uint8)}
+    arrays = {
+        "x_train": np.ones((3, 28, 28), np.uint8),
+        "y_train": np.arange(3, dtype=np.uint8),
+        "x_test": np.zeros((1, 28, 28), np.uint8),
+        "y_test": np.zeros(1, np.uint8),
+    }
     remotes = []
     for key, stem in mnist.IDX_FILES.items():
         array = arrays[key]
-        header = bytes([0, 0, 8, array.ndim]) + b"".join(d.to_bytes(4, "big")
-                                                         for d in array.shape)
+        header = bytes([0, 0, 8, array.ndim]) + b"".join(d.to_bytes(4, "big") for d in array.shape)
         payload = gzip.compress(header + array.tobytes())
         (served / f"{stem}.gz").write_bytes(payload)
-        remotes.append(sources.Remote(f"{stem}.gz", (url + f"{stem}.gz",),
-                                      "md5:" + hashlib.md5(payload).hexdigest()))
-    monkeypatch.setitem(sources.REMOTES, "mnist", (
-        sources.Remote("mnist.npz", (_closed_port_url(),), "sha256:" + "0" * 64),))
+        remotes.append(
+            sources.Remote(
+                f"{stem}.gz", (url + f"{stem}.gz",), "md5:" + hashlib.md5(payload).hexdigest()
+            )
+        )
+    monkeypatch.setitem(
+        sources.REMOTES,
+        "mnist",
+        (sources.Remote("mnist.npz", (_closed_port_url(),), "sha256:" + "0" * 64),),
+    )
     monkeypatch.setitem(sources.REMOTES, "mnist_idx", tuple(remotes))
     ds = data.load("mnist")
     np.testing.assert_array_equal(ds.y_train, [0, 1, 2])

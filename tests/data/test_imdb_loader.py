@@ -29,8 +29,14 @@ def _write_keras_imdb(folder, n_train=6, n_test=4, seed=0):
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "imdb.npz"
     # object arrays as in the Keras file (pickled members): only ever written here, in a test
-    np.savez(path, x_train=_object_array(x_train), y_train=y_train,
-             x_test=_object_array(x_test), y_test=y_test, allow_pickle=True)
+    np.savez(
+        path,
+        x_train=_object_array(x_train),
+        y_train=y_train,
+        x_test=_object_array(x_test),
+        y_test=y_test,
+        allow_pickle=True,
+    )
     return path, x_train, y_train, x_test, y_test
 
 
@@ -52,8 +58,9 @@ def test_keras_file_needs_matching_checksum(tmp_path):
 def test_keras_preprocessing(tmp_path, monkeypatch):
     path, x_train, y_train, x_test, y_test = _write_keras_imdb(tmp_path / "imdb")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    monkeypatch.setitem(sources.REMOTES, "imdb",
-                        (sources.Remote("imdb.npz", ("unused",), f"sha256:{digest}"),))
+    monkeypatch.setitem(
+        sources.REMOTES, "imdb", (sources.Remote("imdb.npz", ("unused",), f"sha256:{digest}"),)
+    )
     ds = data.load("imdb", data_dir=tmp_path, num_words=20, maxlen=5, validation_size=2)
     rng = np.random.RandomState(113)  # Keras: shuffle train, then test, with one generator
     order_train = np.arange(6)
@@ -78,11 +85,15 @@ def test_token_layout(tmp_path):
     folder = tmp_path / "imdb"
     folder.mkdir()
     reviews = [[1, 14, 22, 600], [1, 5], [1, 7, 8, 9, 10, 11]]
-    np.savez(folder / "imdb_small_subset.npz",
-             x_train_tokens=np.concatenate(reviews).astype(np.int16),
-             x_train_lengths=np.array([4, 2, 6], np.int32), y_train=np.array([1, 0, 1], np.int8),
-             x_test_tokens=np.array([1, 3], np.int16), x_test_lengths=np.array([2], np.int32),
-             y_test=np.array([0], np.int8))
+    np.savez(
+        folder / "imdb_small_subset.npz",
+        x_train_tokens=np.concatenate(reviews).astype(np.int16),
+        x_train_lengths=np.array([4, 2, 6], np.int32),
+        y_train=np.array([1, 0, 1], np.int8),
+        x_test_tokens=np.array([1, 3], np.int16),
+        x_test_lengths=np.array([2], np.int32),
+        y_test=np.array([0], np.int8),
+    )
     ds = data.load("imdb", data_dir=tmp_path, num_words=500, maxlen=4, subset_train_to=2)
     np.testing.assert_array_equal(ds.x_train, [[1, 14, 22, 2], [0, 0, 1, 5]])
     np.testing.assert_array_equal(ds.x_test, [[0, 0, 1, 3]])
@@ -94,7 +105,10 @@ def test_real_imdb_subset(real_data_dir):
     ds = data.load("imdb", data_dir=real_data_dir)
     if ds.info["source"].endswith("imdb.npz"):  # the full Keras file
         assert (ds.num_train, ds.info["validation"][0].shape[0], ds.x_test.shape[0]) == (
-            20_000, 5_000, 25_000)
+            20_000,
+            5_000,
+            25_000,
+        )
         return
     assert ds.x_train.shape == (5_000, 100) and ds.x_test.shape == (1_000, 100)
     np.testing.assert_array_equal(np.bincount(ds.y_train), [2454, 2546])

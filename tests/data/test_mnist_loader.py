@@ -17,7 +17,8 @@ from bnnkit.errors import ConfigError
 def _idx_bytes(array: np.ndarray) -> bytes:
     # magic: two zero bytes, type 0x08 (unsigned byte), number of dimensions; then sizes.
     header = bytes([0, 0, 0x08, array.ndim]) + b"".join(
-        int(d).to_bytes(4, "big") for d in array.shape)
+        int(d).to_bytes(4, "big") for d in array.shape
+    )
     return header + array.astype(np.uint8).tobytes()
 
 
@@ -71,10 +72,20 @@ def test_keras_npz_layout_and_options(tmp_path):
     x_train, y_train = _fake(20, 2)
     x_test, y_test = _fake(4, 3)
     (tmp_path / "fashion_mnist").mkdir()
-    np.savez(tmp_path / "fashion_mnist" / "fashion_mnist.npz", x_train=x_train, y_train=y_train,
-             x_test=x_test, y_test=y_test)
-    ds = data.load("fashion_mnist", data_dir=tmp_path, subset_train_to=5, validation_size=6,
-                   normalization="blundell")
+    np.savez(
+        tmp_path / "fashion_mnist" / "fashion_mnist.npz",
+        x_train=x_train,
+        y_train=y_train,
+        x_test=x_test,
+        y_test=y_test,
+    )
+    ds = data.load(
+        "fashion_mnist",
+        data_dir=tmp_path,
+        subset_train_to=5,
+        validation_size=6,
+        normalization="blundell",
+    )
     np.testing.assert_array_equal(ds.x_train[..., 0], x_train[:5])
     x_val, y_val = ds.info["validation"]
     np.testing.assert_array_equal(x_val[..., 0], x_train[14:])
@@ -101,13 +112,16 @@ def test_real_mnist(real_data_dir):
     ds = data.load("mnist", data_dir=real_data_dir)
     assert (ds.num_train, ds.x_test.shape[0]) == (60_000, 10_000)
     assert ds.x_train.dtype == np.uint8 and ds.input_shape == (28, 28, 1)
-    np.testing.assert_array_equal(np.bincount(ds.y_train),
-                                  [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949])
-    np.testing.assert_array_equal(np.bincount(ds.y_test),
-                                  [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009])
+    np.testing.assert_array_equal(
+        np.bincount(ds.y_train), [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+    )
+    np.testing.assert_array_equal(
+        np.bincount(ds.y_test), [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
+    )
     first = ds.x_train[0, ..., 0]
     assert hashlib.sha256(first.tobytes()).hexdigest() == (
-        "23ceaef5eb61f0e70d64ac18fdf0f60df3d5971cf30bbadac7b6ebf07f782d2c")
+        "23ceaef5eb61f0e70d64ac18fdf0f60df3d5971cf30bbadac7b6ebf07f782d2c"
+    )
     assert int(ds.y_train[0]) == 5
 
 

@@ -29,19 +29,37 @@ def no_network(monkeypatch):
     return tried
 
 
-@pytest.mark.parametrize("dataset, files", [
-    ("mnist", ["mnist.npz", *(f"{stem}.gz" for stem in mnist.IDX_FILES.values())]),
-    ("fashion_mnist", [r.filename for r in REMOTES["fashion_mnist"]]),
-    ("cifar10", ["cifar-10-binary.tar.gz", "cifar-10-batches-bin"]),
-])
-def test_offline_error_names_every_file_and_leaves_nothing(dataset, files, offline_env,
-                                                           no_network, tmp_path, capsys,
-                                                           caplog):
+@pytest.mark.parametrize(
+    "dataset, files",
+    [
+        ("mnist", ["mnist.npz", *(f"{stem}.gz" for stem in mnist.IDX_FILES.values())]),
+        ("fashion_mnist", [r.filename for r in REMOTES["fashion_mnist"]]),
+        ("cifar10", ["cifar-10-binary.tar.gz", "cifar-10-batches-bin"]),
+    ],
+)
+def test_offline_error_names_every_file_and_leaves_nothing(
+    dataset, files, offline_env, no_network, tmp_path, capsys, caplog
+):
     caplog.set_level(logging.INFO)
     run_dir = tmp_path / "run"
-    code = main(["sgd", "--dataset", dataset, "--model", "mlp_classification",
-                 "--init-step-size", "1e-3", "--num-epochs", "1", "--batch-size", "8",
-                 "--no-progress", "--dir", str(run_dir)])
+    code = main(
+        [
+            "sgd",
+            "--dataset",
+            dataset,
+            "--model",
+            "mlp_classification",
+            "--init-step-size",
+            "1e-3",
+            "--num-epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--no-progress",
+            "--dir",
+            str(run_dir),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and err.startswith("bnnkit: error: ")

@@ -36,17 +36,20 @@ def test_reads_the_published_format_exactly(tmp_path, delimiter):
     np.testing.assert_array_equal(reference_probs.read(path, shape=(7, 3)), table)
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"", "is empty"),
-    (b"0.5 0.5\n0.5\n", "not a table of probabilities"),
-    (b"0.5 zero\n", "not a table of probabilities"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00", "not a table of probabilities"),
-    (b"0.1\n0.9\n", r"has shape \(2, 1\)"),
-    (b"0.5 0.5\nnan 0.5\n", "not finite in row 2"),
-    (b"1.5 -0.5\n", "negative probability in row 1"),
-    (b"0.5 0.5\n2.0 3.0\n", "row 2 sums to 5"),
-    (b"0.5 0.4989\n", "row 1 sums to 0.9989"),  # just outside the 1e-3 tolerance
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "is empty"),
+        (b"0.5 0.5\n0.5\n", "not a table of probabilities"),
+        (b"0.5 zero\n", "not a table of probabilities"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "not a table of probabilities"),
+        (b"0.1\n0.9\n", r"has shape \(2, 1\)"),
+        (b"0.5 0.5\nnan 0.5\n", "not finite in row 2"),
+        (b"1.5 -0.5\n", "negative probability in row 1"),
+        (b"0.5 0.5\n2.0 3.0\n", "row 2 sums to 5"),
+        (b"0.5 0.4989\n", "row 1 sums to 0.9989"),  # just outside the 1e-3 tolerance
+    ],
+)
 def test_bad_tables_are_refused_with_the_reason(tmp_path, content, message):
     path = tmp_path / "probs.csv"
     path.write_bytes(content)
@@ -84,9 +87,11 @@ def test_catalog_lists_both_references(tmp_path):
 
 def test_pinned_hashes_are_the_released_ones():
     assert sources.REMOTES["cifar10_hmc"][0].known_hash == (
-        "sha256:4299e2e90a445fcdc6b20ebfc6f233cb214c1930635c11b3bf9c4b7e1c23b4c6")
+        "sha256:4299e2e90a445fcdc6b20ebfc6f233cb214c1930635c11b3bf9c4b7e1c23b4c6"
+    )
     assert sources.REMOTES["imdb_hmc"][0].known_hash == (
-        "sha256:7308a108ed1e411faed7f2bd25f74228f8e96d3baabc6b3da0e8229b5d7798db")
+        "sha256:7308a108ed1e411faed7f2bd25f74228f8e96d3baabc6b3da0e8229b5d7798db"
+    )
 
 
 @pytest.mark.parametrize("name", ["cifar10_hmc", "imdb_hmc"])
@@ -129,8 +134,10 @@ def test_offline_download_fails_with_the_data_dir_hint(offline_env, monkeypatch)
 def test_a_download_with_another_checksum_is_refused(offline_env, monkeypatch, tmp_path):
     # what pooch does when the downloaded bytes do not match the pinned hash
     def retrieve(url, known_hash, fname, path, progressbar):
-        raise ValueError(f"SHA256 hash of downloaded file ({'0' * 64}) does not match the known "
-                         f"hash: expected {known_hash}")
+        raise ValueError(
+            f"SHA256 hash of downloaded file ({'0' * 64}) does not match the known "
+            f"hash: expected {known_hash}"
+        )
 
     monkeypatch.setattr(pooch, "retrieve", retrieve)
     with pytest.raises(ConfigError, match=r"checksum mismatch for probs\.csv downloaded from"):

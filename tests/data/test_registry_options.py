@@ -11,8 +11,7 @@ from bnnkit.errors import ConfigError
 
 def test_new_families_are_registered():
     names = data.available()
-    for name in ("mnist", "fashion_mnist", "cifar10", "cifar100", "imdb", "cifar10_proxy",
-                 "yacht"):
+    for name in ("mnist", "fashion_mnist", "cifar10", "cifar100", "imdb", "cifar10_proxy", "yacht"):
         assert name in names
 
 

@@ -44,7 +44,8 @@ def test_npz_with_evil_member_is_refused_even_with_right_hash(tmp_path):
     path = tmp_path / "evil.npz"
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(
-        header, {"descr": "|O", "fortran_order": False, "shape": (1,)})
+        header, {"descr": "|O", "fortran_order": False, "shape": (1,)}
+    )
     npy = b"\x93NUMPY\x01\x00" + header.getvalue()[8:] + pickle.dumps(_Evil())
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("x_train.npy", npy)

@@ -38,8 +38,9 @@ def test_uci_standardised_with_training_statistics_only():
     np.testing.assert_allclose(ds.x_train.mean(0), 0.0, atol=1e-5)
     np.testing.assert_allclose(ds.y_train.mean(), 0.0, atol=1e-5)
     # The test set is mapped with the training statistics, so it is not itself centred...
-    np.testing.assert_allclose(ds.x_test, (raw.x_test - raw.x_train.mean(0)) / raw.x_train.std(0),
-                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        ds.x_test, (raw.x_test - raw.x_train.mean(0)) / raw.x_train.std(0), rtol=1e-4, atol=1e-5
+    )
     # ...and targets come back in original units.
     np.testing.assert_allclose(ds.y_test_original, raw.y_test, rtol=1e-5)
     assert ds.x_train.shape == (277, 6) and ds.x_test.shape == (31, 6)
@@ -65,20 +66,29 @@ def write(path, **arrays):
 def test_user_npz_used_exactly_as_given(tmp_path):
     rng = np.random.default_rng(0)
     x = rng.normal(5.0, 3.0, size=(10, 2))
-    path = write(tmp_path / "d.npz", x_train=x, y_train=x[:, 0] * 2, x_test=x[:3],
-                 y_test=x[:3, 0])
+    path = write(tmp_path / "d.npz", x_train=x, y_train=x[:, 0] * 2, x_test=x[:3], y_test=x[:3, 0])
     ds = data.load(path)
     assert ds.task == "regression" and ds.x_scaler is None
     np.testing.assert_allclose(ds.x_train, x.astype(np.float32))
     stdz = data.load(path, standardize_data=True)
     np.testing.assert_allclose(stdz.x_train.mean(0), 0.0, atol=1e-5)
-    labels = write(tmp_path / "c.npz", x_train=x, y_train=np.array([0, 1] * 5), x_test=x[:2],
-                   y_test=np.array([1, 0]))
+    labels = write(
+        tmp_path / "c.npz",
+        x_train=x,
+        y_train=np.array([0, 1] * 5),
+        x_test=x[:2],
+        y_test=np.array([1, 0]),
+    )
     cls = data.load(labels)
     assert cls.task == "classification" and cls.num_classes == 2
     # A test label the training set never shows has no output of the network to score it.
-    unseen = write(tmp_path / "u.npz", x_train=x, y_train=np.array([0, 1] * 5), x_test=x[:2],
-                   y_test=np.array([2, 0]))
+    unseen = write(
+        tmp_path / "u.npz",
+        x_train=x,
+        y_train=np.array([0, 1] * 5),
+        x_test=x[:2],
+        y_test=np.array([2, 0]),
+    )
     with pytest.raises(ConfigError, match="y_test holds class 2"):
         data.load(unseen)
 

@@ -31,11 +31,34 @@ def image_hmc_run(tmp_path_factory):
     """Two chains of eight kept HMC samples of a linear classifier on 8×8 images."""
     folder = tmp_path_factory.mktemp("images")
     run_dir = folder / "hmc"
-    assert main(["hmc", "--dataset", image_data(folder, 0), "--model", "linear",
-                 "--weight-decay", "10", "--step-size", "1e-2",
-                 "--trajectory-len", "0.1", "--num-iterations", "8",
-                 "--num-burn-in", "0", "--num-chains", "2", "--dir", str(run_dir),
-                 "--no-progress", "--no-evaluate"]) == 0
+    assert (
+        main(
+            [
+                "hmc",
+                "--dataset",
+                image_data(folder, 0),
+                "--model",
+                "linear",
+                "--weight-decay",
+                "10",
+                "--step-size",
+                "1e-2",
+                "--trajectory-len",
+                "0.1",
+                "--num-iterations",
+                "8",
+                "--num-burn-in",
+                "0",
+                "--num-chains",
+                "2",
+                "--dir",
+                str(run_dir),
+                "--no-progress",
+                "--no-evaluate",
+            ]
+        )
+        == 0
+    )
     return run_dir
 
 
@@ -45,8 +68,26 @@ def image_sgd_run(image_hmc_run, tmp_path_factory):
     from bnnkit.runs import RunDir
 
     run_dir = tmp_path_factory.mktemp("images_sgd") / "sgd"
-    assert main(["sgd", "--dataset", RunDir(image_hmc_run).read_record()["problem"]["dataset"],
-                 "--model", "linear", "--init-step-size", "1e-3", "--num-epochs", "2",
-                 "--batch-size", "8", "--dir", str(run_dir), "--no-progress",
-                 "--no-evaluate"]) == 0
+    assert (
+        main(
+            [
+                "sgd",
+                "--dataset",
+                RunDir(image_hmc_run).read_record()["problem"]["dataset"],
+                "--model",
+                "linear",
+                "--init-step-size",
+                "1e-3",
+                "--num-epochs",
+                "2",
+                "--batch-size",
+                "8",
+                "--dir",
+                str(run_dir),
+                "--no-progress",
+                "--no-evaluate",
+            ]
+        )
+        == 0
+    )
     return run_dir

@@ -20,10 +20,16 @@ from bnnkit.problem import ProblemConfig
 from experiment_checks import count_runs, png_ok
 
 # Three epochs: SWAG collects once an epoch after the burn-in and needs two iterates.
-TINY = {"tiny": compare_methods.Setting(
-    problem=ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.1),
-    hmc=hmc.Config(step_size=1e-3, trajectory_len=0.003, num_iterations=2, num_burn_in=1),
-    batch_size=64, epochs=3, burn_in=1, cycle=1)}
+TINY = {
+    "tiny": compare_methods.Setting(
+        problem=ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.1),
+        hmc=hmc.Config(step_size=1e-3, trajectory_len=0.003, num_iterations=2, num_burn_in=1),
+        batch_size=64,
+        epochs=3,
+        burn_in=1,
+        cycle=1,
+    )
+}
 
 
 @pytest.mark.slow  # eleven runs, each compiled: about 90 s on 2 cores
@@ -33,10 +39,15 @@ def test_every_method_is_compared_with_hmc_and_runs_are_reused(tmp_path, monkeyp
     result = compare_methods.compare_methods(config, tmp_path, settings=TINY, progress=False)
     rows = result.rows["tiny"]
     # The labels do not depend on the step sizes.
-    labels = list(compare_methods.methods(TINY["tiny"], eta=1.0, grad_rms=1.0,
-                                             num_train=100))
-    assert labels[:6] == ["SGD", "Deep ensemble (K=5)", "SGLD", "SGHMC", "SGHMC-CLR",
-                          "SGHMC-CLR-Prec"]
+    labels = list(compare_methods.methods(TINY["tiny"], eta=1.0, grad_rms=1.0, num_train=100))
+    assert labels[:6] == [
+        "SGD",
+        "Deep ensemble (K=5)",
+        "SGLD",
+        "SGHMC",
+        "SGHMC-CLR",
+        "SGHMC-CLR-Prec",
+    ]
     assert {"MultiSWAG (M=5)", compare_methods.DROPOUT_LABEL, "IVON", "MFVI"} <= set(labels)
     assert [r["method"] for r in rows] == ["HMC (reference)", *labels]
     assert len(calls) == 1 + len(labels)
@@ -44,12 +55,15 @@ def test_every_method_is_compared_with_hmc_and_runs_are_reused(tmp_path, monkeyp
         assert math.isfinite(r["rmse"]) and math.isfinite(r["nll"]) and r["seconds"] > 0
         # 40 held-out points: coverage is a share of the test points, the width positive.
         assert 0 <= r["conformal_coverage"] <= 1 and r["conformal_width"] > 0
-    assert all(math.isfinite(r["rmse_to_reference_mean"]) and r["wasserstein_1"] >= 0
-               for r in rows[1:])
+    assert all(
+        math.isfinite(r["rmse_to_reference_mean"]) and r["wasserstein_1"] >= 0 for r in rows[1:]
+    )
     by = {r["method"]: r for r in rows}
     assert by[compare_methods.DROPOUT_LABEL]["note"].endswith("mlp_regression_small_dropout")
-    assert storage.read_json(tmp_path / "tiny" / "hmc" / "run.json")["problem"][
-        "validation_size"] == 40
+    assert (
+        storage.read_json(tmp_path / "tiny" / "hmc" / "run.json")["problem"]["validation_size"]
+        == 40
+    )
     stored = storage.read_json(tmp_path / "results.json")
     assert stored["tiny"]["rows"] == rows
     table = (tmp_path / "table.md").read_text()
@@ -68,11 +82,16 @@ def test_a_reference_made_by_the_recipe_and_a_subset_of_methods(tmp_path, monkey
     # The reference by bnnkit reference's recipe (an ensemble, then a chain per member), and
     # only SGD against it: 3 runs (ensemble, chains, SGD), the reference's row first.
     calls = count_runs(monkeypatch)
-    recipe = reference.Config(sampler="mclmc", members=2, num_tuning=4, num_samples=8,
-                              ensemble_steps=20)
+    recipe = reference.Config(
+        sampler="mclmc", members=2, num_tuning=4, num_samples=8, ensemble_steps=20
+    )
     setting = dataclasses.replace(TINY["tiny"], reference=recipe, methods=("SGD",))
-    result = compare_methods.compare_methods(compare_methods.Config(settings="tiny"), tmp_path,
-                                             settings={"tiny": setting}, progress=False)
+    result = compare_methods.compare_methods(
+        compare_methods.Config(settings="tiny"),
+        tmp_path,
+        settings={"tiny": setting},
+        progress=False,
+    )
     rows = result.rows["tiny"]
     assert [r["method"] for r in rows] == ["MCLMC (reference)", "SGD"]
     assert len(calls) == 3
@@ -87,50 +106,69 @@ def test_a_reference_made_by_the_recipe_and_a_subset_of_methods(tmp_path, monkey
 
 @pytest.mark.slow  # five runs, each compiled: about 25 s on 2 cores
 def test_point_estimates_get_the_prior_sgd_picks_on_validation_and_samplers_keep_the_settings(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     # Two candidates: one that collapses SGD's MAP to a constant, one under which it fits.
     # SGD (a point estimate) gets the fitting one; SGLD keeps the setting's prior.
     calls = count_runs(monkeypatch)
     collapse, fit = "gaussian:scale=0.001", "gaussian:scale=1.0"
-    setting = dataclasses.replace(TINY["tiny"], methods=("SGD", "SGLD"), epochs=20,
-                                  baseline_priors=(collapse, fit), baseline_validation=60)
-    result = compare_methods.compare_methods(compare_methods.Config(settings="tiny"), tmp_path,
-                                             settings={"tiny": setting}, progress=False)
+    setting = dataclasses.replace(
+        TINY["tiny"],
+        methods=("SGD", "SGLD"),
+        epochs=20,
+        baseline_priors=(collapse, fit),
+        baseline_validation=60,
+    )
+    result = compare_methods.compare_methods(
+        compare_methods.Config(settings="tiny"),
+        tmp_path,
+        settings={"tiny": setting},
+        progress=False,
+    )
     by = {r["method"]: r for r in result.rows["tiny"]}
     # HMC, two candidates, SGD, SGLD (the collapsing candidate's step, 5e-6, diverges under
     # its precision 10⁶ and is made again at a tenth: that directory is called twice).
     assert {p.relative_to(tmp_path).as_posix() for p in map(Path, calls)} == {
-        "tiny/hmc", "tiny/prior_choice/0", "tiny/prior_choice/1", "tiny/sgd", "tiny/sgld"}
+        "tiny/hmc",
+        "tiny/prior_choice/0",
+        "tiny/prior_choice/1",
+        "tiny/sgd",
+        "tiny/sgld",
+    }
     assert by["SGD"]["prior"] == fit and by["SGD"]["prior_choice"]["prior"] == fit
     assert f"prior {fit}, picked by SGD's NLL on 60 held-out" in by["SGD"]["note"]
     assert "prior" not in by["SGLD"]
     run = storage.read_json(tmp_path / "tiny" / "sgd" / "run.json")["problem"]
     assert run["prior"] == priors.spec.canonical(fit) and run["validation_size"] is None
-    assert storage.read_json(tmp_path / "tiny" / "sgld" / "run.json")["problem"][
-        "prior"] is None
+    assert storage.read_json(tmp_path / "tiny" / "sgld" / "run.json")["problem"]["prior"] is None
 
 
 def test_a_model_without_a_dropout_variant_gets_a_skipped_row_and_no_dropout_run():
-    setting = dataclasses.replace(TINY["tiny"], problem=ProblemConfig(
-        "cifar10", "resnet20_frn"))
+    setting = dataclasses.replace(TINY["tiny"], problem=ProblemConfig("cifar10", "resnet20_frn"))
     skipped = compare_methods.skipped_methods(setting)
     assert list(skipped) == [compare_methods.DROPOUT_LABEL]
     assert "resnet20_frn_dropout" in skipped[compare_methods.DROPOUT_LABEL]
     for chosen, has_dropout in ((setting, False), (TINY["tiny"], True)):
         labels = compare_methods.methods(chosen, 1.0, 1.0, num_train=9)
         assert (compare_methods.DROPOUT_LABEL in labels) == has_dropout
-    rows = [{"method": "HMC (reference)", "rmse": 0.3, "nll": 0.5, "seconds": 9.0, "note": ""},
-            {"method": compare_methods.DROPOUT_LABEL,
-             "note": skipped[compare_methods.DROPOUT_LABEL]}]
+    rows = [
+        {"method": "HMC (reference)", "rmse": 0.3, "nll": 0.5, "seconds": 9.0, "note": ""},
+        {"method": compare_methods.DROPOUT_LABEL, "note": skipped[compare_methods.DROPOUT_LABEL]},
+    ]
     table = compare_methods.markdown("cifar", rows)
-    assert (f"| {compare_methods.DROPOUT_LABEL} | — | — | — | "
-            f"{skipped[compare_methods.DROPOUT_LABEL]} |") in table
+    assert (
+        f"| {compare_methods.DROPOUT_LABEL} | — | — | — | "
+        f"{skipped[compare_methods.DROPOUT_LABEL]} |"
+    ) in table
 
 
-@pytest.mark.parametrize(("eta", "num_train", "alpha"), [
-    (1e-6, 100, 100 * 0.1 * 10 * 1e-6),  # N h₀ · 10 η: SGD's step while h is near h₀
-    (1.0, 9, 0.1),  # capped at the paper's α
-])
+@pytest.mark.parametrize(
+    ("eta", "num_train", "alpha"),
+    [
+        (1e-6, 100, 100 * 0.1 * 10 * 1e-6),  # N h₀ · 10 η: SGD's step while h is near h₀
+        (1.0, 9, 0.1),  # capped at the paper's α
+    ],
+)
 def test_ivon_starts_at_sgds_step_capped_at_the_papers(eta, num_train, alpha):
     config = compare_methods.methods(TINY["tiny"], eta, 1.0, num_train=num_train)["IVON"]
     assert config.hess_init == 0.1 and config.beta2 == 0.99999  # the published defaults
@@ -145,8 +183,9 @@ def test_a_conformal_level_outside_the_open_unit_interval_is_refused(alpha):
 
 def test_unknown_setting_refused_with_exit_2_and_nothing_written(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["experiment", "compare-methods", "--settings", "yacht,cifar",
-                 "--out", str(out)]) == 2
+    assert (
+        main(["experiment", "compare-methods", "--settings", "yacht,cifar", "--out", str(out)]) == 2
+    )
     assert "unknown --settings 'cifar'; allowed: yacht, mnist160" in capsys.readouterr().err
     assert not out.exists()
 
@@ -158,21 +197,30 @@ def classification_rows() -> list[dict]:
     rows = []
     for method, sharpness in (("HMC (reference)", 1.0), ("SGD", 3.0)):
         probs = rng.dirichlet(np.full(3, 1.0 / sharpness), size=50)
-        rows.append({"method": method, "accuracy": 0.5, "nll": 0.9, "ece": 0.1,
-                     "calibration": calibration_bins(probs, labels), "seconds": 1.0,
-                     "note": ""})
+        rows.append(
+            {
+                "method": method,
+                "accuracy": 0.5,
+                "nll": 0.9,
+                "ece": 0.1,
+                "calibration": calibration_bins(probs, labels),
+                "seconds": 1.0,
+                "note": "",
+            }
+        )
     return rows
 
 
-def test_a_classification_setting_gets_a_reliability_diagram_and_no_bins_in_the_table(
-        tmp_path):
-    regression = [{"method": "HMC (reference)", "nll": 0.5, "rmse": 0.3, "seconds": 9.0,
-                   "note": ""}]
+def test_a_classification_setting_gets_a_reliability_diagram_and_no_bins_in_the_table(tmp_path):
+    regression = [
+        {"method": "HMC (reference)", "nll": 0.5, "rmse": 0.3, "seconds": 9.0, "note": ""}
+    ]
     written = compare_methods.Comparison(
-        {"mnist160": classification_rows(), "yacht": regression},
-        {"mnist160": {}, "yacht": {}}).write(tmp_path)
+        {"mnist160": classification_rows(), "yacht": regression}, {"mnist160": {}, "yacht": {}}
+    ).write(tmp_path)
     assert [p.name for p in written if p.name.startswith("reliability")] == [
-        "reliability_mnist160.png"]
+        "reliability_mnist160.png"
+    ]
     assert png_ok(tmp_path / "reliability_mnist160.png")
     assert not (tmp_path / "reliability_yacht.png").exists()
     stored = storage.read_json(tmp_path / "results.json")["mnist160"]["rows"]

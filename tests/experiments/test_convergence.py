@@ -73,7 +73,8 @@ def test_chain_comparison_against_a_known_predictive():
     reference = Prediction("classification", probs=np.tile([0.75, 0.25], (3, 1)))
     one, several = convergence.compare_chains(
         Prediction("classification", probs=per_sample.mean((0, 1)), per_sample=per_sample),
-        reference)
+        reference,
+    )
     # Each chain alone: total variation 0.25 (chain 0) and 0.75 (chain 1); agreement 1 and 0.
     assert one["total_variation"] == pytest.approx(0.5) and one["agreement"] == 0.5
     # Both chains' first two samples: the 50/50 average, total variation 0.25.
@@ -94,8 +95,17 @@ def test_runs_it_cannot_analyse_are_refused(image_hmc_run, image_sgd_run, tmp_pa
 
 
 def test_a_reference_run_is_scored_against(image_hmc_run, tmp_path, capsys):
-    printed = run_ok(["convergence", str(image_hmc_run), "--out", str(tmp_path / "out"),
-                      "--reference", str(image_hmc_run)], capsys)
+    printed = run_ok(
+        [
+            "convergence",
+            str(image_hmc_run),
+            "--out",
+            str(tmp_path / "out"),
+            "--reference",
+            str(image_hmc_run),
+        ],
+        capsys,
+    )
     assert "split R-hat, function: median" in printed and "2 chains x 4 samples" in printed
     stored = storage.read_json(tmp_path / "out" / convergence.SETTINGS_FILE)
     assert stored["reference"] == str(image_hmc_run)

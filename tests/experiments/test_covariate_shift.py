@@ -36,20 +36,33 @@ def image_runs(image_hmc_run, image_sgd_run, make_image_data, tmp_path_factory):
     return str(image_hmc_run), str(image_sgd_run), str(elsewhere)
 
 
-def test_table_rows_are_evaluates_numbers_and_the_figure_is_drawn(image_runs, tmp_path,
-                                                                   capsys):
+def test_table_rows_are_evaluates_numbers_and_the_figure_is_drawn(image_runs, tmp_path, capsys):
     hmc_run, sgd_run, _ = image_runs
     out = tmp_path / "out"
-    printed = run_ok(["shift", hmc_run, sgd_run, "--out", str(out), "--corruptions",
-                      *CORRUPTIONS, "--severities", *map(str, SEVERITIES), "--no-progress"],
-                     capsys)
+    printed = run_ok(
+        [
+            "shift",
+            hmc_run,
+            sgd_run,
+            "--out",
+            str(out),
+            "--corruptions",
+            *CORRUPTIONS,
+            "--severities",
+            *map(str, SEVERITIES),
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert "hmc accuracy  clean:" in printed
     table = storage.read_json(out / covariate_shift.TABLE_FILE)
     rows = table["rows"]
     # Per run: the clean test set, then each corruption at each severity.
     assert [(r["label"], r["corruption"], r["severity"]) for r in rows] == [
-        (label, c, s) for label in ("hmc", "sgd")
-        for c, s in [("clean", 0)] + [(c, s) for c in CORRUPTIONS for s in SEVERITIES]]
+        (label, c, s)
+        for label in ("hmc", "sgd")
+        for c, s in [("clean", 0)] + [(c, s) for c in CORRUPTIONS for s in SEVERITIES]
+    ]
     assert {r["method"] for r in rows} == {"hmc", "sgd"}
     for r in rows:
         assert set(covariate_shift.COLUMNS) <= set(r)
@@ -57,8 +70,11 @@ def test_table_rows_are_evaluates_numbers_and_the_figure_is_drawn(image_runs, tm
     # The same images and predictive as `bnnkit evaluate`: equal to the last bit.
     for r in (rows[0], rows[9]):
         path = hmc_run if r["label"] == "hmc" else sgd_run
-        expected = (evaluate(path, write=False) if r["severity"] == 0 else evaluate(
-            path, corruption=r["corruption"], severity=r["severity"], write=False))["test"]
+        expected = (
+            evaluate(path, write=False)
+            if r["severity"] == 0
+            else evaluate(path, corruption=r["corruption"], severity=r["severity"], write=False)
+        )["test"]
         assert {m: r[m] for m in covariate_shift.METRICS} == expected, r
     with open(out / covariate_shift.CSV_FILE, newline="") as f:
         parsed = list(csv.DictReader(f))
@@ -88,27 +104,41 @@ def test_resume_skips_finished_cells(image_runs, tmp_path, monkeypatch):
     assert len(list((tmp_path / "out" / covariate_shift.CELLS_DIR).glob("*.json"))) == 2
     calls.clear()
     stop_after = None
-    resumed = covariate_shift.covariate_shift([hmc_run, sgd_run], tmp_path / "out", resume=True,
-                                              **args)
-    assert calls == [("hmc", "contrast", 1), ("hmc", "contrast", 3), ("sgd", "clean", 0),
-                     *[("sgd", c, s) for c in CORRUPTIONS for s in SEVERITIES]]
+    resumed = covariate_shift.covariate_shift(
+        [hmc_run, sgd_run], tmp_path / "out", resume=True, **args
+    )
+    assert calls == [
+        ("hmc", "contrast", 1),
+        ("hmc", "contrast", 3),
+        ("sgd", "clean", 0),
+        *[("sgd", c, s) for c in CORRUPTIONS for s in SEVERITIES],
+    ]
     # Every cell once: the finished ones as they were written.
     assert [(r["label"], r["corruption"], r["severity"]) for r in resumed.rows] == [
-        (label, c, s) for label in ("hmc", "sgd")
-        for c, s in [("clean", 0)] + [(c, s) for c in CORRUPTIONS for s in SEVERITIES]]
+        (label, c, s)
+        for label in ("hmc", "sgd")
+        for c, s in [("clean", 0)] + [(c, s) for c in CORRUPTIONS for s in SEVERITIES]
+    ]
     # A resume with other settings is refused before anything is scored.
     calls.clear()
     with pytest.raises(ConfigError, match="the severities differ"):
-        covariate_shift.covariate_shift([hmc_run, sgd_run], tmp_path / "out", resume=True,
-                                        **{**args, "severities": [1]})
+        covariate_shift.covariate_shift(
+            [hmc_run, sgd_run], tmp_path / "out", resume=True, **{**args, "severities": [1]}
+        )
     assert calls == []
 
 
 def test_max_test_scores_the_first_images(image_runs, tmp_path):
     hmc_run, _, _ = image_runs
     result = covariate_shift.covariate_shift(
-        [hmc_run], tmp_path / "out", covariate_shift.Config(max_test=3),
-        corruptions=["contrast"], severities=[5], progress=False, plots=False)
+        [hmc_run],
+        tmp_path / "out",
+        covariate_shift.Config(max_test=3),
+        corruptions=["contrast"],
+        severities=[5],
+        progress=False,
+        plots=False,
+    )
     # Three test images: accuracy is a multiple of 1/3.
     assert all(abs(3 * r["accuracy"] - round(3 * r["accuracy"])) < 1e-9 for r in result.rows)
     assert set(result.files) == {"table", "csv", "markdown"}
@@ -121,8 +151,10 @@ def test_non_image_runs_and_runs_on_other_data_are_refused(image_runs, tmp_path,
     shutil.copytree(hmc_image, flat)
     record = RunDir(flat).read_record()
     with np.load(record["problem"]["dataset"]) as images:
-        np.savez(tmp_path / "flat.npz", **{k: (v.reshape(len(v), -1) / 255.0 if k[0] == "x"
-                                              else v) for k, v in images.items()})
+        np.savez(
+            tmp_path / "flat.npz",
+            **{k: (v.reshape(len(v), -1) / 255.0 if k[0] == "x" else v) for k, v in images.items()},
+        )
     record["problem"]["dataset"] = str(tmp_path / "flat.npz")
     # The run reads the file its data fingerprint names: name the flat file there too.
     record["dataset"].update(fingerprint(tmp_path / "flat.npz"))

@@ -20,15 +20,26 @@ from experiment_checks import png_ok
 def _compare(hmc_nll: float, ens_tv: float) -> dict:
     rows = [
         {"method": "HMC (reference)", "accuracy": 0.80, "nll": hmc_nll},
-        {"method": "SGD", "accuracy": 0.75, "nll": 0.90, "agreement": 0.8,
-         "total_variation": 0.3},
-        {"method": "Deep ensemble (K=5)", "accuracy": 0.78, "nll": 0.70, "agreement": 0.85,
-         "total_variation": ens_tv},
-        {"method": "SGLD", "accuracy": 0.70, "nll": 1.00, "agreement": 0.7,
-         "total_variation": 0.40},
+        {"method": "SGD", "accuracy": 0.75, "nll": 0.90, "agreement": 0.8, "total_variation": 0.3},
+        {
+            "method": "Deep ensemble (K=5)",
+            "accuracy": 0.78,
+            "nll": 0.70,
+            "agreement": 0.85,
+            "total_variation": ens_tv,
+        },
+        {
+            "method": "SGLD",
+            "accuracy": 0.70,
+            "nll": 1.00,
+            "agreement": 0.7,
+            "total_variation": 0.40,
+        },
     ]
-    return {"mnist": {"problem": {}, "rows": rows},
-            "yacht": {"problem": {}, "rows": [{"method": "HMC (reference)", "rmse": 1.0}]}}
+    return {
+        "mnist": {"problem": {}, "rows": rows},
+        "yacht": {"problem": {}, "rows": [{"method": "HMC (reference)", "rmse": 1.0}]},
+    }
 
 
 def test_finding_one_needs_hmc_below_both_sgd_and_the_ensemble():
@@ -66,22 +77,29 @@ def test_findings_read_the_level_of_each_part_s_hmc_runs(tmp_path):
     compare = _compare(0.6, 0.2)
     compare["mnist"]["rows"][0]["level"] = "mixed-multimodal"
     # The natural-image setting runs SGD and the ensemble only; its reference did not mix.
-    compare["cifar10_proxy"] = {"problem": {}, "rows": [
-        {**r, "level": "not-mixed"} if r["method"] == "HMC (reference)" else r
-        for r in compare["mnist"]["rows"] if r["method"] != "SGLD"]}
+    compare["cifar10_proxy"] = {
+        "problem": {},
+        "rows": [
+            {**r, "level": "not-mixed"} if r["method"] == "HMC (reference)" else r
+            for r in compare["mnist"]["rows"]
+            if r["method"] != "SGLD"
+        ],
+    }
     storage.write_json(tmp_path / "compare_methods" / "results.json", compare)
-    storage.write_json(tmp_path / "shift" / "shift_table.json",
-                       {"rows": _shift((0.9, 0.5), (0.85, 0.6))})
-    rows = _temperature({1.0: 0.50, 0.1: 0.55}, {1.0: 0.6, 0.1: 0.6},
-                        {1.0: 0.6, 0.1: 0.5})["rows"]
+    storage.write_json(
+        tmp_path / "shift" / "shift_table.json", {"rows": _shift((0.9, 0.5), (0.85, 0.6))}
+    )
+    rows = _temperature({1.0: 0.50, 0.1: 0.55}, {1.0: 0.6, 0.1: 0.6}, {1.0: 0.6, 0.1: 0.5})["rows"]
     for r in rows:
         r["method"] = "hmc" if r["line"] == "HMC" else "sgmcmc"
-        r["level"] = {1.0: "converged", 0.1: "not-mixed"}[r["temperature"]] \
-            if r["method"] == "hmc" else None
+        r["level"] = (
+            {1.0: "converged", 0.1: "not-mixed"}[r["temperature"]] if r["method"] == "hmc" else None
+        )
     storage.write_json(tmp_path / "temperature" / "results.json", {"rows": rows})
-    storage.write_json(tmp_path / "prior_sweep" / "results.json",
-                       [{"dataset": "yacht", "rmse": r, "level": "converged"}
-                        for r in (1.0, 1.05)])
+    storage.write_json(
+        tmp_path / "prior_sweep" / "results.json",
+        [{"dataset": "yacht", "rmse": r, "level": "converged"} for r in (1.0, 1.05)],
+    )
     by = {f.number: f for f in paper.findings(tmp_path)}
     # Finding 1 rests on both image references, so on the weaker; finding 2 on MNIST's alone.
     assert (by[1].verdict, by[1].reference) == ("not assessable", "not-mixed")
@@ -101,8 +119,7 @@ def test_finding_six_compares_ensemble_and_sgld_total_variation():
     assert paper.finding_ensembles_close(_compare(0.6, 0.45)).verdict == "not reproduced"
     # Where MFVI ran, the ensemble must also be closer than it; a picked prior is named.
     compare = _compare(0.6, 0.43)
-    compare["mnist"]["rows"].append({"method": "MFVI", "total_variation": 0.42,
-                                     "agreement": 0.5})
+    compare["mnist"]["rows"].append({"method": "MFVI", "total_variation": 0.42, "agreement": 0.5})
     found = paper.finding_ensembles_close(compare)
     assert found.verdict == "not reproduced" and "MFVI 0.420" in found.measured
     compare["mnist"]["rows"][-1]["total_variation"] = 0.6
@@ -112,28 +129,39 @@ def test_finding_six_compares_ensemble_and_sgld_total_variation():
 
 
 def _convergence(one: float, several: float, n: int) -> dict:
-    return {"num_test_points": n, "reference": "the run's own model average", "chains": [
-        {"scheme": "1 chain x 40 samples", "agreement": one, "total_variation": 0.1},
-        {"scheme": "4 chains x 10 samples", "agreement": several, "total_variation": 0.1}]}
+    return {
+        "num_test_points": n,
+        "reference": "the run's own model average",
+        "chains": [
+            {"scheme": "1 chain x 40 samples", "agreement": one, "total_variation": 0.1},
+            {"scheme": "4 chains x 10 samples", "agreement": several, "total_variation": 0.1},
+        ],
+    }
 
 
 def test_finding_two_allows_two_binomial_standard_errors():
     # a = 0.9 on n = 1,000 points: 2 SE = 2·√(0.09/1000) ≈ 0.019.
-    assert paper.finding_one_long_chain(_convergence(0.885, 0.9, 1000), True).verdict == \
-        "reproduced"
-    assert paper.finding_one_long_chain(_convergence(0.875, 0.9, 1000), True).verdict == \
-        "not reproduced"
+    assert (
+        paper.finding_one_long_chain(_convergence(0.885, 0.9, 1000), True).verdict == "reproduced"
+    )
+    assert (
+        paper.finding_one_long_chain(_convergence(0.875, 0.9, 1000), True).verdict
+        == "not reproduced"
+    )
     # The same gap on 100,000 points is 8 standard errors: a real difference.
-    assert paper.finding_one_long_chain(_convergence(0.885, 0.9, 100_000), True).verdict == \
-        "not reproduced"
+    assert (
+        paper.finding_one_long_chain(_convergence(0.885, 0.9, 100_000), True).verdict
+        == "not reproduced"
+    )
     assert paper.finding_one_long_chain(None, None).verdict == "not measured"
 
 
 def _temperature(hmc: dict, plain: dict, augmented: dict) -> dict:
-    rows = [{"line": line, "temperature": t, "nll": v}
-            for line, values in (("HMC", hmc), ("SGHMC-CLR", plain),
-                                 ("SGHMC-CLR + augment", augmented))
-            for t, v in values.items()]
+    rows = [
+        {"line": line, "temperature": t, "nll": v}
+        for line, values in (("HMC", hmc), ("SGHMC-CLR", plain), ("SGHMC-CLR + augment", augmented))
+        for t, v in values.items()
+    ]
     return {"rows": rows}
 
 
@@ -158,8 +186,9 @@ def test_finding_three_needs_hmc_best_at_one_and_augmentation_to_gain_from_cooli
 def test_finding_three_leaves_out_a_colder_posterior_whose_chains_did_not_mix(tmp_path):
     # T = 1 (each chain mixed, too few pooled draws) against T = 0.3 (mixed, two modes);
     # T = 0.1's chains drifted: left out and named, and the finding rests on the other two.
-    temperature = _temperature({1.0: 0.60, 0.3: 0.50, 0.1: 0.40},
-                               {1.0: 0.6, 0.1: 0.6}, {1.0: 0.6, 0.1: 0.5})
+    temperature = _temperature(
+        {1.0: 0.60, 0.3: 0.50, 0.1: 0.40}, {1.0: 0.6, 0.1: 0.6}, {1.0: 0.6, 0.1: 0.5}
+    )
     levels = {1.0: paper.FEW_DRAWS, 0.3: "mixed-multimodal", 0.1: "not-mixed"}
     for r in temperature["rows"]:
         r["method"] = "hmc" if r["line"] == "HMC" else "sgmcmc"
@@ -187,9 +216,10 @@ def test_finding_four_bounds_accuracy_spread_by_four_standard_errors():
 
 
 def test_finding_four_reports_the_underfitting_prior_without_judging_it():
-    rows = [{"dataset": "mnist160", "key": key, "prior": key, "accuracy": a, "num_test": 10_000}
-            for key, a in (("gaussian_small", 0.30), ("gaussian", 0.895),
-                           ("fanin_gaussian", 0.905))]
+    rows = [
+        {"dataset": "mnist160", "key": key, "prior": key, "accuracy": a, "num_test": 10_000}
+        for key, a in (("gaussian_small", 0.30), ("gaussian", 0.895), ("fanin_gaussian", 0.905))
+    ]
     found = paper.finding_prior_robust(rows)
     assert found.verdict == "reproduced", found
     assert "over 2 priors" in found.measured
@@ -201,20 +231,32 @@ def test_finding_four_reports_the_underfitting_prior_without_judging_it():
 
 def test_finding_four_leaves_out_priors_whose_chains_did_not_mix_and_names_them(tmp_path):
     # a ≈ 0.9 on 10,000 points: 4 SE = 0.012, so Laplace's 0.80 would fail the finding.
-    rows = [{"dataset": "mnist160", "key": key, "prior": key, "accuracy": a,
-             "num_test": 10_000, "level": level}
-            for key, a, level in (("gaussian", 0.895, "converged"),
-                                  ("fanin_gaussian", 0.905, "mixed-few-draws"),
-                                  ("laplace", 0.80, "not-mixed"))]
+    rows = [
+        {
+            "dataset": "mnist160",
+            "key": key,
+            "prior": key,
+            "accuracy": a,
+            "num_test": 10_000,
+            "level": level,
+        }
+        for key, a, level in (
+            ("gaussian", 0.895, "converged"),
+            ("fanin_gaussian", 0.905, "mixed-few-draws"),
+            ("laplace", 0.80, "not-mixed"),
+        )
+    ]
     # Yacht has one mixed prior only: nothing to compare there.
-    rows += [{"dataset": "yacht", "key": key, "prior": key, "rmse": r, "level": level}
-             for key, r, level in (("gaussian", 0.3, "converged"), ("laplace", 0.6,
-                                                                    "not-mixed"))]
+    rows += [
+        {"dataset": "yacht", "key": key, "prior": key, "rmse": r, "level": level}
+        for key, r, level in (("gaussian", 0.3, "converged"), ("laplace", 0.6, "not-mixed"))
+    ]
     found = paper.finding_prior_robust(rows)
     assert found.verdict == "reproduced", found
     assert "yacht: RMSE" not in found.measured
-    assert found.measured.endswith("left out, their chains did not mix: mnist160 laplace, "
-                                   "yacht gaussian, yacht laplace")
+    assert found.measured.endswith(
+        "left out, their chains did not mix: mnist160 laplace, yacht gaussian, yacht laplace"
+    )
     # The finding carries the weakest level of the priors it judged, not of those left out.
     (tmp_path / "prior_sweep").mkdir()
     storage.write_json(tmp_path / "prior_sweep" / "results.json", rows)
@@ -236,7 +278,10 @@ def test_prior_sweep_samples_each_prior_from_the_reference_members():
         config = setting.sampler_config(0)
         assert type(config).__module__ == "bnnkit.inference.mclmc"
         assert (config.num_iterations, config.num_burn_in, config.num_chains) == (
-            plan.hmc_iterations * factor, plan.hmc_burn_in * factor, plan.prior_chains)
+            plan.hmc_iterations * factor,
+            plan.hmc_burn_in * factor,
+            plan.prior_chains,
+        )
         # The members of the same problem's reference: the compare-methods setting's.
         source = {"yacht": "yacht", "mnist160": "mnist"}[name]
         assert config.init_checkpoint.endswith(f"study/compare_methods/{source}/hmc/ensemble")
@@ -246,19 +291,23 @@ def test_prior_sweep_samples_each_prior_from_the_reference_members():
 
 
 def _shift(hmc: tuple[float, float], sgd: tuple[float, float]) -> list[dict]:
-    return [{"label": label, "corruption": c, "severity": s, "accuracy": acc}
-            for label, (clean, shifted) in (("mnist/hmc", hmc), ("mnist/sgd", sgd))
-            for c, s, acc in (("clean", 0, clean), ("fog", 5, shifted))]
+    return [
+        {"label": label, "corruption": c, "severity": s, "accuracy": acc}
+        for label, (clean, shifted) in (("mnist/hmc", hmc), ("mnist/sgd", sgd))
+        for c, s, acc in (("clean", 0, clean), ("fog", 5, shifted))
+    ]
 
 
 def test_finding_five_needs_hmc_lead_to_shrink_under_shift():
-    assert paper.finding_poor_under_shift(_shift((0.9, 0.5), (0.85, 0.6))).verdict == \
-        "reproduced"
-    assert paper.finding_poor_under_shift(_shift((0.9, 0.7), (0.85, 0.6))).verdict == \
-        "not reproduced"
+    assert paper.finding_poor_under_shift(_shift((0.9, 0.5), (0.85, 0.6))).verdict == "reproduced"
+    assert (
+        paper.finding_poor_under_shift(_shift((0.9, 0.7), (0.85, 0.6))).verdict == "not reproduced"
+    )
     # Behind on clean images and less behind under shift: HMC lost less to the shift.
-    assert paper.finding_poor_under_shift(_shift((0.80, 0.6), (0.85, 0.62))).verdict == \
-        "not reproduced"
+    assert (
+        paper.finding_poor_under_shift(_shift((0.80, 0.6), (0.85, 0.62))).verdict
+        == "not reproduced"
+    )
     assert paper.finding_poor_under_shift([]).verdict == "not measured"
 
 
@@ -273,15 +322,19 @@ def test_scales_grow_and_keep_three_chains_for_the_surface():
 def test_every_scale_compares_known_methods_with_the_ones_the_findings_read():
     from bnnkit.experiments import compare_methods
 
-    known = set(compare_methods.methods(compare_methods.SETTINGS["mnist160"], eta=1e-6,
-                                        grad_rms=2.0, num_train=160))
+    known = set(
+        compare_methods.methods(
+            compare_methods.SETTINGS["mnist160"], eta=1e-6, grad_rms=2.0, num_train=160
+        )
+    )
     read = {"SGD", "Deep ensemble (K=5)", "SGLD", "MFVI"}  # findings 1 and 6
     for name, scale in paper.SCALES.items():
         chosen = known if scale.methods is None else set(scale.methods)
         assert read <= chosen <= known, name
         assert set(paper.CIFAR_METHODS) <= chosen, name
-        assert scale.baseline_priors and set(scale.baseline_priors) <= set(
-            paper.BASELINE_PRIORS), name
+        assert scale.baseline_priors and set(scale.baseline_priors) <= set(paper.BASELINE_PRIORS), (
+            name
+        )
     # Only the pipeline check leaves methods out; small and full compare every one.
     assert paper.SCALES["small"].methods is None and paper.SCALES["full"].methods is None
 
@@ -329,8 +382,9 @@ def paper_example():
 def test_tiny_study_end_to_end(shared_data_dir, tmp_path, capsys):
     # The tutorial's script makes the study (its --small is --scale tiny), so the tutorial is
     # checked by the same run; the second call below is the command line's.
-    study = paper_example().main(tmp_path, small=True, data_dir=str(shared_data_dir),
-                                 progress=False)
+    study = paper_example().main(
+        tmp_path, small=True, data_dir=str(shared_data_dir), progress=False
+    )
     out = tmp_path / "paper_tiny"
     assert study.report == out / paper.REPORT_DIR
     for part in paper.PARTS:  # the tiny scale leaves out the MNIST shift table
@@ -360,6 +414,19 @@ def test_tiny_study_end_to_end(shared_data_dir, tmp_path, capsys):
     logs = {p: p.read_text() for p in out.rglob("metrics.jsonl")}
     assert logs
     capsys.readouterr()
-    assert main(["paper", "--scale", "tiny", "--out", str(out), "--data-dir",
-                 str(shared_data_dir), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "paper",
+                "--scale",
+                "tiny",
+                "--out",
+                str(out),
+                "--data-dir",
+                str(shared_data_dir),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert {p: p.read_text() for p in out.rglob("metrics.jsonl")} == logs

@@ -24,11 +24,18 @@ def test_the_lowest_finite_validation_nll_wins_and_all_diverged_is_refused():
 def test_held_out_examples_leave_the_training_subset_unchanged():
     # The validation set is carved from the end of the training set before the subset is
     # taken: the candidates train on exactly the examples every other method trains on.
-    base = problem_lib.ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.1,
-                                     subset_train_to=100)
-    held = problem_lib.build(problem_lib.ProblemConfig(
-        "yacht_0", "mlp_regression_small", noise_std=0.1, subset_train_to=100,
-        validation_size=77))
+    base = problem_lib.ProblemConfig(
+        "yacht_0", "mlp_regression_small", noise_std=0.1, subset_train_to=100
+    )
+    held = problem_lib.build(
+        problem_lib.ProblemConfig(
+            "yacht_0",
+            "mlp_regression_small",
+            noise_std=0.1,
+            subset_train_to=100,
+            validation_size=77,
+        )
+    )
     plain = problem_lib.build(base)
     np.testing.assert_array_equal(held.dataset.x_train, plain.dataset.x_train)
     x_val = held.dataset.info["validation"][0]
@@ -43,13 +50,14 @@ def test_a_prior_that_collapses_the_map_loses_to_one_that_lets_sgd_fit(tmp_path)
     # 1/(2·0.01) = 50 per point; N(0, 1) lets SGD fit yacht (a validation NLL of a few
     # nats: 1.7 at seed 0). The gap is over an order of magnitude, far beyond what the seed
     # moves.
-    problem = problem_lib.ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.1,
-                                        subset_train_to=150)
-    config = sgd.Config(init_step_size=1e-4, num_epochs=60, batch_size=32,
-                        momentum_decay=0.9)
+    problem = problem_lib.ProblemConfig(
+        "yacht_0", "mlp_regression_small", noise_std=0.1, subset_train_to=150
+    )
+    config = sgd.Config(init_step_size=1e-4, num_epochs=60, batch_size=32, momentum_decay=0.9)
     collapse, fit = "gaussian:scale=0.001", "gaussian:scale=1.0"
-    choice = prior_choice.choose(problem, [collapse, fit], config, tmp_path,
-                                 validation_size=60, progress=False)
+    choice = prior_choice.choose(
+        problem, [collapse, fit], config, tmp_path, validation_size=60, progress=False
+    )
     assert choice.prior == fit
     assert choice.validation_nll[collapse] > choice.validation_nll[fit] + 1.0
     assert choice.validation_size == 60 and fit in choice.note()
@@ -58,8 +66,9 @@ def test_a_prior_that_collapses_the_map_loses_to_one_that_lets_sgd_fit(tmp_path)
         assert stored["validation_size"] == 60 and stored["subset_train_to"] == 150
         assert stored["prior"] == priors.spec.canonical(prior)
     # Finished candidates are reused: the same choice, nothing run again.
-    again = prior_choice.choose(problem, [collapse, fit], config, tmp_path,
-                                validation_size=60, progress=False)
+    again = prior_choice.choose(
+        problem, [collapse, fit], config, tmp_path, validation_size=60, progress=False
+    )
     assert again == choice
 
 

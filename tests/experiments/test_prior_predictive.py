@@ -27,7 +27,8 @@ def output_variance_check(spec: str, width: int, truth: float, z: float) -> None
     sq = np.asarray(f, np.float64) ** 2
     mcse = sq.std() / np.sqrt(len(sq))
     assert abs(sq.mean() - truth) < z * mcse, (
-        f"{spec}, width {width}: Var f(1) = {sq.mean():.4g}, exact {truth:.4g} (MCSE {mcse:.2g})")
+        f"{spec}, width {width}: Var f(1) = {sq.mean():.4g}, exact {truth:.4g} (MCSE {mcse:.2g})"
+    )
 
 
 def test_fan_in_scaling_keeps_the_output_variance_as_width_grows():
@@ -44,15 +45,27 @@ def test_fan_in_scaling_keeps_the_output_variance_as_width_grows():
 @pytest.mark.slow
 def test_regression_picture(tmp_path, capsys):
     out = tmp_path / "widths.png"
-    code = main(["prior-predictive", "--widths", "10,100", "--prior", "fanin_gaussian:scale=2",
-                 "--num-draws", "50", "--out", str(out)])
+    code = main(
+        [
+            "prior-predictive",
+            "--widths",
+            "10,100",
+            "--prior",
+            "fanin_gaussian:scale=2",
+            "--num-draws",
+            "50",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     assert out.read_bytes().startswith(PNG_MAGIC)
     printed = capsys.readouterr().out
     assert "width 10" in printed and "width 100" in printed
     out = tmp_path / "model.png"
-    code = main(["prior-predictive", "--prior", "laplace:scale=0.5",
-                 "--num-draws", "20", "--out", str(out)])
+    code = main(
+        ["prior-predictive", "--prior", "laplace:scale=0.5", "--num-draws", "20", "--out", str(out)]
+    )
     assert code == 0, capsys.readouterr().err
     assert out.read_bytes().startswith(PNG_MAGIC)
 
@@ -60,11 +73,29 @@ def test_regression_picture(tmp_path, capsys):
 def test_classification_picture(tmp_path, capsys):
     rng = np.random.default_rng(0)
     data = tmp_path / "blobs.npz"
-    np.savez(data, x_train=rng.normal(size=(30, 4)), y_train=rng.integers(0, 3, 30),
-             x_test=rng.normal(size=(20, 4)), y_test=rng.integers(0, 3, 20))
+    np.savez(
+        data,
+        x_train=rng.normal(size=(30, 4)),
+        y_train=rng.integers(0, 3, 30),
+        x_test=rng.normal(size=(20, 4)),
+        y_test=rng.integers(0, 3, 20),
+    )
     out = tmp_path / "classes.png"
-    code = main(["prior-predictive", "--dataset", str(data), "--model", "linear",
-                 "--prior", "laplace:scale=2", "--num-draws", "30", "--out", str(out)])
+    code = main(
+        [
+            "prior-predictive",
+            "--dataset",
+            str(data),
+            "--model",
+            "linear",
+            "--prior",
+            "laplace:scale=2",
+            "--num-draws",
+            "30",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     assert out.read_bytes().startswith(PNG_MAGIC)
     assert "mean max class probability" in capsys.readouterr().out

@@ -56,10 +56,12 @@ def test_exactly_the_fraction_of_weights_is_zero(fraction, criterion):
         np.testing.assert_array_equal(a, b)
     # The removed weights are the lowest-scoring ones.
     score = pruning.scores(q, criterion)
-    kept = np.concatenate([np.asarray(s)[np.asarray(m)] for s, m in
-                           zip(kernels(score), kernels(mask), strict=True)])
-    removed = np.concatenate([np.asarray(s)[~np.asarray(m)] for s, m in
-                              zip(kernels(score), kernels(mask), strict=True)])
+    kept = np.concatenate(
+        [np.asarray(s)[np.asarray(m)] for s, m in zip(kernels(score), kernels(mask), strict=True)]
+    )
+    removed = np.concatenate(
+        [np.asarray(s)[~np.asarray(m)] for s, m in zip(kernels(score), kernels(mask), strict=True)]
+    )
     if removed.size:
         assert removed.max() <= kept.min()
 
@@ -68,8 +70,10 @@ def test_snr_and_magnitude_differ_and_biases_can_be_included():
     _, q = mlp_posterior()
     snr = pruning.keep_mask(q, 0.5, "snr")
     mag = pruning.keep_mask(q, 0.5, "magnitude")
-    assert any(not np.array_equal(a, b) for a, b in
-               zip(jax.tree.leaves(snr), jax.tree.leaves(mag), strict=True))
+    assert any(
+        not np.array_equal(a, b)
+        for a, b in zip(jax.tree.leaves(snr), jax.tree.leaves(mag), strict=True)
+    )
     with_b = pruning.keep_mask(q, 0.5, "snr", include_biases=True)
     total = sum(a.size for a in jax.tree.leaves(q.mean))
     assert sum(int(np.sum(~np.asarray(m))) for m in jax.tree.leaves(with_b)) == round(total / 2)

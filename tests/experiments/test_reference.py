@@ -57,9 +57,16 @@ def test_a_cut_off_reference_resumes_to_the_same_chains(made, tmp_path):
     from bnnkit.experiments.run_reuse import run_or_reuse
 
     folder.mkdir()
-    (folder / REFERENCE_FILE).write_text(json.dumps({
-        "kind": "reference", "problem": __import__("dataclasses").asdict(PROBLEM),
-        "config": __import__("dataclasses").asdict(CONFIG), "status": "running"}))
+    (folder / REFERENCE_FILE).write_text(
+        json.dumps(
+            {
+                "kind": "reference",
+                "problem": __import__("dataclasses").asdict(PROBLEM),
+                "config": __import__("dataclasses").asdict(CONFIG),
+                "status": "running",
+            }
+        )
+    )
     built_ensemble = CONFIG.ensemble_config(277)
     run_or_reuse(PROBLEM, built_ensemble, folder / module.ENSEMBLE_DIR, progress=False)
     resumed = reference(PROBLEM, CONFIG, folder, resume=True, progress=False)
@@ -81,8 +88,13 @@ def test_refusals_write_nothing(made, tmp_path):
         reference(PROBLEM, CONFIG, other, overwrite=True, progress=False)
     assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
     with pytest.raises(ConfigError, match="was made with --members 3; this call gives 2"):
-        reference(PROBLEM, Config(sampler="nuts", members=2, num_tuning=10, num_samples=8,
-                                  ensemble_steps=40), made.folder, resume=True, progress=False)
+        reference(
+            PROBLEM,
+            Config(sampler="nuts", members=2, num_tuning=10, num_samples=8, ensemble_steps=40),
+            made.folder,
+            resume=True,
+            progress=False,
+        )
     with pytest.raises(ConfigError, match="unknown --sampler"):
         Config(sampler="sgd")
 
@@ -95,9 +107,26 @@ def test_budget_defaults_per_sampler():
 def test_command_line(made, tmp_path, capsys):
     from bnnkit.cli import main
 
-    argv = ["reference", "--dataset", "yacht_0", "--model", "mlp_regression_small",
-            "--noise-std", "0.5", "--sampler", "nuts", "--members", "3", "--num-tuning", "10",
-            "--num-samples", "8", "--ensemble-steps", "40", "--no-progress"]
+    argv = [
+        "reference",
+        "--dataset",
+        "yacht_0",
+        "--model",
+        "mlp_regression_small",
+        "--noise-std",
+        "0.5",
+        "--sampler",
+        "nuts",
+        "--members",
+        "3",
+        "--num-tuning",
+        "10",
+        "--num-samples",
+        "8",
+        "--ensemble-steps",
+        "40",
+        "--no-progress",
+    ]
     assert main([*argv, "--dir", str(tmp_path / "ref"), "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["test"] == made.evaluation["test"]  # the same recipe, the same bits
@@ -112,9 +141,12 @@ def test_reference_or_reuse_reuses_a_finished_one_and_refuses_other_settings(mad
     assert reference_or_reuse(PROBLEM, CONFIG, made.folder, progress=False) is False
     assert (made.folder / "chains" / "metrics.jsonl").read_text() == before
     with pytest.raises(ConfigError, match="was made with --members 3; this call gives 2"):
-        reference_or_reuse(PROBLEM, Config(sampler="nuts", members=2, num_tuning=10,
-                                           num_samples=8, ensemble_steps=40),
-                           made.folder, progress=False)
+        reference_or_reuse(
+            PROBLEM,
+            Config(sampler="nuts", members=2, num_tuning=10, num_samples=8, ensemble_steps=40),
+            made.folder,
+            progress=False,
+        )
     # The ensemble's and the chains' own seconds, from their logs.
     assert reference_seconds(made.folder) > 0
 

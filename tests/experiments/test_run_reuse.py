@@ -35,8 +35,12 @@ def test_finished_run_reused_longer_one_extended_other_settings_refused(tmp_path
     assert run_status(run_dir) == "finished"
     assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 3
     with pytest.raises(ConfigError, match="temperature"):
-        run_or_reuse(ProblemConfig("yacht_0", "linear", noise_std=0.5, temperature=0.1),
-                     config(3), run_dir, progress=False)
+        run_or_reuse(
+            ProblemConfig("yacht_0", "linear", noise_std=0.5, temperature=0.1),
+            config(3),
+            run_dir,
+            progress=False,
+        )
     assert len(calls) == 2
 
 
@@ -57,6 +61,9 @@ def test_a_derived_step_that_diverges_is_divided_by_ten_and_then_reused(tmp_path
     assert not ran and again == made
     # A step that never holds is still refused, in the driver's words.
     with pytest.raises(ConfigError, match="became NaN or infinite"):
-        run_or_reuse_stable(problem, sgd.Config(init_step_size=1e30, num_epochs=2,
-                                                batch_size=32), tmp_path / "never",
-                            progress=False)
+        run_or_reuse_stable(
+            problem,
+            sgd.Config(init_step_size=1e30, num_epochs=2, batch_size=32),
+            tmp_path / "never",
+            progress=False,
+        )

@@ -26,16 +26,25 @@ def conjugate(tmp_path_factory):
     folder = tmp_path_factory.mktemp("conjugate")
     x, y = np.asarray(batch.x), np.asarray(batch.y)
     np.savez(folder / "data.npz", x_train=x, y_train=y, x_test=x[:5], y_test=y[:5])
-    problem = ProblemConfig(str(folder / "data.npz"), "linear", noise_std=NOISE,
-                            weight_decay=WEIGHT_DECAY, temperature=TEMPERATURE,
-                            standardize=False)
+    problem = ProblemConfig(
+        str(folder / "data.npz"),
+        "linear",
+        noise_std=NOISE,
+        weight_decay=WEIGHT_DECAY,
+        temperature=TEMPERATURE,
+        standardize=False,
+    )
     rng = np.random.default_rng(1)
     files, zs = [], []
     for name in "abc":
         z = (mean + 3 * np.sqrt(np.diag(cov)) * rng.normal(size=4)).astype(np.float32)
-        storage.save_arrays(folder / f"{name}.npz", {
-            "params/Dense_0/kernel": z[:3].reshape(1, 1, 3, 1),
-            "params/Dense_0/bias": z[3:].reshape(1, 1, 1)})
+        storage.save_arrays(
+            folder / f"{name}.npz",
+            {
+                "params/Dense_0/kernel": z[:3].reshape(1, 1, 3, 1),
+                "params/Dense_0/bias": z[3:].reshape(1, 1, 1),
+            },
+        )
         files.append(str(folder / f"{name}.npz"))
         zs.append(z.astype(np.float64))
     return problem, files, zs, x.astype(np.float64), y.astype(np.float64), mean, cov
@@ -54,9 +63,13 @@ def closed_form(z, x, y, mean, cov):
     log_lik = terms.sum()
     log_prior = -0.5 * WEIGHT_DECAY * z @ z + 0.5 * len(z) * np.log(WEIGHT_DECAY / (2 * np.pi))
     precision = np.linalg.inv(cov)
-    at_mean = (-0.5 * np.sum((y - xa @ mean) ** 2) / NOISE**2 - n * np.log(NOISE)
-               - 0.5 * n * np.log(2 * np.pi) - 0.5 * WEIGHT_DECAY * mean @ mean
-               + 0.5 * len(z) * np.log(WEIGHT_DECAY / (2 * np.pi)))
+    at_mean = (
+        -0.5 * np.sum((y - xa @ mean) ** 2) / NOISE**2
+        - n * np.log(NOISE)
+        - 0.5 * n * np.log(2 * np.pi)
+        - 0.5 * WEIGHT_DECAY * mean @ mean
+        + 0.5 * len(z) * np.log(WEIGHT_DECAY / (2 * np.pi))
+    )
     log_post = (at_mean - 0.5 * (z - mean) @ precision @ (z - mean)) / TEMPERATURE
     return log_lik, log_prior, log_post
 
@@ -87,8 +100,9 @@ def rounding_bounds(z_scale, z, x, y):
 def test_surface_is_the_conjugate_quadratic(conjugate, tmp_path):
     problem, files, zs, x, y, mean, cov = conjugate
     config = surface.Config(grid_size=6, chunk_size=8)  # 36 points: 4 full chunks, 1 padded
-    result = surface.posterior_surface(files, tmp_path / "out", config, problem=problem,
-                                       progress=False)
+    result = surface.posterior_surface(
+        files, tmp_path / "out", config, problem=problem, progress=False
+    )
     a, b, c = zs
     u, w = b - a, c - a
     v = w - (u @ w) / (u @ u) * u
@@ -102,8 +116,7 @@ def test_surface_is_the_conjugate_quadratic(conjugate, tmp_path):
             scale = np.abs(a) + np.abs(s * u) + np.abs(t * v)
             exact = closed_form(z, x, y, mean, cov)
             bounds = rounding_bounds(scale, z, x, y)
-            got = (result.log_likelihood[i, j], result.log_prior[i, j],
-                   result.log_posterior[i, j])
+            got = (result.log_likelihood[i, j], result.log_prior[i, j], result.log_posterior[i, j])
             for value, truth, bound in zip(got, exact, bounds, strict=True):
                 assert abs(value - truth) <= bound, (i, j, value, truth, bound)
     # The fields vary by far more than the bound: the comparison is not vacuous.
@@ -119,8 +132,9 @@ def test_surface_is_the_conjugate_quadratic(conjugate, tmp_path):
 def test_an_interrupted_grid_resumes_to_the_same_file(conjugate, tmp_path, monkeypatch):
     problem, files, *_ = conjugate
     config = surface.Config(grid_size=5, chunk_size=4, limit_top=2.0)
-    surface.posterior_surface(files, tmp_path / "whole", config, problem=problem,
-                              progress=False, plots=False)
+    surface.posterior_surface(
+        files, tmp_path / "whole", config, problem=problem, progress=False, plots=False
+    )
     write = surface._write_chunk
     calls = []
 
@@ -133,21 +147,19 @@ def test_an_interrupted_grid_resumes_to_the_same_file(conjugate, tmp_path, monke
     monkeypatch.setattr(surface, "_write_chunk", killed_at_third_chunk)
     cut = tmp_path / "cut"
     with pytest.raises(KeyboardInterrupt):
-        surface.posterior_surface(files, cut, config, problem=problem, progress=False,
-                                  plots=False)
+        surface.posterior_surface(files, cut, config, problem=problem, progress=False, plots=False)
     assert len(list((cut / surface.CHUNKS_DIR).glob("*.npz"))) == 2
     assert not (cut / surface.SURFACE_FILE).exists()
     monkeypatch.setattr(surface, "_write_chunk", write)
 
     with pytest.raises(ConfigError, match="not empty; pass --resume"):
-        surface.posterior_surface(files, cut, config, problem=problem, progress=False,
-                                  plots=False)
+        surface.posterior_surface(files, cut, config, problem=problem, progress=False, plots=False)
     other = surface.Config(grid_size=5, chunk_size=4)
     with pytest.raises(ConfigError, match="other settings: its grid differ"):
-        surface.posterior_surface(files, cut, other, problem=problem, resume=True,
-                                  progress=False)
-    surface.posterior_surface(files, cut, config, problem=problem, resume=True,
-                              progress=False, plots=False)
+        surface.posterior_surface(files, cut, other, problem=problem, resume=True, progress=False)
+    surface.posterior_surface(
+        files, cut, config, problem=problem, resume=True, progress=False, plots=False
+    )
     whole = storage.load_arrays(tmp_path / "whole" / surface.SURFACE_FILE)
     resumed = storage.load_arrays(cut / surface.SURFACE_FILE)
     assert whole.keys() == resumed.keys()
@@ -165,12 +177,15 @@ def test_points_on_a_line_are_refused():
         surface.plane(a, b, {"w": np.full(3, 3.0)})
 
 
-@pytest.mark.parametrize("values, message", [
-    ({"grid_size": 0}, "--grid-size 0 out of range; allowed: 2..1024"),
-    ({"limit_left": 1.0, "limit_right": 0.0}, "--limit-left 1.0 must be below --limit-right"),
-    ({"limit_bottom": 0.5, "limit_top": 0.5}, "--limit-bottom 0.5 must be below --limit-top"),
-    ({"chunk_size": 0}, "--chunk-size 0 out of range; allowed: 1..1048576"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"grid_size": 0}, "--grid-size 0 out of range; allowed: 2..1024"),
+        ({"limit_left": 1.0, "limit_right": 0.0}, "--limit-left 1.0 must be below --limit-right"),
+        ({"limit_bottom": 0.5, "limit_top": 0.5}, "--limit-bottom 0.5 must be below --limit-top"),
+        ({"chunk_size": 0}, "--chunk-size 0 out of range; allowed: 1..1048576"),
+    ],
+)
 def test_bad_grids_are_refused(values, message):
     with pytest.raises(ConfigError, match=message):
         surface.Config(**values)

@@ -13,16 +13,43 @@ from bnnkit.errors import ConfigError
 from bnnkit.experiments import temperature
 from experiment_checks import count_runs, png_ok, tiny_images
 
-TINY = ["--model", "mlp_classification", "--subset-train-to", "20", "--temperatures", "1,0.1",
-        "--hmc-num-iterations", "2", "--hmc-num-burn-in", "1", "--hmc-num-chains", "1",
-        "--hmc-trajectory-len", "0.002", "--hmc-step-size", "1e-3",
-        "--hmc-max-num-leapfrog-steps", "4", "--num-epochs", "2", "--num-burn-in", "1",
-        "--cycle-length", "1", "--batch-size", "10", "--step-size", "1e-4", "--no-progress"]
+TINY = [
+    "--model",
+    "mlp_classification",
+    "--subset-train-to",
+    "20",
+    "--temperatures",
+    "1,0.1",
+    "--hmc-num-iterations",
+    "2",
+    "--hmc-num-burn-in",
+    "1",
+    "--hmc-num-chains",
+    "1",
+    "--hmc-trajectory-len",
+    "0.002",
+    "--hmc-step-size",
+    "1e-3",
+    "--hmc-max-num-leapfrog-steps",
+    "4",
+    "--num-epochs",
+    "2",
+    "--num-burn-in",
+    "1",
+    "--cycle-length",
+    "1",
+    "--batch-size",
+    "10",
+    "--step-size",
+    "1e-4",
+    "--no-progress",
+]
 
 
 @pytest.mark.slow  # six runs, each compiled: about 45 s on 2 cores
-def test_sweep_reports_every_line_and_temperature_and_reuses_its_runs(tmp_path, monkeypatch,
-                                                                       capsys):
+def test_sweep_reports_every_line_and_temperature_and_reuses_its_runs(
+    tmp_path, monkeypatch, capsys
+):
     data = tiny_images(tmp_path)
     out = tmp_path / "out"
     calls = count_runs(monkeypatch)
@@ -33,7 +60,8 @@ def test_sweep_reports_every_line_and_temperature_and_reuses_its_runs(tmp_path, 
     assert results["task"] == "classification"
     rows = results["rows"]
     assert {(r["line"], r["temperature"]) for r in rows} == {
-        (line, t) for line in ("HMC", "SGHMC-CLR", "SGHMC-CLR + augment") for t in (1.0, 0.1)}
+        (line, t) for line in ("HMC", "SGHMC-CLR", "SGHMC-CLR + augment") for t in (1.0, 0.1)
+    }
     for r in rows:
         assert 0 <= r["accuracy"] <= 1 and math.isfinite(r["nll"]) and r["seconds"] > 0
         record = storage.read_json(out / r["run"] / "run.json")
@@ -53,20 +81,50 @@ def test_sweep_reports_every_line_and_temperature_and_reuses_its_runs(tmp_path, 
     capsys.readouterr()
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--temperatures", "1,0"], "--temperatures"),
-    (["--temperatures", "1,1"], "given twice"),
-    (["--methods", "nuts"], "--methods"),
-    (["--num-burn-in", "300", "--num-epochs", "300"], "--num-burn-in"),
-    (["--dataset", "yacht_0", "--model", "mlp_regression_small", "--noise-std", "0.1",
-      "--augment", "with"], "--augment with"),
-])
-def test_bad_settings_are_refused_with_exit_2_and_nothing_written(flags, message, tmp_path,
-                                                                  capsys):
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--temperatures", "1,0"], "--temperatures"),
+        (["--temperatures", "1,1"], "given twice"),
+        (["--methods", "nuts"], "--methods"),
+        (["--num-burn-in", "300", "--num-epochs", "300"], "--num-burn-in"),
+        (
+            [
+                "--dataset",
+                "yacht_0",
+                "--model",
+                "mlp_regression_small",
+                "--noise-std",
+                "0.1",
+                "--augment",
+                "with",
+            ],
+            "--augment with",
+        ),
+    ],
+)
+def test_bad_settings_are_refused_with_exit_2_and_nothing_written(flags, message, tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["experiment", "temperature", "--out", str(out), "--dataset", "yacht_0",
-                 "--model", "mlp_regression_small", "--noise-std", "0.1",
-                 "--subset-train-to", "100", *flags]) == 2
+    assert (
+        main(
+            [
+                "experiment",
+                "temperature",
+                "--out",
+                str(out),
+                "--dataset",
+                "yacht_0",
+                "--model",
+                "mlp_regression_small",
+                "--noise-std",
+                "0.1",
+                "--subset-train-to",
+                "100",
+                *flags,
+            ]
+        )
+        == 2
+    )
     assert message in capsys.readouterr().err
     assert not out.exists()
 

@@ -24,16 +24,30 @@ def bench():
 
 def fake_split(bench, split: int, rng: np.random.Generator, level="converged") -> dict:
     """A finished yacht split stamped with today's recipe."""
-    def row():
-        return {"rmse": float(rng.uniform(0.5, 1.5)), "ll": float(rng.uniform(-2, 0)),
-                "seconds": 10.0}
 
-    return {"dataset": "yacht", "split": split, "num_train": 277,
-            "config": json.loads(json.dumps(dataclasses.asdict(bench.recipe()))),
-            "reference": {**row(), "level": level, "converged": level == "converged",
-                          "within_chain": level != "not-mixed", "modes": 1 + split % 3,
-                          "chains": 8, "samples_per_chain": 200},
-            "ensemble": row()}
+    def row():
+        return {
+            "rmse": float(rng.uniform(0.5, 1.5)),
+            "ll": float(rng.uniform(-2, 0)),
+            "seconds": 10.0,
+        }
+
+    return {
+        "dataset": "yacht",
+        "split": split,
+        "num_train": 277,
+        "config": json.loads(json.dumps(dataclasses.asdict(bench.recipe()))),
+        "reference": {
+            **row(),
+            "level": level,
+            "converged": level == "converged",
+            "within_chain": level != "not-mixed",
+            "modes": 1 + split % 3,
+            "chains": 8,
+            "samples_per_chain": 200,
+        },
+        "ensemble": row(),
+    }
 
 
 def test_published_figures_cover_every_dataset(bench):
@@ -68,8 +82,10 @@ def test_a_split_made_with_other_settings_runs_again(bench, tmp_path):
 
 def test_table_gives_mean_and_standard_error_over_splits(bench):
     rng = np.random.default_rng(1)
-    splits = [fake_split(bench, s, rng, level=("converged", "mixed-multimodal", "not-mixed")[s % 3])
-              for s in range(5)]
+    splits = [
+        fake_split(bench, s, rng, level=("converged", "mixed-multimodal", "not-mixed")[s % 3])
+        for s in range(5)
+    ]
     text, summary = bench.table({"yacht": splits})
     rmse = np.array([s["reference"]["rmse"] for s in splits])
     mean, se = summary["yacht"]["ours"]["Reference"]["rmse"]

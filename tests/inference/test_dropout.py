@@ -23,12 +23,19 @@ from bnnkit.runs.stored import load_run
 
 def tiny_lp(prior, rate: float) -> LogPosterior:
     model = models.get("mlp_regression_small_dropout", num_outputs=1, dropout_rate=rate)
-    return LogPosterior(model.apply, likelihoods.Gaussian(noise_std=1.0), prior, num_data=8,
-                        stochastic=True, dropout_rate=rate)
+    return LogPosterior(
+        model.apply,
+        likelihoods.Gaussian(noise_std=1.0),
+        prior,
+        num_data=8,
+        stochastic=True,
+        dropout_rate=rate,
+    )
 
 
-@pytest.mark.parametrize("prior", [priors.Gaussian(3.0), priors.make("laplace:scale=0.5")],
-                         ids=["gaussian", "laplace"])
+@pytest.mark.parametrize(
+    "prior", [priors.Gaussian(3.0), priors.make("laplace:scale=0.5")], ids=["gaussian", "laplace"]
+)
 @pytest.mark.parametrize("rate", [0.2, 0.5])
 def test_expected_log_prior_is_the_average_over_every_mask(prior, rate):
     # q(W_i) = M_i diag(z_i): every row of every kernel is M's (probability 1 − p) or 0, with
@@ -37,10 +44,18 @@ def test_expected_log_prior_is_the_average_over_every_mask(prior, rate):
     with jax.enable_x64(True):
         lp = tiny_lp(prior, rate)
         rng = np.random.default_rng(0)
-        params = {"params": {"Dense_0": {"kernel": jnp.asarray(rng.normal(size=(2, 3))),
-                                         "bias": jnp.asarray(rng.normal(size=3))},
-                             "Dense_1": {"kernel": jnp.asarray(rng.normal(size=(3, 1))),
-                                         "bias": jnp.asarray(rng.normal(size=1))}}}
+        params = {
+            "params": {
+                "Dense_0": {
+                    "kernel": jnp.asarray(rng.normal(size=(2, 3))),
+                    "bias": jnp.asarray(rng.normal(size=3)),
+                },
+                "Dense_1": {
+                    "kernel": jnp.asarray(rng.normal(size=(3, 1))),
+                    "bias": jnp.asarray(rng.normal(size=1)),
+                },
+            }
+        }
         total = 0.0
         for z in itertools.product([0, 1], repeat=5):
             masks = {"Dense_0": np.asarray(z[:2], float), "Dense_1": np.asarray(z[2:], float)}
@@ -50,8 +65,7 @@ def test_expected_log_prior_is_the_average_over_every_mask(prior, rate):
                 w["params"][layer]["kernel"] = kernel * mask[:, None] / (1 - rate)
             prob = (1 - rate) ** sum(z) * rate ** (5 - sum(z))
             total += prob * float(lp.log_prior(w))
-        np.testing.assert_allclose(float(dropout.expected_log_prior(lp, params)), total,
-                                   rtol=1e-12)
+        np.testing.assert_allclose(float(dropout.expected_log_prior(lp, params)), total, rtol=1e-12)
 
 
 def test_gaussian_prior_gives_the_papers_weight_decay():
@@ -63,46 +77,62 @@ def test_gaussian_prior_gives_the_papers_weight_decay():
     biases = sum(float(jnp.sum(params["params"][k]["bias"] ** 2)) for k in params["params"])
     grad = jax.grad(lambda p: dropout.expected_log_prior(lp, p))(params)
     for layer in params["params"]:
-        np.testing.assert_allclose(grad["params"][layer]["kernel"],
-                                   -lam / (1 - rate) * params["params"][layer]["kernel"],
-                                   rtol=1e-5)
-        np.testing.assert_allclose(grad["params"][layer]["bias"],
-                                   -lam * params["params"][layer]["bias"], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(
+            grad["params"][layer]["kernel"],
+            -lam / (1 - rate) * params["params"][layer]["kernel"],
+            rtol=1e-5,
+        )
+        np.testing.assert_allclose(
+            grad["params"][layer]["bias"],
+            -lam * params["params"][layer]["bias"],
+            rtol=1e-5,
+            atol=1e-7,
+        )
     difference = float(dropout.expected_log_prior(lp, params) - lp.log_prior(params))
     assert difference == pytest.approx(-lam / 2 * (1 / (1 - rate) - 1) * kernels, rel=1e-4)
     assert biases >= 0  # the biases' term is the prior's own: it cancels in the difference
 
 
 def test_step_takes_the_gradient_of_its_keys_masks():
-    problem = build(ProblemConfig("yacht_0", "mlp_regression_small_dropout", noise_std=0.5,
-                                  dropout_rate=0.3))
+    problem = build(
+        ProblemConfig("yacht_0", "mlp_regression_small_dropout", noise_std=0.5, dropout_rate=0.3)
+    )
     lp, batch = problem.log_posterior, problem.train_batch()
     eta = 1e-5
-    method = dropout.build(lp, dropout.Config(init_step_size=eta, num_epochs=1, batch_size=32,
-                                              momentum_decay=0.0))
+    method = dropout.build(
+        lp, dropout.Config(init_step_size=eta, num_epochs=1, batch_size=32, momentum_decay=0.0)
+    )
     state = method.init(None, problem.init_params(jax.random.PRNGKey(0)), None)
     key = jax.random.PRNGKey(5)
     new, info = method.step(key, state, batch)
 
     def objective(p, k):
         return lp.temper(dropout.expected_log_prior(lp, p)) + lp.tempered_log_likelihood(
-            p, batch, key=k)
+            p, batch, key=k
+        )
 
     keyed = jax.grad(objective)(state.position, model_key(key))
-    for before, after, g in zip(jax.tree.leaves(state.position), jax.tree.leaves(new.position),
-                                jax.tree.leaves(keyed), strict=True):
+    for before, after, g in zip(
+        jax.tree.leaves(state.position),
+        jax.tree.leaves(new.position),
+        jax.tree.leaves(keyed),
+        strict=True,
+    ):
         # θ₁ = θ₀ + η g up to float32 rounding of θ₀ (|θ| ulp / η relative to |g|).
-        np.testing.assert_allclose((after - before) / eta, g, rtol=2e-2, atol=2e-3 * np.max(
-            np.abs(g)))
+        np.testing.assert_allclose(
+            (after - before) / eta, g, rtol=2e-2, atol=2e-3 * np.max(np.abs(g))
+        )
     other = method.step(jax.random.PRNGKey(6), state, batch)[0]
     assert not np.allclose(jax.tree.leaves(other.position)[0], jax.tree.leaves(new.position)[0])
-    assert float(info.log_posterior) == pytest.approx(float(objective(state.position,
-                                                                      model_key(key))))
+    assert float(info.log_posterior) == pytest.approx(
+        float(objective(state.position, model_key(key)))
+    )
 
 
 def test_run_on_a_dropout_model_resumes_and_evaluates_t_passes(tmp_path):
-    problem = ProblemConfig("yacht_0", "mlp_regression_small_dropout", noise_std=0.5,
-                            dropout_rate=0.2)
+    problem = ProblemConfig(
+        "yacht_0", "mlp_regression_small_dropout", noise_std=0.5, dropout_rate=0.2
+    )
     config = dropout.Config(init_step_size=1e-5, num_epochs=3, batch_size=32, num_passes=6)
     runs.run(problem, config, tmp_path / "full", progress=False)
 

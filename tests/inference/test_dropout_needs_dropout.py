@@ -38,9 +38,26 @@ def arrays():
 
 def test_the_command_refuses_a_model_without_dropout_in_one_line(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    code = main(["dropout", "--dataset", "yacht_0", "--model", "mlp_regression_small",
-                 "--noise-std", "0.35", "--init-step-size", "1e-5", "--num-epochs", "1",
-                 "--batch-size", "32", "--no-progress", "--dir", str(run_dir)])
+    code = main(
+        [
+            "dropout",
+            "--dataset",
+            "yacht_0",
+            "--model",
+            "mlp_regression_small",
+            "--noise-std",
+            "0.35",
+            "--init-step-size",
+            "1e-5",
+            "--num-epochs",
+            "1",
+            "--batch-size",
+            "32",
+            "--no-progress",
+            "--dir",
+            str(run_dir),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -52,8 +69,11 @@ def test_the_command_refuses_a_model_without_dropout_in_one_line(tmp_path, capsy
 
 def test_the_python_api_refuses_it_before_the_folder_exists(tmp_path):
     problem = ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35)
-    with pytest.raises(ConfigError, match=r"model 'mlp_regression_small' has none.*"
-                                          r"--model mlp_regression_small_dropout"):
+    with pytest.raises(
+        ConfigError,
+        match=r"model 'mlp_regression_small' has none.*"
+        r"--model mlp_regression_small_dropout",
+    ):
         bnnkit.run(problem, dropout.Config(**TINY), tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
 

@@ -32,7 +32,7 @@ def run_chains(method, params, batch, key, config):
 
         keys = jax.random.split(k_run, config.num_iterations)
         state, (positions, steps, divergent) = jax.lax.scan(body, state, keys)
-        kept = jax.tree.map(lambda p: p[config.num_burn_in:], positions)
+        kept = jax.tree.map(lambda p: p[config.num_burn_in :], positions)
         return kept, state, steps, divergent
 
     keys = jax.random.split(key, config.num_chains)
@@ -55,17 +55,24 @@ def test_adaptive_hmc_recovers_a_badly_scaled_conjugate_posterior(case):
     model, lp, batch, mean, cov = conjugate_problem(BADLY_SCALED)
     # Deliberately poor starting values: ε a thousand times too large for the narrowest
     # direction, τ two units of the whitened posterior; adaptation has to find the rest.
-    config = hmc.Config(step_size=1.0, trajectory_len=2.0, num_iterations=1500, num_burn_in=500,
-                        num_chains=4, max_num_leapfrog_steps=1000, **CASES[case])
+    config = hmc.Config(
+        step_size=1.0,
+        trajectory_len=2.0,
+        num_iterations=1500,
+        num_burn_in=500,
+        num_chains=4,
+        max_num_leapfrog_steps=1000,
+        **CASES[case],
+    )
     method = hmc.build(lp, config)
     init = jax.vmap(lambda k: model.init(k, batch.x[:1]))(
-        jax.random.split(jax.random.PRNGKey(1), config.num_chains))
-    positions, state, _, divergent = run_chains(method, init, batch, jax.random.PRNGKey(2),
-                                                config)
+        jax.random.split(jax.random.PRNGKey(1), config.num_chains)
+    )
+    positions, state, _, divergent = run_chains(method, init, batch, jax.random.PRNGKey(2), config)
     # Mean and every covariance entry within Bonferroni-corrected MCSE (tests/mcmc_checks.py).
     assert_gaussian_moments(linear_draws(positions), mean, cov, case)
     # No sampling-phase divergences: the tuned step is stable for a Gaussian target.
-    assert not np.any(np.asarray(divergent)[:, config.num_burn_in:])
+    assert not np.any(np.asarray(divergent)[:, config.num_burn_in :])
     if case == "mass-variance":
         return  # Stan's estimator adds a 1e-3 regulariser, larger than the smallest variance
     # The Fisher estimator's target for a Gaussian is √(Σᵢᵢ / Λᵢᵢ) (Var ∇ log p = Λ), i.e. the
@@ -106,7 +113,7 @@ def efficiency(config: hmc.Config, log_density, key) -> tuple[float, np.ndarray]
     positions, _, steps, _ = run_chains(method, params, None, key, config)
     draws = np.asarray(positions["x"], np.float64)
     ess = np.concatenate([diagnostics.ess(draws), diagnostics.ess(draws**2)])
-    gradients = float(np.sum(np.asarray(steps)[:, config.num_burn_in:]))
+    gradients = float(np.sum(np.asarray(steps)[:, config.num_burn_in :]))
     return float(np.min(ess)) / gradients, draws
 
 
@@ -122,14 +129,19 @@ def test_mass_matrix_pays_off_on_a_badly_scaled_gaussian():
     # leaving a factor of 10 for an estimated (not exact) mass matrix and ESS estimation error
     # (relative error ~ 1/√ESS, ~10 % here).
     log_density, scales = gaussian_100d()
-    common = dict(num_iterations=1500, num_burn_in=500, num_chains=4,
-                  max_num_leapfrog_steps=2000)
+    common = dict(num_iterations=1500, num_burn_in=500, num_chains=4, max_num_leapfrog_steps=2000)
     # Identity mass, ε adapted (the paper's mode), and the most favourable τ for the widest
     # coordinate: a quarter period (π/2 · σ_max), rounded up.
-    identity, _ = efficiency(hmc.Config(step_size=1e-3, trajectory_len=1.6, adapt="step",
-                                        **common), log_density, jax.random.PRNGKey(0))
-    adapted, draws = efficiency(hmc.Config(step_size=1e-3, trajectory_len=2.0, adapt="mass",
-                                           **common), log_density, jax.random.PRNGKey(0))
+    identity, _ = efficiency(
+        hmc.Config(step_size=1e-3, trajectory_len=1.6, adapt="step", **common),
+        log_density,
+        jax.random.PRNGKey(0),
+    )
+    adapted, draws = efficiency(
+        hmc.Config(step_size=1e-3, trajectory_len=2.0, adapt="mass", **common),
+        log_density,
+        jax.random.PRNGKey(0),
+    )
     assert adapted >= 10 * identity, (adapted, identity)
     # And it samples the right distribution: every variance within Bonferroni-corrected
     # standard errors, the standard error of a variance from draws with ESS n being ≈ σ²√(2/n).
@@ -138,13 +150,16 @@ def test_mass_matrix_pays_off_on_a_badly_scaled_gaussian():
     assert np.all(err < z_threshold(len(scales))), float(err.max())
 
 
-@pytest.mark.parametrize(("adapt", "expected"), [("step", 0.8), ("none", 0.8), ("mass", 0.9),
-                                                 ("chees", 0.9), ("MASS", 0.9)])
+@pytest.mark.parametrize(
+    ("adapt", "expected"),
+    [("step", 0.8), ("none", 0.8), ("mass", 0.9), ("chees", 0.9), ("MASS", 0.9)],
+)
 def test_each_mode_has_its_own_default_target(adapt, expected):
     config = hmc.Config(step_size=0.1, trajectory_len=1.0, adapt=adapt, num_chains=2)
     assert config.target_accept_rate == hmc.DEFAULT_TARGET_ACCEPT_RATE[adapt.lower()] == expected
     # An explicit target wins, and the resolved one is what is stored (so resume compares it).
-    explicit = hmc.Config(step_size=0.1, trajectory_len=1.0, adapt=adapt, num_chains=2,
-                          target_accept_rate=0.65)
+    explicit = hmc.Config(
+        step_size=0.1, trajectory_len=1.0, adapt=adapt, num_chains=2, target_accept_rate=0.65
+    )
     assert explicit.target_accept_rate == 0.65
     assert hmc.Config(**config.to_dict()) == config

@@ -28,8 +28,14 @@ def test_no_knobs_is_auto_and_both_knobs_are_the_papers_mode():
     assert default.target_accept_rate == 0.8
     paper = hmc.Config(step_size=1e-3, trajectory_len=0.1, num_iterations=20)
     # Exactly what the paper's mode was when both were required: adapt "step", no burn-in.
-    assert paper == hmc.Config(step_size=1e-3, trajectory_len=0.1, num_iterations=20,
-                               adapt="step", num_burn_in=0, target_accept_rate=0.8)
+    assert paper == hmc.Config(
+        step_size=1e-3,
+        trajectory_len=0.1,
+        num_iterations=20,
+        adapt="step",
+        num_burn_in=0,
+        target_accept_rate=0.8,
+    )
     assert hmc.Config(step_size=1e-3, trajectory_len=0.1, adapt_step_size=False).adapt == "none"
     # One knob: the other is tuned, the given one is where it starts (ε) or kept (τ).
     assert hmc.Config(step_size=1e-3).adapt == "auto"
@@ -41,12 +47,15 @@ def test_no_knobs_is_auto_and_both_knobs_are_the_papers_mode():
     assert hmc.Config.from_dict(paper.to_dict()) == paper
 
 
-@pytest.mark.parametrize("settings, named", [
-    (dict(adapt="step", step_size=0.1), "--trajectory-len"),
-    (dict(adapt="none", trajectory_len=1.0), "--step-size"),
-    (dict(adapt="auto", num_burn_in=0), "--num-burn-in"),
-    (dict(adapt="mass", num_burn_in=0), "--num-burn-in"),
-])
+@pytest.mark.parametrize(
+    "settings, named",
+    [
+        (dict(adapt="step", step_size=0.1), "--trajectory-len"),
+        (dict(adapt="none", trajectory_len=1.0), "--step-size"),
+        (dict(adapt="auto", num_burn_in=0), "--num-burn-in"),
+        (dict(adapt="mass", num_burn_in=0), "--num-burn-in"),
+    ],
+)
 def test_a_mode_without_what_it_needs_is_refused_in_one_line(settings, named):
     with pytest.raises(ConfigError, match=named) as refused:
         hmc.Config(**settings)
@@ -92,9 +101,10 @@ def test_burn_in_from_a_far_start_is_bounded_and_reaches_the_typical_set():
     common = dict(num_chains=4, num_iterations=burn_in + 1, num_burn_in=burn_in)
     default = bnnkit.sample(log_density, start, hmc.Config(**common))
     cost = np.asarray(default.info.num_leapfrog)[:, :burn_in]
-    early = hmc.hmc_adaptation("auto", num_burn_in=burn_in, num_iterations=burn_in + 1,
-                               target=0.8).early_until
-    assert np.all(cost[:, :early + 1] <= 63) and np.all(cost <= 1023)
+    early = hmc.hmc_adaptation(
+        "auto", num_burn_in=burn_in, num_iterations=burn_in + 1, target=0.8
+    ).early_until
+    assert np.all(cost[:, : early + 1] <= 63) and np.all(cost <= 1023)
     mode = float(log_density(jnp.asarray(mean, jnp.float32)))
     reached = np.asarray(default.info.log_posterior)[:, burn_in - 1]
     assert np.all(reached > mode - (1.0 + 6 * np.sqrt(1.0))), reached
@@ -106,8 +116,9 @@ def test_nuts_searches_a_first_step_size_per_chain():
         return -0.25 * jnp.sum(x**4)
 
     start = jnp.stack([0.5 * jnp.ones(5), 3 * jnp.ones(5)])
-    found = bnnkit.sample(log_density, start, nuts.Config(num_chains=2, num_iterations=2,
-                                                          num_burn_in=1))
+    found = bnnkit.sample(
+        log_density, start, nuts.Config(num_chains=2, num_iterations=2, num_burn_in=1)
+    )
     first = np.asarray(found.info.step_size)[:, 0]
     # From 1e-3, Hoffman & Gelman's doubling and halving reach each start's own scale: the
     # chain where the curvature is 36 times larger gets a smaller step, both far from 1e-3.
@@ -153,21 +164,32 @@ def test_chees_is_not_dragged_by_a_stranded_chain():
 def test_a_capped_run_says_so():
     """A fixed trajectory of 10 and at most 2 leapfrog steps: every iteration after burn-in is
     capped, which the chains' warning names with the cap's advice."""
+
     def log_density(x):
         return -0.5 * jnp.sum(x**2)
 
-    config = hmc.Config(adapt="mass", trajectory_len=10.0, max_num_leapfrog_steps=2,
-                        num_chains=2, num_iterations=60, num_burn_in=20)
+    config = hmc.Config(
+        adapt="mass",
+        trajectory_len=10.0,
+        max_num_leapfrog_steps=2,
+        num_chains=2,
+        num_iterations=60,
+        num_burn_in=20,
+    )
     chains = bnnkit.sample(log_density, jnp.zeros((2, 3)), config)
     capped = np.asarray(chains.info.capped)
     # τ = 10 in a unit Gaussian's metric wants ~u·10/ε ≫ 2 steps unless the iteration's
     # quasi-random fraction u is below ~2ε/10: most iterations after burn-in are capped.
     assert capped[:, 20:].mean() > 0.5
-    assert any("hit the cap on trajectory length" in w and "--max-num-leapfrog-steps" in w
-               for w in chains.warnings)
-    uncapped = bnnkit.sample(log_density, jnp.zeros((2, 3)),
-                             hmc.Config(step_size=0.2, trajectory_len=1.0, num_chains=2,
-                                        num_iterations=30))
+    assert any(
+        "hit the cap on trajectory length" in w and "--max-num-leapfrog-steps" in w
+        for w in chains.warnings
+    )
+    uncapped = bnnkit.sample(
+        log_density,
+        jnp.zeros((2, 3)),
+        hmc.Config(step_size=0.2, trajectory_len=1.0, num_chains=2, num_iterations=30),
+    )
     assert not np.asarray(uncapped.info.capped).any() and not uncapped.warnings
 
 
@@ -181,8 +203,9 @@ def test_no_knobs_recover_the_conjugate_posterior():
     sd = np.sqrt(np.diag(cov))
     z = jax.random.normal(jax.random.PRNGKey(4), (4, 2))
     start = jnp.asarray(mean + 3 * sd * np.asarray(z), jnp.float32)
-    chains = bnnkit.sample(log_density, start,
-                           bnnkit.HMC(num_chains=4, num_iterations=3000, seed=1))
+    chains = bnnkit.sample(
+        log_density, start, bnnkit.HMC(num_chains=4, num_iterations=3000, seed=1)
+    )
     draws = np.asarray(chains.positions, np.float64)
     assert np.max(mcmc.rhat(draws)) < 1.01
     assert_gaussian_moments(draws, mean, cov, "no knobs")
@@ -190,18 +213,37 @@ def test_no_knobs_recover_the_conjugate_posterior():
 
 def test_bnnkit_hmc_runs_without_knobs(tmp_path):
     run_dir = tmp_path / "run"
-    assert main(["hmc", "--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.35",
-                 "--num-iterations", "20", "--num-chains", "2", "--dir", str(run_dir),
-                 "--no-progress", "--no-evaluate"]) == 0
+    assert (
+        main(
+            [
+                "hmc",
+                "--dataset",
+                "yacht_0",
+                "--model",
+                "linear",
+                "--noise-std",
+                "0.35",
+                "--num-iterations",
+                "20",
+                "--num-chains",
+                "2",
+                "--dir",
+                str(run_dir),
+                "--no-progress",
+                "--no-evaluate",
+            ]
+        )
+        == 0
+    )
     config = json.loads((run_dir / "run.json").read_text())["method_config"]
-    assert (config["adapt"], config["num_burn_in"], config["trajectory_len"]) == ("auto", 10,
-                                                                                  None)
+    assert (config["adapt"], config["num_burn_in"], config["trajectory_len"]) == ("auto", 10, None)
 
 
 @pytest.mark.slow
 def test_the_default_resumes_bit_for_bit(tmp_path, monkeypatch):
     """Cut off after its second chunk (in NUTS's burn-in), resumed: the same chains, info and
     adapted state as the uninterrupted run, across the switch to static HMC."""
+
     def log_density(x):
         return -0.5 * jnp.sum((x / jnp.array([0.1, 1.0, 10.0])) ** 2)
 
@@ -222,6 +264,9 @@ def test_the_default_resumes_bit_for_bit(tmp_path, monkeypatch):
     monkeypatch.undo()
     resumed = bnnkit.sample(log_density, start, config, run_dir=tmp_path / "run", resume=True)
     for part in ("positions", "info", "state"):
-        for a, b in zip(jax.tree.leaves(getattr(resumed, part)),
-                        jax.tree.leaves(getattr(whole, part)), strict=True):
+        for a, b in zip(
+            jax.tree.leaves(getattr(resumed, part)),
+            jax.tree.leaves(getattr(whole, part)),
+            strict=True,
+        ):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=part)

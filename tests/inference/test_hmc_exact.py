@@ -42,7 +42,10 @@ def conjugate_problem(temperature: float):
     y = (x @ np.array([1.0, -0.5, 0.25]) + 0.3 + noise * rng.normal(size=n)).astype(np.float32)
     model = models.get("linear", num_outputs=1)
     lp = LogPosterior(
-        model.apply, likelihoods.Gaussian(noise_std=noise), priors.Gaussian(weight_decay), n,
+        model.apply,
+        likelihoods.Gaussian(noise_std=noise),
+        priors.Gaussian(weight_decay),
+        n,
         temperature=temperature,
     )
     # Exact tempered posterior over z = (w, b): precision (λI + XᵀX/σ²)/T, mean Λ⁻¹Xᵀy/σ².
@@ -69,11 +72,18 @@ def test_hmc_recovers_conjugate_linear_regression(temperature):
         jax.random.split(jax.random.PRNGKey(1), num_chains)
     )
     scale = float(np.sqrt(np.min(np.linalg.eigvalsh(cov))))
-    method = hmc.build(lp, hmc.Config(
-        step_size=0.3 * scale, trajectory_len=1.3 * float(np.sqrt(np.max(np.linalg.eigvalsh(cov)))),
-        num_iterations=2200, num_burn_in=200))
-    positions, accepted = run_chains(method, init, batch, jax.random.PRNGKey(2), num_chains,
-                                     2200, 200)
+    method = hmc.build(
+        lp,
+        hmc.Config(
+            step_size=0.3 * scale,
+            trajectory_len=1.3 * float(np.sqrt(np.max(np.linalg.eigvalsh(cov)))),
+            num_iterations=2200,
+            num_burn_in=200,
+        ),
+    )
+    positions, accepted = run_chains(
+        method, init, batch, jax.random.PRNGKey(2), num_chains, 2200, 200
+    )
     draws = flatten_linear(positions)
     # The step size adapts towards an acceptance rate of 0.8, and dual averaging freezes the
     # average log step, so the rate after burn-in is at or above the target (Hoffman & Gelman
@@ -92,8 +102,9 @@ def test_hmc_standard_normal_100d():
     def lp(params, batch):
         return -0.5 * jnp.sum(params["theta"] ** 2)
 
-    method = hmc.build(lp, hmc.Config(step_size=0.25, trajectory_len=1.3, num_iterations=1100,
-                                      num_burn_in=100))
+    method = hmc.build(
+        lp, hmc.Config(step_size=0.25, trajectory_len=1.3, num_iterations=1100, num_burn_in=100)
+    )
     init = {"theta": 3.0 * jax.random.normal(jax.random.PRNGKey(0), (num_chains, d))}
     positions, _ = run_chains(method, init, None, jax.random.PRNGKey(3), num_chains, 1100, 100)
     draws = np.asarray(positions["theta"], np.float64)
@@ -108,9 +119,17 @@ def test_step_size_adapts_towards_target_and_freezes():
     def lp(params, batch):
         return -0.5 * jnp.sum(params["theta"] ** 2 / jnp.linspace(0.1, 1.0, 10) ** 2)
 
-    method = hmc.build(lp, hmc.Config(step_size=1e-3, trajectory_len=0.5, num_iterations=500,
-                                      num_burn_in=300, target_accept_rate=0.8,
-                                      max_num_leapfrog_steps=1000))
+    method = hmc.build(
+        lp,
+        hmc.Config(
+            step_size=1e-3,
+            trajectory_len=0.5,
+            num_iterations=500,
+            num_burn_in=300,
+            target_accept_rate=0.8,
+            max_num_leapfrog_steps=1000,
+        ),
+    )
     state = method.init(None, {"theta": jnp.zeros(10)}, None)
     step = jax.jit(method.step)
     rates, sizes = [], []
@@ -135,8 +154,9 @@ def test_nonfinite_energy_is_a_counted_divergence_not_a_crash():
         theta = params["theta"]
         return jnp.where(jnp.all(jnp.abs(theta) < 1.0), -0.5 * jnp.sum(theta**2), jnp.nan)
 
-    method = hmc.build(lp, hmc.Config(step_size=0.5, trajectory_len=5.0, num_iterations=20,
-                                      adapt_step_size=False))
+    method = hmc.build(
+        lp, hmc.Config(step_size=0.5, trajectory_len=5.0, num_iterations=20, adapt_step_size=False)
+    )
     start = {"theta": jnp.zeros(3)}
     state = method.init(None, start, None)
     divergent = 0

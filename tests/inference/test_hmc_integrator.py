@@ -30,8 +30,10 @@ class TinyConv(nn.Module):
 def tiny_conv_problem(n: int = 16):
     # NumPy draws: each eager jax.random call would compile a kernel of its own.
     rng = np.random.default_rng(0)
-    batch = Batch(jnp.asarray(rng.normal(size=(n, 6, 6, 1)), jnp.float32),
-                  jnp.asarray(rng.integers(0, 3, n), jnp.int32))
+    batch = Batch(
+        jnp.asarray(rng.normal(size=(n, 6, 6, 1)), jnp.float32),
+        jnp.asarray(rng.integers(0, 3, n), jnp.int32),
+    )
     net = TinyConv()
     lp = LogPosterior(net.apply, likelihoods.Categorical(3), priors.Gaussian(1.0), n)
     return net, lp, batch
@@ -47,30 +49,48 @@ def run_members(step_all, state, keys, num_iterations):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("adapt", ["none", pytest.param("step", marks=pytest.mark.slow),
-                                   pytest.param("chees", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "adapt",
+    [
+        "none",
+        pytest.param("step", marks=pytest.mark.slow),
+        pytest.param("chees", marks=pytest.mark.slow),
+    ],
+)
 def test_host_loop_gives_the_in_loop_samples_on_a_conv_model(adapt):
     net, lp, batch = tiny_conv_problem()
     # "none": two chains with step sizes apart, so their numbers of leapfrog steps differ and
     # the host loop must hold the shorter trajectory's end as the vmapped in-loop one does.
     # "step" adds the adaptation; "chees" pools statistics across the chains every iteration.
-    config = hmc.Config(step_size=0.05, trajectory_len=0.3, num_iterations=4, num_burn_in=3,
-                        num_chains=2, adapt=adapt, integrator="host")
+    config = hmc.Config(
+        step_size=0.05,
+        trajectory_len=0.3,
+        num_iterations=4,
+        num_burn_in=3,
+        num_chains=2,
+        adapt=adapt,
+        integrator="host",
+    )
     method = hmc.build(lp, config)
     keys = jax.random.split(jax.random.PRNGKey(1), config.num_chains)
     # Standard normal parameters of the model's shapes: cheaper than compiling its initialiser.
     rng = np.random.default_rng(1)
-    params = jax.tree.map(lambda s: jnp.asarray(rng.normal(size=(2, *s.shape)), s.dtype),
-                          jax.eval_shape(net.init, keys[0], batch.x[:1]))
+    params = jax.tree.map(
+        lambda s: jnp.asarray(rng.normal(size=(2, *s.shape)), s.dtype),
+        jax.eval_shape(net.init, keys[0], batch.x[:1]),
+    )
     state = jax.jit(jax.vmap(lambda k, p: method.init(k, p, batch), axis_name=MEMBERS))(
-        keys, params)
+        keys, params
+    )
     if adapt == "none":  # 6 and 10 leapfrog steps
         state = state._replace(step_size=jnp.asarray([0.05, 0.03]))
     in_loop = jax.jit(jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS))
-    scan_states, scan_infos = run_members(lambda k, s: in_loop(k, s, batch), state, keys,
-                                          config.num_iterations)
-    host_states, host_infos = run_members(lambda k, s: method.step_members(k, s, batch), state,
-                                          keys, config.num_iterations)
+    scan_states, scan_infos = run_members(
+        lambda k, s: in_loop(k, s, batch), state, keys, config.num_iterations
+    )
+    host_states, host_infos = run_members(
+        lambda k, s: method.step_members(k, s, batch), state, keys, config.num_iterations
+    )
     steps = np.array([info.num_leapfrog for info in scan_infos])
     if adapt == "none":  # the given step sizes; adapted ones need not part in 4 iterations
         assert np.any(steps[:, 0] != steps[:, 1]), steps
@@ -96,8 +116,11 @@ def test_host_loop_gives_the_in_loop_samples_on_a_conv_model(adapt):
             return [s.position for s in states], infos
         return states, infos
 
-    for got, want in zip(jax.tree.leaves(compared(host_states, host_infos)),
-                         jax.tree.leaves(compared(scan_states, scan_infos)), strict=True):
+    for got, want in zip(
+        jax.tree.leaves(compared(host_states, host_infos)),
+        jax.tree.leaves(compared(scan_states, scan_infos)),
+        strict=True,
+    ):
         want = np.asarray(want)
         if np.issubdtype(want.dtype, np.floating):
             scale = float(np.max(np.abs(want), initial=0.0))
@@ -123,8 +146,12 @@ def test_auto_picks_the_host_loop_for_a_conv_model_on_cpu_only():
         forced = hmc.Config(step_size=0.1, trajectory_len=1.0, integrator=integrator)
         assert hmc.uses_host_loop(forced, mlp_lp, mlp_params, flat) == host
         assert hmc.uses_host_loop(forced, lp, params, batch) == host
-    assert hmc.build(mlp_lp, hmc.Config(step_size=0.1, trajectory_len=1.0,
-                                        integrator="scan")).step_members is None
+    assert (
+        hmc.build(
+            mlp_lp, hmc.Config(step_size=0.1, trajectory_len=1.0, integrator="scan")
+        ).step_members
+        is None
+    )
 
 
 def test_unknown_integrator_is_a_config_error():
@@ -143,23 +170,38 @@ def test_one_chain_host_loop_gives_the_in_loop_samples_to_rounding():
     with jax.enable_x64(True):
         net, lp, batch = tiny_conv_problem()
         batch = Batch(batch.x.astype(jnp.float64), batch.y)
-        config = hmc.Config(step_size=0.05, trajectory_len=0.3, num_iterations=4,
-                            num_burn_in=3, num_chains=1, adapt="step", integrator="host")
+        config = hmc.Config(
+            step_size=0.05,
+            trajectory_len=0.3,
+            num_iterations=4,
+            num_burn_in=3,
+            num_chains=1,
+            adapt="step",
+            integrator="host",
+        )
         method = hmc.build(lp, config)
         keys = jax.random.split(jax.random.PRNGKey(2), 1)
         rng = np.random.default_rng(2)
-        params = jax.tree.map(lambda s: jnp.asarray(rng.normal(size=(1, *s.shape))),
-                              jax.eval_shape(net.init, keys[0], batch.x[:1]))
+        params = jax.tree.map(
+            lambda s: jnp.asarray(rng.normal(size=(1, *s.shape))),
+            jax.eval_shape(net.init, keys[0], batch.x[:1]),
+        )
         state = jax.jit(jax.vmap(lambda k, p: method.init(k, p, batch), axis_name=MEMBERS))(
-            keys, params)
+            keys, params
+        )
         in_loop = jax.jit(jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS))
-        scan_states, scan_infos = run_members(lambda k, s: in_loop(k, s, batch), state, keys,
-                                              config.num_iterations)
-        host_states, host_infos = run_members(lambda k, s: method.step_members(k, s, batch),
-                                              state, keys, config.num_iterations)
+        scan_states, scan_infos = run_members(
+            lambda k, s: in_loop(k, s, batch), state, keys, config.num_iterations
+        )
+        host_states, host_infos = run_members(
+            lambda k, s: method.step_members(k, s, batch), state, keys, config.num_iterations
+        )
     assert all(int(info.num_leapfrog[0]) > 1 for info in host_infos)
     assert [bool(i.accepted[0]) for i in host_infos] == [bool(i.accepted[0]) for i in scan_infos]
     assert host_states[-1].position["params"]["Dense_0"]["kernel"].dtype == np.float64
-    for got, want in zip(jax.tree.leaves((host_states, host_infos)),
-                         jax.tree.leaves((scan_states, scan_infos)), strict=True):
+    for got, want in zip(
+        jax.tree.leaves((host_states, host_infos)),
+        jax.tree.leaves((scan_states, scan_infos)),
+        strict=True,
+    ):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)

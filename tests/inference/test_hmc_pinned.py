@@ -59,23 +59,29 @@ class TinyMLP(nn.Module):
 # 30 iterations, 26 of burn-in: long enough for one of Stan's slow windows to close (10 fast,
 # 5 slow, 10 fast at the end, scaled by adaptation.window_schedule), so M⁻¹ changes in "mass"
 # and "chees", and the paper mode's dual averaging restarts at iteration 13.
-COMMON = dict(step_size=0.05, trajectory_len=0.3, num_iterations=30, num_burn_in=26,
-              max_num_leapfrog_steps=20)
+COMMON = dict(
+    step_size=0.05, trajectory_len=0.3, num_iterations=30, num_burn_in=26, max_num_leapfrog_steps=20
+)
 CASES = {
-    **{f"{adapt}-{integrator}": dict(adapt=adapt, integrator=integrator, num_chains=2)
-       for adapt in ("none", "step", "mass", "chees") for integrator in ("scan", "host")},
+    **{
+        f"{adapt}-{integrator}": dict(adapt=adapt, integrator=integrator, num_chains=2)
+        for adapt in ("none", "step", "mass", "chees")
+        for integrator in ("scan", "host")
+    },
     # One chain's host loop runs its leapfrog step unvmapped (another program than the scan's).
     "step-host-one-chain": dict(adapt="step", integrator="host", num_chains=1),
     "mass-host-one-chain": dict(adapt="mass", integrator="host", num_chains=1),
     # bnn_hmc's uncorrected burn-in.
-    "step-scan-no-mh": dict(adapt="step", integrator="scan", num_chains=2,
-                            mh_during_burn_in=False),
+    "step-scan-no-mh": dict(adapt="step", integrator="scan", num_chains=2, mh_during_burn_in=False),
     "nuts": dict(method="nuts", num_chains=2, max_tree_depth=4),
     # The default: NUTS during burn-in (its trees shallow until the slow window closes), τ
     # estimated from them, then jittered static HMC.
-    **{f"auto-{integrator}": dict(adapt="auto", integrator=integrator, num_chains=2,
-                                  step_size=None, trajectory_len=None)
-       for integrator in ("scan", "host")},
+    **{
+        f"auto-{integrator}": dict(
+            adapt="auto", integrator=integrator, num_chains=2, step_size=None, trajectory_len=None
+        )
+        for integrator in ("scan", "host")
+    },
 }
 # With two chains both loops give the same bits (tests/inference/test_hmc_integrator.py).
 # The modes that search a first step size ("mass", "chees", "nuts", "auto") since the search
@@ -132,8 +138,11 @@ INTEL_AVX512 = {
     "auto-host": "9a86100127ae22e33f57876d358dba36ea14b2acfa0d7df2737d5edc8635223b",
 }
 # The AVX-512 and AVX2 digests above were made on AMD EPYC processors.
-EXPECTED = {("AuthenticAMD", "avx512"): AVX512, ("AuthenticAMD", "avx2"): AVX2,
-            ("GenuineIntel", "avx512"): INTEL_AVX512}
+EXPECTED = {
+    ("AuthenticAMD", "avx512"): AVX512,
+    ("AuthenticAMD", "avx2"): AVX2,
+    ("GenuineIntel", "avx512"): INTEL_AVX512,
+}
 
 
 def vector_isa() -> str | None:
@@ -141,8 +150,9 @@ def vector_isa() -> str | None:
     view of the processor; ``None`` where that cannot be read (not Linux, not x86-64)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            flags = next((line.split(":", 1)[1].split() for line in cpuinfo
-                          if line.startswith("flags")), [])
+            flags = next(
+                (line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), []
+            )
     except OSError:
         return None
     if "avx512f" in flags:
@@ -154,8 +164,10 @@ def processor() -> tuple[str | None, str | None]:
     """The processor's maker (``/proc/cpuinfo``'s ``vendor_id``) and :func:`vector_isa`."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            vendor = next((line.split(":", 1)[1].strip() for line in cpuinfo
-                           if line.startswith("vendor_id")), None)
+            vendor = next(
+                (line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("vendor_id")),
+                None,
+            )
     except OSError:
         vendor = None
     return vendor, vector_isa()
@@ -163,10 +175,23 @@ def processor() -> tuple[str | None, str | None]:
 
 #: The info fields of each sampler when the digests were made, in their order.
 PINNED_INFO = {
-    "hmc": ("acceptance_rate", "accepted", "divergent", "num_leapfrog", "step_size",
-            "trajectory_len", "log_posterior"),
-    "nuts": ("acceptance_rate", "divergent", "num_leapfrog", "tree_depth", "step_size",
-             "log_posterior"),
+    "hmc": (
+        "acceptance_rate",
+        "accepted",
+        "divergent",
+        "num_leapfrog",
+        "step_size",
+        "trajectory_len",
+        "log_posterior",
+    ),
+    "nuts": (
+        "acceptance_rate",
+        "divergent",
+        "num_leapfrog",
+        "tree_depth",
+        "step_size",
+        "log_posterior",
+    ),
 }
 
 
@@ -174,30 +199,36 @@ def pinned_digest(method: str = "hmc", **settings) -> str:
     """The sha256 of a short run of HMC (or NUTS) on a tiny classification problem (see the
     module)."""
     if method == "nuts":
-        config = nuts.Config(step_size=COMMON["step_size"], num_iterations=30, num_burn_in=26,
-                             **settings)
+        config = nuts.Config(
+            step_size=COMMON["step_size"], num_iterations=30, num_burn_in=26, **settings
+        )
     else:
         config = hmc.Config(**{**COMMON, **settings})
     rng = np.random.default_rng(0)
-    batch = Batch(jnp.asarray(rng.normal(size=(24, 2)), jnp.float32),
-                  jnp.asarray(rng.integers(0, 3, 24), jnp.int32))
+    batch = Batch(
+        jnp.asarray(rng.normal(size=(24, 2)), jnp.float32),
+        jnp.asarray(rng.integers(0, 3, 24), jnp.int32),
+    )
     net = TinyMLP()
     lp = LogPosterior(net.apply, likelihoods.Categorical(3), priors.Gaussian(1.0), 24)
     method = {"hmc": hmc, "nuts": nuts}[config.METHOD].build(lp, config)
     keys = jax.random.split(jax.random.PRNGKey(3), config.num_chains)
     params = jax.tree.map(
         lambda s: jnp.asarray(rng.normal(size=(config.num_chains, *s.shape)), s.dtype),
-        jax.eval_shape(net.init, keys[0], batch.x[:1]))
+        jax.eval_shape(net.init, keys[0], batch.x[:1]),
+    )
     state = jax.jit(jax.vmap(lambda k, p: method.init(k, p, batch), axis_name=MEMBERS))(
-        keys, params)
+        keys, params
+    )
     if getattr(config, "integrator", "scan") == "host":
         step_all = method.step_members
     else:  # what the run driver compiles
         step_all = jax.jit(jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS))
     digest = hashlib.sha256()
     for i in range(config.num_iterations):
-        state, info = step_all(jax.vmap(lambda k, i=i: jax.random.fold_in(k, i))(keys), state,
-                               batch)
+        state, info = step_all(
+            jax.vmap(lambda k, i=i: jax.random.fold_in(k, i))(keys), state, batch
+        )
         pinned = [getattr(info, name) for name in PINNED_INFO[config.METHOD]]
         for leaf in jax.tree.leaves((state.position, pinned)):
             digest.update(np.asarray(leaf).tobytes())
@@ -206,15 +237,23 @@ def pinned_digest(method: str = "hmc", **settings) -> str:
     return digest.hexdigest()
 
 
-@pytest.mark.skipif(jax.default_backend() != "cpu",
-                    reason="the digests are of the CPU backend's floating-point results")
-@pytest.mark.skipif(processor() not in EXPECTED,
-                    reason=f"no digests are kept for {processor()}: make them with the command in "
-                    "this module's docstring from a commit whose digests pass elsewhere")
+@pytest.mark.skipif(
+    jax.default_backend() != "cpu",
+    reason="the digests are of the CPU backend's floating-point results",
+)
+@pytest.mark.skipif(
+    processor() not in EXPECTED,
+    reason=f"no digests are kept for {processor()}: make them with the command in "
+    "this module's docstring from a commit whose digests pass elsewhere",
+)
 # A two-chain host loop gives its scan's bits (tests/inference/test_hmc_integrator.py): its
 # digests are checked with the slow checks, the scan's with every test run.
-@pytest.mark.parametrize("case", [
-    pytest.param(case, marks=pytest.mark.slow) if case.endswith("-host") else case
-    for case in sorted(CASES)])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, marks=pytest.mark.slow) if case.endswith("-host") else case
+        for case in sorted(CASES)
+    ],
+)
 def test_samples_equal_the_pinned_ones(case):
     assert pinned_digest(**CASES[case]) == EXPECTED[processor()][case]

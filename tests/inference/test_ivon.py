@@ -28,8 +28,7 @@ def test_one_step_is_algorithm_1_by_hand():
     # One update with S = 1, written out from the paper's Algorithm 1 in numpy.
     model, lp, batch, _, _ = conjugate_problem()
     n, wd = lp.num_data, 2.0
-    config = ivon.Config(init_step_size=0.3, num_epochs=5, batch_size=n, beta2=0.9,
-                         hess_init=0.5)
+    config = ivon.Config(init_step_size=0.3, num_epochs=5, batch_size=n, beta2=0.9, hess_init=0.5)
     method = ivon.build(lp, config)
     state = method.init(None, model.init(jax.random.PRNGKey(0), batch.x[:1]), None)
     key = jax.random.PRNGKey(7)
@@ -56,8 +55,7 @@ def test_one_step_is_algorithm_1_by_hand():
     np.testing.assert_allclose(np.asarray(flat(new.mean)), m_new, rtol=1e-4, atol=1e-6)
     assert float(info.step_size) == pytest.approx(0.3)
     q = method.posterior(jax.tree.map(lambda a: a[None], new))
-    np.testing.assert_allclose(np.asarray(flat(q.std)), 1 / np.sqrt(n * (h_new + delta)),
-                               rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(flat(q.std)), 1 / np.sqrt(n * (h_new + delta)), rtol=1e-4)
 
 
 def conjugate_setup(temperature: float):
@@ -78,8 +76,13 @@ def test_ivon_reaches_the_mean_field_optimum_of_the_conjugate_posterior(temperat
         # instead of the published 0.99999: h is an average over about 1/(1 − β₂) steps, so
         # this reaches the fixed point in 30 000 steps instead of millions. The h update's own
         # bias, ½ (1 − β₂) Var(ĥ)/h ≈ 1e-4 relative, is far below the tolerance.
-        config = ivon.Config(init_step_size=0.1, num_epochs=steps, batch_size=lp.num_data,
-                             beta2=0.9995, ivon_num_samples=8)
+        config = ivon.Config(
+            init_step_size=0.1,
+            num_epochs=steps,
+            batch_size=lp.num_data,
+            beta2=0.9995,
+            ivon_num_samples=8,
+        )
         method = ivon.build(lp, config)
 
         def replicate(key):
@@ -109,30 +112,39 @@ def test_ivon_reaches_the_mean_field_optimum_of_the_conjugate_posterior(temperat
 
 def test_ivon_refuses_a_prior_that_is_not_gaussian():
     model = models.get("linear", num_outputs=1)
-    lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=1.0),
-                      priors.make("laplace:scale=0.1"), num_data=16)
+    lp = LogPosterior(
+        model.apply,
+        likelihoods.Gaussian(noise_std=1.0),
+        priors.make("laplace:scale=0.1"),
+        num_data=16,
+    )
     with pytest.raises(ConfigError, match="ivon needs a Gaussian prior"):
         ivon.build(lp, ivon.Config(init_step_size=0.1, num_epochs=2, batch_size=4))
 
 
 def test_the_published_hyperparameters_are_the_defaults():
     config = ivon.Config(init_step_size=0.1, num_epochs=1, batch_size=4)
-    assert (config.beta1, config.beta2, config.hess_init, config.ess,
-            config.ivon_num_samples) == (0.9, 0.99999, 0.1, None, 1)
+    assert (config.beta1, config.beta2, config.hess_init, config.ess, config.ivon_num_samples) == (
+        0.9,
+        0.99999,
+        0.1,
+        None,
+        1,
+    )
     _, lp, batch, _, _ = conjugate_problem()
     # ess None is N/T: at T = 0.5 the initial σ is 1/√((N/T)(h₀ + δ)).
     cold = dataclasses.replace(lp, temperature=0.5)
     method = ivon.build(cold, config)
-    state = method.init(None, models.get("linear", num_outputs=1).init(
-        jax.random.PRNGKey(0), batch.x[:1]), None)
+    state = method.init(
+        None, models.get("linear", num_outputs=1).init(jax.random.PRNGKey(0), batch.x[:1]), None
+    )
     std = flat(method.posterior(jax.tree.map(lambda a: a[None], state)).std)
     np.testing.assert_allclose(std, 1 / np.sqrt(80 * (0.1 + 2.0 / 40)), rtol=1e-6)
 
 
 def test_clip_radius_bounds_the_update():
     model, lp, batch, _, _ = conjugate_problem()
-    config = ivon.Config(init_step_size=1.0, num_epochs=5, batch_size=lp.num_data,
-                         clip_radius=1e-3)
+    config = ivon.Config(init_step_size=1.0, num_epochs=5, batch_size=lp.num_data, clip_radius=1e-3)
     method = ivon.build(lp, config)
     state = method.init(None, model.init(jax.random.PRNGKey(0), batch.x[:1]), None)
     new, _ = method.step(jax.random.PRNGKey(1), state, Batch(batch.x, batch.y))

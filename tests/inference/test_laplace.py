@@ -53,27 +53,31 @@ def exact_posterior(x, y, alpha):
 
 
 def linear_params(z):
-    return {"params": {"Dense_0": {"kernel": jnp.asarray(z[:D, None]),
-                                   "bias": jnp.asarray(z[D:])}}}
+    return {"params": {"Dense_0": {"kernel": jnp.asarray(z[:D, None]), "bias": jnp.asarray(z[D:])}}}
 
 
 def fit(lp, params, batch, structure, prior_precision=None, chunk=None):
-    method = laplace.build(lp, laplace.Config(structure=structure,
-                                              prior_precision=prior_precision))
+    method = laplace.build(lp, laplace.Config(structure=structure, prior_precision=prior_precision))
     state = method.init(None, params, batch)
     step = jax.jit(method.step)
     chunk = chunk or batch.x.shape[0]
     for start in range(0, batch.x.shape[0], chunk):
-        state, _ = step(None, state, Batch(batch.x[start:start + chunk],
-                                           batch.y[start:start + chunk]))
+        state, _ = step(
+            None, state, Batch(batch.x[start : start + chunk], batch.y[start : start + chunk])
+        )
     return method.posterior(jax.tree.map(lambda a: a[None], state))
 
 
 def conjugate(alpha=2.0, temperature=1.0):
     x, y = regression_data()
     mean, precision = exact_posterior(x, y, alpha)
-    lp = LogPosterior(models.get("linear", 1).apply, likelihoods.Gaussian(noise_std=NOISE),
-                      priors.Gaussian(alpha), N, temperature=temperature)
+    lp = LogPosterior(
+        models.get("linear", 1).apply,
+        likelihoods.Gaussian(noise_std=NOISE),
+        priors.Gaussian(alpha),
+        N,
+        temperature=temperature,
+    )
     return lp, linear_params(mean), Batch(jnp.asarray(x), jnp.asarray(y)), precision
 
 
@@ -95,8 +99,9 @@ def test_last_layer_and_kfac_laplace_equal_the_exact_posterior(temperature):
     exact_cov = temperature * np.linalg.inv(precision)
 
     post = fit(lp, params, batch, "last_layer")
-    np.testing.assert_allclose(to_wb(np.asarray(post.covariance())), exact_cov, rtol=1e-5,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        to_wb(np.asarray(post.covariance())), exact_cov, rtol=1e-5, atol=1e-12
+    )
 
     post = fit(lp, params, batch, "kfac")
     ua, ub, e = (np.asarray(a) for a in post.layers["Dense_0"])
@@ -119,11 +124,14 @@ def test_marginal_likelihood_prior_precision_matches_the_closed_form_evidence():
     xa = np.concatenate([x, np.ones((N, 1))], axis=1)
 
     def evidence(alpha):  # y ~ N(0, σ²I + X Xᵀ/α)
-        return multivariate_normal(np.zeros(N), NOISE**2 * np.eye(N) + xa @ xa.T / alpha
-                                   ).logpdf(y)
+        return multivariate_normal(np.zeros(N), NOISE**2 * np.eye(N) + xa @ xa.T / alpha).logpdf(y)
 
-    best = minimize_scalar(lambda la: -evidence(math.exp(la)), bounds=(-10, 10),
-                           method="bounded", options={"xatol": 1e-10})
+    best = minimize_scalar(
+        lambda la: -evidence(math.exp(la)),
+        bounds=(-10, 10),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
     alpha = math.exp(best.x)
     # θ* is the MAP at the evidence maximiser; the Laplace evidence is exact there and its
     # maximiser over α (θ* fixed) must be the same α.
@@ -156,8 +164,9 @@ def test_laplace_samples_have_the_posterior_covariance():
         post = fit(lp, params, batch, structure)
         draws = post.sample(jax.random.PRNGKey(0), n)
         flat = np.asarray(jax.vmap(lambda p: ravel_pytree(p)[0])(draws))
-        expected = np.diag(1 / np.diag(precision)) if structure == "diag" \
-            else np.linalg.inv(precision)
+        expected = (
+            np.diag(1 / np.diag(precision)) if structure == "diag" else np.linalg.inv(precision)
+        )
         expected_ravel = to_wb_inverse(expected)
         mean_sd = np.sqrt(np.diag(expected_ravel) / n)
         np.testing.assert_array_less(np.abs(flat.mean(0) - mean), z * mean_sd)
@@ -168,6 +177,7 @@ def test_laplace_samples_have_the_posterior_covariance():
 
 
 # --- GGN pieces against brute force ---------------------------------------------------------
+
 
 class TinyConvNet(nn.Module):
     """A network outside the Dense fast path (per-example gradients are used)."""
@@ -213,40 +223,52 @@ def brute_force_ggn(apply, lik, params, x, y):
         H = jnp.full((x.shape[0], 1, 1), 1 / lik.noise_std**2)
     else:
         _, std = lik.mean_std(outputs)
-        H = jax.vmap(jnp.diag)(jnp.stack([1 / std**2, 2 * jax.nn.sigmoid(outputs[:, 1])**2
-                                          / std**2], -1))
+        H = jax.vmap(jnp.diag)(
+            jnp.stack([1 / std**2, 2 * jax.nn.sigmoid(outputs[:, 1]) ** 2 / std**2], -1)
+        )
     return np.asarray(jnp.einsum("nop,noq,nqr->pr", jac, H, jac)), unravel
 
 
-@pytest.mark.parametrize(("kind", "net"), [
-    ("categorical", "mlp"), ("categorical", "conv"),
-    pytest.param("fixed", "mlp", marks=pytest.mark.slow),
-    pytest.param("heteroscedastic", "mlp", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    ("kind", "net"),
+    [
+        ("categorical", "mlp"),
+        ("categorical", "conv"),
+        pytest.param("fixed", "mlp", marks=pytest.mark.slow),
+        pytest.param("heteroscedastic", "mlp", marks=pytest.mark.slow),
+    ],
+)
 def test_ggn_pieces_equal_brute_force(kind, net):
     lik, x, y = small_problem(kind)
-    module = (models.MODELS["mlp_regression_small"].make(lik.num_outputs) if net == "mlp"
-              else TinyConvNet(lik.num_outputs))
+    module = (
+        models.MODELS["mlp_regression_small"].make(lik.num_outputs)
+        if net == "mlp"
+        else TinyConvNet(lik.num_outputs)
+    )
     params = init64(module, x)
     G, _ = brute_force_ggn(module.apply, lik, params, x, y)
     batch = Batch(x, y)
     # max_elements small enough to force micro-batches with padding.
     diag = jax.jit(functools.partial(curvature.ggn_diag, module.apply, lik, max_elements=700))(
-        params, batch)
+        params, batch
+    )
     np.testing.assert_allclose(ravel_pytree(diag)[0], np.diag(G), rtol=1e-9, atol=1e-12)
 
     # The last Dense layer (Kronecker path) and, for the conv net, the convolution (generic).
-    paths = [("params", "Dense_1")] if net == "mlp" else [("params", "Dense_0"),
-                                                          ("params", "Conv_0")]
+    paths = (
+        [("params", "Dense_1")] if net == "mlp" else [("params", "Dense_0"), ("params", "Conv_0")]
+    )
     for path in paths:
-        block = jax.jit(functools.partial(curvature.ggn_block, module.apply, lik, path=path,
-                                          max_elements=300))(params, batch)
+        block = jax.jit(
+            functools.partial(curvature.ggn_block, module.apply, lik, path=path, max_elements=300)
+        )(params, batch)
         index = np.asarray(ravel_pytree(get_block(unravel_index(params), path))[0])
         np.testing.assert_allclose(block, G[np.ix_(index, index)], rtol=1e-9, atol=1e-12)
 
     if net == "mlp":
-        factors = jax.jit(functools.partial(curvature.kfac_factors, module.apply, lik,
-                                            max_elements=700))(params, batch)
+        factors = jax.jit(
+            functools.partial(curvature.kfac_factors, module.apply, lik, max_elements=700)
+        )(params, batch)
         assert set(factors) == {"Dense_0", "Dense_1"}
         A, B = factors["Dense_1"]
         assert A.shape == (51, 51) and B.shape == (lik.num_outputs,) * 2
@@ -288,17 +310,20 @@ def test_output_covariances_equal_brute_force(net):
         sigma = posterior_covariance(post, params)
         out, got = output_covariance_fn(post, module.apply)(x)
         np.testing.assert_allclose(out, module.apply(params, x), rtol=1e-12)
-        np.testing.assert_allclose(got, np.einsum("nop,pq,nrq->nor", jac, sigma, jac),
-                                   rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(
+            got, np.einsum("nop,pq,nrq->nor", jac, sigma, jac), rtol=1e-8, atol=1e-12
+        )
         if net == "conv":  # a block that is not a Dense layer: per-example Jacobians
             path = ("params", "Conv_0")
             index = np.asarray(ravel_pytree(get_block(unravel_index(params), path))[0])
             sqrt_cov = np.random.default_rng(1).normal(size=(index.size, index.size))
-            _, got = curvature.block_output_covariance(module.apply, params, x, path, sqrt_cov,
-                                                       max_elements=200)
+            _, got = curvature.block_output_covariance(
+                module.apply, params, x, path, sqrt_cov, max_elements=200
+            )
             jb = jac[:, :, index]
-            np.testing.assert_allclose(got, np.einsum("nop,pq,nrq->nor", jb,
-                                                      sqrt_cov @ sqrt_cov.T, jb), rtol=1e-8)
+            np.testing.assert_allclose(
+                got, np.einsum("nop,pq,nrq->nor", jb, sqrt_cov @ sqrt_cov.T, jb), rtol=1e-8
+            )
         if structure == "kfac":  # the sampler draws from that covariance: check projections
             # The sample variance of n iid Gaussian draws has relative sd √(2/(n−1)); 20
             # projections at a Bonferroni z for a family-wise error of 1e-3.
@@ -306,9 +331,11 @@ def test_output_covariances_equal_brute_force(net):
             draws = post.sample(jax.random.PRNGKey(0), n)
             flat_draws = np.asarray(jax.vmap(lambda p: ravel_pytree(p)[0])(draws))
             v = np.random.default_rng(0).normal(size=(flat.size, 20))
-            np.testing.assert_allclose(np.var(flat_draws @ v, axis=0, ddof=1),
-                                       np.einsum("pk,pq,qk->k", v, sigma, v),
-                                       rtol=z_threshold(20) * np.sqrt(2 / (n - 1)))
+            np.testing.assert_allclose(
+                np.var(flat_draws @ v, axis=0, ddof=1),
+                np.einsum("pk,pq,qk->k", v, sigma, v),
+                rtol=z_threshold(20) * np.sqrt(2 / (n - 1)),
+            )
 
 
 def test_chunked_curvature_equals_unchunked():
@@ -320,14 +347,20 @@ def test_chunked_curvature_equals_unchunked():
     for structure in ("diag", "last_layer", "kfac"):
         whole = fit(lp, params, batch, structure, prior_precision="auto")
         chunked = fit(lp, params, batch, structure, prior_precision="auto", chunk=5)
-        np.testing.assert_allclose(posterior_covariance(chunked, params),
-                                   posterior_covariance(whole, params), rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(
+            posterior_covariance(chunked, params),
+            posterior_covariance(whole, params),
+            rtol=1e-8,
+            atol=1e-12,
+        )
         assert whole.info["alpha"] == pytest.approx(chunked.info["alpha"], rel=1e-6)
         assert whole.info["log_marginal_likelihood"] == pytest.approx(
-            chunked.info["log_marginal_likelihood"], rel=1e-9)
+            chunked.info["log_marginal_likelihood"], rel=1e-9
+        )
 
 
 # --- priors ---------------------------------------------------------------------------------
+
 
 class StudentT:
     """Elementwise Student-t prior: curvature (ν+1)(νs² − w²)/(νs² + w²)², negative in the tails."""
@@ -338,8 +371,10 @@ class StudentT:
         self.df, self.scale = df, scale
 
     def log_prob(self, params):
-        return sum(jnp.sum(-(self.df + 1) / 2 * jnp.log1p(jnp.square(w / self.scale) / self.df))
-                   for w in jax.tree.leaves(params))
+        return sum(
+            jnp.sum(-(self.df + 1) / 2 * jnp.log1p(jnp.square(w / self.scale) / self.df))
+            for w in jax.tree.leaves(params)
+        )
 
 
 class MultivariateT:
@@ -398,12 +433,20 @@ def test_damping_refuses_nan_curvature():
 
 # --- the linearised predictive on a Problem ---------------------------------------------------
 
+
 def test_glm_predictive_is_the_exact_linear_gaussian_predictive(tmp_path):
     x, y = regression_data()
     np.savez(tmp_path / "lin.npz", x_train=x, y_train=y, x_test=x[:7] + 0.1, y_test=y[:7])
-    problem = build(ProblemConfig(dataset=str(tmp_path / "lin.npz"), model="linear",
-                                  noise_std=NOISE, weight_decay=2.0, float64=True,
-                                  standardize=False))
+    problem = build(
+        ProblemConfig(
+            dataset=str(tmp_path / "lin.npz"),
+            model="linear",
+            noise_std=NOISE,
+            weight_decay=2.0,
+            float64=True,
+            standardize=False,
+        )
+    )
     data = problem.dataset  # as stored (float32), so the exact answer uses the same numbers
     x, y = np.asarray(data.x_train, np.float64), np.asarray(data.y_train, np.float64)
     mean, precision = exact_posterior(x, y, 2.0)
@@ -412,8 +455,7 @@ def test_glm_predictive_is_the_exact_linear_gaussian_predictive(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for structure in ("last_layer", "kfac"):
-            post = fit(problem.log_posterior, linear_params(mean), problem.train_batch(),
-                       structure)
+            post = fit(problem.log_posterior, linear_params(mean), problem.train_batch(), structure)
             pred = glm_predict(problem, post, data.x_test, num_samples=5)
             np.testing.assert_allclose(pred.means[0], xt @ mean, rtol=1e-10)
             np.testing.assert_allclose(pred.stds[0] ** 2, exact_var, rtol=1e-8)
@@ -422,9 +464,15 @@ def test_glm_predictive_is_the_exact_linear_gaussian_predictive(tmp_path):
 
 @pytest.mark.slow
 def test_positions_with_hierarchical_latents_and_an_inferred_noise_std():
-    problem = build(ProblemConfig(dataset="yacht_0", model="mlp_regression_small",
-                                  prior="hierarchical:concentration=2,scale=2",
-                                  noise_prior="gamma:concentration=0.5,rate=1", float64=True))
+    problem = build(
+        ProblemConfig(
+            dataset="yacht_0",
+            model="mlp_regression_small",
+            prior="hierarchical:concentration=2,scale=2",
+            noise_prior="gamma:concentration=0.5,rate=1",
+            float64=True,
+        )
+    )
     position = problem.init_params(jax.random.PRNGKey(0))
     assert {"params", "prior", "noise"} <= set(position)
     batch = problem.train_batch()
@@ -432,8 +480,10 @@ def test_positions_with_hierarchical_latents_and_an_inferred_noise_std():
     assert jax.tree.structure(post.precision) == jax.tree.structure(position)
     # The noise std's precision: its Fisher information 2N plus its prior's curvature.
     prior_c, _ = prior_curvature.diag_curvature(problem.prior.log_prob, position)
-    np.testing.assert_allclose(post.precision["noise"]["log_std"],
-                               2 * problem.dataset.num_train + prior_c["noise"]["log_std"])
+    np.testing.assert_allclose(
+        post.precision["noise"]["log_std"],
+        2 * problem.dataset.num_train + prior_c["noise"]["log_std"],
+    )
     assert post.info["log_marginal_likelihood"] is not None
     for structure in ("last_layer", "kfac"):
         other = fit(problem.log_posterior, position, batch, structure)

@@ -41,14 +41,16 @@ def chains_runner(method, config):
             return state, (method.position(state), info)
 
         state, (positions, info) = jax.lax.scan(
-            body, state, jax.random.split(key_run, config.num_iterations))
-        return state, jax.tree.map(lambda p: p[config.num_burn_in:], positions), info
+            body, state, jax.random.split(key_run, config.num_iterations)
+        )
+        return state, jax.tree.map(lambda p: p[config.num_burn_in :], positions), info
 
     @jax.jit
     def run(init_positions, key):
         num_chains = jax.tree.leaves(init_positions)[0].shape[0]
-        return jax.vmap(one_chain, axis_name=MEMBERS)(jax.random.split(key, num_chains),
-                                                      init_positions)
+        return jax.vmap(one_chain, axis_name=MEMBERS)(
+            jax.random.split(key, num_chains), init_positions
+        )
 
     return run
 
@@ -81,7 +83,8 @@ def test_unadjusted_bias_on_a_spread_gaussian_is_within_its_stated_bound():
     worst = int(np.argmax(excess))
     assert np.all(excess < 0), (
         f"coordinate {worst} (σ {float(SCALES[worst]):.3g}): E[θ²]/σ² − 1 = {relative[worst]:.3f}, "
-        f"outside ±{mclmc.SECOND_MOMENT_BIAS} + {z:.2f} MCSE ({mcse[worst]:.3f})")
+        f"outside ±{mclmc.SECOND_MOMENT_BIAS} + {z:.2f} MCSE ({mcse[worst]:.3f})"
+    )
     # The bias is not zero: its mean over the 100 coordinates is many MCSE from 0.
     assert abs(relative.mean()) > 10 * np.sqrt(np.mean(mcse**2) / 100)
     # Tuned to the step size BlackJAX's own tuner finds for v = 0.1 on the whitened (standard
@@ -93,7 +96,7 @@ def test_unadjusted_bias_on_a_spread_gaussian_is_within_its_stated_bound():
     eps = np.asarray(state.step_size)
     assert np.all(np.abs(eps / 21.1 - 1) < 0.25), eps
     # No divergences after tuning.
-    assert int(np.sum(info.num_divergent[:, config.num_burn_in:])) == 0
+    assert int(np.sum(info.num_divergent[:, config.num_burn_in :])) == 0
 
 
 @pytest.mark.slow
@@ -107,13 +110,14 @@ def test_adjusted_recovers_a_tempered_conjugate_posterior_at_its_target_acceptan
     config = mclmc.Config(adjusted=True)
     method = mclmc.build(lambda p, b: tempered(p, batch), config)
     starts = jax.vmap(lambda k: model.init(k, batch.x[:1]))(
-        jax.random.split(jax.random.PRNGKey(1), 4))
+        jax.random.split(jax.random.PRNGKey(1), 4)
+    )
     _, positions, info = run_chains(method, config, starts, jax.random.PRNGKey(2))
     assert_gaussian_moments(linear_draws(positions), mean, 0.5 * cov, "T=0.5")
     # ε freezes at its dual average, so the acceptance after tuning is at or above the target
     # (Hoffman & Gelman 2014): not significantly below it (3 MCSE, from the ESS of the
     # iterations' mean acceptance), and not ~1, which would mean a needlessly small step.
-    acc = np.asarray(info.acceptance_rate[:, config.num_burn_in:], np.float64)
+    acc = np.asarray(info.acceptance_rate[:, config.num_burn_in :], np.float64)
     mcse = acc.std() / np.sqrt(float(np.ravel(diagnostics.ess(acc))[0]))
     assert 0.9 - 3 * mcse < acc.mean() < 0.99
 
@@ -138,8 +142,11 @@ def test_mclachlan_step_costs_the_stated_gradients():
 
 def test_fewer_than_two_parameters_are_refused_in_one_line():
     with pytest.raises(ConfigError) as raised:
-        bnnkit.sample(lambda p: -0.5 * jnp.sum(p["x"] ** 2), {"x": jnp.zeros((1, 1))},
-                      mclmc.Config(num_iterations=2, num_burn_in=1))
+        bnnkit.sample(
+            lambda p: -0.5 * jnp.sum(p["x"] ** 2),
+            {"x": jnp.zeros((1, 1))},
+            mclmc.Config(num_iterations=2, num_burn_in=1),
+        )
     assert "at least 2 parameters" in str(raised.value) and "\n" not in str(raised.value)
 
 
@@ -153,16 +160,19 @@ def bimodal(params, batch):
 
 
 # The adjusted variants compile a second program of their own: slow checks.
-VARIANTS = [pytest.param(False, id="unadjusted"),
-            pytest.param(True, id="adjusted", marks=pytest.mark.slow)]
+VARIANTS = [
+    pytest.param(False, id="unadjusted"),
+    pytest.param(True, id="adjusted", marks=pytest.mark.slow),
+]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("adjusted", VARIANTS)
 def test_no_statistic_crosses_chains(adjusted):
     # Without a preconditioner the step sizes themselves must differ.
-    config = mclmc.Config(adjusted=adjusted, num_iterations=60, num_burn_in=50, num_chains=2,
-                          preconditioner="none")
+    config = mclmc.Config(
+        adjusted=adjusted, num_iterations=60, num_burn_in=50, num_chains=2, preconditioner="none"
+    )
     method = mclmc.build(bimodal, config)
     key = jax.random.PRNGKey(0)
     near = {"x": jnp.stack([jnp.full(3, -20.0), jnp.full(3, 20.0)])}
@@ -174,16 +184,22 @@ def test_no_statistic_crosses_chains(adjusted):
     eps = np.asarray(state.step_size)
     assert eps[1] > 5 * eps[0], eps
     # ...and chain 0 is the same, bit for bit, whatever chain 1 does.
-    for a, b in zip(jax.tree.leaves(jax.tree.map(lambda v: v[0], state)),
-                    jax.tree.leaves(jax.tree.map(lambda v: v[0], other)), strict=True):
+    for a, b in zip(
+        jax.tree.leaves(jax.tree.map(lambda v: v[0], state)),
+        jax.tree.leaves(jax.tree.map(lambda v: v[0], other)),
+        strict=True,
+    ):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(state.position["x"][1], other.position["x"][1])
 
 
 def stored(run_dir) -> dict[str, np.ndarray]:
     rundir = RunDir(run_dir)
-    out = {f"{u}/{k}": v for u in rundir.sample_units()
-           for k, v in storage.load_arrays(rundir.sample_file(u)).items()}
+    out = {
+        f"{u}/{k}": v
+        for u in rundir.sample_units()
+        for k, v in storage.load_arrays(rundir.sample_file(u)).items()
+    }
     out.update({f"state/{k}": v for k, v in storage.load_arrays(rundir.state_file).items()})
     return out
 
@@ -192,8 +208,15 @@ def stored(run_dir) -> dict[str, np.ndarray]:
 # 3 transitions each: interrupted in the autocorrelation part (with the preconditioner set and
 # the coordinates being recorded), resumed, interrupted again while sampling and resumed, the
 # run stores exactly what the uninterrupted one does.
-PARTS = dict(num_iterations=12, num_burn_in=8, steps_per_iteration=3, variance_fraction=0.25,
-             readjust_fraction=0.25, autocorrelation_fraction=0.25, num_chains=2)
+PARTS = dict(
+    num_iterations=12,
+    num_burn_in=8,
+    steps_per_iteration=3,
+    variance_fraction=0.25,
+    readjust_fraction=0.25,
+    autocorrelation_fraction=0.25,
+    num_chains=2,
+)
 
 
 @pytest.mark.slow
@@ -202,18 +225,22 @@ def test_resume_is_bit_exact_during_tuning_and_sampling(adjusted, tmp_path):
     problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
     config = mclmc.Config(adjusted=adjusted, **PARTS)
     schedule = mclmc.Schedule.of(config)
-    assert (schedule.variance_start, schedule.variance_end, schedule.autocorrelation_start,
-            schedule.rows) == (2, 4, 6, 6)
+    assert (
+        schedule.variance_start,
+        schedule.variance_end,
+        schedule.autocorrelation_start,
+        schedule.rows,
+    ) == (2, 4, 6, 6)
     runs.run(problem, config, tmp_path / "full", progress=False)
     part = tmp_path / "part"
     for stop in (6, 9):
+
         def interrupt(unit, log, stop=stop):
             if unit == stop:
                 raise KeyboardInterrupt
 
         with pytest.raises(KeyboardInterrupt):
-            runs.run(problem, config, part, progress=False, on_unit=interrupt,
-                     resume=stop != 6)
+            runs.run(problem, config, part, progress=False, on_unit=interrupt, resume=stop != 6)
     runs.run(problem, config, part, resume=True, progress=False)
     whole, resumed = stored(tmp_path / "full"), stored(part)
     assert sorted(resumed) == sorted(whole)
@@ -230,20 +257,32 @@ def test_resume_is_bit_exact_during_tuning_and_sampling(adjusted, tmp_path):
 @pytest.mark.slow
 def test_chains_start_from_the_members_of_an_ensemble(tmp_path):
     problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
-    runs.run(problem, ensemble.Config(init_step_size=1e-3, num_epochs=2, batch_size=32,
-                                      num_members=3), tmp_path / "ensemble", progress=False)
+    runs.run(
+        problem,
+        ensemble.Config(init_step_size=1e-3, num_epochs=2, batch_size=32, num_members=3),
+        tmp_path / "ensemble",
+        progress=False,
+    )
     source = RunDir(tmp_path / "ensemble")
     members = storage.load_arrays(source.sample_file(source.sample_units()[-1]))
     # One step of length 1e-6 from each member: chain k's first draw lies within 1e-6 of
     # member k (an isokinetic step moves the position by ε in norm, identity preconditioner).
-    config = mclmc.Config(init_checkpoint=str(tmp_path / "ensemble"), num_chains=3,
-                          num_iterations=1, num_burn_in=0, steps_per_iteration=1, step_size=1e-6)
+    config = mclmc.Config(
+        init_checkpoint=str(tmp_path / "ensemble"),
+        num_chains=3,
+        num_iterations=1,
+        num_burn_in=0,
+        steps_per_iteration=1,
+        step_size=1e-6,
+    )
     runs.run(problem, config, tmp_path / "mclmc", progress=False)
     run = RunDir(tmp_path / "mclmc")
     draws = storage.load_arrays(run.sample_file(run.sample_units()[0]))
     names = [k for k in members if not k.startswith("__")]
-    flat = {name: np.concatenate([np.asarray(a[name]).reshape(3, -1) for a in (members, draws)],
-                                 axis=0) for name in names}
+    flat = {
+        name: np.concatenate([np.asarray(a[name]).reshape(3, -1) for a in (members, draws)], axis=0)
+        for name in names
+    }
     member = np.concatenate([flat[n][:3] for n in names], axis=1)
     chain = np.concatenate([flat[n][3:] for n in names], axis=1)
     distance = np.linalg.norm(chain[:, None] - member[None], axis=-1)
@@ -255,8 +294,9 @@ def test_step_size_shrinks_on_an_energy_error_whose_square_overflows_float32():
     """From a sharp mode the first step's ΔE can be finite (1e25) while ΔE² is not in float32;
     the predictor must shrink ε by ξ^(−1/6), as for any other error, not turn it NaN."""
     tuner = mclmc.Tuner.of(mclmc.Config())
-    fresh = mclmc.MCLMCTuning(*[jnp.asarray(v, jnp.float32) for v in (-jnp.inf, -jnp.inf,
-                                                                       jnp.inf)], *[None] * 9)
+    fresh = mclmc.MCLMCTuning(
+        *[jnp.asarray(v, jnp.float32) for v in (-jnp.inf, -jnp.inf, jnp.inf)], *[None] * 9
+    )
     dim, v, eps = 10, jnp.float32(0.1), jnp.float32(1.0)
     _, shrunk = mclmc.predict_step_size(fresh, eps, jnp.float32(1e25), True, dim, v, tuner)
     # ξ = 1e50 / (d v) = 1e50: ε · ξ^(−1/6) = 10^(−50/6), exact to float32 rounding of the logs.
@@ -265,4 +305,3 @@ def test_step_size_shrinks_on_an_energy_error_whose_square_overflows_float32():
     # Below the overflow the same formula holds (the direct branch).
     _, small = mclmc.predict_step_size(fresh, eps, jnp.float32(1e10), True, dim, v, tuner)
     assert float(small) == pytest.approx(10.0 ** (-20.0 / 6.0), rel=1e-5)
-

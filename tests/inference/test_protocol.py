@@ -24,8 +24,12 @@ from mcmc_checks import assert_gaussian_moments
 
 
 def hmc_exact(scale_min: float, scale_max: float) -> dict:
-    return dict(step_size=0.3 * scale_min, trajectory_len=1.3 * scale_max, num_iterations=2200,
-                num_burn_in=200)
+    return dict(
+        step_size=0.3 * scale_min,
+        trajectory_len=1.3 * scale_max,
+        num_iterations=2200,
+        num_burn_in=200,
+    )
 
 
 # One row per method: the Config of a tiny run; whether the step draws randomness (its result
@@ -33,44 +37,90 @@ def hmc_exact(scale_min: float, scale_max: float) -> dict:
 # posterior, the Config (from the posterior's smallest and largest standard deviations) with
 # which they must recover the conjugate Bayesian linear regression posterior.
 ROWS = {
-    "hmc": (dict(step_size=1e-2, trajectory_len=0.05, num_iterations=4, num_burn_in=2), True,
-            hmc_exact),
-    "nuts": (dict(step_size=1e-2, num_iterations=4, num_burn_in=2), True,
-             lambda lo, hi: dict(step_size=0.3 * lo, num_iterations=1200, num_burn_in=200)),
+    "hmc": (
+        dict(step_size=1e-2, trajectory_len=0.05, num_iterations=4, num_burn_in=2),
+        True,
+        hmc_exact,
+    ),
+    "nuts": (
+        dict(step_size=1e-2, num_iterations=4, num_burn_in=2),
+        True,
+        lambda lo, hi: dict(step_size=0.3 * lo, num_iterations=1200, num_burn_in=200),
+    ),
     # MCLMC's adjusted variant is exact; the unadjusted default has a stated bias, checked in
     # tests/inference/test_mclmc.py.
-    "mclmc": (dict(num_iterations=4, num_burn_in=2, steps_per_iteration=2), True,
-              lambda lo, hi: dict(adjusted=True, num_iterations=1200, num_burn_in=200)),
-    "laplace": (dict(structure="last_layer", prior_precision="auto", curvature_chunk_size=100),
-                False, None),
+    "mclmc": (
+        dict(num_iterations=4, num_burn_in=2, steps_per_iteration=2),
+        True,
+        lambda lo, hi: dict(adjusted=True, num_iterations=1200, num_burn_in=200),
+    ),
+    "laplace": (
+        dict(structure="last_layer", prior_precision="auto", curvature_chunk_size=100),
+        False,
+        None,
+    ),
     "sgd": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16), False, None),
-    "ensemble": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16, num_members=2), False,
-                 None),
-    "sgmcmc": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16, momentum_decay=0.9,
-                    preconditioner="rmsprop", num_chains=2), True, None),
-    "vi": (dict(init_step_size=1e-3, num_epochs=2, batch_size=4, vi_num_samples=2,
-                kl_weighting="blundell"), True, None),
-    "swag": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16, num_burn_in=0,
-                  collect_every=1, max_rank=3, num_members=2), False, None),
-    "ivon": (dict(init_step_size=0.1, num_epochs=2, batch_size=4, ivon_num_samples=2), True,
-             None),
-    "dropout": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16, num_passes=3), False,
-                None),
+    "ensemble": (
+        dict(init_step_size=1e-3, num_epochs=2, batch_size=16, num_members=2),
+        False,
+        None,
+    ),
+    "sgmcmc": (
+        dict(
+            init_step_size=1e-3,
+            num_epochs=2,
+            batch_size=16,
+            momentum_decay=0.9,
+            preconditioner="rmsprop",
+            num_chains=2,
+        ),
+        True,
+        None,
+    ),
+    "vi": (
+        dict(
+            init_step_size=1e-3,
+            num_epochs=2,
+            batch_size=4,
+            vi_num_samples=2,
+            kl_weighting="blundell",
+        ),
+        True,
+        None,
+    ),
+    "swag": (
+        dict(
+            init_step_size=1e-3,
+            num_epochs=2,
+            batch_size=16,
+            num_burn_in=0,
+            collect_every=1,
+            max_rank=3,
+            num_members=2,
+        ),
+        False,
+        None,
+    ),
+    "ivon": (dict(init_step_size=0.1, num_epochs=2, batch_size=4, ivon_num_samples=2), True, None),
+    "dropout": (dict(init_step_size=1e-3, num_epochs=2, batch_size=16, num_passes=3), False, None),
 }
 
 
 def tiny_problem():
     rng = np.random.default_rng(0)
-    batch = Batch(jnp.asarray(rng.normal(size=(16, 3)), jnp.float32),
-                  jnp.asarray(rng.normal(size=16), jnp.float32))
+    batch = Batch(
+        jnp.asarray(rng.normal(size=(16, 3)), jnp.float32),
+        jnp.asarray(rng.normal(size=16), jnp.float32),
+    )
     model = models.get("linear", num_outputs=2)
     lp = LogPosterior(model.apply, likelihoods.Gaussian(), priors.Gaussian(1.0), num_data=16)
     return model, lp, batch
 
 
 def leaves_equal(a, b) -> bool:
-    return all(np.array_equal(x, y) for x, y in
-               zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+    return all(
+        np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )
 
 
 def test_every_method_has_a_row():
@@ -134,8 +184,11 @@ def test_method_protocol(name, tmp_path):
 def stored_run(run_dir) -> dict[str, np.ndarray]:
     """Every array a run stored: each kept unit's posterior and the last state."""
     rundir = RunDir(run_dir)
-    out = {f"{u}/{k}": v for u in rundir.sample_units()
-           for k, v in storage.load_arrays(rundir.sample_file(u)).items()}
+    out = {
+        f"{u}/{k}": v
+        for u in rundir.sample_units()
+        for k, v in storage.load_arrays(rundir.sample_file(u)).items()
+    }
     out.update({f"state/{k}": v for k, v in storage.load_arrays(rundir.state_file).items()})
     return out
 
@@ -150,9 +203,11 @@ RESUME_CASES = [(name, {}) for name in sorted(METHODS)] + [
 ]
 
 
-@pytest.mark.parametrize(("name", "extra"), RESUME_CASES,
-                         ids=[n + "".join(f"-{v}" for k, v in e.items() if k == "adapt")
-                              for n, e in RESUME_CASES])
+@pytest.mark.parametrize(
+    ("name", "extra"),
+    RESUME_CASES,
+    ids=[n + "".join(f"-{v}" for k, v in e.items() if k == "adapt") for n, e in RESUME_CASES],
+)
 def test_method_runs_resumes_bit_for_bit_and_evaluates(name, extra, tmp_path):
     # Through the one driver: an interrupted run, resumed, stores exactly what the
     # uninterrupted run stores, and bnnkit evaluate reads it like any other.
@@ -165,10 +220,13 @@ def test_method_runs_resumes_bit_for_bit_and_evaluates(name, extra, tmp_path):
         settings["init_step_size"] = 1e-5
     problem = ProblemConfig("yacht_0", model, noise_std=0.5)
     if module.Config.PROBLEM_FROM_SOURCE:
-        runs.run(problem, sgd.Config(init_step_size=1e-4, num_epochs=2, batch_size=32),
-                 tmp_path / "source", progress=False)
-        settings[module.Config.SOURCE_FLAG.lstrip("-").replace("-", "_")] = str(
-            tmp_path / "source")
+        runs.run(
+            problem,
+            sgd.Config(init_step_size=1e-4, num_epochs=2, batch_size=32),
+            tmp_path / "source",
+            progress=False,
+        )
+        settings[module.Config.SOURCE_FLAG.lstrip("-").replace("-", "_")] = str(tmp_path / "source")
         problem = None
     config = module.Config(**settings)
     full = runs.run(problem, config, tmp_path / "full", progress=False)
@@ -209,9 +267,8 @@ def test_sampler_recovers_the_conjugate_posterior(name):
             state, _ = method.step(k, state, batch)
             return state, method.position(state)
 
-        _, positions = jax.lax.scan(body, state,
-                                    jax.random.split(k_run, config.num_iterations))
-        return jax.tree.map(lambda p: p[config.num_burn_in:], positions)
+        _, positions = jax.lax.scan(body, state, jax.random.split(k_run, config.num_iterations))
+        return jax.tree.map(lambda p: p[config.num_burn_in :], positions)
 
     positions = jax.jit(jax.vmap(one_chain))(jax.random.split(jax.random.PRNGKey(2), num_chains))
     assert_gaussian_moments(linear_draws(positions), mean, cov, name)

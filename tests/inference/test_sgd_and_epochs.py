@@ -47,8 +47,13 @@ def test_minibatch_gradient_is_unbiased_over_an_epoch():
 
 def run_sgd(lp, model, batch, batch_size, num_epochs, eta, clip=None):
     # The paper's cosine schedule over num_epochs * (N // batch_size) steps.
-    config = sgd.Config(init_step_size=eta, num_epochs=num_epochs, batch_size=batch_size,
-                        momentum_decay=0.5, clip_grad_norm=clip)
+    config = sgd.Config(
+        init_step_size=eta,
+        num_epochs=num_epochs,
+        batch_size=batch_size,
+        momentum_decay=0.5,
+        clip_grad_norm=clip,
+    )
     method = sgd.build(lp, config)
     epoch = jax.jit(make_epoch(method, batch_size))
     state = method.init(None, f64(model.init(jax.random.PRNGKey(0), batch.x[:1])), None)
@@ -67,22 +72,40 @@ def test_clipped_first_step_has_the_bounded_length_and_clipping_keeps_the_map():
         model, lp, batch = linear_problem(n=48)
         params = f64(model.init(jax.random.PRNGKey(0), batch.x[:1]))
         params = jax.tree.map(lambda a: a + 10.0, params)  # far from the MAP: a large gradient
-        grad_norm = float(jnp.sqrt(sum(jnp.sum(g**2) for g in
-                                       jax.tree.leaves(jax.grad(lp)(params, batch)))))
+        grad_norm = float(
+            jnp.sqrt(sum(jnp.sum(g**2) for g in jax.tree.leaves(jax.grad(lp)(params, batch))))
+        )
         clip, eta = 0.01 * grad_norm / 48, 1e-4
-        method = sgd.build(lp, sgd.Config(init_step_size=eta, num_epochs=1, batch_size=48,
-                                          momentum_decay=0.5, clip_grad_norm=clip))
+        method = sgd.build(
+            lp,
+            sgd.Config(
+                init_step_size=eta,
+                num_epochs=1,
+                batch_size=48,
+                momentum_decay=0.5,
+                clip_grad_norm=clip,
+            ),
+        )
         state, _ = method.step(None, method.init(None, params, None), batch)
-        moved = float(jnp.sqrt(sum(jnp.sum((a - b)**2) for a, b in zip(
-            jax.tree.leaves(state.position), jax.tree.leaves(params), strict=True))))
+        moved = float(
+            jnp.sqrt(
+                sum(
+                    jnp.sum((a - b) ** 2)
+                    for a, b in zip(
+                        jax.tree.leaves(state.position), jax.tree.leaves(params), strict=True
+                    )
+                )
+            )
+        )
         np.testing.assert_allclose(moved, eta * clip * 48, rtol=1e-12)
 
         xa = np.concatenate([np.asarray(batch.x), np.ones((48, 1))], axis=1)
         precision = 3.0 * np.eye(4) + xa.T @ xa / 0.4**2
         exact_map = np.linalg.solve(precision, xa.T @ np.asarray(batch.y) / 0.4**2)
         eta = 0.5 / np.linalg.eigvalsh(precision).max()
-        np.testing.assert_allclose(run_sgd(lp, model, batch, 48, 400, eta, clip=1.0), exact_map,
-                                   rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(
+            run_sgd(lp, model, batch, 48, 400, eta, clip=1.0), exact_map, rtol=1e-8, atol=1e-10
+        )
 
 
 @pytest.mark.parametrize("clip", [0.0, -1.0, float("nan")])
@@ -100,8 +123,9 @@ def test_sgd_reaches_the_conjugate_map():
         # A step below 2/λ_max of the Hessian, so that gradient descent contracts.
         eta = 0.5 / np.linalg.eigvalsh(precision).max()
         # Full batch: heavy-ball gradient descent converges to the MAP itself.
-        np.testing.assert_allclose(run_sgd(lp, model, batch, 48, 400, eta), exact_map,
-                                   rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(
+            run_sgd(lp, model, batch, 48, 400, eta), exact_map, rtol=1e-8, atol=1e-10
+        )
         # Minibatches: the gradient noise of the last steps leaves the iterate a small fraction
         # of a posterior standard deviation away from the MAP.
         post_sd = np.sqrt(np.diag(np.linalg.inv(precision)))
@@ -125,8 +149,9 @@ def test_ensemble_of_identical_members_equals_one_member(tmp_path):
     from bnnkit import problem as problem_lib
 
     problem = problem_lib.build(problem_cfg)
-    method = sgd.build(problem.log_posterior,
-                       sgd.Config(init_step_size=1e-4, num_epochs=3, batch_size=32))
+    method = sgd.build(
+        problem.log_posterior, sgd.Config(init_step_size=1e-4, num_epochs=3, batch_size=32)
+    )
     epoch = make_epoch(method, 32)
     params = problem.init_params(jax.random.PRNGKey(0))
     state = method.init(None, params, None)
@@ -149,8 +174,14 @@ def test_ensemble_of_identical_members_equals_one_member(tmp_path):
 @pytest.mark.slow
 def test_vmapped_ensemble_equals_sequential(tmp_path):
     def config(sequential):
-        return ensemble.Config(init_step_size=1e-4, num_epochs=4, batch_size=32, num_members=3,
-                               momentum_decay=0.9, sequential=sequential)
+        return ensemble.Config(
+            init_step_size=1e-4,
+            num_epochs=4,
+            batch_size=32,
+            num_members=3,
+            momentum_decay=0.9,
+            sequential=sequential,
+        )
 
     runs.run(small_config(float64=True), config(False), tmp_path / "v", progress=False)
     runs.run(small_config(float64=True), config(True), tmp_path / "s", progress=False)
@@ -165,20 +196,23 @@ def test_vmapped_ensemble_equals_sequential(tmp_path):
 
 def test_kept_epochs():
     # Counted from 0: epochs 7 and 10 after a 4-epoch burn-in, every 3rd.
-    cfg = sgmcmc.Config(init_step_size=1e-5, num_epochs=10, batch_size=4, num_burn_in=4,
-                        ensemble_freq=3)
+    cfg = sgmcmc.Config(
+        init_step_size=1e-5, num_epochs=10, batch_size=4, num_burn_in=4, ensemble_freq=3
+    )
     assert cfg.loop(277).kept_units() == [6, 9]
     # SGD keeps its last epoch only.
-    assert sgd.Config(init_step_size=1e-3, num_epochs=5, batch_size=4).loop(277).kept_units() \
-        == [4]
+    assert sgd.Config(init_step_size=1e-3, num_epochs=5, batch_size=4).loop(277).kept_units() == [4]
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(batch_size=1000), "larger than the 277 training examples"),
-    (dict(batch_size=0), "--batch-size 0"),
-    (dict(num_epochs=0), "--num-epochs 0"),
-    (dict(num_burn_in=4, ensemble_freq=5), "--ensemble-freq 5"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(batch_size=1000), "larger than the 277 training examples"),
+        (dict(batch_size=0), "--batch-size 0"),
+        (dict(num_epochs=0), "--num-epochs 0"),
+        (dict(num_burn_in=4, ensemble_freq=5), "--ensemble-freq 5"),
+    ],
+)
 def test_epoch_settings_refuse(kw, message):
     from bnnkit.errors import ConfigError
 

@@ -38,8 +38,9 @@ def conjugate_problem():
     x = rng.normal(size=(n, d))
     y = x @ np.array([1.0, -0.5]) + 0.3 + noise * rng.normal(size=n)
     model = models.get("linear", num_outputs=1)
-    lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=noise),
-                      priors.Gaussian(weight_decay), n)
+    lp = LogPosterior(
+        model.apply, likelihoods.Gaussian(noise_std=noise), priors.Gaussian(weight_decay), n
+    )
     xa = np.concatenate([x, np.ones((n, 1))], axis=1)
     precision = weight_decay * np.eye(d + 1) + xa.T @ xa / noise**2
     mean = np.linalg.solve(precision, xa.T @ y / noise**2)
@@ -71,8 +72,7 @@ def stationary_cov(precision, eta, beta):
 
 def constant_step(lp, eta, **settings):
     """SGMCMC with the constant step η on full batches (no burn-in: the schedule is flat)."""
-    config = sgmcmc.Config(init_step_size=eta, num_epochs=1, batch_size=lp.num_data,
-                           **settings)
+    config = sgmcmc.Config(init_step_size=eta, num_epochs=1, batch_size=lp.num_data, **settings)
     return sgmcmc.build(lp, config)
 
 
@@ -109,9 +109,11 @@ def assert_iid_moments(draws, mean, cov, label):
     return err_cov
 
 
-@pytest.mark.parametrize("beta, noise", [(0.0, "gaussian"), (0.9, "gaussian"),
-                                         (0.0, "rademacher"), (0.9, "rademacher")],
-                         ids=["sgld", "sghmc", "sgld-rademacher", "sghmc-rademacher"])
+@pytest.mark.parametrize(
+    "beta, noise",
+    [(0.0, "gaussian"), (0.9, "gaussian"), (0.0, "rademacher"), (0.9, "rademacher")],
+    ids=["sgld", "sghmc", "sgld-rademacher", "sghmc-rademacher"],
+)
 def test_stationary_distribution_and_bias_shrinks(beta, noise):
     with jax.enable_x64(True):
         _, lp, batch, mean, precision = conjugate_problem()
@@ -125,11 +127,13 @@ def test_stationary_distribution_and_bias_shrinks(beta, noise):
             # Enough steps for the slowest direction to forget its start several times over.
             relax = 1 / (eta * lam_min) if beta == 0 else 1 / (np.sqrt(eta * lam_min) * (1 - beta))
             steps = int(10 * relax) + 50
-            draws = final_states(lp, batch, mean, exact, eta, beta, steps,
-                                 jax.random.PRNGKey(10 + k), noise)
+            draws = final_states(
+                lp, batch, mean, exact, eta, beta, steps, jax.random.PRNGKey(10 + k), noise
+            )
             assert_iid_moments(draws, mean, theory, f"beta={beta} eta={eta:.2g}")
-            biases.append(np.max(np.abs(theory - exact) / np.sqrt(np.outer(np.diag(exact),
-                                                                             np.diag(exact)))))
+            biases.append(
+                np.max(np.abs(theory - exact) / np.sqrt(np.outer(np.diag(exact), np.diag(exact))))
+            )
         # The step-size bias of the exact stationary law shrinks with η ...
         assert biases[1] < biases[0] / 5
         # ... and at the large step it is well beyond the test's threshold in units of the
@@ -158,8 +162,9 @@ def test_rmsprop_preconditioned_sgld_recovers_posterior_mean():
             state, _ = jax.lax.scan(body, state, jax.random.split(key, 600))
             return state.position
 
-        draws = from_params(jax.jit(jax.vmap(chain))(jax.random.split(jax.random.PRNGKey(3),
-                                                                        NUM_CHAINS)))
+        draws = from_params(
+            jax.jit(jax.vmap(chain))(jax.random.split(jax.random.PRNGKey(3), NUM_CHAINS))
+        )
         z = z_threshold(len(mean))
         err = np.abs(draws.mean(0) - mean) / np.sqrt(1.5 * np.diag(exact) / NUM_CHAINS)
         assert np.all(err < z), f"pSGLD mean off by {err.max():.2f} MCSE"
@@ -176,9 +181,17 @@ def test_rademacher_noise_gives_gaussian_draws_at_small_steps():
         lam = np.linalg.eigvalsh(precision)
         eta = 0.02 / lam.max()
         theory = stationary_cov(precision, eta, 0.0)
-        draws = final_states(lp, batch, mean, np.linalg.inv(precision), eta, 0.0,
-                             int(10 / (eta * lam.min())) + 50, jax.random.PRNGKey(7),
-                             "rademacher")
+        draws = final_states(
+            lp,
+            batch,
+            mean,
+            np.linalg.inv(precision),
+            eta,
+            0.0,
+            int(10 / (eta * lam.min())) + 50,
+            jax.random.PRNGKey(7),
+            "rademacher",
+        )
         for j in range(len(mean)):
             p = stats.kstest(draws[:, j], "norm", args=(mean[j], np.sqrt(theory[j, j]))).pvalue
             assert p > 1e-3 / len(mean), f"coordinate {j}: KS p-value {p:.2g}"

@@ -49,8 +49,7 @@ def stationary_moments(x: np.ndarray, y: np.ndarray, eta: float, batch: int):
     S_mu = np.cov(r.T, bias=True)
     Q = M - M.mean(0)
     P = np.eye(d) - eta * A
-    lhs = (np.eye(d * d) - np.kron(P, P)
-           - eta**2 * kappa / n * sum(np.kron(q, q) for q in Q))
+    lhs = np.eye(d * d) - np.kron(P, P) - eta**2 * kappa / n * sum(np.kron(q, q) for q in Q)
     sigma = np.linalg.solve(lhs, eta**2 * kappa * S_mu.reshape(-1)).reshape(d, d)
     return mu, 0.5 * (sigma + sigma.T)
 
@@ -69,8 +68,9 @@ def test_lyapunov_solution_is_stationary():
     r = M @ mu - xa * y[:, None] / NOISE**2
     Q = M - M.mean(0)
     expected_S = np.cov(r.T, bias=True) + sum(q @ sigma @ q.T for q in Q) / 40
-    np.testing.assert_allclose(sigma, P @ sigma @ P.T + 2e-3**2 * kappa * expected_S,
-                               rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(
+        sigma, P @ sigma @ P.T + 2e-3**2 * kappa * expected_S, rtol=1e-10, atol=1e-14
+    )
     assert np.all(np.linalg.eigvalsh(sigma) > 0)
 
 
@@ -81,9 +81,16 @@ def test_swag_moments_match_the_stationary_moments_of_constant_step_sgd():
     mu, sigma = stationary_moments(x, y, eta, b)
     burn_epochs, epochs, rank, replicates = 50, 2550, 500, 4
     steps_per_epoch = n // b
-    config = swag.Config(init_step_size=eta, swag_step_size=eta, num_epochs=epochs,
-                         batch_size=b, momentum_decay=0.0, num_burn_in=burn_epochs,
-                         collect_every=every, max_rank=rank)
+    config = swag.Config(
+        init_step_size=eta,
+        swag_step_size=eta,
+        num_epochs=epochs,
+        batch_size=b,
+        momentum_decay=0.0,
+        num_burn_in=burn_epochs,
+        collect_every=every,
+        max_rank=rank,
+    )
     method = swag.build(lp, config)
     total = epochs * steps_per_epoch
     burn = burn_epochs * steps_per_epoch
@@ -102,7 +109,8 @@ def test_swag_moments_match_the_stationary_moments_of_constant_step_sgd():
         return state, positions
 
     states, positions = jax.jit(jax.vmap(replicate))(
-        jax.random.split(jax.random.PRNGKey(0), replicates))
+        jax.random.split(jax.random.PRNGKey(0), replicates)
+    )
     # The iterates SWAG collected: after update t (from 1) with t > B and (t − B) mod c = 0.
     kept = np.arange(burn + every, total + 1, every) - 1
     iterates = linear_draws(jax.tree.map(lambda p: p[:, kept], positions))  # (R, n, 4)
@@ -111,8 +119,9 @@ def test_swag_moments_match_the_stationary_moments_of_constant_step_sgd():
 
     def flat(tree):
         d = tree["params"]["Dense_0"]
-        return np.concatenate([np.asarray(d["kernel"])[..., 0], np.asarray(d["bias"])],
-                              -1).astype(np.float64)
+        return np.concatenate([np.asarray(d["kernel"])[..., 0], np.asarray(d["bias"])], -1).astype(
+            np.float64
+        )
 
     # 1. SWAG's statistics are those of the iterates it collected (float32 rounding of
     #    Welford's update over n terms: relative 1e-4 is far above it and far below the
@@ -122,8 +131,13 @@ def test_swag_moments_match_the_stationary_moments_of_constant_step_sgd():
     np.testing.assert_allclose(swag_var, iterates.var(1), rtol=1e-3, atol=1e-9)
     posterior = method.posterior(jax.tree.map(lambda a: a[0][None], states))
     assert isinstance(posterior, LowRankGaussian) and posterior.rank == rank
-    dev = np.concatenate([np.asarray(posterior.deviations["params"]["Dense_0"]["kernel"])[..., 0],
-                          np.asarray(posterior.deviations["params"]["Dense_0"]["bias"])], -1)
+    dev = np.concatenate(
+        [
+            np.asarray(posterior.deviations["params"]["Dense_0"]["kernel"])[..., 0],
+            np.asarray(posterior.deviations["params"]["Dense_0"]["bias"]),
+        ],
+        -1,
+    )
     # The ring buffer holds the last K deviations θ_i − θ̄_i (running mean after θ_i); the
     # float32 running mean carries rounding of order √n ε |θ̄| ≈ 5e-6 after n = 5000 updates,
     # so 5e-5 absolute (1/1000 of the deviations' scale) allows for it.
@@ -156,12 +170,21 @@ def test_swag_moments_match_the_stationary_moments_of_constant_step_sgd():
     low_rank = []
     for r in range(replicates):
         q = method.posterior(jax.tree.map(lambda a, r=r: a[r][None], states))
-        d = np.concatenate([np.asarray(q.deviations["params"]["Dense_0"]["kernel"])[..., 0],
-                            np.asarray(q.deviations["params"]["Dense_0"]["bias"])], -1)
+        d = np.concatenate(
+            [
+                np.asarray(q.deviations["params"]["Dense_0"]["kernel"])[..., 0],
+                np.asarray(q.deviations["params"]["Dense_0"]["bias"]),
+            ],
+            -1,
+        )
         low_rank.append((d.T @ d / (rank - 1))[iu])
     tail = centred[:, -rank:]
-    check(np.mean(low_rank, 0), tail[..., iu[0]] * tail[..., iu[1]], sigma[iu],
-          "SWAG low-rank covariance")
+    check(
+        np.mean(low_rank, 0),
+        tail[..., iu[0]] * tail[..., iu[1]],
+        sigma[iu],
+        "SWAG low-rank covariance",
+    )
 
 
 def test_swag_refuses_settings_that_collect_fewer_than_two_iterates():
@@ -171,23 +194,34 @@ def test_swag_refuses_settings_that_collect_fewer_than_two_iterates():
         swag.build(lp, config)
 
 
-@pytest.mark.parametrize(("kw", "fragment"), [
-    (dict(num_burn_in=4), "must be smaller than --num-epochs 4"),
-    (dict(num_burn_in=1, step_size_schedule="cyclical"), "needs --cycle-length"),
-    (dict(num_burn_in=1, step_size_schedule="cyclical", cycle_length=4), "does not fit"),
-    (dict(num_burn_in=1, cycle_length=2), "applies to --step-size-schedule cyclical only"),
-    (dict(num_burn_in=1, step_size_schedule="cyclical", cycle_length=1, swag_step_size=1e-3),
-     "applies to --step-size-schedule constant only"),
-    (dict(num_burn_in=1, max_rank=1), "max-rank"),
-])
+@pytest.mark.parametrize(
+    ("kw", "fragment"),
+    [
+        (dict(num_burn_in=4), "must be smaller than --num-epochs 4"),
+        (dict(num_burn_in=1, step_size_schedule="cyclical"), "needs --cycle-length"),
+        (dict(num_burn_in=1, step_size_schedule="cyclical", cycle_length=4), "does not fit"),
+        (dict(num_burn_in=1, cycle_length=2), "applies to --step-size-schedule cyclical only"),
+        (
+            dict(num_burn_in=1, step_size_schedule="cyclical", cycle_length=1, swag_step_size=1e-3),
+            "applies to --step-size-schedule constant only",
+        ),
+        (dict(num_burn_in=1, max_rank=1), "max-rank"),
+    ],
+)
 def test_config_refuses(kw, fragment):
     with pytest.raises(ConfigError, match=fragment):
         swag.Config(init_step_size=1e-3, num_epochs=4, batch_size=8, **kw)
 
 
 def test_cyclical_schedule_collects_at_the_end_of_every_cycle():
-    config = swag.Config(init_step_size=1e-2, num_epochs=7, batch_size=8, num_burn_in=1,
-                         step_size_schedule="cyclical", cycle_length=2)
+    config = swag.Config(
+        init_step_size=1e-2,
+        num_epochs=7,
+        batch_size=8,
+        num_burn_in=1,
+        step_size_schedule="cyclical",
+        cycle_length=2,
+    )
     burn, every = config.collection_steps(steps_per_epoch=5)
     assert (burn, every) == (5, 10)
     schedule = config.schedule(5)
@@ -202,15 +236,24 @@ def test_cyclical_schedule_collects_at_the_end_of_every_cycle():
 
 def test_multiswag_runs_members_and_evaluates(tmp_path):
     problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
-    config = swag.Config(init_step_size=1e-4, num_epochs=3, batch_size=32, num_burn_in=1,
-                         collect_every=2, max_rank=4, num_members=3, swag_num_draws=5)
+    config = swag.Config(
+        init_step_size=1e-4,
+        num_epochs=3,
+        batch_size=32,
+        num_burn_in=1,
+        collect_every=2,
+        max_rank=4,
+        num_members=3,
+        swag_num_draws=5,
+    )
     runs.run(problem, config, tmp_path / "run", progress=False)
     _, _, posterior, _ = load_run(tmp_path / "run", network=True)
     # Three members, each its own Gaussian with rank min(collected, K) = 4.
     assert len(posterior.components) == 3
     assert all(isinstance(q, LowRankGaussian) and q.rank == 4 for q in posterior.components)
-    means = [np.concatenate([np.ravel(a) for a in jax.tree.leaves(q.mean)])
-             for q in posterior.components]
+    means = [
+        np.concatenate([np.ravel(a) for a in jax.tree.leaves(q.mean)]) for q in posterior.components
+    ]
     assert not np.allclose(means[0], means[1])  # own initialisation and data order
     result = evaluate(tmp_path / "run")
     assert result["num_chains"] == 3 and result["num_samples_per_chain"] == 5

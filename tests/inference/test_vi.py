@@ -24,10 +24,16 @@ Z = 5.0
 def small_q(seed=0, dtype=jnp.float64) -> DiagGaussian:
     rng = np.random.default_rng(seed)
     shapes = {"Dense_0": {"kernel": (3, 4), "bias": (4,)}, "Dense_1": {"kernel": (4, 1)}}
-    mean = jax.tree.map(lambda s: jnp.asarray(rng.normal(0, 0.8, s), dtype), shapes,
-                        is_leaf=lambda s: isinstance(s, tuple))
-    std = jax.tree.map(lambda s: jnp.asarray(rng.uniform(0.05, 1.5, s), dtype), shapes,
-                       is_leaf=lambda s: isinstance(s, tuple))
+    mean = jax.tree.map(
+        lambda s: jnp.asarray(rng.normal(0, 0.8, s), dtype),
+        shapes,
+        is_leaf=lambda s: isinstance(s, tuple),
+    )
+    std = jax.tree.map(
+        lambda s: jnp.asarray(rng.uniform(0.05, 1.5, s), dtype),
+        shapes,
+        is_leaf=lambda s: isinstance(s, tuple),
+    )
     return DiagGaussian({"params": mean}, {"params": std})
 
 
@@ -37,8 +43,11 @@ def mc_kl(q, prior, n, seed=1):
     return terms.mean(), terms.std(ddof=1) / np.sqrt(n)
 
 
-@pytest.mark.parametrize("prior", [priors.Gaussian(2.0), priors.make("fanin_gaussian:scale=1.5")],
-                         ids=["gaussian", "fanin_gaussian"])
+@pytest.mark.parametrize(
+    "prior",
+    [priors.Gaussian(2.0), priors.make("fanin_gaussian:scale=1.5")],
+    ids=["gaussian", "fanin_gaussian"],
+)
 def test_closed_form_kl_equals_monte_carlo_kl(prior):
     with jax.enable_x64(True):
         q = small_q()
@@ -59,9 +68,11 @@ def test_monte_carlo_kl_of_the_scale_mixture_equals_quadrature():
         exact = 0.0
         for m, s in zip(jax.tree.leaves(q.mean), jax.tree.leaves(q.std), strict=True):
             for mj, sj in zip(np.ravel(m), np.ravel(s), strict=True):
+
                 def integrand(w, mj=mj, sj=sj):
                     qw = stats.norm.pdf(w, mj, sj)
                     return qw * (stats.norm.logpdf(w, mj, sj) - np.log(mix(w)))
+
                 # The spike at 0 is narrow: split the range there so quad sees it.
                 lo, hi = mj - 12 * sj, mj + 12 * sj
                 pts = [p for p in (-0.05, 0.0, 0.05) if lo < p < hi]
@@ -94,16 +105,19 @@ def test_diag_gaussian_sampling_and_signal_to_noise():
         q = small_q(seed=2)
         n = 20_000
         draws = q.sample(jax.random.PRNGKey(0), n)
-        for d, m, s in zip(jax.tree.leaves(draws), jax.tree.leaves(q.mean),
-                           jax.tree.leaves(q.std), strict=True):
+        for d, m, s in zip(
+            jax.tree.leaves(draws), jax.tree.leaves(q.mean), jax.tree.leaves(q.std), strict=True
+        ):
             assert d.shape == (n, *m.shape)
             np.testing.assert_array_less(np.abs(np.mean(d, 0) - m), Z * s / np.sqrt(n))
             # sd of a sample variance of a Gaussian: σ² √(2/(n-1)).
-            np.testing.assert_array_less(np.abs(np.var(d, 0, ddof=1) - s**2),
-                                         Z * s**2 * np.sqrt(2 / (n - 1)))
+            np.testing.assert_array_less(
+                np.abs(np.var(d, 0, ddof=1) - s**2), Z * s**2 * np.sqrt(2 / (n - 1))
+            )
         snr = q.signal_to_noise
-        for r, m, s in zip(jax.tree.leaves(snr), jax.tree.leaves(q.mean), jax.tree.leaves(q.std),
-                           strict=True):
+        for r, m, s in zip(
+            jax.tree.leaves(snr), jax.tree.leaves(q.mean), jax.tree.leaves(q.std), strict=True
+        ):
             np.testing.assert_allclose(r, np.abs(m) / s)
 
 
@@ -115,31 +129,48 @@ def test_monte_carlo_kl_drives_a_step_for_a_non_gaussian_prior(estimator):
     model = models.get("linear", num_outputs=1)
     prior = priors.make("scale_mixture:pi=0.5,sigma1=1,sigma2=0.0025")
     lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=0.5), prior, num_data=16)
-    method = vi.build(lp, vi.Config(init_step_size=1e-2, num_epochs=10, batch_size=16,
-                                    vi_num_samples=3, vi_sigma_init=0.1,
-                                    vi_estimator=estimator))
+    method = vi.build(
+        lp,
+        vi.Config(
+            init_step_size=1e-2,
+            num_epochs=10,
+            batch_size=16,
+            vi_num_samples=3,
+            vi_sigma_init=0.1,
+            vi_estimator=estimator,
+        ),
+    )
     state = method.init(None, model.init(jax.random.PRNGKey(0), x[:1]), Batch(x, y))
     new, info = jax.jit(method.step)(jax.random.PRNGKey(1), state, Batch(x, y))
     assert all(np.isfinite(v) for v in info)
     assert not np.allclose(jax.tree.leaves(new.rho)[0], jax.tree.leaves(state.rho)[0])
 
 
-@pytest.mark.parametrize("kw, fragment", [
-    (dict(vi_sigma_init=0.0), "--vi-sigma-init 0.0 out of range; allowed: > 0"),
-    (dict(vi_sigma_init=-1.0), "--vi-sigma-init -1.0"),
-    (dict(vi_num_samples=0), "--vi-num-samples 0"),
-    (dict(kl_weighting="linear"), "unknown --kl-weighting 'linear'; allowed: uniform, blundell"),
-    (dict(optimizer="rmsprop"), "unknown --optimizer 'rmsprop'; allowed: adam, sgd"),
-    (dict(vi_ensemble_size=0), "--vi-ensemble-size 0 out of range; allowed: 1..65536"),
-    (dict(vi_estimator="reinforce"),
-     "unknown --vi-estimator 'reinforce'; allowed: weights, local_reparam, flipout"),
-])
+@pytest.mark.parametrize(
+    "kw, fragment",
+    [
+        (dict(vi_sigma_init=0.0), "--vi-sigma-init 0.0 out of range; allowed: > 0"),
+        (dict(vi_sigma_init=-1.0), "--vi-sigma-init -1.0"),
+        (dict(vi_num_samples=0), "--vi-num-samples 0"),
+        (
+            dict(kl_weighting="linear"),
+            "unknown --kl-weighting 'linear'; allowed: uniform, blundell",
+        ),
+        (dict(optimizer="rmsprop"), "unknown --optimizer 'rmsprop'; allowed: adam, sgd"),
+        (dict(vi_ensemble_size=0), "--vi-ensemble-size 0 out of range; allowed: 1..65536"),
+        (
+            dict(vi_estimator="reinforce"),
+            "unknown --vi-estimator 'reinforce'; allowed: weights, local_reparam, flipout",
+        ),
+    ],
+)
 def test_config_refuses(kw, fragment):
     with pytest.raises(ConfigError, match=fragment.replace("-", "\\-")):
         vi.Config(init_step_size=1e-3, num_epochs=1, batch_size=8, **kw)
 
 
 # --- gradient estimators ------------------------------------------------------------------------
+
 
 def gradient_estimates(estimator, prior, num_estimates, seed=0):
     """Single-sample gradients of −L̂ on one minibatch of a 3-50-1 ReLU MLP, float64.
@@ -151,14 +182,24 @@ def gradient_estimates(estimator, prior, num_estimates, seed=0):
     y = jnp.asarray(rng.normal(size=8))
     model = models.get("mlp_regression_small", num_outputs=1)
     lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=0.5), prior, num_data=40)
-    method = vi.build(lp, vi.Config(init_step_size=1.0, num_epochs=1, batch_size=8,
-                                    optimizer="sgd", momentum_decay=0.0, vi_sigma_init=0.3,
-                                    vi_estimator=estimator))
+    method = vi.build(
+        lp,
+        vi.Config(
+            init_step_size=1.0,
+            num_epochs=1,
+            batch_size=8,
+            optimizer="sgd",
+            momentum_decay=0.0,
+            vi_sigma_init=0.3,
+            vi_estimator=estimator,
+        ),
+    )
     params = model.init(jax.random.PRNGKey(seed), x[:1])
     state = method.init(None, params, Batch(x, y))
     # Means away from the initialiser's zero biases, so that the ReLUs' kinks matter.
-    state = state._replace(mean=jax.tree.map(
-        lambda a: a + 0.3 * jnp.asarray(rng.normal(size=a.shape)), state.mean))
+    state = state._replace(
+        mean=jax.tree.map(lambda a: a + 0.3 * jnp.asarray(rng.normal(size=a.shape)), state.mean)
+    )
 
     def grad(key):
         new, _ = method.step(key, state, Batch(x, y))
@@ -171,9 +212,11 @@ def gradient_estimates(estimator, prior, num_estimates, seed=0):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("prior", [priors.Gaussian(1.0),
-                                   priors.make("scale_mixture:pi=0.5,sigma1=1,sigma2=0.05")],
-                         ids=["gaussian", "scale_mixture"])
+@pytest.mark.parametrize(
+    "prior",
+    [priors.Gaussian(1.0), priors.make("scale_mixture:pi=0.5,sigma1=1,sigma2=0.05")],
+    ids=["gaussian", "scale_mixture"],
+)
 def test_every_estimator_is_unbiased_for_the_same_elbo_gradient(prior):
     with jax.enable_x64(True):
         n = 10_000
@@ -211,24 +254,35 @@ class _SharedDense(nn.Module):
         return layer(nn.relu(layer(x)))
 
 
-@pytest.mark.parametrize("net, x, fragment", [
-    (_ConvNet(), jnp.zeros((4, 6, 6, 1)),
-     "supports networks of dense layers only; the parameters of Conv_0"),
-    (_SharedDense(), jnp.zeros((4, 4)), "needs each dense layer applied once; Dense_0 is shared"),
-])
+@pytest.mark.parametrize(
+    "net, x, fragment",
+    [
+        (
+            _ConvNet(),
+            jnp.zeros((4, 6, 6, 1)),
+            "supports networks of dense layers only; the parameters of Conv_0",
+        ),
+        (
+            _SharedDense(),
+            jnp.zeros((4, 4)),
+            "needs each dense layer applied once; Dense_0 is shared",
+        ),
+    ],
+)
 def test_layer_noise_estimators_refuse_networks_they_cannot_run_exactly(net, x, fragment):
     lp = LogPosterior(net.apply, likelihoods.Categorical(10), priors.Gaussian(1.0), 4)
     params = jax.eval_shape(net.init, jax.random.PRNGKey(0), x[:1])
     for estimator in ("local_reparam", "flipout"):
-        method = vi.build(lp, vi.Config(init_step_size=1e-3, num_epochs=1, batch_size=4,
-                                        vi_estimator=estimator))
+        method = vi.build(
+            lp, vi.Config(init_step_size=1e-3, num_epochs=1, batch_size=4, vi_estimator=estimator)
+        )
         # The run driver traces init before it writes anything, so this is where it fails.
         with pytest.raises(ConfigError, match=f"--vi-estimator {estimator} {fragment}"):
-            jax.eval_shape(lambda p, m=method: m.init(None, p, Batch(x, jnp.zeros(4, int))),
-                           params)
+            jax.eval_shape(lambda p, m=method: m.init(None, p, Batch(x, jnp.zeros(4, int))), params)
 
 
 # --- the conjugate optimum ----------------------------------------------------------------------
+
 
 def conjugate_setup(temperature):
     rng = np.random.default_rng(0)
@@ -236,8 +290,13 @@ def conjugate_setup(temperature):
     x = rng.normal(size=(n, 3))
     y = x @ np.array([1.0, -2.0, 0.5]) - 0.7 + noise * rng.normal(size=n)
     model = models.get("linear", num_outputs=1)
-    lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=noise),
-                      priors.Gaussian(weight_decay), n, temperature=temperature)
+    lp = LogPosterior(
+        model.apply,
+        likelihoods.Gaussian(noise_std=noise),
+        priors.Gaussian(weight_decay),
+        n,
+        temperature=temperature,
+    )
     # Exact tempered posterior over (w, b): mean m = Λ⁻¹Xᵀy/σ², precision Λ/T with
     # Λ = λI + XᵀX/σ². The mean-field Gaussian closest in KL(q ‖ p) to N(m, (Λ/T)⁻¹) has the
     # same means and variances T/Λ_ii (Bishop 2006, Sec. 10.1.2).
@@ -256,8 +315,14 @@ def test_mfvi_reaches_the_mean_field_optimum_of_the_conjugate_posterior(temperat
         steps, tail, replicates = 3000, 300, 16
         # Full batch, so the only noise is the reparameterisation's; the cosine schedule
         # shrinks it towards the end, and the iterates are averaged over the last `tail` steps.
-        config = vi.Config(init_step_size=0.05, num_epochs=steps, batch_size=lp.num_data,
-                           vi_num_samples=8, vi_sigma_init=0.1, vi_estimator=estimator)
+        config = vi.Config(
+            init_step_size=0.05,
+            num_epochs=steps,
+            batch_size=lp.num_data,
+            vi_num_samples=8,
+            vi_sigma_init=0.1,
+            vi_estimator=estimator,
+        )
         method = vi.build(lp, config)
 
         def flat(state):

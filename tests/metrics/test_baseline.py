@@ -18,8 +18,16 @@ from bnnkit.cli import main
 from bnnkit.inference import sgd
 from bnnkit.metrics import baseline
 
-YACHT = ["sgd", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--batch-size", "32",
-         "--no-progress"]
+YACHT = [
+    "sgd",
+    "--dataset",
+    "yacht_0",
+    "--model",
+    "mlp_regression_small",
+    "--batch-size",
+    "32",
+    "--no-progress",
+]
 
 
 def yacht_bars() -> tuple[float, float, float]:
@@ -41,11 +49,9 @@ def poor_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if "poor fit" in line]
 
 
-def test_an_under_trained_sgd_run_on_yacht_warns_naming_its_figure_and_the_bars(tmp_path,
-                                                                               capsys):
+def test_an_under_trained_sgd_run_on_yacht_warns_naming_its_figure_and_the_bars(tmp_path, capsys):
     run = tmp_path / "run"
-    assert main([*YACHT, "--init-step-size", "3e-7", "--num-epochs", "20", "--dir",
-                 str(run)]) == 0
+    assert main([*YACHT, "--init-step-size", "3e-7", "--num-epochs", "20", "--dir", str(run)]) == 0
     err = capsys.readouterr().err
     rmse0, nll0, line = yacht_bars()
     evaluation = json.loads((run / "evaluation.json").read_text())
@@ -70,8 +76,7 @@ def test_an_under_trained_sgd_run_on_yacht_warns_naming_its_figure_and_the_bars(
 
 def test_a_fitted_sgd_run_on_yacht_gets_no_warning(tmp_path, capsys):
     run = tmp_path / "run"
-    assert main([*YACHT, "--init-step-size", "1e-5", "--num-epochs", "200", "--dir",
-                 str(run)]) == 0
+    assert main([*YACHT, "--init-step-size", "1e-5", "--num-epochs", "200", "--dir", str(run)]) == 0
     assert poor_lines(capsys.readouterr().err) == []
     evaluation = json.loads((run / "evaluation.json").read_text())
     rmse0, _, line = yacht_bars()
@@ -90,11 +95,15 @@ def classes(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 def test_classification_against_the_training_class_frequencies(fitted, tmp_path):
     rng = np.random.default_rng(0)
     (x_train, y_train), (x_test, y_test) = classes(120, rng), classes(60, rng)
-    problem = bnnkit.Problem.from_arrays(x_train, y_train, x_test, y_test, model=nn.Dense(3),
-                                         weight_decay=1.0)
+    problem = bnnkit.Problem.from_arrays(
+        x_train, y_train, x_test, y_test, model=nn.Dense(3), weight_decay=1.0
+    )
     # Fitted: 30 full-batch steps. Not: one step that barely leaves the initialisation.
-    config = (sgd.Config(init_step_size=1e-2, num_epochs=30, batch_size=120) if fitted else
-              sgd.Config(init_step_size=1e-9, num_epochs=1, batch_size=120))
+    config = (
+        sgd.Config(init_step_size=1e-2, num_epochs=30, batch_size=120)
+        if fitted
+        else sgd.Config(init_step_size=1e-9, num_epochs=1, batch_size=120)
+    )
     bnnkit.run(problem, config, tmp_path / "run", progress=False)
     result = bnnkit.evaluate(tmp_path / "run", problem=problem)
 
@@ -110,8 +119,11 @@ def test_classification_against_the_training_class_frequencies(fitted, tmp_path)
         assert poor is None
     else:
         assert test["accuracy"] < accuracy0 or test["nll"] >= nll0
-        named = ([f"{test['accuracy']:.4g}", f"{accuracy0:.4g}"] if test["accuracy"] < accuracy0
-                 else [f"{test['nll']:.4g}", f"{nll0:.4g}"])
+        named = (
+            [f"{test['accuracy']:.4g}", f"{accuracy0:.4g}"]
+            if test["accuracy"] < accuracy0
+            else [f"{test['nll']:.4g}", f"{nll0:.4g}"]
+        )
         assert poor is not None and all(figure in poor for figure in named), poor
 
 
@@ -119,33 +131,40 @@ def test_classification_against_the_training_class_frequencies(fitted, tmp_path)
 BARS = {"constant": {"rmse": 10.0, "nll": 3.0}, "least_squares": {"rmse": 6.0}}
 
 
-@pytest.mark.parametrize(("test", "expected"), [
-    ({"rmse": 10.0, "nll": 2.0}, "no better than predicting the training mean (10)"),
-    ({"rmse": float("nan"), "nll": 2.0}, "no better than predicting the training mean"),
-    ({"rmse": 6.7, "nll": 2.0}, "worse than least squares on the inputs (6;"),
-    ({"rmse": 6.5, "nll": 3.0}, "test NLL 3 is no better than a Gaussian"),
-    ({"rmse": 6.5, "nll": 2.9}, None),  # within 10 % of least squares, NLL below the bar's
-])
+@pytest.mark.parametrize(
+    ("test", "expected"),
+    [
+        ({"rmse": 10.0, "nll": 2.0}, "no better than predicting the training mean (10)"),
+        ({"rmse": float("nan"), "nll": 2.0}, "no better than predicting the training mean"),
+        ({"rmse": 6.7, "nll": 2.0}, "worse than least squares on the inputs (6;"),
+        ({"rmse": 6.5, "nll": 3.0}, "test NLL 3 is no better than a Gaussian"),
+        ({"rmse": 6.5, "nll": 2.9}, None),  # within 10 % of least squares, NLL below the bar's
+    ],
+)
 def test_regression_rule(test, expected):
     line = baseline.poor_fit(test, BARS, "hmc")
     if expected is None:
         assert line is None
     else:
         assert expected in line
-        cause = ("predictive spread" if "NLL" in expected else "chains have likely not left")
+        cause = "predictive spread" if "NLL" in expected else "chains have likely not left"
         assert cause in line
 
 
 def test_without_least_squares_only_the_constant_predictor_counts():
-    assert baseline.poor_fit({"rmse": 9.0, "nll": 2.0}, {"constant": BARS["constant"]},
-                             "sgd") is None
+    assert (
+        baseline.poor_fit({"rmse": 9.0, "nll": 2.0}, {"constant": BARS["constant"]}, "sgd") is None
+    )
 
 
-@pytest.mark.parametrize(("test", "expected"), [
-    ({"accuracy": 0.5, "nll": 0.5}, "below always naming the training majority class (0.6)"),
-    ({"accuracy": 0.6, "nll": 0.9}, "no better than the training class frequencies' (0.9)"),
-    ({"accuracy": 0.6, "nll": 0.8}, None),  # a tie in accuracy with a better NLL passes
-])
+@pytest.mark.parametrize(
+    ("test", "expected"),
+    [
+        ({"accuracy": 0.5, "nll": 0.5}, "below always naming the training majority class (0.6)"),
+        ({"accuracy": 0.6, "nll": 0.9}, "no better than the training class frequencies' (0.9)"),
+        ({"accuracy": 0.6, "nll": 0.8}, None),  # a tie in accuracy with a better NLL passes
+    ],
+)
 def test_classification_rule(test, expected):
     line = baseline.poor_fit(test, {"constant": {"accuracy": 0.6, "nll": 0.9}}, "sgd")
     assert line is None if expected is None else expected in line
@@ -156,6 +175,8 @@ def test_least_squares_is_left_out_where_it_would_interpolate_or_read_token_ids(
     x, y = rng.normal(size=(10, 5)), rng.normal(size=10)
     assert baseline.least_squares_rmse(x, y, x, y) is None  # 10 examples, 6 coefficients
     tokens = rng.integers(0, 9, size=(40, 3))
-    assert baseline.least_squares_rmse(tokens, rng.normal(size=40), tokens,
-                                       rng.normal(size=40)) is None
+    assert (
+        baseline.least_squares_rmse(tokens, rng.normal(size=40), tokens, rng.normal(size=40))
+        is None
+    )
     assert baseline.least_squares_rmse(np.r_[x, x], np.r_[y, y], x, y) is not None

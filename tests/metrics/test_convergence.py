@@ -70,21 +70,51 @@ def test_a_run_forced_to_hit_the_cap_says_so(tmp_path, capsys):
     # after burn-in wants more and is capped. The share reaches the record, the log, the
     # verdict's warnings in --json and the printed table.
     run_dir = tmp_path / "run"
-    assert main(["hmc", "--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.35",
-                 "--adapt", "mass", "--trajectory-len", "10", "--max-num-leapfrog-steps", "2",
-                 "--num-iterations", "40", "--num-burn-in", "20", "--num-chains", "2",
-                 "--dir", str(run_dir), "--no-progress", "--no-evaluate"]) == 0
+    assert (
+        main(
+            [
+                "hmc",
+                "--dataset",
+                "yacht_0",
+                "--model",
+                "linear",
+                "--noise-std",
+                "0.35",
+                "--adapt",
+                "mass",
+                "--trajectory-len",
+                "10",
+                "--max-num-leapfrog-steps",
+                "2",
+                "--num-iterations",
+                "40",
+                "--num-burn-in",
+                "20",
+                "--num-chains",
+                "2",
+                "--dir",
+                str(run_dir),
+                "--no-progress",
+                "--no-evaluate",
+            ]
+        )
+        == 0
+    )
     record = json.loads((run_dir / "run.json").read_text())
     assert record["capped"]["share"] > 0.5 and record["capped"]["num_capped"] > 20
     log = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert sum(sum(line["capped"]) for line in log if not line["burn_in"]) == (
-        record["capped"]["num_capped"])
+    assert (
+        sum(sum(line["capped"]) for line in log if not line["burn_in"])
+        == (record["capped"]["num_capped"])
+    )
     capsys.readouterr()
     assert main(["evaluate", str(run_dir), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["sampler"]["num_capped"] == record["capped"]["num_capped"]
-    assert any("hit the cap on trajectory length" in w and "--max-num-leapfrog-steps" in w
-               for w in result["convergence"]["warnings"])
+    assert any(
+        "hit the cap on trajectory length" in w and "--max-num-leapfrog-steps" in w
+        for w in result["convergence"]["warnings"]
+    )
     assert main(["evaluate", str(run_dir)]) == 0
     assert "capped trajectories (after burn-in)" in capsys.readouterr().out
 
@@ -93,10 +123,29 @@ def test_evaluate_json_carries_the_verdict_of_an_unfinished_run(tmp_path, capsys
     # A run killed after 8 of 10 iterations: its kept samples are evaluated, and the verdict
     # says it is unfinished.
     run_dir = tmp_path / "run"
-    args = ["hmc", "--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.35",
-            "--step-size", "1e-2", "--trajectory-len", "0.05", "--num-iterations", "10",
-            "--num-burn-in", "2", "--num-chains", "2", "--dir", str(run_dir), "--no-progress",
-            "--no-evaluate"]
+    args = [
+        "hmc",
+        "--dataset",
+        "yacht_0",
+        "--model",
+        "linear",
+        "--noise-std",
+        "0.35",
+        "--step-size",
+        "1e-2",
+        "--trajectory-len",
+        "0.05",
+        "--num-iterations",
+        "10",
+        "--num-burn-in",
+        "2",
+        "--num-chains",
+        "2",
+        "--dir",
+        str(run_dir),
+        "--no-progress",
+        "--no-evaluate",
+    ]
     assert main(args) == 0
     record = json.loads((run_dir / "run.json").read_text())
     (run_dir / "run.json").write_text(json.dumps({**record, "status": "running"}))
@@ -139,13 +188,15 @@ def test_climbing_chains_are_rising_and_the_verdict_says_what_to_do():
     trace[:2] += np.linspace(0.0, 4.0, 400)
     rising, z = convergence.rising_chains(trace)
     assert rising.tolist() == [True, True, False, False], z
-    v = convergence.verdict(independent(), acceptance_rate=0.8, num_divergent=0,
-                            log_posterior=trace)
+    v = convergence.verdict(
+        independent(), acceptance_rate=0.8, num_divergent=0, log_posterior=trace
+    )
     assert not v["converged"] and v["rising_chains"] == 2
     assert any("still rising in 2 of 4 chains" in p for p in v["problems"])
     assert any("--init-checkpoint" in a for a in v["advice"])
-    settled = convergence.verdict(independent(), acceptance_rate=0.8, num_divergent=0,
-                                  log_posterior=trace[2:])
+    settled = convergence.verdict(
+        independent(), acceptance_rate=0.8, num_divergent=0, log_posterior=trace[2:]
+    )
     assert settled["converged"] and settled["rising_chains"] == 0
     assert convergence.verdict(independent())["rising_chains"] is None
 
@@ -157,8 +208,7 @@ def test_stuck_advice_follows_the_step_size_the_chains_ran_at():
 
     # The README's old first example: --step-size 1e-5, adaptation raised it to 1.4e-4 in 10
     # burn-in iterations, then acceptance 0.027 with 279 of 360 transitions divergent.
-    raised = sampler_warning(0.027, 279, 360, step_size=1.4e-4, given_step_size=1e-5,
-                             burn_in=10)
+    raised = sampler_warning(0.027, 279, 360, step_size=1.4e-4, given_step_size=1e-5, burn_in=10)
     assert "burn-in raised the step size to 0.00014 (from --step-size 1e-05)" in raised
     assert "(it had 10 iterations)" in raised
     assert "use a smaller --step-size" not in raised
@@ -166,14 +216,25 @@ def test_stuck_advice_follows_the_step_size_the_chains_ran_at():
     kept = sampler_warning(0.027, 279, 360, step_size=1e-5, given_step_size=1e-5, burn_in=10)
     assert "use a smaller --step-size (the chains ran at 1e-05)" in kept
     draws = np.random.default_rng(0).normal(size=(4, 50, 3))
-    v = convergence.verdict(draws, acceptance_rate=0.027, num_divergent=150, step_size=1.4e-4,
-                            given_step_size=1e-5, burn_in=10)
+    v = convergence.verdict(
+        draws,
+        acceptance_rate=0.027,
+        num_divergent=150,
+        step_size=1.4e-4,
+        given_step_size=1e-5,
+        burn_in=10,
+    )
     assert any(a.startswith("burn-in raised the step size") for a in v["advice"])
     assert not any("use a smaller --step-size" in a for a in v["advice"])
     # The run's tally passes the logged step size and the given one.
-    tally = SamplerTally(Loop("iterations", 40, num_members=2, burn_in=10),
-                         given_step_size=1e-5)
+    tally = SamplerTally(Loop("iterations", 40, num_members=2, burn_in=10), given_step_size=1e-5)
     for unit in range(40):
-        tally.add({"burn_in": unit < 10, "acceptance_rate": [0.0, 0.05],
-                   "divergent": [True, True], "step_size": [1.2e-4, 1.6e-4]})
+        tally.add(
+            {
+                "burn_in": unit < 10,
+                "acceptance_rate": [0.0, 0.05],
+                "divergent": [True, True],
+                "step_size": [1.2e-4, 1.6e-4],
+            }
+        )
     assert "burn-in raised the step size to 0.00014" in tally.warning()

@@ -62,8 +62,7 @@ def arviz_values(az, x: np.ndarray) -> dict[str, float]:
         "ess_quantile": az.ess(x, method="quantile", prob=0.3),
         "mcse_mean": az.mcse(x, method="mean"),
         "mcse_sd": az.mcse(x, method="sd"),
-        **{f"mcse_quantile_{p}": az.mcse(x, method="quantile", prob=p)
-           for p in (0.05, 0.5, 0.95)},
+        **{f"mcse_quantile_{p}": az.mcse(x, method="quantile", prob=p) for p in (0.05, 0.5, 0.95)},
     }
 
 
@@ -105,31 +104,49 @@ def test_many_quantities_at_once_equal_arviz_one_at_a_time(az):
     # One call over (chains, samples, 2, 4): each of the 8 quantities (different kinds of
     # chains side by side) gets what ArviZ gives it alone.
     rng = np.random.default_rng(1)
-    columns = [rng.normal(size=(4, 120)), ar1(4, 120, 0.9, rng), ar1(4, 120, -0.5, rng),
-               rng.standard_cauchy(size=(4, 120)), np.cumsum(rng.normal(size=(4, 120)), 1),
-               rng.exponential(size=(4, 120)), rng.integers(0, 2, (4, 120)).astype(float),
-               rng.normal(size=(4, 120)) * np.arange(1, 5)[:, None]]
+    columns = [
+        rng.normal(size=(4, 120)),
+        ar1(4, 120, 0.9, rng),
+        ar1(4, 120, -0.5, rng),
+        rng.standard_cauchy(size=(4, 120)),
+        np.cumsum(rng.normal(size=(4, 120)), 1),
+        rng.exponential(size=(4, 120)),
+        rng.integers(0, 2, (4, 120)).astype(float),
+        rng.normal(size=(4, 120)) * np.arange(1, 5)[:, None],
+    ]
     draws = np.stack(columns, axis=-1).reshape(4, 120, 2, 4)
     ours = our_values(draws)
     for j, column in enumerate(columns):
         expected = arviz_values(az, column)
         for name, value in expected.items():
             assert ours[name].shape == (2, 4)
-            np.testing.assert_allclose(ours[name].reshape(-1)[j], value, rtol=RTOL, atol=0,
-                                       err_msg=f"{name} of quantity {j}")
+            np.testing.assert_allclose(
+                ours[name].reshape(-1)[j],
+                value,
+                rtol=RTOL,
+                atol=0,
+                err_msg=f"{name} of quantity {j}",
+            )
 
 
 def test_summary_equals_arviz_summary(az):
     rng = np.random.default_rng(2)
-    positions = {"mu": ar1(4, 200, 0.8, rng),
-                 "z": np.stack([ar1(4, 200, 0.3, rng), rng.standard_t(3, size=(4, 200))], -1)}
+    positions = {
+        "mu": ar1(4, 200, 0.8, rng),
+        "z": np.stack([ar1(4, 200, 0.3, rng), rng.standard_t(3, size=(4, 200))], -1),
+    }
     expected = az.summary(az.from_dict(posterior=positions), round_to="none")
     table = summary(positions)
     assert [row.name for row in table] == list(expected.index)  # ArviZ's names: "z[1]"
     for row in table:
         for column in ("mean", "sd", "mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "r_hat"):
-            np.testing.assert_allclose(getattr(row, column), expected.loc[row.name, column],
-                                       rtol=RTOL, atol=0, err_msg=f"{column} of {row.name}")
+            np.testing.assert_allclose(
+                getattr(row, column),
+                expected.loc[row.name, column],
+                rtol=RTOL,
+                atol=0,
+                err_msg=f"{column} of {row.name}",
+            )
 
 
 def test_constant_quantities_are_nan_where_arviz_reports_the_sample_size(az):
@@ -183,11 +200,15 @@ def test_diagnose_equals_the_single_functions():
     draws = np.stack([ar1(3, 101, 0.6, rng), rng.standard_cauchy(size=(3, 101))], -1)
     table = mcmc.diagnose(draws)
     assert list(table) == list(mcmc.COLUMNS)
-    single = {"mcse_mean": mcmc.mcse_mean, "mcse_sd": mcmc.mcse_sd, "ess_bulk": mcmc.ess_bulk,
-              "ess_tail": mcmc.ess_tail, "r_hat": mcmc.rhat}
+    single = {
+        "mcse_mean": mcmc.mcse_mean,
+        "mcse_sd": mcmc.mcse_sd,
+        "ess_bulk": mcmc.ess_bulk,
+        "ess_tail": mcmc.ess_tail,
+        "r_hat": mcmc.rhat,
+    }
     for name, function in single.items():
-        np.testing.assert_allclose(table[name], function(draws), rtol=RTOL, atol=0,
-                                   err_msg=name)
+        np.testing.assert_allclose(table[name], function(draws), rtol=RTOL, atol=0, err_msg=name)
     flat = draws.reshape(-1, 2)
     np.testing.assert_allclose(table["mean"], flat.mean(0), rtol=RTOL)
     np.testing.assert_allclose(table["sd"], flat.std(0, ddof=1), rtol=RTOL)
@@ -258,21 +279,31 @@ def test_mcse_of_the_mean_of_iid_normal_draws_is_one_over_root_s():
     # τ̂ would move the mean by 30 % or more.
     rng = np.random.default_rng(8)
     reps, chains, samples = 400, 4, 500
-    ratio = mcmc.mcse_mean(rng.normal(size=(chains, samples, reps))) * math.sqrt(
-        chains * samples)
+    ratio = mcmc.mcse_mean(rng.normal(size=(chains, samples, reps))) * math.sqrt(chains * samples)
     tolerance = 3.29 * ratio.std(ddof=1) / math.sqrt(reps) + 0.025
     assert abs(ratio.mean() - 1.0) < tolerance, (ratio.mean(), tolerance)
 
 
 def test_summary_names_values_and_markdown():
     rng = np.random.default_rng(9)
-    positions = {"mu": rng.normal(size=(2, 50)), "layer": {"w": rng.normal(size=(2, 50, 2, 3))},
-                 "fixed": np.full((2, 50), 1.5)}
+    positions = {
+        "mu": rng.normal(size=(2, 50)),
+        "layer": {"w": rng.normal(size=(2, 50, 2, 3))},
+        "fixed": np.full((2, 50), 1.5),
+    }
     table = summary(positions)
     assert isinstance(table, Summary) and len(table) == 1 + 1 + 6
     names = [row.name for row in table]
-    assert names == ["fixed", "layer/w[0, 0]", "layer/w[0, 1]", "layer/w[0, 2]",
-                     "layer/w[1, 0]", "layer/w[1, 1]", "layer/w[1, 2]", "mu"]
+    assert names == [
+        "fixed",
+        "layer/w[0, 0]",
+        "layer/w[0, 1]",
+        "layer/w[0, 2]",
+        "layer/w[1, 0]",
+        "layer/w[1, 1]",
+        "layer/w[1, 2]",
+        "mu",
+    ]
     w = positions["layer"]["w"]
     row = table["layer/w[1, 2]"]
     assert row.mean == pytest.approx(w[:, :, 1, 2].mean(), rel=RTOL)

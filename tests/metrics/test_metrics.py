@@ -46,8 +46,9 @@ def test_calibration_bins_by_hand_and_ece_from_them():
     assert bins["counts"] == [0, 0, 2, 3] and sum(bins["counts"]) == len(labels)
     assert bins["accuracy"][:2] == [None, None] and bins["confidence"][:2] == [None, None]
     assert bins["accuracy"][2:] == pytest.approx([0.5, 2 / 3], rel=1e-12)
-    assert bins["confidence"][2:] == pytest.approx([(0.72 + 0.55) / 2, (0.78 + 0.8 + 0.95) / 3],
-                                                   rel=1e-12)
+    assert bins["confidence"][2:] == pytest.approx(
+        [(0.72 + 0.55) / 2, (0.78 + 0.8 + 0.95) / 3], rel=1e-12
+    )
     direct = (2 * abs(0.5 - (0.72 + 0.55) / 2) + 3 * abs(2 / 3 - (0.78 + 0.8 + 0.95) / 3)) / 5
     assert predictive.ece(probs, labels, num_bins=4) == pytest.approx(direct, rel=1e-12)
     assert predictive.ece_from_bins(bins) == predictive.ece(probs, labels, num_bins=4)
@@ -69,8 +70,9 @@ def test_regression_metrics_by_hand():
     means = np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 5.0]])  # 2 samples
     stds = np.array([[1.0, 0.5, 2.0], [1.0, 0.5, 1.0]])
     assert predictive.rmse(means.mean(0), targets) == pytest.approx(math.sqrt(1 / 3))
-    dens = 0.5 * (stats.norm.pdf(targets, means[0], stds[0]) +
-                  stats.norm.pdf(targets, means[1], stds[1]))
+    dens = 0.5 * (
+        stats.norm.pdf(targets, means[0], stds[0]) + stats.norm.pdf(targets, means[1], stds[1])
+    )
     expected = -np.mean(np.log(dens))
     assert predictive.nll_gaussian_mixture(means, stds, targets) == pytest.approx(expected)
 
@@ -79,18 +81,26 @@ def test_binned_nll_is_the_mixture_mass_of_each_targets_bin():
     targets = np.array([3.0, 5.0, 6.0, 8.0])
     means = np.array([[3.2, 5.0, 4.0, 30.0], [2.0, 5.1, 6.4, -20.0]])
     stds = np.array([[0.3, 1e-3, 0.5, 1.0], [1.0, 0.2, 2.0, 1.0]])
-    mass = 0.5 * sum(stats.norm.cdf(targets + 0.5, m, s) - stats.norm.cdf(targets - 0.5, m, s)
-                     for m, s in zip(means, stds, strict=True))
+    mass = 0.5 * sum(
+        stats.norm.cdf(targets + 0.5, m, s) - stats.norm.cdf(targets - 0.5, m, s)
+        for m, s in zip(means, stds, strict=True)
+    )
     # The last point lies 22 and 28 sds from both components: scipy's difference of cdfs is 0
     # there, the log-space formula keeps ~1e-106; both floor at 1e-300 only below it.
-    stable = stats.norm.logsf(21.5) + np.log1p(-np.exp(stats.norm.logsf(22.5)
-                                                        - stats.norm.logsf(21.5))) - np.log(2)
+    stable = (
+        stats.norm.logsf(21.5)
+        + np.log1p(-np.exp(stats.norm.logsf(22.5) - stats.norm.logsf(21.5)))
+        - np.log(2)
+    )
     expected = -np.mean(np.append(np.log(mass[:3]), stable))
     assert predictive.nll_gaussian_mixture_binned(means, stds, targets) == pytest.approx(
-        expected, rel=1e-9)
+        expected, rel=1e-9
+    )
     # A mass cannot exceed 1, so the NLL is never negative, however narrow the spike.
-    assert predictive.nll_gaussian_mixture_binned(means[:, 1:2], stds[:, 1:2] * 1e-6,
-                                                  targets[1:2]) >= 0.0
+    assert (
+        predictive.nll_gaussian_mixture_binned(means[:, 1:2], stds[:, 1:2] * 1e-6, targets[1:2])
+        >= 0.0
+    )
 
 
 def test_agreement_and_total_variation_by_hand():
@@ -153,8 +163,13 @@ def test_bma_of_identical_samples_equals_single_prediction(dataset, tmp_path):
     if dataset == "classification":
         rng = np.random.default_rng(0)
         path = tmp_path / "toy.npz"
-        np.savez(path, x_train=rng.normal(size=(20, 3)), y_train=rng.integers(0, 3, 20),
-                 x_test=rng.normal(size=(7, 3)), y_test=rng.integers(0, 3, 7))
+        np.savez(
+            path,
+            x_train=rng.normal(size=(20, 3)),
+            y_train=rng.integers(0, 3, 20),
+            x_test=rng.normal(size=(7, 3)),
+            y_test=rng.integers(0, 3, 7),
+        )
         config = problem_lib.ProblemConfig(dataset=str(path), model="linear")
     else:
         config = problem_lib.ProblemConfig(dataset=dataset, model="mlp_regression_small")
@@ -162,8 +177,11 @@ def test_bma_of_identical_samples_equals_single_prediction(dataset, tmp_path):
     params = problem.init_params(jax.random.PRNGKey(0))
     stacked = jax.tree.map(lambda a: np.broadcast_to(a, (2, 3, *a.shape)), params)
     pred = predict(problem, Samples(stacked), problem.dataset.x_test)
-    single = predict(problem, Samples.from_single_chain(jax.tree.map(lambda a: a[None], params)),
-                     problem.dataset.x_test)
+    single = predict(
+        problem,
+        Samples.from_single_chain(jax.tree.map(lambda a: a[None], params)),
+        problem.dataset.x_test,
+    )
     out = np.asarray(problem.apply(params, problem.to_device(problem.dataset.x_test)))
     if problem.dataset.task == "classification":
         np.testing.assert_allclose(pred.probs, jax.nn.softmax(out, -1), rtol=1e-5)
@@ -174,4 +192,5 @@ def test_bma_of_identical_samples_equals_single_prediction(dataset, tmp_path):
         np.testing.assert_allclose(pred.mean, expected, rtol=1e-5)
         targets = problem.dataset.y_test_original
         assert predictive.nll_gaussian_mixture(pred.means, pred.stds, targets) == pytest.approx(
-            predictive.nll_gaussian_mixture(single.means, single.stds, targets), rel=1e-6)
+            predictive.nll_gaussian_mixture(single.means, single.stds, targets), rel=1e-6
+        )

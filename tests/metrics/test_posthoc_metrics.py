@@ -24,8 +24,9 @@ def test_brier_is_the_squared_distance_to_the_one_hot_label():
     rng = np.random.default_rng(0)
     probs = rng.dirichlet(np.ones(4), size=30)
     labels = rng.integers(0, 4, size=30)
-    by_hand = np.mean([sum((probs[i, k] - (labels[i] == k)) ** 2 for k in range(4))
-                       for i in range(30)])
+    by_hand = np.mean(
+        [sum((probs[i, k] - (labels[i] == k)) ** 2 for k in range(4)) for i in range(30)]
+    )
     assert brier(probs, labels) == pytest.approx(by_hand, rel=1e-12)
 
 
@@ -45,8 +46,9 @@ def test_predictive_w1_of_two_gaussians_is_the_distance_of_their_means():
     q = Prediction("regression", means=means + 3.0, stds=np.ones((1, 5)))
     assert predictive_wasserstein_1(p, q) == pytest.approx(3.0, abs=0.2)
     # The mixture draws pick components uniformly: two far components, half the draws each.
-    two = mixture_draws(np.array([[-10.0], [10.0]]), np.ones((2, 1)), 4000,
-                        np.random.default_rng(2))
+    two = mixture_draws(
+        np.array([[-10.0], [10.0]]), np.ones((2, 1)), 4000, np.random.default_rng(2)
+    )
     share = np.mean(two > 0)
     assert abs(share - 0.5) < 4 * math.sqrt(0.25 / 4000)
 
@@ -133,8 +135,7 @@ def test_conformal_sets_and_intervals_by_hand():
     assert result["quantile"] == pytest.approx(0.3)
     assert result["mean_set_size"] == pytest.approx(2 / 3)
     assert result["coverage"] == pytest.approx(2 / 3)
-    reg = Prediction("regression", means=np.array([[0.0, 0.0], [2.0, 2.0]]),
-                     stds=np.ones((2, 2)))
+    reg = Prediction("regression", means=np.array([[0.0, 0.0], [2.0, 2.0]]), stds=np.ones((2, 2)))
     mean, std = conformal.predictive_mean_std(reg.means, reg.stds)
     np.testing.assert_allclose(mean, [1.0, 1.0])
     np.testing.assert_allclose(std, [math.sqrt(2.0)] * 2)  # 1 + 1 (spread of the means)
@@ -161,6 +162,7 @@ def test_mutual_information_is_zero_for_agreeing_draws_and_entropy_is_total():
     np.testing.assert_allclose(scores["entropy"][0], math.log(2))
     # Two confident draws that disagree: the average is uncertain, and all of it is epistemic.
     draws = np.array([[[1.0, 0.0]], [[0.0, 1.0]]])
-    disagree = Prediction("classification", probs=draws.mean(0),
-                          expected_entropy=ood.entropy(draws).mean(0))
+    disagree = Prediction(
+        "classification", probs=draws.mean(0), expected_entropy=ood.entropy(draws).mean(0)
+    )
     np.testing.assert_allclose(ood.scores(disagree)["mutual_information"], [math.log(2)])

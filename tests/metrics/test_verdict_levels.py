@@ -30,15 +30,17 @@ def ar1(shape, rho=0.3, seed=0):
     out[:, 0] = rng.normal(size=(shape[0], *shape[2:]))
     for t in range(1, shape[1]):
         out[:, t] = rho * out[:, t - 1] + np.sqrt(1 - rho**2) * rng.normal(
-            size=(shape[0], *shape[2:]))
+            size=(shape[0], *shape[2:])
+        )
     return out
 
 
 def regression(means, spread=0.2, chains=4, samples=500, points=40, seed=0):
     """Per-draw predictions ``mean_c + spread · AR(1)`` on ``points`` test inputs, and their
     Gaussian log densities at targets y = 0."""
-    f = np.asarray(means, np.float64)[:, None, None] + spread * ar1((chains, samples, points),
-                                                                   seed=seed)
+    f = np.asarray(means, np.float64)[:, None, None] + spread * ar1(
+        (chains, samples, points), seed=seed
+    )
     log_density = -0.5 * (f / NOISE) ** 2 - np.log(NOISE) - 0.5 * np.log(2 * np.pi)
     return f, log_density
 
@@ -62,9 +64,11 @@ def test_each_chain_in_one_mode_of_a_mixture_is_mixed_multimodal():
     assert v["rhat_share_below"] == 0.0
     assert v["level"] == "mixed-multimodal" and not v["converged"]
     assert v["modes"] == {"count": 2, "groups": [[0, 2], [1, 3]]}
-    assert v["summary"] == ("each chain mixed; the chains sit in 2 distinct modes (chains "
-                            "0, 2 | 1, 3); the model average pools them, a valid reference "
-                            "for it")
+    assert v["summary"] == (
+        "each chain mixed; the chains sit in 2 distinct modes (chains "
+        "0, 2 | 1, 3); the model average pools them, a valid reference "
+        "for it"
+    )
     assert any("2 distinct modes" in p for p in v["problems"])
     # Chains in different modes have no pooled ESS to ask for; only the modes are reported.
     assert not any("ESS" in p for p in v["problems"])
@@ -120,8 +124,9 @@ def test_one_mode_exactly_when_the_between_chain_check_passes(seed):
     stats = modes.HalfStatistics.of(f)
     assert (v["modes"]["count"] == 1) == (v["rhat_share_below"] >= convergence.RHAT_SHARE)
     for group in v["modes"]["groups"]:  # every mode passes the rule by itself
-        assert modes.agree(stats, group, threshold=convergence.RHAT_THRESHOLD,
-                           share=convergence.RHAT_SHARE)[0]
+        assert modes.agree(
+            stats, group, threshold=convergence.RHAT_THRESHOLD, share=convergence.RHAT_SHARE
+        )[0]
 
 
 def test_stationary_chains_keep_a_flat_running_lpd():
@@ -131,8 +136,7 @@ def test_stationary_chains_keep_a_flat_running_lpd():
     # truth at one standard error, so [0.8, 1.2] fails only for a miscalibrated se;
     # P(|z| > 4) ≈ 6e-5 per chain, and 3 or more flagged has probability ~1e-9 (the ESS
     # estimate's own error fattens the tail a little, which the bound leaves room for).
-    _, log_density = regression([0.0] * 200, spread=1.0, chains=200, samples=200, points=20,
-                                seed=5)
+    _, log_density = regression([0.0] * 200, spread=1.0, chains=200, samples=200, points=20, seed=5)
     checks = [within_chain.lpd_drift(log_density[c]) for c in range(200)]
     z = np.array([c.drift / c.drift_se for c in checks])
     assert 0.8 < z.std() < 1.2, z.std()
@@ -165,8 +169,15 @@ def test_sample_speaks_of_parameters_and_config_fields():
 
     import jax.numpy as jnp
 
-    config = hmc.Config(step_size=0.3, trajectory_len=1.0, adapt="mass", num_chains=4,
-                        num_iterations=600, num_burn_in=100, seed=1)
+    config = hmc.Config(
+        step_size=0.3,
+        trajectory_len=1.0,
+        adapt="mass",
+        num_chains=4,
+        num_iterations=600,
+        num_burn_in=100,
+        seed=1,
+    )
     start = {"x": jnp.array([[-5.0], [5.0], [-5.0], [5.0]])}
     verdict = bnnkit.sample(log_density, start, config).convergence
     assert verdict["level"] == "mixed-multimodal"

@@ -41,8 +41,11 @@ def build() -> Callable[[str, int, tuple[int, ...], bool], Built]:
             x = example_inputs(shape, tokens)
             init = jax.jit(model.init)
             cache[key] = Built(
-                model, init(jax.random.PRNGKey(1), x[:1]), init(jax.random.PRNGKey(2), x[:1]),
-                x, jax.jit(model.apply),
+                model,
+                init(jax.random.PRNGKey(1), x[:1]),
+                init(jax.random.PRNGKey(2), x[:1]),
+                x,
+                jax.jit(model.apply),
             )
         return cache[key]
 

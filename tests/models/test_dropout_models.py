@@ -16,9 +16,12 @@ from bnnkit.models.registry import DEFAULT_DROPOUT_RATE
 from bnnkit.problem import ProblemConfig, build
 
 # LeNet-5's convolutions, applied op by op here, take the longest to compile: a slow check.
-PAIRS = [("mlp_regression_small", (8, 6)), ("mlp_regression", (8, 6)),
-         ("mlp_classification", (8, 12)),
-         pytest.param("lenet5", (8, 28, 28, 1), marks=pytest.mark.slow)]
+PAIRS = [
+    ("mlp_regression_small", (8, 6)),
+    ("mlp_regression", (8, 6)),
+    ("mlp_classification", (8, 12)),
+    pytest.param("lenet5", (8, 28, 28, 1), marks=pytest.mark.slow),
+]
 
 
 @pytest.mark.parametrize(("plain", "shape"), PAIRS)
@@ -47,8 +50,14 @@ def test_every_input_is_dropped_with_probability_p_and_kept_ones_scaled(rate):
     d, batch = 50, 40
     net = MLP(hidden=(), num_outputs=d, dropout_rate=rate)
     params = {"params": {"Dense_0": {"kernel": jnp.eye(d), "bias": jnp.zeros(d)}}}
-    out = np.asarray(net.apply(params, jnp.ones((batch, d)), deterministic=False,
-                               rngs={"dropout": jax.random.PRNGKey(0)}))
+    out = np.asarray(
+        net.apply(
+            params,
+            jnp.ones((batch, d)),
+            deterministic=False,
+            rngs={"dropout": jax.random.PRNGKey(0)},
+        )
+    )
     kept = out[out != 0]
     np.testing.assert_allclose(kept, 1 / (1 - rate), rtol=1e-6)
     n = out.size
@@ -63,13 +72,15 @@ def test_rate_zero_is_the_plain_network_even_with_a_key():
     plain = models.get("mlp_classification", num_outputs=3)
     x = jax.random.normal(jax.random.PRNGKey(0), (4, 12))
     params = plain.init(jax.random.PRNGKey(1), x[:1])
-    np.testing.assert_array_equal(model.apply(params, x, key=jax.random.PRNGKey(2)),
-                                  plain.apply(params, x))
+    np.testing.assert_array_equal(
+        model.apply(params, x, key=jax.random.PRNGKey(2)), plain.apply(params, x)
+    )
 
 
 def test_problem_takes_the_rate_and_refuses_it_for_a_model_without_dropout():
-    problem = build(ProblemConfig("yacht_0", "mlp_regression_small_dropout", noise_std=0.5,
-                                  dropout_rate=0.25))
+    problem = build(
+        ProblemConfig("yacht_0", "mlp_regression_small_dropout", noise_std=0.5, dropout_rate=0.25)
+    )
     assert problem.log_posterior.stochastic and problem.log_posterior.dropout_rate == 0.25
     default = build(ProblemConfig("yacht_0", "mlp_regression_small_dropout", noise_std=0.5))
     assert default.log_posterior.dropout_rate == DEFAULT_DROPOUT_RATE

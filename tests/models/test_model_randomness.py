@@ -44,15 +44,25 @@ class DropoutMLP(nn.Module):
 @pytest.fixture
 def dropout_model(monkeypatch):
     """The dropout MLP in the model registry for one test."""
-    monkeypatch.setitem(models.MODELS, NAME, ModelSpec(
-        make=lambda n: DropoutMLP(n), tasks=("regression", "classification"), input_rank=None,
-        description="an MLP with dropout, for tests", stochastic=True))
+    monkeypatch.setitem(
+        models.MODELS,
+        NAME,
+        ModelSpec(
+            make=lambda n: DropoutMLP(n),
+            tasks=("regression", "classification"),
+            input_rank=None,
+            description="an MLP with dropout, for tests",
+            stochastic=True,
+        ),
+    )
     return NAME
 
 
 def differ(a, b) -> bool:
-    return any(not np.array_equal(np.asarray(x), np.asarray(y))
-               for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+    return any(
+        not np.array_equal(np.asarray(x), np.asarray(y))
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )
 
 
 K1, K2 = jax.random.PRNGKey(11), jax.random.PRNGKey(12)
@@ -68,9 +78,10 @@ def test_model_apply_draws_from_its_key_only(dropout_model):
     np.testing.assert_array_equal(plain, DropoutMLP(2).apply(params, x, deterministic=True))
     np.testing.assert_array_equal(plain, model.apply(params, x))
     # A key: dropout drawn from it, the same for the same key, other for another.
-    np.testing.assert_array_equal(model.apply(params, x, key=K1),
-                                  DropoutMLP(2).apply(params, x, deterministic=False,
-                                                      rngs={"dropout": K1}))
+    np.testing.assert_array_equal(
+        model.apply(params, x, key=K1),
+        DropoutMLP(2).apply(params, x, deterministic=False, rngs={"dropout": K1}),
+    )
     assert differ(model.apply(params, x, key=K1), plain)
     assert differ(model.apply(params, x, key=K1), model.apply(params, x, key=K2))
     np.testing.assert_array_equal(model.apply(params, x, key=K1), model.apply(params, x, key=K1))
@@ -86,8 +97,7 @@ def test_a_model_without_randomness_ignores_keys():
 
 @pytest.mark.parametrize("chunk_size", [None, 100])
 def test_log_posterior_passes_the_key_on(dropout_model, chunk_size):
-    problem = build(ProblemConfig("yacht_0", dropout_model, noise_std=0.5,
-                                  chunk_size=chunk_size))
+    problem = build(ProblemConfig("yacht_0", dropout_model, noise_std=0.5, chunk_size=chunk_size))
     lp, batch = problem.log_posterior, problem.train_batch()
     assert lp.stochastic and (chunk_size is None or batch.x.shape[0] > chunk_size)
     params = problem.init_params(jax.random.PRNGKey(0))
@@ -106,9 +116,12 @@ def test_log_posterior_passes_the_key_on(dropout_model, chunk_size):
 
 def implied_gradient_error(before, after, eta, grad) -> float:
     """max |(θ₁ − θ₀)/η − g| / max |g| over the leaves: how far the step is from θ₀ + η g."""
-    return max(float(np.max(np.abs((a - p) / eta - g)) / np.max(np.abs(g)))
-               for p, a, g in zip(jax.tree.leaves(before), jax.tree.leaves(after),
-                                  jax.tree.leaves(grad), strict=True))
+    return max(
+        float(np.max(np.abs((a - p) / eta - g)) / np.max(np.abs(g)))
+        for p, a, g in zip(
+            jax.tree.leaves(before), jax.tree.leaves(after), jax.tree.leaves(grad), strict=True
+        )
+    )
 
 
 def test_sgd_gives_the_model_its_step_key(dropout_model):
@@ -124,24 +137,36 @@ def test_sgd_gives_the_model_its_step_key(dropout_model):
     one, _ = method.step(K1, state, batch)
     keyed = jax.grad(lp)(state.position, batch, key=model_key(K1))
     assert implied_gradient_error(state.position, one.position, eta, keyed) < 1e-3
-    for other in (jax.grad(lp)(state.position, batch, key=model_key(K2)),
-                  jax.grad(lp)(state.position, batch)):
+    for other in (
+        jax.grad(lp)(state.position, batch, key=model_key(K2)),
+        jax.grad(lp)(state.position, batch),
+    ):
         assert implied_gradient_error(state.position, one.position, eta, other) > 0.1
     assert differ(one.position, method.step(K2, state, batch)[0].position)
     assert not differ(one.position, method.step(K1, state, batch)[0].position)
     # A step called without a key takes the deterministic network's gradient.
     plain, _ = method.step(None, state, batch)
-    assert implied_gradient_error(state.position, plain.position, eta,
-                                  jax.grad(lp)(state.position, batch)) < 1e-3
+    assert (
+        implied_gradient_error(
+            state.position, plain.position, eta, jax.grad(lp)(state.position, batch)
+        )
+        < 1e-3
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method_of", [
-    lambda lp: sgmcmc.build(lp, sgmcmc.Config(init_step_size=1e-6, num_epochs=1,
-                                              batch_size=32)),
-    lambda lp: vi.build(lp, vi.Config(init_step_size=1e-3, num_epochs=1, batch_size=32,
-                                      vi_num_samples=2)),
-], ids=["sgmcmc", "vi"])
+@pytest.mark.parametrize(
+    "method_of",
+    [
+        lambda lp: sgmcmc.build(
+            lp, sgmcmc.Config(init_step_size=1e-6, num_epochs=1, batch_size=32)
+        ),
+        lambda lp: vi.build(
+            lp, vi.Config(init_step_size=1e-3, num_epochs=1, batch_size=32, vi_num_samples=2)
+        ),
+    ],
+    ids=["sgmcmc", "vi"],
+)
 def test_other_minibatch_methods_draw_the_model_from_their_step_key(dropout_model, method_of):
     # The same step on the same model with and without randomness: with it, the step's result
     # depends on dropout too, so it differs from the deterministic network's step.
@@ -180,7 +205,7 @@ def test_predictive_gives_every_draw_its_own_key(dropout_model):
     assert not differ(keyed.means, predict(problem, samples, x, key=K1).means)
     # Each chunk of the inputs draws anew: the same inputs twice, in two chunks.
     twice = predict(problem, samples, np.concatenate([x, x]), key=K1, test_chunk=len(x))
-    assert differ(twice.means[:, :len(x)], twice.means[:, len(x):])
+    assert differ(twice.means[:, : len(x)], twice.means[:, len(x) :])
 
 
 def test_predictive_of_a_model_without_randomness_ignores_keys():
@@ -193,8 +218,7 @@ def test_predictive_of_a_model_without_randomness_ignores_keys():
     np.testing.assert_array_equal(plain.stds, keyed.stds)
 
 
-def test_sgd_run_on_a_stochastic_model_resumes_bit_for_bit_and_evaluates(dropout_model,
-                                                                          tmp_path):
+def test_sgd_run_on_a_stochastic_model_resumes_bit_for_bit_and_evaluates(dropout_model, tmp_path):
     problem = ProblemConfig("yacht_0", dropout_model, noise_std=0.5)
     config = sgd.Config(init_step_size=1e-5, num_epochs=3, batch_size=32)
     runs.run(problem, config, tmp_path / "full", progress=False)

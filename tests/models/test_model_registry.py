@@ -25,28 +25,34 @@ def test_model_spec_without_example_shape_still_works():
     assert spec.example_shape is None and spec.input_dtype == "float"
 
 
-@pytest.mark.parametrize(("name", "task", "shape", "dtype", "match"), [
-    ("cnn_lstm", "classification", (32, 32, 3), None, "rank 1"),
-    ("cnn_lstm", "classification", (784,), "float", "token ids"),
-    ("cnn_lstm", "regression", (13,), None, "classification"),
-    ("lenet5", "regression", (13,), None, "classification"),
-    ("lenet5", "classification", (784,), None, "rank 3"),
-    ("resnet20_frn_swish", "classification", (100,), "int", "rank 3"),
-    ("mlp_bbb_400", "classification", (100,), "int", "real-valued"),
-    ("mlp_bbb_400", "classification", (784,), "uint8", "'int' or 'float'"),
-])
+@pytest.mark.parametrize(
+    ("name", "task", "shape", "dtype", "match"),
+    [
+        ("cnn_lstm", "classification", (32, 32, 3), None, "rank 1"),
+        ("cnn_lstm", "classification", (784,), "float", "token ids"),
+        ("cnn_lstm", "regression", (13,), None, "classification"),
+        ("lenet5", "regression", (13,), None, "classification"),
+        ("lenet5", "classification", (784,), None, "rank 3"),
+        ("resnet20_frn_swish", "classification", (100,), "int", "rank 3"),
+        ("mlp_bbb_400", "classification", (100,), "int", "real-valued"),
+        ("mlp_bbb_400", "classification", (784,), "uint8", "'int' or 'float'"),
+    ],
+)
 def test_incompatible_pairs_are_refused(name, task, shape, dtype, match):
     with pytest.raises(ConfigError, match=match):
         check_compatible(name, task, shape, "somedata", input_dtype=dtype)
 
 
-@pytest.mark.parametrize(("name", "shape", "dtype"), [
-    ("cnn_lstm", (100,), "int"),
-    ("lenet5", (28, 28, 1), "float"),
-    ("lenet5", (32, 32, 3), None),
-    ("resnet20_frn_swish", (32, 32, 3), "float"),
-    ("mlp_bbb_1200", (28, 28, 1), "float"),
-])
+@pytest.mark.parametrize(
+    ("name", "shape", "dtype"),
+    [
+        ("cnn_lstm", (100,), "int"),
+        ("lenet5", (28, 28, 1), "float"),
+        ("lenet5", (32, 32, 3), None),
+        ("resnet20_frn_swish", (32, 32, 3), "float"),
+        ("mlp_bbb_1200", (28, 28, 1), "float"),
+    ],
+)
 def test_compatible_pairs_pass(name, shape, dtype):
     check_compatible(name, "classification", shape, "somedata", input_dtype=dtype)
 

@@ -65,10 +65,34 @@ def shipped(tmp_path_factory) -> Shipped:
     run = root / "run"
     sys.path.insert(0, str(lib))
     try:
-        assert main(["hmc", "--dataset", "yacht_0", "--model", MODEL, "--noise-std", "0.35",
-                     "--step-size", "1e-3", "--trajectory-len", "0.05", "--num-iterations", "6",
-                     "--num-burn-in", "2", "--num-chains", "2", "--dir", str(run),
-                     "--no-progress", "--no-evaluate"]) == 0
+        assert (
+            main(
+                [
+                    "hmc",
+                    "--dataset",
+                    "yacht_0",
+                    "--model",
+                    MODEL,
+                    "--noise-std",
+                    "0.35",
+                    "--step-size",
+                    "1e-3",
+                    "--trajectory-len",
+                    "0.05",
+                    "--num-iterations",
+                    "6",
+                    "--num-burn-in",
+                    "2",
+                    "--num-chains",
+                    "2",
+                    "--dir",
+                    str(run),
+                    "--no-progress",
+                    "--no-evaluate",
+                ]
+            )
+            == 0
+        )
     finally:
         sys.path.remove(str(lib))
         sys.modules.pop("mymod", None)
@@ -114,7 +138,8 @@ READERS = {
 
 @pytest.mark.parametrize("reader", sorted(READERS))
 def test_a_reader_in_the_run_folder_imports_nothing_and_says_how_to_allow_it(
-        reader, shipped, tmp_path, monkeypatch, capsys):
+    reader, shipped, tmp_path, monkeypatch, capsys
+):
     monkeypatch.chdir(shipped.run)
     out = tmp_path / "out"
     argv = [a.format(out=out) for a in READERS[reader]]
@@ -153,9 +178,13 @@ def test_the_module_on_pythonpath_is_not_imported_either(shipped, tmp_path):
     # Another process, with the run folder itself on its import path.
     env = {**os.environ, "PYTHONPATH": str(shipped.run)}
     code = "import sys; from bnnkit.cli import main; sys.exit(main(sys.argv[1:]))"
-    done = subprocess.run([sys.executable, "-c", code, "report", str(shipped.run), "--out",
-                           str(tmp_path / "report")], env=env, cwd=tmp_path,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code, "report", str(shipped.run), "--out", str(tmp_path / "report")],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and f"--model {MODEL}" in lines[0] and "'mymod'" in lines[0]
@@ -163,13 +192,15 @@ def test_the_module_on_pythonpath_is_not_imported_either(shipped, tmp_path):
 
 
 def test_the_python_readers_need_trust_model(shipped):
-    for read in (lambda: bnnkit.evaluate(shipped.run, write=False),
-                 lambda: load_run(shipped.run)):
+    for read in (lambda: bnnkit.evaluate(shipped.run, write=False), lambda: load_run(shipped.run)):
         with pytest.raises(ConfigError, match=rf"trust_model='{MODEL}'") as err:
             read()
         assert "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match=r"othermod:Net is not the model of .* records "
-                                          rf"{MODEL}"):
+    with pytest.raises(
+        ConfigError,
+        match=r"othermod:Net is not the model of .* records "
+        rf"{MODEL}",
+    ):
         load_run(shipped.run, trust_model="othermod:Net")
     for wrong in (["mymod:Net"], 3, b"mymod:Net"):
         with pytest.raises(ConfigError, match=r"trust_model .* allowed: the model's import path"):
@@ -182,8 +213,9 @@ def test_the_python_readers_need_trust_model(shipped):
 # --- the user's word ------------------------------------------------------------------------
 
 
-def test_named_model_reads_the_run_from_where_the_user_has_it(shipped, tmp_path, monkeypatch,
-                                                              capsys):
+def test_named_model_reads_the_run_from_where_the_user_has_it(
+    shipped, tmp_path, monkeypatch, capsys
+):
     run = copy_of(shipped, tmp_path)
     monkeypatch.chdir(run)
     # Installed (here: on the path), the user's own module comes first: the copy in the run
@@ -202,7 +234,8 @@ def test_named_model_reads_the_run_from_where_the_user_has_it(shipped, tmp_path,
 
 
 def test_a_named_model_is_looked_for_in_the_current_folder_as_python_m_would(
-        shipped, tmp_path, monkeypatch, capsys):
+    shipped, tmp_path, monkeypatch, capsys
+):
     run = copy_of(shipped, tmp_path)
     marker_before = shipped.marker.exists()
     monkeypatch.chdir(run)
@@ -213,25 +246,44 @@ def test_a_named_model_is_looked_for_in_the_current_folder_as_python_m_would(
     assert os.getcwd() not in sys.path  # only while it imported
 
 
-def test_a_named_model_that_is_not_the_runs_is_refused_naming_both(shipped, monkeypatch,
-                                                                   capsys):
+def test_a_named_model_that_is_not_the_runs_is_refused_naming_both(shipped, monkeypatch, capsys):
     monkeypatch.chdir(shipped.run)
     err = refused(["evaluate", ".", "--model", "othermod:Net"], capsys)
     assert "--model othermod:Net is not the model of the run" in err and MODEL in err
-    with trusting_model("othermod:Net"), pytest.raises(
-            ConfigError, match=rf"othermod:Net is not the model of .* records {MODEL}"):
+    with (
+        trusting_model("othermod:Net"),
+        pytest.raises(ConfigError, match=rf"othermod:Net is not the model of .* records {MODEL}"),
+    ):
         bnnkit.evaluate(shipped.run, write=False)
     assert not shipped.marker.exists()
 
 
-def test_the_author_resumes_and_evaluates_a_run_of_their_module(shipped, tmp_path, monkeypatch,
-                                                                capsys):
+def test_the_author_resumes_and_evaluates_a_run_of_their_module(
+    shipped, tmp_path, monkeypatch, capsys
+):
     work = tmp_path / "work"
     shutil.copytree(shipped.lib, work)
     monkeypatch.chdir(work)  # mymod.py beside the command, as the author keeps it
-    args = ["hmc", "--dataset", "yacht_0", "--model", MODEL, "--noise-std", "0.35",
-            "--step-size", "1e-3", "--trajectory-len", "0.05", "--num-burn-in", "1",
-            "--num-chains", "1", "--dir", "run", "--no-progress"]
+    args = [
+        "hmc",
+        "--dataset",
+        "yacht_0",
+        "--model",
+        MODEL,
+        "--noise-std",
+        "0.35",
+        "--step-size",
+        "1e-3",
+        "--trajectory-len",
+        "0.05",
+        "--num-burn-in",
+        "1",
+        "--num-chains",
+        "1",
+        "--dir",
+        "run",
+        "--no-progress",
+    ]
     assert main([*args, "--num-iterations", "2", "--no-evaluate"]) == 0
     before = storage.load_arrays(RunDir(work / "run").sample_file(1))
     assert main([*args, "--num-iterations", "3", "--resume"]) == 0, capsys.readouterr().err
@@ -244,13 +296,32 @@ def test_the_author_resumes_and_evaluates_a_run_of_their_module(shipped, tmp_pat
         np.testing.assert_array_equal(before[key], after[key])
 
 
-def test_laplace_imports_the_map_runs_model_when_it_is_named(shipped, tmp_path, monkeypatch,
-                                                            capsys):
+def test_laplace_imports_the_map_runs_model_when_it_is_named(
+    shipped, tmp_path, monkeypatch, capsys
+):
     work = tmp_path / "work"
     shutil.copytree(shipped.lib, work)
     monkeypatch.chdir(work)
-    assert main(["sgd", "--dataset", "yacht_0", "--model", MODEL, "--noise-std", "0.35", *SGD,
-                 "--num-epochs", "1", "--dir", "map", "--no-evaluate"]) == 0
+    assert (
+        main(
+            [
+                "sgd",
+                "--dataset",
+                "yacht_0",
+                "--model",
+                MODEL,
+                "--noise-std",
+                "0.35",
+                *SGD,
+                "--num-epochs",
+                "1",
+                "--dir",
+                "map",
+                "--no-evaluate",
+            ]
+        )
+        == 0
+    )
     sys.modules.pop("mymod", None)
     laplace = ["laplace", "--map-run", "map", "--no-progress", "--no-evaluate"]
     err = refused([*laplace, "--dir", "la"], capsys)
@@ -268,20 +339,26 @@ def modules(tmp_path, monkeypatch):
     (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\n")
     (tmp_path / "parses.py").write_text(
         "import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr', required=True)\n"
-        "args = p.parse_args()\n")
+        "args = p.parse_args()\n"
+    )
     (tmp_path / "interrupts.py").write_text("raise KeyboardInterrupt\n")
-    (tmp_path / "argv.py").write_text(MODULE.replace("import flax.linen as nn",
-                                                     "import sys\nimport flax.linen as nn\n"
-                                                     "SEEN = list(sys.argv)"))
+    (tmp_path / "argv.py").write_text(
+        MODULE.replace(
+            "import flax.linen as nn", "import sys\nimport flax.linen as nn\nSEEN = list(sys.argv)"
+        )
+    )
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
 
-@pytest.mark.parametrize(("module", "says"), [
-    ("exits", "importing 'exits' exited (SystemExit 0)"),
-    ("parses", "importing 'parses' exited (SystemExit 2); it printed 'usage: parses"),
-    ("interrupts", "importing 'interrupts' was interrupted (KeyboardInterrupt)"),
-])
+@pytest.mark.parametrize(
+    ("module", "says"),
+    [
+        ("exits", "importing 'exits' exited (SystemExit 0)"),
+        ("parses", "importing 'parses' exited (SystemExit 2); it printed 'usage: parses"),
+        ("interrupts", "importing 'interrupts' was interrupted (KeyboardInterrupt)"),
+    ],
+)
 def test_an_import_that_ends_the_process_is_one_config_error(module, says, modules):
     argv = list(sys.argv)
     with pytest.raises(ConfigError) as err:
@@ -300,8 +377,23 @@ def test_a_module_sees_only_its_name_in_sys_argv(modules):
 
 
 def test_a_module_parsing_flags_at_import_is_one_line_on_the_command_line(modules, capsys):
-    err = refused(["sgd", "--dataset", "yacht_0", "--model", "parses:Net", "--noise-std",
-                   "0.35", *SGD, "--num-epochs", "1", "--dir", "r"], capsys)
+    err = refused(
+        [
+            "sgd",
+            "--dataset",
+            "yacht_0",
+            "--model",
+            "parses:Net",
+            "--noise-std",
+            "0.35",
+            *SGD,
+            "--num-epochs",
+            "1",
+            "--dir",
+            "r",
+        ],
+        capsys,
+    )
     assert err.startswith("bnnkit: error: --model 'parses:Net': importing 'parses' exited")
     assert not (modules / "r").exists()
 
@@ -311,9 +403,26 @@ def test_a_module_parsing_flags_at_import_is_one_line_on_the_command_line(module
 
 def test_a_run_json_edited_to_another_dataset_is_refused_naming_the_mismatch(tmp_path, capsys):
     run = tmp_path / "run"
-    assert main(["sgd", "--dataset", "yacht_0", "--model", "mlp_regression_small",
-                 "--noise-std", "0.35", *SGD, "--num-epochs", "1", "--dir", str(run),
-                 "--no-evaluate"]) == 0
+    assert (
+        main(
+            [
+                "sgd",
+                "--dataset",
+                "yacht_0",
+                "--model",
+                "mlp_regression_small",
+                "--noise-std",
+                "0.35",
+                *SGD,
+                "--num-epochs",
+                "1",
+                "--dir",
+                str(run),
+                "--no-evaluate",
+            ]
+        )
+        == 0
+    )
     record = json.loads((run / "run.json").read_text())
     record["problem"]["dataset"] = "boston_0"  # more inputs than yacht
     record["settings_sha256"] = settings_digest(record)  # as anyone can
@@ -324,6 +433,8 @@ def test_a_run_json_edited_to_another_dataset_is_refused_naming_the_mismatch(tmp
     wanted = tuple(theirs["params"]["Dense_0"]["kernel"].shape)
     assert stored != wanted
     err = refused(["evaluate", str(run)], capsys)
-    assert (f"stores params/Dense_0/kernel of shape {stored}, where model mlp_regression_small "
-            f"on dataset 'boston_0'") in err and f"has {wanted}" in err
+    assert (
+        f"stores params/Dense_0/kernel of shape {stored}, where model mlp_regression_small "
+        f"on dataset 'boston_0'"
+    ) in err and f"has {wanted}" in err
     assert not (run / "evaluation.json").exists()

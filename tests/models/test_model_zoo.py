@@ -28,8 +28,13 @@ def conv(kernel_elems: int, c_in: int, c_out: int) -> int:
 
 def lenet5_count(channels: int, k: int) -> int:
     # 5×5 convs; 16 maps of 5×5 reach the dense layers for both 28×28 (SAME) and 32×32 (VALID).
-    return (conv(25, channels, 6) + conv(25, 6, 16) + dense(16 * 5 * 5, 120) + dense(120, 84)
-            + dense(84, k))
+    return (
+        conv(25, channels, 6)
+        + conv(25, 6, 16)
+        + dense(16 * 5 * 5, 120)
+        + dense(120, 84)
+        + dense(84, k)
+    )
 
 
 def resnet20_frn_count(k: int) -> int:
@@ -67,8 +72,13 @@ CASES = {
 }
 # The three Bayes-by-Backprop MLPs differ only in width: run the expensive checks on one. The
 # two ResNets take most of the time (convolutions compile slowly on CPU): with `make test-slow`.
-HEAVY = ["lenet5", pytest.param("resnet20_frn_swish", marks=pytest.mark.slow),
-         pytest.param("resnet20_frn", marks=pytest.mark.slow), "cnn_lstm", "mlp_bbb_400"]
+HEAVY = [
+    "lenet5",
+    pytest.param("resnet20_frn_swish", marks=pytest.mark.slow),
+    pytest.param("resnet20_frn", marks=pytest.mark.slow),
+    "cnn_lstm",
+    "mlp_bbb_400",
+]
 
 
 def built(build, name: str):
@@ -115,8 +125,10 @@ def test_likelihood_gradient_is_finite_and_reaches_every_parameter(name, build):
     model, p1, _, x, _ = built(build, name)
     y = jnp.arange(x.shape[0]) % model.num_outputs
     lp = LogPosterior(
-        model.apply, likelihoods.Categorical(num_classes=model.num_outputs),
-        priors.Gaussian(weight_decay=1.0), num_data=x.shape[0],
+        model.apply,
+        likelihoods.Categorical(num_classes=model.num_outputs),
+        priors.Gaussian(weight_decay=1.0),
+        num_data=x.shape[0],
     )
     grad = jax.jit(jax.grad(lp.log_likelihood))
     for g in jax.tree.leaves(grad(p1, Batch(x, y))):

@@ -28,11 +28,13 @@ def test_frn_matches_numpy_reference():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32) * 3.0
     gamma, beta, tau = (rng.standard_normal(5).astype(np.float32) for _ in range(3))
-    params = {"params": {
-        "gamma": gamma.reshape(1, 1, 1, 5),
-        "beta": beta.reshape(1, 1, 1, 5),
-        "tau": tau.reshape(1, 1, 1, 5),
-    }}
+    params = {
+        "params": {
+            "gamma": gamma.reshape(1, 1, 1, 5),
+            "beta": beta.reshape(1, 1, 1, 5),
+            "tau": tau.reshape(1, 1, 1, 5),
+        }
+    }
     out = FilterResponseNorm().apply(params, jnp.asarray(x))
     np.testing.assert_allclose(out, frn_reference(x, gamma, beta, tau), rtol=1e-5, atol=1e-5)
 

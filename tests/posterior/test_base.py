@@ -25,8 +25,9 @@ from bnnkit.runs.stored import combine
 from bnnkit.types import Key, Params
 
 # The members the protocol states, read from the protocol itself.
-MEMBERS = sorted({name for name in vars(Posterior) if not name.startswith("_")}
-                 | set(Posterior.__annotations__))
+MEMBERS = sorted(
+    {name for name in vars(Posterior) if not name.startswith("_")} | set(Posterior.__annotations__)
+)
 
 
 def template() -> Params:
@@ -38,8 +39,9 @@ def template() -> Params:
 def positive_like(key: Key, tree: Params) -> Params:
     leaves, treedef = jax.tree.flatten(tree)
     keys = jax.random.split(key, len(leaves))
-    return treedef.unflatten([jnp.exp(jax.random.normal(k, leaf.shape))
-                              for k, leaf in zip(keys, leaves, strict=True)])
+    return treedef.unflatten(
+        [jnp.exp(jax.random.normal(k, leaf.shape)) for k, leaf in zip(keys, leaves, strict=True)]
+    )
 
 
 def orthogonal(key: Key, n: int) -> jax.Array:
@@ -47,30 +49,51 @@ def orthogonal(key: Key, n: int) -> jax.Array:
 
 
 def samples(t: Params) -> Samples:
-    return Samples(jax.tree.map(lambda a: np.arange(2 * 3 * a.size, dtype=np.float32).reshape(
-        (2, 3, *a.shape)), t))
+    return Samples(
+        jax.tree.map(
+            lambda a: np.arange(2 * 3 * a.size, dtype=np.float32).reshape((2, 3, *a.shape)), t
+        )
+    )
 
 
 # One instance of every kind the store knows, with nothing at a default that could hide a
 # field the round trip loses.
 FACTORIES = {
     "samples": samples,
-    "diag_gaussian": lambda t: DiagGaussian(t, positive_like(jax.random.PRNGKey(1), t),
-                                            num_draws=3),
-    "laplace_diag": lambda t: DiagLaplace(t, positive_like(jax.random.PRNGKey(2), t),
-                                          info={"prior_precision": 2.0}, num_draws=3,
-                                          predictive="glm"),
+    "diag_gaussian": lambda t: DiagGaussian(
+        t, positive_like(jax.random.PRNGKey(1), t), num_draws=3
+    ),
+    "laplace_diag": lambda t: DiagLaplace(
+        t,
+        positive_like(jax.random.PRNGKey(2), t),
+        info={"prior_precision": 2.0},
+        num_draws=3,
+        predictive="glm",
+    ),
     "laplace_last_layer": lambda t: LastLayerLaplace(
-        t, ("params", "Dense_0"), 0.1 * orthogonal(jax.random.PRNGKey(3), 8),
-        info={"damping": 0.0}, num_draws=4),
+        t,
+        ("params", "Dense_0"),
+        0.1 * orthogonal(jax.random.PRNGKey(3), 8),
+        info={"damping": 0.0},
+        num_draws=4,
+    ),
     "laplace_kfac": lambda t: KFACLaplace(
-        t, {"Dense_0": (orthogonal(jax.random.PRNGKey(4), 4), orthogonal(jax.random.PRNGKey(5), 2),
-                        positive_like(jax.random.PRNGKey(6), {"e": jnp.zeros((4, 2))})["e"])},
-        num_draws=2),
+        t,
+        {
+            "Dense_0": (
+                orthogonal(jax.random.PRNGKey(4), 4),
+                orthogonal(jax.random.PRNGKey(5), 2),
+                positive_like(jax.random.PRNGKey(6), {"e": jnp.zeros((4, 2))})["e"],
+            )
+        },
+        num_draws=2,
+    ),
     "low_rank_gaussian": lambda t: LowRankGaussian(
-        t, positive_like(jax.random.PRNGKey(11), t),
+        t,
+        positive_like(jax.random.PRNGKey(11), t),
         jax.tree.map(lambda a: jax.random.normal(jax.random.PRNGKey(12), (3, *a.shape)), t),
-        num_draws=3),
+        num_draws=3,
+    ),
     "mc_dropout": lambda t: MCDropout(positive_like(jax.random.PRNGKey(13), t), 0.25, 3),
 }
 
@@ -86,15 +109,16 @@ def test_the_protocol_states_what_is_read():
 def leaves_equal(a, b) -> bool:
     return jax.tree.structure(a) == jax.tree.structure(b) and all(
         np.array_equal(np.asarray(x), np.asarray(y))
-        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    )
 
 
 def check_signature(cls: type, name: str) -> None:
     """``cls.name`` takes the protocol's parameters, in order; any more have defaults."""
     wanted = list(inspect.signature(getattr(Posterior, name)).parameters)
     got = list(inspect.signature(getattr(cls, name)).parameters.values())
-    assert [p.name for p in got[:len(wanted)]] == wanted, (cls.__name__, name)
-    assert all(p.default is not inspect.Parameter.empty for p in got[len(wanted):]), name
+    assert [p.name for p in got[: len(wanted)]] == wanted, (cls.__name__, name)
+    assert all(p.default is not inspect.Parameter.empty for p in got[len(wanted) :]), name
 
 
 @pytest.mark.parametrize("kind", sorted(store.KINDS))
@@ -120,8 +144,9 @@ def test_kind_satisfies_the_protocol(kind, tmp_path):
     average = posterior.draws(jax.random.PRNGKey(8))
     assert isinstance(average, Samples) and average.num_samples >= 1
     assert jax.tree.structure(average.params) == jax.tree.structure(t)
-    for name, (m, leaf) in enumerate(zip(jax.tree.leaves(posterior.mean), jax.tree.leaves(t),
-                                         strict=True)):
+    for name, (m, leaf) in enumerate(
+        zip(jax.tree.leaves(posterior.mean), jax.tree.leaves(t), strict=True)
+    ):
         assert np.shape(m) == leaf.shape, name
     assert jax.tree.structure(posterior.mean) == jax.tree.structure(t)
 
@@ -135,10 +160,12 @@ def test_kind_satisfies_the_protocol(kind, tmp_path):
     for k, v in again.arrays().items():
         np.testing.assert_array_equal(np.asarray(v), arrays[k], err_msg=k)
     assert again.meta() == meta
-    assert leaves_equal(again.sample(jax.random.PRNGKey(9), 4),
-                        posterior.sample(jax.random.PRNGKey(9), 4))
-    assert leaves_equal(again.draws(jax.random.PRNGKey(10)).params,
-                        posterior.draws(jax.random.PRNGKey(10)).params)
+    assert leaves_equal(
+        again.sample(jax.random.PRNGKey(9), 4), posterior.sample(jax.random.PRNGKey(9), 4)
+    )
+    assert leaves_equal(
+        again.draws(jax.random.PRNGKey(10)).params, posterior.draws(jax.random.PRNGKey(10)).params
+    )
 
     # And through the one store, unchanged.
     store.save(tmp_path / "p.npz", [posterior])
@@ -162,8 +189,7 @@ class PointMass:
         return jax.tree.map(lambda a: jnp.broadcast_to(a, (n, *np.shape(a))), self.mean)
 
     def draws(self, key: Key) -> Samples:
-        return Samples.from_single_chain(jax.tree.map(np.asarray,
-                                                      self.sample(key, self.num_draws)))
+        return Samples.from_single_chain(jax.tree.map(np.asarray, self.sample(key, self.num_draws)))
 
     def arrays(self) -> dict[str, np.ndarray]:
         return storage.flatten_tree(self.mean, "mean/")
@@ -194,11 +220,16 @@ def test_a_new_kind_needs_only_its_class_and_one_entry(tmp_path, monkeypatch):
     x = problem.dataset.x_test
     prediction = posterior_predictive(problem, posterior, x, jax.random.PRNGKey(1))
     assert prediction.means.shape == (8, len(x)) and np.all(np.isfinite(prediction.means))
-    by_hand = np.concatenate([np.asarray(problem.apply(c, problem.to_device(x)))[None]
-                              for c in (centres[0], centres[0], centres[1], centres[1])])
+    by_hand = np.concatenate(
+        [
+            np.asarray(problem.apply(c, problem.to_device(x)))[None]
+            for c in (centres[0], centres[0], centres[1], centres[1])
+        ]
+    )
     scale, shift = problem.dataset.target_scale, problem.dataset.target_shift
-    np.testing.assert_allclose(prediction.means[::2], by_hand[..., 0] * scale + shift,
-                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        prediction.means[::2], by_hand[..., 0] * scale + shift, rtol=1e-5, atol=1e-5
+    )
 
     # A run started from it starts at each component's centre.
     starts = _positions(posterior, -1)

@@ -12,18 +12,25 @@ from bnnkit.posterior.low_rank_gaussian import LowRankGaussian
 
 def posterior(rank: int, dtype) -> LowRankGaussian:
     keys = jax.random.split(jax.random.PRNGKey(0), 6)
-    mean = {"a": jax.random.normal(keys[0], (3, 2), dtype), "b": jax.random.normal(keys[1], (4,),
-                                                                                    dtype)}
-    var = {"a": jnp.exp(jax.random.normal(keys[2], (3, 2), dtype)),
-           "b": jnp.exp(jax.random.normal(keys[3], (4,), dtype))}
-    dev = {"a": jax.random.normal(keys[4], (rank, 3, 2), dtype),
-           "b": jax.random.normal(keys[5], (rank, 4), dtype)}
+    mean = {
+        "a": jax.random.normal(keys[0], (3, 2), dtype),
+        "b": jax.random.normal(keys[1], (4,), dtype),
+    }
+    var = {
+        "a": jnp.exp(jax.random.normal(keys[2], (3, 2), dtype)),
+        "b": jnp.exp(jax.random.normal(keys[3], (4,), dtype)),
+    }
+    dev = {
+        "a": jax.random.normal(keys[4], (rank, 3, 2), dtype),
+        "b": jax.random.normal(keys[5], (rank, 4), dtype),
+    }
     return LowRankGaussian(mean, var, dev, num_draws=5)
 
 
 def flat(tree) -> jax.Array:
-    return jnp.concatenate([leaf.reshape(leaf.shape[0], -1) for leaf in jax.tree.leaves(tree)],
-                           axis=1)
+    return jnp.concatenate(
+        [leaf.reshape(leaf.shape[0], -1) for leaf in jax.tree.leaves(tree)], axis=1
+    )
 
 
 @pytest.mark.parametrize("rank", [1, 2, 5, 20])
@@ -37,8 +44,9 @@ def test_sampler_covariance_is_half_diag_plus_low_rank(rank):
         d = 10
 
         def draw(z):
-            z_diag = jax.tree.unflatten(jax.tree.structure(q.mean), [
-                z[None, :6].reshape(1, 3, 2), z[None, 6:d]])
+            z_diag = jax.tree.unflatten(
+                jax.tree.structure(q.mean), [z[None, :6].reshape(1, 3, 2), z[None, 6:d]]
+            )
             return flat(q.transform(z_diag, z[None, d:]))[0]
 
         A = np.asarray(jax.jacfwd(draw)(jnp.zeros(d + rank, jnp.float64)))
@@ -53,8 +61,10 @@ def test_sampler_covariance_is_half_diag_plus_low_rank(rank):
         # The draws are that map applied to standard normal noise: centred at μ.
         draws = flat(q.sample(jax.random.PRNGKey(1), 4))
         assert draws.shape == (4, d) and np.all(np.isfinite(np.asarray(draws)))
-        np.testing.assert_array_equal(np.asarray(draw(jnp.zeros(d + rank, jnp.float64))),
-                                      np.asarray(flat(jax.tree.map(lambda m: m[None], q.mean)))[0])
+        np.testing.assert_array_equal(
+            np.asarray(draw(jnp.zeros(d + rank, jnp.float64))),
+            np.asarray(flat(jax.tree.map(lambda m: m[None], q.mean)))[0],
+        )
 
 
 def test_sample_uses_transform_of_standard_normal_noise():
@@ -63,7 +73,8 @@ def test_sample_uses_transform_of_standard_normal_noise():
     k1, k2 = jax.random.split(key)
     from bnnkit.posterior.diag_gaussian import standard_normal_like
 
-    expected = q.transform(standard_normal_like(k1, q.mean, 7),
-                           jax.random.normal(k2, (7, 4), jnp.float32))
+    expected = q.transform(
+        standard_normal_like(k1, q.mean, 7), jax.random.normal(k2, (7, 4), jnp.float32)
+    )
     for a, b in zip(jax.tree.leaves(q.sample(key, 7)), jax.tree.leaves(expected), strict=True):
         np.testing.assert_array_equal(a, b)

@@ -31,9 +31,15 @@ def _linear_problem(weight_decay: float, noise_std: float | None = None) -> Prob
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 3)).astype(np.float32)
     y = (0.5 * x[:, 0] + 0.1 * rng.normal(size=60)).astype(np.float32)
-    return Problem.from_arrays(x[:40], y[:40], x[40:], y[40:], model=nn.Dense(2 if noise_std
-                                                                              is None else 1),
-                               weight_decay=weight_decay, noise_std=noise_std)
+    return Problem.from_arrays(
+        x[:40],
+        y[:40],
+        x[40:],
+        y[40:],
+        model=nn.Dense(2 if noise_std is None else 1),
+        weight_decay=weight_decay,
+        noise_std=noise_std,
+    )
 
 
 def test_share_below_floor_is_the_normal_cdf_of_a_linear_noise_head():
@@ -72,8 +78,9 @@ def test_paper_heteroscedastic_network_warns_and_fixed_noise_does_not():
     assert paper.warning.startswith("the prior puts ")
     for flag in ("--noise-std", "--noise-prior", "--prior", "--weight-decay"):
         assert flag in paper.warning
-    fixed = prior_check.check(build(ProblemConfig("yacht_0", "mlp_regression_small",
-                                                  noise_std=0.35)))
+    fixed = prior_check.check(
+        build(ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35))
+    )
     assert fixed.share_below_floor == 0.0 and fixed.warning is None
     # Targets standardised: the floor is a thousandth of their unit sd.
     assert fixed.target_std == pytest.approx(1.0, rel=1e-3)
@@ -83,8 +90,9 @@ def test_classifier_is_measured_against_uniform():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(50, 4)).astype(np.float32)
     y = rng.integers(0, 3, size=50).astype(np.int32)
-    problem = Problem.from_arrays(x[:40], y[:40], x[40:], y[40:], model=nn.Dense(3),
-                                  weight_decay=1e4)  # weights ~ 0: near-uniform predictions
+    problem = Problem.from_arrays(
+        x[:40], y[:40], x[40:], y[40:], model=nn.Dense(3), weight_decay=1e4
+    )  # weights ~ 0: near-uniform predictions
     found = prior_check.check(problem, num_draws=50, num_inputs=20)
     assert found.task == "classification" and found.warning is None
     assert found.entropy_uniform == pytest.approx(np.log(3))
@@ -100,8 +108,12 @@ def test_bad_sizes_are_refused():
 
 def test_run_records_the_check_and_evaluate_shows_it(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    run(ProblemConfig("yacht_0", "mlp_regression_small"),
-        sgd.Config(init_step_size=1e-4, num_epochs=1, batch_size=64), run_dir, progress=False)
+    run(
+        ProblemConfig("yacht_0", "mlp_regression_small"),
+        sgd.Config(init_step_size=1e-4, num_epochs=1, batch_size=64),
+        run_dir,
+        progress=False,
+    )
     err = capsys.readouterr().err
     assert err.count("bnnkit: warning: the prior puts ") == 1
     record = json.loads((run_dir / "run.json").read_text())
@@ -125,8 +137,24 @@ def test_prior_predictive_command_prints_the_check(tmp_path, capsys):
     from bnnkit.cli import main
 
     out = tmp_path / "prior.png"
-    assert main(["prior-predictive", "--dataset", "yacht_0", "--model", "mlp_regression_small",
-                 "--num-draws", "20", "--num-points", "10", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "prior-predictive",
+                "--dataset",
+                "yacht_0",
+                "--model",
+                "mlp_regression_small",
+                "--num-draws",
+                "20",
+                "--num-points",
+                "10",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert captured.err.count("bnnkit: warning: the prior puts ") == 1
     assert captured.out.startswith("prior check (") and out.is_file()

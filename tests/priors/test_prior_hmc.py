@@ -47,16 +47,22 @@ def mixture_cdf(weights, scales, locs):
 # own family through layer rules) must reproduce every marginal, and compiles once.
 CASES = {
     "gaussian": ("gaussian:scale=0.5", {"w": stats.norm(scale=0.5).cdf}),
-    "scale_mixture": ("scale_mixture:pi=0.5,sigma1=1,sigma2=0.1",
-                      {"w": mixture_cdf((0.5, 0.5), (1.0, 0.1), (0.0, 0.0))}),
-    "mixture": ("mixture:weights=0.3/0.7,scales=0.5/1,locs=-2/1",
-                {"w": mixture_cdf((0.3, 0.7), (0.5, 1.0), (-2.0, 1.0))}),
+    "scale_mixture": (
+        "scale_mixture:pi=0.5,sigma1=1,sigma2=0.1",
+        {"w": mixture_cdf((0.5, 0.5), (1.0, 0.1), (0.0, 0.0))},
+    ),
+    "mixture": (
+        "mixture:weights=0.3/0.7,scales=0.5/1,locs=-2/1",
+        {"w": mixture_cdf((0.3, 0.7), (0.5, 1.0), (-2.0, 1.0))},
+    ),
     "logistic": ("logistic:scale=0.3", {"w": stats.logistic(scale=0.3).cdf}),
     "laplace": ("laplace:scale=0.5", {"w": stats.laplace(scale=0.5).cdf}),
     "student_t": ("student_t:df=3,scale=0.2", {"w": stats.t(3, scale=0.2).cdf}),
     # Marginal of w: Student-t with ν = 2a, scale √(b/a); the variance v = eᵘ: InvGamma(a, b).
-    "hierarchical": ("hierarchical:concentration=3,scale=3",
-                     {"w": stats.t(6, scale=1.0).cdf, "v": stats.invgamma(3, scale=3).cdf}),
+    "hierarchical": (
+        "hierarchical:concentration=3,scale=3",
+        {"w": stats.t(6, scale=1.0).cdf, "v": stats.invgamma(3, scale=3).cdf},
+    ),
 }
 NUM_TESTS = sum(len(marginals) for _, marginals in CASES.values())
 
@@ -69,21 +75,29 @@ def rank_normalized(draws: np.ndarray) -> np.ndarray:
 def independent_draws(draws: np.ndarray) -> np.ndarray:
     """Every k-th draw of each chain, k = draws / min(bulk ESS, tail ESS)."""
     folded = np.abs(draws - np.median(draws))
-    ess = min(float(diagnostics.ess(rank_normalized(draws))),
-              float(diagnostics.ess(rank_normalized(folded))))
+    ess = min(
+        float(diagnostics.ess(rank_normalized(draws))),
+        float(diagnostics.ess(rank_normalized(folded))),
+    )
     stride = max(1, math.ceil(draws.size / ess))
     return draws[:, ::stride].ravel()
 
 
 def sample_prior_with_hmc(key: jax.Array) -> dict[str, np.ndarray]:
     """HMC on ``prior.log_prob`` alone (no data); kept draws of every weight and variance."""
-    prior = priors.make("gaussian", layers=[f"{name}={spec}"
-                                            for name, (spec, _) in CASES.items()])
+    prior = priors.make("gaussian", layers=[f"{name}={spec}" for name, (spec, _) in CASES.items()])
     like = {"params": {name: jnp.zeros(()) for name in CASES}}
     start = {**like, **prior.init_latents(like)}
-    method = hmc.build(lambda position, batch: prior.log_prob(position),
-                       hmc.Config(step_size=0.05, trajectory_len=1.0, num_iterations=NUM_ITERATIONS,
-                                  num_burn_in=NUM_BURN_IN, max_num_leapfrog_steps=2000))
+    method = hmc.build(
+        lambda position, batch: prior.log_prob(position),
+        hmc.Config(
+            step_size=0.05,
+            trajectory_len=1.0,
+            num_iterations=NUM_ITERATIONS,
+            num_burn_in=NUM_BURN_IN,
+            max_num_leapfrog_steps=2000,
+        ),
+    )
 
     def one_chain(key):
         k_init, k_run = jax.random.split(key)
@@ -118,18 +132,44 @@ def test_hmc_without_data_recovers_the_prior():
             p = stats.kstest(kept, cdf).pvalue
             assert p > FAMILY_ERROR / NUM_TESTS, (
                 f"{spec}: HMC marginal of {quantity} differs from the prior (KS p = {p:.2g} on "
-                f"{kept.size} thinned draws)")
+                f"{kept.size} thinned draws)"
+            )
 
 
-BASE = ["hmc", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--step-size", "1e-3",
-        "--trajectory-len", "0.002", "--num-burn-in", "1", "--num-chains", "2",
-        "--no-progress"]
+BASE = [
+    "hmc",
+    "--dataset",
+    "yacht_0",
+    "--model",
+    "mlp_regression_small",
+    "--step-size",
+    "1e-3",
+    "--trajectory-len",
+    "0.002",
+    "--num-burn-in",
+    "1",
+    "--num-chains",
+    "2",
+    "--no-progress",
+]
 
 
 def test_hmc_cli_with_a_laplace_prior(tmp_path, capsys):
     run_dir = tmp_path / "laplace"
-    code = main([*BASE, "--num-iterations", "4", "--noise-std", "0.35", "--no-evaluate",
-                 "--prior", "laplace:scale=0.5", "--dir", str(run_dir)])
+    code = main(
+        [
+            *BASE,
+            "--num-iterations",
+            "4",
+            "--noise-std",
+            "0.35",
+            "--no-evaluate",
+            "--prior",
+            "laplace:scale=0.5",
+            "--dir",
+            str(run_dir),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     record = storage.read_json(run_dir / "run.json")
     assert record["problem"]["prior"] == "laplace:scale=0.5"

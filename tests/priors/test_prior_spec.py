@@ -35,8 +35,10 @@ def test_round_trip(text):
     spec.build()  # every canonical spec makes a family
 
 
-@pytest.mark.parametrize("text", ["gamma:concentration=0.5,rate=1", "half_normal:scale=0.5",
-                                  "lognormal:loc=-1,scale=0.5"])
+@pytest.mark.parametrize(
+    "text",
+    ["gamma:concentration=0.5,rate=1", "half_normal:scale=0.5", "lognormal:loc=-1,scale=0.5"],
+)
 def test_noise_round_trip(text):
     spec = priors.parse(text, kind="noise")
     assert str(spec) == text and priors.parse(str(spec), kind="noise") == spec
@@ -45,25 +47,38 @@ def test_noise_round_trip(text):
 def test_canonical_form_orders_and_shortens():
     assert str(priors.parse(" student_t : scale = 0.10 , df=3.0 ")) == "student_t:df=3,scale=0.1"
     assert str(priors.parse("scale_mixture:sigma2=25e-4,sigma1=1.0,pi=.5")) == (
-        "scale_mixture:pi=0.5,sigma1=1,sigma2=0.0025")
+        "scale_mixture:pi=0.5,sigma1=1,sigma2=0.0025"
+    )
     rule = priors.parse_layer_rule("Dense_*/kernel = laplace:scale=0.50")
     assert (rule.pattern, str(rule)) == ("Dense_*/kernel", "Dense_*/kernel=laplace:scale=0.5")
     assert spec_lib.canonical_layer_rules(["A=laplace", " B=gaussian:scale=2.0 "]) == (
-        "A=laplace;B=gaussian:scale=2")
+        "A=laplace;B=gaussian:scale=2"
+    )
     assert spec_lib.canonical_layer_rules("A=laplace;B=gaussian:scale=2") == (
-        "A=laplace;B=gaussian:scale=2")
+        "A=laplace;B=gaussian:scale=2"
+    )
     assert spec_lib.canonical_layer_rules(()) is None
 
 
 def test_every_family_is_parseable_and_listed():
     assert set(priors.families()) == {
-        "gaussian", "fanin_gaussian", "scale_mixture", "mixture", "logistic", "laplace",
-        "student_t", "hierarchical", "ard"}
+        "gaussian",
+        "fanin_gaussian",
+        "scale_mixture",
+        "mixture",
+        "logistic",
+        "laplace",
+        "student_t",
+        "hierarchical",
+        "ard",
+    }
     assert set(priors.families("noise")) == {"gamma", "half_normal", "lognormal"}
 
 
-ALL = ("gaussian, fanin_gaussian, scale_mixture, mixture, logistic, laplace, student_t, "
-       "hierarchical, ard")
+ALL = (
+    "gaussian, fanin_gaussian, scale_mixture, mixture, logistic, laplace, student_t, "
+    "hierarchical, ard"
+)
 
 
 @pytest.mark.parametrize(
@@ -80,8 +95,10 @@ ALL = ("gaussian, fanin_gaussian, scale_mixture, mixture, logistic, laplace, stu
         ("scale_mixture:pi=1,sigma1=1,sigma2=0.1", "invalid pi=1; allowed: 0 < pi < 1"),
         ("scale_mixture:pi=1.5,sigma1=1,sigma2=0.1", "invalid pi=1.5"),
         ("scale_mixture:pi=0.5,sigma1=1,sigma2=0", "invalid sigma2=0; allowed: sigma2 > 0"),
-        ("scale_mixture:pi=0.5,sigma1=1", "prior 'scale_mixture' needs sigma2; allowed: "
-                                          "sigma2 > 0"),
+        (
+            "scale_mixture:pi=0.5,sigma1=1",
+            "prior 'scale_mixture' needs sigma2; allowed: sigma2 > 0",
+        ),
         ("student_t:df=0", "invalid df=0; allowed: df > 0"),
         ("student_t:df=-2", "invalid df=-2; allowed: df > 0"),
         ("student_t:scale=1", "prior 'student_t' needs df"),
@@ -89,8 +106,11 @@ ALL = ("gaussian, fanin_gaussian, scale_mixture, mixture, logistic, laplace, stu
         ("laplace:scale", "prior 'laplace': 'scale' is not key=value"),
         ("laplace:scale=1,scale=2", "scale given twice"),
         ("gaussian:scale=1,weight_decay=1", "takes scale or weight_decay, not both"),
-        ("mixture:weights=0.2/0.7,scales=1/2", "invalid weights=0.2/0.7; allowed: weights a "
-                                               "'/'-separated list of numbers > 0 that sum to 1"),
+        (
+            "mixture:weights=0.2/0.7,scales=1/2",
+            "invalid weights=0.2/0.7; allowed: weights a "
+            "'/'-separated list of numbers > 0 that sum to 1",
+        ),
         ("mixture:weights=0.2/0.8,scales=1/2/3", "weights, scales and locs have 2, 3 and 2"),
         ("mixture:weights=0.2/0.8,scales=1/-2", "invalid scales=1/-2"),
         ("hierarchical:concentration=0,scale=1", "invalid concentration=0"),
@@ -107,8 +127,11 @@ def test_invalid_specs_give_one_line(text, message):
 @pytest.mark.parametrize(
     ("text", "kind", "message"),
     [
-        ("laplace", "noise", "unknown noise prior family 'laplace'; allowed: gamma, "
-                             "half_normal, lognormal"),
+        (
+            "laplace",
+            "noise",
+            "unknown noise prior family 'laplace'; allowed: gamma, half_normal, lognormal",
+        ),
         ("gamma:concentration=0.5", "noise", "prior 'gamma' needs rate"),
         ("gamma", "weight", "unknown prior family 'gamma'"),
     ],
@@ -155,8 +178,9 @@ def test_toml_file(tmp_path):
     assert priors.load_toml(path) == {
         "prior": "laplace:scale=0.1",
         "bias_prior": "gaussian:scale=1",
-        "layer_priors": ("Dense_1=mixture:weights=0.2/0.8,scales=1/0.01;"
-                         "Dense_0/kernel=student_t:df=3"),
+        "layer_priors": (
+            "Dense_1=mixture:weights=0.2/0.8,scales=1/0.01;Dense_0/kernel=student_t:df=3"
+        ),
         "noise_prior": "gamma:concentration=0.5,rate=1",
     }
     path.write_text('[prior.bias]\nfamily = "laplace"\n')
@@ -168,7 +192,7 @@ def test_toml_file(tmp_path):
     [
         ("[prior\n", "cannot be read"),
         ("[other]\nfamily = 'laplace'\n", "has no [prior] table"),
-        ("[prior]\nscale = 0.1\n", "[prior] needs family = \"NAME\""),
+        ("[prior]\nscale = 0.1\n", '[prior] needs family = "NAME"'),
         ("[prior]\nfamily = 'laplace'\nscale = -0.1\n", "invalid scale=-0.1"),
         ("[prior]\nfamily = 'laplace'\nscale = true\n", "invalid scale=True"),
         ("[prior.layers.Dense_0]\nfamily = 'nope'\n", "unknown prior family 'nope'"),
@@ -188,9 +212,23 @@ def test_missing_toml_file(tmp_path):
         priors.load_toml(tmp_path / "nope.toml")
 
 
-HMC = ["hmc", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--step-size", "1e-3",
-       "--trajectory-len", "0.002", "--num-iterations", "3", "--num-burn-in", "1",
-       "--no-progress", "--no-evaluate"]
+HMC = [
+    "hmc",
+    "--dataset",
+    "yacht_0",
+    "--model",
+    "mlp_regression_small",
+    "--step-size",
+    "1e-3",
+    "--trajectory-len",
+    "0.002",
+    "--num-iterations",
+    "3",
+    "--num-burn-in",
+    "1",
+    "--no-progress",
+    "--no-evaluate",
+]
 
 
 @pytest.mark.parametrize(
@@ -201,8 +239,10 @@ HMC = ["hmc", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--step
         (["--bias-prior", "laplace:scale=0"], "invalid scale=0"),
         (["--layer-prior", "Dense_9=laplace"], "pattern 'Dense_9' matches no parameter"),
         (["--layer-prior", "laplace"], "must be PATTERN=SPEC"),
-        (["--noise-prior", "gamma:concentration=1,rate=1", "--noise-std", "0.3"],
-         "allowed: it or --noise-std 0.3, not both"),
+        (
+            ["--noise-prior", "gamma:concentration=1,rate=1", "--noise-std", "0.3"],
+            "allowed: it or --noise-std 0.3, not both",
+        ),
         (["--prior", "laplace", "--weight-decay", "5"], "weight decay 5.0 is not used"),
         (["--prior-file", "missing.toml"], "prior file 'missing.toml' does not exist"),
         (["--prior-file", "x.toml", "--prior", "laplace"], "allowed: it or --prior, not both"),

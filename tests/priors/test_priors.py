@@ -29,8 +29,10 @@ N_IID = 50_000
 
 
 def mixture_logpdf(x, weights, scales, locs):
-    comps = [np.log(w) + stats.norm.logpdf(x, m, s)
-             for w, s, m in zip(weights, scales, locs, strict=True)]
+    comps = [
+        np.log(w) + stats.norm.logpdf(x, m, s)
+        for w, s, m in zip(weights, scales, locs, strict=True)
+    ]
     return np.logaddexp.reduce(np.stack(comps), axis=0)
 
 
@@ -41,18 +43,30 @@ def mixture_cdf(x, weights, scales, locs):
 # (family, the same distribution in scipy as (logpdf, cdf)); ScaleMixture as a 2-component mix.
 ELEMENTWISE = [
     (priors.Normal(0.7), stats.norm(scale=0.7)),
-    (priors.ScaleMixture(pi=0.3, sigma1=1.0, sigma2=0.0025),
-     ((0.3, 0.7), (1.0, 0.0025), (0.0, 0.0))),
-    (priors.GaussianMixture(weights=(0.2, 0.5, 0.3), scales=(1.0, 0.1, 2.0),
-                            locs=(-1.0, 0.0, 0.5)),
-     ((0.2, 0.5, 0.3), (1.0, 0.1, 2.0), (-1.0, 0.0, 0.5))),
+    (
+        priors.ScaleMixture(pi=0.3, sigma1=1.0, sigma2=0.0025),
+        ((0.3, 0.7), (1.0, 0.0025), (0.0, 0.0)),
+    ),
+    (
+        priors.GaussianMixture(
+            weights=(0.2, 0.5, 0.3), scales=(1.0, 0.1, 2.0), locs=(-1.0, 0.0, 0.5)
+        ),
+        ((0.2, 0.5, 0.3), (1.0, 0.1, 2.0), (-1.0, 0.0, 0.5)),
+    ),
     (priors.Logistic(0.4), stats.logistic(scale=0.4)),
     (priors.Laplace(0.3), stats.laplace(scale=0.3)),
     (priors.StudentT(df=3.0, scale=0.1), stats.t(3.0, scale=0.1)),
     (priors.StudentT(df=0.5, scale=2.0), stats.t(0.5, scale=2.0)),
 ]
-IDS = ["gaussian", "scale_mixture", "mixture", "logistic", "laplace", "student_t3",
-       "student_t_half"]
+IDS = [
+    "gaussian",
+    "scale_mixture",
+    "mixture",
+    "logistic",
+    "laplace",
+    "student_t3",
+    "student_t_half",
+]
 
 
 def scipy_logpdf(reference, x):
@@ -77,12 +91,12 @@ def test_fan_in_is_the_product_of_all_but_the_last_axis():
 def test_log_prob_matches_scipy(family, reference):
     rng = np.random.default_rng(0)
     # Points at several scales, so both components of a mixture and the tails are covered.
-    x = np.concatenate([rng.normal(size=50), 0.003 * rng.normal(size=50),
-                        10 * rng.standard_cauchy(size=20)]).astype(np.float32)
+    x = np.concatenate(
+        [rng.normal(size=50), 0.003 * rng.normal(size=50), 10 * rng.standard_cauchy(size=20)]
+    ).astype(np.float32)
     expected = scipy_logpdf(reference, x.astype(np.float64))
     np.testing.assert_allclose(family.log_prob(jnp.asarray(x)), expected, rtol=2e-5, atol=2e-4)
-    assert float(family.leaf_log_prob(jnp.asarray(x))) == pytest.approx(expected.sum(),
-                                                                         rel=1e-5)
+    assert float(family.leaf_log_prob(jnp.asarray(x))) == pytest.approx(expected.sum(), rel=1e-5)
 
 
 def test_fan_in_gaussian_matches_scipy_per_leaf():
@@ -92,7 +106,8 @@ def test_fan_in_gaussian_matches_scipy_per_leaf():
     assert float(family.leaf_log_prob(jnp.asarray(w))) == pytest.approx(expected, rel=1e-5)
     bias = w[0]
     assert float(family.leaf_log_prob(jnp.asarray(bias))) == pytest.approx(
-        stats.norm.logpdf(bias, scale=1.5).sum(), rel=1e-5)
+        stats.norm.logpdf(bias, scale=1.5).sum(), rel=1e-5
+    )
 
 
 NOISE = [
@@ -108,10 +123,18 @@ NOISE_IDS = ["gamma_half", "gamma3", "half_normal", "lognormal"]
 def test_noise_log_prob_matches_scipy_with_the_log_jacobian(family, reference):
     u = np.random.default_rng(2).normal(-0.5, 1.0, size=40)
     sigma = np.exp(u)
-    np.testing.assert_allclose(family.log_prob(jnp.asarray(sigma, jnp.float32)),
-                               reference.logpdf(sigma), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(family.log_std_log_prob(jnp.asarray(u, jnp.float32)),
-                               reference.logpdf(sigma) + u, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        family.log_prob(jnp.asarray(sigma, jnp.float32)),
+        reference.logpdf(sigma),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    np.testing.assert_allclose(
+        family.log_std_log_prob(jnp.asarray(u, jnp.float32)),
+        reference.logpdf(sigma) + u,
+        rtol=1e-5,
+        atol=1e-5,
+    )
     # Initialised at the mode of p(u): the derivative vanishes there.
     grad = jax.grad(lambda v: family.log_std_log_prob(v))(jnp.float32(family.init_log_std()))
     assert abs(float(grad)) < 1e-5
@@ -123,16 +146,21 @@ def test_hierarchical_joint_log_prob_matches_scipy():
     w = rng.normal(size=(4, 3))
     u = rng.normal(size=())
     family = priors.InverseGammaNormal(concentration=a, scale=b)
-    expected = (stats.norm.logpdf(w, scale=np.exp(u / 2)).sum()
-                + stats.invgamma.logpdf(np.exp(u), a, scale=b) + u)
+    expected = (
+        stats.norm.logpdf(w, scale=np.exp(u / 2)).sum()
+        + stats.invgamma.logpdf(np.exp(u), a, scale=b)
+        + u
+    )
     got = family.leaf_log_prob(jnp.asarray(w, jnp.float32), jnp.asarray(u, jnp.float32))
     assert float(got) == pytest.approx(expected, rel=1e-5)
 
     ard = priors.ARD(concentration=a, scale=b)
     u = rng.normal(size=4)
     assert ard.latent_shape(w.shape) == (4,)
-    expected = (stats.norm.logpdf(w, scale=np.exp(u / 2)[:, None]).sum()
-                + (stats.invgamma.logpdf(np.exp(u), a, scale=b) + u).sum())
+    expected = (
+        stats.norm.logpdf(w, scale=np.exp(u / 2)[:, None]).sum()
+        + (stats.invgamma.logpdf(np.exp(u), a, scale=b) + u).sum()
+    )
     got = ard.leaf_log_prob(jnp.asarray(w, jnp.float32), jnp.asarray(u, jnp.float32))
     assert float(got) == pytest.approx(expected, rel=1e-5)
     for fam in (family, ard):
@@ -158,8 +186,8 @@ def test_hierarchical_marginal_is_student_t_by_quadrature(family_cls):
     joint = jax.jit(lambda w, u: family.leaf_log_prob(w, u))
     for w in (0.0, 0.3, 1.7, -4.0):
         value, _ = integrate.quad(
-            lambda u, w=w: float(np.exp(joint(jnp.float32(w), jnp.float32(u)))), -15, 15,
-            limit=200)
+            lambda u, w=w: float(np.exp(joint(jnp.float32(w), jnp.float32(u)))), -15, 15, limit=200
+        )
         assert value == pytest.approx(marginal.pdf(w), rel=1e-4)
 
 
@@ -195,14 +223,18 @@ MOMENT_FAMILIES = [
 
 def test_samples_match_stated_mean_and_variance():
     z = z_threshold(2 * (len(MOMENT_FAMILIES) + 1), FAMILY_ERROR)
-    cases = [(f, np.asarray(f.sample(jax.random.PRNGKey(i), (N_IID,)), np.float64), f)
-             for i, f in enumerate(MOMENT_FAMILIES)]
+    cases = [
+        (f, np.asarray(f.sample(jax.random.PRNGKey(i), (N_IID,)), np.float64), f)
+        for i, f in enumerate(MOMENT_FAMILIES)
+    ]
     hier = priors.ARD(concentration=5.0, scale=2.0)  # marginal Student-t with ν = 10
     cases.append((hier, ard_draws(hier, N_IID)[0], hier.marginal()))
     for family, x, stated in cases:
         dev = x - stated.mean
-        for label, values, truth in (("mean", x, stated.mean),
-                                     ("variance", dev**2, stated.variance)):
+        for label, values, truth in (
+            ("mean", x, stated.mean),
+            ("variance", dev**2, stated.variance),
+        ):
             mcse = values.std() / np.sqrt(len(values))
             err = abs(values.mean() - truth) / mcse
             assert err < z, f"{family}: {label} {values.mean():.5g} vs {truth:.5g} ({err:.1f} MCSE)"
@@ -226,41 +258,53 @@ def test_samples_follow_the_stated_distribution():
 
 # --- the joint prior over a position ------------------------------------------------------
 
+
 def _position(rng):
-    return {"params": {
-        "Dense_0": {"kernel": jnp.asarray(rng.normal(size=(6, 5)), jnp.float32),
-                    "bias": jnp.asarray(rng.normal(size=5), jnp.float32)},
-        "Dense_1": {"kernel": jnp.asarray(rng.normal(size=(5, 1)), jnp.float32),
-                    "bias": jnp.asarray(rng.normal(size=1), jnp.float32)},
-    }}
+    return {
+        "params": {
+            "Dense_0": {
+                "kernel": jnp.asarray(rng.normal(size=(6, 5)), jnp.float32),
+                "bias": jnp.asarray(rng.normal(size=5), jnp.float32),
+            },
+            "Dense_1": {
+                "kernel": jnp.asarray(rng.normal(size=(5, 1)), jnp.float32),
+                "bias": jnp.asarray(rng.normal(size=1), jnp.float32),
+            },
+        }
+    }
 
 
 def test_rules_pick_a_family_per_leaf_and_log_prob_sums_them():
-    prior = priors.make("laplace:scale=0.5", bias="gaussian:scale=2",
-                        layers=["Dense_1=student_t:df=3,scale=0.2",
-                                "Dense_*/kernel=fanin_gaussian:scale=1"])
+    prior = priors.make(
+        "laplace:scale=0.5",
+        bias="gaussian:scale=2",
+        layers=["Dense_1=student_t:df=3,scale=0.2", "Dense_*/kernel=fanin_gaussian:scale=1"],
+    )
     assert prior.family_for("Dense_0/kernel") == priors.FanInNormal(1.0)  # last rule wins
     assert prior.family_for("Dense_0/bias") == priors.Normal(2.0)  # bias prior
     assert prior.family_for("Dense_1/bias") == priors.StudentT(3.0, 0.2)  # layer over bias
     assert priors.make("laplace").family_for("Dense_0/bias") == priors.Laplace(1.0)
     p = _position(np.random.default_rng(5))["params"]
-    expected = (stats.norm.logpdf(p["Dense_0"]["kernel"], scale=1 / np.sqrt(6)).sum()
-                + stats.norm.logpdf(p["Dense_0"]["bias"], scale=2.0).sum()
-                + stats.norm.logpdf(p["Dense_1"]["kernel"], scale=1 / np.sqrt(5)).sum()
-                + stats.t.logpdf(p["Dense_1"]["bias"], 3.0, scale=0.2).sum())
+    expected = (
+        stats.norm.logpdf(p["Dense_0"]["kernel"], scale=1 / np.sqrt(6)).sum()
+        + stats.norm.logpdf(p["Dense_0"]["bias"], scale=2.0).sum()
+        + stats.norm.logpdf(p["Dense_1"]["kernel"], scale=1 / np.sqrt(5)).sum()
+        + stats.t.logpdf(p["Dense_1"]["bias"], 3.0, scale=0.2).sum()
+    )
     assert float(prior.log_prob({"params": p})) == pytest.approx(expected, rel=1e-5)
     assert float(prior.log_prob(p)) == pytest.approx(expected, rel=1e-5)  # a bare params tree
 
 
 def test_hierarchical_position_latents_and_noise():
-    prior = priors.make("hierarchical:concentration=2,scale=1",
-                        layers="Dense_0/kernel=ard:concentration=3,scale=2",
-                        noise="gamma:concentration=0.5,rate=1")
+    prior = priors.make(
+        "hierarchical:concentration=2,scale=1",
+        layers="Dense_0/kernel=ard:concentration=3,scale=2",
+        noise="gamma:concentration=0.5,rate=1",
+    )
     position = _position(np.random.default_rng(6))
     extra = prior.init_latents(position)
     assert jax.tree.map(jnp.shape, extra) == {
-        "prior": {"Dense_0": {"kernel": (6,), "bias": ()},
-                  "Dense_1": {"kernel": (), "bias": ()}},
+        "prior": {"Dense_0": {"kernel": (6,), "bias": ()}, "Dense_1": {"kernel": (), "bias": ()}},
         "noise": {"log_std": ()},
     }
     assert float(extra["prior"]["Dense_1"]["kernel"]) == pytest.approx(np.log(1 / 2))
@@ -268,17 +312,23 @@ def test_hierarchical_position_latents_and_noise():
     full = {**position, **extra}
     p, lat = full["params"], extra["prior"]
     ig = priors.InverseGammaNormal(2.0, 1.0)
-    expected = (priors.ARD(3.0, 2.0).leaf_log_prob(p["Dense_0"]["kernel"],
-                                                   lat["Dense_0"]["kernel"])
-                + sum(ig.leaf_log_prob(p[layer][leaf], lat[layer][leaf])
-                      for layer, leaf in (("Dense_0", "bias"), ("Dense_1", "kernel"),
-                                          ("Dense_1", "bias")))
-                + stats.gamma.logpdf(0.5, 0.5) + np.log(0.5))
+    expected = (
+        priors.ARD(3.0, 2.0).leaf_log_prob(p["Dense_0"]["kernel"], lat["Dense_0"]["kernel"])
+        + sum(
+            ig.leaf_log_prob(p[layer][leaf], lat[layer][leaf])
+            for layer, leaf in (("Dense_0", "bias"), ("Dense_1", "kernel"), ("Dense_1", "bias"))
+        )
+        + stats.gamma.logpdf(0.5, 0.5)
+        + np.log(0.5)
+    )
     log_prob = jax.jit(prior.log_prob)
     assert float(log_prob(full)) == pytest.approx(float(expected), rel=1e-5)
     # A draw has the structure of the position (one latent family here keeps compiling cheap).
-    small = priors.make("laplace", layers="Dense_0/kernel=ard:concentration=3,scale=2",
-                        noise="lognormal:loc=0,scale=1")
+    small = priors.make(
+        "laplace",
+        layers="Dense_0/kernel=ard:concentration=3,scale=2",
+        noise="lognormal:loc=0,scale=1",
+    )
     start = {**position, **small.init_latents(position)}
     draw = small.sample(jax.random.PRNGKey(0), start)
     assert jax.tree.structure(draw) == jax.tree.structure(start)
@@ -294,8 +344,12 @@ def test_closed_form_kl():
     std = jax.tree.map(lambda m: jnp.full_like(m, 0.3), mean)
     prior = priors.make("fanin_gaussian:scale=1", bias="gaussian:scale=2")
     expected = 0.0
-    for layer, leaf in (("Dense_0", "kernel"), ("Dense_0", "bias"), ("Dense_1", "kernel"),
-                        ("Dense_1", "bias")):
+    for layer, leaf in (
+        ("Dense_0", "kernel"),
+        ("Dense_0", "bias"),
+        ("Dense_1", "kernel"),
+        ("Dense_1", "bias"),
+    ):
         m = np.asarray(mean["params"][layer][leaf], np.float64)
         sp = 2.0 if leaf == "bias" else 1 / np.sqrt(m.shape[0])
         expected += np.sum(np.log(sp / 0.3) + (0.09 + m**2) / (2 * sp**2) - 0.5)
@@ -304,7 +358,8 @@ def test_closed_form_kl():
     iso = priors.Gaussian(weight_decay=4.0)
     same = priors.make("gaussian:scale=0.5", bias="gaussian:scale=0.5")
     assert float(iso.kl_closed_form(mean, std)) == pytest.approx(
-        float(same.kl_closed_form(mean, std)), rel=1e-5)
+        float(same.kl_closed_form(mean, std)), rel=1e-5
+    )
     laplace = priors.make("laplace")
     assert not laplace.has_closed_form_kl
     with pytest.raises(ConfigError, match="no closed-form KL"):
@@ -331,9 +386,16 @@ def test_make_defaults_and_refusals():
 
 # --- the prior inside a problem ---------------------------------------------------------------
 
+
 def test_old_configs_rebuild_with_the_weight_decay_prior():
-    record = {"dataset": "yacht_0", "model": "mlp_regression_small", "noise_std": 0.5,
-              "weight_decay": 2.0, "temperature": 1.0, "float64": False}
+    record = {
+        "dataset": "yacht_0",
+        "model": "mlp_regression_small",
+        "noise_std": 0.5,
+        "weight_decay": 2.0,
+        "temperature": 1.0,
+        "float64": False,
+    }
     problem = build(ProblemConfig.from_dict(record))
     assert problem.prior == priors.Gaussian(weight_decay=2.0)
     position = jax.eval_shape(problem.init_params, jax.random.PRNGKey(0))
@@ -342,7 +404,9 @@ def test_old_configs_rebuild_with_the_weight_decay_prior():
 
 def test_config_is_canonical_and_reads_back_equal_from_json():
     config = ProblemConfig(
-        dataset="yacht_0", model="mlp_regression_small", prior="student_t: scale=0.10, df=3",
+        dataset="yacht_0",
+        model="mlp_regression_small",
+        prior="student_t: scale=0.10, df=3",
         layer_priors=("Dense_1 = gaussian:scale=0.5", "Dense_0/bias=laplace"),
         noise_prior="gamma:rate=1,concentration=0.5",
     )
@@ -358,9 +422,14 @@ def test_inferred_noise_in_the_log_posterior_and_predictions():
     from bnnkit.posterior import Samples
     from bnnkit.predict import predict
 
-    problem = build(ProblemConfig(dataset="yacht_0", model="mlp_regression_small",
-                                  prior="hierarchical:concentration=2,scale=2",
-                                  noise_prior="lognormal:loc=-1,scale=0.5"))
+    problem = build(
+        ProblemConfig(
+            dataset="yacht_0",
+            model="mlp_regression_small",
+            prior="hierarchical:concentration=2,scale=2",
+            noise_prior="lognormal:loc=-1,scale=0.5",
+        )
+    )
     position = jax.jit(problem.init_params)(jax.random.PRNGKey(0))
     assert set(position) == {"params", "prior", "noise"}
     assert problem.model.num_outputs == 1
@@ -376,8 +445,12 @@ def test_inferred_noise_in_the_log_posterior_and_predictions():
     chunked = LogPosterior(lp.apply, lp.likelihood, lp.prior, lp.num_data, chunk_size=50)
     assert float(jax.jit(chunked)(position, batch)) == pytest.approx(expected, rel=1e-5)
     assert float(jax.jit(lp)(position, Batch(batch.x[:10], batch.y[:10]))) == pytest.approx(
-        log_prior + len(batch.x) / 10 * stats.norm.logpdf(
-            np.asarray(batch.y[:10]), np.asarray(f[:10]), np.exp(-0.7)).sum(), rel=1e-5)
+        log_prior
+        + len(batch.x)
+        / 10
+        * stats.norm.logpdf(np.asarray(batch.y[:10]), np.asarray(f[:10]), np.exp(-0.7)).sum(),
+        rel=1e-5,
+    )
     # Predictions use each sample's own noise std (in original units).
     two = jax.tree.map(lambda a: jnp.stack([a, a])[None], position)
     two["noise"]["log_std"] = jnp.asarray([[-0.7, 0.2]], jnp.float32)
@@ -389,8 +462,10 @@ def test_inferred_noise_in_the_log_posterior_and_predictions():
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        (dict(noise_prior="gamma:concentration=0.5,rate=1", noise_std=0.3),
-         "infers the noise std; allowed: it or --noise-std 0.3, not both"),
+        (
+            dict(noise_prior="gamma:concentration=0.5,rate=1", noise_std=0.3),
+            "infers the noise std; allowed: it or --noise-std 0.3, not both",
+        ),
         (dict(noise_prior="gaussian"), "unknown noise prior family 'gaussian'"),
         (dict(layer_priors="Dense_7=laplace"), "pattern 'Dense_7' matches no parameter"),
     ],

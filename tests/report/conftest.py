@@ -20,11 +20,49 @@ def report_inputs(tmp_path_factory):
     data = folder / "images.npz"
     np.savez(data, x_train=x[:32], y_train=y[:32], x_test=x[32:], y_test=y[32:])
     run, conv, shift = folder / "hmc", folder / "convergence", folder / "shift"
-    assert main(["hmc", "--dataset", str(data), "--model", "linear", "--weight-decay", "10",
-                 "--step-size", "1e-2", "--trajectory-len", "0.1", "--num-iterations", "4",
-                 "--num-burn-in", "0", "--num-chains", "2", "--dir", str(run),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "hmc",
+                "--dataset",
+                str(data),
+                "--model",
+                "linear",
+                "--weight-decay",
+                "10",
+                "--step-size",
+                "1e-2",
+                "--trajectory-len",
+                "0.1",
+                "--num-iterations",
+                "4",
+                "--num-burn-in",
+                "0",
+                "--num-chains",
+                "2",
+                "--dir",
+                str(run),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     assert main(["convergence", str(run), "--out", str(conv), "--bins", "5"]) == 0
-    assert main(["shift", str(run), "--out", str(shift), "--corruptions", "gaussian_noise",
-                 "--severities", "1", "3", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "shift",
+                str(run),
+                "--out",
+                str(shift),
+                "--corruptions",
+                "gaussian_noise",
+                "--severities",
+                "1",
+                "3",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     return run, conv, shift

@@ -34,16 +34,19 @@ def test_every_table_row_is_in_the_markdown_and_the_html(report_inputs, report):
     page = (report / document.HTML_FILE).read_text()
     evaluation = storage.read_json(run / "evaluation.json")
     # Paths as the report writes them: relative to its folder.
-    expected = [document.portable(f"| {name} | {value} |", report)
-                for name, value in rows(evaluation)]
+    expected = [
+        document.portable(f"| {name} | {value} |", report) for name, value in rows(evaluation)
+    ]
     assert any("converged (function space)" in line for line in expected)
     for line in expected:
         assert line in md
     shift_rows = storage.read_json(shift / "shift_table.json")["rows"]
     assert len(shift_rows) == 3  # clean, and one corruption at severities 1 and 3
     for r in shift_rows:
-        assert (f"| {r['label']} | {r['method']} | {r['corruption']} | {r['severity']} | "
-                f"{r['accuracy']:.4f} | {r['nll']:.4f} | {r['ece']:.4f} |") in md
+        assert (
+            f"| {r['label']} | {r['method']} | {r['corruption']} | {r['severity']} | "
+            f"{r['accuracy']:.4f} | {r['nll']:.4f} | {r['ece']:.4f} |"
+        ) in md
         assert f"<td>{r['nll']:.4f}</td>" in page
     for chain in storage.read_json(conv / "convergence.json")["chains"]:
         assert f"| {chain['scheme']} |" in md
@@ -54,8 +57,9 @@ def test_every_table_row_is_in_the_markdown_and_the_html(report_inputs, report):
 def test_every_figure_is_linked_and_embedded_once(report_inputs, report):
     run, conv, shift = report_inputs
     assert list(run.glob("*.png")) == []  # the run's reliability diagram is drawn in the report
-    pngs = sorted([kinds.RELIABILITY_FILE,
-                   *(p.name for f in (conv, shift) for p in f.glob("*.png"))])
+    pngs = sorted(
+        [kinds.RELIABILITY_FILE, *(p.name for f in (conv, shift) for p in f.glob("*.png"))]
+    )
     assert pngs == ["chains.png", "degradation.png", "reliability.png", "rhat_histograms.png"]
     md = (report / document.MARKDOWN_FILE).read_text()
     links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", md)
@@ -70,7 +74,8 @@ def test_every_figure_is_linked_and_embedded_once(report_inputs, report):
 
 
 def test_unknown_folders_and_a_full_out_are_refused_with_nothing_written(
-        report_inputs, report, tmp_path, capsys):
+    report_inputs, report, tmp_path, capsys
+):
     stranger = tmp_path / "stranger"
     stranger.mkdir()
     out = tmp_path / "out"
@@ -86,8 +91,7 @@ def test_unknown_folders_and_a_full_out_are_refused_with_nothing_written(
 def test_overwrite_replaces_an_earlier_report(report_inputs, tmp_path, capsys):
     out = tmp_path / "out"
     run_ok(["report", *map(str, report_inputs), "--out", str(out)], capsys)
-    printed = run_ok(["report", str(report_inputs[1]), "--out", str(out), "--overwrite"],
-                     capsys)
+    printed = run_ok(["report", str(report_inputs[1]), "--out", str(out), "--overwrite"], capsys)
     assert "convergence" in printed
     assert len(list((out / document.FIGURES_DIR).iterdir())) == 2  # the shift figure went
     assert "Covariate shift" not in (out / document.MARKDOWN_FILE).read_text()
@@ -97,20 +101,29 @@ def test_experiment_folders_written_by_their_own_write_are_reported(tmp_path):
     from bnnkit.experiments.compare_methods import Comparison
     from bnnkit.experiments.temperature import TemperatureSweep
 
-    compare = [{"method": "HMC (reference)", "nll": 0.5, "rmse": 0.3, "seconds": 9.0,
-                "note": "reference"},
-               {"method": "SGD", "nll": 0.9, "rmse": 0.4, "rmse_to_reference_mean": 0.2,
-                "seconds": 1.0, "note": ""}]
+    compare = [
+        {"method": "HMC (reference)", "nll": 0.5, "rmse": 0.3, "seconds": 9.0, "note": "reference"},
+        {
+            "method": "SGD",
+            "nll": 0.9,
+            "rmse": 0.4,
+            "rmse_to_reference_mean": 0.2,
+            "seconds": 1.0,
+            "note": "",
+        },
+    ]
     Comparison({"yacht": compare}, {"yacht": {}}).write(tmp_path / "compare")
-    temps = [{"line": "HMC", "temperature": t, "accuracy": 0.9, "nll": 0.3 + t}
-             for t in (1.0, 0.1)]
+    temps = [{"line": "HMC", "temperature": t, "accuracy": 0.9, "nll": 0.3 + t} for t in (1.0, 0.1)]
     TemperatureSweep(temps, "classification").write(tmp_path / "temperature")
     assert [kinds.kind_of(tmp_path / n) for n in ("compare", "temperature")] == [
-        "compare-methods", "temperature"]
-    built = document.document([tmp_path / "compare", tmp_path / "temperature"],
-                               tmp_path / "out")
+        "compare-methods",
+        "temperature",
+    ]
+    built = document.document([tmp_path / "compare", tmp_path / "temperature"], tmp_path / "out")
     md = built.markdown.read_text()
     assert "| SGD | 0.4000 | 0.9000 | 0.2000 | 1 |  |" in md
     assert "| 0.1 | 0.9000 | 0.4000 |" in md and "| 1 | 0.9000 | 1.3000 |" in md
-    assert [p.name for p in built.figures] == ["01_compare-methods_compare_methods.png",
-                                                "02_temperature_temperature.png"]
+    assert [p.name for p in built.figures] == [
+        "01_compare-methods_compare_methods.png",
+        "02_temperature_temperature.png",
+    ]

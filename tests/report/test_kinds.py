@@ -20,8 +20,7 @@ def _files(folder):
     return sorted((p.relative_to(folder), p.stat().st_mtime_ns) for p in folder.rglob("*"))
 
 
-def test_a_classification_run_gets_a_reliability_figure_and_its_folder_is_untouched(
-        report_inputs):
+def test_a_classification_run_gets_a_reliability_figure_and_its_folder_is_untouched(report_inputs):
     run = report_inputs[0]
     before = _files(run)
     section = kinds.section(run)
@@ -44,27 +43,52 @@ def test_an_evaluation_stored_without_bins_is_recomputed_for_the_figure(report_i
 
 def test_a_regression_run_has_no_figure(tmp_path):
     run = tmp_path / "run"
-    assert main(["sgd", "--dataset", "yacht_0", "--model", "mlp_regression_small",
-                 "--init-step-size", "1e-3", "--num-epochs", "2", "--batch-size", "64",
-                 "--no-progress", "--dir", str(run)]) == 0
+    assert (
+        main(
+            [
+                "sgd",
+                "--dataset",
+                "yacht_0",
+                "--model",
+                "mlp_regression_small",
+                "--init-step-size",
+                "1e-3",
+                "--num-epochs",
+                "2",
+                "--batch-size",
+                "64",
+                "--no-progress",
+                "--dir",
+                str(run),
+            ]
+        )
+        == 0
+    )
     section = kinds.section(run)
     assert section.figures == ()
     tables = [block for block in section.blocks if isinstance(block, Table)]
     assert "test rmse" in [quantity for table in tables for quantity, *_ in table.rows]
 
 
-def test_a_compare_methods_folder_lists_each_classification_settings_reliability_diagram(
-        tmp_path):
+def test_a_compare_methods_folder_lists_each_classification_settings_reliability_diagram(tmp_path):
     from bnnkit.experiments.compare_methods import Comparison
 
     probs = np.array([[0.9, 0.1], [0.3, 0.7], [0.6, 0.4]])
-    row = {"accuracy": 2 / 3, "nll": 0.5, "ece": 0.1, "seconds": 1.0, "note": "",
-           "calibration": calibration_bins(probs, np.array([0, 1, 1]))}
+    row = {
+        "accuracy": 2 / 3,
+        "nll": 0.5,
+        "ece": 0.1,
+        "seconds": 1.0,
+        "note": "",
+        "calibration": calibration_bins(probs, np.array([0, 1, 1])),
+    }
     rows = [{"method": "HMC (reference)", **row}, {"method": "SGD", **row}]
     Comparison({"mnist160": rows}, {"mnist160": {}}).write(tmp_path)
     section = kinds.section(tmp_path)
-    assert [f.path.name for f in section.figures] == ["compare_methods.png",
-                                                      "reliability_mnist160.png"]
+    assert [f.path.name for f in section.figures] == [
+        "compare_methods.png",
+        "reliability_mnist160.png",
+    ]
     assert "mnist160" in section.figures[1].caption
 
 
@@ -73,23 +97,37 @@ def test_a_paper_study_shows_each_finding_s_figure_with_its_verdict_under_it(tmp
 
     # A study folder holding only what the findings' figures read: the methods' table and
     # the temperature sweep.
-    rows = [{"method": "MCLMC (reference)", "accuracy": 0.7, "nll": 0.9, "level": "converged"},
-            {"method": "SGD", "accuracy": 0.72, "nll": 1.1, "agreement": 0.8,
-             "total_variation": 0.3},
-            {"method": "Deep ensemble (K=5)", "accuracy": 0.74, "nll": 0.8, "agreement": 0.85,
-             "total_variation": 0.2},
-            {"method": "SGLD", "accuracy": 0.6, "nll": 1.2, "agreement": 0.7,
-             "total_variation": 0.4}]
+    rows = [
+        {"method": "MCLMC (reference)", "accuracy": 0.7, "nll": 0.9, "level": "converged"},
+        {"method": "SGD", "accuracy": 0.72, "nll": 1.1, "agreement": 0.8, "total_variation": 0.3},
+        {
+            "method": "Deep ensemble (K=5)",
+            "accuracy": 0.74,
+            "nll": 0.8,
+            "agreement": 0.85,
+            "total_variation": 0.2,
+        },
+        {"method": "SGLD", "accuracy": 0.6, "nll": 1.2, "agreement": 0.7, "total_variation": 0.4},
+    ]
     (tmp_path / "compare_methods").mkdir()
-    storage.write_json(tmp_path / "compare_methods" / "results.json",
-                       {"mnist": {"problem": {}, "rows": rows}})
+    storage.write_json(
+        tmp_path / "compare_methods" / "results.json", {"mnist": {"problem": {}, "rows": rows}}
+    )
     (tmp_path / "temperature").mkdir()
-    storage.write_json(tmp_path / "temperature" / "results.json", {"rows": [
-        {"line": line, "method": method, "temperature": t, "nll": nll, "level": "converged"}
-        for line, method, values in (("MCLMC", "hmc", (0.9, 1.0)),
-                                     ("SGHMC-CLR", "sgmcmc", (1.2, 1.1)),
-                                     ("SGHMC-CLR + augment", "sgmcmc", (1.3, 1.0)))
-        for t, nll in zip((1.0, 0.1), values, strict=True)]})
+    storage.write_json(
+        tmp_path / "temperature" / "results.json",
+        {
+            "rows": [
+                {"line": line, "method": method, "temperature": t, "nll": nll, "level": "converged"}
+                for line, method, values in (
+                    ("MCLMC", "hmc", (0.9, 1.0)),
+                    ("SGHMC-CLR", "sgmcmc", (1.2, 1.1)),
+                    ("SGHMC-CLR + augment", "sgmcmc", (1.3, 1.0)),
+                )
+                for t, nll in zip((1.0, 0.1), values, strict=True)
+            ]
+        },
+    )
     items = paper.findings(tmp_path)
     storage.write_json(tmp_path / paper.FINDINGS_JSON, [dataclasses.asdict(f) for f in items])
     (tmp_path / paper.FINDINGS_FILE).write_text(paper.findings_markdown(items, "tiny"))
@@ -100,8 +138,11 @@ def test_a_paper_study_shows_each_finding_s_figure_with_its_verdict_under_it(tmp
         file.write_bytes(png)
     section = kinds.section(tmp_path)
     # Findings 1, 3 and 6 have their parts here; 2, 4 and 5 drew nothing and show nothing.
-    assert [f.path.name for f in section.figures] == ["finding_1.png", "finding_3.png",
-                                                      "finding_6.png"]
+    assert [f.path.name for f in section.figures] == [
+        "finding_1.png",
+        "finding_3.png",
+        "finding_6.png",
+    ]
     by = {f.path.name: f.caption for f in section.figures}
     assert "Verdict: reproduced. Reference: converged." in by["finding_3.png"]
     assert by["finding_1.png"].startswith("Finding 1: BNNs (HMC) can outperform")

@@ -30,6 +30,9 @@ def imported_modules(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("path", sorted(REPORT.rglob("*.py")), ids=lambda p: p.name)
 def test_report_does_not_import_experiments(path):
-    upward = sorted(m for m in imported_modules(path)
-                    if m == "bnnkit.experiments" or m.startswith("bnnkit.experiments."))
+    upward = sorted(
+        m
+        for m in imported_modules(path)
+        if m == "bnnkit.experiments" or m.startswith("bnnkit.experiments.")
+    )
     assert not upward, f"{path.name} imports {upward}"

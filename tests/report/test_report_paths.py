@@ -34,18 +34,33 @@ def test_a_report_of_folders_given_as_absolute_paths_holds_none(report_inputs, t
 def test_every_part_of_a_section_is_made_relative(tmp_path):
     out = tmp_path / "report"
     chains = str(tmp_path / "ref" / "chains")
-    section = Section(f"run {chains}", "run", chains, (
-        Heading(f"from {chains}"), f"chains of {chains}:3",
-        Table(("setting", "value"), (("init_checkpoint", str(tmp_path / "ref" / "ensemble")),
-                                     ("ratio", "accuracy/NLL")))),
-        (Figure(Path(chains) / "a.png", f"drawn from {chains}", png=b"\x89PNG"),))
+    section = Section(
+        f"run {chains}",
+        "run",
+        chains,
+        (
+            Heading(f"from {chains}"),
+            f"chains of {chains}:3",
+            Table(
+                ("setting", "value"),
+                (
+                    ("init_checkpoint", str(tmp_path / "ref" / "ensemble")),
+                    ("ratio", "accuracy/NLL"),
+                ),
+            ),
+        ),
+        (Figure(Path(chains) / "a.png", f"drawn from {chains}", png=b"\x89PNG"),),
+    )
     shown = document._portable_section(section, out)
     figure = Path(chains) / "a.png"
-    text = (document.markdown_text([shown], {figure: "figures/01_run_a.png"})
-            + document.html_text([shown], {figure: b"\x89PNG"}))
+    text = document.markdown_text([shown], {figure: "figures/01_run_a.png"}) + document.html_text(
+        [shown], {figure: b"\x89PNG"}
+    )
     assert str(tmp_path) not in text
     assert shown.source == os.path.join("..", "ref", "chains")
     assert shown.blocks[1] == f"chains of {os.path.join('..', 'ref', 'chains')}:3"
-    assert shown.blocks[2].rows == (("init_checkpoint", os.path.join("..", "ref", "ensemble")),
-                                    ("ratio", "accuracy/NLL"))
+    assert shown.blocks[2].rows == (
+        ("init_checkpoint", os.path.join("..", "ref", "ensemble")),
+        ("ratio", "accuracy/NLL"),
+    )
     assert shown.figures[0].path == section.figures[0].path  # the file it is read from

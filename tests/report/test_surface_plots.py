@@ -40,8 +40,15 @@ def test_a_constant_field_has_no_scale_and_a_plain_one_clips_little():
 def test_the_plot_of_such_a_field_is_drawn():
     u, v, field = ten_orders()
     field[0, 0] = -np.inf  # overflowed far from the points: left blank
-    png = contour_png(u, v, field, np.array([[0, 0], [1, 0], [0.5, 1]]), ("a", "b", "c"),
-                      title="log posterior", value_label="log posterior")
+    png = contour_png(
+        u,
+        v,
+        field,
+        np.array([[0, 0], [1, 0], [0.5, 1]]),
+        ("a", "b", "c"),
+        title="log posterior",
+        value_label="log posterior",
+    )
     assert png[1:4] == b"PNG"
 
 
@@ -51,13 +58,16 @@ def drawn_labels(field: np.ndarray) -> tuple[list[str], list[str]]:
 
     n = field.shape[0]
     u = v = np.linspace(-0.25, 1.25, n)
-    fig = contour_figure(u, v, field, np.array([[0, 0], [1, 0], [0.5, 1]]),
-                         value_label="log posterior")
+    fig = contour_figure(
+        u, v, field, np.array([[0, 0], [1, 0], [0.5, 1]]), value_label="log posterior"
+    )
     try:
         fig.canvas.draw()
         bar = fig.axes[1]
-        return ([t.get_text() for t in bar.get_yticklabels() if t.get_text()],
-                [t.get_text() for t in fig.texts])
+        return (
+            [t.get_text() for t in bar.get_yticklabels() if t.get_text()],
+            [t.get_text() for t in fig.texts],
+        )
     finally:
         plt.close(fig)
 

@@ -44,7 +44,7 @@ def recording_method() -> Method:
 def crops(image: np.ndarray) -> list[np.ndarray]:
     padded = np.pad(image, ((4, 4), (4, 4), (0, 0)))
     h, w = image.shape[:2]
-    out = [padded[dy:dy + h, dx:dx + w] for dy in range(9) for dx in range(9)]
+    out = [padded[dy : dy + h, dx : dx + w] for dy in range(9) for dx in range(9)]
     return out + [c[:, ::-1] for c in out]
 
 
@@ -52,8 +52,9 @@ def test_each_step_gets_its_own_crops_and_the_same_again_for_the_same_keys():
     # Every training image is the same, so the data order cannot make two steps differ: only
     # the augmentation can, and it must, since each step folds its own index into the key.
     image = np.arange(1, 8 * 8 + 1, dtype=np.float32).reshape(8, 8, 1)
-    train = Batch(jnp.asarray(np.repeat(image[None], STEPS * BATCH, 0)),
-                  jnp.zeros(STEPS * BATCH, jnp.int32))
+    train = Batch(
+        jnp.asarray(np.repeat(image[None], STEPS * BATCH, 0)), jnp.zeros(STEPS * BATCH, jnp.int32)
+    )
     start = Seen(jnp.zeros((), jnp.int32), jnp.zeros((STEPS, BATCH, 8, 8, 1)))
     epoch = jax.jit(make_epoch(recording_method(), BATCH, augment=True))
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
@@ -86,8 +87,9 @@ def images(tmp_path_factory) -> ProblemConfig:
 
 
 def config(num_epochs: int, augment: bool = True) -> sgd.Config:
-    return sgd.Config(init_step_size=1e-3, num_epochs=num_epochs, batch_size=8, seed=3,
-                      augment=augment)
+    return sgd.Config(
+        init_step_size=1e-3, num_epochs=num_epochs, batch_size=8, seed=3, augment=augment
+    )
 
 
 def uninterrupted(images, tmp_path_factory, augment: bool) -> Path:
@@ -121,8 +123,7 @@ def assert_identical(a: dict, b: dict) -> None:
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
-def test_augmented_training_differs_and_resumes_bit_for_bit(images, augmented, plain,
-                                                            tmp_path):
+def test_augmented_training_differs_and_resumes_bit_for_bit(images, augmented, plain, tmp_path):
     crashed = Path(shutil.copytree(augmented.parent / "crashed", tmp_path / "crashed"))
     assert json.loads((crashed / "run.json").read_text())["status"] == "running"
     runs.run(images, config(3), crashed, resume=True, progress=False)
@@ -154,8 +155,15 @@ def test_members_crop_alike_vmapped_or_one_after_another(images, tmp_path):
     problem = dataclasses.replace(images, float64=True)
 
     def config(sequential: bool) -> ensemble.Config:
-        return ensemble.Config(init_step_size=1e-3, num_epochs=2, batch_size=8, num_members=2,
-                               seed=3, augment=True, sequential=sequential)
+        return ensemble.Config(
+            init_step_size=1e-3,
+            num_epochs=2,
+            batch_size=8,
+            num_members=2,
+            seed=3,
+            augment=True,
+            sequential=sequential,
+        )
 
     runs.run(problem, config(False), tmp_path / "v", progress=False)
     runs.run(problem, config(True), tmp_path / "s", progress=False)
@@ -163,8 +171,9 @@ def test_members_crop_alike_vmapped_or_one_after_another(images, tmp_path):
     assert sorted(vmapped) == sorted(sequential)
     for key in vmapped:
         if np.issubdtype(vmapped[key].dtype, np.floating):
-            np.testing.assert_allclose(vmapped[key], sequential[key], rtol=1e-10, atol=1e-12,
-                                       err_msg=key)
+            np.testing.assert_allclose(
+                vmapped[key], sequential[key], rtol=1e-10, atol=1e-12, err_msg=key
+            )
         else:  # counts and names
             np.testing.assert_array_equal(vmapped[key], sequential[key], err_msg=key)
     kernel = vmapped["state/position/params/Dense_0/kernel"]

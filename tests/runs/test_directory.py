@@ -17,8 +17,9 @@ from bnnkit.problem import ProblemConfig, build
 from bnnkit.runs.directory import settings_digest
 
 PROBLEM = ProblemConfig(dataset="yacht_0", model="mlp_regression_small", noise_std=0.35)
-CONFIG = hmc.Config(step_size=2e-4, trajectory_len=1e-3, num_iterations=4, num_burn_in=1,
-                    num_chains=2)
+CONFIG = hmc.Config(
+    step_size=2e-4, trajectory_len=1e-3, num_iterations=4, num_burn_in=1, num_chains=2
+)
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +67,26 @@ def test_a_damaged_record_is_detected(finished, tmp_path, capsys):
     (run / "run.json").write_text('{"method": "hmc", "problem": ')
     err = one_line_error(["evaluate", str(run)], capsys)
     assert "run.json' is damaged: not valid JSON" in err
-    err = one_line_error(["hmc", "--dataset", "yacht_0", "--model", "mlp_regression_small",
-                          "--step-size", "1e-3", "--trajectory-len", "0.01",
-                          "--num-iterations", "2", "--dir", str(run), "--resume",
-                          "--no-progress"], capsys)
+    err = one_line_error(
+        [
+            "hmc",
+            "--dataset",
+            "yacht_0",
+            "--model",
+            "mlp_regression_small",
+            "--step-size",
+            "1e-3",
+            "--trajectory-len",
+            "0.01",
+            "--num-iterations",
+            "2",
+            "--dir",
+            str(run),
+            "--resume",
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert "is damaged" in err
 
 
@@ -80,13 +97,18 @@ def legacy_hmc_run(path):
     positions = jax.vmap(problem.init_params)(keys)
     (path / "samples").mkdir(parents=True)
     for it in (1, 2, 3):
-        storage.save_arrays(path / "samples" / f"sample_{it:07d}.npz",
-                            storage.flatten_tree(positions))
-    storage.write_json(path / "run.json", {
-        "method": "hmc", "problem": {"dataset": "yacht_0", "model": "mlp_regression_small",
-                                     "noise_std": 0.35},
-        "method_config": {"step_size": 1e-3, "num_iterations": 4, "num_burn_in": 1,
-                          "seed": 0}, "status": "finished"})
+        storage.save_arrays(
+            path / "samples" / f"sample_{it:07d}.npz", storage.flatten_tree(positions)
+        )
+    storage.write_json(
+        path / "run.json",
+        {
+            "method": "hmc",
+            "problem": {"dataset": "yacht_0", "model": "mlp_regression_small", "noise_std": 0.35},
+            "method_config": {"step_size": 1e-3, "num_iterations": 4, "num_burn_in": 1, "seed": 0},
+            "status": "finished",
+        },
+    )
     return positions
 
 
@@ -98,20 +120,42 @@ def test_an_older_sampling_run_still_evaluates(tmp_path):
     out = tmp_path / "samples.npz"
     assert main(["samples", str(tmp_path / "old"), "--out", str(out)]) == 0
     with np.load(out, allow_pickle=False) as f:
-        np.testing.assert_array_equal(f["params/Dense_0/kernel"][:, 1],
-                                      positions["params"]["Dense_0"]["kernel"])
+        np.testing.assert_array_equal(
+            f["params/Dense_0/kernel"][:, 1], positions["params"]["Dense_0"]["kernel"]
+        )
 
 
 def test_older_layouts_that_cannot_be_read_are_refused_in_one_line(tmp_path, capsys):
     legacy_hmc_run(tmp_path / "old")
-    err = one_line_error(["hmc", "--dataset", "yacht_0", "--model", "mlp_regression_small",
-                          "--noise-std", "0.35", "--step-size", "1e-3", "--trajectory-len",
-                          "0.01", "--num-iterations", "6", "--num-burn-in", "1", "--dir",
-                          str(tmp_path / "old"), "--resume", "--no-progress"], capsys)
+    err = one_line_error(
+        [
+            "hmc",
+            "--dataset",
+            "yacht_0",
+            "--model",
+            "mlp_regression_small",
+            "--noise-std",
+            "0.35",
+            "--step-size",
+            "1e-3",
+            "--trajectory-len",
+            "0.01",
+            "--num-iterations",
+            "6",
+            "--num-burn-in",
+            "1",
+            "--dir",
+            str(tmp_path / "old"),
+            "--resume",
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert "older bnnkit layout and cannot be resumed" in err
     record = json.loads((tmp_path / "old" / "run.json").read_text())
-    (tmp_path / "old" / "run.json").write_text(json.dumps(
-        {**record, "method": "vi", "posterior": "diag_gaussian"}))
+    (tmp_path / "old" / "run.json").write_text(
+        json.dumps({**record, "method": "vi", "posterior": "diag_gaussian"})
+    )
     err = one_line_error(["evaluate", str(tmp_path / "old")], capsys)
     assert "older bnnkit layout whose 'diag_gaussian' posterior" in err
 
@@ -119,10 +163,27 @@ def test_older_layouts_that_cannot_be_read_are_refused_in_one_line(tmp_path, cap
 def test_a_run_older_than_a_setting_is_refused_on_resume(tmp_path, capsys):
     # A run whose stored Config predates a setting (here HMC's --adapt) has a state without
     # what that setting keeps: resuming it is refused in one line naming the setting.
-    args = ["hmc", "--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.35",
-            "--step-size", "1e-3", "--trajectory-len", "0.01", "--num-iterations", "2",
-            "--num-burn-in", "1", "--dir", str(tmp_path / "run"), "--no-progress",
-            "--no-evaluate"]
+    args = [
+        "hmc",
+        "--dataset",
+        "yacht_0",
+        "--model",
+        "linear",
+        "--noise-std",
+        "0.35",
+        "--step-size",
+        "1e-3",
+        "--trajectory-len",
+        "0.01",
+        "--num-iterations",
+        "2",
+        "--num-burn-in",
+        "1",
+        "--dir",
+        str(tmp_path / "run"),
+        "--no-progress",
+        "--no-evaluate",
+    ]
     assert main(args) == 0
     path = tmp_path / "run" / "run.json"
     record = json.loads(path.read_text())
@@ -142,8 +203,14 @@ def test_load_run_reads_both_kinds_and_each_reader_refuses_the_other(finished, t
     def log_density(p):
         return -0.5 * jnp.sum(p["x"] ** 2)
 
-    config = hmc.Config(step_size=0.1, trajectory_len=0.5, num_chains=2, num_iterations=6,
-                        num_burn_in=2, checkpoint_every=3)
+    config = hmc.Config(
+        step_size=0.1,
+        trajectory_len=0.5,
+        num_chains=2,
+        num_iterations=6,
+        num_burn_in=2,
+        checkpoint_every=3,
+    )
     start = {"x": jnp.zeros((2, 3))}
     density = tmp_path / "density"
     chains = runs.sample(log_density, start, config, run_dir=density)

@@ -21,14 +21,23 @@ PROBLEM = ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.5)
 @pytest.fixture(scope="module")
 def ensemble_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ens") / "ensemble"
-    run(PROBLEM, ensemble.Config(init_step_size=1e-4, num_epochs=2, batch_size=64,
-                                 num_members=3), folder, progress=False)
+    run(
+        PROBLEM,
+        ensemble.Config(init_step_size=1e-4, num_epochs=2, batch_size=64, num_members=3),
+        folder,
+        progress=False,
+    )
     return folder
 
 
 def test_chains_default_to_one_per_member(ensemble_run, tmp_path):
-    config = hmc.Config(step_size=1e-4, trajectory_len=1e-3, num_iterations=2,
-                        num_burn_in=1, init_checkpoint=str(ensemble_run))
+    config = hmc.Config(
+        step_size=1e-4,
+        trajectory_len=1e-3,
+        num_iterations=2,
+        num_burn_in=1,
+        init_checkpoint=str(ensemble_run),
+    )
     assert config.num_chains is None and config.chains == 1  # unresolved until the run
     assert with_chains(config).num_chains == 3
     result = run(PROBLEM, config, tmp_path / "hmc", progress=False)
@@ -44,8 +53,9 @@ def test_chain_k_starts_at_member_k(ensemble_run):
 
 
 def test_a_given_number_of_chains_is_kept(ensemble_run):
-    config = hmc.Config(step_size=1e-4, trajectory_len=1e-3, num_chains=5,
-                        init_checkpoint=str(ensemble_run))
+    config = hmc.Config(
+        step_size=1e-4, trajectory_len=1e-3, num_chains=5, init_checkpoint=str(ensemble_run)
+    )
     assert with_chains(config) == config
 
 
@@ -56,5 +66,10 @@ def test_without_a_start_run_one_chain():
 
 def test_chees_is_refused_for_chains_from_another_run(ensemble_run):
     with pytest.raises(ConfigError, match="pools its tuning across chains"):
-        hmc.Config(step_size=1e-4, trajectory_len=1e-3, adapt="chees", num_chains=3,
-                   init_checkpoint=str(ensemble_run))
+        hmc.Config(
+            step_size=1e-4,
+            trajectory_len=1e-3,
+            adapt="chees",
+            num_chains=3,
+            init_checkpoint=str(ensemble_run),
+        )

@@ -38,9 +38,16 @@ def problem(data: str) -> ProblemConfig:
 def config(num_iterations: int, **changes) -> hmc.Config:
     # Jittered trajectories (--adapt mass): a fixed one near a multiple of the Gaussian
     # posterior's half period would return each chain close to where it started.
-    return hmc.Config(step_size=0.05, trajectory_len=0.3, adapt="mass",
-                      num_iterations=num_iterations, num_burn_in=8, num_chains=2, seed=3,
-                      **changes)
+    return hmc.Config(
+        step_size=0.05,
+        trajectory_len=0.3,
+        adapt="mass",
+        num_iterations=num_iterations,
+        num_burn_in=8,
+        num_chains=2,
+        seed=3,
+        **changes,
+    )
 
 
 def assert_identical(a: dict, b: dict) -> None:
@@ -90,21 +97,54 @@ def test_until_converged_extends_to_the_bits_of_one_longer_run(tmp_path, data, c
     # block cannot pass; the draws of the 3-d Gaussian posterior are nearly independent (300
     # kept iterations give a per-chain ESS of about 300), so a few blocks suffice, well within
     # the 10-minute budget.
-    argv = ["hmc", "--dataset", data, "--model", "linear", "--noise-std", "0.5",
-            "--weight-decay", "1", "--step-size", "0.05", "--trajectory-len", "0.3",
-            "--adapt", "mass",
-            "--num-iterations", "20", "--num-burn-in", "8", "--num-chains", "2", "--seed", "3",
-            "--until-converged", "--max-time", "10m", "--dir", str(path), "--log-every", "1000"]
+    argv = [
+        "hmc",
+        "--dataset",
+        data,
+        "--model",
+        "linear",
+        "--noise-std",
+        "0.5",
+        "--weight-decay",
+        "1",
+        "--step-size",
+        "0.05",
+        "--trajectory-len",
+        "0.3",
+        "--adapt",
+        "mass",
+        "--num-iterations",
+        "20",
+        "--num-burn-in",
+        "8",
+        "--num-chains",
+        "2",
+        "--seed",
+        "3",
+        "--until-converged",
+        "--max-time",
+        "10m",
+        "--dir",
+        str(path),
+        "--log-every",
+        "1000",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     # Each block that did not end the run says so in a few short lines.
     starts = [i for i, line in enumerate(out.splitlines()) if line.startswith("block ")]
-    assert starts and all(len(line) <= 80 for line in out.splitlines()
-                          if line.startswith(("block ", "  ")))
-    assert re.search(r"^block 1: 20 iterations, 12 kept per chain\n(  .+\n)+  sampled in .+; "
-                     r"extending to 26 iterations$", out, re.MULTILINE), out
-    assert re.search(r"^  \d of 2 chains not mixed; worst chain \d: ESS \d+", out,
-                     re.MULTILINE), out
+    assert starts and all(
+        len(line) <= 80 for line in out.splitlines() if line.startswith(("block ", "  "))
+    )
+    assert re.search(
+        r"^block 1: 20 iterations, 12 kept per chain\n(  .+\n)+  sampled in .+; "
+        r"extending to 26 iterations$",
+        out,
+        re.MULTILINE,
+    ), out
+    assert re.search(r"^  \d of 2 chains not mixed; worst chain \d: ESS \d+", out, re.MULTILINE), (
+        out
+    )
     record = RunDir(path).read_record()
     extension = record["until_converged"]
     blocks = [block["iterations"] for block in extension["blocks"]]
@@ -128,19 +168,22 @@ def test_until_converged_resumes_past_the_stored_length(tmp_path, data):
     path = tmp_path / "run"
     runs.run(problem(data), config(40), str(path), progress=False)
     budget = dict(until_converged=True, max_time=1e-9)
-    result = runs.run(problem(data), config(20, **budget), str(path), resume=True,
-                      progress=False)
+    result = runs.run(problem(data), config(20, **budget), str(path), resume=True, progress=False)
     assert [b["iterations"] for b in result.until_converged["blocks"]] == [40]
     assert RunDir(path).read_record()["status"] == "finished"
     if not result.until_converged["holds"]:
         outcome = result.until_converged["outcome"]
         assert outcome.startswith(
-            "time budget of 0 s ended at 40 iterations before each chain mixed:\n  "), outcome
+            "time budget of 0 s ended at 40 iterations before each chain mixed:\n  "
+        ), outcome
         assert all(len(line) <= 80 for line in outcome.splitlines()), outcome
 
 
 def test_sample_refuses_the_driver_settings():
     start = {"x": np.zeros((2, 3))}
     with pytest.raises(ConfigError, match="max_time extend or stop runs of the run driver"):
-        runs.sample(lambda p: -0.5 * (p["x"] ** 2).sum(),
-                    start, dataclasses.replace(config(20), max_time=60.0))
+        runs.sample(
+            lambda p: -0.5 * (p["x"] ** 2).sum(),
+            start,
+            dataclasses.replace(config(20), max_time=60.0),
+        )

@@ -34,9 +34,12 @@ def holder(tmp_path):
     """A live process holding the lock of ``tmp_path / 'run'`` (a finished run)."""
     path = tmp_path / "run"
     runs.run(PROBLEM, CONFIG, path, progress=False)
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                                sys.path)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     assert proc.stdout.readline().strip() == "held"
     yield path, proc
     proc.kill()
@@ -44,8 +47,9 @@ def holder(tmp_path):
 
 
 def snapshot(path):
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()
+    }
 
 
 def test_a_live_holder_refuses_resume_and_overwrite(holder):
@@ -79,6 +83,9 @@ def test_a_process_never_removes_a_lock_it_does_not_own(tmp_path):
 
 
 def test_a_second_holder_in_the_same_process_is_refused(tmp_path):
-    with (lock.hold(tmp_path), pytest.raises(ConfigError, match="in use by process"),
-          lock.hold(tmp_path)):
+    with (
+        lock.hold(tmp_path),
+        pytest.raises(ConfigError, match="in use by process"),
+        lock.hold(tmp_path),
+    ):
         pass

@@ -16,9 +16,27 @@ from bnnkit.cli import main
 from bnnkit.runs import manifest
 from bnnkit.runs.directory import RunDir, settings_digest
 
-HMC = ["hmc", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--noise-std", "0.35",
-       "--step-size", "1e-3", "--trajectory-len", "0.05", "--num-iterations", "6",
-       "--num-burn-in", "2", "--num-chains", "1", "--no-progress", "--no-evaluate"]
+HMC = [
+    "hmc",
+    "--dataset",
+    "yacht_0",
+    "--model",
+    "mlp_regression_small",
+    "--noise-std",
+    "0.35",
+    "--step-size",
+    "1e-3",
+    "--trajectory-len",
+    "0.05",
+    "--num-iterations",
+    "6",
+    "--num-burn-in",
+    "2",
+    "--num-chains",
+    "1",
+    "--no-progress",
+    "--no-evaluate",
+]
 SAMPLE = "samples/sample_0000003.npz"
 
 
@@ -48,8 +66,9 @@ def swap(copy: Path, other: Path, name: str) -> None:
     """``name`` and its manifest line replaced by the other run's (its sha256 matches)."""
     shutil.copyfile(other / name, copy / name)
     theirs = next(line for line in lines_of(other) if json.loads(line)["file"] == name)
-    write_lines(copy, [theirs if json.loads(line)["file"] == name else line
-                       for line in lines_of(copy)])
+    write_lines(
+        copy, [theirs if json.loads(line)["file"] == name else line for line in lines_of(copy)]
+    )
 
 
 def refused(argv: list[str], names: str, capsys) -> str:
@@ -70,13 +89,16 @@ def test_a_new_run_is_chained_from_its_record(finished):
         assert json.loads(line)[manifest.CHAIN_KEY] == manifest.line_digest(before.encode())
     assert record[manifest.HEAD_KEY] == manifest.line_digest(lines[-1].encode())
     assert record[manifest.IDENTITY_KEY] == manifest.identity(
-        settings_digest({k: v for k, v in record.items()
-                         if k not in (manifest.IDENTITY_KEY, manifest.HEAD_KEY)}),
-        record["method_config"]["seed"])
+        settings_digest(
+            {k: v for k, v in record.items() if k not in (manifest.IDENTITY_KEY, manifest.HEAD_KEY)}
+        ),
+        record["method_config"]["seed"],
+    )
 
 
-def test_a_sample_swapped_in_with_its_line_from_another_seed_is_named(finished, other_seed,
-                                                                      tmp_path, capsys):
+def test_a_sample_swapped_in_with_its_line_from_another_seed_is_named(
+    finished, other_seed, tmp_path, capsys
+):
     copy = Path(shutil.copytree(finished, tmp_path / "run"))
     swap(copy, other_seed, SAMPLE)
     # Each of the two files agrees with the other: only the chain tells.
@@ -85,13 +107,17 @@ def test_a_sample_swapped_in_with_its_line_from_another_seed_is_named(finished, 
     said = refused(["verify", str(copy)], f"{SAMPLE} is recorded by line", capsys)
     assert "does not follow from the line before it" in said and "--resume" not in said
     refused(["evaluate", str(copy)], f"{SAMPLE}' is recorded by line", capsys)
-    refused(["samples", str(copy), "--out", str(tmp_path / "out.npz")],
-            f"{SAMPLE}' is recorded by line", capsys)
+    refused(
+        ["samples", str(copy), "--out", str(tmp_path / "out.npz")],
+        f"{SAMPLE}' is recorded by line",
+        capsys,
+    )
     assert not (tmp_path / "out.npz").exists()
 
 
-def test_a_first_line_from_another_run_is_not_chained_to_the_record(finished, other_seed,
-                                                                    tmp_path, capsys):
+def test_a_first_line_from_another_run_is_not_chained_to_the_record(
+    finished, other_seed, tmp_path, capsys
+):
     copy = Path(shutil.copytree(finished, tmp_path / "run"))
     first = json.loads(lines_of(copy)[0])["file"]
     assert first == "state.npz"  # the state is saved after the first iteration
@@ -99,8 +125,11 @@ def test_a_first_line_from_another_run_is_not_chained_to_the_record(finished, ot
     # Readers of the samples do not need the state, but nothing after a broken line can be
     # trusted: the manifest itself is named.
     for command in (["verify", str(copy)], ["evaluate", str(copy)]):
-        refused(command, "has line 1 (recording state.npz), which is not "
-                         "chained to this run's run.json", capsys)
+        refused(
+            command,
+            "has line 1 (recording state.npz), which is not chained to this run's run.json",
+            capsys,
+        )
 
 
 def test_a_line_removed_from_the_middle_with_its_file_is_named(finished, tmp_path, capsys):
@@ -108,24 +137,25 @@ def test_a_line_removed_from_the_middle_with_its_file_is_named(finished, tmp_pat
     lines = lines_of(copy)
     gone = next(i for i, line in enumerate(lines[:-1]) if json.loads(line)["file"] == SAMPLE)
     (copy / SAMPLE).unlink()
-    write_lines(copy, lines[:gone] + lines[gone + 1:])
+    write_lines(copy, lines[:gone] + lines[gone + 1 :])
     after = json.loads(lines[gone + 1])["file"]
-    refused(["verify", str(copy)], f"{after} is recorded by line {gone + 1} of manifest.jsonl, "
-                                   "which does not follow from the line before it", capsys)
+    refused(
+        ["verify", str(copy)],
+        f"{after} is recorded by line {gone + 1} of manifest.jsonl, "
+        "which does not follow from the line before it",
+        capsys,
+    )
 
 
-def test_the_last_line_of_a_finished_run_edited_or_one_added_is_named(finished, tmp_path,
-                                                                      capsys):
+def test_the_last_line_of_a_finished_run_edited_or_one_added_is_named(finished, tmp_path, capsys):
     copy = Path(shutil.copytree(finished, tmp_path / "run"))
     lines = lines_of(copy)
     last = json.loads(lines[-1])
-    write_lines(copy, [*lines[:-1], json.dumps({**last, "unit": last["unit"] + 1},
-                                               sort_keys=True)])
+    write_lines(copy, [*lines[:-1], json.dumps({**last, "unit": last["unit"] + 1}, sort_keys=True)])
     refused(["verify", str(copy)], f"{last['file']} is recorded by the last line", capsys)
 
     # A line added at the end, chained as a run would chain it: the finished record's head.
-    added = {**json.loads(lines[1]), manifest.CHAIN_KEY: manifest.line_digest(
-        lines[-1].encode())}
+    added = {**json.loads(lines[1]), manifest.CHAIN_KEY: manifest.line_digest(lines[-1].encode())}
     write_lines(copy, [*lines, json.dumps(added, sort_keys=True)])
     refused(["evaluate", str(copy)], "is recorded by the last line", capsys)
 
@@ -143,9 +173,16 @@ def test_the_records_identity_removed_is_an_edit(finished, tmp_path, capsys):
 def as_before_the_chain(run: Path) -> None:
     """The run as a bnnkit before the chain wrote it: no chain fields, the record's digest of
     its settings alone."""
-    write_lines(run, [json.dumps({k: v for k, v in json.loads(line).items()
-                                  if k != manifest.CHAIN_KEY}, sort_keys=True)
-                      for line in lines_of(run)])
+    write_lines(
+        run,
+        [
+            json.dumps(
+                {k: v for k, v in json.loads(line).items() if k != manifest.CHAIN_KEY},
+                sort_keys=True,
+            )
+            for line in lines_of(run)
+        ],
+    )
     record = json.loads((run / "run.json").read_text())
     for key in (manifest.IDENTITY_KEY, manifest.HEAD_KEY):
         del record[key]
@@ -160,8 +197,20 @@ def test_a_run_made_before_the_chain_reads_verifies_and_resumes(finished, tmp_pa
     out = capsys.readouterr().out
     assert "note: no chain: written by an older bnnkit" in out, out
     assert main(["evaluate", str(copy)]) == 0
-    assert main([*HMC[:HMC.index("--num-iterations")], "--num-iterations", "8",
-                 *HMC[HMC.index("--num-iterations") + 2:], "--dir", str(copy), "--resume"]) == 0
+    assert (
+        main(
+            [
+                *HMC[: HMC.index("--num-iterations")],
+                "--num-iterations",
+                "8",
+                *HMC[HMC.index("--num-iterations") + 2 :],
+                "--dir",
+                str(copy),
+                "--resume",
+            ]
+        )
+        == 0
+    )
     assert all(manifest.CHAIN_KEY not in json.loads(line) for line in lines_of(copy))
     capsys.readouterr()
     assert main(["verify", str(copy)]) == 0

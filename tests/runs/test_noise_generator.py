@@ -26,8 +26,9 @@ def problem(tmp_path_factory) -> ProblemConfig:
 
 
 def config(num_epochs: int, noise: str) -> sgmcmc.Config:
-    return sgmcmc.Config(init_step_size=1e-4, num_epochs=num_epochs, batch_size=8, seed=1,
-                         noise=noise)
+    return sgmcmc.Config(
+        init_step_size=1e-4, num_epochs=num_epochs, batch_size=8, seed=1, noise=noise
+    )
 
 
 def as_stored_by_an_older_version(run: Path) -> None:
@@ -52,9 +53,9 @@ def test_gaussian_noise_of_another_generator_is_not_resumed(problem, tmp_path):
             runs.run(problem, config(2, noise), tmp_path / noise, progress=False, on_unit=crash)
         as_stored_by_an_older_version(tmp_path / noise)
     with pytest.raises(ConfigError, match=r"drew its Gaussian noise with .jax\.random\.normal."):
-        runs.run(problem, config(2, "gaussian"), tmp_path / "gaussian", resume=True,
-                 progress=False)
+        runs.run(problem, config(2, "gaussian"), tmp_path / "gaussian", resume=True, progress=False)
     # Random signs never came from the Gaussian generator: that run continues.
-    result = runs.run(problem, config(2, "rademacher"), tmp_path / "rademacher", resume=True,
-                      progress=False)
+    result = runs.run(
+        problem, config(2, "rademacher"), tmp_path / "rademacher", resume=True, progress=False
+    )
     assert result.record["status"] == "finished"

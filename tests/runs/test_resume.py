@@ -19,8 +19,15 @@ PROBLEM = ProblemConfig(dataset="yacht_0", model="mlp_regression_small")
 
 
 def config(num_iterations: int, **changes) -> hmc.Config:
-    return hmc.Config(step_size=2e-4, trajectory_len=1e-3, num_iterations=num_iterations,
-                      num_burn_in=2, num_chains=2, seed=7, **changes)
+    return hmc.Config(
+        step_size=2e-4,
+        trajectory_len=1e-3,
+        num_iterations=num_iterations,
+        num_burn_in=2,
+        num_chains=2,
+        seed=7,
+        **changes,
+    )
 
 
 def assert_identical(a: dict, b: dict) -> None:
@@ -72,8 +79,13 @@ def test_existing_run_is_never_overwritten_silently(tmp_path):
         runs.run(PROBLEM, config(3), path, progress=False)
     assert_identical(stored(path), before)
     with pytest.raises(ConfigError, match=r"step_size was 0\.0002"):
-        runs.run(PROBLEM, dataclasses.replace(config(5), step_size=1e-4), path, resume=True,
-                 progress=False)
+        runs.run(
+            PROBLEM,
+            dataclasses.replace(config(5), step_size=1e-4),
+            path,
+            resume=True,
+            progress=False,
+        )
     runs.run(PROBLEM, config(3), path, overwrite=True, progress=False)
     assert_identical(stored(path), before)  # same seed, same run
 
@@ -103,7 +115,6 @@ def test_a_run_killed_before_its_first_write_can_be_overwritten(tmp_path):
     runs.run(PROBLEM, config(3), str(path), overwrite=True, progress=False)
     assert storage.read_json(path / "run.json")["status"] == "finished"
     assert not (path / ".lock").exists()
-
 
 
 @pytest.mark.slow

@@ -92,10 +92,18 @@ print(json.dumps(out))
 
 @pytest.mark.slow
 def test_sharded_gradient_and_runs_match_one_device(tmp_path):
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-           "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True,
-                          text=True, env=env, timeout=600)
+    env = {
+        **os.environ,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        "JAX_PLATFORMS": "cpu",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     # Within the float32 rounding bound of the sum, component by component.
@@ -104,8 +112,9 @@ def test_sharded_gradient_and_runs_match_one_device(tmp_path):
     assert len(out["none"]) == 3 * 4  # 3 kept iterations x 4 parameter leaves
     for key, value in out["none"].items():
         for mode in ("chains", "data"):
-            np.testing.assert_allclose(out[mode][key], value, rtol=1e-9, atol=1e-12,
-                                       err_msg=f"{mode} {key}")
+            np.testing.assert_allclose(
+                out[mode][key], value, rtol=1e-9, atol=1e-12, err_msg=f"{mode} {key}"
+            )
 
 
 MINIBATCH_SCRIPT = r"""
@@ -170,11 +179,18 @@ print(json.dumps(out))
 
 def run_minibatch_methods(tmp_path, names: tuple[str, ...]) -> dict:
     """Runs ``MINIBATCH_SCRIPT`` on 2 simulated devices; its JSON."""
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-           "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([sys.executable, "-c", MINIBATCH_SCRIPT, str(tmp_path),
-                           ",".join(names)], capture_output=True, text=True, env=env,
-                          timeout=600)
+    env = {
+        **os.environ,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        "JAX_PLATFORMS": "cpu",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", MINIBATCH_SCRIPT, str(tmp_path), ",".join(names)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -189,9 +205,14 @@ def check_minibatch_methods(out: dict, names: tuple[str, ...]) -> None:
     # One member cannot be split over 2 devices: refused in one line, before any file.
     for name in {"sgd", "vi"} & set(names):
         assert out[f"{name}/chains"] == {
-            "error": "--shard chains: 1 chains do not divide over 2 devices", "written": False}
-    assert out["odd"] == {"error": "--shard data: 7 examples per minibatch (--batch-size) do "
-                                   "not divide over 2 devices", "written": False}
+            "error": "--shard chains: 1 chains do not divide over 2 devices",
+            "written": False,
+        }
+    assert out["odd"] == {
+        "error": "--shard data: 7 examples per minibatch (--batch-size) do "
+        "not divide over 2 devices",
+        "written": False,
+    }
     if "sghmc" in names:
         assert out["sghmc/resumed"] == out["sghmc/data"]
     for name in names:
@@ -205,9 +226,13 @@ def check_minibatch_methods(out: dict, names: tuple[str, ...]) -> None:
                     # Each device runs the same one-member program as one device does.
                     np.testing.assert_array_equal(got, want, err_msg=f"{name} {mode} {key}")
                 else:
-                    np.testing.assert_allclose(got, want, rtol=1e-9,
-                                               atol=1e-9 * np.max(np.abs(want)),
-                                               err_msg=f"{name} {mode} {key}")
+                    np.testing.assert_allclose(
+                        got,
+                        want,
+                        rtol=1e-9,
+                        atol=1e-9 * np.max(np.abs(want)),
+                        err_msg=f"{name} {mode} {key}",
+                    )
 
 
 def test_sharded_ensemble_matches_one_device(tmp_path):

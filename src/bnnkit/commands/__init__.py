@@ -14,24 +14,45 @@ from collections.abc import Callable
 
 from bnnkit.commands.command import Command, sentence
 
-__all__ = ["COMMANDS", "COMMAND_GROUPS", "GROUPS", "OTHER_COMMANDS", "Command", "docs_page",
-           "groups", "sentence"]
+__all__ = [
+    "COMMANDS",
+    "COMMAND_GROUPS",
+    "GROUPS",
+    "OTHER_COMMANDS",
+    "Command",
+    "docs_page",
+    "groups",
+    "sentence",
+]
 
 
 #: The commands that run no method, by group, in ``bnnkit --help``'s order; each is the
 #: ``COMMAND`` of the module named after it. The methods' group comes from ``METHODS``.
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
-    "analysis": ("reference", "evaluate", "convergence", "surface", "shift", "prune",
-                 "prior-predictive", "experiment", "paper", "report"),
+    "analysis": (
+        "reference",
+        "evaluate",
+        "convergence",
+        "surface",
+        "shift",
+        "prune",
+        "prior-predictive",
+        "experiment",
+        "paper",
+        "report",
+    ),
     "data": ("datasets", "models"),
     "runs": ("samples", "verify"),
 }
 #: Each group's heading in ``bnnkit --help`` and in the docs.
-GROUPS: dict[str, str] = {"methods": "methods", "analysis": "analysis",
-                          "data": "data and models", "runs": "run management"}
+GROUPS: dict[str, str] = {
+    "methods": "methods",
+    "analysis": "analysis",
+    "data": "data and models",
+    "runs": "run management",
+}
 #: The commands that run no method. They never join the processes of a distributed run.
-OTHER_COMMANDS: tuple[str, ...] = tuple(name for names in COMMAND_GROUPS.values()
-                                        for name in names)
+OTHER_COMMANDS: tuple[str, ...] = tuple(name for names in COMMAND_GROUPS.values() for name in names)
 
 
 def groups() -> dict[str, tuple[str, ...]]:
@@ -64,8 +85,10 @@ def _load() -> dict[str, Command]:
 
     return {
         **{name: method_command(name, module) for name, module in METHODS.items()},
-        **{name: importlib.import_module(f"bnnkit.commands.{name.replace('-', '_')}").COMMAND
-           for name in OTHER_COMMANDS},
+        **{
+            name: importlib.import_module(f"bnnkit.commands.{name.replace('-', '_')}").COMMAND
+            for name in OTHER_COMMANDS
+        },
     }
 
 

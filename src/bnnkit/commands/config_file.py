@@ -46,7 +46,7 @@ def config_path(argv: list[str]) -> str | None:
         if arg == FLAG and i + 1 < len(argv):
             path = argv[i + 1]
         elif arg.startswith(FLAG + "="):
-            path = arg[len(FLAG) + 1:]
+            path = arg[len(FLAG) + 1 :]
     return path
 
 
@@ -84,8 +84,10 @@ def read(path: str | os.PathLike, command: str, *, problem: bool = True) -> dict
         raise ConfigError(f"{FLAG} {path!r} is not valid TOML: {err}") from None
     tables = [k for k, v in values.items() if isinstance(v, Mapping)]
     if tables:
-        raise ConfigError(f"{FLAG} {path!r}: [{tables[0]}] is a table; allowed: one "
-                          "key = value per flag at the top level")
+        raise ConfigError(
+            f"{FLAG} {path!r}: [{tables[0]}] is a table; allowed: one "
+            "key = value per flag at the top level"
+        )
     return values
 
 
@@ -95,13 +97,16 @@ def _from_record(path: str, raw: bytes, command: str, *, problem: bool) -> dict[
 
     record = parse_json(raw, f"{FLAG} {path!r}")
     if not isinstance(record, dict) or not isinstance(record.get("method_config"), dict):
-        raise ConfigError(f"{FLAG} {path!r} is no run.json of bnnkit (no method_config); "
-                          "allowed: a TOML file or a run directory's run.json")
+        raise ConfigError(
+            f"{FLAG} {path!r} is no run.json of bnnkit (no method_config); "
+            "allowed: a TOML file or a run directory's run.json"
+        )
     if record.get("method") != command:
-        raise ConfigError(f"{FLAG} {path!r} is a {record.get('method')!r} run; reproduce it "
-                          f"with bnnkit {record.get('method')} {FLAG} {path}")
-    values = dict(record["problem"]) if problem and isinstance(record.get("problem"),
-                                                               dict) else {}
+        raise ConfigError(
+            f"{FLAG} {path!r} is a {record.get('method')!r} run; reproduce it "
+            f"with bnnkit {record.get('method')} {FLAG} {path}"
+        )
+    values = dict(record["problem"]) if problem and isinstance(record.get("problem"), dict) else {}
     values.update(RunSettings.current_names(record["method_config"]))
     return values
 
@@ -123,16 +128,17 @@ def apply(parser: argparse.ArgumentParser, values: Mapping[str, Any], source: st
     for key, value in values.items():
         name = str(key).replace("-", "_")
         if name not in flags:
-            raise ConfigError(f"{source}: unknown setting {key!r}; allowed: the flags of this "
-                              "command without their dashes (see --help)")
+            raise ConfigError(
+                f"{source}: unknown setting {key!r}; allowed: the flags of this "
+                "command without their dashes (see --help)"
+            )
         action, option = flags[name]
         defaults[action.dest] = _value(action, option, name, value, source)
         action.required = False
     parser.set_defaults(**defaults)
 
 
-def _value(action: argparse.Action, option: str | None, name: str, value: Any,
-           source: str) -> Any:
+def _value(action: argparse.Action, option: str | None, name: str, value: Any, source: str) -> Any:
     where = f"{source}: {name} = {value!r}"
     if value is None:  # a run.json's unset setting
         return None
@@ -158,8 +164,9 @@ def _scalar(action: argparse.Action, value: Any, where: str) -> Any:
     if isinstance(value, bool):
         wanted = {int: "an integer", float: "a number"}.get(kind, "a string")
         raise ConfigError(f"{where} must be {wanted}, not true/false")
-    if kind is int and not (isinstance(value, int) or (isinstance(value, float)
-                                                       and value.is_integer())):
+    if kind is int and not (
+        isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    ):
         raise ConfigError(f"{where} must be an integer")
     if kind in (int, float) and isinstance(value, str):
         raise ConfigError(f"{where} must be a number, not a string")
@@ -171,8 +178,9 @@ def _scalar(action: argparse.Action, value: Any, where: str) -> Any:
 
 def to_toml(values: Mapping[str, Any]) -> str:
     """Settings as TOML ``key = value`` lines (``None`` values, which TOML lacks, left out)."""
-    return "\n".join(f"{key} = {_toml_value(value)}" for key, value in values.items()
-                     if value is not None)
+    return "\n".join(
+        f"{key} = {_toml_value(value)}" for key, value in values.items() if value is not None
+    )
 
 
 def _toml_value(value: Any) -> str:

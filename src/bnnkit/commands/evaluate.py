@@ -13,13 +13,13 @@ from bnnkit.commands.problem_flags import add_trust_model_argument
 VERDICT_LEVELS = {
     "converged": "every chain mixed on its own and all agree: the samples are a reference.",
     "mixed-multimodal": "each chain mixed, but the chains sit in K distinct modes (named); the "
-                        "model average pools them. A valid reference for the model average, not "
-                        "a failure: more iterations will not bring the modes together.",
+    "model average pools them. A valid reference for the model average, not "
+    "a failure: more iterations will not bring the modes together.",
     "not-mixed": "the chains named failed their own checks (split R-hat over 4 pieces of the "
-                 "chain, its ESS, its running log predictive density flat over the last half, "
-                 "its log posterior not rising): run longer (--resume with a larger "
-                 "--num-iterations, or --until-converged --max-time 2h), tune longer, or take a "
-                 "smaller step.",
+    "chain, its ESS, its running log predictive density flat over the last half, "
+    "its log posterior not rising): run longer (--resume with a larger "
+    "--num-iterations, or --until-converged --max-time 2h), tune longer, or take a "
+    "smaller step.",
 }
 #: Columns of the verdict's help: what an 80-column terminal shows whole.
 HELP_WIDTH = 79
@@ -35,12 +35,20 @@ def verdict_help() -> str:
     """
     import textwrap
 
-    lines = textwrap.wrap("For Markov chains the output ends with a convergence verdict on the "
-                          "test predictions, at one of three levels:", HELP_WIDTH)
+    lines = textwrap.wrap(
+        "For Markov chains the output ends with a convergence verdict on the "
+        "test predictions, at one of three levels:",
+        HELP_WIDTH,
+    )
     column = 2 + max(map(len, VERDICT_LEVELS)) + 2
     for level, meaning in VERDICT_LEVELS.items():
-        lines += textwrap.wrap(meaning, HELP_WIDTH, initial_indent=f"  {level:<{column - 2}}",
-                               subsequent_indent=" " * column, break_on_hyphens=False)
+        lines += textwrap.wrap(
+            meaning,
+            HELP_WIDTH,
+            initial_indent=f"  {level:<{column - 2}}",
+            subsequent_indent=" " * column,
+            break_on_hyphens=False,
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -48,31 +56,54 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # The verdict's levels as laid out here, above the pointer to the docs the parser ends with.
     p.epilog = verdict_help() + (f"\n{p.epilog}" if p.epilog else "")
     if not issubclass(p.formatter_class, argparse.RawDescriptionHelpFormatter):
-        p.formatter_class = type("VerdictHelpFormatter",
-                                 (p.formatter_class, argparse.RawDescriptionHelpFormatter), {})
+        p.formatter_class = type(
+            "VerdictHelpFormatter", (p.formatter_class, argparse.RawDescriptionHelpFormatter), {}
+        )
     p.add_argument("run_dir", help="a run directory")
-    p.add_argument("--reference", default=None,
-                   help="another run on the same data (e.g. HMC) to compare against")
-    p.add_argument("--reference-probs", default=None, metavar="cifar10_hmc|imdb_hmc|FILE",
-                   help="released HMC test-set probabilities (or a whitespace-delimited table, "
-                        "one row per test point) to score agreement and total variation against")
-    p.add_argument("--corruption", default=None,
-                   help="evaluate on test images under this CIFAR-10-C-style corruption")
+    p.add_argument(
+        "--reference",
+        default=None,
+        help="another run on the same data (e.g. HMC) to compare against",
+    )
+    p.add_argument(
+        "--reference-probs",
+        default=None,
+        metavar="cifar10_hmc|imdb_hmc|FILE",
+        help="released HMC test-set probabilities (or a whitespace-delimited table, "
+        "one row per test point) to score agreement and total variation against",
+    )
+    p.add_argument(
+        "--corruption",
+        default=None,
+        help="evaluate on test images under this CIFAR-10-C-style corruption",
+    )
     p.add_argument("--severity", type=int, default=None, help="corruption severity, 1..5")
-    p.add_argument("--calibrate", action="store_true",
-                   help="fit temperature scaling of the predictive (classification: one "
-                        "temperature; regression: one stretch of the predictive about its mean) "
-                        "on the run's validation set (--validation-size), and report the test "
-                        "metrics after it")
-    p.add_argument("--conformal", type=float, default=None, metavar="ALPHA",
-                   help="split conformal prediction at miscoverage ALPHA, calibrated on the "
-                        "run's validation set: LAC sets (classification) or intervals from "
-                        "|y - mean| / std (regression), with their test coverage and mean size "
-                        "or width")
-    p.add_argument("--ood", default=None, metavar="DATASET",
-                   help="out-of-distribution detection against DATASET's test inputs (e.g. "
-                        "fashion_mnist for an MNIST run): AUROC and FPR at 95%% TPR of the "
-                        "predictive entropy and the mutual information")
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="fit temperature scaling of the predictive (classification: one "
+        "temperature; regression: one stretch of the predictive about its mean) "
+        "on the run's validation set (--validation-size), and report the test "
+        "metrics after it",
+    )
+    p.add_argument(
+        "--conformal",
+        type=float,
+        default=None,
+        metavar="ALPHA",
+        help="split conformal prediction at miscoverage ALPHA, calibrated on the "
+        "run's validation set: LAC sets (classification) or intervals from "
+        "|y - mean| / std (regression), with their test coverage and mean size "
+        "or width",
+    )
+    p.add_argument(
+        "--ood",
+        default=None,
+        metavar="DATASET",
+        help="out-of-distribution detection against DATASET's test inputs (e.g. "
+        "fashion_mnist for an MNIST run): AUROC and FPR at 95%% TPR of the "
+        "predictive entropy and the mutual information",
+    )
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     add_trust_model_argument(p)
 
@@ -81,13 +112,22 @@ def run(args: argparse.Namespace) -> int:
     from bnnkit.evaluation import evaluate
     from bnnkit.report.tables import print_table
 
-    result = evaluate(args.run_dir, reference=args.reference,
-                      reference_probs=args.reference_probs, corruption=args.corruption,
-                      severity=args.severity, calibrate=args.calibrate,
-                      conformal=args.conformal, ood=args.ood, trust_model=args.trust_model)
+    result = evaluate(
+        args.run_dir,
+        reference=args.reference,
+        reference_probs=args.reference_probs,
+        corruption=args.corruption,
+        severity=args.severity,
+        calibrate=args.calibrate,
+        conformal=args.conformal,
+        ood=args.ood,
+        trust_model=args.trust_model,
+    )
     for differ in result.get("reference", {}).get("settings_differ", ()):
-        print(f"bnnkit: warning: the reference run targets another posterior: {differ}",
-              file=sys.stderr)
+        print(
+            f"bnnkit: warning: the reference run targets another posterior: {differ}",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
@@ -95,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-
-COMMAND = Command(help="recompute metrics and diagnostics of a run", add_arguments=add_arguments,
-                  run=run,
-                  docs="concepts/reference.md")
+COMMAND = Command(
+    help="recompute metrics and diagnostics of a run",
+    add_arguments=add_arguments,
+    run=run,
+    docs="concepts/reference.md",
+)

@@ -24,35 +24,55 @@ class Experiment(NamedTuple):
 
 EXPERIMENTS = {
     "compare-methods": Experiment(
-        "compare_methods", "compare_methods",
+        "compare_methods",
+        "compare_methods",
         "SGD, deep ensemble, four SGMCMC variants, MultiSWAG, MC dropout, IVON and MFVI "
-        "against an HMC reference"),
+        "against an HMC reference",
+    ),
     "prior-sweep": Experiment(
-        "prior_sweep", "prior_sweep",
-        "HMC BMAs under Gaussian priors of three scales and other shapes of equal variance"),
+        "prior_sweep",
+        "prior_sweep",
+        "HMC BMAs under Gaussian priors of three scales and other shapes of equal variance",
+    ),
     "bbb-mnist": Experiment(
-        "bbb_mnist", "bbb_mnist",
-        "Bayes by Backprop on MNIST in Blundell et al.'s setting, with the pruning table"),
+        "bbb_mnist",
+        "bbb_mnist",
+        "Bayes by Backprop on MNIST in Blundell et al.'s setting, with the pruning table",
+    ),
     "temperature": Experiment(
-        "temperature", "temperature_sweep",
+        "temperature",
+        "temperature_sweep",
         "test metrics of HMC and SGMCMC (with and without augmentation) against the "
-        "posterior temperature"),
+        "posterior temperature",
+    ),
 }
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bnnkit.commands.flags import add_config_arguments
 
-    sub = p.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT",
-                           parser_class=type(p), help="which experiment: "
-                           + ", ".join(EXPERIMENTS))
+    sub = p.add_subparsers(
+        dest="experiment",
+        required=True,
+        metavar="EXPERIMENT",
+        parser_class=type(p),
+        help="which experiment: " + ", ".join(EXPERIMENTS),
+    )
     for name, experiment in EXPERIMENTS.items():
-        q = sub.add_parser(name, help=experiment.help, description=experiment.help,
-                           formatter_class=p.formatter_class)
-        q.add_argument("--out", required=True,
-                       help="output folder: the runs, then the JSON, markdown and PNG report")
-        q.add_argument("--no-progress", dest="progress", action="store_false",
-                       help="no progress output")
+        q = sub.add_parser(
+            name,
+            help=experiment.help,
+            description=experiment.help,
+            formatter_class=p.formatter_class,
+        )
+        q.add_argument(
+            "--out",
+            required=True,
+            help="output folder: the runs, then the JSON, markdown and PNG report",
+        )
+        q.add_argument(
+            "--no-progress", dest="progress", action="store_false", help="no progress output"
+        )
         module = importlib.import_module(f"bnnkit.experiments.{experiment.module}")
         add_config_arguments(q.add_argument_group("experiment"), module.Config)
 
@@ -69,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command(help="the paper's experiments (compare-methods, prior-sweep, bbb-mnist, "
-                       "temperature): runs and a JSON, markdown and PNG report in --out",
-                  add_arguments=add_arguments, run=run,
-                  docs="guides/experiments.md")
+COMMAND = Command(
+    help="the paper's experiments (compare-methods, prior-sweep, bbb-mnist, "
+    "temperature): runs and a JSON, markdown and PNG report in --out",
+    add_arguments=add_arguments,
+    run=run,
+    docs="guides/experiments.md",
+)

@@ -37,8 +37,13 @@ def _base_type(annotation: Any) -> type:
     return annotation
 
 
-def add_config_arguments(parser: argparse.ArgumentParser | Any, cls: type, *,
-                         skip: Iterable[str] = (), only: Iterable[str] | None = None) -> None:
+def add_config_arguments(
+    parser: argparse.ArgumentParser | Any,
+    cls: type,
+    *,
+    skip: Iterable[str] = (),
+    only: Iterable[str] | None = None,
+) -> None:
     """Add one flag per CLI field of the dataclass ``cls`` to ``parser`` (or a group).
 
     Args:
@@ -52,8 +57,11 @@ def add_config_arguments(parser: argparse.ArgumentParser | Any, cls: type, *,
     only = None if only is None else set(only)
     for field in dataclasses.fields(cls):
         meta = field.metadata
-        if not meta.get("cli") or field.name in skip or (only is not None
-                                                          and field.name not in only):
+        if (
+            not meta.get("cli")
+            or field.name in skip
+            or (only is not None and field.name not in only)
+        ):
             continue
         names = [flag(cls, field.name), *meta.get("aliases", ())]
         required = field.default is dataclasses.MISSING
@@ -65,16 +73,22 @@ def add_config_arguments(parser: argparse.ArgumentParser | Any, cls: type, *,
             metavar = metavar or "{" + ",".join(meta["choices"]) + "}"
         if kind is bool:
             action = "store_false" if default is True else "store_true"
-            parser.add_argument(*names, dest=field.name, action=action, default=default,
-                                help=text)
+            parser.add_argument(*names, dest=field.name, action=action, default=default, help=text)
             continue
         if meta.get("action") == "append":
-            parser.add_argument(*names, dest=field.name, action="append", default=None,
-                                metavar=metavar, help=text)
+            parser.add_argument(
+                *names, dest=field.name, action="append", default=None, metavar=metavar, help=text
+            )
             continue
-        parser.add_argument(*names, dest=field.name, type=kind, default=default,
-                            required=required, metavar=metavar or _metavar(kind),
-                            help=text)
+        parser.add_argument(
+            *names,
+            dest=field.name,
+            type=kind,
+            default=default,
+            required=required,
+            metavar=metavar or _metavar(kind),
+            help=text,
+        )
 
 
 def _metavar(kind: type) -> str | None:
@@ -83,6 +97,9 @@ def _metavar(kind: type) -> str | None:
 
 def config_from_args(args: argparse.Namespace, cls: type, **extra: Any) -> Any:
     """``cls`` built from the parsed flags it declared (others keep their defaults)."""
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
-              if f.metadata.get("cli") and hasattr(args, f.name)}
+    values = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(cls)
+        if f.metadata.get("cli") and hasattr(args, f.name)
+    }
     return cls(**{**values, **extra})

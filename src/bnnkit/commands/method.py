@@ -41,25 +41,52 @@ def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
     """``--dir``, ``--resume``, ``--overwrite``, progress, evaluation and ``--reference``."""
     r = p.add_argument_group("run directory")
     r.add_argument("--dir", help="run directory to create (or resume); required to run")
-    r.add_argument("--resume", action="store_true",
-                   help="continue the run in --dir exactly (only resumable settings may change)")
+    r.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --dir exactly (only resumable settings may change)",
+    )
     r.add_argument("--overwrite", action="store_true", help="replace the run in --dir")
     if shard:
-        r.add_argument("--shard", choices=("auto", "chains", "data", "none"), default="auto",
-                       help="with several devices: split chains (members), or the training "
-                            "data (each minibatch), over them (default: auto)")
-    r.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="no progress output (a bar on a terminal, plain lines in a log)")
-    r.add_argument("--log-every", "--tabulate-freq", type=int, default=None, metavar="N",
-                   help="when the output is not a terminal (a log file, CI, nohup), print a "
-                        "progress line every N iterations or epochs (default: every 10 %% of "
-                        "the run or 30 s)")
-    r.add_argument("--no-evaluate", dest="evaluate", action="store_false",
-                   help="skip the evaluation at the end")
-    r.add_argument("--reference", default=None,
-                   help="run directory (e.g. HMC) to compare the final predictive with")
-    r.add_argument("--save-all-ensembled", action="store_true",
-                   help="accepted for bnn_hmc's commands: every kept sample is always stored")
+        r.add_argument(
+            "--shard",
+            choices=("auto", "chains", "data", "none"),
+            default="auto",
+            help="with several devices: split chains (members), or the training "
+            "data (each minibatch), over them (default: auto)",
+        )
+    r.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no progress output (a bar on a terminal, plain lines in a log)",
+    )
+    r.add_argument(
+        "--log-every",
+        "--tabulate-freq",
+        type=int,
+        default=None,
+        metavar="N",
+        help="when the output is not a terminal (a log file, CI, nohup), print a "
+        "progress line every N iterations or epochs (default: every 10 %% of "
+        "the run or 30 s)",
+    )
+    r.add_argument(
+        "--no-evaluate",
+        dest="evaluate",
+        action="store_false",
+        help="skip the evaluation at the end",
+    )
+    r.add_argument(
+        "--reference",
+        default=None,
+        help="run directory (e.g. HMC) to compare the final predictive with",
+    )
+    r.add_argument(
+        "--save-all-ensembled",
+        action="store_true",
+        help="accepted for bnn_hmc's commands: every kept sample is always stored",
+    )
 
 
 def run_summary(result) -> str:
@@ -86,14 +113,18 @@ def run_summary(result) -> str:
     done = (result.record.get("stopped") or {}).get("units_done", result.num_units)
     until = getattr(result, "until_converged", None)
     if until is not None:
-        return (f"{done} {kind} in {result.seconds:.1f} s over {len(until['blocks'])} "
-                "blocks, compilation included")
+        return (
+            f"{done} {kind} in {result.seconds:.1f} s over {len(until['blocks'])} "
+            "blocks, compilation included"
+        )
     ran = result.num_units if result.units_run is None else result.units_run
     if ran == 0:
         return f"nothing to run: all {result.num_units} {kind} were done"
     more = " more" if ran < done else ""
-    line = (f"{ran}{more} {kind} in {result.seconds:.1f} s, {result.seconds_per_unit:.3g} s "
-            "each with compilation")
+    line = (
+        f"{ran}{more} {kind} in {result.seconds:.1f} s, {result.seconds_per_unit:.3g} s "
+        "each with compilation"
+    )
     return line if ran == result.num_units else f"{line} ({done} of {result.num_units} done)"
 
 
@@ -108,18 +139,24 @@ def method_command(name: str, module: ModuleType) -> Command:
         if from_source:
             g = p.add_argument_group("checks")
             g.add_argument("--dataset", default=None, help="if given, must be the MAP run's")
-            g.add_argument("--model", default=None,
-                           help="if given, must be the MAP run's; a model whose module is "
-                                "outside bnnkit is imported from that run only if named here")
+            g.add_argument(
+                "--model",
+                default=None,
+                help="if given, must be the MAP run's; a model whose module is "
+                "outside bnnkit is imported from that run only if named here",
+            )
         else:
             add_problem_arguments(p)
         add_config_arguments(p.add_argument_group(name), cls)
         add_run_dir_arguments(p, shard=issubclass(cls, (IterationSettings, EpochSettings)))
         # Read, and the processes joined, by bnnkit.cli before JAX is first used.
         add_config_arguments(p.add_argument_group("several hosts"), distributed.Hosts)
-        p.add_argument("--print-config", action="store_true",
-                       help="print the resolved settings as TOML (a file for --config) and "
-                            "exit without running")
+        p.add_argument(
+            "--print-config",
+            action="store_true",
+            help="print the resolved settings as TOML (a file for --config) and "
+            "exit without running",
+        )
 
     def run(args: argparse.Namespace) -> int:
         from bnnkit import runs
@@ -146,18 +183,22 @@ def method_command(name: str, module: ModuleType) -> Command:
             raise ConfigError("--dir is required: the run directory to create (or resume)")
         if args.reference is not None:
             # Before the run, not after it: a bad reference must not cost a whole run.
-            distributed.first_decides(lambda: check_reference(args.reference,
-                                                               problem.dataset))
+            distributed.first_decides(lambda: check_reference(args.reference, problem.dataset))
         # A problem taken from the source run is built from that run, as its own (its data
         # may be the arrays it stored). The model named on this call (--model) may be
         # imported again to read the source run and this one back; no other.
         named = args.model if from_source else problem.model
         with trusting_model(named):
-            result = runs.run(None if from_source else problem, config, args.dir,
-                              resume=args.resume,
-                              overwrite=args.overwrite, progress=args.progress,
-                              log_every=args.log_every,
-                              shard=getattr(args, "shard", "auto"))
+            result = runs.run(
+                None if from_source else problem,
+                config,
+                args.dir,
+                resume=args.resume,
+                overwrite=args.overwrite,
+                progress=args.progress,
+                log_every=args.log_every,
+                shard=getattr(args, "shard", "auto"),
+            )
         ended = run_budget.budget_ended(result)
         if not distributed.is_writer():  # process 0 reports and evaluates the run
             return EXIT_BUDGET if ended else 0
@@ -177,21 +218,34 @@ def method_command(name: str, module: ModuleType) -> Command:
         kept = len(result.run_dir.sample_units()) if ended else None
         if args.evaluate and kept == 0:
             # Not an error: the stop line below says how to go on.
-            print("nothing to evaluate yet: no sample was kept before the time budget ended; "
-                  "the continued run is evaluated when it ends")
+            print(
+                "nothing to evaluate yet: no sample was kept before the time budget ended; "
+                "the continued run is evaluated when it ends"
+            )
         elif args.evaluate:
             with trusting_model(named):
                 evaluation = evaluate(args.dir, reference=args.reference)
             for differ in evaluation.get("reference", {}).get("settings_differ", ()):
-                print(f"bnnkit: warning: the reference run targets another posterior: {differ}",
-                      file=sys.stderr)
+                print(
+                    f"bnnkit: warning: the reference run targets another posterior: {differ}",
+                    file=sys.stderr,
+                )
             print_table(evaluation, title=f"{config.label} on {problem.dataset}")
         if ended:  # after the report: bnnkit.cli prints the continuing command, exits 3
             until = result.until_converged
-            raise BudgetEnded(run_budget.progress(
-                result.record, kept, max_time=getattr(config, "max_time", None),
-                mixed=None if until is None else until["holds"]))
+            raise BudgetEnded(
+                run_budget.progress(
+                    result.record,
+                    kept,
+                    max_time=getattr(config, "max_time", None),
+                    mixed=None if until is None else until["holds"],
+                )
+            )
         return 0
 
-    return Command(help=summary(module), add_arguments=add_arguments, run=run,
-                   docs=f"reference/methods/{name}.md")
+    return Command(
+        help=summary(module),
+        add_arguments=add_arguments,
+        run=run,
+        docs=f"reference/methods/{name}.md",
+    )

@@ -9,7 +9,8 @@ from bnnkit.commands.command import Command
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--plain", action="store_true",
+        "--plain",
+        action="store_true",
         help="tab-separated text instead of a table (for scripts)",
     )
 
@@ -26,8 +27,10 @@ def _run(args: argparse.Namespace) -> int:
         print("name\ttask\tinput\tinput_shape\toutputs\tparams\tdescription")
         for r in rows:
             shape = "x".join(map(str, r.example_shape))
-            print(f"{r.name}\t{r.tasks}\t{r.input_kind}\t{shape}\t{r.num_outputs}\t"
-                  f"{r.num_params}\t{r.description}")
+            print(
+                f"{r.name}\t{r.tasks}\t{r.input_kind}\t{shape}\t{r.num_outputs}\t"
+                f"{r.num_params}\t{r.description}"
+            )
         return 0
 
     from rich.console import Console
@@ -44,8 +47,11 @@ def _run(args: argparse.Namespace) -> int:
         star = "" if r.fixed_input else "*"
         task = "both" if "/" in r.tasks else r.tasks
         table.add_row(
-            r.name, task, f"{shape} {r.input_kind}{star}",
-            f"{r.num_params:,} ({r.num_outputs} out)", r.description,
+            r.name,
+            task,
+            f"{shape} {r.input_kind}{star}",
+            f"{r.num_params:,} ({r.num_outputs} out)",
+            r.description,
         )
     console = Console()
     if not console.is_terminal:  # piped or captured: no width to fit, keep rows on one line

@@ -16,11 +16,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from bnnkit.commands.flags import add_config_arguments
     from bnnkit.experiments.paper import Config
 
-    p.add_argument("--out", required=True,
-                   help="the study's folder: a subfolder per experiment, findings.md and "
-                        "report/ (an earlier study of the same scale and seed is continued)")
-    p.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="no progress output")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="the study's folder: a subfolder per experiment, findings.md and "
+        "report/ (an earlier study of the same scale and seed is continued)",
+    )
+    p.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="no progress output"
+    )
     add_config_arguments(p.add_argument_group("study"), Config)
 
 
@@ -34,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command(help="the paper's whole study at --scale tiny, small or full: every "
-                       "experiment, the findings scored and one report in --out",
-                  add_arguments=add_arguments, run=run,
-                  docs="tutorials/paper-study.md")
+COMMAND = Command(
+    help="the paper's whole study at --scale tiny, small or full: every "
+    "experiment, the findings scored and one report in --out",
+    add_arguments=add_arguments,
+    run=run,
+    docs="tutorials/paper-study.md",
+)

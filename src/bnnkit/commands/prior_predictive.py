@@ -36,16 +36,25 @@ def _prior_check(config, noise_std: float | None) -> tuple[list[str], bool]:
     from bnnkit import problem as problem_lib
     from bnnkit.priors import prior_check
 
-    problem = problem_lib.build(problem_lib.ProblemConfig(
-        dataset=config.dataset, model=config.model, weight_decay=config.weight_decay,
-        data_dir=config.data_dir, prior=config.prior, bias_prior=config.bias_prior,
-        layer_priors=config.layer_priors, noise_prior=config.noise_prior, noise_std=noise_std,
-    ))
+    problem = problem_lib.build(
+        problem_lib.ProblemConfig(
+            dataset=config.dataset,
+            model=config.model,
+            weight_decay=config.weight_decay,
+            data_dir=config.data_dir,
+            prior=config.prior,
+            bias_prior=config.bias_prior,
+            layer_priors=config.layer_priors,
+            noise_prior=config.noise_prior,
+            noise_std=noise_std,
+        )
+    )
     found = prior_check.check(problem)
     if found.warning is not None:
         print(f"bnnkit: warning: {found.warning}", file=sys.stderr)
     return [found.summary(), *([f"note: {found.note}"] if found.note else [])], (
-        problem.dataset.task == "regression")
+        problem.dataset.task == "regression"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
         if regression:  # its picture: the model's functions on the 1-D grid
             config = dataclasses.replace(config, dataset=None)
     elif noise_std is not None:
-        raise ConfigError(f"--noise-std {noise_std} sets the noise of a prior check, which "
-                          "needs --dataset and --model; allowed: both with it, or neither")
+        raise ConfigError(
+            f"--noise-std {noise_std} sets the noise of a prior check, which "
+            "needs --dataset and --model; allowed: both with it, or neither"
+        )
     result = prior_predictive.draw(config)
     for line in [*checked, *result.lines]:
         print(line)
@@ -73,6 +84,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command(help="draw functions or class probabilities from the prior",
-                  add_arguments=add_arguments, run=run,
-                  docs="guides/priors.md")
+COMMAND = Command(
+    help="draw functions or class probabilities from the prior",
+    add_arguments=add_arguments,
+    run=run,
+    docs="guides/priors.md",
+)

@@ -33,11 +33,13 @@ TRUST_MODEL_HELP = (
     "allow importing this model, which the run records: a model whose module is outside "
     "bnnkit is imported only when named here (a run folder may carry anyone's .py); name only "
     "code you trust. It is looked for in the installed packages, then the current folder, as "
-    "python -m does")
+    "python -m does"
+)
 
 
-def add_trust_model_argument(p: argparse.ArgumentParser, *, when: str = "",
-                             help: str | None = None) -> None:
+def add_trust_model_argument(
+    p: argparse.ArgumentParser, *, when: str = "", help: str | None = None
+) -> None:
     """``--model package.module:ClassName`` on a command that reads runs: the user's word that
     the model a run records may be imported (its value is ``args.trust_model``; see
     :func:`bnnkit.models.imported.check_trusted`). ``when`` starts its help (``"for the runs
@@ -49,8 +51,13 @@ def add_trust_model_argument(p: argparse.ArgumentParser, *, when: str = "",
         >>> p.parse_args(["--model", "mymod:Net"]).trust_model
         'mymod:Net'
     """
-    p.add_argument("--model", dest="trust_model", default=None,
-                   metavar="package.module:ClassName", help=help or when + TRUST_MODEL_HELP)
+    p.add_argument(
+        "--model",
+        dest="trust_model",
+        default=None,
+        metavar="package.module:ClassName",
+        help=help or when + TRUST_MODEL_HELP,
+    )
 
 
 PRIOR_FIELDS = ("prior", "bias_prior", "layer_priors", "noise_prior")
@@ -67,8 +74,12 @@ def add_prior_arguments(g, *, noise: bool = True) -> None:
 
 
 def add_prior_file_argument(g) -> None:
-    g.add_argument("--prior-file", default=None, metavar="TOML",
-                   help="the priors from the [prior] table of a TOML file instead of the flags")
+    g.add_argument(
+        "--prior-file",
+        default=None,
+        metavar="TOML",
+        help="the priors from the [prior] table of a TOML file instead of the flags",
+    )
 
 
 def prior_fields(args: argparse.Namespace) -> dict:
@@ -80,18 +91,24 @@ def prior_fields(args: argparse.Namespace) -> dict:
     from bnnkit.errors import ConfigError
     from bnnkit.priors import load_toml
 
-    flags = {"prior": getattr(args, "prior", None),
-             "bias_prior": getattr(args, "bias_prior", None),
-             "layer_priors": getattr(args, "layer_priors", None),
-             "noise_prior": getattr(args, "noise_prior", None)}
+    flags = {
+        "prior": getattr(args, "prior", None),
+        "bias_prior": getattr(args, "bias_prior", None),
+        "layer_priors": getattr(args, "layer_priors", None),
+        "noise_prior": getattr(args, "noise_prior", None),
+    }
     path = getattr(args, "prior_file", None)
     if path is None:
         return flags
-    given = [f"--{k.replace('_', '-').replace('priors', 'prior')}" for k, v in flags.items()
-             if v is not None]
+    given = [
+        f"--{k.replace('_', '-').replace('priors', 'prior')}"
+        for k, v in flags.items()
+        if v is not None
+    ]
     if given:
-        raise ConfigError(f"--prior-file {path} sets every prior; allowed: it or {given[0]}, "
-                          "not both")
+        raise ConfigError(
+            f"--prior-file {path} sets every prior; allowed: it or {given[0]}, not both"
+        )
     return load_toml(path)
 
 

@@ -24,15 +24,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_problem_arguments(p)
     add_config_arguments(p.add_argument_group("reference"), Config)
     r = p.add_argument_group("folder")
-    r.add_argument("--dir", required=True,
-                   help="the reference folder: ensemble/, chains/ and reference.json")
-    r.add_argument("--resume", action="store_true",
-                   help="continue the reference in --dir exactly where it stopped")
+    r.add_argument(
+        "--dir", required=True, help="the reference folder: ensemble/, chains/ and reference.json"
+    )
+    r.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the reference in --dir exactly where it stopped",
+    )
     r.add_argument("--overwrite", action="store_true", help="replace the reference in --dir")
-    r.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="no progress output")
-    r.add_argument("--json", action="store_true",
-                   help="print the evaluation as machine-readable JSON")
+    r.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="no progress output"
+    )
+    r.add_argument(
+        "--json", action="store_true", help="print the evaluation as machine-readable JSON"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,8 +50,14 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_from_args(args, Config)
     problem = problem_config(args)
-    result = reference(problem, config, args.dir, resume=args.resume,
-                       overwrite=args.overwrite, progress=args.progress)
+    result = reference(
+        problem,
+        config,
+        args.dir,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        progress=args.progress,
+    )
     if args.json:
         # A stopped reference says so in its JSON too (and holds no metrics before a kept draw).
         stopped = {} if result.stopped is None else {"stopped": result.stopped}
@@ -54,18 +66,25 @@ def run(args: argparse.Namespace) -> int:
         stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result.seconds.items())
         print(f"reference in {args.dir} ({stages})", file=sys.stderr)
         if result.evaluation:
-            print_table(result.evaluation,
-                        title=f"reference ({config.sampler} from {config.members} ensemble "
-                              f"members) on {problem.dataset}")
+            print_table(
+                result.evaluation,
+                title=f"reference ({config.sampler} from {config.members} ensemble "
+                f"members) on {problem.dataset}",
+            )
         else:
-            print("nothing to evaluate yet: no sample was kept before the time budget ended; "
-                  "the continued reference is evaluated when it ends")
+            print(
+                "nothing to evaluate yet: no sample was kept before the time budget ended; "
+                "the continued reference is evaluated when it ends"
+            )
     if result.stopped is not None:  # bnnkit.cli prints the continuing command, exits 3
         raise BudgetEnded(result.stopped)
     return 0
 
 
-
-COMMAND = Command(help="a reference posterior in one command: a deep ensemble, then one tuned "
-                       "chain per member (MCLMC by default), evaluated as one model average",
-                  add_arguments=add_arguments, run=run, docs="concepts/reference.md")
+COMMAND = Command(
+    help="a reference posterior in one command: a deep ensemble, then one tuned "
+    "chain per member (MCLMC by default), evaluated as one model average",
+    add_arguments=add_arguments,
+    run=run,
+    docs="concepts/reference.md",
+)

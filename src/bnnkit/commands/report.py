@@ -12,10 +12,13 @@ from bnnkit.commands.problem_flags import add_trust_model_argument
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bnnkit.report.kinds import KINDS
 
-    p.add_argument("folders", nargs="+", metavar="DIR",
-                   help=f"run directories and experiment outputs ({', '.join(KINDS)})")
-    p.add_argument("--out", required=True,
-                   help="output folder (report.md, figures/, report.html)")
+    p.add_argument(
+        "folders",
+        nargs="+",
+        metavar="DIR",
+        help=f"run directories and experiment outputs ({', '.join(KINDS)})",
+    )
+    p.add_argument("--out", required=True, help="output folder (report.md, figures/, report.html)")
     p.add_argument("--overwrite", action="store_true", help="replace the report in --out")
     add_trust_model_argument(p, when="for the runs that record it: ")
 
@@ -32,6 +35,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command(help="one markdown and self-contained HTML report of runs and experiments",
-                  add_arguments=add_arguments, run=run,
-                  docs="guides/report.md")
+COMMAND = Command(
+    help="one markdown and self-contained HTML report of runs and experiments",
+    add_arguments=add_arguments,
+    run=run,
+    docs="guides/report.md",
+)

@@ -11,14 +11,24 @@ from bnnkit.commands.problem_flags import add_trust_model_argument
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a run directory")
-    p.add_argument("--out", required=True,
-                   help="output file: .npz (keys: parameter paths) or, with --format netcdf, .nc")
-    p.add_argument("--format", choices=("npz", "netcdf"), default="npz",
-                   help="npz: plain arrays (chains, samples, ...); netcdf: ArviZ InferenceData "
-                        "with posterior, sample_stats, posterior_predictive and observed_data "
-                        "(needs ArviZ: pip install 'bnnkit[arviz]')")
-    add_trust_model_argument(p, when="only --format netcdf predicts with the model (npz "
-                                     "exports arrays and imports nothing): ")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output file: .npz (keys: parameter paths) or, with --format netcdf, .nc",
+    )
+    p.add_argument(
+        "--format",
+        choices=("npz", "netcdf"),
+        default="npz",
+        help="npz: plain arrays (chains, samples, ...); netcdf: ArviZ InferenceData "
+        "with posterior, sample_stats, posterior_predictive and observed_data "
+        "(needs ArviZ: pip install 'bnnkit[arviz]')",
+    )
+    add_trust_model_argument(
+        p,
+        when="only --format netcdf predicts with the model (npz "
+        "exports arrays and imports nothing): ",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-
-COMMAND = Command(help="export kept samples for ArviZ and other tools",
-                  add_arguments=add_arguments, run=run,
-                  docs="guides/samples.md")
+COMMAND = Command(
+    help="export kept samples for ArviZ and other tools",
+    add_arguments=add_arguments,
+    run=run,
+    docs="guides/samples.md",
+)

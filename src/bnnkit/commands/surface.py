@@ -20,38 +20,62 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from bnnkit.commands.flags import add_config_arguments
     from bnnkit.experiments.surface import Config
 
-    p.add_argument("points", nargs="*", metavar="POINT",
-                   help="A, B and C: a run directory (chain 0's last sample, or a VI/Laplace "
-                        "run's mean), RUN:SAMPLE, RUN:CHAIN:SAMPLE, or a .npz of `bnnkit "
-                        "samples` with the same suffixes")
-    p.add_argument("--out", "--dir", default=None,
-                   help="output folder (surface.npz and three PNGs); required")
+    p.add_argument(
+        "points",
+        nargs="*",
+        metavar="POINT",
+        help="A, B and C: a run directory (chain 0's last sample, or a VI/Laplace "
+        "run's mean), RUN:SAMPLE, RUN:CHAIN:SAMPLE, or a .npz of `bnnkit "
+        "samples` with the same suffixes",
+    )
+    p.add_argument(
+        "--out", "--dir", default=None, help="output folder (surface.npz and three PNGs); required"
+    )
     add_config_arguments(p.add_argument_group("grid"), Config)
-    p.add_argument("--problem", default=None, metavar="RUN_DIR",
-                   help="the run whose problem (data, model, prior, temperature) sample files "
-                        "are evaluated under (default: the run directories among the points)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue a grid in --out that was cut off")
+    p.add_argument(
+        "--problem",
+        default=None,
+        metavar="RUN_DIR",
+        help="the run whose problem (data, model, prior, temperature) sample files "
+        "are evaluated under (default: the run directories among the points)",
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="continue a grid in --out that was cut off"
+    )
     p.add_argument("--overwrite", action="store_true", help="replace the surface in --out")
-    p.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="no progress output (a bar on a terminal, plain lines in a log)")
+    p.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no progress output (a bar on a terminal, plain lines in a log)",
+    )
     b = p.add_argument_group("bnn_hmc's make_posterior_surface_plot.py flags")
     for i in (1, 2, 3):
-        b.add_argument(f"--checkpoint{i}", default=None, metavar="RUN",
-                       help=f"point {'ABC'[i - 1]} (instead of the positional POINTs)")
+        b.add_argument(
+            f"--checkpoint{i}",
+            default=None,
+            metavar="RUN",
+            help=f"point {'ABC'[i - 1]} (instead of the positional POINTs)",
+        )
     b.add_argument("--plot", action="store_true", help="accepted: the plots are always drawn")
     for dest, flags, kind in BNN_HMC_CHECKS:
-        how = ({"action": "store_const", "const": True} if kind is bool
-               else {"type": kind, "metavar": dest.upper()})
-        check = ("accepted as a check: the problem comes from the runs, and must have this "
-                 "value")
+        how = (
+            {"action": "store_const", "const": True}
+            if kind is bool
+            else {"type": kind, "metavar": dest.upper()}
+        )
+        check = "accepted as a check: the problem comes from the runs, and must have this value"
         if dest == "model":  # also the user's word that the runs' model may be imported
             from bnnkit.commands.problem_flags import TRUST_MODEL_HELP
 
             check = f"{check}; and {TRUST_MODEL_HELP}"
         b.add_argument(*flags, dest=f"check_{dest}", default=None, **how, help=check)
-    b.add_argument("--seed", type=int, default=None,
-                   help="accepted: evaluating the surface draws nothing at random")
+    b.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="accepted: evaluating the surface draws nothing at random",
+    )
 
 
 #: bnn_hmc's problem flags, which ``bnnkit surface`` takes as checks on the runs' problem.
@@ -71,12 +95,16 @@ def _points(args: argparse.Namespace) -> list[str]:
     named = [args.checkpoint1, args.checkpoint2, args.checkpoint3]
     if any(named):
         if args.points or not all(named):
-            raise ConfigError("give the three points as POINT POINT POINT or as --checkpoint1/2/3"
-                              ", all three one way")
+            raise ConfigError(
+                "give the three points as POINT POINT POINT or as --checkpoint1/2/3"
+                ", all three one way"
+            )
         return named
     if len(args.points) != 3:
-        raise ConfigError(f"{len(args.points)} points given; allowed: exactly three (A, B, C), "
-                          "as POINT POINT POINT or --checkpoint1/2/3")
+        raise ConfigError(
+            f"{len(args.points)} points given; allowed: exactly three (A, B, C), "
+            "as POINT POINT POINT or --checkpoint1/2/3"
+        )
     return args.points
 
 
@@ -89,8 +117,11 @@ def _check_problem(args: argparse.Namespace, points: list[str]) -> None:
     given = {dest: getattr(args, f"check_{dest}") for dest, _, _ in BNN_HMC_CHECKS}
     if not any(v is not None for v in given.values()):
         return
-    runs = [args.problem] if args.problem else [
-        p for p in points if not surface.split_point(p)[0].endswith(".npz")]
+    runs = (
+        [args.problem]
+        if args.problem
+        else [p for p in points if not surface.split_point(p)[0].endswith(".npz")]
+    )
     problem = surface.points_problem(points, args.problem)
     for dest, flags, _ in BNN_HMC_CHECKS:
         value = given[dest]
@@ -98,9 +129,11 @@ def _check_problem(args: argparse.Namespace, points: list[str]) -> None:
             continue
         value = canonical_name(value) if dest == "model" else value
         if value != getattr(problem, dest):
-            raise ConfigError(f"{flags[-1]} {given[dest]} is not the problem of the points: "
-                              f"{runs[0] if runs else 'the runs'} supplies {dest} "
-                              f"{getattr(problem, dest)!r}; allowed: the same, or leave it out")
+            raise ConfigError(
+                f"{flags[-1]} {given[dest]} is not the problem of the points: "
+                f"{runs[0] if runs else 'the runs'} supplies {dest} "
+                f"{getattr(problem, dest)!r}; allowed: the same, or leave it out"
+            )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,19 +150,32 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args, surface.Config)
     # --model, a check above, is also the word that lets the runs' model be imported.
     with trusting_model(args.check_model):
-        result = surface.posterior_surface(args.points, args.out, config,
-                                           problem=args.problem, resume=args.resume,
-                                           overwrite=args.overwrite, progress=args.progress)
+        result = surface.posterior_surface(
+            args.points,
+            args.out,
+            config,
+            problem=args.problem,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            progress=args.progress,
+        )
     n = len(result.u)
     best = divmod(int(result.log_posterior.argmax()), len(result.v))
-    print(f"{n} x {len(result.v)} grid; ‖B − A‖ = {result.u_norm:.4g}, C at "
-          f"({result.points[2, 0]:.3g}, 1) with distance {result.v_norm:.4g} from the line AB")
-    print(f"highest log posterior {result.log_posterior[best]:.6g} at "
-          f"({result.u[best[0]]:.3g}, {result.v[best[1]]:.3g})")
+    print(
+        f"{n} x {len(result.v)} grid; ‖B − A‖ = {result.u_norm:.4g}, C at "
+        f"({result.points[2, 0]:.3g}, 1) with distance {result.v_norm:.4g} from the line AB"
+    )
+    print(
+        f"highest log posterior {result.log_posterior[best]:.6g} at "
+        f"({result.u[best[0]]:.3g}, {result.v[best[1]]:.3g})"
+    )
     print(f"surface.npz and the plots in {args.out}")
     return 0
 
 
-COMMAND = Command(help="the log posterior, likelihood and prior on the plane through three "
-                       "parameter vectors", add_arguments=add_arguments, run=run,
-                  docs="guides/surface.md")
+COMMAND = Command(
+    help="the log posterior, likelihood and prior on the plane through three parameter vectors",
+    add_arguments=add_arguments,
+    run=run,
+    docs="guides/surface.md",
+)

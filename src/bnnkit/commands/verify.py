@@ -10,9 +10,12 @@ from bnnkit.commands.problem_flags import add_trust_model_argument
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a run directory")
-    add_trust_model_argument(p, help="accepted as on the commands that read runs: checked "
-                                     "against the model the run records (verify reads files "
-                                     "and imports no model)")
+    add_trust_model_argument(
+        p,
+        help="accepted as on the commands that read runs: checked "
+        "against the model the run records (verify reads files "
+        "and imports no model)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -28,10 +31,15 @@ def run(args: argparse.Namespace) -> int:
     # whatever the files hold (a run that diverged, say) repairs nothing.
     command = f"the run's command (bnnkit {_method(args.run_dir)} ...)"
     in_the_way = [f for f in findings if f.in_the_way]
-    refused = (_resume_refusal(args.run_dir)
-               if not in_the_way and any(f.repairable for f in findings) else None)
-    again = (f"a resume cannot recompute it; {command} with --overwrite makes the run again (it "
-             "reproduces bit for bit)")
+    refused = (
+        _resume_refusal(args.run_dir)
+        if not in_the_way and any(f.repairable for f in findings)
+        else None
+    )
+    again = (
+        f"a resume cannot recompute it; {command} with --overwrite makes the run again (it "
+        "reproduces bit for bit)"
+    )
     for finding in findings:
         if finding.file == DATA_FINDING:
             how = "restore the data file the run was made on"
@@ -50,14 +58,16 @@ def run(args: argparse.Namespace) -> int:
     # Data that changed is no damage to the run: remaking it (--overwrite) would replace a
     # good run with one on other data, so only restoring the file is advised for it.
     files = [f for f in findings if f.file != DATA_FINDING]
-    data = ("the data file it was made on changed or is gone; restore that file"
-            if len(files) < len(findings) else "")
+    data = (
+        "the data file it was made on changed or is gone; restore that file"
+        if len(files) < len(findings)
+        else ""
+    )
     if not files:
         raise ConfigError(f"{args.run_dir!r}: {data} (the run's own files are intact)")
     if in_the_way:
         names = ", ".join(repr(f.file) for f in in_the_way)
-        advice = (f"remove {names} first (bnnkit keeps only its own files there), then verify "
-                  "again")
+        advice = f"remove {names} first (bnnkit keeps only its own files there), then verify again"
     elif all(f.repairable for f in files) and refused is None:
         advice = f"{command} with --resume repairs them"
     elif all(f.repairable for f in files):
@@ -66,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         advice = f"a resume cannot repair them all; {command} with --overwrite makes the run again"
     raise ConfigError(
         f"{args.run_dir!r} has {len(files)} damaged, missing or unrecorded file(s); "
-        + (f"{data} first, then {advice}" if data else advice))
+        + (f"{data} first, then {advice}" if data else advice)
+    )
 
 
 def _resume_refusal(run_dir: str) -> str | None:
@@ -111,11 +122,15 @@ def _check_model(run_dir: str, model: str) -> None:
 
     recorded = _field(run_dir, "problem", "model")
     if isinstance(recorded, str) and canonical_name(recorded) != canonical_name(model):
-        raise ConfigError(f"--model {model} is not the model of the run {run_dir!r}, which "
-                          f"records {recorded}; allowed: --model {recorded}, or leave it out")
+        raise ConfigError(
+            f"--model {model} is not the model of the run {run_dir!r}, which "
+            f"records {recorded}; allowed: --model {recorded}, or leave it out"
+        )
 
 
-
-COMMAND = Command(help="check a run directory's files against its manifest",
-                  add_arguments=add_arguments, run=run,
-                  docs="concepts/run-directories.md")
+COMMAND = Command(
+    help="check a run directory's files against its manifest",
+    add_arguments=add_arguments,
+    run=run,
+    docs="concepts/run-directories.md",
+)

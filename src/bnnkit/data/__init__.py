@@ -31,26 +31,36 @@ def _options(name: str, options: dict, allowed: tuple[str, ...]) -> dict:
     # Options the caller left at None are ignored; anything else must be known to the loader.
     unknown = sorted(k for k, v in options.items() if k not in allowed and v is not None)
     if unknown:
-        raise ConfigError(f"option {unknown[0]!r} is not accepted by {name!r}; allowed: "
-                          f"{', '.join(allowed)}")
+        raise ConfigError(
+            f"option {unknown[0]!r} is not accepted by {name!r}; allowed: {', '.join(allowed)}"
+        )
     return {k: v for k, v in options.items() if k in allowed and v is not None}
 
 
-def _load_uci(name: str, standardize_data: bool = True, subset_train_to: int | None = None,
-              data_dir: str | os.PathLike | None = None, validation_size: int | None = None,
-              **options) -> Dataset:
+def _load_uci(
+    name: str,
+    standardize_data: bool = True,
+    subset_train_to: int | None = None,
+    data_dir: str | os.PathLike | None = None,
+    validation_size: int | None = None,
+    **options,
+) -> Dataset:
     _options(name, options, ())
     # data_dir is accepted for a uniform call signature: the UCI tables ship with the package.
-    return splits.carve(uci.load(name, standardize_data=standardize_data),
-                        subset_train_to=subset_train_to, validation_size=validation_size)
+    return splits.carve(
+        uci.load(name, standardize_data=standardize_data),
+        subset_train_to=subset_train_to,
+        validation_size=validation_size,
+    )
 
 
 def _image_loader(module) -> Callable[..., Dataset]:
     def load_images(name: str, standardize_data: bool | None = None, **options) -> Dataset:
         # standardize_data does not apply: images are normalised on the device with the
         # dataset's input_normalization (choose it with normalization=...).
-        kwargs = _options(name, options, ("subset_train_to", "data_dir", "validation_size",
-                                          "normalization"))
+        kwargs = _options(
+            name, options, ("subset_train_to", "data_dir", "validation_size", "normalization")
+        )
         if "normalization" in kwargs:
             kwargs["normalization_name"] = kwargs.pop("normalization")
         return module.load(name, **kwargs)
@@ -59,8 +69,12 @@ def _image_loader(module) -> Callable[..., Dataset]:
 
 
 def _load_imdb(name: str, standardize_data: bool | None = None, **options) -> Dataset:
-    return imdb.load(name, **_options(name, options, ("subset_train_to", "data_dir",
-                                                      "validation_size", "num_words", "maxlen")))
+    return imdb.load(
+        name,
+        **_options(
+            name, options, ("subset_train_to", "data_dir", "validation_size", "num_words", "maxlen")
+        ),
+    )
 
 
 LOADERS: dict[str, Loader] = {

@@ -46,21 +46,70 @@ class Card(NamedTuple):
 
 _IMAGE_CARDS = [
     Card("mnist", "classification", (28, 28, 1), 10, 60_000, 10_000, LICENCES["mnist"]),
-    Card("fashion_mnist", "classification", (28, 28, 1), 10, 60_000, 10_000,
-         LICENCES["fashion_mnist"]),
+    Card(
+        "fashion_mnist",
+        "classification",
+        (28, 28, 1),
+        10,
+        60_000,
+        10_000,
+        LICENCES["fashion_mnist"],
+    ),
     Card("cifar10", "classification", (32, 32, 3), 10, 50_000, 10_000, LICENCES["cifar10"]),
-    Card("cifar100", "classification", (32, 32, 3), 100, 50_000, 10_000, LICENCES["cifar100"],
-         "fine labels"),
-    Card("imdb", "classification", (100,), 2, 25_000, 25_000, LICENCES["imdb"],
-         "20,000 train + 5,000 validation; vocabulary 20,000"),
-    Card("cifar10_c", "evaluation", (32, 32, 3), 10, 0, 50_000, LICENCES["cifar10_c"],
-         "19 corruptions x 5 severities of the CIFAR-10 test set"),
-    Card("cifar10_proxy", "classification", (32, 32, 3), 10, 50_000, 10_000,
-         LICENCES["cifar10_jpeg_proxy"], "lossy JPEG copy of CIFAR-10: qualitative questions "
-         "and pipeline checks, never CIFAR-10 numbers"),
-    *(Card(ref.name, "reference", (ref.shape[1],), ref.shape[1], 0, ref.shape[0],
-           LICENCES[ref.name], f"HMC probabilities; rows in {ref.order}")
-      for ref in reference_probs.REFERENCES.values()),
+    Card(
+        "cifar100",
+        "classification",
+        (32, 32, 3),
+        100,
+        50_000,
+        10_000,
+        LICENCES["cifar100"],
+        "fine labels",
+    ),
+    Card(
+        "imdb",
+        "classification",
+        (100,),
+        2,
+        25_000,
+        25_000,
+        LICENCES["imdb"],
+        "20,000 train + 5,000 validation; vocabulary 20,000",
+    ),
+    Card(
+        "cifar10_c",
+        "evaluation",
+        (32, 32, 3),
+        10,
+        0,
+        50_000,
+        LICENCES["cifar10_c"],
+        "19 corruptions x 5 severities of the CIFAR-10 test set",
+    ),
+    Card(
+        "cifar10_proxy",
+        "classification",
+        (32, 32, 3),
+        10,
+        50_000,
+        10_000,
+        LICENCES["cifar10_jpeg_proxy"],
+        "lossy JPEG copy of CIFAR-10: qualitative questions "
+        "and pipeline checks, never CIFAR-10 numbers",
+    ),
+    *(
+        Card(
+            ref.name,
+            "reference",
+            (ref.shape[1],),
+            ref.shape[1],
+            0,
+            ref.shape[0],
+            LICENCES[ref.name],
+            f"HMC probabilities; rows in {ref.order}",
+        )
+        for ref in reference_probs.REFERENCES.values()
+    ),
 ]
 
 
@@ -70,9 +119,18 @@ def cards() -> list[Card]:
     for base, (num_features, num_splits, licence) in uci.UCI_DATASETS.items():
         rows = uci.load_table(base).shape[0]
         num_train = round(0.9 * rows)
-        out.append(Card(f"{base}", "regression", (num_features,), 1, num_train,
-                        rows - num_train, licence, f"{num_splits} splits: {base}_0..."
-                        f"{base}_{num_splits - 1}"))
+        out.append(
+            Card(
+                f"{base}",
+                "regression",
+                (num_features,),
+                1,
+                num_train,
+                rows - num_train,
+                licence,
+                f"{num_splits} splits: {base}_0...{base}_{num_splits - 1}",
+            )
+        )
     return out
 
 
@@ -126,5 +184,6 @@ def where(name: str, data_dir: str | os.PathLike | None = None) -> str | None:
     if name in cifar_jpeg_proxy.NAMES:
         found = _first_existing(base / cifar_jpeg_proxy.FOLDER, [cifar_jpeg_proxy.FILENAME])
         return None if found is None else str(found)
-    raise ConfigError(f"unknown dataset {name!r}; allowed: "
-                      f"{', '.join(card.name for card in cards())}")
+    raise ConfigError(
+        f"unknown dataset {name!r}; allowed: {', '.join(card.name for card in cards())}"
+    )

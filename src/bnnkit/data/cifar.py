@@ -30,19 +30,43 @@ PIXELS = 32 * 32 * 3
 # name -> (archive, extracted folder, train members, test member, label bytes, classes,
 #          label-names member)
 LAYOUTS = {
-    "cifar10": ("cifar-10-binary.tar.gz", "cifar-10-batches-bin",
-                tuple(f"data_batch_{i}.bin" for i in range(1, 6)), "test_batch.bin", 1, 10,
-                "batches.meta.txt"),
-    "cifar100": ("cifar-100-binary.tar.gz", "cifar-100-binary", ("train.bin",), "test.bin", 2, 100,
-                 "fine_label_names.txt"),
+    "cifar10": (
+        "cifar-10-binary.tar.gz",
+        "cifar-10-batches-bin",
+        tuple(f"data_batch_{i}.bin" for i in range(1, 6)),
+        "test_batch.bin",
+        1,
+        10,
+        "batches.meta.txt",
+    ),
+    "cifar100": (
+        "cifar-100-binary.tar.gz",
+        "cifar-100-binary",
+        ("train.bin",),
+        "test.bin",
+        2,
+        100,
+        "fine_label_names.txt",
+    ),
 }
 
-CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship",
-                   "truck"]
+CIFAR10_CLASSES = [
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+]
 
 
-def parse_records(raw: bytes, label_bytes: int, *, name: str = "<bytes>"
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def parse_records(
+    raw: bytes, label_bytes: int, *, name: str = "<bytes>"
+) -> tuple[np.ndarray, np.ndarray]:
     """Decode CIFAR binary records into ``(images (N, 32, 32, 3) uint8, labels (N,) int32)``.
 
     The last label byte of each record is used (CIFAR-100: the fine label).
@@ -58,8 +82,9 @@ def parse_records(raw: bytes, label_bytes: int, *, name: str = "<bytes>"
     """
     size = label_bytes + PIXELS
     if len(raw) == 0 or len(raw) % size:
-        raise ConfigError(f"{name}: {len(raw)} bytes is not a whole number of {size}-byte CIFAR "
-                          f"records")
+        raise ConfigError(
+            f"{name}: {len(raw)} bytes is not a whole number of {size}-byte CIFAR records"
+        )
     records = np.frombuffer(raw, dtype=np.uint8).reshape(-1, size)
     labels = records[:, label_bytes - 1].astype(np.int32)
     images = records[:, label_bytes:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
@@ -100,12 +125,17 @@ class _Members:
             self._tar.close()
 
 
-def read_arrays(name: str, data_dir: str | os.PathLike | None = None
-                ) -> tuple[dict[str, np.ndarray], list[str], str]:
+def read_arrays(
+    name: str, data_dir: str | os.PathLike | None = None
+) -> tuple[dict[str, np.ndarray], list[str], str]:
     """Raw uint8 arrays, class names and the source path of CIFAR-10 or CIFAR-100."""
     archive, extracted, train_files, test_file, label_bytes, classes, names_file = LAYOUTS[name]
-    path = fetch.locate(name, [extracted, archive, test_file], data_dir=data_dir,
-                        what=f"{archive} (or its extracted {extracted}/ folder)")
+    path = fetch.locate(
+        name,
+        [extracted, archive, test_file],
+        data_dir=data_dir,
+        what=f"{archive} (or its extracted {extracted}/ folder)",
+    )
     if path.name == test_file:
         path = path.parent
     members = _Members(path)
@@ -117,21 +147,31 @@ def read_arrays(name: str, data_dir: str | os.PathLike | None = None
         members.close()
     class_names = [s for s in (label_text or b"").decode().split("\n") if s.strip()]
     if len(class_names) != classes:
-        class_names = CIFAR10_CLASSES if name == "cifar10" else [f"class_{i}" for i in
-                                                                 range(classes)]
-    arrays = {"x_train": np.concatenate([p[0] for p in parts]),
-              "y_train": np.concatenate([p[1] for p in parts]),
-              "x_test": x_test, "y_test": y_test}
+        class_names = (
+            CIFAR10_CLASSES if name == "cifar10" else [f"class_{i}" for i in range(classes)]
+        )
+    arrays = {
+        "x_train": np.concatenate([p[0] for p in parts]),
+        "y_train": np.concatenate([p[1] for p in parts]),
+        "x_test": x_test,
+        "y_test": y_test,
+    }
     for key in ("y_train", "y_test"):
         if arrays[key].size and arrays[key].max() >= classes:
-            raise ConfigError(f"{path}: {key} holds label {arrays[key].max()}; allowed: "
-                              f"0..{classes - 1}")
+            raise ConfigError(
+                f"{path}: {key} holds label {arrays[key].max()}; allowed: 0..{classes - 1}"
+            )
     return arrays, class_names, str(path)
 
 
-def load(name: str = "cifar10", *, data_dir: str | os.PathLike | None = None,
-         subset_train_to: int | None = None, validation_size: int | None = None,
-         normalization_name: str = "bnn_hmc") -> Dataset:
+def load(
+    name: str = "cifar10",
+    *,
+    data_dir: str | os.PathLike | None = None,
+    subset_train_to: int | None = None,
+    validation_size: int | None = None,
+    normalization_name: str = "bnn_hmc",
+) -> Dataset:
     """Load CIFAR-10 or CIFAR-100 as uint8 NHWC images with an on-device normalisation.
 
     Args:
@@ -171,8 +211,11 @@ def load(name: str = "cifar10", *, data_dir: str | os.PathLike | None = None,
         y_test=arrays["y_test"],
         num_classes=LAYOUTS[name][5],
         input_normalization=norm,
-        info={"source": source, "licence": LICENCES[name],
-              "normalization": normalization.describe(normalization_name, norm),
-              "class_names": class_names},
+        info={
+            "source": source,
+            "licence": LICENCES[name],
+            "normalization": normalization.describe(normalization_name, norm),
+            "class_names": class_names,
+        },
     )
     return splits.carve(dataset, subset_train_to=subset_train_to, validation_size=validation_size)

@@ -20,18 +20,34 @@ from bnnkit.data import fetch
 from bnnkit.errors import ConfigError
 
 PER_SEVERITY = 10_000
-PUBLISHED = ("brightness", "contrast", "defocus_blur", "elastic_transform", "fog", "frost",
-             "gaussian_blur", "gaussian_noise", "glass_blur", "impulse_noise", "jpeg_compression",
-             "motion_blur", "pixelate", "saturate", "shot_noise", "snow", "spatter",
-             "speckle_noise", "zoom_blur")
+PUBLISHED = (
+    "brightness",
+    "contrast",
+    "defocus_blur",
+    "elastic_transform",
+    "fog",
+    "frost",
+    "gaussian_blur",
+    "gaussian_noise",
+    "glass_blur",
+    "impulse_noise",
+    "jpeg_compression",
+    "motion_blur",
+    "pixelate",
+    "saturate",
+    "shot_noise",
+    "snow",
+    "spatter",
+    "speckle_noise",
+    "zoom_blur",
+)
 
 
 def find(data_dir: str | os.PathLike | None = None) -> Path | None:
     """The CIFAR-10-C folder or tar under the data directory (or cache), or None."""
     root = fetch.data_root(data_dir)
     base = root if root is not None else fetch.cache_root()
-    for candidate in (base / "cifar10_c" / "CIFAR-10-C", base / "cifar10_c",
-                      base / "CIFAR-10-C"):
+    for candidate in (base / "cifar10_c" / "CIFAR-10-C", base / "cifar10_c", base / "CIFAR-10-C"):
         if (candidate / "labels.npy").is_file():
             return candidate
     tar = base / "cifar10_c" / "CIFAR-10-C.tar"
@@ -42,8 +58,9 @@ def _read_npy(source: Path, filename: str) -> np.ndarray:
     if source.is_dir():
         path = source / filename
         if not path.is_file():
-            raise ConfigError(f"{filename} not found in {source}/; allowed corruptions: "
-                              f"{', '.join(PUBLISHED)}")
+            raise ConfigError(
+                f"{filename} not found in {source}/; allowed corruptions: {', '.join(PUBLISHED)}"
+            )
         return np.load(path, allow_pickle=False, mmap_mode="r")
     with tarfile.open(source, "r:") as archive:
         try:
@@ -55,8 +72,9 @@ def _read_npy(source: Path, filename: str) -> np.ndarray:
         return np.load(io.BytesIO(handle.read()), allow_pickle=False)
 
 
-def load(corruption: str, severity: int, *, data_dir: str | os.PathLike | None = None
-         ) -> tuple[np.ndarray, np.ndarray]:
+def load(
+    corruption: str, severity: int, *, data_dir: str | os.PathLike | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The 10,000 CIFAR-10-C test images of one corruption and severity, with their labels.
 
     Args:
@@ -78,19 +96,24 @@ def load(corruption: str, severity: int, *, data_dir: str | os.PathLike | None =
         ((10000, 32, 32, 3), (10000,))
     """
     if corruption not in PUBLISHED:
-        raise ConfigError(f"unknown CIFAR-10-C corruption {corruption!r}; allowed: "
-                          f"{', '.join(PUBLISHED)}")
+        raise ConfigError(
+            f"unknown CIFAR-10-C corruption {corruption!r}; allowed: {', '.join(PUBLISHED)}"
+        )
     if severity not in (1, 2, 3, 4, 5):
         raise ConfigError(f"severity {severity!r} out of range; allowed: 1, 2, 3, 4, 5")
     source = find(data_dir)
     if source is None:
-        raise ConfigError("CIFAR-10-C not found: put the extracted CIFAR-10-C/ folder (or "
-                          "CIFAR-10-C.tar from https://zenodo.org/records/2535967) in "
-                          "<data dir>/cifar10_c/ and set BNNKIT_DATA_DIR=<data dir>")
+        raise ConfigError(
+            "CIFAR-10-C not found: put the extracted CIFAR-10-C/ folder (or "
+            "CIFAR-10-C.tar from https://zenodo.org/records/2535967) in "
+            "<data dir>/cifar10_c/ and set BNNKIT_DATA_DIR=<data dir>"
+        )
     images, labels = _read_npy(source, f"{corruption}.npy"), _read_npy(source, "labels.npy")
     if images.shape[0] != labels.shape[0] or images.shape[0] % 5 or images.ndim != 4:
-        raise ConfigError(f"{corruption}.npy has shape {images.shape} for {labels.shape[0]} "
-                          f"labels; expected 5 x {PER_SEVERITY} images (N, 32, 32, 3)")
+        raise ConfigError(
+            f"{corruption}.npy has shape {images.shape} for {labels.shape[0]} "
+            f"labels; expected 5 x {PER_SEVERITY} images (N, 32, 32, 3)"
+        )
     per_severity = images.shape[0] // 5
     window = slice((severity - 1) * per_severity, severity * per_severity)
     return np.ascontiguousarray(images[window]), np.asarray(labels[window], np.int32)

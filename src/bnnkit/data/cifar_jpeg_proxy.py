@@ -33,8 +33,7 @@ NAMES = (NAME, FOLDER)
 FILENAME = "cifar10_jpeg_q75_proxy.npz"
 
 
-def decode(blob: np.ndarray, offsets: np.ndarray, indices: np.ndarray | None = None
-           ) -> np.ndarray:
+def decode(blob: np.ndarray, offsets: np.ndarray, indices: np.ndarray | None = None) -> np.ndarray:
     """Decode JPEGs ``indices`` (default all) of a concatenated blob into (N, H, W, 3) uint8.
 
     Example:
@@ -56,7 +55,7 @@ def decode(blob: np.ndarray, offsets: np.ndarray, indices: np.ndarray | None = N
     data = blob.tobytes()
     out = None
     for row, i in enumerate(indices):
-        with Image.open(io.BytesIO(data[offsets[i]:offsets[i + 1]])) as image:
+        with Image.open(io.BytesIO(data[offsets[i] : offsets[i + 1]])) as image:
             pixels = np.asarray(image.convert("RGB"))
         if out is None:
             out = np.empty((len(indices), *pixels.shape), np.uint8)
@@ -74,9 +73,14 @@ def interleaved_order(labels: np.ndarray, index_within_class: np.ndarray) -> np.
     return np.lexsort((labels, index_within_class))
 
 
-def load(name: str = NAME, *, data_dir: str | os.PathLike | None = None,
-         subset_train_to: int | None = None, validation_size: int | None = None,
-         normalization_name: str = "bnn_hmc") -> Dataset:
+def load(
+    name: str = NAME,
+    *,
+    data_dir: str | os.PathLike | None = None,
+    subset_train_to: int | None = None,
+    validation_size: int | None = None,
+    normalization_name: str = "bnn_hmc",
+) -> Dataset:
     """Load the JPEG proxy of CIFAR-10 (uint8 NHWC, CIFAR-10 normalisation).
 
     Only the training images that survive ``subset_train_to`` / ``validation_size`` are decoded.
@@ -101,8 +105,9 @@ def load(name: str = NAME, *, data_dir: str | os.PathLike | None = None,
     for split in ("train", "test"):
         within = arrays.get(f"{split}_index_within_class")
         labels = arrays[f"y_{split}"]
-        orders[split] = (np.arange(len(labels)) if within is None
-                         else interleaved_order(labels, within))
+        orders[split] = (
+            np.arange(len(labels)) if within is None else interleaved_order(labels, within)
+        )
     keep = len(orders["train"])
     if subset_train_to is not None and not validation_size:
         keep = min(keep, subset_train_to)  # decode only what survives the subset
@@ -119,10 +124,13 @@ def load(name: str = NAME, *, data_dir: str | os.PathLike | None = None,
         y_test=arrays["y_test"][orders["test"]].astype(np.int32),
         num_classes=10,
         input_normalization=norm,
-        info={"source": str(path), "licence": LICENCES[FOLDER],
-              "warning": "lossy JPEG proxy of CIFAR-10 (reordered round-robin over classes): "
-                         "not CIFAR-10; never quote its figures as CIFAR-10 results",
-              "normalization": normalization.describe(normalization_name, norm),
-              "class_names": [str(c) for c in arrays.get("class_names", range(10))]},
+        info={
+            "source": str(path),
+            "licence": LICENCES[FOLDER],
+            "warning": "lossy JPEG proxy of CIFAR-10 (reordered round-robin over classes): "
+            "not CIFAR-10; never quote its figures as CIFAR-10 results",
+            "normalization": normalization.describe(normalization_name, norm),
+            "class_names": [str(c) for c in arrays.get("class_names", range(10))],
+        },
     )
     return splits.carve(dataset, subset_train_to=subset_train_to, validation_size=validation_size)

@@ -123,7 +123,7 @@ def disk_kernel(radius: float, alias_blur: float) -> np.ndarray:
     nonzero = np.nonzero(disk > 1e-12)
     centre = disk.shape[0] // 2
     reach = int(max(np.abs(nonzero[0] - centre).max(), np.abs(nonzero[1] - centre).max()))
-    return disk[centre - reach: centre + reach + 1, centre - reach: centre + reach + 1]
+    return disk[centre - reach : centre + reach + 1, centre - reach : centre + reach + 1]
 
 
 def _defocus_blur(x: np.ndarray, severity: int, rng: Rng) -> np.ndarray:
@@ -152,14 +152,19 @@ def _clipped_zoom(x: np.ndarray, factor: float) -> np.ndarray:
     height, width = x.shape[1], x.shape[2]
     ch, cw = int(np.ceil(height / factor)), int(np.ceil(width / factor))
     top, left = (height - ch) // 2, (width - cw) // 2
-    zoomed = _zoom_axis(_zoom_axis(x[:, top:top + ch, left:left + cw], factor, 1), factor, 2)
+    zoomed = _zoom_axis(_zoom_axis(x[:, top : top + ch, left : left + cw], factor, 1), factor, 2)
     trim_top, trim_left = (zoomed.shape[1] - height) // 2, (zoomed.shape[2] - width) // 2
-    return zoomed[:, trim_top:trim_top + height, trim_left:trim_left + width]
+    return zoomed[:, trim_top : trim_top + height, trim_left : trim_left + width]
 
 
 def _zoom_blur(x: np.ndarray, severity: int, rng: Rng) -> np.ndarray:
-    factors = [np.arange(1, 1.06, 0.01), np.arange(1, 1.11, 0.01), np.arange(1, 1.16, 0.01),
-               np.arange(1, 1.21, 0.01), np.arange(1, 1.26, 0.01)][severity - 1]
+    factors = [
+        np.arange(1, 1.06, 0.01),
+        np.arange(1, 1.11, 0.01),
+        np.arange(1, 1.16, 0.01),
+        np.arange(1, 1.21, 0.01),
+        np.arange(1, 1.26, 0.01),
+    ][severity - 1]
     out = np.zeros_like(x)
     for factor in factors:
         out += _clipped_zoom(x, float(factor))
@@ -260,8 +265,9 @@ def _pixelate_uint8(images: np.ndarray, severity: int, rng: Rng) -> np.ndarray:
     c = [0.95, 0.9, 0.85, 0.75, 0.65][severity - 1]
     height, width = images.shape[1], images.shape[2]
     small = (int(width * c), int(height * c))
-    return _pil_each(images, lambda im: im.resize(small, Image.BOX).resize((width, height),
-                                                                           Image.BOX))
+    return _pil_each(
+        images, lambda im: im.resize(small, Image.BOX).resize((width, height), Image.BOX)
+    )
 
 
 def _jpeg_uint8(images: np.ndarray, severity: int, rng: Rng) -> np.ndarray:
@@ -283,35 +289,46 @@ def _jpeg_uint8(images: np.ndarray, severity: int, rng: Rng) -> np.ndarray:
 def _elastic_transform(x: np.ndarray, severity: int, rng: Rng) -> np.ndarray:
     n, height, width, channels = x.shape
     size = min(height, width)
-    alpha, sigma, shift = (size * v for v in [(0, 0, 0.08), (0.05, 0.2, 0.07),
-                                              (0.08, 0.06, 0.06), (0.1, 0.04, 0.05),
-                                              (0.1, 0.03, 0.03)][severity - 1])
+    alpha, sigma, shift = (
+        size * v
+        for v in [
+            (0, 0, 0.08),
+            (0.05, 0.2, 0.07),
+            (0.08, 0.06, 0.06),
+            (0.1, 0.04, 0.05),
+            (0.1, 0.03, 0.03),
+        ][severity - 1]
+    )
     # 1. random affine: three points (x, y) around the centre move by up to `shift` pixels; the
     # output pixel (x, y) samples the input at the inverse map (OpenCV warpAffine semantics).
     centre, square = np.array([width // 2, height // 2], np.float64), size // 3
-    pts1 = np.array([centre + square, [centre[0] + square, centre[1] - square],
-                     centre - square])
+    pts1 = np.array([centre + square, [centre[0] + square, centre[1] - square], centre - square])
     pts2 = pts1[None] + rng.uniform(-shift, shift, size=(n, 3, 2))
     homogeneous = np.concatenate([pts2, np.ones((n, 3, 1))], axis=2)  # solve dst -> src
     inverse = np.linalg.solve(homogeneous, np.broadcast_to(pts1, (n, 3, 2)))  # (n, 3, 2)
-    idx, rows, cols, chans = np.meshgrid(np.arange(n), np.arange(height), np.arange(width),
-                                         np.arange(channels), indexing="ij")
+    idx, rows, cols, chans = np.meshgrid(
+        np.arange(n), np.arange(height), np.arange(width), np.arange(channels), indexing="ij"
+    )
     a = inverse[:, None, None, None, :, :]
     src_x = cols * a[..., 0, 0] + rows * a[..., 1, 0] + a[..., 2, 0]
     src_y = cols * a[..., 0, 1] + rows * a[..., 1, 1] + a[..., 2, 1]
     warped = ndimage.map_coordinates(x, [idx, src_y, src_x, chans], order=1, mode="mirror")
     # 2. elastic field: smoothed uniform noise of amplitude alpha.
     fields = rng.uniform(-1, 1, size=(2, n, height, width))
-    fields = ndimage.gaussian_filter(fields, sigma=(0, 0, sigma, sigma), mode="reflect",
-                                     truncate=3.0) * alpha
+    fields = (
+        ndimage.gaussian_filter(fields, sigma=(0, 0, sigma, sigma), mode="reflect", truncate=3.0)
+        * alpha
+    )
     dx, dy = fields[0][..., None], fields[1][..., None]
-    return ndimage.map_coordinates(warped, [idx, rows + dy, cols + dx, chans], order=1,
-                                   mode="reflect").astype(np.float32)
+    return ndimage.map_coordinates(
+        warped, [idx, rows + dy, cols + dx, chans], order=1, mode="reflect"
+    ).astype(np.float32)
 
 
 def _glass_blur(x: np.ndarray, severity: int, rng: Rng) -> np.ndarray:
-    sigma, delta, iterations = [(0.05, 1, 1), (0.25, 1, 1), (0.4, 1, 1), (0.25, 1, 2),
-                                (0.4, 1, 2)][severity - 1]
+    sigma, delta, iterations = [(0.05, 1, 1), (0.25, 1, 1), (0.4, 1, 1), (0.25, 1, 2), (0.4, 1, 2)][
+        severity - 1
+    ]
     n, height, width, _ = x.shape
     blurred = ndimage.gaussian_filter(x, sigma=(0, sigma, sigma, 0), mode="nearest", truncate=4.0)
     pixels = (np.clip(blurred, 0, 1) * 255.0 + 1e-3).astype(np.uint8)  # np.uint8, as published
@@ -326,9 +343,10 @@ def _glass_blur(x: np.ndarray, severity: int, rng: Rng) -> np.ndarray:
     for _ in range(iterations):
         shifts = rng.integers(-delta, delta, size=(2, n, len(rows), len(cols)))
         source = pixels[index, rows[None, :, None] + shifts[0], cols[None, None, :] + shifts[1]]
-        pixels[:, rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1] = source
-    return ndimage.gaussian_filter(pixels.astype(np.float32) / 255.0,
-                                   sigma=(0, sigma, sigma, 0), mode="nearest", truncate=4.0)
+        pixels[:, rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1] = source
+    return ndimage.gaussian_filter(
+        pixels.astype(np.float32) / 255.0, sigma=(0, sigma, sigma, 0), mode="nearest", truncate=4.0
+    )
 
 
 def motion_kernel(radius: float, sigma: float) -> tuple[np.ndarray, np.ndarray]:
@@ -351,8 +369,9 @@ def motion_kernel(radius: float, sigma: float) -> tuple[np.ndarray, np.ndarray]:
     return distances, weights / weights.sum()
 
 
-def motion_blur_images(x: np.ndarray, radius: float, sigma: float,
-                       angles: np.ndarray) -> np.ndarray:
+def motion_blur_images(
+    x: np.ndarray, radius: float, sigma: float, angles: np.ndarray
+) -> np.ndarray:
     """Motion-blur each image of (N, H, W, C) floats along its own angle (degrees).
 
     ImageMagick (which CIFAR-10-C used through Wand) is not a dependency; this is a numpy
@@ -376,8 +395,8 @@ def motion_blur_images(x: np.ndarray, radius: float, sigma: float,
     index = np.arange(n)[:, None, None]
     out = np.zeros_like(x)
     for tap, weight in enumerate(weights.astype(x.dtype)):
-        rows = np.clip(np.arange(height)[None] + off_y[:, tap:tap + 1], 0, height - 1)
-        cols = np.clip(np.arange(width)[None] + off_x[:, tap:tap + 1], 0, width - 1)
+        rows = np.clip(np.arange(height)[None] + off_y[:, tap : tap + 1], 0, height - 1)
+        cols = np.clip(np.arange(width)[None] + off_x[:, tap : tap + 1], 0, width - 1)
         out += weight * x[index, rows[:, :, None], cols[:, None, :]]
     return out
 
@@ -398,16 +417,21 @@ def _gray(x: np.ndarray) -> np.ndarray:
 
 def _snow(x: np.ndarray, severity: int, rng: Rng) -> np.ndarray:
     loc, scale, zoom, threshold, radius, sigma, keep = [
-        (0.1, 0.2, 1, 0.6, 8, 3, 0.95), (0.1, 0.2, 1, 0.5, 10, 4, 0.9),
-        (0.15, 0.3, 1.75, 0.55, 10, 4, 0.9), (0.25, 0.3, 2.25, 0.6, 12, 6, 0.85),
-        (0.3, 0.3, 1.25, 0.65, 14, 12, 0.8)][severity - 1]
+        (0.1, 0.2, 1, 0.6, 8, 3, 0.95),
+        (0.1, 0.2, 1, 0.5, 10, 4, 0.9),
+        (0.15, 0.3, 1.75, 0.55, 10, 4, 0.9),
+        (0.25, 0.3, 2.25, 0.6, 12, 6, 0.85),
+        (0.3, 0.3, 1.25, 0.65, 14, 12, 0.8),
+    ][severity - 1]
     n, height, width, _ = x.shape
     flakes = rng.normal(loc, scale, size=(n, height, width, 1)).astype(np.float32)
     flakes = _clipped_zoom(flakes, zoom)
     flakes[flakes < threshold] = 0
     flakes = np.floor(np.clip(flakes, 0, 1) * 255.0) / 255.0  # the 8-bit layer handed to Wand
-    flakes = np.round(motion_blur_images(flakes, radius, sigma,
-                                         rng.uniform(-135, -45, size=n)) * 255.0) / 255.0
+    flakes = (
+        np.round(motion_blur_images(flakes, radius, sigma, rng.uniform(-135, -45, size=n)) * 255.0)
+        / 255.0
+    )
     x = keep * x + (1 - keep) * np.maximum(x, _gray(x) * 1.5 + 0.5)
     return x + flakes + flakes[:, ::-1, ::-1]
 
@@ -432,26 +456,38 @@ def canny(images: np.ndarray, low: float, high: float) -> np.ndarray:
     img = images.astype(np.int64)
     # 3 x 3 Sobel within each image (ndimage.sobel would also smooth across the batch axis)
     derivative, smoothing = np.array([-1, 0, 1]), np.array([1, 2, 1])
-    dx = ndimage.correlate1d(ndimage.correlate1d(img, derivative, axis=2, mode="nearest"),
-                             smoothing, axis=1, mode="nearest")
-    dy = ndimage.correlate1d(ndimage.correlate1d(img, derivative, axis=1, mode="nearest"),
-                             smoothing, axis=2, mode="nearest")
+    dx = ndimage.correlate1d(
+        ndimage.correlate1d(img, derivative, axis=2, mode="nearest"),
+        smoothing,
+        axis=1,
+        mode="nearest",
+    )
+    dy = ndimage.correlate1d(
+        ndimage.correlate1d(img, derivative, axis=1, mode="nearest"),
+        smoothing,
+        axis=2,
+        mode="nearest",
+    )
     mag = np.abs(dx) + np.abs(dy)
     padded = np.pad(mag, ((0, 0), (1, 1), (1, 1)))  # outside the image: magnitude 0
 
     def at(dr: int, dc: int) -> np.ndarray:
         height, width = mag.shape[1:]
-        return padded[:, 1 + dr:1 + dr + height, 1 + dc:1 + dc + width]
+        return padded[:, 1 + dr : 1 + dr + height, 1 + dc : 1 + dc + width]
 
     ax, ay = np.abs(dx).astype(np.float64), np.abs(dy).astype(np.float64)
     tan22 = 0.4142135623730950
     horizontal = ay < ax * tan22
     vertical = ~horizontal & (ay > ax * (tan22 + 2))  # tan 67.5 = tan 22.5 + 2
     same_sign = (dx ^ dy) >= 0
-    diagonal = np.where(same_sign, (mag > at(-1, -1)) & (mag > at(1, 1)),
-                        (mag > at(-1, 1)) & (mag > at(1, -1)))
-    maximum = np.where(horizontal, (mag > at(0, -1)) & (mag >= at(0, 1)),
-                       np.where(vertical, (mag > at(-1, 0)) & (mag >= at(1, 0)), diagonal))
+    diagonal = np.where(
+        same_sign, (mag > at(-1, -1)) & (mag > at(1, 1)), (mag > at(-1, 1)) & (mag > at(1, -1))
+    )
+    maximum = np.where(
+        horizontal,
+        (mag > at(0, -1)) & (mag >= at(0, 1)),
+        np.where(vertical, (mag > at(-1, 0)) & (mag >= at(1, 0)), diagonal),
+    )
     candidate = maximum & (mag > low)
     within_image = np.zeros((3, 3, 3), bool)
     within_image[1] = True  # 8-connected inside an image, never across the batch
@@ -477,31 +513,39 @@ def equalize_hist(images: np.ndarray) -> np.ndarray:
         if hist[first] == total:
             out[i] = first
             continue
-        lut = np.clip(np.rint((np.cumsum(hist) - hist[first]) * (255.0 / (total - hist[first]))),
-                      0, 255).astype(np.uint8)
+        lut = np.clip(
+            np.rint((np.cumsum(hist) - hist[first]) * (255.0 / (total - hist[first]))), 0, 255
+        ).astype(np.uint8)
         out[i] = lut[image]
     return out
 
 
 def _box3(images: np.ndarray) -> np.ndarray:
     # cv2.blur(img, (3, 3)) on uint8: the 3 x 3 mean, rounded, edges mirrored (REFLECT_101).
-    return np.rint(ndimage.uniform_filter(images.astype(np.float64), size=(1, 3, 3),
-                                          mode="mirror")).astype(np.uint8)
+    return np.rint(
+        ndimage.uniform_filter(images.astype(np.float64), size=(1, 3, 3), mode="mirror")
+    ).astype(np.uint8)
 
 
 def _spatter(x: np.ndarray, severity: int, rng: Rng) -> np.ndarray:
     loc, scale, sigma, threshold, strength, mud = [
-        (0.62, 0.1, 0.7, 0.7, 0.5, 0), (0.65, 0.1, 0.8, 0.7, 0.5, 0),
-        (0.65, 0.3, 1, 0.69, 0.5, 0), (0.65, 0.1, 0.7, 0.69, 0.6, 1),
-        (0.65, 0.1, 0.5, 0.68, 0.6, 1)][severity - 1]
+        (0.62, 0.1, 0.7, 0.7, 0.5, 0),
+        (0.65, 0.1, 0.8, 0.7, 0.5, 0),
+        (0.65, 0.3, 1, 0.69, 0.5, 0),
+        (0.65, 0.1, 0.7, 0.69, 0.6, 1),
+        (0.65, 0.1, 0.5, 0.68, 0.6, 1),
+    ][severity - 1]
     n, height, width, channels = x.shape
     liquid = rng.normal(loc, scale, size=(n, height, width))
-    liquid = ndimage.gaussian_filter(liquid, sigma=(0, sigma, sigma), mode="nearest",
-                                     truncate=4.0)
+    liquid = ndimage.gaussian_filter(liquid, sigma=(0, sigma, sigma), mode="nearest", truncate=4.0)
     liquid[liquid < threshold] = 0
     if mud:
-        m = ndimage.gaussian_filter((liquid > threshold).astype(np.float32),
-                                    sigma=(0, strength, strength), mode="nearest", truncate=4.0)
+        m = ndimage.gaussian_filter(
+            (liquid > threshold).astype(np.float32),
+            sigma=(0, strength, strength),
+            mode="nearest",
+            truncate=4.0,
+        )
         m[m < 0.8] = 0
         colour = np.array([63, 42, 20], np.float32) / 255.0
         m = m[..., None]
@@ -517,8 +561,9 @@ def _spatter(x: np.ndarray, severity: int, rng: Rng) -> np.ndarray:
     dist = _box3(np.minimum(dist, 20.0))
     dist = equalize_hist(dist)
     emboss = np.array([[-2, -1, 0], [-1, 1, 1], [0, 1, 2]], np.float64)
-    dist = np.clip(ndimage.correlate(dist.astype(np.float64), emboss[None], mode="mirror"),
-                   0, 255).astype(np.uint8)
+    dist = np.clip(
+        ndimage.correlate(dist.astype(np.float64), emboss[None], mode="mirror"), 0, 255
+    ).astype(np.uint8)
     m = liquid * _box3(dist).astype(np.float64)
     peak = m.max(axis=(1, 2), keepdims=True)
     m = np.divide(m, peak, out=np.zeros_like(m), where=peak > 0) * strength
@@ -555,9 +600,24 @@ _UINT8_CORRUPTIONS: dict[str, Corruption] = {
 }
 
 CORRUPTIONS: tuple[str, ...] = (
-    "gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise", "defocus_blur",
-    "gaussian_blur", "zoom_blur", "glass_blur", "motion_blur", "snow", "spatter", "fog",
-    "brightness", "contrast", "saturate", "elastic_transform", "pixelate", "jpeg_compression",
+    "gaussian_noise",
+    "shot_noise",
+    "impulse_noise",
+    "speckle_noise",
+    "defocus_blur",
+    "gaussian_blur",
+    "zoom_blur",
+    "glass_blur",
+    "motion_blur",
+    "snow",
+    "spatter",
+    "fog",
+    "brightness",
+    "contrast",
+    "saturate",
+    "elastic_transform",
+    "pixelate",
+    "jpeg_compression",
 )
 SEVERITIES = (1, 2, 3, 4, 5)
 
@@ -571,8 +631,15 @@ def _seed_from_key(key) -> np.random.SeedSequence:
     return np.random.SeedSequence([int(v) for v in np.asarray(data).ravel()])
 
 
-def corrupt(images: np.ndarray, name: str, severity: int, *, seed: int | None = None,
-            key=None, chunk_size: int = 500) -> np.ndarray:
+def corrupt(
+    images: np.ndarray,
+    name: str,
+    severity: int,
+    *,
+    seed: int | None = None,
+    key=None,
+    chunk_size: int = 500,
+) -> np.ndarray:
     """Apply one corruption at one severity to a uint8 image batch.
 
     Args:
@@ -601,23 +668,27 @@ def corrupt(images: np.ndarray, name: str, severity: int, *, seed: int | None = 
     if severity not in SEVERITIES:
         raise ConfigError(f"severity {severity!r} out of range; allowed: 1, 2, 3, 4, 5")
     if (seed is None) == (key is None):
-        raise ConfigError("corrupt needs exactly one of seed= or key=; got "
-                          f"{'both' if seed is not None else 'neither'}")
+        raise ConfigError(
+            "corrupt needs exactly one of seed= or key=; got "
+            f"{'both' if seed is not None else 'neither'}"
+        )
     images = np.asarray(images)
     single = images.ndim == 3
     batch = images[None] if single else images
     if batch.dtype != np.uint8 or batch.ndim != 4 or batch.shape[-1] not in (1, 3):
-        raise ConfigError(f"images have dtype {images.dtype} and shape {images.shape}; allowed: "
-                          "uint8 (N, H, W, C) or (H, W, C) with C = 1 or 3")
+        raise ConfigError(
+            f"images have dtype {images.dtype} and shape {images.shape}; allowed: "
+            "uint8 (N, H, W, C) or (H, W, C) with C = 1 or 3"
+        )
     rng = np.random.default_rng(seed if key is None else _seed_from_key(key))
     out = np.empty_like(batch)
     for start in range(0, batch.shape[0], chunk_size):
-        part = batch[start:start + chunk_size]
+        part = batch[start : start + chunk_size]
         if name in _UINT8_CORRUPTIONS:
-            out[start:start + len(part)] = _UINT8_CORRUPTIONS[name](part, severity, rng)
+            out[start : start + len(part)] = _UINT8_CORRUPTIONS[name](part, severity, rng)
             continue
         result = _FLOAT_CORRUPTIONS[name](part.astype(np.float32) / 255.0, severity, rng)
         # np.uint8 truncation as in the reference script; 1e-3 absorbs float32 round-off so an
         # untouched pixel keeps its value.
-        out[start:start + len(part)] = (np.clip(result, 0, 1) * 255.0 + 1e-3).astype(np.uint8)
+        out[start : start + len(part)] = (np.clip(result, 0, 1) * 255.0 + 1e-3).astype(np.uint8)
     return out[0] if single else out

@@ -46,9 +46,11 @@ def offline_message(folder: str, accepted: str, reasons: Sequence[str]) -> str:
 <data dir>/demo/ and set BNNKIT_DATA_DIR=<data dir>'
     """
     kinds = ", ".join(dict.fromkeys(r.rsplit(": ", 1)[-1] for r in reasons)) or "no URL"
-    return (f"could not download {folder} ({kinds} from {len(reasons)} URL"
-            f"{'s' if len(reasons) != 1 else ''}; offline?): put {accepted} in "
-            f"<data dir>/{folder}/ and set {DATA_DIR_ENV}=<data dir>")
+    return (
+        f"could not download {folder} ({kinds} from {len(reasons)} URL"
+        f"{'s' if len(reasons) != 1 else ''}; offline?): put {accepted} in "
+        f"<data dir>/{folder}/ and set {DATA_DIR_ENV}=<data dir>"
+    )
 
 
 def data_root(data_dir: str | os.PathLike | None = None) -> Path | None:
@@ -119,8 +121,15 @@ def download(folder: str, remote: Remote, *, cache: Path | None = None) -> Path:
     pooch.get_logger().setLevel(logging.WARNING)
     for url in remote.urls:
         try:
-            return Path(pooch.retrieve(url, known_hash=remote.known_hash, fname=remote.filename,
-                                       path=target, progressbar=False))
+            return Path(
+                pooch.retrieve(
+                    url,
+                    known_hash=remote.known_hash,
+                    fname=remote.filename,
+                    path=target,
+                    progressbar=False,
+                )
+            )
         except ValueError as err:
             if "hash" in str(err).lower():
                 _remove_partial(target, remote.filename)
@@ -134,8 +143,13 @@ def download(folder: str, remote: Remote, *, cache: Path | None = None) -> Path:
     raise UnreachableError(folder, remote.filename, errors)
 
 
-def download_all(folder: str, remotes: Sequence[Remote], *, cache: Path | None = None,
-                 accepted: str | None = None) -> list[Path]:
+def download_all(
+    folder: str,
+    remotes: Sequence[Remote],
+    *,
+    cache: Path | None = None,
+    accepted: str | None = None,
+) -> list[Path]:
     """Download every file of ``remotes``, or leave nothing behind and name them all.
 
     Args:

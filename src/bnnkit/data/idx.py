@@ -18,8 +18,14 @@ import numpy as np
 
 from bnnkit.errors import ConfigError
 
-_DTYPES = {0x08: np.dtype(np.uint8), 0x09: np.dtype(np.int8), 0x0B: np.dtype(">i2"),
-           0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+_DTYPES = {
+    0x08: np.dtype(np.uint8),
+    0x09: np.dtype(np.int8),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
 
 
 def parse_idx(raw: bytes, *, name: str = "<bytes>") -> np.ndarray:
@@ -37,17 +43,21 @@ def parse_idx(raw: bytes, *, name: str = "<bytes>") -> np.ndarray:
         raise ConfigError(f"{name} is not an IDX file: the first two bytes must be zero")
     code, ndim = raw[2], raw[3]
     if code not in _DTYPES:
-        raise ConfigError(f"{name}: IDX type code {code:#x} unknown; allowed: "
-                          f"{', '.join(hex(c) for c in _DTYPES)}")
+        raise ConfigError(
+            f"{name}: IDX type code {code:#x} unknown; allowed: "
+            f"{', '.join(hex(c) for c in _DTYPES)}"
+        )
     header = 4 + 4 * ndim
     if len(raw) < header:
         raise ConfigError(f"{name}: IDX header truncated ({len(raw)} bytes)")
-    shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     dtype = _DTYPES[code]
     expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if len(raw) != expected:
-        raise ConfigError(f"{name}: IDX header says shape {shape} ({expected} bytes) but the file "
-                          f"has {len(raw)} bytes")
+        raise ConfigError(
+            f"{name}: IDX header says shape {shape} ({expected} bytes) but the file "
+            f"has {len(raw)} bytes"
+        )
     array = np.frombuffer(raw, dtype=dtype, offset=header).reshape(shape)
     return array.astype(dtype.newbyteorder("="), copy=False) if dtype.itemsize > 1 else array
 

@@ -51,7 +51,7 @@ def pad_sequences(sequences: Sequence[np.ndarray], maxlen: int) -> np.ndarray:
     for row, seq in enumerate(sequences):
         tail = np.asarray(seq)[-maxlen:] if len(seq) else np.zeros(0, np.int32)
         if len(tail):
-            out[row, maxlen - len(tail):] = tail
+            out[row, maxlen - len(tail) :] = tail
     return out
 
 
@@ -65,27 +65,36 @@ def keras_order(num_train: int, num_test: int, seed: int = SEED) -> tuple[np.nda
     return train, test
 
 
-def _from_keras_file(path: Path) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray],
-                                          np.ndarray]:
+def _from_keras_file(
+    path: Path,
+) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray], np.ndarray]:
     arrays = load_object_npz(path, REMOTES["imdb"][0].known_hash)
     try:
-        x_train, y_train, x_test, y_test = (arrays[k] for k in ("x_train", "y_train", "x_test",
-                                                                "y_test"))
+        x_train, y_train, x_test, y_test = (
+            arrays[k] for k in ("x_train", "y_train", "x_test", "y_test")
+        )
     except KeyError as err:
-        raise ConfigError(f"{str(path)!r} lacks {err}; it must hold x_train, y_train, x_test, "
-                          f"y_test") from None
+        raise ConfigError(
+            f"{str(path)!r} lacks {err}; it must hold x_train, y_train, x_test, y_test"
+        ) from None
     order_train, order_test = keras_order(len(x_train), len(x_test))
 
     def shifted(reviews: np.ndarray, order: np.ndarray) -> list[np.ndarray]:
-        return [np.concatenate([[START], np.asarray(reviews[i], np.int64) + INDEX_FROM])
-                for i in order]
+        return [
+            np.concatenate([[START], np.asarray(reviews[i], np.int64) + INDEX_FROM]) for i in order
+        ]
 
-    return (shifted(x_train, order_train), np.asarray(y_train)[order_train],
-            shifted(x_test, order_test), np.asarray(y_test)[order_test])
+    return (
+        shifted(x_train, order_train),
+        np.asarray(y_train)[order_train],
+        shifted(x_test, order_test),
+        np.asarray(y_test)[order_test],
+    )
 
 
-def _from_token_file(path: Path) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray],
-                                          np.ndarray]:
+def _from_token_file(
+    path: Path,
+) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray], np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as archive:
             parts = {k: archive[k] for k in archive.files}
@@ -93,33 +102,46 @@ def _from_token_file(path: Path) -> tuple[list[np.ndarray], np.ndarray, list[np.
         for split in ("train", "test"):
             tokens, lengths = parts[f"x_{split}_tokens"], parts[f"x_{split}_lengths"]
             if int(lengths.sum()) != tokens.size:
-                raise ConfigError(f"{str(path)!r}: x_{split}_lengths sum to {lengths.sum()} but "
-                                  f"x_{split}_tokens holds {tokens.size}")
+                raise ConfigError(
+                    f"{str(path)!r}: x_{split}_lengths sum to {lengths.sum()} but "
+                    f"x_{split}_tokens holds {tokens.size}"
+                )
             out += [np.split(tokens, np.cumsum(lengths)[:-1]), parts[f"y_{split}"]]
     except (KeyError, ValueError, OSError) as err:
         if isinstance(err, ConfigError):
             raise
-        raise ConfigError(f"{str(path)!r} is not an IMDB token file with x_*_tokens, "
-                          f"x_*_lengths, y_*: {err}") from None
+        raise ConfigError(
+            f"{str(path)!r} is not an IMDB token file with x_*_tokens, x_*_lengths, y_*: {err}"
+        ) from None
     return out[0], out[1], out[2], out[3]
 
 
 def _find(data_dir: str | os.PathLike | None) -> Path:
     root = fetch.data_root(data_dir)
-    for base in ([root] if root is not None else [fetch.cache_root()]):
+    for base in [root] if root is not None else [fetch.cache_root()]:
         folder = base / "imdb"
         if (folder / KERAS_FILE).is_file():
             return folder / KERAS_FILE
         tokens = sorted(p for p in folder.glob("imdb_*.npz")) if folder.is_dir() else []
         if tokens:
             return tokens[0]
-    return fetch.locate("imdb", [KERAS_FILE], data_dir=data_dir,
-                        what=f"{KERAS_FILE} (Keras) or an imdb_*.npz token file")
+    return fetch.locate(
+        "imdb",
+        [KERAS_FILE],
+        data_dir=data_dir,
+        what=f"{KERAS_FILE} (Keras) or an imdb_*.npz token file",
+    )
 
 
-def load(name: str = "imdb", *, data_dir: str | os.PathLike | None = None,
-         subset_train_to: int | None = None, validation_size: int | None = None,
-         num_words: int = NUM_WORDS, maxlen: int = MAXLEN) -> Dataset:
+def load(
+    name: str = "imdb",
+    *,
+    data_dir: str | os.PathLike | None = None,
+    subset_train_to: int | None = None,
+    validation_size: int | None = None,
+    num_words: int = NUM_WORDS,
+    maxlen: int = MAXLEN,
+) -> Dataset:
     """Load IMDB reviews as (N, maxlen) int32 token ids, preprocessed as in bnn_hmc.
 
     Args:
@@ -147,8 +169,10 @@ def load(name: str = "imdb", *, data_dir: str | os.PathLike | None = None,
     if name != "imdb":
         raise ConfigError(f"unknown dataset {name!r}; allowed: imdb")
     if num_words < 3 or maxlen < 1:
-        raise ConfigError(f"num_words {num_words} / maxlen {maxlen} too small; allowed: "
-                          f"num_words >= 3, maxlen >= 1")
+        raise ConfigError(
+            f"num_words {num_words} / maxlen {maxlen} too small; allowed: "
+            f"num_words >= 3, maxlen >= 1"
+        )
     path = _find(data_dir)
     reader = _from_keras_file if path.name == KERAS_FILE else _from_token_file
     x_train, y_train, x_test, y_test = reader(path)
@@ -167,10 +191,15 @@ def load(name: str = "imdb", *, data_dir: str | os.PathLike | None = None,
         x_test=prepare(x_test),
         y_test=np.asarray(y_test).astype(np.int32),
         num_classes=2,
-        info={"source": str(path), "licence": LICENCES["imdb"], "vocabulary_size": num_words,
-              "maxlen": maxlen, "normalization": None, "class_names": ["negative", "positive"],
-              "preprocessing": "keras load_data(seed=113, start_char=1, oov_char=2, "
-                               "index_from=3) + pad_sequences(pre, pre)"},
+        info={
+            "source": str(path),
+            "licence": LICENCES["imdb"],
+            "vocabulary_size": num_words,
+            "maxlen": maxlen,
+            "normalization": None,
+            "class_names": ["negative", "positive"],
+            "preprocessing": "keras load_data(seed=113, start_char=1, oov_char=2, "
+            "index_from=3) + pad_sequences(pre, pre)",
+        },
     )
-    return splits.carve(dataset, subset_train_to=subset_train_to,
-                        validation_size=validation_size)
+    return splits.carve(dataset, subset_train_to=subset_train_to, validation_size=validation_size)

@@ -33,8 +33,18 @@ IDX_FILES = {
 
 CLASS_NAMES = {
     "mnist": [str(d) for d in range(10)],
-    "fashion_mnist": ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
-                      "Sneaker", "Bag", "Ankle boot"],
+    "fashion_mnist": [
+        "T-shirt/top",
+        "Trouser",
+        "Pullover",
+        "Dress",
+        "Coat",
+        "Sandal",
+        "Shirt",
+        "Sneaker",
+        "Bag",
+        "Ankle boot",
+    ],
 }
 
 
@@ -50,8 +60,9 @@ def idx_paths(folder: Path) -> dict[str, Path] | None:
     return found
 
 
-def read_arrays(family: str, data_dir: str | os.PathLike | None = None
-                ) -> tuple[dict[str, np.ndarray], str]:
+def read_arrays(
+    family: str, data_dir: str | os.PathLike | None = None
+) -> tuple[dict[str, np.ndarray], str]:
     """The raw uint8 arrays of one family and a description of the files they came from.
 
     Looks in the data directory (``data_dir`` / ``$BNNKIT_DATA_DIR``) or the cache, and downloads
@@ -67,8 +78,10 @@ def read_arrays(family: str, data_dir: str | os.PathLike | None = None
     if (folder / npz_name).is_file():
         return read_keras_npz(folder / npz_name), str(folder / npz_name)
     paths = idx_paths(folder)
-    accepted = (f"{npz_name} (Keras layout) or the four IDX files "
-                f"({', '.join(s + '.gz' for s in IDX_FILES.values())})")
+    accepted = (
+        f"{npz_name} (Keras layout) or the four IDX files "
+        f"({', '.join(s + '.gz' for s in IDX_FILES.values())})"
+    )
     if paths is None and root is not None:
         raise ConfigError(f"{family} not found: put {accepted} in {folder}/")
     if paths is None:
@@ -96,13 +109,20 @@ def read_keras_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as archive:
             return {key: np.asarray(archive[key]) for key in IDX_FILES}
     except (KeyError, ValueError, OSError) as err:
-        raise ConfigError(f"{str(path)!r} is not a Keras-layout MNIST npz with x_train, y_train, "
-                          f"x_test, y_test: {err}") from None
+        raise ConfigError(
+            f"{str(path)!r} is not a Keras-layout MNIST npz with x_train, y_train, "
+            f"x_test, y_test: {err}"
+        ) from None
 
 
-def load(name: str = "mnist", *, data_dir: str | os.PathLike | None = None,
-         subset_train_to: int | None = None, validation_size: int | None = None,
-         normalization_name: str = "bnn_hmc") -> Dataset:
+def load(
+    name: str = "mnist",
+    *,
+    data_dir: str | os.PathLike | None = None,
+    subset_train_to: int | None = None,
+    validation_size: int | None = None,
+    normalization_name: str = "bnn_hmc",
+) -> Dataset:
     """Load MNIST or Fashion-MNIST as uint8 NHWC images with an on-device normalisation.
 
     Args:
@@ -135,8 +155,10 @@ def load(name: str = "mnist", *, data_dir: str | os.PathLike | None = None,
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
         if x.ndim != 3 or x.dtype != np.uint8 or x.shape[0] != y.shape[0]:
-            raise ConfigError(f"{source}: x_{split} has shape {x.shape} dtype {x.dtype} for "
-                              f"{y.shape[0]} labels; allowed: (N, H, W) uint8 with N labels")
+            raise ConfigError(
+                f"{source}: x_{split} has shape {x.shape} dtype {x.dtype} for "
+                f"{y.shape[0]} labels; allowed: (N, H, W) uint8 with N labels"
+            )
     norm = normalization.image_normalization(name, normalization_name, 1)
     dataset = Dataset(
         name=name,
@@ -147,8 +169,11 @@ def load(name: str = "mnist", *, data_dir: str | os.PathLike | None = None,
         y_test=arrays["y_test"].astype(np.int32),
         num_classes=10,
         input_normalization=norm,
-        info={"source": source, "licence": LICENCES[name],
-              "normalization": normalization.describe(normalization_name, norm),
-              "class_names": CLASS_NAMES[name]},
+        info={
+            "source": source,
+            "licence": LICENCES[name],
+            "normalization": normalization.describe(normalization_name, norm),
+            "class_names": CLASS_NAMES[name],
+        },
     )
     return splits.carve(dataset, subset_train_to=subset_train_to, validation_size=validation_size)

@@ -57,14 +57,21 @@ def image_normalization(family: str, name: str, channels: int) -> Standardizer:
     elif name in _STATS.get(family, {}):
         mean, std = _STATS[family][name]
     else:
-        raise ConfigError(f"normalization {name!r} is not defined for {family}; allowed: "
-                          f"{', '.join(allowed(family))}")
-    return Standardizer(mean=np.asarray(mean, np.float64) * 255.0,
-                        std=np.asarray(std, np.float64) * 255.0)
+        raise ConfigError(
+            f"normalization {name!r} is not defined for {family}; allowed: "
+            f"{', '.join(allowed(family))}"
+        )
+    return Standardizer(
+        mean=np.asarray(mean, np.float64) * 255.0, std=np.asarray(std, np.float64) * 255.0
+    )
 
 
 def describe(name: str, norm: Standardizer) -> dict:
     """A JSON-friendly record of the normalisation, for ``dataset.info``."""
-    return {"name": name, "mean": [float(v) for v in norm.mean],
-            "std": [float(v) for v in norm.std], "units": "pixel 0..255",
-            "formula": "(x - mean) / std per channel"}
+    return {
+        "name": name,
+        "mean": [float(v) for v in norm.mean],
+        "std": [float(v) for v in norm.std],
+        "units": "pixel 0..255",
+        "formula": "(x - mean) / std per channel",
+    }

@@ -65,13 +65,17 @@ def recorded_file(info: Mapping[str, Any], given: str) -> str:
     if not isinstance(file, str) or not isinstance(digest, str):
         return given
     if not os.path.isfile(file):
-        raise ConfigError(f"the run's data file {file!r} (--dataset {given!r}) no longer "
-                          "exists; allowed: the file the run was made on, at that path")
+        raise ConfigError(
+            f"the run's data file {file!r} (--dataset {given!r}) no longer "
+            "exists; allowed: the file the run was made on, at that path"
+        )
     now = storage.file_sha256(file)
     if now != digest:
-        raise ConfigError(f"the run's data file {file!r} changed since the run was made on it "
-                          f"(sha256 {_short(digest)} then, {_short(now)} now); allowed: the "
-                          "data the run was made on")
+        raise ConfigError(
+            f"the run's data file {file!r} changed since the run was made on it "
+            f"(sha256 {_short(digest)} then, {_short(now)} now); allowed: the "
+            "data the run was made on"
+        )
     return file
 
 
@@ -91,9 +95,11 @@ def same_data(recorded: Mapping[str, Any], given: Mapping[str, Any], flag: str) 
     if not all(isinstance(v, str) for v in (old, new, recorded.get("file"), given.get("file"))):
         return False
     if old != new:
-        raise ConfigError(f"{flag} {given.get('file')!r} (sha256 {_short(new)}) is not the data "
-                          f"the run was made on ({recorded.get('file')!r}, sha256 "
-                          f"{_short(old)}); allowed: the same data")
+        raise ConfigError(
+            f"{flag} {given.get('file')!r} (sha256 {_short(new)}) is not the data "
+            f"the run was made on ({recorded.get('file')!r}, sha256 "
+            f"{_short(old)}); allowed: the same data"
+        )
     return True
 
 
@@ -104,17 +110,24 @@ def _read(path: str) -> dict[str, np.ndarray]:
         arrays = storage.read_npz(path, REQUIRED)
     except ValueError as err:
         if "single .npy" in str(err):
-            raise ConfigError(f"dataset file {path!r} is a single .npy array, not an .npz "
-                              f"archive; allowed: an .npz with {', '.join(REQUIRED)}") from None
-        raise ConfigError(f"dataset file {path!r} is not a readable .npz without pickles "
-                          f"({type(err).__name__}: {' '.join(str(err).split())})") from None
+            raise ConfigError(
+                f"dataset file {path!r} is a single .npy array, not an .npz "
+                f"archive; allowed: an .npz with {', '.join(REQUIRED)}"
+            ) from None
+        raise ConfigError(
+            f"dataset file {path!r} is not a readable .npz without pickles "
+            f"({type(err).__name__}: {' '.join(str(err).split())})"
+        ) from None
     except (OSError, EOFError, zipfile.BadZipFile) as err:
-        raise ConfigError(f"dataset file {path!r} is not a readable .npz without pickles "
-                          f"({type(err).__name__}: {' '.join(str(err).split())})") from None
+        raise ConfigError(
+            f"dataset file {path!r} is not a readable .npz without pickles "
+            f"({type(err).__name__}: {' '.join(str(err).split())})"
+        ) from None
     missing = [k for k in REQUIRED if k not in arrays]
     if missing:
-        raise ConfigError(f"dataset file {path!r} lacks {', '.join(missing)}; it must hold "
-                          f"{', '.join(REQUIRED)}")
+        raise ConfigError(
+            f"dataset file {path!r} lacks {', '.join(missing)}; it must hold {', '.join(REQUIRED)}"
+        )
     return arrays
 
 
@@ -124,7 +137,8 @@ def _check_targets(where: str, y_train: np.ndarray, y_test: np.ndarray) -> None:
     if train_int != np.issubdtype(y_test.dtype, np.integer):
         raise ConfigError(
             f"{where}: y_train has dtype {y_train.dtype} but y_test {y_test.dtype}; allowed: "
-            "integer class labels in both, or real targets in both")
+            "integer class labels in both, or real targets in both"
+        )
     if not train_int:
         return
     low = min(int(y_train.min()), int(y_test.min()))
@@ -136,7 +150,8 @@ def _check_targets(where: str, y_train: np.ndarray, y_test: np.ndarray) -> None:
     if int(y_test.max()) > top:
         raise ConfigError(
             f"{where}: y_test holds class {int(y_test.max())}, which the training labels "
-            f"(0..{top}) do not have; allowed: test labels among the training classes")
+            f"(0..{top}) do not have; allowed: test labels among the training classes"
+        )
 
 
 def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
@@ -161,13 +176,23 @@ def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ConfigError(f"dataset file {path!r} does not exist")
-    return from_arrays(_read(path), name=path, where=repr(path),
-                       info={"source": path, **fingerprint(path)},
-                       standardize_data=standardize_data)
+    return from_arrays(
+        _read(path),
+        name=path,
+        where=repr(path),
+        info={"source": path, **fingerprint(path)},
+        standardize_data=standardize_data,
+    )
 
 
-def from_arrays(arrays: dict[str, np.ndarray], *, name: str, where: str, info: dict,
-                standardize_data: bool = False) -> Dataset:
+def from_arrays(
+    arrays: dict[str, np.ndarray],
+    *,
+    name: str,
+    where: str,
+    info: dict,
+    standardize_data: bool = False,
+) -> Dataset:
     """A dataset from the arrays ``x_train, y_train, x_test, y_test``, checked as a user's
     file is (:func:`load`): the same rules and one-line refusals, each starting with ``where``.
 
@@ -188,8 +213,9 @@ def from_arrays(arrays: dict[str, np.ndarray], *, name: str, where: str, info: d
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
         if x.ndim == 0 or y.ndim == 0:
             bad = f"x_{split}" if x.ndim == 0 else f"y_{split}"
-            raise ConfigError(f"{where}: {bad} is a single number (shape ()); allowed: "
-                              "one row per example")
+            raise ConfigError(
+                f"{where}: {bad} is a single number (shape ()); allowed: one row per example"
+            )
         if x.shape[0] == 0:
             raise ConfigError(f"{where}: x_{split} has 0 rows; allowed: at least 1")
         if x.shape[0] != y.shape[0]:
@@ -199,16 +225,16 @@ def from_arrays(arrays: dict[str, np.ndarray], *, name: str, where: str, info: d
         if y.ndim == 2 and y.shape[1] == 1:
             arrays[f"y_{split}"] = y[:, 0]
         elif y.ndim != 1:
-            raise ConfigError(
-                f"{where}: y_{split} has shape {y.shape}; allowed: (N,) or (N, 1)"
-            )
+            raise ConfigError(f"{where}: y_{split} has shape {y.shape}; allowed: (N,) or (N, 1)")
     if arrays["x_train"].ndim == 1:
         arrays["x_train"] = arrays["x_train"][:, None]
     if arrays["x_test"].ndim == 1:
         arrays["x_test"] = arrays["x_test"][:, None]
     if 0 in arrays["x_train"].shape[1:]:
-        raise ConfigError(f"{where}: x_train has shape {arrays['x_train'].shape}, 0 features "
-                          "per example; allowed: at least 1")
+        raise ConfigError(
+            f"{where}: x_train has shape {arrays['x_train'].shape}, 0 features "
+            "per example; allowed: at least 1"
+        )
     if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
         raise ConfigError(
             f"{where}: x_train rows have shape {arrays['x_train'].shape[1:]} but x_test rows "
@@ -216,8 +242,9 @@ def from_arrays(arrays: dict[str, np.ndarray], *, name: str, where: str, info: d
         )
     for key, value in arrays.items():
         if not (np.issubdtype(value.dtype, np.integer) or np.issubdtype(value.dtype, np.floating)):
-            raise ConfigError(f"{where}: {key} has dtype {value.dtype}; allowed: integers or "
-                              "real numbers")
+            raise ConfigError(
+                f"{where}: {key} has dtype {value.dtype}; allowed: integers or real numbers"
+            )
         if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
             bad = int(np.sum(~np.isfinite(value)))
             raise ConfigError(f"{where}: {key} holds {bad} NaN or infinite values")
@@ -225,9 +252,11 @@ def from_arrays(arrays: dict[str, np.ndarray], *, name: str, where: str, info: d
             # Real arrays are kept as float32: a larger value would become inf.
             largest = float(np.max(np.abs(value)))
             if largest > FLOAT32_MAX:
-                raise ConfigError(f"{where}: {key} holds {largest:.3g}, beyond float32's "
-                                  f"range, in which bnnkit keeps data; allowed: |value| <= "
-                                  f"{FLOAT32_MAX:.3g}")
+                raise ConfigError(
+                    f"{where}: {key} holds {largest:.3g}, beyond float32's "
+                    f"range, in which bnnkit keeps data; allowed: |value| <= "
+                    f"{FLOAT32_MAX:.3g}"
+                )
     _check_targets(where, arrays["y_train"], arrays["y_test"])
 
     # Integer targets are class labels; anything else is a real-valued regression target.

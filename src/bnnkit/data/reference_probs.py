@@ -63,20 +63,27 @@ class Reference(NamedTuple):
 
 REFERENCES: dict[str, Reference] = {
     "cifar10_hmc": Reference(
-        "cifar10_hmc", "cifar10", (10_000, 10),
+        "cifar10_hmc",
+        "cifar10",
+        (10_000, 10),
         "TensorFlow Datasets cifar10 test split order (not the order of test_batch.bin)",
         "differs: bnnkit reads test_batch.bin in file order, so the rows do not match bnnkit's "
-        "cifar10 test images"),
+        "cifar10 test images",
+    ),
     "imdb_hmc": Reference(
-        "imdb_hmc", "imdb", (25_000, 2),
+        "imdb_hmc",
+        "imdb",
+        (25_000, 2),
         "Keras imdb.load_data test order (seed 113), num_words 20,000, maxlen 100",
         "matches with bnnkit's imdb defaults (num_words 20,000, maxlen 100): bnnkit reproduces "
-        "Keras' shuffle of the test set"),
+        "Keras' shuffle of the test set",
+    ),
 }
 
 
-def read(path: str | os.PathLike, *, shape: tuple[int, int] | None = None,
-         what: str | None = None) -> np.ndarray:
+def read(
+    path: str | os.PathLike, *, shape: tuple[int, int] | None = None, what: str | None = None
+) -> np.ndarray:
     """Read and check a probability table (rows: test points, columns: classes).
 
     Args:
@@ -106,23 +113,30 @@ def read(path: str | os.PathLike, *, shape: tuple[int, int] | None = None,
             handle.seek(0)
             with warnings.catch_warnings():  # an empty file is refused below, not warned about
                 warnings.simplefilter("ignore", UserWarning)
-                table = np.loadtxt(handle, dtype=np.float64, ndmin=2,
-                                   delimiter="," if "," in first else None)
+                table = np.loadtxt(
+                    handle, dtype=np.float64, ndmin=2, delimiter="," if "," in first else None
+                )
     except OSError as err:
         raise ConfigError(f"{name} cannot be read: {err.strerror or err}") from None
     except ValueError as err:  # non-ASCII bytes, a word among the numbers, ragged rows
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ConfigError(f"{name} is not a table of probabilities (one row per test point, one "
-                          f"column per class): {reason}") from None
+        raise ConfigError(
+            f"{name} is not a table of probabilities (one row per test point, one "
+            f"column per class): {reason}"
+        ) from None
     if table.size == 0:
-        raise ConfigError(f"{name} is empty; allowed: one row per test point and one column "
-                          "per class")
+        raise ConfigError(
+            f"{name} is empty; allowed: one row per test point and one column per class"
+        )
     if table.shape[1] < 2:
-        raise ConfigError(f"{name} has shape {table.shape}; allowed: one row per test point and "
-                          "one column per class, at least 2 classes")
+        raise ConfigError(
+            f"{name} has shape {table.shape}; allowed: one row per test point and "
+            "one column per class, at least 2 classes"
+        )
     if shape is not None and table.shape != tuple(shape):
-        raise ConfigError(f"{name} has shape {table.shape}, expected {tuple(shape)} (test "
-                          "points, classes)")
+        raise ConfigError(
+            f"{name} has shape {table.shape}, expected {tuple(shape)} (test points, classes)"
+        )
     if not np.all(np.isfinite(table)):
         row = int(np.argwhere(~np.isfinite(table))[0, 0])
         raise ConfigError(f"{name} has a value that is not finite in row {row + 1}")
@@ -132,8 +146,10 @@ def read(path: str | os.PathLike, *, shape: tuple[int, int] | None = None,
     off = np.abs(table.sum(axis=1) - 1.0)
     if np.any(off > ROW_SUM_ATOL):
         row = int(np.argmax(off > ROW_SUM_ATOL))
-        raise ConfigError(f"{name}: row {row + 1} sums to {table[row].sum():.6g}; allowed: rows "
-                          f"summing to 1 (within {ROW_SUM_ATOL:g})")
+        raise ConfigError(
+            f"{name}: row {row + 1} sums to {table[row].sum():.6g}; allowed: rows "
+            f"summing to 1 (within {ROW_SUM_ATOL:g})"
+        )
     return table
 
 
@@ -153,8 +169,9 @@ def locate(name: str, data_dir: str | os.PathLike | None = None) -> Path:
             saying where to put it); or a file whose sha256 is not the pinned one.
     """
     if name not in REFERENCES:
-        raise ConfigError(f"unknown reference {name!r}; allowed: {', '.join(REFERENCES)} or a "
-                          "file path")
+        raise ConfigError(
+            f"unknown reference {name!r}; allowed: {', '.join(REFERENCES)} or a file path"
+        )
     remote = REMOTES[name][0]
     path = fetch.locate(name, [remote.filename], data_dir=data_dir, remotes=REMOTES[name])
     # A download was checked by pooch; a copy put in the data directory (or left in the cache)
@@ -162,14 +179,17 @@ def locate(name: str, data_dir: str | os.PathLike | None = None) -> Path:
     expected = remote.known_hash.split(":", 1)[1]
     found = _sha256(path)
     if found != expected:
-        raise ConfigError(f"checksum mismatch for {path}: sha256 {found}, expected {expected} "
-                          f"(the {name} file of {remote.urls[0]}); to use this file anyway, "
-                          "pass its path instead of the name")
+        raise ConfigError(
+            f"checksum mismatch for {path}: sha256 {found}, expected {expected} "
+            f"(the {name} file of {remote.urls[0]}); to use this file anyway, "
+            "pass its path instead of the name"
+        )
     return path
 
 
-def load(source: str | os.PathLike, data_dir: str | os.PathLike | None = None
-         ) -> tuple[np.ndarray, dict[str, str]]:
+def load(
+    source: str | os.PathLike, data_dir: str | os.PathLike | None = None
+) -> tuple[np.ndarray, dict[str, str]]:
     """A reference's probabilities and a description of them, by catalog name or file path.
 
     Args:
@@ -196,9 +216,15 @@ def load(source: str | os.PathLike, data_dir: str | os.PathLike | None = None
         ref = REFERENCES[text]
         path = locate(text, data_dir)
         probs = read(path, shape=ref.shape, what=f"reference {text} ({path})")
-        return probs, {"source": text, "file": str(path), "order": ref.order,
-                       "bnnkit_order": ref.bnnkit_order}
+        return probs, {
+            "source": text,
+            "file": str(path),
+            "order": ref.order,
+            "bnnkit_order": ref.bnnkit_order,
+        }
     if not os.path.isfile(text):
-        raise ConfigError(f"--reference-probs {text!r} is neither a file nor a released "
-                          f"reference; allowed: {', '.join(REFERENCES)} or a file path")
+        raise ConfigError(
+            f"--reference-probs {text!r} is neither a file nor a released "
+            f"reference; allowed: {', '.join(REFERENCES)} or a file path"
+        )
     return read(text, what=f"--reference-probs {text!r}"), {"source": text, "file": text}

@@ -63,8 +63,9 @@ def _read_member(handle: io.BufferedIOBase, name: str) -> np.ndarray:
         # latin1 is numpy's documented encoding for pickles written by Python 2 (Keras' file).
         array = RestrictedUnpickler(handle, encoding="latin1").load()
     except (pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError) as err:
-        raise ConfigError(f"member {name} could not be read by the restricted unpickler: "
-                          f"{err}") from None
+        raise ConfigError(
+            f"member {name} could not be read by the restricted unpickler: {err}"
+        ) from None
     if not isinstance(array, np.ndarray):
         raise ConfigError(f"member {name} holds {type(array).__name__}; allowed: ndarray")
     return array
@@ -95,8 +96,10 @@ def load_object_npz(path: str | os.PathLike, sha256: str) -> dict[str, np.ndarra
     expected = sha256.removeprefix("sha256:").lower()
     actual = file_sha256(path)
     if actual != expected:
-        raise ConfigError(f"checksum mismatch for {str(path)!r}: sha256 {actual}, expected "
-                          f"{expected}; refusing to unpickle it")
+        raise ConfigError(
+            f"checksum mismatch for {str(path)!r}: sha256 {actual}, expected "
+            f"{expected}; refusing to unpickle it"
+        )
     arrays = {}
     try:
         with zipfile.ZipFile(path) as archive:

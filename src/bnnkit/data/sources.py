@@ -41,69 +41,108 @@ _ZALANDO = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 _TORONTO = "https://www.cs.toronto.edu/~kriz/"
 # The NeurIPS 2021 BDL competition starter kit, at the commit whose probs.csv files are the
 # whitespace-delimited ones the hashes below pin (a later commit rewrote them comma-delimited).
-_BDL_KIT = ("https://raw.githubusercontent.com/izmailovpavel/neurips_bdl_starter_kit/"
-            "6743c848e5582f1ea60878bd2d71d6367ef826a3/data/")
+_BDL_KIT = (
+    "https://raw.githubusercontent.com/izmailovpavel/neurips_bdl_starter_kit/"
+    "6743c848e5582f1ea60878bd2d71d6367ef826a3/data/"
+)
 
 # dataset folder -> the files a download fetches (alternatives for local use are listed by the
 # loaders: e.g. MNIST also reads the four IDX files when they are on disk; "mnist_idx" is the
 # fallback download of MNIST, into the same folder, when the Keras file is unreachable).
 REMOTES: dict[str, tuple[Remote, ...]] = {
     "mnist": (
-        Remote("mnist.npz", (_KERAS + "mnist.npz",),
-               "sha256:731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"),
+        Remote(
+            "mnist.npz",
+            (_KERAS + "mnist.npz",),
+            "sha256:731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1",
+        ),
     ),
     "mnist_idx": (
-        Remote("train-images-idx3-ubyte.gz",
-               (_LECUN + "train-images-idx3-ubyte.gz",
-                _MNIST_MIRROR + "train-images-idx3-ubyte.gz"),
-               "md5:f68b3c2dcbeaaa9fbdd348bbdeb94873"),
-        Remote("train-labels-idx1-ubyte.gz",
-               (_LECUN + "train-labels-idx1-ubyte.gz",
-                _MNIST_MIRROR + "train-labels-idx1-ubyte.gz"),
-               "md5:d53e105ee54ea40749a09fcbcd1e9432"),
-        Remote("t10k-images-idx3-ubyte.gz",
-               (_LECUN + "t10k-images-idx3-ubyte.gz",
-                _MNIST_MIRROR + "t10k-images-idx3-ubyte.gz"),
-               "md5:9fb629c4189551a2d022fa330f9573f3"),
-        Remote("t10k-labels-idx1-ubyte.gz",
-               (_LECUN + "t10k-labels-idx1-ubyte.gz",
-                _MNIST_MIRROR + "t10k-labels-idx1-ubyte.gz"),
-               "md5:ec29112dd5afa0611ce80d1b7f02629c"),
+        Remote(
+            "train-images-idx3-ubyte.gz",
+            (_LECUN + "train-images-idx3-ubyte.gz", _MNIST_MIRROR + "train-images-idx3-ubyte.gz"),
+            "md5:f68b3c2dcbeaaa9fbdd348bbdeb94873",
+        ),
+        Remote(
+            "train-labels-idx1-ubyte.gz",
+            (_LECUN + "train-labels-idx1-ubyte.gz", _MNIST_MIRROR + "train-labels-idx1-ubyte.gz"),
+            "md5:d53e105ee54ea40749a09fcbcd1e9432",
+        ),
+        Remote(
+            "t10k-images-idx3-ubyte.gz",
+            (_LECUN + "t10k-images-idx3-ubyte.gz", _MNIST_MIRROR + "t10k-images-idx3-ubyte.gz"),
+            "md5:9fb629c4189551a2d022fa330f9573f3",
+        ),
+        Remote(
+            "t10k-labels-idx1-ubyte.gz",
+            (_LECUN + "t10k-labels-idx1-ubyte.gz", _MNIST_MIRROR + "t10k-labels-idx1-ubyte.gz"),
+            "md5:ec29112dd5afa0611ce80d1b7f02629c",
+        ),
     ),
     "fashion_mnist": (
-        Remote("train-images-idx3-ubyte.gz", (_ZALANDO + "train-images-idx3-ubyte.gz",),
-               "md5:8d4fb7e6c68d591d4c3dfef9ec88bf0d"),
-        Remote("train-labels-idx1-ubyte.gz", (_ZALANDO + "train-labels-idx1-ubyte.gz",),
-               "md5:25c81989df183df01b3e8a0aad5dffbe"),
-        Remote("t10k-images-idx3-ubyte.gz", (_ZALANDO + "t10k-images-idx3-ubyte.gz",),
-               "md5:bef4ecab320f06d8554ea6380940ec79"),
-        Remote("t10k-labels-idx1-ubyte.gz", (_ZALANDO + "t10k-labels-idx1-ubyte.gz",),
-               "md5:bb300cfdad3c16e7a12a480ee83cd310"),
+        Remote(
+            "train-images-idx3-ubyte.gz",
+            (_ZALANDO + "train-images-idx3-ubyte.gz",),
+            "md5:8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+        ),
+        Remote(
+            "train-labels-idx1-ubyte.gz",
+            (_ZALANDO + "train-labels-idx1-ubyte.gz",),
+            "md5:25c81989df183df01b3e8a0aad5dffbe",
+        ),
+        Remote(
+            "t10k-images-idx3-ubyte.gz",
+            (_ZALANDO + "t10k-images-idx3-ubyte.gz",),
+            "md5:bef4ecab320f06d8554ea6380940ec79",
+        ),
+        Remote(
+            "t10k-labels-idx1-ubyte.gz",
+            (_ZALANDO + "t10k-labels-idx1-ubyte.gz",),
+            "md5:bb300cfdad3c16e7a12a480ee83cd310",
+        ),
     ),
     "cifar10": (
-        Remote("cifar-10-binary.tar.gz", (_TORONTO + "cifar-10-binary.tar.gz",),
-               "md5:c32a1d4ab5d03f1284b67883e8d87530"),
+        Remote(
+            "cifar-10-binary.tar.gz",
+            (_TORONTO + "cifar-10-binary.tar.gz",),
+            "md5:c32a1d4ab5d03f1284b67883e8d87530",
+        ),
     ),
     "cifar100": (
-        Remote("cifar-100-binary.tar.gz", (_TORONTO + "cifar-100-binary.tar.gz",),
-               "md5:03b5dce01913d631647c71ecec9e9cb8"),
+        Remote(
+            "cifar-100-binary.tar.gz",
+            (_TORONTO + "cifar-100-binary.tar.gz",),
+            "md5:03b5dce01913d631647c71ecec9e9cb8",
+        ),
     ),
     "imdb": (
-        Remote("imdb.npz", (_KERAS + "imdb.npz",),
-               "sha256:69664113be75683a8fe16e3ed0ab59fda8886cb3cd7ada244f7d9544e4676b9f"),
+        Remote(
+            "imdb.npz",
+            (_KERAS + "imdb.npz",),
+            "sha256:69664113be75683a8fe16e3ed0ab59fda8886cb3cd7ada244f7d9544e4676b9f",
+        ),
     ),
     "cifar10_c": (
-        Remote("CIFAR-10-C.tar", ("https://zenodo.org/records/2535967/files/CIFAR-10-C.tar",),
-               "md5:56bf5dcef84df0e2308c6dcbcbbd8499"),
+        Remote(
+            "CIFAR-10-C.tar",
+            ("https://zenodo.org/records/2535967/files/CIFAR-10-C.tar",),
+            "md5:56bf5dcef84df0e2308c6dcbcbbd8499",
+        ),
     ),
     # HMC predictive probabilities of Izmailov et al. (2021), test points x classes.
     "cifar10_hmc": (
-        Remote("probs.csv", (_BDL_KIT + "cifar10/probs.csv",),
-               "sha256:4299e2e90a445fcdc6b20ebfc6f233cb214c1930635c11b3bf9c4b7e1c23b4c6"),
+        Remote(
+            "probs.csv",
+            (_BDL_KIT + "cifar10/probs.csv",),
+            "sha256:4299e2e90a445fcdc6b20ebfc6f233cb214c1930635c11b3bf9c4b7e1c23b4c6",
+        ),
     ),
     "imdb_hmc": (
-        Remote("probs.csv", (_BDL_KIT + "imdb/probs.csv",),
-               "sha256:7308a108ed1e411faed7f2bd25f74228f8e96d3baabc6b3da0e8229b5d7798db"),
+        Remote(
+            "probs.csv",
+            (_BDL_KIT + "imdb/probs.csv",),
+            "sha256:7308a108ed1e411faed7f2bd25f74228f8e96d3baabc6b3da0e8229b5d7798db",
+        ),
     ),
 }
 
@@ -116,7 +155,7 @@ LICENCES: dict[str, str] = {
     "imdb": "Large Movie Review Dataset (Maas et al. 2011); Keras preprocessing",
     "cifar10_jpeg_proxy": "derived from CIFAR-10 (no explicit licence)",
     "cifar10_hmc": "HMC predictions released with the NeurIPS 2021 BDL competition starter kit "
-                   "(Izmailov et al. 2021); no explicit licence",
+    "(Izmailov et al. 2021); no explicit licence",
     "imdb_hmc": "HMC predictions released with the NeurIPS 2021 BDL competition starter kit "
-                "(Izmailov et al. 2021); no explicit licence",
+    "(Izmailov et al. 2021); no explicit licence",
 }

@@ -13,8 +13,9 @@ from bnnkit.data.dataset import Dataset
 from bnnkit.errors import ConfigError
 
 
-def carve(dataset: Dataset, *, subset_train_to: int | None = None,
-          validation_size: int | None = None) -> Dataset:
+def carve(
+    dataset: Dataset, *, subset_train_to: int | None = None, validation_size: int | None = None
+) -> Dataset:
     """Split off a validation set from the end of train, then keep the first N of train.
 
     Args:
@@ -40,15 +41,19 @@ def carve(dataset: Dataset, *, subset_train_to: int | None = None,
     n = int(x.shape[0])
     if validation_size:
         if not 0 < validation_size < n:
-            raise ConfigError(f"validation_size {validation_size} does not fit {dataset.name!r} "
-                              f"with {n} training examples; allowed: 1..{n - 1}")
-        info["validation"] = (x[n - validation_size:], y[n - validation_size:])
+            raise ConfigError(
+                f"validation_size {validation_size} does not fit {dataset.name!r} "
+                f"with {n} training examples; allowed: 1..{n - 1}"
+            )
+        info["validation"] = (x[n - validation_size :], y[n - validation_size :])
         x, y = x[: n - validation_size], y[: n - validation_size]
         n -= validation_size
     if subset_train_to is not None:
         if not 0 < subset_train_to <= n:
-            raise ConfigError(f"subset_train_to {subset_train_to} out of range for "
-                              f"{dataset.name!r}; allowed: 1..{n}")
+            raise ConfigError(
+                f"subset_train_to {subset_train_to} out of range for "
+                f"{dataset.name!r}; allowed: 1..{n}"
+            )
         x, y = x[:subset_train_to], y[:subset_train_to]
         info["subset_train_to"] = subset_train_to
     return dataclasses.replace(dataset, x_train=x, y_train=y, info=info)

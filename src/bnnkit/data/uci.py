@@ -26,8 +26,12 @@ from bnnkit.errors import ConfigError
 # name -> (number of feature columns (features are columns 0..k-1, the target is column k),
 #          number of standard splits, licence of the data table)
 UCI_DATASETS: dict[str, tuple[int, int, str]] = {
-    "boston": (13, 20, "StatLib / UCI ML Repository; known ethical problems (column B): "
-                       "report for comparison only"),
+    "boston": (
+        13,
+        20,
+        "StatLib / UCI ML Repository; known ethical problems (column B): "
+        "report for comparison only",
+    ),
     "concrete": (8, 20, "UCI ML Repository, CC BY 4.0 (Yeh 1998)"),
     "energy": (8, 20, "UCI ML Repository, CC BY 4.0 (Tsanas & Xifara 2012); heating load"),
     "kin8nm": (8, 20, "DELVE kin family (Rasmussen et al.), freely redistributable"),
@@ -114,8 +118,12 @@ def load(name: str, *, standardize_data: bool = True) -> Dataset:
         y_train=y[index_train[split]],
         x_test=x[index_test[split]],
         y_test=y[index_test[split]],
-        info={"source": f"UCI {base}", "split": split, "num_splits": num_splits,
-              "licence": licence},
+        info={
+            "source": f"UCI {base}",
+            "split": split,
+            "num_splits": num_splits,
+            "licence": licence,
+        },
     )
     if not standardize_data:
         return raw

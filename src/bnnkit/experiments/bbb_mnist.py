@@ -55,36 +55,50 @@ DATA_FILE = "mnist_blundell.npz"
 class Config:
     """The priors to train and the VI settings (Blundell et al.'s by default)."""
 
-    priors: str = setting(",".join(PRIORS), metavar="NAME,...",
-                          help=f"comma-separated subset of: {', '.join(PRIORS)}")
-    epochs: int = setting(40, help="epochs per prior (a finished run of fewer is extended)",
-                          bounds=(1, None))
-    lr: float = setting(1e-3, help="Adam's initial step size (cosine schedule)",
-                        bounds=(1e-300, None))
-    sigma_init: float = setting(1e-3, help="initial posterior std σ of every weight",
-                                bounds=(1e-300, None))
-    kl_weighting: str = setting("uniform", choices=("uniform", "blundell"),
-                                help="KL share per minibatch: uniform 1/M, or Blundell's "
-                                     "2^(M−i)/(2^M − 1)")
-    ensemble_size: int = setting(10, help="weight samples in the final predictive",
-                                 bounds=(1, None))
+    priors: str = setting(
+        ",".join(PRIORS), metavar="NAME,...", help=f"comma-separated subset of: {', '.join(PRIORS)}"
+    )
+    epochs: int = setting(
+        40, help="epochs per prior (a finished run of fewer is extended)", bounds=(1, None)
+    )
+    lr: float = setting(
+        1e-3, help="Adam's initial step size (cosine schedule)", bounds=(1e-300, None)
+    )
+    sigma_init: float = setting(
+        1e-3, help="initial posterior std σ of every weight", bounds=(1e-300, None)
+    )
+    kl_weighting: str = setting(
+        "uniform",
+        choices=("uniform", "blundell"),
+        help="KL share per minibatch: uniform 1/M, or Blundell's 2^(M−i)/(2^M − 1)",
+    )
+    ensemble_size: int = setting(
+        10, help="weight samples in the final predictive", bounds=(1, None)
+    )
     seed: int = setting(0, help="seed of the runs", bounds=(0, 2**32 - 1))
-    data_dir: str | None = setting(None, help="folder with MNIST (default: $BNNKIT_DATA_DIR "
-                                              "or the download cache)")
-    dataset: str | None = setting(None, metavar="FILE.npz",
-                                  help="train on this .npz (x_train, y_train, x_test, y_test) "
-                                       "as given instead of MNIST / 126")
+    data_dir: str | None = setting(
+        None, help="folder with MNIST (default: $BNNKIT_DATA_DIR or the download cache)"
+    )
+    dataset: str | None = setting(
+        None,
+        metavar="FILE.npz",
+        help="train on this .npz (x_train, y_train, x_test, y_test) "
+        "as given instead of MNIST / 126",
+    )
     model: str = setting("mlp_bbb_400", help="the network (Blundell's 784-400-400-10)")
 
     def __post_init__(self) -> None:
         check_numbers(self)
         if self.kl_weighting not in ("uniform", "blundell"):
-            raise ConfigError(f"unknown --kl-weighting {self.kl_weighting!r}; allowed: "
-                              "uniform, blundell")
+            raise ConfigError(
+                f"unknown --kl-weighting {self.kl_weighting!r}; allowed: uniform, blundell"
+            )
         self.chosen_priors()
         if self.dataset is not None and not Path(self.dataset).is_file():
-            raise ConfigError(f"--dataset {self.dataset!r} is not a file; allowed: an .npz "
-                              "with x_train, y_train, x_test, y_test")
+            raise ConfigError(
+                f"--dataset {self.dataset!r} is not a file; allowed: an .npz "
+                "with x_train, y_train, x_test, y_test"
+            )
 
     def chosen_priors(self) -> list[str]:
         """The prior keys of :data:`PRIORS` asked for, in order.
@@ -108,12 +122,15 @@ def blundell_npz(folder: Path, data_dir: str | None) -> Path:
         return path
     arrays, _ = mnist.read_arrays("mnist", data_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    storage.save_arrays(path, {
-        "x_train": arrays["x_train"].reshape(-1, 784).astype(np.float32) / 126.0,
-        "y_train": arrays["y_train"].astype(np.int32),
-        "x_test": arrays["x_test"].reshape(-1, 784).astype(np.float32) / 126.0,
-        "y_test": arrays["y_test"].astype(np.int32),
-    })
+    storage.save_arrays(
+        path,
+        {
+            "x_train": arrays["x_train"].reshape(-1, 784).astype(np.float32) / 126.0,
+            "y_train": arrays["y_train"].astype(np.int32),
+            "x_test": arrays["x_test"].reshape(-1, 784).astype(np.float32) / 126.0,
+            "y_test": arrays["y_test"].astype(np.int32),
+        },
+    )
     return path
 
 
@@ -121,10 +138,19 @@ def vi_config(config: Config):
     """The :class:`bnnkit.inference.vi.Config` of every prior's run."""
     from bnnkit.inference import vi
 
-    return vi.Config(init_step_size=config.lr, num_epochs=config.epochs, batch_size=128,
-                     eval_freq=1, checkpoint_every=1, seed=config.seed, optimizer="adam",
-                     vi_num_samples=1, vi_sigma_init=config.sigma_init,
-                     kl_weighting=config.kl_weighting, vi_ensemble_size=config.ensemble_size)
+    return vi.Config(
+        init_step_size=config.lr,
+        num_epochs=config.epochs,
+        batch_size=128,
+        eval_freq=1,
+        checkpoint_every=1,
+        seed=config.seed,
+        optimizer="adam",
+        vi_num_samples=1,
+        vi_sigma_init=config.sigma_init,
+        kl_weighting=config.kl_weighting,
+        vi_ensemble_size=config.ensemble_size,
+    )
 
 
 def train(config: Config, out: Path, prior: str, progress: bool = True) -> bool:
@@ -137,13 +163,15 @@ def train(config: Config, out: Path, prior: str, progress: bool = True) -> bool:
 
     def report(epoch: int, log: dict) -> None:
         if progress:
-            print(f"[{prior}] epoch {epoch + 1}/{config.epochs}: {log['seconds']:.1f} s, "
-                  f"ELBO {log['elbo'][0]:.4g}, E[log lik] "
-                  f"{log['expected_log_likelihood'][0]:.4g}, KL {log['kl'][0]:.4g}, test error "
-                  f"(mean) {100 * (1 - log['test']['accuracy']):.2f} %", flush=True)
+            print(
+                f"[{prior}] epoch {epoch + 1}/{config.epochs}: {log['seconds']:.1f} s, "
+                f"ELBO {log['elbo'][0]:.4g}, E[log lik] "
+                f"{log['expected_log_likelihood'][0]:.4g}, KL {log['kl'][0]:.4g}, test error "
+                f"(mean) {100 * (1 - log['test']['accuracy']):.2f} %",
+                flush=True,
+            )
 
-    ran = run_or_reuse(problem, vi_config(config), runs_dir / prior, progress=False,
-                       on_unit=report)
+    ran = run_or_reuse(problem, vi_config(config), runs_dir / prior, progress=False, on_unit=report)
     if progress and not ran:
         print(f"[{prior}] {config.epochs} epochs finished earlier, reused", flush=True)
     return ran
@@ -173,15 +201,17 @@ class BBBMnist:
             {LABELS[p]: c for p, c in self.curves.items()},
             {LABELS[p]: PUBLISHED[p] for p in self.curves},
             (f"Gaussian, later reproduction {REPRODUCTION_GAUSSIAN} %", REPRODUCTION_GAUSSIAN),
-            title="Bayes by Backprop, MNIST, 784-400-400-10, batch 128")
+            title="Bayes by Backprop, MNIST, 784-400-400-10, batch 128",
+        )
         storage.atomic_write_bytes(out / FIGURE_FILE, png)
         storage.atomic_write_bytes(out / TABLE_FILE, self.markdown().encode())
         storage.write_json(out / SUMMARY_FILE, self.summary)
         return [out / SUMMARY_FILE, out / TABLE_FILE, out / FIGURE_FILE]
 
 
-def summarise(run_dir: Path, out: Path, prior: str) -> tuple[tuple[list[int], list[float]],
-                                                             dict[str, Any], str]:
+def summarise(
+    run_dir: Path, out: Path, prior: str
+) -> tuple[tuple[list[int], list[float]], dict[str, Any], str]:
     """One run's error curve, summary row and pruning table (written to
     ``out/pruning_<prior>``)."""
     from bnnkit.evaluation import evaluate
@@ -196,17 +226,26 @@ def summarise(run_dir: Path, out: Path, prior: str) -> tuple[tuple[list[int], li
     ensemble = evaluate(run_dir, write=True)["test"]
     rows = prune_run(str(run_dir), str(out / f"pruning_{prior}"))
     summary = {
-        "status": record["status"], "epochs": len(log),
+        "status": record["status"],
+        "epochs": len(log),
         "train_seconds": float(sum(r["seconds"] for r in log)),
         "seconds_per_epoch": float(np.mean([r["seconds"] for r in log])),
-        "mean_network_test_error": errors[-1], "best_mean_network_test_error": min(errors),
+        "mean_network_test_error": errors[-1],
+        "best_mean_network_test_error": min(errors),
         "ensemble_test_error": 100 * (1 - ensemble["accuracy"]),
         "ensemble_size": record["method_config"]["vi_ensemble_size"],
-        "ensemble_nll": ensemble["nll"], "final_elbo": log[-1]["elbo"][0],
-        "final_kl": log[-1]["kl"][0], "method_config": record["method_config"],
-        "pruning": [{"fraction": r["fraction"],
-                     "snr_error": 100 * r["snr"]["error"],
-                     "magnitude_error": 100 * r["magnitude"]["error"]} for r in rows],
+        "ensemble_nll": ensemble["nll"],
+        "final_elbo": log[-1]["elbo"][0],
+        "final_kl": log[-1]["kl"][0],
+        "method_config": record["method_config"],
+        "pruning": [
+            {
+                "fraction": r["fraction"],
+                "snr_error": 100 * r["snr"]["error"],
+                "magnitude_error": 100 * r["magnitude"]["error"],
+            }
+            for r in rows
+        ],
     }
     table = (out / f"pruning_{prior}" / "pruning.md").read_text().strip()
     return (epochs, errors), summary, table
@@ -214,30 +253,48 @@ def summarise(run_dir: Path, out: Path, prior: str) -> tuple[tuple[list[int], li
 
 def markdown(result: BBBMnist) -> str:
     """Per prior: the error curve (every tenth epoch), the final errors and the pruning."""
-    lines = ["# Bayes by Backprop on MNIST (Blundell et al. 2015 setting)", "",
-             "784-400-400-10 ReLU MLP, batch 128, inputs / 126, one weight sample per step, "
-             "real MNIST (60,000 train / 10,000 test), 2-core CPU shared with other jobs. "
-             "Test error of the mean network after every epoch (`error_curve.png`); the "
-             "weight-sample predictive at the end. Published (400 units, hundreds of epochs): "
-             f"Gaussian {PUBLISHED['gaussian']} %, scale mixture {PUBLISHED['scale_mixture']} %;"
-             f" a reproduction with a Gaussian prior: {REPRODUCTION_GAUSSIAN} %.", ""]
+    lines = [
+        "# Bayes by Backprop on MNIST (Blundell et al. 2015 setting)",
+        "",
+        "784-400-400-10 ReLU MLP, batch 128, inputs / 126, one weight sample per step, "
+        "real MNIST (60,000 train / 10,000 test), 2-core CPU shared with other jobs. "
+        "Test error of the mean network after every epoch (`error_curve.png`); the "
+        "weight-sample predictive at the end. Published (400 units, hundreds of epochs): "
+        f"Gaussian {PUBLISHED['gaussian']} %, scale mixture {PUBLISHED['scale_mixture']} %;"
+        f" a reproduction with a Gaussian prior: {REPRODUCTION_GAUSSIAN} %.",
+        "",
+    ]
     for prior, (epochs, errors) in result.curves.items():
         s = result.summary[prior]
         mc = s["method_config"]
         every = max(1, len(epochs) // 10)
-        lines += [f"### {LABELS[prior]}", "",
-                  f"{s['epochs']} epochs ({s['status']}), {s['train_seconds'] / 60:.1f} min of "
-                  f"training, {s['seconds_per_epoch']:.1f} s/epoch; Adam, initial step "
-                  f"{mc['init_step_size']:g} (cosine), σ_init {mc['vi_sigma_init']:g}, KL "
-                  f"weighting {mc['kl_weighting']}.", "",
-                  "| epoch | test error of the mean network (%) |", "|---:|---:|"]
-        lines += [f"| {e} | {err:.2f} |" for e, err in zip(epochs, errors, strict=True)
-                  if e % every == 0 or e == epochs[-1]]
-        lines += ["", f"Final: mean network {errors[-1]:.2f} %, predictive of "
-                      f"{s['ensemble_size']} weight samples {s['ensemble_test_error']:.2f} % "
-                      f"(published: {PUBLISHED[prior]} %).", "",
-                  "Pruning (test error of the pruned mean network):", "",
-                  result.pruning_markdown[prior], ""]
+        lines += [
+            f"### {LABELS[prior]}",
+            "",
+            f"{s['epochs']} epochs ({s['status']}), {s['train_seconds'] / 60:.1f} min of "
+            f"training, {s['seconds_per_epoch']:.1f} s/epoch; Adam, initial step "
+            f"{mc['init_step_size']:g} (cosine), σ_init {mc['vi_sigma_init']:g}, KL "
+            f"weighting {mc['kl_weighting']}.",
+            "",
+            "| epoch | test error of the mean network (%) |",
+            "|---:|---:|",
+        ]
+        lines += [
+            f"| {e} | {err:.2f} |"
+            for e, err in zip(epochs, errors, strict=True)
+            if e % every == 0 or e == epochs[-1]
+        ]
+        lines += [
+            "",
+            f"Final: mean network {errors[-1]:.2f} %, predictive of "
+            f"{s['ensemble_size']} weight samples {s['ensemble_test_error']:.2f} % "
+            f"(published: {PUBLISHED[prior]} %).",
+            "",
+            "Pruning (test error of the pruned mean network):",
+            "",
+            result.pruning_markdown[prior],
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -257,8 +314,7 @@ def bbb_mnist(config: Config, out: str | os.PathLike, *, progress: bool = True) 
     curves, summary, tables = {}, {}, {}
     for prior in config.chosen_priors():
         train(config, out, prior, progress)
-        curves[prior], summary[prior], tables[prior] = summarise(out / "runs" / prior, out,
-                                                                 prior)
+        curves[prior], summary[prior], tables[prior] = summarise(out / "runs" / prior, out, prior)
     result = BBBMnist(curves, summary, tables)
     result.write(out)
     return result

@@ -90,9 +90,20 @@ FIGURE_FILE = "compare_methods.png"
 #: A classification setting's reliability diagram of every method, by the setting's name.
 RELIABILITY_FILE = SETTING_RELIABILITY_FILE
 #: Test metrics and closeness to HMC, in the table's column order.
-COLUMNS = ("accuracy", "rmse", "nll", "ece", "brier", "agreement", "total_variation",
-           "rmse_to_reference_mean", "wasserstein_1", "conformal_coverage",
-           "conformal_set_size", "conformal_width")
+COLUMNS = (
+    "accuracy",
+    "rmse",
+    "nll",
+    "ece",
+    "brier",
+    "agreement",
+    "total_variation",
+    "rmse_to_reference_mean",
+    "wasserstein_1",
+    "conformal_coverage",
+    "conformal_set_size",
+    "conformal_width",
+)
 #: The label of MC dropout's row, which a setting whose model has no dropout variant skips.
 DROPOUT_LABEL = "MC-dropout (T=20)"
 #: IVON's largest learning rate α: Shen et al.'s (2024) value for their image classifiers.
@@ -141,15 +152,28 @@ class Setting:
 SETTINGS: dict[str, Setting] = {
     "yacht": Setting(
         problem=ProblemConfig(dataset="yacht_0", model="mlp_regression_small", noise_std=0.1),
-        hmc=hmc.Config(step_size=5e-4, trajectory_len=0.15, num_iterations=300,
-                       num_burn_in=100, num_chains=4),
-        batch_size=32, epochs=1500, burn_in=500, cycle=100,
+        hmc=hmc.Config(
+            step_size=5e-4, trajectory_len=0.15, num_iterations=300, num_burn_in=100, num_chains=4
+        ),
+        batch_size=32,
+        epochs=1500,
+        burn_in=500,
+        cycle=100,
     ),
     "mnist160": Setting(
         problem=ProblemConfig(dataset="mnist", model="mlp_classification", subset_train_to=160),
-        hmc=hmc.Config(step_size=5e-4, trajectory_len=0.1, num_iterations=120,
-                       num_burn_in=40, num_chains=4, max_num_leapfrog_steps=2000),
-        batch_size=32, epochs=1500, burn_in=500, cycle=100,
+        hmc=hmc.Config(
+            step_size=5e-4,
+            trajectory_len=0.1,
+            num_iterations=120,
+            num_burn_in=40,
+            num_chains=4,
+            max_num_leapfrog_steps=2000,
+        ),
+        batch_size=32,
+        epochs=1500,
+        burn_in=500,
+        cycle=100,
     ),
 }
 
@@ -158,17 +182,25 @@ SETTINGS: dict[str, Setting] = {
 class Config:
     """Which settings to run, and where their data are."""
 
-    settings: str = setting(",".join(SETTINGS), metavar="NAME,...",
-                            help=f"comma-separated settings to run, of: {', '.join(SETTINGS)}")
-    data_dir: str | None = setting(None, help="folder with MNIST (default: $BNNKIT_DATA_DIR "
-                                              "or the download cache)")
+    settings: str = setting(
+        ",".join(SETTINGS),
+        metavar="NAME,...",
+        help=f"comma-separated settings to run, of: {', '.join(SETTINGS)}",
+    )
+    data_dir: str | None = setting(
+        None, help="folder with MNIST (default: $BNNKIT_DATA_DIR or the download cache)"
+    )
     validation_size: int | None = setting(
-        None, bounds=(1, None),
+        None,
+        bounds=(1, None),
         help="hold out the last N training examples of every setting for split conformal "
-             "prediction at --conformal (default: none held out, no conformal columns)")
-    conformal: float = setting(0.1, help="α, the miscoverage level of the conformal sets or "
-                                         "intervals, in (0, 1)",
-                               bounds=(Exclusive(0), Exclusive(1)))
+        "prediction at --conformal (default: none held out, no conformal columns)",
+    )
+    conformal: float = setting(
+        0.1,
+        help="α, the miscoverage level of the conformal sets or intervals, in (0, 1)",
+        bounds=(Exclusive(0), Exclusive(1)),
+    )
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -181,8 +213,9 @@ class Config:
         """
         names = [n.strip() for n in self.settings.split(",") if n.strip()]
         if not names:
-            raise ConfigError(f"--settings {self.settings!r} names none; allowed: "
-                              f"{', '.join(known)}")
+            raise ConfigError(
+                f"--settings {self.settings!r} names none; allowed: {', '.join(known)}"
+            )
         for name in names:
             if name not in known:
                 raise ConfigError(f"unknown --settings {name!r}; allowed: {', '.join(known)}")
@@ -199,8 +232,13 @@ class Comparison:
     problems: dict[str, dict[str, Any]]
 
     def markdown(self) -> str:
-        return "\n".join(["# Cheaper methods against HMC", "",
-                          *(markdown(name, rows) for name, rows in self.rows.items())])
+        return "\n".join(
+            [
+                "# Cheaper methods against HMC",
+                "",
+                *(markdown(name, rows) for name, rows in self.rows.items()),
+            ]
+        )
 
     def write(self, out: str | os.PathLike) -> list[Path]:
         """``results.json``, ``table.md``, ``compare_methods.png`` and per classification
@@ -210,9 +248,13 @@ class Comparison:
 
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
-        storage.write_json(out / RESULTS_FILE, {
-            name: {"problem": self.problems[name], "rows": rows}
-            for name, rows in self.rows.items()})
+        storage.write_json(
+            out / RESULTS_FILE,
+            {
+                name: {"problem": self.problems[name], "rows": rows}
+                for name, rows in self.rows.items()
+            },
+        )
         storage.atomic_write_bytes(out / TABLE_FILE, self.markdown().encode())
         storage.atomic_write_bytes(out / FIGURE_FILE, compare_methods_png(self.rows))
         written = [out / RESULTS_FILE, out / TABLE_FILE, out / FIGURE_FILE]
@@ -241,8 +283,9 @@ def gradient_rms(hmc_dir: str | os.PathLike, batch_size: int) -> float:
     grad = jax.jit(jax.grad(problem.log_posterior))
     sq = None
     for i in idx:
-        g = jnp.concatenate([x.ravel() for x in jax.tree.leaves(
-            grad(params, Batch(train.x[i], train.y[i])))])
+        g = jnp.concatenate(
+            [x.ravel() for x in jax.tree.leaves(grad(params, Batch(train.x[i], train.y[i])))]
+        )
         sq = g**2 if sq is None else sq + g**2
     return float(jnp.median(jnp.sqrt(sq / len(idx))))
 
@@ -274,8 +317,14 @@ def method_problem(problem: ProblemConfig, config: Any) -> ProblemConfig:
     return problem
 
 
-def methods(setting: Setting, eta: float, grad_rms: float, *, num_train: int,
-            sgd_run: str | os.PathLike | None = None) -> dict[str, Any]:
+def methods(
+    setting: Setting,
+    eta: float,
+    grad_rms: float,
+    *,
+    num_train: int,
+    sgd_run: str | os.PathLike | None = None,
+) -> dict[str, Any]:
     """Method label -> its Config, from the SGLD step ``eta``, the gradient's RMS and the
     training examples N (IVON's step, see the module's docstring).
 
@@ -284,40 +333,63 @@ def methods(setting: Setting, eta: float, grad_rms: float, *, num_train: int,
     epochs, burn, cycle = setting.epochs, setting.burn_in, setting.cycle
     common = dict(num_epochs=epochs, batch_size=setting.batch_size)
     sgd_eta = 10 * eta  # optimisation tolerates larger steps than sampling
-    constant = dict(common, init_step_size=eta, final_step_size=eta, num_burn_in=burn,
-                    ensemble_freq=max((epochs - burn) // 50, 1))
-    clr = dict(common, init_step_size=2 * eta, step_size_schedule="cyclical", cycle_length=cycle,
-               num_burn_in=burn, momentum_decay=0.9)
+    constant = dict(
+        common,
+        init_step_size=eta,
+        final_step_size=eta,
+        num_burn_in=burn,
+        ensemble_freq=max((epochs - burn) // 50, 1),
+    )
+    clr = dict(
+        common,
+        init_step_size=2 * eta,
+        step_size_schedule="cyclical",
+        cycle_length=cycle,
+        num_burn_in=burn,
+        momentum_decay=0.9,
+    )
     table: dict[str, Any] = {
         "SGD": sgd.Config(**common, init_step_size=sgd_eta, momentum_decay=0.9),
-        "Deep ensemble (K=5)": ensemble.Config(**common, init_step_size=sgd_eta,
-                                               momentum_decay=0.9, num_members=5),
+        "Deep ensemble (K=5)": ensemble.Config(
+            **common, init_step_size=sgd_eta, momentum_decay=0.9, num_members=5
+        ),
         "SGLD": sgmcmc.Config(**constant, momentum_decay=0.0),
         "SGHMC": sgmcmc.Config(**constant, momentum_decay=0.9),
         "SGHMC-CLR": sgmcmc.Config(**clr),
-        "SGHMC-CLR-Prec": sgmcmc.Config(**{**clr, "init_step_size": 2 * eta * grad_rms},
-                                        preconditioner="rmsprop"),
+        "SGHMC-CLR-Prec": sgmcmc.Config(
+            **{**clr, "init_step_size": 2 * eta * grad_rms}, preconditioner="rmsprop"
+        ),
     }
     # Its state holds K = 20 deviations of every parameter per member (129 MB on MNIST's
     # MLP): written every epoch, as the other methods' small states are, it took 3x the
     # epoch's own time. Every 10 % of the run, as bnnkit reference writes its chains.
-    multiswag = swag.Config(**common, init_step_size=sgd_eta, momentum_decay=0.9,
-                            num_burn_in=burn, num_members=5,
-                            checkpoint_every=max(1, setting.epochs // 10))
+    multiswag = swag.Config(
+        **common,
+        init_step_size=sgd_eta,
+        momentum_decay=0.9,
+        num_burn_in=burn,
+        num_members=5,
+        checkpoint_every=max(1, setting.epochs // 10),
+    )
     table[multiswag.label] = multiswag
     if DROPOUT_LABEL not in skipped_methods(setting):
-        table[DROPOUT_LABEL] = dropout.Config(**common, init_step_size=sgd_eta,
-                                              momentum_decay=0.9)
+        table[DROPOUT_LABEL] = dropout.Config(**common, init_step_size=sgd_eta, momentum_decay=0.9)
     ivon_default = ivon.Config(**common, init_step_size=IVON_STEP_SIZE)
-    table["IVON"] = dataclasses.replace(ivon_default, init_step_size=min(
-        IVON_STEP_SIZE, num_train * ivon_default.hess_init * sgd_eta))
-    table["MFVI"] = vi.Config(**common, init_step_size=VI_STEP_SIZE,
-                              init_checkpoint=None if sgd_run is None else os.fspath(sgd_run))
+    table["IVON"] = dataclasses.replace(
+        ivon_default,
+        init_step_size=min(IVON_STEP_SIZE, num_train * ivon_default.hess_init * sgd_eta),
+    )
+    table["MFVI"] = vi.Config(
+        **common,
+        init_step_size=VI_STEP_SIZE,
+        init_checkpoint=None if sgd_run is None else os.fspath(sgd_run),
+    )
     return table
 
 
-def run_setting(name: str, setting: Setting, root: Path, progress: bool = True,
-                conformal: float | None = None) -> list[dict[str, Any]]:
+def run_setting(
+    name: str, setting: Setting, root: Path, progress: bool = True, conformal: float | None = None
+) -> list[dict[str, Any]]:
     """HMC, then every method of :func:`methods` against it; the table rows.
 
     ``conformal``: α of split conformal prediction on the problem's validation set (which
@@ -332,8 +404,7 @@ def run_setting(name: str, setting: Setting, root: Path, progress: bool = True,
         ran = run_or_reuse(problem, setting.hmc, hmc_dir, progress=progress)
         seconds, made, sampler_name = run_seconds(hmc_dir), "random starts", "hmc"
     else:
-        ran = reference.reference_or_reuse(problem, setting.reference, hmc_dir,
-                                           progress=progress)
+        ran = reference.reference_or_reuse(problem, setting.reference, hmc_dir, progress=progress)
         seconds = reference.reference_seconds(hmc_dir)
         made = f"from the {setting.reference.members} members of a deep ensemble"
         sampler_name = setting.reference.sampler
@@ -345,20 +416,31 @@ def run_setting(name: str, setting: Setting, root: Path, progress: bool = True,
     eps = setting.hmc.step_size if sampler_name == "mclmc" else step
     eta = eps**2 / 2
     level = reference_level(ref.get("convergence")) or "not judged"
-    rows = [{"method": label, **ref["test"], **_conformal(ref), **_calibration(ref),
-             "seconds": seconds, "level": level,
-             "note": f"{made}; acc. {sampler['acceptance_rate']:.2f}, step {step:.2g}, "
-                     f"{sampler['num_divergent']} div.; verdict {level}"}]
+    rows = [
+        {
+            "method": label,
+            **ref["test"],
+            **_conformal(ref),
+            **_calibration(ref),
+            "seconds": seconds,
+            "level": level,
+            "note": f"{made}; acc. {sampler['acceptance_rate']:.2f}, step {step:.2g}, "
+            f"{sampler['num_divergent']} div.; verdict {level}",
+        }
+    ]
     rms = gradient_rms(hmc_dir, setting.batch_size)
     skipped = skipped_methods(setting)
-    chosen = methods(setting, eta, rms, num_train=_num_train(hmc_dir),
-                     sgd_run=root / name / "sgd")
+    chosen = methods(setting, eta, rms, num_train=_num_train(hmc_dir), sgd_run=root / name / "sgd")
     choice = None
     if setting.baseline_priors:
         choice = prior_choice.choose(
-            problem, setting.baseline_priors, chosen["SGD"], root / name / "prior_choice",
+            problem,
+            setting.baseline_priors,
+            chosen["SGD"],
+            root / name / "prior_choice",
             validation_size=problem.validation_size or setting.baseline_validation,
-            progress=progress)
+            progress=progress,
+        )
     if setting.methods is not None:
         chosen = {k: v for k, v in chosen.items() if k in setting.methods}
         skipped = {k: v for k, v in skipped.items() if k in setting.methods}
@@ -374,20 +456,37 @@ def run_setting(name: str, setting: Setting, root: Path, progress: bool = True,
         config, ran = run_or_reuse_stable(on, config, run_dir, progress=progress)
         _announce(progress, name, label, ran)
         res = evaluate(run_dir, reference=hmc_dir, conformal=conformal)
-        rows.append({"method": label, **res["test"],
-                     **{k: v for k, v in res["reference"].items()
-                        if k not in ("run", "settings_differ")},
-                     **_conformal(res), **_calibration(res), "seconds": run_seconds(run_dir),
-                     "note": f"η₀ {config.init_step_size:.2g}"
-                             + ("" if config.init_step_size == given else
-                                f" (÷{given / config.init_step_size:.0f} after divergence)")
-                             + f", {res['num_chains']}x{res['num_samples_per_chain']} samples"
-                             + ("" if on.model == problem.model else f"; {on.model}")
-                             + (("; " + choice.note() if label == "SGD" else
-                                 f"; prior {choice.prior}") if picked else ""),
-                     **({"prior": choice.prior} if picked else {}),
-                     **({"prior_choice": dataclasses.asdict(choice)}
-                        if picked and label == "SGD" else {})})
+        rows.append(
+            {
+                "method": label,
+                **res["test"],
+                **{
+                    k: v for k, v in res["reference"].items() if k not in ("run", "settings_differ")
+                },
+                **_conformal(res),
+                **_calibration(res),
+                "seconds": run_seconds(run_dir),
+                "note": f"η₀ {config.init_step_size:.2g}"
+                + (
+                    ""
+                    if config.init_step_size == given
+                    else f" (÷{given / config.init_step_size:.0f} after divergence)"
+                )
+                + f", {res['num_chains']}x{res['num_samples_per_chain']} samples"
+                + ("" if on.model == problem.model else f"; {on.model}")
+                + (
+                    ("; " + choice.note() if label == "SGD" else f"; prior {choice.prior}")
+                    if picked
+                    else ""
+                ),
+                **({"prior": choice.prior} if picked else {}),
+                **(
+                    {"prior_choice": dataclasses.asdict(choice)}
+                    if picked and label == "SGD"
+                    else {}
+                ),
+            }
+        )
     rows.extend({"method": label, "note": why} for label, why in skipped.items())
     return rows
 
@@ -405,8 +504,10 @@ def _conformal(evaluation: dict[str, Any]) -> dict[str, Any]:
     if found is None:
         return {}
     size = {k: found[k] for k in ("mean_set_size", "mean_width") if k in found}
-    return {"conformal_coverage": found["coverage"],
-            **{"conformal_" + k.removeprefix("mean_"): v for k, v in size.items()}}
+    return {
+        "conformal_coverage": found["coverage"],
+        **{"conformal_" + k.removeprefix("mean_"): v for k, v in size.items()},
+    }
 
 
 def _calibration(evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -427,14 +528,17 @@ def markdown(name: str, rows: list[dict[str, Any]]) -> str:
     for r in rows:
         vals = [f"{r[k]:.4f}" if k in r else "—" for k in keys]
         seconds = f"{r['seconds']:.0f}" if "seconds" in r else "—"  # a skipped method: no run
-        lines.append(f"| {r['method']} | " + " | ".join(vals) + f" | {seconds} | "
-                     f"{r['note']} |")
+        lines.append(f"| {r['method']} | " + " | ".join(vals) + f" | {seconds} | {r['note']} |")
     return "\n".join(lines) + "\n"
 
 
-def compare_methods(config: Config, out: str | os.PathLike, *,
-                    settings: Mapping[str, Setting] | None = None,
-                    progress: bool = True) -> Comparison:
+def compare_methods(
+    config: Config,
+    out: str | os.PathLike,
+    *,
+    settings: Mapping[str, Setting] | None = None,
+    progress: bool = True,
+) -> Comparison:
     """Run (or reuse) every chosen setting's methods in ``out`` and write the report there.
 
     Args:
@@ -455,13 +559,23 @@ def compare_methods(config: Config, out: str | os.PathLike, *,
     for name in names:
         setting_ = known[name]
         if config.data_dir is not None:
-            setting_ = dataclasses.replace(setting_, problem=dataclasses.replace(
-                setting_.problem, data_dir=config.data_dir))
+            setting_ = dataclasses.replace(
+                setting_, problem=dataclasses.replace(setting_.problem, data_dir=config.data_dir)
+            )
         if config.validation_size is not None:
-            setting_ = dataclasses.replace(setting_, problem=dataclasses.replace(
-                setting_.problem, validation_size=config.validation_size))
-        rows[name] = run_setting(name, setting_, out, progress,
-                                 None if config.validation_size is None else config.conformal)
+            setting_ = dataclasses.replace(
+                setting_,
+                problem=dataclasses.replace(
+                    setting_.problem, validation_size=config.validation_size
+                ),
+            )
+        rows[name] = run_setting(
+            name,
+            setting_,
+            out,
+            progress,
+            None if config.validation_size is None else config.conformal,
+        )
         problems[name] = dataclasses.asdict(setting_.problem)
         result = Comparison(rows, problems)
         result.write(out)

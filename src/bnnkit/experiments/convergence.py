@@ -57,9 +57,12 @@ class Config:
     """The histograms' bins and the test points the function space is taken on."""
 
     bins: int = setting(40, help="histogram bins per space")
-    max_test: int | None = setting(None, help="function space and chain comparison on the "
-                                              "first N test points only (default: all)",
-                                   metavar="N", bounds=(1, None))
+    max_test: int | None = setting(
+        None,
+        help="function space and chain comparison on the first N test points only (default: all)",
+        metavar="N",
+        bounds=(1, None),
+    )
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -85,14 +88,17 @@ def histogram(rhat: np.ndarray, bins: int) -> dict[str, Any]:
         log_bins = bool(low > 0 and high > LOG_SPREAD * low)
         if high == low:
             low, high = low - 0.5e-3, high + 0.5e-3  # one value: a narrow bin around it
-        edges = np.geomspace(low, high, bins + 1) if log_bins else np.linspace(low, high,
-                                                                               bins + 1)
+        edges = np.geomspace(low, high, bins + 1) if log_bins else np.linspace(low, high, bins + 1)
         # The ends exactly the extremes (geomspace may round them), so none falls outside.
         edges[0], edges[-1] = min(edges[0], finite.min()), max(edges[-1], finite.max())
     counts, _ = np.histogram(finite, edges)
-    return {"edges": edges.tolist(), "counts": counts.tolist(), "log_bins": log_bins,
-            "undefined": int(values.size - finite.size),
-            "summary": diagnostics.summarize(finite)}
+    return {
+        "edges": edges.tolist(),
+        "counts": counts.tolist(),
+        "log_bins": log_bins,
+        "undefined": int(values.size - finite.size),
+        "summary": diagnostics.summarize(finite),
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,17 +155,27 @@ def compare_chains(prediction: Any, reference: Any) -> list[dict[str, Any]]:
     if short < 1:
         return []
     task = prediction.task
-    one = [compare(_average(task, per_sample[c, :chains * short]), reference)
-           for c in range(chains)]
-    several = compare(_average(task, per_sample[:, :short].reshape(
-        (chains * short, *per_sample.shape[2:]))), reference)
+    one = [
+        compare(_average(task, per_sample[c, : chains * short]), reference) for c in range(chains)
+    ]
+    several = compare(
+        _average(task, per_sample[:, :short].reshape((chains * short, *per_sample.shape[2:]))),
+        reference,
+    )
     return [
-        {"scheme": f"1 chain x {chains * short} samples", "num_chains": 1,
-         "samples_per_chain": chains * short,
-         **{k: float(np.mean([s[k] for s in one])) for k in one[0]},
-         "per_chain": one},
-        {"scheme": f"{chains} chains x {short} samples", "num_chains": chains,
-         "samples_per_chain": short, **several},
+        {
+            "scheme": f"1 chain x {chains * short} samples",
+            "num_chains": 1,
+            "samples_per_chain": chains * short,
+            **{k: float(np.mean([s[k] for s in one])) for k in one[0]},
+            "per_chain": one,
+        },
+        {
+            "scheme": f"{chains} chains x {short} samples",
+            "num_chains": chains,
+            "samples_per_chain": short,
+            **several,
+        },
     ]
 
 
@@ -174,31 +190,45 @@ def _load(run: str, reference: str | None):
     record, problem, posterior, _ = load_run(run, network=True)
     method = record.get("method")
     if not isinstance(posterior, Samples):
-        raise ConfigError(f"run {run!r} is a {method!r} run of independent draws; allowed: a "
-                          "run of Markov chains (hmc, nuts, sgmcmc)")
+        raise ConfigError(
+            f"run {run!r} is a {method!r} run of independent draws; allowed: a "
+            "run of Markov chains (hmc, nuts, sgmcmc)"
+        )
     if posterior.num_chains < 2:
-        raise ConfigError(f"run {run!r} has 1 chain: R-hat compares chains; allowed: a run of "
-                          "2 or more chains (--num-chains)")
+        raise ConfigError(
+            f"run {run!r} has 1 chain: R-hat compares chains; allowed: a run of "
+            "2 or more chains (--num-chains)"
+        )
     if posterior.num_samples < 4:
-        raise ConfigError(f"run {run!r} keeps {posterior.num_samples} samples per chain; "
-                          "allowed: at least 4 (split R-hat halves each chain)")
+        raise ConfigError(
+            f"run {run!r} keeps {posterior.num_samples} samples per chain; "
+            "allowed: at least 4 (split R-hat halves each chain)"
+        )
     ref = None
     if reference is not None:
         check_reference(reference, problem.dataset.name)
         ref_record, ref_problem, ref_posterior, _ = load_run(reference, network=True)
-        refused = problem_lib.differences(problem.config, ref_problem.config,
-                                          problem_lib.DATA_SETTINGS, f"reference {reference}")
+        refused = problem_lib.differences(
+            problem.config, ref_problem.config, problem_lib.DATA_SETTINGS, f"reference {reference}"
+        )
         if refused:
-            raise ConfigError(f"{refused[0]}: the runs predict on different data; allowed: a "
-                              "reference run on the same data")
+            raise ConfigError(
+                f"{refused[0]}: the runs predict on different data; allowed: a "
+                "reference run on the same data"
+            )
         ref = (ref_record, ref_problem, ref_posterior)
     return record, problem, run_samples(record, posterior), ref
 
 
-def convergence_report(run: str | os.PathLike, out: str | os.PathLike,
-                       config: Config | None = None, *,
-                       reference: str | os.PathLike | None = None, overwrite: bool = False,
-                       plots: bool = True) -> Convergence:
+def convergence_report(
+    run: str | os.PathLike,
+    out: str | os.PathLike,
+    config: Config | None = None,
+    *,
+    reference: str | os.PathLike | None = None,
+    overwrite: bool = False,
+    plots: bool = True,
+) -> Convergence:
     """R-hat in weight and function space, and one long chain against several short ones, of
     a stored multi-chain run; written to ``out``.
 
@@ -232,16 +262,17 @@ def convergence_report(run: str | os.PathLike, out: str | os.PathLike,
     from bnnkit.runs import lock
 
     config = Config() if config is None else config
-    output_folder.check(out, SETTINGS_FILE, "convergence report", resume=False,
-                        overwrite=overwrite)
+    output_folder.check(out, SETTINGS_FILE, "convergence report", resume=False, overwrite=overwrite)
     run, reference = os.fspath(run), None if reference is None else os.fspath(reference)
     record, problem, samples, ref = _load(run, reference)
 
-    x = np.asarray(problem.dataset.x_test)[:config.max_test]
+    x = np.asarray(problem.dataset.x_test)[: config.max_test]
     # Every test point's per-sample values, not only the first 1000 evaluate keeps.
     prediction = predict(problem, samples, x, max_diagnostic_points=len(x))
-    rhat = {"weights": diagnostics.split_rhat(weight_draws(samples)),
-            "function": diagnostics.split_rhat(_function_draws(prediction))}
+    rhat = {
+        "weights": diagnostics.split_rhat(weight_draws(samples)),
+        "function": diagnostics.split_rhat(_function_draws(prediction)),
+    }
     histograms = {space: histogram(rhat[space], config.bins) for space in SPACES}
     if ref is None:
         ref_prediction, ref_name = prediction, "the run's own model average"
@@ -256,19 +287,34 @@ def convergence_report(run: str | os.PathLike, out: str | os.PathLike,
             with contextlib.suppress(FileNotFoundError):
                 (path / name).unlink()
         files = {"json": path / SETTINGS_FILE, "table": path / TABLE_FILE}
-        storage.write_json(files["json"], {
-            "run": run, "method": record.get("method"), "dataset": problem.dataset.name,
-            "num_chains": samples.num_chains, "num_samples_per_chain": samples.num_samples,
-            "num_test_points": len(x), "config": dataclasses.asdict(config),
-            "histograms": histograms, "reference": ref_name, "chains": chains})
-        storage.atomic_write_bytes(files["table"], (chains_markdown(chains, ref_name)
-                                                    + "\n").encode())
+        storage.write_json(
+            files["json"],
+            {
+                "run": run,
+                "method": record.get("method"),
+                "dataset": problem.dataset.name,
+                "num_chains": samples.num_chains,
+                "num_samples_per_chain": samples.num_samples,
+                "num_test_points": len(x),
+                "config": dataclasses.asdict(config),
+                "histograms": histograms,
+                "reference": ref_name,
+                "chains": chains,
+            },
+        )
+        storage.atomic_write_bytes(
+            files["table"], (chains_markdown(chains, ref_name) + "\n").encode()
+        )
         if plots:
             from bnnkit.report.convergence_plots import chains_png, rhat_histograms_png
 
             files["histograms"] = path / HISTOGRAM_FILE
-            storage.atomic_write_bytes(files["histograms"], rhat_histograms_png(
-                histograms, title=f"{record.get('method')} on {_dataset_name(problem)}"))
+            storage.atomic_write_bytes(
+                files["histograms"],
+                rhat_histograms_png(
+                    histograms, title=f"{record.get('method')} on {_dataset_name(problem)}"
+                ),
+            )
             if chains:
                 files["chains"] = path / CHAINS_FILE
                 storage.atomic_write_bytes(files["chains"], chains_png(chains, ref_name))
@@ -294,8 +340,11 @@ def chains_markdown(chains: list[dict[str, Any]], reference: str) -> str:
     from bnnkit.report.tables import long_markdown
 
     if not chains:
-        return ("No comparison: each chain keeps fewer samples than there are chains, so the "
-                "short chains would be empty.")
-    scores = tuple(k for k in chains[0] if k not in ("scheme", "num_chains",
-                                                     "samples_per_chain", "per_chain"))
+        return (
+            "No comparison: each chain keeps fewer samples than there are chains, so the "
+            "short chains would be empty."
+        )
+    scores = tuple(
+        k for k in chains[0] if k not in ("scheme", "num_chains", "samples_per_chain", "per_chain")
+    )
     return f"Scored against {reference}.\n\n" + long_markdown(chains, ("scheme", *scores))

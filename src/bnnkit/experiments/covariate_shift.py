@@ -61,10 +61,18 @@ COLUMNS = ("label", "method", "corruption", "severity", *METRICS)
 class Config:
     """What each cell is scored on: how many test images, and the corruptions' seed."""
 
-    max_test: int | None = setting(None, help="score only the first N test images (default: "
-                                              "all)", metavar="N", bounds=(1, None))
-    seed: int = setting(0, help="seed of the corruptions' randomness (0: the images `bnnkit "
-                                "evaluate --corruption` scores)", bounds=(0, 2**32 - 1))
+    max_test: int | None = setting(
+        None,
+        help="score only the first N test images (default: all)",
+        metavar="N",
+        bounds=(1, None),
+    )
+    seed: int = setting(
+        0,
+        help="seed of the corruptions' randomness (0: the images `bnnkit "
+        "evaluate --corruption` scores)",
+        bounds=(0, 2**32 - 1),
+    )
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -146,13 +154,16 @@ def load_runs(runs: Sequence[str | os.PathLike]) -> list[LoadedRun]:
         check_images(problem.dataset, flag=f"bnnkit shift ({path})")
         if loaded:
             first = loaded[0]
-            refused = problem_lib.differences(problem.config, first.problem.config,
-                                              problem_lib.DATA_SETTINGS, first.path)
+            refused = problem_lib.differences(
+                problem.config, first.problem.config, problem_lib.DATA_SETTINGS, first.path
+            )
             if refused:
-                raise ConfigError(f"{path} is a run on other data: {refused[0]}; allowed: runs "
-                                  "on one dataset")
-        loaded.append(LoadedRun(path, label, str(record.get("method", "?")), record, problem,
-                                posterior))
+                raise ConfigError(
+                    f"{path} is a run on other data: {refused[0]}; allowed: runs on one dataset"
+                )
+        loaded.append(
+            LoadedRun(path, label, str(record.get("method", "?")), record, problem, posterior)
+        )
     return loaded
 
 
@@ -169,8 +180,9 @@ def run_digest(run: LoadedRun) -> str:
     return digest.hexdigest()
 
 
-def cell_metrics(run: LoadedRun, corruption: str, severity: int,
-                 config: Config) -> dict[str, float]:
+def cell_metrics(
+    run: LoadedRun, corruption: str, severity: int, config: Config
+) -> dict[str, float]:
     """Accuracy, NLL and ECE of the run's model average on the test images under
     ``corruption`` at ``severity`` (``CLEAN`` and 0: the clean images)."""
     from bnnkit.evaluation import corrupted_inputs, run_prediction
@@ -190,22 +202,38 @@ def _cell_file(folder: Path, index: int, corruption: str) -> Path:
     return folder / f"run{index:03d}_{corruption}.json"
 
 
-def _settings(config: Config, loaded: Sequence[LoadedRun], corruptions: tuple[str, ...],
-              severities: tuple[int, ...]) -> dict[str, Any]:
-    return {"config": dataclasses.asdict(config), "corruptions": list(corruptions),
-            "severities": list(severities), "dataset": loaded[0].problem.dataset.name,
-            "runs": [{"run": r.path, "label": r.label, "method": r.method,
-                      "samples_sha256": run_digest(r)} for r in loaded]}
+def _settings(
+    config: Config,
+    loaded: Sequence[LoadedRun],
+    corruptions: tuple[str, ...],
+    severities: tuple[int, ...],
+) -> dict[str, Any]:
+    return {
+        "config": dataclasses.asdict(config),
+        "corruptions": list(corruptions),
+        "severities": list(severities),
+        "dataset": loaded[0].problem.dataset.name,
+        "runs": [
+            {"run": r.path, "label": r.label, "method": r.method, "samples_sha256": run_digest(r)}
+            for r in loaded
+        ],
+    }
 
 
 def _check_resume(stored: dict, settings: dict, out: str) -> None:
-    names = {"config": "--max-test or --seed", "corruptions": "the corruptions",
-             "severities": "the severities", "runs": "the runs or their samples"}
+    names = {
+        "config": "--max-test or --seed",
+        "corruptions": "the corruptions",
+        "severities": "the severities",
+        "runs": "the runs or their samples",
+    }
     for key, what in names.items():
         if stored.get(key) != settings[key]:
-            raise ConfigError(f"--resume of {out!r} with other settings: {what} differ from "
-                              "the stored table's; allowed: the same runs, corruptions, "
-                              "severities, --max-test and --seed")
+            raise ConfigError(
+                f"--resume of {out!r} with other settings: {what} differ from "
+                "the stored table's; allowed: the same runs, corruptions, "
+                "severities, --max-test and --seed"
+            )
 
 
 def _clear(path: Path) -> None:
@@ -217,18 +245,23 @@ def _clear(path: Path) -> None:
             f.unlink()
 
 
-def _read_cell(file: Path, run: LoadedRun, corruption: str,
-               severities: tuple[int, ...]) -> list[dict[str, Any]] | None:
+def _read_cell(
+    file: Path, run: LoadedRun, corruption: str, severities: tuple[int, ...]
+) -> list[dict[str, Any]] | None:
     """The rows of a finished cell, or None when it has not been written."""
     if not file.is_file():
         return None
     rows = storage.read_json(file)
     expected = [0] if corruption == CLEAN else list(severities)
-    if (not isinstance(rows, list) or [r.get("severity") for r in rows] != expected
-            or any(r.get("label") != run.label or r.get("corruption") != corruption
-                   for r in rows)):
-        raise ConfigError(f"{str(file)!r} is damaged or from another table; allowed: the cells "
-                          "this table wrote (start afresh with --overwrite)")
+    if (
+        not isinstance(rows, list)
+        or [r.get("severity") for r in rows] != expected
+        or any(r.get("label") != run.label or r.get("corruption") != corruption for r in rows)
+    ):
+        raise ConfigError(
+            f"{str(file)!r} is damaged or from another table; allowed: the cells "
+            "this table wrote (start afresh with --overwrite)"
+        )
     return rows
 
 
@@ -257,12 +290,18 @@ def degradation(rows: Sequence[dict[str, Any]], metric: str) -> dict[str, dict[i
     return out
 
 
-def covariate_shift(runs: Sequence[str | os.PathLike], out: str | os.PathLike,
-                    config: Config | None = None, *,
-                    corruptions: Sequence[str] | None = None,
-                    severities: Sequence[int] = SEVERITIES, resume: bool = False,
-                    overwrite: bool = False, progress: bool = True,
-                    plots: bool = True) -> Shift:
+def covariate_shift(
+    runs: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    config: Config | None = None,
+    *,
+    corruptions: Sequence[str] | None = None,
+    severities: Sequence[int] = SEVERITIES,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    plots: bool = True,
+) -> Shift:
     """Score stored runs on corrupted test images and write the table and figure to ``out``.
 
     Writes ``shift.json`` (settings), ``cells/*.json`` (each (run, corruption) atomically as
@@ -297,8 +336,9 @@ def covariate_shift(runs: Sequence[str | os.PathLike], out: str | os.PathLike,
     from bnnkit.runs.progress import ProgressBar
 
     config = Config() if config is None else config
-    output_folder.check(out, SETTINGS_FILE, "covariate-shift table", resume=resume,
-                        overwrite=overwrite)
+    output_folder.check(
+        out, SETTINGS_FILE, "covariate-shift table", resume=resume, overwrite=overwrite
+    )
     corruptions = check_corruptions(corruptions)
     severities = check_severities(severities)
     loaded = load_runs(runs)
@@ -315,25 +355,36 @@ def covariate_shift(runs: Sequence[str | os.PathLike], out: str | os.PathLike,
             storage.write_json(path / SETTINGS_FILE, settings)
         folder = path / CELLS_DIR
         folder.mkdir(exist_ok=True)
-        done = {(i, name): _read_cell(_cell_file(folder, i, name), run, name, severities)
-                for i, run, name in cells}
+        done = {
+            (i, name): _read_cell(_cell_file(folder, i, name), run, name, severities)
+            for i, run, name in cells
+        }
         finished = sum(rows is not None for rows in done.values())
-        bar = ProgressBar("shift", total=len(cells), start=finished, enabled=progress,
-                          unit_name="cells")
+        bar = ProgressBar(
+            "shift", total=len(cells), start=finished, enabled=progress, unit_name="cells"
+        )
         try:
             for i, run, name in cells:
                 if done[(i, name)] is not None:
                     continue
                 rows = []
-                for severity in ((0,) if name == CLEAN else severities):
+                for severity in (0,) if name == CLEAN else severities:
                     metrics = cell_metrics(run, name, severity, config)
-                    rows.append({"run": run.path, "label": run.label, "method": run.method,
-                                 "corruption": name, "severity": severity,
-                                 **{m: metrics[m] for m in METRICS}})
+                    rows.append(
+                        {
+                            "run": run.path,
+                            "label": run.label,
+                            "method": run.method,
+                            "corruption": name,
+                            "severity": severity,
+                            **{m: metrics[m] for m in METRICS},
+                        }
+                    )
                 storage.write_json(_cell_file(folder, i, name), rows)
                 done[(i, name)] = rows
-                bar.update(1, f"{run.label}: {name}, accuracy "
-                              f"{np.mean([r['accuracy'] for r in rows]):.3f}")
+                bar.update(
+                    1, f"{run.label}: {name}, accuracy {np.mean([r['accuracy'] for r in rows]):.3f}"
+                )
         finally:
             bar.close()
         table = [row for i, _, name in cells for row in done[(i, name)]]
@@ -348,18 +399,17 @@ def _title(problem: Any) -> str:
     return f"{problem.config.model} on {Path(name).stem if name.endswith('.npz') else name}"
 
 
-def write_table(rows: list[dict[str, Any]], out: str | os.PathLike,
-                settings: dict[str, Any]) -> dict[str, Path]:
+def write_table(
+    rows: list[dict[str, Any]], out: str | os.PathLike, settings: dict[str, Any]
+) -> dict[str, Path]:
     """``shift_table.json`` (settings and rows), ``shift.csv`` and ``shift.md`` in ``out``."""
     from bnnkit.report.tables import csv_text, long_markdown
 
     path = Path(out)
-    files = {"table": path / TABLE_FILE, "csv": path / CSV_FILE,
-             "markdown": path / MARKDOWN_FILE}
+    files = {"table": path / TABLE_FILE, "csv": path / CSV_FILE, "markdown": path / MARKDOWN_FILE}
     storage.write_json(files["table"], {**settings, "rows": rows})
     storage.atomic_write_bytes(files["csv"], csv_text(rows, COLUMNS).encode())
-    storage.atomic_write_bytes(files["markdown"],
-                               (long_markdown(rows, COLUMNS) + "\n").encode())
+    storage.atomic_write_bytes(files["markdown"], (long_markdown(rows, COLUMNS) + "\n").encode())
     return files
 
 
@@ -369,6 +419,7 @@ def write_figure(rows: list[dict[str, Any]], out: str | os.PathLike, title: str 
     from bnnkit.report.shift_plots import degradation_png
 
     target = Path(out) / FIGURE_FILE
-    storage.atomic_write_bytes(target, degradation_png(
-        {m: degradation(rows, m) for m in METRICS}, title=title))
+    storage.atomic_write_bytes(
+        target, degradation_png({m: degradation(rows, m) for m in METRICS}, title=title)
+    )
     return target

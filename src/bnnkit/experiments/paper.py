@@ -69,8 +69,16 @@ FINDINGS_FILE = "findings.md"
 FINDINGS_JSON = "findings.json"
 REPORT_DIR = "report"
 #: The parts, in the order they run; each is a subfolder of ``--out``.
-PARTS = ("compare_methods", "convergence", "shift", "shift_mnist", "surface", "temperature",
-         "prior_sweep", "bbb_mnist")
+PARTS = (
+    "compare_methods",
+    "convergence",
+    "shift",
+    "shift_mnist",
+    "surface",
+    "temperature",
+    "prior_sweep",
+    "bbb_mnist",
+)
 #: The study's prior on image networks, fixed by a rule before any data are seen: the
 #: fan-in-scaled Gaussian of He et al. (2015), w ~ N(0, 2 / fan_in) with fan_in the inputs of
 #: the weight's unit (``fanin_gaussian`` with σ = √2; a bias has fan_in 1, so N(0, 2)). Under it
@@ -83,8 +91,11 @@ IMAGE_PRIOR = "fanin_gaussian:scale=1.4142"
 #: (:mod:`bnnkit.experiments.prior_choice`): the fan-in Gaussian at 1, 10 and 100 times the
 #: rule's variance. On 160 MNIST images the rule's own weight decay makes the zero network
 #: their optimum (accuracy 0.11, NLL ln 10), while the sampler's posterior predicts 0.63.
-BASELINE_PRIORS = ("fanin_gaussian:scale=1.4142", "fanin_gaussian:scale=4.4721",
-                   "fanin_gaussian:scale=14.142")
+BASELINE_PRIORS = (
+    "fanin_gaussian:scale=1.4142",
+    "fanin_gaussian:scale=4.4721",
+    "fanin_gaussian:scale=14.142",
+)
 #: The methods the ``tiny`` scale compares on yacht and MNIST: those its findings read (1: SGD
 #: and the ensemble; 6: the ensemble, SGLD and MFVI). Every method's path through the comparison
 #: is checked on its own by the comparison's tests.
@@ -177,43 +188,93 @@ class Scale:
 SCALES: dict[str, Scale] = {
     "tiny": Scale(
         description="every part on the smallest inputs that exercise it: minutes on 2 CPU "
-                    "cores; checks the pipeline, not the findings",
-        mnist_train=160, cifar_train=100, hmc_iterations=24, hmc_burn_in=8, hmc_chains=3,
-        ensemble_steps=100, reference_max_time=None, yacht_factor=2,
-        epochs=60, fashion=False, methods=TINY_METHODS,
-        baseline_priors=(BASELINE_PRIORS[0], BASELINE_PRIORS[-1]), test_points=500,
+        "cores; checks the pipeline, not the findings",
+        mnist_train=160,
+        cifar_train=100,
+        hmc_iterations=24,
+        hmc_burn_in=8,
+        hmc_chains=3,
+        ensemble_steps=100,
+        reference_max_time=None,
+        yacht_factor=2,
+        epochs=60,
+        fashion=False,
+        methods=TINY_METHODS,
+        baseline_priors=(BASELINE_PRIORS[0], BASELINE_PRIORS[-1]),
+        test_points=500,
         mnist_shift=False,
-        corruptions=("gaussian_noise", "fog"), severities=(1, 3, 5),
-        grid=8, temperatures="1,0.1", temperature_hmc_iterations=12, temperature_epochs=30,
-        prior_datasets="yacht", prior_chains=1,
+        corruptions=("gaussian_noise", "fog"),
+        severities=(1, 3, 5),
+        grid=8,
+        temperatures="1,0.1",
+        temperature_hmc_iterations=12,
+        temperature_epochs=30,
+        prior_datasets="yacht",
+        prior_chains=1,
         priors="gaussian_small,gaussian,fanin_gaussian",
-        bbb_epochs=1, bbb_priors="gaussian"),
+        bbb_epochs=1,
+        bbb_priors="gaussian",
+    ),
     "small": Scale(
         description="the paper's small-data settings (UCI yacht, 160 MNIST images) at CPU "
-                    "length: about an hour on 2 CPU cores",
-        mnist_train=160, cifar_train=500, hmc_iterations=250, hmc_burn_in=100, hmc_chains=4,
-        ensemble_steps=2000, reference_max_time="10m", yacht_factor=2,
-        epochs=1000, fashion=False, methods=None, baseline_priors=BASELINE_PRIORS,
-        test_points=500, mnist_shift=True, corruptions=None,
-        severities=(1, 3, 5), grid=20, temperatures="1,0.3,0.1,0.03",
-        temperature_hmc_iterations=300, temperature_epochs=1000, prior_datasets="yacht,mnist160",
+        "length: about an hour on 2 CPU cores",
+        mnist_train=160,
+        cifar_train=500,
+        hmc_iterations=250,
+        hmc_burn_in=100,
+        hmc_chains=4,
+        ensemble_steps=2000,
+        reference_max_time="10m",
+        yacht_factor=2,
+        epochs=1000,
+        fashion=False,
+        methods=None,
+        baseline_priors=BASELINE_PRIORS,
+        test_points=500,
+        mnist_shift=True,
+        corruptions=None,
+        severities=(1, 3, 5),
+        grid=20,
+        temperatures="1,0.3,0.1,0.03",
+        temperature_hmc_iterations=300,
+        temperature_epochs=1000,
+        prior_datasets="yacht,mnist160",
         prior_chains=1,
         priors="gaussian_small,gaussian,gaussian_large,fanin_gaussian,scale_mixture,logistic,"
-               "laplace,student_t",
-        bbb_epochs=10, bbb_priors="gaussian,scale_mixture"),
+        "laplace,student_t",
+        bbb_epochs=10,
+        bbb_priors="gaussian,scale_mixture",
+    ),
     "full": Scale(
         description="longer chains on 1,000 training images and every test image: for an "
-                    "accelerator, or a long night on a CPU",
-        mnist_train=1000, cifar_train=2000, hmc_iterations=400, hmc_burn_in=150, hmc_chains=8,
-        ensemble_steps=4000, reference_max_time="30m", yacht_factor=2,
-        epochs=1500, fashion=True, methods=None, baseline_priors=BASELINE_PRIORS,
-        test_points=None, mnist_shift=True, corruptions=None,
-        severities=(1, 2, 3, 4, 5), grid=40, temperatures="1,0.3,0.1,0.03,0.01",
-        temperature_hmc_iterations=450, temperature_epochs=600,
-        prior_datasets="yacht,mnist160", prior_chains=2,
+        "accelerator, or a long night on a CPU",
+        mnist_train=1000,
+        cifar_train=2000,
+        hmc_iterations=400,
+        hmc_burn_in=150,
+        hmc_chains=8,
+        ensemble_steps=4000,
+        reference_max_time="30m",
+        yacht_factor=2,
+        epochs=1500,
+        fashion=True,
+        methods=None,
+        baseline_priors=BASELINE_PRIORS,
+        test_points=None,
+        mnist_shift=True,
+        corruptions=None,
+        severities=(1, 2, 3, 4, 5),
+        grid=40,
+        temperatures="1,0.3,0.1,0.03,0.01",
+        temperature_hmc_iterations=450,
+        temperature_epochs=600,
+        prior_datasets="yacht,mnist160",
+        prior_chains=2,
         priors="gaussian_small,gaussian,gaussian_large,fanin_gaussian,scale_mixture,logistic,"
-               "laplace,student_t",
-        bbb_epochs=40, bbb_priors="gaussian,scale_mixture"),
+        "laplace,student_t",
+        bbb_epochs=40,
+        bbb_priors="gaussian,scale_mixture",
+    ),
 }
 
 
@@ -221,25 +282,32 @@ SCALES: dict[str, Scale] = {
 class Config:
     """The scale of the study and where its data are."""
 
-    scale: str = setting("tiny", choices=tuple(SCALES),
-                         help="tiny: a pipeline check in minutes; small: about 72 minutes on 2 "
-                              "CPU cores; full: for an accelerator")
-    data_dir: str | None = setting(None, help="folder with the datasets (default: "
-                                              "$BNNKIT_DATA_DIR or the download cache)")
+    scale: str = setting(
+        "tiny",
+        choices=tuple(SCALES),
+        help="tiny: a pipeline check in minutes; small: about 72 minutes on 2 "
+        "CPU cores; full: for an accelerator",
+    )
+    data_dir: str | None = setting(
+        None, help="folder with the datasets (default: $BNNKIT_DATA_DIR or the download cache)"
+    )
     seed: int = setting(0, help="seed of every run", bounds=(0, 2**32 - 1))
     images: str = setting(
-        "cifar10_proxy", choices=IMAGE_DATASETS,
+        "cifar10_proxy",
+        choices=IMAGE_DATASETS,
         help="the natural images of the cold-posterior and shift questions: the CIFAR-10 "
-             "proxy (a lossy JPEG copy; no download, from the data folder) or CIFAR-10 "
-             "itself (downloaded once, 160 MB)")
+        "proxy (a lossy JPEG copy; no download, from the data folder) or CIFAR-10 "
+        "itself (downloaded once, 160 MB)",
+    )
 
     def __post_init__(self) -> None:
         check_numbers(self)
         if self.scale not in SCALES:
             raise ConfigError(f"unknown --scale {self.scale!r}; allowed: {', '.join(SCALES)}")
         if self.images not in IMAGE_DATASETS:
-            raise ConfigError(f"unknown --images {self.images!r}; allowed: "
-                              f"{', '.join(IMAGE_DATASETS)}")
+            raise ConfigError(
+                f"unknown --images {self.images!r}; allowed: {', '.join(IMAGE_DATASETS)}"
+            )
 
     def plan(self) -> Scale:
         """The sizes of :attr:`scale`."""
@@ -273,35 +341,60 @@ def compare_settings(config: Config) -> dict[str, Any]:
         kept = (plan.hmc_iterations - plan.hmc_burn_in) * factor
         images = "prior" in problem
         extend = images and plan.reference_max_time is not None
-        recipe = reference.Config(members=plan.hmc_chains, num_tuning=tuning,
-                                  num_samples=kept, ensemble_steps=plan.ensemble_steps,
-                                  until_converged=extend,
-                                  max_time=plan.reference_max_time if extend else None,
-                                  seed=config.seed)
-        hmc = dataclasses.replace(base.hmc, num_iterations=tuning + kept, num_burn_in=tuning,
-                                  num_chains=plan.hmc_chains, seed=config.seed)
+        recipe = reference.Config(
+            members=plan.hmc_chains,
+            num_tuning=tuning,
+            num_samples=kept,
+            ensemble_steps=plan.ensemble_steps,
+            until_converged=extend,
+            max_time=plan.reference_max_time if extend else None,
+            seed=config.seed,
+        )
+        hmc = dataclasses.replace(
+            base.hmc,
+            num_iterations=tuning + kept,
+            num_burn_in=tuning,
+            num_chains=plan.hmc_chains,
+            seed=config.seed,
+        )
         return dataclasses.replace(
-            base, problem=dataclasses.replace(base.problem, data_dir=config.data_dir,
-                                              **problem),
-            hmc=hmc, reference=recipe, epochs=epochs, burn_in=epochs // 3,
-            cycle=max(epochs // 15, 1), methods=plan.methods,
-            baseline_priors=plan.baseline_priors if images else None)
+            base,
+            problem=dataclasses.replace(base.problem, data_dir=config.data_dir, **problem),
+            hmc=hmc,
+            reference=recipe,
+            epochs=epochs,
+            burn_in=epochs // 3,
+            cycle=max(epochs // 15, 1),
+            methods=plan.methods,
+            baseline_priors=plan.baseline_priors if images else None,
+        )
 
     mnist = SETTINGS["mnist160"]
-    chosen = {"yacht": scaled(SETTINGS["yacht"], plan.yacht_factor),
-              "mnist": scaled(mnist, 1, subset_train_to=plan.mnist_train, prior=IMAGE_PRIOR)}
+    chosen = {
+        "yacht": scaled(SETTINGS["yacht"], plan.yacht_factor),
+        "mnist": scaled(mnist, 1, subset_train_to=plan.mnist_train, prior=IMAGE_PRIOR),
+    }
     if plan.fashion:
-        chosen["fashion_mnist"] = scaled(mnist, 1, dataset="fashion_mnist",
-                                         subset_train_to=plan.mnist_train, prior=IMAGE_PRIOR)
+        chosen["fashion_mnist"] = scaled(
+            mnist, 1, dataset="fashion_mnist", subset_train_to=plan.mnist_train, prior=IMAGE_PRIOR
+        )
     chosen[config.images] = dataclasses.replace(
-        scaled(mnist, 1, dataset=config.images, model=CIFAR_MODEL,
-               subset_train_to=plan.cifar_train, prior=IMAGE_PRIOR),
-        methods=CIFAR_METHODS)
+        scaled(
+            mnist,
+            1,
+            dataset=config.images,
+            model=CIFAR_MODEL,
+            subset_train_to=plan.cifar_train,
+            prior=IMAGE_PRIOR,
+        ),
+        methods=CIFAR_METHODS,
+    )
     return chosen
 
 
-def temperature_config(config: Config, hmc_step_size: float | None = None,
-                       ensemble: str | os.PathLike | None = None):
+def temperature_config(
+    config: Config, hmc_step_size: float | None = None, ensemble: str | os.PathLike | None = None
+):
     """The temperature sweep at this scale: the CIFAR-10 proxy subset (whose crops and flips
     keep the labels), MCLMC from the reference's ensemble (one chain per member, tuned at every
     T) and SGHMC-CLR ± augmentation, the prior :data:`IMAGE_PRIOR`.
@@ -326,12 +419,22 @@ def temperature_config(config: Config, hmc_step_size: float | None = None,
     if ensemble is not None:
         given.update(hmc_init_checkpoint=os.fspath(Path(ensemble).resolve()))
     return temperature.Config(
-        dataset=config.images, model=CIFAR_MODEL, subset_train_to=plan.cifar_train,
-        prior=IMAGE_PRIOR, data_dir=config.data_dir, sampler="mclmc",
+        dataset=config.images,
+        model=CIFAR_MODEL,
+        subset_train_to=plan.cifar_train,
+        prior=IMAGE_PRIOR,
+        data_dir=config.data_dir,
+        sampler="mclmc",
         hmc_num_chains=min(plan.hmc_chains, TEMPERATURE_CHAINS),
-        temperatures=plan.temperatures, hmc_num_iterations=iters, hmc_num_burn_in=iters // 3,
-        num_epochs=epochs, num_burn_in=epochs // 3, cycle_length=max(epochs // 10, 1),
-        seed=config.seed, **given)
+        temperatures=plan.temperatures,
+        hmc_num_iterations=iters,
+        hmc_num_burn_in=iters // 3,
+        num_epochs=epochs,
+        num_burn_in=epochs // 3,
+        cycle_length=max(epochs // 10, 1),
+        seed=config.seed,
+        **given,
+    )
 
 
 def prior_settings(config: Config, out: str | os.PathLike) -> dict[str, Any]:
@@ -356,14 +459,19 @@ def prior_settings(config: Config, out: str | os.PathLike) -> dict[str, Any]:
     chosen = {}
     for name, base in prior_sweep.settings().items():
         factor = plan.yacht_factor if name == "yacht" else 1
-        ensemble = Path(out).absolute() / "compare_methods" / source[name] / "hmc" / \
-            reference.ENSEMBLE_DIR
+        ensemble = (
+            Path(out).absolute() / "compare_methods" / source[name] / "hmc" / reference.ENSEMBLE_DIR
+        )
         chosen[name] = dataclasses.replace(
-            base, sampler="mclmc",
-            hmc=dict(num_iterations=plan.hmc_iterations * factor,
-                     num_burn_in=plan.hmc_burn_in * factor,
-                     num_chains=min(plan.hmc_chains, plan.prior_chains),
-                     init_checkpoint=os.fspath(ensemble)))
+            base,
+            sampler="mclmc",
+            hmc=dict(
+                num_iterations=plan.hmc_iterations * factor,
+                num_burn_in=plan.hmc_burn_in * factor,
+                num_chains=min(plan.hmc_chains, plan.prior_chains),
+                init_checkpoint=os.fspath(ensemble),
+            ),
+        )
     return chosen
 
 
@@ -372,8 +480,9 @@ def prior_config(config: Config):
     from bnnkit.experiments import prior_sweep
 
     plan = config.plan()
-    return prior_sweep.Config(datasets=plan.prior_datasets, priors=plan.priors,
-                              data_dir=config.data_dir, seed=config.seed)
+    return prior_sweep.Config(
+        datasets=plan.prior_datasets, priors=plan.priors, data_dir=config.data_dir, seed=config.seed
+    )
 
 
 def bbb_config(config: Config):
@@ -381,8 +490,9 @@ def bbb_config(config: Config):
     from bnnkit.experiments import bbb_mnist
 
     plan = config.plan()
-    return bbb_mnist.Config(priors=plan.bbb_priors, epochs=plan.bbb_epochs,
-                            data_dir=config.data_dir, seed=config.seed)
+    return bbb_mnist.Config(
+        priors=plan.bbb_priors, epochs=plan.bbb_epochs, data_dir=config.data_dir, seed=config.seed
+    )
 
 
 # --- the findings -------------------------------------------------------------------------
@@ -446,17 +556,26 @@ def assessed(finding: Finding, levels: Sequence[str | None]) -> Finding:
     level = weakest_level(levels)
     finding = dataclasses.replace(finding, reference=level)
     if level == FEW_DRAWS and finding.verdict != "not measured":
-        return dataclasses.replace(finding, caveat=(
-            "each chain of its HMC reference mixed and the chains agree, but their pooled "
-            "draws are fewer than the verdict asks (ESS < 100 at the worst test point): the "
-            "figures carry more Monte Carlo error"))
+        return dataclasses.replace(
+            finding,
+            caveat=(
+                "each chain of its HMC reference mixed and the chains agree, but their pooled "
+                "draws are fewer than the verdict asks (ESS < 100 at the worst test point): the "
+                "figures carry more Monte Carlo error"
+            ),
+        )
     if level not in UNASSESSABLE or finding.verdict == "not measured":
         return finding
-    why = ("failed the within-chain verdict: its chains did not mix" if level == "not-mixed"
-           else "has no convergence verdict (too few kept draws to judge)")
+    why = (
+        "failed the within-chain verdict: its chains did not mix"
+        if level == "not-mixed"
+        else "has no convergence verdict (too few kept draws to judge)"
+    )
     return dataclasses.replace(
-        finding, verdict="not assessable",
-        caveat=f"its HMC reference {why}, so the figures do not describe the posterior")
+        finding,
+        verdict="not assessable",
+        caveat=f"its HMC reference {why}, so the figures do not describe the posterior",
+    )
 
 
 def _rows_by_method(rows: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
@@ -465,30 +584,38 @@ def _rows_by_method(rows: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str,
 
 def _classification_settings(compare: Mapping[str, Any]) -> list[str]:
     # compare-methods' results.json: {setting: {"problem": ..., "rows": [...]}}.
-    return [name for name, setting_ in compare.items()
-            if setting_["rows"] and "accuracy" in setting_["rows"][0]]
+    return [
+        name
+        for name, setting_ in compare.items()
+        if setting_["rows"] and "accuracy" in setting_["rows"][0]
+    ]
 
 
 def _sgld_settings(compare: Mapping[str, Any]) -> list[str]:
     # The classification settings that ran SGLD (the CIFAR-10 proxy runs only SGD and the
     # ensemble against HMC).
-    return [name for name in _classification_settings(compare)
-            if any(r["method"] == "SGLD" for r in compare[name]["rows"])]
+    return [
+        name
+        for name in _classification_settings(compare)
+        if any(r["method"] == "SGLD" for r in compare[name]["rows"])
+    ]
 
 
 def _verdict(ok: bool) -> str:
     return "reproduced" if ok else "not reproduced"
 
 
-def finding_hmc_beats_standard(compare: Mapping[str, Any],
-                               converged: bool | None = None) -> Finding:
+def finding_hmc_beats_standard(
+    compare: Mapping[str, Any], converged: bool | None = None
+) -> Finding:
     """(1) The HMC model average beats standard training (SGD) and deep ensembles.
 
     Reproduced when, on every classification setting, HMC's test NLL is below SGD's and the
     deep ensemble's.
     """
-    claim = ("BNNs (HMC) can outperform standard training and deep ensembles in accuracy "
-             "and likelihood")
+    claim = (
+        "BNNs (HMC) can outperform standard training and deep ensembles in accuracy and likelihood"
+    )
     names = _classification_settings(compare)
     if not names:
         return Finding(1, claim, "no classification setting ran", "not measured")
@@ -498,16 +625,18 @@ def finding_hmc_beats_standard(compare: Mapping[str, Any],
         hmc = _reference_row(compare[name]["rows"])
         sgd, ens = by["SGD"], by["Deep ensemble (K=5)"]
         ok &= hmc["nll"] < sgd["nll"] and hmc["nll"] < ens["nll"]
-        parts.append(f"{name}: NLL reference {hmc['nll']:.3f}, SGD {sgd['nll']:.3f}, ensemble "
-                     f"{ens['nll']:.3f}; accuracy {hmc['accuracy']:.3f} / {sgd['accuracy']:.3f}"
-                     f" / {ens['accuracy']:.3f}"
-                     + (f" (their prior {sgd['prior']}, picked on validation)"
-                        if sgd.get("prior") else ""))
+        parts.append(
+            f"{name}: NLL reference {hmc['nll']:.3f}, SGD {sgd['nll']:.3f}, ensemble "
+            f"{ens['nll']:.3f}; accuracy {hmc['accuracy']:.3f} / {sgd['accuracy']:.3f}"
+            f" / {ens['accuracy']:.3f}"
+            + (f" (their prior {sgd['prior']}, picked on validation)" if sgd.get("prior") else "")
+        )
     return Finding(1, claim, "; ".join(parts), _verdict(ok), _convergence_caveat(converged))
 
 
-def finding_one_long_chain(convergence: Mapping[str, Any] | None,
-                           converged: bool | None = None) -> Finding:
+def finding_one_long_chain(
+    convergence: Mapping[str, Any] | None, converged: bool | None = None
+) -> Finding:
     """(2) One long chain represents the posterior about as well as several short ones.
 
     Reproduced when the long chain's agreement with the reference model average is within 2
@@ -517,17 +646,20 @@ def finding_one_long_chain(convergence: Mapping[str, Any] | None,
     claim = "a single long HMC chain gives a comparable posterior to several shorter chains"
     chains = (convergence or {}).get("chains") or []
     if len(chains) < 2 or "agreement" not in chains[0]:
-        return Finding(2, claim, "no chain comparison (regression, or too few samples)",
-                       "not measured")
+        return Finding(
+            2, claim, "no chain comparison (regression, or too few samples)", "not measured"
+        )
     one, several = chains[0], chains[1]
     n = int(convergence["num_test_points"])
     a = several["agreement"]
     tolerance = 2 * math.sqrt(max(a * (1 - a), 1 / n) / n)
     ok = one["agreement"] >= a - tolerance
-    measured = (f"agreement with {convergence['reference']}: {one['scheme']} "
-                f"{one['agreement']:.3f} (mean over chains), {several['scheme']} {a:.3f} "
-                f"(2 SE {tolerance:.3f}); TV {one['total_variation']:.3f} vs "
-                f"{several['total_variation']:.3f}")
+    measured = (
+        f"agreement with {convergence['reference']}: {one['scheme']} "
+        f"{one['agreement']:.3f} (mean over chains), {several['scheme']} {a:.3f} "
+        f"(2 SE {tolerance:.3f}); TV {one['total_variation']:.3f} vs "
+        f"{several['total_variation']:.3f}"
+    )
     return Finding(2, claim, measured, _verdict(ok), _convergence_caveat(converged))
 
 
@@ -540,8 +672,10 @@ def finding_no_cold_posterior(temperature: Mapping[str, Any] | None) -> Finding:
     whose sampler failed the within-chain verdict is left out of the comparison (and named):
     its chains say nothing about that tempered posterior (:func:`judged_temperature_rows`).
     """
-    claim = ("posterior tempering is not needed (no cold posterior effect for HMC); the "
-             "effect is largely an artifact of data augmentation")
+    claim = (
+        "posterior tempering is not needed (no cold posterior effect for HMC); the "
+        "effect is largely an artifact of data augmentation"
+    )
     rows, dropped = judged_temperature_rows((temperature or {}).get("rows") or [])
     if not rows:
         return Finding(3, claim, "the temperature sweep did not run", "not measured")
@@ -555,28 +689,34 @@ def finding_no_cold_posterior(temperature: Mapping[str, Any] | None) -> Finding:
         return (line[1.0] - min(colder)) / abs(line[1.0]) if colder and 1.0 in line else 0.0
 
     # The full-batch sampler's line is "HMC" or "MCLMC" (rows say method "hmc" for either).
-    full_batch = {r["line"] for r in rows
-                  if r.get("method") == "hmc" or r["line"] in ("HMC", "MCLMC")}
+    full_batch = {
+        r["line"] for r in rows if r.get("method") == "hmc" or r["line"] in ("HMC", "MCLMC")
+    }
     sampler = next((k for k in lines if k in full_batch), "HMC")
     hmc = lines.get(sampler)
-    plain = next((v for k, v in lines.items() if k not in full_batch
-                  and "augment" not in k), None)
+    plain = next((v for k, v in lines.items() if k not in full_batch and "augment" not in k), None)
     augmented = next((v for k, v in lines.items() if "augment" in k), None)
     if hmc is None or 1.0 not in hmc or plain is None or augmented is None:
-        return Finding(3, claim, "the sweep lacks HMC at T = 1 or an SGMCMC line",
-                       "not measured")
+        return Finding(3, claim, "the sweep lacks HMC at T = 1 or an SGMCMC line", "not measured")
     hmc_ok = hmc[1.0] <= min(hmc.values()) * 1.01
     aug_ok = gain(augmented) > gain(plain)
-    measured = (f"{sampler} NLL at T=1 {hmc[1.0]:.3f}, best {min(hmc.values()):.3f} at "
-                f"T={min(hmc, key=hmc.get):g}; NLL gain from cooling: SGHMC-CLR "
-                f"{100 * gain(plain):+.1f} %, with augmentation {100 * gain(augmented):+.1f} %"
-                + (f"; left out, their {sampler} chains did not mix: T="
-                   + ", ".join(f"{t:g}" for t in dropped) if dropped else ""))
+    measured = (
+        f"{sampler} NLL at T=1 {hmc[1.0]:.3f}, best {min(hmc.values()):.3f} at "
+        f"T={min(hmc, key=hmc.get):g}; NLL gain from cooling: SGHMC-CLR "
+        f"{100 * gain(plain):+.1f} %, with augmentation {100 * gain(augmented):+.1f} %"
+        + (
+            f"; left out, their {sampler} chains did not mix: T="
+            + ", ".join(f"{t:g}" for t in dropped)
+            if dropped
+            else ""
+        )
+    )
     return Finding(3, claim, measured, _verdict(hmc_ok and aug_ok))
 
 
-def judged_temperature_rows(rows: Sequence[Mapping[str, Any]]
-                            ) -> tuple[list[Mapping[str, Any]], list[float]]:
+def judged_temperature_rows(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[list[Mapping[str, Any]], list[float]]:
     """The temperature sweep's rows finding 3 compares, and the temperatures left out: the
     full-batch sampler's rows at T < 1 whose level is :data:`UNASSESSABLE` (T = 1 is always
     kept: the finding is measured against it, and its own level decides whether it can be).
@@ -590,12 +730,19 @@ def judged_temperature_rows(rows: Sequence[Mapping[str, Any]]
         >>> [r["temperature"] for r in kept], dropped
         ([1.0, 0.3], [0.1])
     """
-    def unjudged(r: Mapping[str, Any]) -> bool:
-        return (r.get("method") == "hmc" and float(r["temperature"]) != 1.0
-                and weakest_level([r.get("level")]) in UNASSESSABLE)
 
-    colder = {float(r["temperature"]) for r in rows
-              if r.get("method") == "hmc" and float(r["temperature"]) != 1.0}
+    def unjudged(r: Mapping[str, Any]) -> bool:
+        return (
+            r.get("method") == "hmc"
+            and float(r["temperature"]) != 1.0
+            and weakest_level([r.get("level")]) in UNASSESSABLE
+        )
+
+    colder = {
+        float(r["temperature"])
+        for r in rows
+        if r.get("method") == "hmc" and float(r["temperature"]) != 1.0
+    }
     dropped = sorted({float(r["temperature"]) for r in rows if unjudged(r)}, reverse=True)
     if set(dropped) == colder:
         return list(rows), []
@@ -611,8 +758,9 @@ def judged_temperature_rows(rows: Sequence[Mapping[str, Any]]
 UNJUDGED_PRIORS = ("gaussian_small",)
 
 
-def judged_prior_rows(rows: Sequence[Mapping[str, Any]]
-                      ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+def judged_prior_rows(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
     """The prior sweep's rows finding 4 compares, and the rows left out because their chains
     did not mix (level in :data:`UNASSESSABLE`); rows of :data:`UNJUDGED_PRIORS` are in
     neither (rows without a ``key``, from before the sweep recorded it, are all judged).
@@ -653,8 +801,10 @@ def finding_prior_robust(prior: Sequence[Mapping[str, Any]] | None) -> Finding:
     the RMSEs within 10 % of their mean. (Differences inside these bounds are what
     resampling the test set alone would give.)
     """
-    claim = ("the BMA is robust to the prior scale, and similar under Gaussian, mixture and "
-             "logistic priors")
+    claim = (
+        "the BMA is robust to the prior scale, and similar under Gaussian, mixture and "
+        "logistic priors"
+    )
     every = list(prior or [])
     rows, dropped = judged_prior_rows(every)
     if not rows:
@@ -669,21 +819,33 @@ def finding_prior_robust(prior: Sequence[Mapping[str, Any]] | None) -> Finding:
             n = int(mine[0]["num_test"])
             bound = 4 * math.sqrt(mean * (1 - mean) / n)
             ok &= max(acc) - min(acc) <= bound
-            parts.append(f"{dataset}: accuracy {min(acc):.3f}–{max(acc):.3f} over "
-                         f"{len(acc)} priors (bound {bound:.3f})"
-                         + "".join(f"; {r['prior']}, not judged: {r['accuracy']:.3f}"
-                                   for r in aside if r["dataset"] == dataset))
+            parts.append(
+                f"{dataset}: accuracy {min(acc):.3f}–{max(acc):.3f} over "
+                f"{len(acc)} priors (bound {bound:.3f})"
+                + "".join(
+                    f"; {r['prior']}, not judged: {r['accuracy']:.3f}"
+                    for r in aside
+                    if r["dataset"] == dataset
+                )
+            )
         else:
             rmse = [r["rmse"] for r in mine]
             mean = sum(rmse) / len(rmse)
             ok &= max(rmse) - min(rmse) <= 0.1 * mean
-            parts.append(f"{dataset}: RMSE {min(rmse):.3f}–{max(rmse):.3f} over {len(rmse)} "
-                         "priors (bound 10 % of the mean)"
-                         + "".join(f"; {r['prior']}, not judged: {r['rmse']:.3f}"
-                                   for r in aside if r["dataset"] == dataset))
+            parts.append(
+                f"{dataset}: RMSE {min(rmse):.3f}–{max(rmse):.3f} over {len(rmse)} "
+                "priors (bound 10 % of the mean)"
+                + "".join(
+                    f"; {r['prior']}, not judged: {r['rmse']:.3f}"
+                    for r in aside
+                    if r["dataset"] == dataset
+                )
+            )
     if dropped:
-        parts.append("left out, their chains did not mix: " + ", ".join(
-            f"{r['dataset']} {r['prior']}" for r in dropped))
+        parts.append(
+            "left out, their chains did not mix: "
+            + ", ".join(f"{r['dataset']} {r['prior']}" for r in dropped)
+        )
     return Finding(4, claim, "; ".join(parts), _verdict(ok))
 
 
@@ -701,8 +863,7 @@ def finding_poor_under_shift(shift: Sequence[Mapping[str, Any]] | None) -> Findi
     top = max(r["severity"] for r in rows)
 
     def accuracy(label: str, severity: int) -> float | None:
-        values = [r["accuracy"] for r in rows if r["label"] == label
-                  and r["severity"] == severity]
+        values = [r["accuracy"] for r in rows if r["label"] == label and r["severity"] == severity]
         return sum(values) / len(values) if values else None
 
     labels = list(dict.fromkeys(r["label"] for r in rows))
@@ -713,9 +874,11 @@ def finding_poor_under_shift(shift: Sequence[Mapping[str, Any]] | None) -> Findi
     clean_lead = accuracy(hmc, 0) - max(accuracy(x, 0) for x in others)
     shifted_lead = accuracy(hmc, top) - max(accuracy(x, top) for x in others)
     ok = shifted_lead < clean_lead
-    measured = (f"accuracy lead of HMC over the best of SGD and the ensemble: clean "
-                f"{clean_lead:+.3f}, severity {top} {shifted_lead:+.3f} (mean over "
-                f"{len({r['corruption'] for r in rows}) - 1} corruptions)")
+    measured = (
+        f"accuracy lead of HMC over the best of SGD and the ensemble: clean "
+        f"{clean_lead:+.3f}, severity {top} {shifted_lead:+.3f} (mean over "
+        f"{len({r['corruption'] for r in rows}) - 1} corruptions)"
+    )
     return Finding(5, claim, measured, _verdict(ok))
 
 
@@ -728,8 +891,10 @@ def finding_ensembles_close(compare: Mapping[str, Any]) -> Finding:
     prior was picked on validation (``Setting.baseline_priors``) is not on the reference's
     posterior: the caveat says that its distance includes the priors' difference.
     """
-    claim = ("cheaper methods differ from HMC; deep ensembles are about as close to HMC as "
-             "SGLD, and closer than mean-field VI")
+    claim = (
+        "cheaper methods differ from HMC; deep ensembles are about as close to HMC as "
+        "SGLD, and closer than mean-field VI"
+    )
     names = _sgld_settings(compare)
     if not names:
         return Finding(6, claim, "no classification setting ran SGLD", "not measured")
@@ -738,17 +903,22 @@ def finding_ensembles_close(compare: Mapping[str, Any]) -> Finding:
         by = _rows_by_method(compare[name]["rows"])
         ens, sgld, mfvi = by["Deep ensemble (K=5)"], by["SGLD"], by.get("MFVI")
         ok &= ens["total_variation"] <= 1.1 * sgld["total_variation"]
-        line = (f"{name}: TV to HMC ensemble {ens['total_variation']:.3f}, SGLD "
-                f"{sgld['total_variation']:.3f}")
+        line = (
+            f"{name}: TV to HMC ensemble {ens['total_variation']:.3f}, SGLD "
+            f"{sgld['total_variation']:.3f}"
+        )
         if mfvi is not None and "total_variation" in mfvi:
             ok &= ens["total_variation"] < mfvi["total_variation"]
             line += f", MFVI {mfvi['total_variation']:.3f}"
         parts.append(line + f"; agreement {ens['agreement']:.3f} / {sgld['agreement']:.3f}")
         if ens.get("prior"):
             priors.append(f"{name}: {ens['prior']}")
-    caveat = ("the ensemble's prior was picked on validation (" + "; ".join(priors) + "), not "
-              "the reference's, so its distance to HMC includes the priors' difference"
-              if priors else "")
+    caveat = (
+        "the ensemble's prior was picked on validation (" + "; ".join(priors) + "), not "
+        "the reference's, so its distance to HMC includes the priors' difference"
+        if priors
+        else ""
+    )
     return Finding(6, claim, "; ".join(parts), _verdict(ok), caveat)
 
 
@@ -785,23 +955,26 @@ def findings(out: str | os.PathLike) -> list[Finding]:
     classification = _classification_settings(compare)
     mnist_hmc = _reference_level(compare, "mnist")
     image_hmc = [level for name in classification for level in _reference_level(compare, name)]
-    sgld_hmc = [level for name in _sgld_settings(compare)
-                for level in _reference_level(compare, name)]
-    converged = (None if not mnist_hmc or mnist_hmc[0] is None
-                 else mnist_hmc[0] not in UNASSESSABLE)
+    sgld_hmc = [
+        level for name in _sgld_settings(compare) for level in _reference_level(compare, name)
+    ]
+    converged = None if not mnist_hmc or mnist_hmc[0] is None else mnist_hmc[0] not in UNASSESSABLE
     temperature = read("temperature", "results.json")
     prior = read("prior_sweep", "results.json")
     shift = read("shift", "shift_table.json")
     images = (read(SETTINGS_FILE) or {}).get("images", "cifar10_proxy")
     shift_hmc = _reference_level(compare, images) or mnist_hmc
-    temperature_hmc = [r.get("level") for r in
-                       judged_temperature_rows((temperature or {}).get("rows") or [])[0]
-                       if r.get("method") == "hmc"]
+    temperature_hmc = [
+        r.get("level")
+        for r in judged_temperature_rows((temperature or {}).get("rows") or [])[0]
+        if r.get("method") == "hmc"
+    ]
     prior_hmc = [r.get("level") for r in judged_prior_rows(prior or [])[0]]
     return [
         assessed(finding_hmc_beats_standard(compare, converged), image_hmc),
-        assessed(finding_one_long_chain(read("convergence", "convergence.json"), converged),
-                 mnist_hmc),
+        assessed(
+            finding_one_long_chain(read("convergence", "convergence.json"), converged), mnist_hmc
+        ),
         assessed(finding_no_cold_posterior(temperature), temperature_hmc),
         assessed(finding_prior_robust(prior), prior_hmc),
         assessed(finding_poor_under_shift((shift or {}).get("rows")), shift_hmc),
@@ -827,7 +1000,7 @@ def finding_figures(out: str | os.PathLike) -> dict[int, bytes]:
     if classification:
         figures[1] = plots.methods_png(classification)
         figures[6] = plots.closeness_png(classification)
-    chains = (read("convergence", "convergence.json") or {})
+    chains = read("convergence", "convergence.json") or {}
     if len(chains.get("chains") or []) >= 2 and "agreement" in chains["chains"][0]:
         figures[2] = plots.chains_png(chains["chains"], str(chains.get("reference", "")))
     temperature = (read("temperature", "results.json") or {}).get("rows")
@@ -844,22 +1017,29 @@ def finding_figures(out: str | os.PathLike) -> dict[int, bytes]:
 
 def findings_markdown(items: Sequence[Finding], scale: str) -> str:
     """The findings as a markdown table, with the scale they were measured at."""
-    lines = ["# The paper's findings, measured", "",
-             f"Scale `{scale}`: {SCALES[scale].description}.", "",
-             "A finding whose HMC reference failed the within-chain verdict (its chains did "
-             "not mix), or was not judged, is *not assessable*: its figures are shown, but "
-             "they do not describe the posterior, so they neither reproduce the paper nor "
-             "contradict it.", "",
-             "| # | the paper finds | measured here | HMC reference | verdict |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "# The paper's findings, measured",
+        "",
+        f"Scale `{scale}`: {SCALES[scale].description}.",
+        "",
+        "A finding whose HMC reference failed the within-chain verdict (its chains did "
+        "not mix), or was not judged, is *not assessable*: its figures are shown, but "
+        "they do not describe the posterior, so they neither reproduce the paper nor "
+        "contradict it.",
+        "",
+        "| # | the paper finds | measured here | HMC reference | verdict |",
+        "|---|---|---|---|---|",
+    ]
     for f in items:
         verdict = f.verdict + (f" ({f.caveat})" if f.caveat else "")
-        lines.append(f"| {f.number} | {f.claim} | {f.measured} | {f.reference or '—'} | "
-                     f"{verdict} |")
+        lines.append(
+            f"| {f.number} | {f.claim} | {f.measured} | {f.reference or '—'} | {verdict} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 # --- the study ----------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class Study:
@@ -883,17 +1063,20 @@ def _check_out(out: Path, config: Config) -> bool:
     if settings.is_file():
         stored = storage.read_json(settings)
         images = stored.get("images", "cifar10_proxy")
-        if (stored.get("scale"), stored.get("seed"), images) != (config.scale, config.seed,
-                                                                 config.images):
+        if (stored.get("scale"), stored.get("seed"), images) != (
+            config.scale,
+            config.seed,
+            config.images,
+        ):
             raise ConfigError(
                 f"--out {given!r} holds a study of --scale {stored.get('scale')}, --seed "
                 f"{stored.get('seed')} and --images {images}; allowed: the same, or another "
-                "--out")
+                "--out"
+            )
         return True
     from bnnkit import output_folder
 
-    output_folder.check(out, SETTINGS_FILE, "paper study", resume=False, overwrite=False,
-                        flags=())
+    output_folder.check(out, SETTINGS_FILE, "paper study", resume=False, overwrite=False, flags=())
     return False
 
 
@@ -902,8 +1085,13 @@ def _shift_runs(out: Path, setting: str, names: Sequence[str]) -> list[str]:
     return [os.fspath(root / name) for name in names]
 
 
-def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
-          say: Callable[[str], None] = print) -> Study:
+def paper(
+    config: Config,
+    out: str | os.PathLike,
+    *,
+    progress: bool = True,
+    say: Callable[[str], None] = print,
+) -> Study:
     """Run (or continue) the whole study at ``config.scale`` in ``out`` and write its report.
 
     Everything is checked (the folder, every part's settings, the data) before anything is
@@ -942,8 +1130,10 @@ def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
     settings = compare_settings(config)
     # Its chains start at the members of the CIFAR-10 proxy reference's ensemble.
     temperature_cfg = temperature_config(
-        config, settings[config.images].hmc.step_size,
-        out / "compare_methods" / config.images / "hmc" / reference.ENSEMBLE_DIR)
+        config,
+        settings[config.images].hmc.step_size,
+        out / "compare_methods" / config.images / "hmc" / reference.ENSEMBLE_DIR,
+    )
     prior_cfg = prior_config(config)
     bbb_cfg = bbb_config(config)
     corruptions = covariate_shift.check_corruptions(plan.corruptions)
@@ -954,10 +1144,16 @@ def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
 
     out.mkdir(parents=True, exist_ok=True)
     if not continuing:
-        storage.write_json(out / SETTINGS_FILE, {"scale": config.scale, "seed": config.seed,
-                                                 "images": config.images,
-                                                 "data_dir": config.data_dir,
-                                                 "plan": dataclasses.asdict(plan)})
+        storage.write_json(
+            out / SETTINGS_FILE,
+            {
+                "scale": config.scale,
+                "seed": config.seed,
+                "images": config.images,
+                "data_dir": config.data_dir,
+                "plan": dataclasses.asdict(plan),
+            },
+        )
     parts = {name: out / name for name in PARTS}
     steps = len(PARTS) - 1  # the two shift tables are one step
 
@@ -967,42 +1163,56 @@ def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
 
     announce(1, "cheaper methods against the reference")
     compare_methods.compare_methods(
-        compare_methods.Config(settings=",".join(settings)), parts["compare_methods"],
-        settings=settings, progress=progress)
+        compare_methods.Config(settings=",".join(settings)),
+        parts["compare_methods"],
+        settings=settings,
+        progress=progress,
+    )
 
     hmc_dir = parts["compare_methods"] / "mnist" / "hmc"
     announce(2, "convergence in weight and function space")
-    convergence.convergence_report(hmc_dir, parts["convergence"],
-                                   convergence.Config(max_test=plan.test_points),
-                                   overwrite=(parts["convergence"] / "convergence.json").is_file())
+    convergence.convergence_report(
+        hmc_dir,
+        parts["convergence"],
+        convergence.Config(max_test=plan.test_points),
+        overwrite=(parts["convergence"] / "convergence.json").is_file(),
+    )
 
     announce(3, "covariate shift: CIFAR-10 proxy, then MNIST")
-    for part, setting_, names in (("shift", config.images, ("hmc", "sgd", "deep")),
-                                  ("shift_mnist", "mnist", ("hmc", "sgd", "deep",
-                                                            "sghmc-clr"))):
+    for part, setting_, names in (
+        ("shift", config.images, ("hmc", "sgd", "deep")),
+        ("shift_mnist", "mnist", ("hmc", "sgd", "deep", "sghmc-clr")),
+    ):
         if part == "shift_mnist" and not plan.mnist_shift:
             continue
         if not (parts[part] / covariate_shift.TABLE_FILE).is_file():
             covariate_shift.covariate_shift(
-                _shift_runs(out, setting_, names), parts[part],
+                _shift_runs(out, setting_, names),
+                parts[part],
                 covariate_shift.Config(max_test=plan.test_points, seed=config.seed),
-                corruptions=corruptions, severities=severities,
+                corruptions=corruptions,
+                severities=severities,
                 resume=(parts[part] / covariate_shift.SETTINGS_FILE).is_file(),
-                progress=progress)
+                progress=progress,
+            )
 
     announce(4, "posterior surface through three reference chains")
     if not (parts["surface"] / "surface.npz").is_file():
         surface.posterior_surface(
-            [f"{hmc_dir}:{c}:-1" for c in range(3)], parts["surface"],
+            [f"{hmc_dir}:{c}:-1" for c in range(3)],
+            parts["surface"],
             surface.Config(grid_size=plan.grid),
-            resume=(parts["surface"] / "surface.json").is_file(), progress=progress)
+            resume=(parts["surface"] / "surface.json").is_file(),
+            progress=progress,
+        )
 
     announce(5, "posterior temperature, with and without augmentation")
     temperature.temperature_sweep(temperature_cfg, parts["temperature"], progress=progress)
 
     announce(6, "priors of several scales and shapes")
-    prior_sweep.prior_sweep(prior_cfg, parts["prior_sweep"],
-                            settings_=prior_settings(config, out), progress=progress)
+    prior_sweep.prior_sweep(
+        prior_cfg, parts["prior_sweep"], settings_=prior_settings(config, out), progress=progress
+    )
 
     announce(7, "Bayes by Backprop on MNIST")
     bbb_mnist.bbb_mnist(bbb_cfg, parts["bbb_mnist"], progress=progress)
@@ -1013,9 +1223,11 @@ def paper(config: Config, out: str | os.PathLike, *, progress: bool = True,
         file.parent.mkdir(exist_ok=True)
         storage.atomic_write_bytes(file, png)
     storage.write_json(out / FINDINGS_JSON, [dataclasses.asdict(f) for f in items])
-    storage.atomic_write_bytes(out / FINDINGS_FILE,
-                               findings_markdown(items, config.scale).encode())
+    storage.atomic_write_bytes(out / FINDINGS_FILE, findings_markdown(items, config.scale).encode())
     report_dir = out / REPORT_DIR
-    document([out, *(parts[name] for name in PARTS if parts[name].is_dir())], report_dir,
-             overwrite=(report_dir / "report.md").is_file())
+    document(
+        [out, *(parts[name] for name in PARTS if parts[name].is_dir())],
+        report_dir,
+        overwrite=(report_dir / "report.md").is_file(),
+    )
     return Study(config.scale, parts, items, report_dir)

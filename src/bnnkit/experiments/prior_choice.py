@@ -54,8 +54,10 @@ class Choice:
     def note(self) -> str:
         """One line for a table: the prior and what it beat."""
         scores = ", ".join(f"{p} {v:.3f}" for p, v in self.validation_nll.items())
-        return (f"prior {self.prior}, picked by SGD's NLL on {self.validation_size} held-out "
-                f"training examples ({scores})")
+        return (
+            f"prior {self.prior}, picked by SGD's NLL on {self.validation_size} held-out "
+            f"training examples ({scores})"
+        )
 
 
 def pick(validation_nll: Mapping[str, float]) -> str:
@@ -66,8 +68,10 @@ def pick(validation_nll: Mapping[str, float]) -> str:
     """
     finite = {p: v for p, v in validation_nll.items() if math.isfinite(v)}
     if not finite:
-        raise ConfigError("every candidate prior's SGD run diverged on the validation set; "
-                          "allowed: candidates under which SGD trains")
+        raise ConfigError(
+            "every candidate prior's SGD run diverged on the validation set; "
+            "allowed: candidates under which SGD trains"
+        )
     return min(finite, key=finite.get)
 
 
@@ -83,9 +87,15 @@ def validation_nll(run_dir: str | os.PathLike) -> float:
     return float(metrics_for(run_prediction(record, problem, posterior, x), y)["nll"])
 
 
-def choose(problem: ProblemConfig, candidates: Sequence[str], config: Any,
-           root: str | os.PathLike, *, validation_size: int,
-           progress: bool = True) -> Choice:
+def choose(
+    problem: ProblemConfig,
+    candidates: Sequence[str],
+    config: Any,
+    root: str | os.PathLike,
+    *,
+    validation_size: int,
+    progress: bool = True,
+) -> Choice:
     """Run ``config`` (an optimiser's) under each candidate prior with ``validation_size``
     training examples held out, in ``root/<index>``, and pick by validation NLL.
 

@@ -30,20 +30,25 @@ class Config:
     """What to draw, from which prior, and where to write the picture."""
 
     out: str = setting(help="PNG path")
-    model: str | None = setting(None, help="registered model (default mlp_regression_small, or "
-                                           "the MLPs of --widths)")
-    dataset: str | None = setting(None, help="classification dataset whose test inputs a "
-                                             "classifier sees")
-    data_dir: str | None = setting(None, help="folder with dataset files (default: "
-                                              "$BNNKIT_DATA_DIR or the download cache)")
+    model: str | None = setting(
+        None, help="registered model (default mlp_regression_small, or the MLPs of --widths)"
+    )
+    dataset: str | None = setting(
+        None, help="classification dataset whose test inputs a classifier sees"
+    )
+    data_dir: str | None = setting(
+        None, help="folder with dataset files (default: $BNNKIT_DATA_DIR or the download cache)"
+    )
     weight_decay: float = setting(1.0, help="precision λ of the Gaussian prior N(0, 1/λ)")
     prior: str | None = None
     bias_prior: str | None = None
     layer_priors: str | tuple[str, ...] | None = None
     noise_prior: str | None = None
-    widths: str | None = setting(None, metavar="H1,H2,...",
-                                 help="regression: one panel per MLP hidden width, e.g. "
-                                      "10,100,1000")
+    widths: str | None = setting(
+        None,
+        metavar="H1,H2,...",
+        help="regression: one panel per MLP hidden width, e.g. 10,100,1000",
+    )
     depth: int = setting(1, help="hidden layers of the --widths MLPs")
     num_draws: int = setting(500, help="prior draws S")
     x_range: str = setting("-3,3", metavar="LOW,HIGH", help="regression: the input grid")
@@ -78,8 +83,9 @@ def widths(text: str) -> list[int]:
     except ValueError:
         values = []
     if not values or min(values) < 1:
-        raise ConfigError(f"--widths {text!r}; allowed: comma-separated integers >= 1, "
-                          "e.g. 10,100,1000")
+        raise ConfigError(
+            f"--widths {text!r}; allowed: comma-separated integers >= 1, e.g. 10,100,1000"
+        )
     return values
 
 
@@ -115,18 +121,21 @@ def _regression(config: Config) -> Result:
     nets = []
     if config.widths is not None:
         if config.model is not None:
-            raise ConfigError("--widths draws from MLPs of those widths; allowed: it or "
-                              f"--model {config.model}, not both")
+            raise ConfigError(
+                "--widths draws from MLPs of those widths; allowed: it or "
+                f"--model {config.model}, not both"
+            )
         for width in widths(config.widths):
             module = MLP(hidden=(width,) * config.depth, num_outputs=1)
-            layers = ("1 hidden layer" if config.depth == 1
-                      else f"{config.depth} hidden layers")
+            layers = "1 hidden layer" if config.depth == 1 else f"{config.depth} hidden layers"
             nets.append((f"width {width} ({layers})", module.init, module.apply))
     else:
         name = config.model or "mlp_regression_small"
         if name in models.MODELS and "regression" not in models.MODELS[name].tasks:
-            raise ConfigError(f"model {name!r} is a classifier; allowed: give --dataset with "
-                              "its classification data")
+            raise ConfigError(
+                f"model {name!r} is a classifier; allowed: give --dataset with "
+                "its classification data"
+            )
         models.check_compatible(name, "regression", (1,), "1-D input grid")
         model = models.get(name, num_outputs=1)
         nets.append((name, model.init, model.apply))
@@ -135,14 +144,23 @@ def _regression(config: Config) -> Result:
     for i, (label, init, apply) in enumerate(nets):
         # Shapes are all a prior draw needs.
         like = jax.eval_shape(init, jax.random.PRNGKey(0), x[:1])
-        prior = priors.make(config.prior, bias=config.bias_prior, layers=config.layer_priors,
-                            weight_decay=config.weight_decay, like=like)
-        values = predictive.draw_outputs(jax.random.fold_in(key, i), apply, prior, like, x,
-                                         config.num_draws)[..., 0]
+        prior = priors.make(
+            config.prior,
+            bias=config.bias_prior,
+            layers=config.layer_priors,
+            weight_decay=config.weight_decay,
+            like=like,
+        )
+        values = predictive.draw_outputs(
+            jax.random.fold_in(key, i), apply, prior, like, x, config.num_draws
+        )[..., 0]
         panels.append(predictive.FunctionDraws(label, xs, values))
     predictive.plot_functions(panels, f"prior predictive functions, prior {prior}", config.out)
-    lines = [f"{panel.label}: mean sd of f(x) {float(panel.values.std(axis=0).mean()):.3g}, "
-             f"excess kurtosis of f(1) {panel.excess_kurtosis():.3g}" for panel in panels]
+    lines = [
+        f"{panel.label}: mean sd of f(x) {float(panel.values.std(axis=0).mean()):.3g}, "
+        f"excess kurtosis of f(1) {panel.excess_kurtosis():.3g}"
+        for panel in panels
+    ]
     return Result(config.out, lines)
 
 
@@ -156,30 +174,41 @@ def _classification(config: Config) -> Result:
         raise ConfigError("--widths draws regression functions; allowed: without --dataset")
     if config.model is None:
         raise ConfigError("--dataset needs --model, the classifier to draw from")
-    problem = problem_lib.build(problem_lib.ProblemConfig(
-        dataset=config.dataset, model=config.model, weight_decay=config.weight_decay,
-        data_dir=config.data_dir, prior=config.prior, bias_prior=config.bias_prior,
-        layer_priors=config.layer_priors, noise_prior=config.noise_prior,
-    ))
+    problem = problem_lib.build(
+        problem_lib.ProblemConfig(
+            dataset=config.dataset,
+            model=config.model,
+            weight_decay=config.weight_decay,
+            data_dir=config.data_dir,
+            prior=config.prior,
+            bias_prior=config.bias_prior,
+            layer_priors=config.layer_priors,
+            noise_prior=config.noise_prior,
+        )
+    )
     if problem.dataset.task != "classification":
-        raise ConfigError(f"--dataset {config.dataset!r} is {problem.dataset.task}; allowed: a "
-                          "classification dataset (regression draws functions on a 1-D grid "
-                          "without --dataset)")
+        raise ConfigError(
+            f"--dataset {config.dataset!r} is {problem.dataset.task}; allowed: a "
+            "classification dataset (regression draws functions on a 1-D grid "
+            "without --dataset)"
+        )
     key = jax.random.PRNGKey(config.seed)
     like = jax.eval_shape(problem.init_params, jax.random.PRNGKey(0))
     x = problem.to_device(problem.dataset.x_test[: config.num_inputs])
-    logits = predictive.draw_outputs(key, problem.apply, problem.prior, like, x,
-                                     config.num_draws)
+    logits = predictive.draw_outputs(key, problem.apply, problem.prior, like, x, config.num_draws)
     probs = np.asarray(jax.nn.softmax(logits.astype(np.float32), axis=-1))
     predictive.plot_class_probabilities(
-        probs, f"prior predictive of {config.model} on {problem.dataset.name} "
+        probs,
+        f"prior predictive of {config.model} on {problem.dataset.name} "
         f"({probs.shape[1]} test inputs, {probs.shape[0]} draws), prior {problem.prior}",
         config.out,
     )
     summary = predictive.summarize_probs(probs)
-    line = ("mean max class probability: single draw {max_prob_single:.3f}, prior BMA "
-            "{max_prob_bma:.3f}; mean entropy: single draw {entropy_single:.3f}, prior BMA "
-            "{entropy_bma:.3f}".format(**summary))
+    line = (
+        "mean max class probability: single draw {max_prob_single:.3f}, prior BMA "
+        "{max_prob_bma:.3f}; mean entropy: single draw {entropy_single:.3f}, prior BMA "
+        "{entropy_bma:.3f}".format(**summary)
+    )
     return Result(config.out, [line])
 
 

@@ -58,8 +58,16 @@ from bnnkit.settings import setting
 RESULTS_FILE = "results.json"
 TABLE_FILE = "prior_sweep.md"
 FIGURE_FILE = "prior_sweep.png"
-PRIOR_KEYS = ("gaussian_small", "gaussian", "gaussian_large", "fanin_gaussian",
-              "scale_mixture", "logistic", "laplace", "student_t")
+PRIOR_KEYS = (
+    "gaussian_small",
+    "gaussian",
+    "gaussian_large",
+    "fanin_gaussian",
+    "scale_mixture",
+    "logistic",
+    "laplace",
+    "student_t",
+)
 #: The fan-in-scaled Gaussian's σ: N(0, σ² / fan_in) with σ² = 2 (He et al. 2015).
 FANIN_SCALE = 1.4142
 
@@ -103,8 +111,9 @@ class Setting:
         from bnnkit.inference import mclmc
 
         if self.sampler not in SAMPLERS:
-            raise ConfigError(f"unknown prior-sweep sampler {self.sampler!r}; allowed: "
-                              f"{', '.join(SAMPLERS)}")
+            raise ConfigError(
+                f"unknown prior-sweep sampler {self.sampler!r}; allowed: {', '.join(SAMPLERS)}"
+            )
         module = mclmc if self.sampler == "mclmc" else hmc
         return module.Config(**self.hmc, seed=seed)
 
@@ -113,15 +122,21 @@ class Setting:
 class Config:
     """Datasets, priors, and the few problem settings the sweep lets change."""
 
-    datasets: str = setting("yacht,mnist160", metavar="NAME,...",
-                            help="comma-separated subset of: yacht, mnist160")
-    priors: str = setting(",".join(PRIOR_KEYS), metavar="NAME,...",
-                          help=f"comma-separated subset of: {', '.join(PRIOR_KEYS)} "
-                               "(Gaussians at s/3, s, 3s; the others at variance s²)")
-    noise_std: float = setting(0.1, help="yacht's fixed noise std in standardised units",
-                               bounds=(1e-12, None))
-    data_dir: str | None = setting(None, help="folder with MNIST (default: $BNNKIT_DATA_DIR "
-                                              "or the download cache)")
+    datasets: str = setting(
+        "yacht,mnist160", metavar="NAME,...", help="comma-separated subset of: yacht, mnist160"
+    )
+    priors: str = setting(
+        ",".join(PRIOR_KEYS),
+        metavar="NAME,...",
+        help=f"comma-separated subset of: {', '.join(PRIOR_KEYS)} "
+        "(Gaussians at s/3, s, 3s; the others at variance s²)",
+    )
+    noise_std: float = setting(
+        0.1, help="yacht's fixed noise std in standardised units", bounds=(1e-12, None)
+    )
+    data_dir: str | None = setting(
+        None, help="folder with MNIST (default: $BNNKIT_DATA_DIR or the download cache)"
+    )
     seed: int = setting(0, help="seed of the HMC runs", bounds=(0, 2**32 - 1))
     quick: bool = setting(False, help="4x fewer iterations: a smoke test")
 
@@ -156,19 +171,33 @@ def settings(noise_std: float = 0.1, quick: bool = False) -> dict[str, Setting]:
     shrink = 4 if quick else 1
     return {
         "yacht": Setting(
-            "yacht", "UCI yacht, split 0 (mlp_regression_small, 50 ReLU units)",
+            "yacht",
+            "UCI yacht, split 0 (mlp_regression_small, 50 ReLU units)",
             dict(dataset="yacht_0", model="mlp_regression_small", noise_std=noise_std),
             scale=1.0,
-            hmc=dict(step_size=1e-3, trajectory_len=0.3, num_iterations=160 // shrink,
-                     num_burn_in=40 // shrink, num_chains=4, max_num_leapfrog_steps=1500),
+            hmc=dict(
+                step_size=1e-3,
+                trajectory_len=0.3,
+                num_iterations=160 // shrink,
+                num_burn_in=40 // shrink,
+                num_chains=4,
+                max_num_leapfrog_steps=1500,
+            ),
             metric="rmse",
         ),
         "mnist160": Setting(
-            "mnist160", "MNIST, first 160 training images (mlp_classification, 784-256-256-10)",
+            "mnist160",
+            "MNIST, first 160 training images (mlp_classification, 784-256-256-10)",
             dict(dataset="mnist", model="mlp_classification", subset_train_to=160),
             scale=0.1,
-            hmc=dict(step_size=1e-3, trajectory_len=0.05, num_iterations=60 // shrink,
-                     num_burn_in=20 // shrink, num_chains=2, max_num_leapfrog_steps=60),
+            hmc=dict(
+                step_size=1e-3,
+                trajectory_len=0.05,
+                num_iterations=60 // shrink,
+                num_burn_in=20 // shrink,
+                num_chains=2,
+                max_num_leapfrog_steps=60,
+            ),
             metric="accuracy",
         ),
     }
@@ -185,11 +214,17 @@ def prior_specs(s: float) -> list[tuple[str, str, str]]:
         ("gaussian_small", f"Gaussian σ={_num(s / 3)}", f"gaussian:scale={_num(s / 3)}"),
         ("gaussian", f"Gaussian σ={_num(s)}", f"gaussian:scale={_num(s)}"),
         ("gaussian_large", f"Gaussian σ={_num(3 * s)}", f"gaussian:scale={_num(3 * s)}"),
-        ("fanin_gaussian", "fan-in Gaussian σ²=2/fan_in",
-         f"fanin_gaussian:scale={_num(FANIN_SCALE)}"),
+        (
+            "fanin_gaussian",
+            "fan-in Gaussian σ²=2/fan_in",
+            f"fanin_gaussian:scale={_num(FANIN_SCALE)}",
+        ),
         # π σ₁² + (1-π) σ₂² = s² with π = ½ and σ₂ = σ₁/10: a spike and a slab.
-        ("scale_mixture", "scale mixture",
-         f"scale_mixture:pi=0.5,sigma1={_num(sigma1)},sigma2={_num(sigma1 / 10)}"),
+        (
+            "scale_mixture",
+            "scale mixture",
+            f"scale_mixture:pi=0.5,sigma1={_num(sigma1)},sigma2={_num(sigma1 / 10)}",
+        ),
         ("logistic", "logistic", f"logistic:scale={_num(s * math.sqrt(3) / math.pi)}"),
         ("laplace", "Laplace", f"laplace:scale={_num(s / math.sqrt(2))}"),
         ("student_t", "Student-t ν=3", f"student_t:df=3,scale={_num(s / math.sqrt(3))}"),
@@ -223,34 +258,49 @@ class PriorSweep:
         return [out / RESULTS_FILE, out / TABLE_FILE, out / FIGURE_FILE]
 
 
-def run_one(setting: Setting, label: str, spec: str, out: Path, data_dir: str | None,
-            seed: int, progress: bool = True, key: str | None = None) -> dict[str, Any]:
+def run_one(
+    setting: Setting,
+    label: str,
+    spec: str,
+    out: Path,
+    data_dir: str | None,
+    seed: int,
+    progress: bool = True,
+    key: str | None = None,
+) -> dict[str, Any]:
     """One prior's sampler run (or the finished one in ``out/runs``) and its table row."""
     from bnnkit.evaluation import evaluate
 
     # MCLMC's runs are named apart, so that a folder of the paper's HMC sweep stays readable.
     sampler = "" if setting.sampler == "hmc" else f"{setting.sampler}_"
-    run_dir = out / "runs" / (f"{setting.name}_{sampler}"
-                              f"{spec.replace(':', '_').replace(',', '_')}")
+    run_dir = out / "runs" / (f"{setting.name}_{sampler}{spec.replace(':', '_').replace(',', '_')}")
     problem = ProblemConfig(**setting.problem, prior=spec, data_dir=data_dir)
     ran = run_or_reuse(problem, setting.sampler_config(seed), run_dir, progress=progress)
     evaluation = evaluate(run_dir)
     row = {
-        "dataset": setting.name, "prior": label, "spec": spec, "key": key,
+        "dataset": setting.name,
+        "prior": label,
+        "spec": spec,
+        "key": key,
         **{k: float(v) for k, v in evaluation["test"].items()},
         "acceptance": evaluation["sampler"]["acceptance_rate"],
         "divergences": evaluation["sampler"]["num_divergent"],
-        "rhat_function_max": evaluation.get("diagnostics", {}).get("function", {})
-        .get("rhat", {}).get("max", float("nan")),
+        "rhat_function_max": evaluation.get("diagnostics", {})
+        .get("function", {})
+        .get("rhat", {})
+        .get("max", float("nan")),
         "seconds": run_seconds(run_dir),
         "num_test": evaluation["num_test"],
         "level": reference_level(evaluation.get("convergence")),
     }
     if progress:
-        print(f"{setting.name:9s} {label:18s} nll {row['nll']:.3f}  {setting.metric} "
-              f"{row[setting.metric]:.3f}  accept {row['acceptance']:.2f}  "
-              f"R-hat(f) {row['rhat_function_max']:.3f}  {row['seconds']:.0f} s"
-              f"{'' if ran else ' (finished earlier, reused)'}", flush=True)
+        print(
+            f"{setting.name:9s} {label:18s} nll {row['nll']:.3f}  {setting.metric} "
+            f"{row[setting.metric]:.3f}  accept {row['acceptance']:.2f}  "
+            f"R-hat(f) {row['rhat_function_max']:.3f}  {row['seconds']:.0f} s"
+            f"{'' if ran else ' (finished earlier, reused)'}",
+            flush=True,
+        )
     return row
 
 
@@ -258,13 +308,20 @@ def _sampler_line(setting_: Setting) -> str:
     h = setting_.hmc
     if setting_.sampler == "mclmc":
         source = h.get("init_checkpoint")
-        start = (f"chain k from member k of the ensemble `{'/'.join(Path(source).parts[-4:])}`"
-                 if source else "from the prior's initialisation")
-        return (f"MCLMC tuned per chain: {h['num_chains']} chains x {h['num_iterations']} "
-                f"iterations ({h['num_burn_in']} tuning), {start}")
-    return (f"HMC: {h['num_chains']} chains x {h['num_iterations']} iterations "
-            f"({h['num_burn_in']} burn-in), trajectory length {h['trajectory_len']}, "
-            f"at most {h['max_num_leapfrog_steps']} leapfrog steps")
+        start = (
+            f"chain k from member k of the ensemble `{'/'.join(Path(source).parts[-4:])}`"
+            if source
+            else "from the prior's initialisation"
+        )
+        return (
+            f"MCLMC tuned per chain: {h['num_chains']} chains x {h['num_iterations']} "
+            f"iterations ({h['num_burn_in']} tuning), {start}"
+        )
+    return (
+        f"HMC: {h['num_chains']} chains x {h['num_iterations']} iterations "
+        f"({h['num_burn_in']} burn-in), trajectory length {h['trajectory_len']}, "
+        f"at most {h['max_num_leapfrog_steps']} leapfrog steps"
+    )
 
 
 def markdown(rows: list[dict[str, Any]], configs: Mapping[str, Setting]) -> str:
@@ -276,8 +333,10 @@ def markdown(rows: list[dict[str, Any]], configs: Mapping[str, Setting]) -> str:
             continue
         metric = "RMSE" if setting_.metric == "rmse" else "accuracy"
         lines += [
-            f"### {setting_.title}", "",
-            f"{_sampler_line(setting_)}; base scale s = {setting_.scale}.", "",
+            f"### {setting_.title}",
+            "",
+            f"{_sampler_line(setting_)}; base scale s = {setting_.scale}.",
+            "",
             f"| prior | spec | test NLL | test {metric} | acceptance | R-hat f (max) | verdict "
             "| s |",
             "|---|---|---:|---:|---:|---:|---|---:|",
@@ -292,9 +351,13 @@ def markdown(rows: list[dict[str, Any]], configs: Mapping[str, Setting]) -> str:
     return "\n".join(lines)
 
 
-def prior_sweep(config: Config, out: str | os.PathLike, *,
-                settings_: Mapping[str, Setting] | None = None,
-                progress: bool = True) -> PriorSweep:
+def prior_sweep(
+    config: Config,
+    out: str | os.PathLike,
+    *,
+    settings_: Mapping[str, Setting] | None = None,
+    progress: bool = True,
+) -> PriorSweep:
     """HMC under every chosen prior on every chosen dataset; writes the report into ``out``.
 
     Args:
@@ -315,8 +378,11 @@ def prior_sweep(config: Config, out: str | os.PathLike, *,
     for setting_ in chosen.values():
         for key, label, spec in prior_specs(setting_.scale):
             if key in keys:
-                rows.append(run_one(setting_, label, spec, out, config.data_dir, config.seed,
-                                    progress, key=key))
+                rows.append(
+                    run_one(
+                        setting_, label, spec, out, config.data_dir, config.seed, progress, key=key
+                    )
+                )
                 storage.write_json(out / RESULTS_FILE, rows)
     result = PriorSweep(rows, chosen)
     result.write(out)

@@ -65,14 +65,17 @@ def scores(q: DiagGaussian, criterion: str) -> Params:
 
 
 def _flat_prunable(tree: Params, which: Params) -> np.ndarray:
-    parts = [np.asarray(a, np.float64).ravel()
-             for a, keep in zip(jax.tree.leaves(tree), jax.tree.leaves(which), strict=True)
-             if keep]
+    parts = [
+        np.asarray(a, np.float64).ravel()
+        for a, keep in zip(jax.tree.leaves(tree), jax.tree.leaves(which), strict=True)
+        if keep
+    ]
     return np.concatenate(parts) if parts else np.zeros(0)
 
 
-def keep_mask(q: DiagGaussian, fraction: float, criterion: str = "snr",
-              include_biases: bool = False) -> Params:
+def keep_mask(
+    q: DiagGaussian, fraction: float, criterion: str = "snr", include_biases: bool = False
+) -> Params:
     """Boolean pytree, False at the ``round(fraction · n)`` lowest-scoring prunable parameters.
 
     Ties are broken by position (a stable sort), so exactly that many entries are pruned.
@@ -94,7 +97,7 @@ def keep_mask(q: DiagGaussian, fraction: float, criterion: str = "snr",
     for leaf, prune_it in zip(leaves, jax.tree.leaves(which), strict=True):
         if prune_it:
             size = int(np.prod(leaf.shape))
-            masks.append(keep[start:start + size].reshape(leaf.shape))
+            masks.append(keep[start : start + size].reshape(leaf.shape))
             start += size
         else:
             masks.append(np.ones(leaf.shape, bool))
@@ -132,8 +135,12 @@ def mean_metrics(problem, params: Params) -> dict[str, float]:
     return metrics
 
 
-def pruning_table(problem, q: DiagGaussian, fractions: Sequence[float] = DEFAULT_FRACTIONS,
-                  include_biases: bool = False) -> list[dict[str, Any]]:
+def pruning_table(
+    problem,
+    q: DiagGaussian,
+    fractions: Sequence[float] = DEFAULT_FRACTIONS,
+    include_biases: bool = False,
+) -> list[dict[str, Any]]:
     """Test metrics of the pruned mean network for every fraction and both criteria.
 
     Returns:
@@ -158,8 +165,11 @@ def pruning_table(problem, q: DiagGaussian, fractions: Sequence[float] = DEFAULT
     n = _flat_prunable(q.mean, which).size
     rows = []
     for fraction in fractions:
-        row: dict[str, Any] = {"fraction": fraction, "num_pruned": round(fraction * n),
-                               "num_prunable": n}
+        row: dict[str, Any] = {
+            "fraction": fraction,
+            "num_pruned": round(fraction * n),
+            "num_prunable": n,
+        }
         for criterion in CRITERIA:
             mask = keep_mask(q, fraction, criterion, include_biases)
             row[criterion] = mean_metrics(problem, apply_mask(q.mean, mask))
@@ -169,15 +179,21 @@ def pruning_table(problem, q: DiagGaussian, fractions: Sequence[float] = DEFAULT
 
 def markdown(rows: list[dict[str, Any]], task: str) -> str:
     """The table as markdown: test error (%) or RMSE per fraction and criterion."""
-    key, label, scale, fmt = (("error", "test error (%)", 100.0, "{:.2f}")
-                              if task == "classification" else ("rmse", "test RMSE", 1.0,
-                                                                "{:.4f}"))
-    lines = [f"| pruned | weights removed | {label}, by \\|μ\\|/σ | {label}, by \\|μ\\| |",
-             "|---:|---:|---:|---:|"]
+    key, label, scale, fmt = (
+        ("error", "test error (%)", 100.0, "{:.2f}")
+        if task == "classification"
+        else ("rmse", "test RMSE", 1.0, "{:.4f}")
+    )
+    lines = [
+        f"| pruned | weights removed | {label}, by \\|μ\\|/σ | {label}, by \\|μ\\| |",
+        "|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {100 * r['fraction']:.0f} % | {r['num_pruned']} / {r['num_prunable']} "
-                     f"| {fmt.format(scale * r['snr'][key])} "
-                     f"| {fmt.format(scale * r['magnitude'][key])} |")
+        lines.append(
+            f"| {100 * r['fraction']:.0f} % | {r['num_pruned']} / {r['num_prunable']} "
+            f"| {fmt.format(scale * r['snr'][key])} "
+            f"| {fmt.format(scale * r['magnitude'][key])} |"
+        )
     return "\n".join(lines)
 
 
@@ -189,14 +205,20 @@ def vi_members(posterior: Any, run_dir: str | os.PathLike, method: str | None) -
     """
     components = posterior.components if isinstance(posterior, Mixture) else (posterior,)
     if not all(isinstance(c, DiagGaussian) for c in components):
-        raise ConfigError(f"run {str(run_dir)!r} is a {method!r} run; allowed: a `bnnkit vi` "
-                          "run (pruning ranks weights by their posterior std)")
+        raise ConfigError(
+            f"run {str(run_dir)!r} is a {method!r} run; allowed: a `bnnkit vi` "
+            "run (pruning ranks weights by their posterior std)"
+        )
     return list(components)
 
 
-def prune_run(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
-              fractions: Sequence[float] | None = None, include_biases: bool = False,
-              member: int = 0) -> list[dict]:
+def prune_run(
+    run_dir: str | os.PathLike,
+    out: str | os.PathLike | None = None,
+    fractions: Sequence[float] | None = None,
+    include_biases: bool = False,
+    member: int = 0,
+) -> list[dict]:
     """Prune a stored VI run and write the table and figures; returns the table rows.
 
     Writes to ``out`` (default ``RUN_DIR/pruning``, the one folder inside a run directory
@@ -242,14 +264,22 @@ def prune_run(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
     files = {
         "pruning.md": (markdown(rows, task) + "\n").encode(),
         "pruning.png": pruning_plots.pruning_curve_png(rows, task, title=title),
-        "snr_histogram.png": pruning_plots.snr_histogram_png(log_snr_db(q, include_biases),
-                                                             fractions, title=title),
+        "snr_histogram.png": pruning_plots.snr_histogram_png(
+            log_snr_db(q, include_biases), fractions, title=title
+        ),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     for file, data in files.items():
         storage.atomic_write_bytes(out_dir / file, data)
-    storage.write_json(out_dir / "pruning.json", {
-        "run": str(run_dir), "dataset": problem.dataset.name, "model": problem.config.model,
-        "include_biases": include_biases, "member": member, "rows": rows,
-    })
+    storage.write_json(
+        out_dir / "pruning.json",
+        {
+            "run": str(run_dir),
+            "dataset": problem.dataset.name,
+            "model": problem.config.model,
+            "include_biases": include_biases,
+            "member": member,
+            "rows": rows,
+        },
+    )
     return rows

@@ -60,38 +60,52 @@ DEFAULT_BUDGET = {"mclmc": (500, 200), "hmc": (200, 200), "nuts": (200, 200)}
 class Config:
     """``bnnkit reference``'s settings: the ensemble, the sampler and its budget."""
 
-    sampler: str = setting("mclmc", choices=SAMPLERS,
-                           help="the full-batch sampler run from every member: mclmc "
-                                "(unadjusted, tuned per chain), hmc or nuts (their no-knob "
-                                "defaults)")
-    members: int = setting(8, bounds=(1, 4096),
-                           help="deep-ensemble members, and so chains (one per member)")
+    sampler: str = setting(
+        "mclmc",
+        choices=SAMPLERS,
+        help="the full-batch sampler run from every member: mclmc "
+        "(unadjusted, tuned per chain), hmc or nuts (their no-knob "
+        "defaults)",
+    )
+    members: int = setting(
+        8, bounds=(1, 4096), help="deep-ensemble members, and so chains (one per member)"
+    )
     num_tuning: int | None = setting(
-        None, bounds=(1, None),
-        help="tuning iterations of each chain (default: 500 for mclmc, 200 for hmc and nuts)")
+        None,
+        bounds=(1, None),
+        help="tuning iterations of each chain (default: 500 for mclmc, 200 for hmc and nuts)",
+    )
     num_samples: int | None = setting(
-        None, bounds=(8, None),
-        help="kept draws of each chain (default: 200)")
+        None, bounds=(8, None), help="kept draws of each chain (default: 200)"
+    )
     ensemble_steps: int = setting(
-        2000, bounds=(1, None),
-        help="optimiser updates of each ensemble member (rounded up to whole epochs, at "
-             "least 20)")
-    ensemble_batch_size: int = setting(32, bounds=(1, None),
-                                       help="examples per ensemble update (at most the "
-                                            "training set)")
+        2000,
+        bounds=(1, None),
+        help="optimiser updates of each ensemble member (rounded up to whole epochs, at least 20)",
+    )
+    ensemble_batch_size: int = setting(
+        32, bounds=(1, None), help="examples per ensemble update (at most the training set)"
+    )
     ensemble_step_size: float = setting(
-        5e-3, bounds=(0.0, None),
+        5e-3,
+        bounds=(0.0, None),
         help="the ensemble's SGD step size on the mean per-example loss (it is divided by "
-             "the number of training examples, as bnnkit's step sizes multiply the gradient "
-             "of the whole-data log posterior)")
+        "the number of training examples, as bnnkit's step sizes multiply the gradient "
+        "of the whole-data log posterior)",
+    )
     until_converged: bool = setting(
-        False, help="extend the chains in blocks until each chain mixes by the within-chain "
-                    "verdict, or --max-time ends (as bnnkit hmc --until-converged); needs "
-                    "--max-time")
+        False,
+        help="extend the chains in blocks until each chain mixes by the within-chain "
+        "verdict, or --max-time ends (as bnnkit hmc --until-converged); needs "
+        "--max-time",
+    )
     max_time: float | str | None = setting(
-        None, metavar="DURATION", bounds=(Exclusive(0), None),
+        None,
+        metavar="DURATION",
+        bounds=(Exclusive(0), None),
         help="wall-time budget of the chains in this call, e.g. 90s, 30m, 2h; they stop "
-             "cleanly, resumable")
+        "cleanly, resumable",
+    )
     seed: int = setting(0, bounds=SEED_BOUNDS, help="seed of the ensemble and of the chains")
 
     def __post_init__(self) -> None:
@@ -99,11 +113,9 @@ class Config:
         if self.max_time is not None:
             object.__setattr__(self, "max_time", parse_duration(self.max_time))
         if self.until_converged and self.max_time is None:
-            raise ConfigError("--until-converged needs --max-time: a time budget such as 30m "
-                              "or 2h")
+            raise ConfigError("--until-converged needs --max-time: a time budget such as 30m or 2h")
         if self.sampler not in SAMPLERS:
-            raise ConfigError(f"unknown --sampler {self.sampler!r}; allowed: "
-                              f"{', '.join(SAMPLERS)}")
+            raise ConfigError(f"unknown --sampler {self.sampler!r}; allowed: {', '.join(SAMPLERS)}")
         if self.ensemble_step_size <= 0:
             raise ConfigError(f"--ensemble-step-size {self.ensemble_step_size} must be > 0")
 
@@ -120,10 +132,16 @@ class Config:
         epochs = max(20, math.ceil(self.ensemble_steps / (num_train // batch)))
         # A heteroscedastic member whose predicted std nears zero on a badly fitted point gets
         # a huge gradient; the per-example clip keeps it from throwing the weights away.
-        return ensemble.Config(init_step_size=self.ensemble_step_size / num_train,
-                               num_epochs=epochs, batch_size=batch, num_members=self.members,
-                               momentum_decay=0.9, clip_grad_norm=10.0, seed=self.seed,
-                               checkpoint_every=epochs)
+        return ensemble.Config(
+            init_step_size=self.ensemble_step_size / num_train,
+            num_epochs=epochs,
+            batch_size=batch,
+            num_members=self.members,
+            momentum_decay=0.9,
+            clip_grad_norm=10.0,
+            seed=self.seed,
+            checkpoint_every=epochs,
+        )
 
     def sampler_config(self, ensemble_dir: str | os.PathLike):
         """The sampler's Config: one chain per member, started from ``ensemble_dir``."""
@@ -132,10 +150,15 @@ class Config:
         tuning, kept = self.budget()
         iterations = tuning + kept
         return METHODS[self.sampler].Config(
-            num_iterations=iterations, num_burn_in=tuning, num_chains=self.members,
-            init_checkpoint=os.fspath(Path(ensemble_dir).resolve()), seed=self.seed,
-            checkpoint_every=max(1, iterations // 10), until_converged=self.until_converged,
-            max_time=self.max_time)
+            num_iterations=iterations,
+            num_burn_in=tuning,
+            num_chains=self.members,
+            init_checkpoint=os.fspath(Path(ensemble_dir).resolve()),
+            seed=self.seed,
+            checkpoint_every=max(1, iterations // 10),
+            until_converged=self.until_converged,
+            max_time=self.max_time,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,15 +196,21 @@ def check_folder(folder: Path, *, resume: bool, overwrite: bool) -> None:
     entries = {e.name for e in folder.iterdir()} if folder.is_dir() else set()
     is_reference = REFERENCE_FILE in entries
     if resume and not is_reference:
-        raise ConfigError(f"--resume: {str(folder)!r} holds no reference ({REFERENCE_FILE}); "
-                          "allowed: a folder made by bnnkit reference")
+        raise ConfigError(
+            f"--resume: {str(folder)!r} holds no reference ({REFERENCE_FILE}); "
+            "allowed: a folder made by bnnkit reference"
+        )
     if entries and not resume and not overwrite:
-        raise ConfigError(f"{str(folder)!r} is not empty; allowed: --resume (continue the "
-                          "reference there) or --overwrite (replace it)")
+        raise ConfigError(
+            f"{str(folder)!r} is not empty; allowed: --resume (continue the "
+            "reference there) or --overwrite (replace it)"
+        )
     foreign = entries - {REFERENCE_FILE, ENSEMBLE_DIR, REFERENCE_CHAINS}
     if overwrite and foreign:
-        raise ConfigError(f"--overwrite: {str(folder)!r} holds {sorted(foreign)[0]!r}, which no "
-                          "reference writes; allowed: a reference folder or an empty one")
+        raise ConfigError(
+            f"--overwrite: {str(folder)!r} holds {sorted(foreign)[0]!r}, which no "
+            "reference writes; allowed: a reference folder or an empty one"
+        )
 
 
 #: The settings a resume may change, as a single run's resume may (``resumable`` in
@@ -217,8 +246,9 @@ def resume_refusal(stored: Any, problem: ProblemConfig, config: Config) -> str |
     if not isinstance(stored, dict) or stored.get("kind") != "reference":
         return f"holds no readable {REFERENCE_FILE}"
     # Through JSON, as reference.json holds them (tuples become lists, and so on).
-    given = json.loads(json.dumps({"problem": dataclasses.asdict(problem),
-                                   "config": dataclasses.asdict(config)}))
+    given = json.loads(
+        json.dumps({"problem": dataclasses.asdict(problem), "config": dataclasses.asdict(config)})
+    )
     for part, cls in (("problem", ProblemConfig), ("config", Config)):
         was, now_ = stored.get(part) or {}, given[part]
         for name in sorted(set(was) | set(now_)):
@@ -227,14 +257,22 @@ def resume_refusal(stored: Any, problem: ProblemConfig, config: Config) -> str |
             if was.get(name) != now_.get(name):
                 known = name in {f.name for f in dataclasses.fields(cls)}
                 label = _flag(cls, name) if known else name
-                return (f"was made with {label} {shown(name, was.get(name))}; this call gives "
-                        f"{shown(name, now_.get(name))}")
+                return (
+                    f"was made with {label} {shown(name, was.get(name))}; this call gives "
+                    f"{shown(name, now_.get(name))}"
+                )
     return None
 
 
-def reference(problem: ProblemConfig, config: Config, folder: str | os.PathLike, *,
-              resume: bool = False, overwrite: bool = False,
-              progress: bool = True) -> Reference:
+def reference(
+    problem: ProblemConfig,
+    config: Config,
+    folder: str | os.PathLike,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+) -> Reference:
     """Make (or continue) the reference posterior of ``problem`` in ``folder``.
 
     Args:
@@ -262,26 +300,36 @@ def reference(problem: ProblemConfig, config: Config, folder: str | os.PathLike,
     built = build(problem)  # the data and model exist, before anything is written
     num_train = built.dataset.num_train
     ensemble_config = config.ensemble_config(num_train)
-    record = {"kind": "reference", "problem": dataclasses.asdict(problem),
-              "config": dataclasses.asdict(config)}
+    record = {
+        "kind": "reference",
+        "problem": dataclasses.asdict(problem),
+        "config": dataclasses.asdict(config),
+    }
     if resume:
         refusal = resume_refusal(storage.read_json(folder / REFERENCE_FILE), problem, config)
         if refusal is not None:
-            raise ConfigError(f"--resume: the reference in {str(folder)!r} {refusal}; allowed: "
-                              "the same value (a resume may change only "
-                              f"{', '.join(_flag(Config, k) for k in RESUMABLE)}), or "
-                              "--overwrite")
+            raise ConfigError(
+                f"--resume: the reference in {str(folder)!r} {refusal}; allowed: "
+                "the same value (a resume may change only "
+                f"{', '.join(_flag(Config, k) for k in RESUMABLE)}), or "
+                "--overwrite"
+            )
     folder.mkdir(parents=True, exist_ok=True)
-    storage.write_json(folder / REFERENCE_FILE, {**record, "status": "running",
-                                                 "started": now()})
+    storage.write_json(folder / REFERENCE_FILE, {**record, "status": "running", "started": now()})
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
-    run_or_reuse(problem, ensemble_config, folder / ENSEMBLE_DIR, progress=progress,
-                 overwrite=overwrite)
+    run_or_reuse(
+        problem, ensemble_config, folder / ENSEMBLE_DIR, progress=progress, overwrite=overwrite
+    )
     seconds["ensemble"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    run_or_reuse(problem, config.sampler_config(folder / ENSEMBLE_DIR),
-                 folder / REFERENCE_CHAINS, progress=progress, overwrite=overwrite)
+    run_or_reuse(
+        problem,
+        config.sampler_config(folder / ENSEMBLE_DIR),
+        folder / REFERENCE_CHAINS,
+        progress=progress,
+        overwrite=overwrite,
+    )
     seconds["chains"] = time.perf_counter() - t0
     stopped, kept = _chains_stopped(folder / REFERENCE_CHAINS, config)
     evaluation: dict[str, Any] = {}
@@ -290,9 +338,11 @@ def reference(problem: ProblemConfig, config: Config, folder: str | os.PathLike,
         with trusting_model(problem.model):  # the model the caller named, read back
             evaluation = evaluate(folder)
         seconds["evaluate"] = time.perf_counter() - t0
-    end = ({"status": "finished", "finished": now()} if stopped is None else
-           {"status": "stopped", "stopped": {"stage": "chains", "progress": stopped,
-                                             "at": now()}})
+    end = (
+        {"status": "finished", "finished": now()}
+        if stopped is None
+        else {"status": "stopped", "stopped": {"stage": "chains", "progress": stopped, "at": now()}}
+    )
     storage.write_json(folder / REFERENCE_FILE, {**record, **end, "seconds": seconds})
     return Reference(folder, evaluation, seconds, stopped)
 
@@ -313,8 +363,9 @@ def _chains_stopped(chains: Path, config: Config) -> tuple[str | None, int]:
     return progress(record, kept, max_time=config.max_time, mixed=mixed, stage="chains"), kept
 
 
-def reference_or_reuse(problem: ProblemConfig, config: Config, folder: str | os.PathLike, *,
-                       progress: bool = True) -> bool:
+def reference_or_reuse(
+    problem: ProblemConfig, config: Config, folder: str | os.PathLike, *, progress: bool = True
+) -> bool:
     """Make the reference of ``config`` in ``folder`` unless it is there, finished, with the
     same settings; one cut off is continued (``resume``), bit for bit.
 
@@ -332,8 +383,11 @@ def reference_or_reuse(problem: ProblemConfig, config: Config, folder: str | os.
     stored = storage.read_json(file) if file.is_file() else None
     if isinstance(stored, dict) and stored.get("status") == "finished":
         # Through JSON, as reference.json holds them (tuples become lists, and so on).
-        given = json.loads(json.dumps({"problem": dataclasses.asdict(problem),
-                                       "config": dataclasses.asdict(config)}))
+        given = json.loads(
+            json.dumps(
+                {"problem": dataclasses.asdict(problem), "config": dataclasses.asdict(config)}
+            )
+        )
         if {k: stored.get(k) for k in given} == given:
             return False
     reference(problem, config, folder, resume=stored is not None, progress=progress)
@@ -345,5 +399,8 @@ def reference_seconds(folder: str | os.PathLike) -> float:
     from bnnkit.experiments.run_reuse import run_seconds
 
     folder = Path(folder)
-    return sum(run_seconds(folder / name) for name in (ENSEMBLE_DIR, REFERENCE_CHAINS)
-               if (folder / name).is_dir())
+    return sum(
+        run_seconds(folder / name)
+        for name in (ENSEMBLE_DIR, REFERENCE_CHAINS)
+        if (folder / name).is_dir()
+    )

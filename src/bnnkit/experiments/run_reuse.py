@@ -45,16 +45,24 @@ def run_status(run_dir: str | os.PathLike) -> str | None:
 
 def _settings_differ(record: dict, problem: ProblemConfig, config: Any) -> list[str]:
     """Settings (problem and method) in which a stored run differs from the one asked for."""
-    stored = {**record.get("problem", {}),
-              **type(config).current_names(record.get("method_config", {}))}
+    stored = {
+        **record.get("problem", {}),
+        **type(config).current_names(record.get("method_config", {})),
+    }
     # Through JSON, as run.json holds them: tuples become lists, and so on.
     given = json.loads(json.dumps({**dataclasses.asdict(problem), **config.to_dict()}))
     return sorted(k for k in set(stored) | set(given) if stored.get(k) != given.get(k))
 
 
-def run_or_reuse(problem: ProblemConfig, config: Any, run_dir: str | os.PathLike, *,
-                 progress: bool = True, overwrite: bool = False,
-                 on_unit: Callable[[int, dict], None] | None = None) -> bool:
+def run_or_reuse(
+    problem: ProblemConfig,
+    config: Any,
+    run_dir: str | os.PathLike,
+    *,
+    progress: bool = True,
+    overwrite: bool = False,
+    on_unit: Callable[[int, dict], None] | None = None,
+) -> bool:
     """Make the run of ``config`` on ``problem`` in ``run_dir`` unless it is there, finished.
 
     A finished run of the same settings is left alone; one that differs only in settings a
@@ -79,25 +87,33 @@ def run_or_reuse(problem: ProblemConfig, config: Any, run_dir: str | os.PathLike
     if status in ("running", "stopped", "finished"):
         config = with_chains(config)  # as the stored run recorded it
     if overwrite and status is not None:
-        runs.run(problem, config, Path(run_dir), overwrite=True, progress=progress,
-                 on_unit=on_unit)
+        runs.run(problem, config, Path(run_dir), overwrite=True, progress=progress, on_unit=on_unit)
         return True
     if status in ("running", "stopped", "finished"):
         record = RunDir(run_dir).read_record()
         if record.get("method") != config.METHOD:
-            raise ConfigError(f"{os.fspath(run_dir)!r} holds a {record.get('method')!r} run, "
-                              f"not {config.METHOD!r}; allowed: an --out of this experiment")
+            raise ConfigError(
+                f"{os.fspath(run_dir)!r} holds a {record.get('method')!r} run, "
+                f"not {config.METHOD!r}; allowed: an --out of this experiment"
+            )
         differ = _settings_differ(record, problem, config)
         fixed = [k for k in differ if k not in type(config).resumable()]
         if fixed:
             raise ConfigError(
                 f"{os.fspath(run_dir)!r} holds a run with another {fixed[0]} than this "
-                "experiment asks for; allowed: the same settings, or another --out")
+                "experiment asks for; allowed: the same settings, or another --out"
+            )
         if status == "finished" and not differ:
             return False
     # "starting" is a run that never started: runs.run starts it afresh.
-    runs.run(problem, config, Path(run_dir), resume=status in ("running", "stopped", "finished"),
-             progress=progress, on_unit=on_unit)
+    runs.run(
+        problem,
+        config,
+        Path(run_dir),
+        resume=status in ("running", "stopped", "finished"),
+        progress=progress,
+        on_unit=on_unit,
+    )
     return True
 
 
@@ -105,8 +121,9 @@ def run_or_reuse(problem: ProblemConfig, config: Any, run_dir: str | os.PathLike
 MAX_STEP_REDUCTIONS = 3
 
 
-def run_or_reuse_stable(problem: ProblemConfig, config: Any, run_dir: str | os.PathLike, *,
-                        progress: bool = True) -> tuple[Any, bool]:
+def run_or_reuse_stable(
+    problem: ProblemConfig, config: Any, run_dir: str | os.PathLike, *, progress: bool = True
+) -> tuple[Any, bool]:
     """:func:`run_or_reuse` for a step size derived from another run (an experiment's rule,
     not a user's choice): a run that diverges (:class:`bnnkit.runs.lifecycle.DivergenceError`)
     is made again with its step sizes divided by ten, at most :data:`MAX_STEP_REDUCTIONS`
@@ -121,7 +138,7 @@ def run_or_reuse_stable(problem: ProblemConfig, config: Any, run_dir: str | os.P
     """
     from bnnkit.runs.lifecycle import DivergenceError
 
-    candidates = [_scaled_steps(config, 10.0 ** -k) for k in range(MAX_STEP_REDUCTIONS + 1)]
+    candidates = [_scaled_steps(config, 10.0**-k) for k in range(MAX_STEP_REDUCTIONS + 1)]
     first, overwrite = 0, False
     status = run_status(run_dir)
     if status is not None:
@@ -135,8 +152,9 @@ def run_or_reuse_stable(problem: ProblemConfig, config: Any, run_dir: str | os.P
                 first, overwrite = first + 1, True
     for k in range(first, len(candidates)):
         try:
-            return candidates[k], run_or_reuse(problem, candidates[k], run_dir,
-                                               progress=progress, overwrite=overwrite)
+            return candidates[k], run_or_reuse(
+                problem, candidates[k], run_dir, progress=progress, overwrite=overwrite
+            )
         except DivergenceError:
             if k == len(candidates) - 1:
                 raise
@@ -148,9 +166,11 @@ def _scaled_steps(config: Any, factor: float) -> Any:
     """``config`` with its initial and final step sizes times ``factor``."""
     if factor == 1.0:
         return config
-    steps = {name: getattr(config, name) * factor
-             for name in ("init_step_size", "final_step_size")
-             if getattr(config, name, None) is not None}
+    steps = {
+        name: getattr(config, name) * factor
+        for name in ("init_step_size", "final_step_size")
+        if getattr(config, name, None) is not None
+    }
     return dataclasses.replace(config, **steps)
 
 

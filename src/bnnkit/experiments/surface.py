@@ -72,15 +72,22 @@ class Config:
     #: At most 1024 points along an axis: the grid's 2^20 full-batch evaluations are already
     #: days of work, and a larger grid's arrays would not fit in memory.
     grid_size: int = setting(20, help="grid points along each axis", bounds=(2, 1024))
-    limit_left: float = setting(-0.25, help="left end of the horizontal axis, in units of "
-                                            "‖θ_B − θ_A‖ (A at 0, B at 1)")
+    limit_left: float = setting(
+        -0.25, help="left end of the horizontal axis, in units of ‖θ_B − θ_A‖ (A at 0, B at 1)"
+    )
     limit_right: float = setting(1.25, help="right end of the horizontal axis")
-    limit_bottom: float = setting(-0.25, help="bottom of the vertical axis, in units of C's "
-                                              "distance from the line AB (C at 1)")
+    limit_bottom: float = setting(
+        -0.25,
+        help="bottom of the vertical axis, in units of C's distance from the line AB (C at 1)",
+    )
     limit_top: float = setting(1.25, help="top of the vertical axis")
-    chunk_size: int = setting(20, help="grid points evaluated per jitted, vmapped call (bounds "
-                                       "memory: each holds the network's outputs on the full "
-                                       "training set)", bounds=(1, 2**20))
+    chunk_size: int = setting(
+        20,
+        help="grid points evaluated per jitted, vmapped call (bounds "
+        "memory: each holds the network's outputs on the full "
+        "training set)",
+        bounds=(1, 2**20),
+    )
 
     def __post_init__(self) -> None:
         cls = type(self)
@@ -91,12 +98,15 @@ class Config:
             if not getattr(self, low) < getattr(self, high):
                 raise ConfigError(
                     f"{flag(cls, low)} {getattr(self, low)} must be below {flag(cls, high)} "
-                    f"{getattr(self, high)}")
+                    f"{getattr(self, high)}"
+                )
 
     def grid(self) -> tuple[np.ndarray, np.ndarray]:
         """The horizontal and vertical coordinates, ``grid_size`` each (``linspace``)."""
-        return (np.linspace(self.limit_left, self.limit_right, self.grid_size),
-                np.linspace(self.limit_bottom, self.limit_top, self.grid_size))
+        return (
+            np.linspace(self.limit_left, self.limit_right, self.grid_size),
+            np.linspace(self.limit_bottom, self.limit_top, self.grid_size),
+        )
 
     def window(self) -> dict[str, Any]:
         """What decides the grid's values (not ``chunk_size``, which may change on resume)."""
@@ -159,14 +169,16 @@ def plane(a: Params, b: Params, c: Params) -> Plane:
     u, w = end_b - origin, end_c - origin
     uu = float(u @ u)
     if not uu > 0:
-        raise ConfigError("the points A and B are the same parameters; allowed: three points "
-                          "that span a plane")
+        raise ConfigError(
+            "the points A and B are the same parameters; allowed: three points that span a plane"
+        )
     along = float(u @ w) / uu
     v = w - along * u
     # Relative to C's own distance: rounding leaves a residue of ~1e-16 ‖w‖ on a collinear C.
     if not np.linalg.norm(v) > 1e-12 * max(np.linalg.norm(w), np.finfo(float).tiny):
-        raise ConfigError("the point C lies on the line through A and B; allowed: three "
-                          "points that span a plane")
+        raise ConfigError(
+            "the point C lies on the line through A and B; allowed: three points that span a plane"
+        )
     points = np.array([[0.0, 0.0], [1.0, 0.0], [along, 1.0]])
     return Plane(origin, u, v, unravel, points)
 
@@ -201,24 +213,29 @@ def _pick(posterior: Any, chain: int, sample: int, spec: str) -> Params:
         if not 0 <= chain < chains:
             raise ConfigError(f"{spec}: chain {chain} out of range; allowed: 0..{chains - 1}")
         if not -count <= sample < count:
-            raise ConfigError(f"{spec}: sample {sample} out of range: {count} kept per chain; "
-                              f"allowed: {-count}..{count - 1}")
+            raise ConfigError(
+                f"{spec}: sample {sample} out of range: {count} kept per chain; "
+                f"allowed: {-count}..{count - 1}"
+            )
         return jax.tree.map(lambda x: np.asarray(x)[chain, sample], posterior.params)
     components = posterior.components if isinstance(posterior, Mixture) else (posterior,)
     if not 0 <= chain < len(components):
-        raise ConfigError(f"{spec}: member {chain} out of range; allowed: "
-                          f"0..{len(components) - 1}")
+        raise ConfigError(f"{spec}: member {chain} out of range; allowed: 0..{len(components) - 1}")
     if sample not in (0, -1):
-        raise ConfigError(f"{spec}: an approximate posterior gives one position per member, "
-                          "its mean; allowed: RUN or RUN:MEMBER:0")
+        raise ConfigError(
+            f"{spec}: an approximate posterior gives one position per member, "
+            "its mean; allowed: RUN or RUN:MEMBER:0"
+        )
     return jax.tree.map(np.asarray, components[chain].mean)
 
 
 def _check_shapes(stored: Params, template: Params, spec: str) -> None:
     for t, s in zip(jax.tree.leaves(template), jax.tree.leaves(stored), strict=True):
         if tuple(t.shape) != tuple(np.shape(s)):
-            raise ConfigError(f"{spec}: parameters of shape {tuple(np.shape(s))} where the model "
-                              f"has {tuple(t.shape)}; allowed: points of the same model")
+            raise ConfigError(
+                f"{spec}: parameters of shape {tuple(np.shape(s))} where the model "
+                f"has {tuple(t.shape)}; allowed: points of the same model"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,17 +255,20 @@ def _source(spec: str) -> _Source:
     if p.is_dir():
         rundir = RunDir(p)
         if not rundir.run_file.is_file():
-            raise ConfigError(f"{path!r} is not a bnnkit run directory (no run.json); allowed: "
-                              "a run directory or a .npz file of `bnnkit samples`")
+            raise ConfigError(
+                f"{path!r} is not a bnnkit run directory (no run.json); allowed: "
+                "a run directory or a .npz file of `bnnkit samples`"
+            )
         record = rundir.read_record()
         if not isinstance(record.get("problem"), dict):
-            raise ConfigError(f"{str(rundir.run_file)!r} is damaged: it has no 'problem' "
-                              "object")
+            raise ConfigError(f"{str(rundir.run_file)!r} is damaged: it has no 'problem' object")
         return _Source(spec, p, chain, sample, record)
     if p.is_file() and p.suffix == ".npz":
         return _Source(spec, p, chain, sample, None)
-    raise ConfigError(f"point {spec!r} does not exist or is neither a run directory nor a .npz "
-                      "file; allowed: RUN[:SAMPLE], RUN:CHAIN:SAMPLE or FILE.npz[:...]")
+    raise ConfigError(
+        f"point {spec!r} does not exist or is neither a run directory nor a .npz "
+        "file; allowed: RUN[:SAMPLE], RUN:CHAIN:SAMPLE or FILE.npz[:...]"
+    )
 
 
 def _problem_config(record: dict, where: str) -> problem_lib.ProblemConfig:
@@ -257,9 +277,9 @@ def _problem_config(record: dict, where: str) -> problem_lib.ProblemConfig:
     return recorded_problem(record, where)
 
 
-def common_problem(sources: Sequence[_Source],
-                   problem: problem_lib.ProblemConfig | str | os.PathLike | None
-                   ) -> problem_lib.ProblemConfig:
+def common_problem(
+    sources: Sequence[_Source], problem: problem_lib.ProblemConfig | str | os.PathLike | None
+) -> problem_lib.ProblemConfig:
     """The one problem of the points: the runs' (and ``problem``'s), which must agree.
 
     Raises:
@@ -272,25 +292,31 @@ def common_problem(sources: Sequence[_Source],
     elif problem is not None:
         given = _source(os.fspath(problem))
         if given.record is None:
-            raise ConfigError(f"--problem {os.fspath(problem)!r} is a file; allowed: a run "
-                              "directory")
+            raise ConfigError(
+                f"--problem {os.fspath(problem)!r} is a file; allowed: a run directory"
+            )
         named.append((f"--problem {given.path}", _problem_config(given.record, str(given.path))))
     named += [(s.spec, _problem_config(s.record, s.spec)) for s in sources if s.record]
     if not named:
-        raise ConfigError("sample files carry no problem; allowed: --problem RUN_DIR (the run "
-                          "they come from) or a run directory among the points")
+        raise ConfigError(
+            "sample files carry no problem; allowed: --problem RUN_DIR (the run "
+            "they come from) or a run directory among the points"
+        )
     first_name, first = named[0]
     for name, other in named[1:]:
         differ = problem_lib.differences(other, first, SAME_POSTERIOR, first_name)
         if differ:
-            raise ConfigError(f"{name} targets another posterior: {differ[0]}; allowed: points "
-                              "of one posterior (same data, model, likelihood, prior and "
-                              "temperature)")
+            raise ConfigError(
+                f"{name} targets another posterior: {differ[0]}; allowed: points "
+                "of one posterior (same data, model, likelihood, prior and "
+                "temperature)"
+            )
     return first
 
 
-def points_problem(points: Sequence[str | os.PathLike],
-                   problem: str | os.PathLike | None = None) -> problem_lib.ProblemConfig:
+def points_problem(
+    points: Sequence[str | os.PathLike], problem: str | os.PathLike | None = None
+) -> problem_lib.ProblemConfig:
     """The problem settings of three points (:func:`common_problem`), nothing loaded.
 
     Raises:
@@ -310,17 +336,19 @@ def _load_position(source: _Source, template: Params) -> Params:
         arrays = storage.load_arrays(source.path)
         params = storage.unflatten_tree(template, arrays)
         if any(np.ndim(x) < 2 for x in jax.tree.leaves(params)):
-            raise ConfigError(f"{source.spec}: not a file of `bnnkit samples` (arrays of "
-                              "chains, samples, ...)")
+            raise ConfigError(
+                f"{source.spec}: not a file of `bnnkit samples` (arrays of chains, samples, ...)"
+            )
         posterior = Samples(params)
     position = _pick(posterior, source.chain, source.sample, source.spec)
     _check_shapes(position, template, source.spec)
     return position
 
 
-def load_points(points: Sequence[str | os.PathLike],
-                problem: problem_lib.ProblemConfig | str | os.PathLike | None = None
-                ) -> tuple[problem_lib.Problem, list[Params]]:
+def load_points(
+    points: Sequence[str | os.PathLike],
+    problem: problem_lib.ProblemConfig | str | os.PathLike | None = None,
+) -> tuple[problem_lib.Problem, list[Params]]:
     """The built problem and the three positions.
 
     Args:
@@ -343,8 +371,11 @@ def load_points(points: Sequence[str | os.PathLike],
     runs = [s for s in sources if s.record is not None]
     if isinstance(problem, (str, os.PathLike)):
         runs.insert(0, _source(os.fspath(problem)))
-    built = (problem_lib.build_recorded(config, runs[0].path, runs[0].record.get("dataset"))
-             if runs else problem_lib.build(config))
+    built = (
+        problem_lib.build_recorded(config, runs[0].path, runs[0].record.get("dataset"))
+        if runs
+        else problem_lib.build(config)
+    )
     template = jax.eval_shape(built.init_params, jax.random.PRNGKey(0))
     return built, [_load_position(s, template) for s in sources]
 
@@ -380,11 +411,17 @@ class Surface:
     def arrays(self) -> dict[str, np.ndarray]:
         """What ``surface.npz`` holds (``grid`` is (n, n, 2), bnn_hmc's layout)."""
         grid = np.stack(np.meshgrid(self.u, self.v, indexing="ij"), axis=-1)
-        return {"u": self.u, "v": self.v, "grid": grid,
-                **{name: getattr(self, name) for name in FIELDS},
-                "points": self.points, "labels": np.asarray(self.labels),
-                "u_norm": np.asarray(self.u_norm), "v_norm": np.asarray(self.v_norm),
-                "temperature": np.asarray(self.temperature)}
+        return {
+            "u": self.u,
+            "v": self.v,
+            "grid": grid,
+            **{name: getattr(self, name) for name in FIELDS},
+            "points": self.points,
+            "labels": np.asarray(self.labels),
+            "u_norm": np.asarray(self.u_norm),
+            "v_norm": np.asarray(self.v_norm),
+            "temperature": np.asarray(self.temperature),
+        }
 
 
 def field_function(problem: problem_lib.Problem, surface_plane: Plane):
@@ -392,15 +429,20 @@ def field_function(problem: problem_lib.Problem, surface_plane: Plane):
     one jitted call vmapped over them, on the full training set."""
     lp = problem.log_posterior
     batch = problem.train_batch()
-    origin, u, v = (jnp.asarray(x, problem.dtype)
-                    for x in (surface_plane.origin, surface_plane.u, surface_plane.v))
-    _, unravel = ravel_pytree(jax.tree.map(lambda x: jnp.zeros(np.shape(x), problem.dtype),
-                                           surface_plane.unravel(surface_plane.origin)))
+    origin, u, v = (
+        jnp.asarray(x, problem.dtype)
+        for x in (surface_plane.origin, surface_plane.u, surface_plane.v)
+    )
+    _, unravel = ravel_pytree(
+        jax.tree.map(
+            lambda x: jnp.zeros(np.shape(x), problem.dtype),
+            surface_plane.unravel(surface_plane.origin),
+        )
+    )
 
     def one(ab: jax.Array) -> jax.Array:
         theta = unravel(origin + ab[0] * u + ab[1] * v)
-        return jnp.stack([lp(theta, batch), lp.log_likelihood(theta, batch),
-                          lp.log_prior(theta)])
+        return jnp.stack([lp(theta, batch), lp.log_likelihood(theta, batch), lp.log_prior(theta)])
 
     return jax.jit(jax.vmap(one))
 
@@ -436,20 +478,27 @@ def _clear(path: Path) -> None:
             f.unlink()
 
 
-def _settings(config: Config, problem: problem_lib.ProblemConfig, specs: list[str],
-              digest: str) -> dict[str, Any]:
+def _settings(
+    config: Config, problem: problem_lib.ProblemConfig, specs: list[str], digest: str
+) -> dict[str, Any]:
     posterior = dataclasses.asdict(problem)
-    return {"grid": config.window(), "points": specs, "points_sha256": digest,
-            "problem": {k: posterior[k] for k in SAME_POSTERIOR}}
+    return {
+        "grid": config.window(),
+        "points": specs,
+        "points_sha256": digest,
+        "problem": {k: posterior[k] for k in SAME_POSTERIOR},
+    }
 
 
 def _check_resume(stored: dict, settings: dict, out: str) -> None:
     for key in ("grid", "problem", "points_sha256"):
         if stored.get(key) != settings[key]:
             what = "the three points' parameters" if key == "points_sha256" else f"its {key}"
-            raise ConfigError(f"--resume of {out!r} with other settings: {what} differ from "
-                              "the stored surface's; allowed: the same points, problem and "
-                              "grid (only --chunk-size may change)")
+            raise ConfigError(
+                f"--resume of {out!r} with other settings: {what} differ from "
+                "the stored surface's; allowed: the same points, problem and "
+                "grid (only --chunk-size may change)"
+            )
 
 
 def _read_chunks(folder: Path, total: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -461,23 +510,32 @@ def _read_chunks(folder: Path, total: int) -> tuple[np.ndarray, np.ndarray, int]
         arrays = storage.load_arrays(f)
         index = np.asarray(arrays.get("index", []), np.int64)
         if index.size == 0 or index.min() < 0 or index.max() >= total or "values" not in arrays:
-            raise ConfigError(f"{str(f)!r} is damaged or from another grid; allowed: the "
-                              f"chunks this grid wrote (start afresh with --overwrite)")
+            raise ConfigError(
+                f"{str(f)!r} is damaged or from another grid; allowed: the "
+                f"chunks this grid wrote (start afresh with --overwrite)"
+            )
         values[index] = arrays["values"]
         done[index] = True
     return values, done, len(files)
 
 
 def _write_chunk(folder: Path, index: np.ndarray, values: np.ndarray) -> None:
-    storage.save_arrays(folder / f"points_{int(index[0]):07d}.npz",
-                        {"index": index, "values": values})
+    storage.save_arrays(
+        folder / f"points_{int(index[0]):07d}.npz", {"index": index, "values": values}
+    )
 
 
-def posterior_surface(points: Sequence[str | os.PathLike], out: str | os.PathLike,
-                      config: Config | None = None, *,
-                      problem: problem_lib.ProblemConfig | str | os.PathLike | None = None,
-                      resume: bool = False, overwrite: bool = False,
-                      progress: bool = True, plots: bool = True) -> Surface:
+def posterior_surface(
+    points: Sequence[str | os.PathLike],
+    out: str | os.PathLike,
+    config: Config | None = None,
+    *,
+    problem: problem_lib.ProblemConfig | str | os.PathLike | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    plots: bool = True,
+) -> Surface:
     """Evaluate the three fields on the plane through three points and write them to ``out``.
 
     Writes ``surface.json`` (settings), ``chunks/points_*.npz`` (each chunk atomically as it
@@ -533,28 +591,39 @@ def posterior_surface(points: Sequence[str | os.PathLike], out: str | os.PathLik
         values, done, num_files = _read_chunks(chunks, total)
         todo = np.flatnonzero(~done)
         starts = range(0, len(todo), config.chunk_size)
-        bar = ProgressBar("surface", total=num_files + len(starts), start=num_files,
-                          enabled=progress, unit_name="chunks")
+        bar = ProgressBar(
+            "surface",
+            total=num_files + len(starts),
+            start=num_files,
+            enabled=progress,
+            unit_name="chunks",
+        )
         try:
             if len(todo):
                 evaluate = field_function(built, surface_plane)
             for start in starts:
-                index = todo[start:start + config.chunk_size]
+                index = todo[start : start + config.chunk_size]
                 # Padded to the chunk size: one compiled shape for every call, the last too.
-                padded = np.concatenate([index, np.repeat(index[-1:], config.chunk_size
-                                                          - len(index))])
+                padded = np.concatenate(
+                    [index, np.repeat(index[-1:], config.chunk_size - len(index))]
+                )
                 batch = jnp.asarray(coords[padded], built.dtype)
-                chunk = np.asarray(evaluate(batch), np.float64)[:len(index)]
+                chunk = np.asarray(evaluate(batch), np.float64)[: len(index)]
                 _write_chunk(chunks, index, chunk)
                 values[index] = chunk
                 bar.update(1, f"{int(done.sum()) + start + len(index):,}/{total:,} points")
         finally:
             bar.close()
         surface = Surface(
-            u=u, v=v, **{name: values[:, k].reshape(len(u), len(v))
-                         for k, name in enumerate(FIELDS)},
-            points=surface_plane.points, labels=tuple(specs), u_norm=surface_plane.u_norm,
-            v_norm=surface_plane.v_norm, temperature=float(built.config.temperature))
+            u=u,
+            v=v,
+            **{name: values[:, k].reshape(len(u), len(v)) for k, name in enumerate(FIELDS)},
+            points=surface_plane.points,
+            labels=tuple(specs),
+            u_norm=surface_plane.u_norm,
+            v_norm=surface_plane.v_norm,
+            temperature=float(built.config.temperature),
+        )
         storage.save_arrays(path / SURFACE_FILE, surface.arrays())
         if plots:
             write_plots(surface, path, title=_title(built))
@@ -570,16 +639,27 @@ def write_plots(surface: Surface, out: str | os.PathLike, title: str = "") -> li
     """The three contour plots of ``surface`` into ``out``; returns their paths."""
     from bnnkit.report.surface_plots import contour_png
 
-    names = {"log_posterior": f"log posterior (T = {surface.temperature:g})",
-             "log_likelihood": "log likelihood Σ log p(y_i | x_i, θ)",
-             "log_prior": "log prior log p(θ)"}
+    names = {
+        "log_posterior": f"log posterior (T = {surface.temperature:g})",
+        "log_likelihood": "log likelihood Σ log p(y_i | x_i, θ)",
+        "log_prior": "log prior log p(θ)",
+    }
     written = []
     for name, label in names.items():
         target = Path(out) / PLOTS[name]
-        storage.atomic_write_bytes(target, contour_png(
-            surface.u, surface.v, getattr(surface, name), surface.points, surface.labels,
-            title=f"{label}: {title}" if title else label,
-            value_label=name.replace("_", " "),
-            u_norm=surface.u_norm, v_norm=surface.v_norm))
+        storage.atomic_write_bytes(
+            target,
+            contour_png(
+                surface.u,
+                surface.v,
+                getattr(surface, name),
+                surface.points,
+                surface.labels,
+                title=f"{label}: {title}" if title else label,
+                value_label=name.replace("_", " "),
+                u_norm=surface.u_norm,
+                v_norm=surface.v_norm,
+            ),
+        )
         written.append(target)
     return written

@@ -57,54 +57,79 @@ AUGMENT = ("both", "without", "with")
 class Config:
     """The problem, the temperatures, the methods and their settings."""
 
-    dataset: str = setting("mnist", help="registry name or .npz file (images N x H x W x C "
-                                         "for --augment with)")
+    dataset: str = setting(
+        "mnist", help="registry name or .npz file (images N x H x W x C for --augment with)"
+    )
     model: str = setting("mlp_classification", help="registered model")
-    subset_train_to: int | None = setting(1000, help="keep only the first N training examples "
-                                                     "(HMC is full-batch)", bounds=(1, None))
+    subset_train_to: int | None = setting(
+        1000, help="keep only the first N training examples (HMC is full-batch)", bounds=(1, None)
+    )
     noise_std: float | None = setting(None, help="regression: fixed Gaussian noise std")
-    prior: str | None = setting(None, metavar="SPEC",
-                                help="prior of every weight and bias, as bnnkit hmc's --prior "
-                                     "(default: the Gaussian N(0, 1))")
-    data_dir: str | None = setting(None, help="folder with dataset files (default: "
-                                              "$BNNKIT_DATA_DIR or the download cache)")
-    temperatures: str = setting("1,0.3,0.1,0.03,0.01", metavar="T,...",
-                                help="comma-separated posterior temperatures, each > 0")
-    methods: str = setting("hmc,sgmcmc", metavar="NAME,...",
-                           help=f"comma-separated subset of: {', '.join(METHODS)}")
-    sampler: str = setting("hmc", choices=SAMPLERS,
-                           help="the full-batch sampler of the hmc line: HMC with ε adapted "
-                                "and the trajectory fixed, or MCLMC at its defaults (tuned "
-                                "per chain; --hmc-step-size and --hmc-trajectory-len unused)")
-    sgmcmc: str = setting("sghmc-clr", choices=SGMCMC_VARIANTS,
-                          help="SGMCMC variant: the paper's cyclical SGHMC, or SGLD")
-    augment: str = setting("both", choices=AUGMENT,
-                           help="SGMCMC runs with and without --augment, or only one")
+    prior: str | None = setting(
+        None,
+        metavar="SPEC",
+        help="prior of every weight and bias, as bnnkit hmc's --prior "
+        "(default: the Gaussian N(0, 1))",
+    )
+    data_dir: str | None = setting(
+        None, help="folder with dataset files (default: $BNNKIT_DATA_DIR or the download cache)"
+    )
+    temperatures: str = setting(
+        "1,0.3,0.1,0.03,0.01",
+        metavar="T,...",
+        help="comma-separated posterior temperatures, each > 0",
+    )
+    methods: str = setting(
+        "hmc,sgmcmc", metavar="NAME,...", help=f"comma-separated subset of: {', '.join(METHODS)}"
+    )
+    sampler: str = setting(
+        "hmc",
+        choices=SAMPLERS,
+        help="the full-batch sampler of the hmc line: HMC with ε adapted "
+        "and the trajectory fixed, or MCLMC at its defaults (tuned "
+        "per chain; --hmc-step-size and --hmc-trajectory-len unused)",
+    )
+    sgmcmc: str = setting(
+        "sghmc-clr",
+        choices=SGMCMC_VARIANTS,
+        help="SGMCMC variant: the paper's cyclical SGHMC, or SGLD",
+    )
+    augment: str = setting(
+        "both", choices=AUGMENT, help="SGMCMC runs with and without --augment, or only one"
+    )
     scale_with_temperature: bool = setting(
-        True, flag="--no-scale-with-temperature",
+        True,
+        flag="--no-scale-with-temperature",
         help="keep HMC's ε and trajectory length ×√T and the SGMCMC step ×T, so every T "
-             "moves as far per step (see the module docs); off: the same values at every T")
-    hmc_step_size: float = setting(5e-4, help="HMC's initial leapfrog step ε at T = 1 (adapted)",
-                                   bounds=(1e-300, None))
-    hmc_trajectory_len: float = setting(0.1, help="HMC's trajectory length at T = 1",
-                                        bounds=(1e-300, None))
-    hmc_num_iterations: int = setting(120, help="HMC iterations, burn-in included",
-                                      bounds=(2, None))
+        "moves as far per step (see the module docs); off: the same values at every T",
+    )
+    hmc_step_size: float = setting(
+        5e-4, help="HMC's initial leapfrog step ε at T = 1 (adapted)", bounds=(1e-300, None)
+    )
+    hmc_trajectory_len: float = setting(
+        0.1, help="HMC's trajectory length at T = 1", bounds=(1e-300, None)
+    )
+    hmc_num_iterations: int = setting(
+        120, help="HMC iterations, burn-in included", bounds=(2, None)
+    )
     hmc_num_burn_in: int = setting(40, help="HMC burn-in iterations", bounds=(0, None))
     hmc_num_chains: int = setting(2, help="HMC chains", bounds=(1, None))
     hmc_init_checkpoint: str | None = setting(
-        None, metavar="RUN",
+        None,
+        metavar="RUN",
         help="a deep-ensemble run (or a reference folder's ensemble/) whose members start the "
-             "HMC chains, chain k at member k; they are modes of every tempered posterior, "
-             "since dividing log p by T moves no mode (default: random initialisations)")
-    hmc_max_num_leapfrog_steps: int = setting(2000, help="HMC's cap on leapfrog steps",
-                                              bounds=(1, None))
-    step_size: float = setting(1e-7, help="SGMCMC's initial step η₀ at T = 1",
-                               bounds=(1e-300, None))
+        "HMC chains, chain k at member k; they are modes of every tempered posterior, "
+        "since dividing log p by T moves no mode (default: random initialisations)",
+    )
+    hmc_max_num_leapfrog_steps: int = setting(
+        2000, help="HMC's cap on leapfrog steps", bounds=(1, None)
+    )
+    step_size: float = setting(
+        1e-7, help="SGMCMC's initial step η₀ at T = 1", bounds=(1e-300, None)
+    )
     num_epochs: int = setting(300, help="SGMCMC epochs", bounds=(1, None))
     num_burn_in: int = setting(100, help="SGMCMC burn-in epochs", bounds=(0, None))
-    cycle_length: int = setting(20, help="SGHMC-CLR's cycle length in epochs",
-                                bounds=(1, None))
+    cycle_length: int = setting(20, help="SGHMC-CLR's cycle length in epochs", bounds=(1, None))
     batch_size: int = setting(100, help="SGMCMC minibatch size", bounds=(1, None))
     seed: int = setting(0, help="seed of every run", bounds=(0, 2**32 - 1))
 
@@ -113,17 +138,25 @@ class Config:
         self.chosen_temperatures()
         self.chosen_methods()
         cls = type(self)
-        for name, allowed in (("sgmcmc", SGMCMC_VARIANTS), ("augment", AUGMENT),
-                              ("sampler", SAMPLERS)):
+        for name, allowed in (
+            ("sgmcmc", SGMCMC_VARIANTS),
+            ("augment", AUGMENT),
+            ("sampler", SAMPLERS),
+        ):
             if getattr(self, name) not in allowed:
-                raise ConfigError(f"unknown {flag(cls, name)} {getattr(self, name)!r}; "
-                                  f"allowed: {', '.join(allowed)}")
+                raise ConfigError(
+                    f"unknown {flag(cls, name)} {getattr(self, name)!r}; "
+                    f"allowed: {', '.join(allowed)}"
+                )
         if self.hmc_num_burn_in >= self.hmc_num_iterations:
-            raise ConfigError(f"--hmc-num-burn-in {self.hmc_num_burn_in} must be below "
-                              f"--hmc-num-iterations {self.hmc_num_iterations}")
+            raise ConfigError(
+                f"--hmc-num-burn-in {self.hmc_num_burn_in} must be below "
+                f"--hmc-num-iterations {self.hmc_num_iterations}"
+            )
         if self.num_burn_in >= self.num_epochs:
-            raise ConfigError(f"--num-burn-in {self.num_burn_in} must be below --num-epochs "
-                              f"{self.num_epochs}")
+            raise ConfigError(
+                f"--num-burn-in {self.num_burn_in} must be below --num-epochs {self.num_epochs}"
+            )
 
     def chosen_temperatures(self) -> list[float]:
         """The temperatures, in the order given.
@@ -138,8 +171,10 @@ class Config:
             except ValueError:
                 value = math.nan
             if not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"--temperatures: {text!r} is not a temperature; allowed: "
-                                  "finite numbers > 0, comma-separated")
+                raise ConfigError(
+                    f"--temperatures: {text!r} is not a temperature; allowed: "
+                    "finite numbers > 0, comma-separated"
+                )
             if value in values:
                 raise ConfigError(f"--temperatures: {text} given twice")
             values.append(value)
@@ -161,9 +196,15 @@ class Config:
         """The :class:`~bnnkit.problem.ProblemConfig` at ``temperature``."""
         from bnnkit.problem import ProblemConfig
 
-        return ProblemConfig(dataset=self.dataset, model=self.model, noise_std=self.noise_std,
-                             subset_train_to=self.subset_train_to, data_dir=self.data_dir,
-                             temperature=temperature, prior=self.prior)
+        return ProblemConfig(
+            dataset=self.dataset,
+            model=self.model,
+            noise_std=self.noise_std,
+            subset_train_to=self.subset_train_to,
+            data_dir=self.data_dir,
+            temperature=temperature,
+            prior=self.prior,
+        )
 
 
 def lines(config: Config) -> list[tuple[str, str, bool]]:
@@ -173,9 +214,11 @@ def lines(config: Config) -> list[tuple[str, str, bool]]:
         out.append((config.sampler.upper(), "hmc", False))
     if "sgmcmc" in config.chosen_methods():
         label = config.sgmcmc.upper()
-        out += [(label + (" + augment" if aug else ""), "sgmcmc", aug)
-                for aug in (False, True) if config.augment == "both"
-                or (config.augment == "with") == aug]
+        out += [
+            (label + (" + augment" if aug else ""), "sgmcmc", aug)
+            for aug in (False, True)
+            if config.augment == "both" or (config.augment == "with") == aug
+        ]
     return out
 
 
@@ -185,18 +228,25 @@ def hmc_config(config: Config, temperature: float):
     from bnnkit.inference import hmc, mclmc
 
     if config.sampler == "mclmc":
-        return mclmc.Config(num_iterations=config.hmc_num_iterations,
-                            num_burn_in=config.hmc_num_burn_in,
-                            num_chains=config.hmc_num_chains,
-                            init_checkpoint=config.hmc_init_checkpoint, seed=config.seed)
+        return mclmc.Config(
+            num_iterations=config.hmc_num_iterations,
+            num_burn_in=config.hmc_num_burn_in,
+            num_chains=config.hmc_num_chains,
+            init_checkpoint=config.hmc_init_checkpoint,
+            seed=config.seed,
+        )
 
     factor = math.sqrt(temperature) if config.scale_with_temperature else 1.0
-    return hmc.Config(step_size=config.hmc_step_size * factor,
-                      trajectory_len=config.hmc_trajectory_len * factor,
-                      num_iterations=config.hmc_num_iterations,
-                      num_burn_in=config.hmc_num_burn_in, num_chains=config.hmc_num_chains,
-                      max_num_leapfrog_steps=config.hmc_max_num_leapfrog_steps,
-                      init_checkpoint=config.hmc_init_checkpoint, seed=config.seed)
+    return hmc.Config(
+        step_size=config.hmc_step_size * factor,
+        trajectory_len=config.hmc_trajectory_len * factor,
+        num_iterations=config.hmc_num_iterations,
+        num_burn_in=config.hmc_num_burn_in,
+        num_chains=config.hmc_num_chains,
+        max_num_leapfrog_steps=config.hmc_max_num_leapfrog_steps,
+        init_checkpoint=config.hmc_init_checkpoint,
+        seed=config.seed,
+    )
 
 
 def sgmcmc_config(config: Config, temperature: float, augment: bool):
@@ -204,15 +254,27 @@ def sgmcmc_config(config: Config, temperature: float, augment: bool):
     from bnnkit.inference import sgmcmc
 
     eta = config.step_size * (temperature if config.scale_with_temperature else 1.0)
-    common = dict(init_step_size=eta, num_epochs=config.num_epochs,
-                  batch_size=config.batch_size, num_burn_in=config.num_burn_in,
-                  augment=augment, seed=config.seed)
+    common = dict(
+        init_step_size=eta,
+        num_epochs=config.num_epochs,
+        batch_size=config.batch_size,
+        num_burn_in=config.num_burn_in,
+        augment=augment,
+        seed=config.seed,
+    )
     if config.sgmcmc == "sgld":
-        return sgmcmc.Config(**common, momentum_decay=0.0, final_step_size=eta,
-                             ensemble_freq=max((config.num_epochs - config.num_burn_in) // 50,
-                                               1))
-    return sgmcmc.Config(**common, momentum_decay=0.9, step_size_schedule="cyclical",
-                         cycle_length=config.cycle_length)
+        return sgmcmc.Config(
+            **common,
+            momentum_decay=0.0,
+            final_step_size=eta,
+            ensemble_freq=max((config.num_epochs - config.num_burn_in) // 50, 1),
+        )
+    return sgmcmc.Config(
+        **common,
+        momentum_decay=0.9,
+        step_size_schedule="cyclical",
+        cycle_length=config.cycle_length,
+    )
 
 
 def _dir_name(label: str, temperature: float) -> str:
@@ -242,8 +304,11 @@ class TemperatureSweep:
         head = [f"{n}: {m}" for n in names for m in self.metrics]
         out = ["| T | " + " | ".join(head) + " |", "|---:|" + "---:|" * len(head)]
         for t in temps:
-            vals = [f"{cells[n, t][m]:.4f}" if (n, t) in cells else "—"
-                    for n in names for m in self.metrics]
+            vals = [
+                f"{cells[n, t][m]:.4f}" if (n, t) in cells else "—"
+                for n in names
+                for m in self.metrics
+            ]
             out.append(f"| {t:g} | " + " | ".join(vals) + " |")
         return "\n".join(["# Test metrics against the posterior temperature", "", *out, ""])
 
@@ -269,15 +334,18 @@ def check(config: Config) -> str:
         if method == "sgmcmc":
             sgmcmc_config(config, 1.0, augment).loop(num_train)
             if augment and len(built.dataset.input_shape) != 3:
-                raise ConfigError(f"--augment with crops and flips images, inputs of shape N x "
-                                  f"H x W x C; {built.dataset.name!r} has inputs of shape "
-                                  f"{' x '.join(['N', *map(str, built.dataset.input_shape)])};"
-                                  " allowed: --augment without")
+                raise ConfigError(
+                    f"--augment with crops and flips images, inputs of shape N x "
+                    f"H x W x C; {built.dataset.name!r} has inputs of shape "
+                    f"{' x '.join(['N', *map(str, built.dataset.input_shape)])};"
+                    " allowed: --augment without"
+                )
     return built.dataset.task
 
 
-def temperature_sweep(config: Config, out: str | os.PathLike, *,
-                      progress: bool = True) -> TemperatureSweep:
+def temperature_sweep(
+    config: Config, out: str | os.PathLike, *, progress: bool = True
+) -> TemperatureSweep:
     """Run (or reuse) every line at every temperature in ``out`` and write the report there.
 
     Raises:
@@ -292,19 +360,26 @@ def temperature_sweep(config: Config, out: str | os.PathLike, *,
     todo = [(t, line) for line in lines(config) for t in config.chosen_temperatures()]
     for k, (t, (label, method, augment)) in enumerate(todo):
         run_dir = out / "runs" / _dir_name(label, t)
-        settings = (hmc_config(config, t) if method == "hmc"
-                    else sgmcmc_config(config, t, augment))
+        settings = hmc_config(config, t) if method == "hmc" else sgmcmc_config(config, t, augment)
         if progress:
             print(f"[{k + 1}/{len(todo)}] {label}, T = {t:g}", flush=True)
         ran = run_or_reuse(config.problem(t), settings, run_dir, progress=progress)
         if progress and not ran:
             print("  finished earlier, reused", flush=True)
         evaluation = evaluate(run_dir)
-        rows.append({"line": label, "method": method, "augment": augment, "temperature": t,
-                     **{m: float(v) for m, v in evaluation["test"].items()},
-                     "seconds": run_seconds(run_dir), "run": str(run_dir.relative_to(out)),
-                     # The sampler's convergence level (None for SGMCMC, which has none).
-                     "level": reference_level(evaluation.get("convergence"))})
+        rows.append(
+            {
+                "line": label,
+                "method": method,
+                "augment": augment,
+                "temperature": t,
+                **{m: float(v) for m, v in evaluation["test"].items()},
+                "seconds": run_seconds(run_dir),
+                "run": str(run_dir.relative_to(out)),
+                # The sampler's convergence level (None for SGMCMC, which has none).
+                "level": reference_level(evaluation.get("convergence")),
+            }
+        )
         storage.write_json(out / RESULTS_FILE, {"task": task, "rows": rows})
     result = TemperatureSweep(rows, task)
     result.write(out)

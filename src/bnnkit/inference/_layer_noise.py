@@ -67,8 +67,14 @@ def _dense_modules(network_params: Params) -> set[tuple[str, ...]]:
     return paths
 
 
-def noisy_apply(apply: Callable[[Params, jax.Array], jax.Array], estimator: str, std: Params,
-                key: Key, eps: Params | None = None, seen: list | None = None):
+def noisy_apply(
+    apply: Callable[[Params, jax.Array], jax.Array],
+    estimator: str,
+    std: Params,
+    key: Key,
+    eps: Params | None = None,
+    seen: list | None = None,
+):
     """``apply`` with every dense layer's output drawn by ``estimator``.
 
     Args:
@@ -96,8 +102,10 @@ def noisy_apply(apply: Callable[[Params, jax.Array], jax.Array], estimator: str,
     def dense(module: nn.Dense, x: jax.Array) -> jax.Array:
         path = tuple(module.path)
         if x.ndim != 2:
-            raise ConfigError(f"--vi-estimator {estimator} needs dense layers on (batch, "
-                              f"features) inputs; layer {'/'.join(path)} gets shape {x.shape}")
+            raise ConfigError(
+                f"--vi-estimator {estimator} needs dense layers on (batch, "
+                f"features) inputs; layer {'/'.join(path)} gets shape {x.shape}"
+            )
         if seen is not None:
             seen.append(path)
         mu = module.variables["params"]
@@ -115,8 +123,7 @@ def noisy_apply(apply: Callable[[Params, jax.Array], jax.Array], estimator: str,
             return mean_out + _safe_sqrt(var) * noise
         e = _leaf(eps["params"], path)
         signs = rademacher_like(layer_key, {"s": x, "r": mean_out})
-        delta = jnp.dot(x * signs["s"], sigma["kernel"] * e["kernel"],
-                        precision=module.precision)
+        delta = jnp.dot(x * signs["s"], sigma["kernel"] * e["kernel"], precision=module.precision)
         if module.use_bias:
             delta = delta + sigma["bias"] * e["bias"]
         return mean_out + delta * signs["r"]
@@ -151,10 +158,14 @@ def check_network(apply, estimator: str, variables: Params, x: jax.Array) -> Non
     owners = _dense_modules(variables["params"])
     reused = sorted({p for p in seen if seen.count(p) > 1})
     if reused:
-        raise ConfigError(f"--vi-estimator {estimator} needs each dense layer applied once; "
-                          f"{'/'.join(reused[0])} is shared")
+        raise ConfigError(
+            f"--vi-estimator {estimator} needs each dense layer applied once; "
+            f"{'/'.join(reused[0])} is shared"
+        )
     others = sorted(owners - set(seen))
     if others:
-        raise ConfigError(f"--vi-estimator {estimator} supports networks of dense layers only; "
-                          f"the parameters of {'/'.join(others[0])} are in another layer type "
-                          "(use --vi-estimator weights)")
+        raise ConfigError(
+            f"--vi-estimator {estimator} supports networks of dense layers only; "
+            f"the parameters of {'/'.join(others[0])} are in another layer type "
+            "(use --vi-estimator weights)"
+        )

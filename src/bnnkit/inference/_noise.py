@@ -41,7 +41,7 @@ def _split_flat(flat: jax.Array, tree: Params) -> Params:
     leaves, treedef = jax.tree.flatten(tree)
     parts, start = [], 0
     for leaf in leaves:
-        parts.append(flat[start:start + leaf.size].reshape(leaf.shape).astype(leaf.dtype))
+        parts.append(flat[start : start + leaf.size].reshape(leaf.shape).astype(leaf.dtype))
         start += leaf.size
     return treedef.unflatten(parts)
 
@@ -94,7 +94,7 @@ def standard_normal(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     half = -(-n // 2)
     words = jax.random.bits(key, (2, half), jnp.uint32)
     a, b = words[0], words[1]
-    u = (a.astype(jnp.float32) + 0.5) * (2.0 ** -32)  # rounds to 1.0 at the top: r = 0, finite
+    u = (a.astype(jnp.float32) + 0.5) * (2.0**-32)  # rounds to 1.0 at the top: r = 0, finite
     r = jnp.sqrt(-2.0 * jnp.log(u))
     mantissa = (b >> 9) | jnp.uint32(0x3F800000)  # 1 + v with v ∈ [0, 1) on a 2⁻²³ grid
     x = (jax.lax.bitcast_convert_type(mantissa, jnp.float32) - 1.0) * (jnp.pi / 2)
@@ -135,7 +135,7 @@ def stacked_normal_like(key: jax.Array, tree: Params, num: int) -> Params:
     flat = standard_normal(key, (num, sum(sizes)))
     parts, start = [], 0
     for size, leaf in zip(sizes, leaves, strict=True):
-        parts.append(flat[:, start:start + size].reshape((num, *leaf.shape)).astype(leaf.dtype))
+        parts.append(flat[:, start : start + size].reshape((num, *leaf.shape)).astype(leaf.dtype))
         start += size
     return treedef.unflatten(parts)
 

@@ -114,8 +114,7 @@ def jitter(iteration: jax.Array, bits: int) -> jax.Array:
 MASS_ESTIMATORS = ("variance", "fisher")
 
 
-def pooled_chains(logdensity: jax.Array, num_params: int,
-                  axis_name: str = MEMBERS) -> jax.Array:
+def pooled_chains(logdensity: jax.Array, num_params: int, axis_name: str = MEMBERS) -> jax.Array:
     r"""Whether this chain's statistics may be pooled with the others' (called inside the vmap
     over ``axis_name``).
 
@@ -181,9 +180,12 @@ def window_schedule(num_burn_in: int) -> list[tuple[int, bool]]:
         >>> [i for i, (_, end) in enumerate(window_schedule(300)) if end]
         [21, 35, 63, 119, 269]
     """
-    return build_schedule(num_burn_in, initial_buffer_size=max(10, num_burn_in // 20),
-                          first_window_size=max(5, num_burn_in // 40),
-                          final_buffer_size=max(10, num_burn_in // 10))
+    return build_schedule(
+        num_burn_in,
+        initial_buffer_size=max(10, num_burn_in // 20),
+        first_window_size=max(5, num_burn_in // 40),
+        final_buffer_size=max(10, num_burn_in // 10),
+    )
 
 
 class WindowState(NamedTuple):
@@ -205,30 +207,40 @@ class Windows:
         pool_axis: pool each window's statistics over this vmapped axis (chains).
     """
 
-    def __init__(self, num_burn_in: int, target: float, *, adapt_mass: bool = True,
-                 estimator: str = "variance", pool_axis: str | None = None):
+    def __init__(
+        self,
+        num_burn_in: int,
+        target: float,
+        *,
+        adapt_mass: bool = True,
+        estimator: str = "variance",
+        pool_axis: str | None = None,
+    ):
         if estimator not in MASS_ESTIMATORS:
             raise ValueError(f"estimator {estimator!r}; allowed: {', '.join(MASS_ESTIMATORS)}")
         self.num_burn_in = num_burn_in
-        schedule = jnp.asarray(window_schedule(num_burn_in), jnp.int32).reshape(
-            (num_burn_in, 2))
+        schedule = jnp.asarray(window_schedule(num_burn_in), jnp.int32).reshape((num_burn_in, 2))
         self.schedule = schedule if adapt_mass else jnp.zeros_like(schedule)
         self.estimator = estimator
         self.pool_axis = pool_axis
         self.da_init, self.da_update, _ = dual_averaging_adaptation(target=target)
         self.mm_init, self.mm_update, self.mm_final = mass_matrix_adaptation(
-            is_diagonal_matrix=True)
+            is_diagonal_matrix=True
+        )
         self.wf_init, self.wf_update, self.wf_final = welford_algorithm(is_diagonal_matrix=True)
 
     def init(self, step_size: float, size: int, dtype: Any) -> WindowState:
         def cast(tree):
             return jax.tree.map(
-                lambda v: jnp.asarray(v, dtype if jnp.issubdtype(jnp.result_type(v),
-                                                                 jnp.floating) else jnp.int32),
-                tree)
+                lambda v: jnp.asarray(
+                    v, dtype if jnp.issubdtype(jnp.result_type(v), jnp.floating) else jnp.int32
+                ),
+                tree,
+            )
 
-        return WindowState(cast(self._averaging(step_size)), cast(self.mm_init(size)),
-                           cast(self.wf_init(size)))
+        return WindowState(
+            cast(self._averaging(step_size)), cast(self.mm_init(size)), cast(self.wf_init(size))
+        )
 
     def _averaging(self, step_size: Any) -> DualAveragingAdaptationState:
         """Dual averaging that shrinks towards ``step_size`` itself.
@@ -241,8 +253,9 @@ class Windows:
         state = self.da_init(step_size)
         return state._replace(mu=jnp.log(jnp.asarray(step_size)))
 
-    def _pooled(self, w: WelfordAlgorithmState,
-                include: jax.Array | None = None) -> WelfordAlgorithmState:
+    def _pooled(
+        self, w: WelfordAlgorithmState, include: jax.Array | None = None
+    ) -> WelfordAlgorithmState:
         """A window's Welford statistics merged over the chains (Chan et al. 1979), leaving
         out a chain whose ``include`` is false (:func:`pooled_chains`)."""
         if self.pool_axis is None:
@@ -255,8 +268,12 @@ class Windows:
         m2 = jax.lax.psum(w.m2 + count * jnp.square(w.mean - mean), self.pool_axis)
         return WelfordAlgorithmState(mean, m2, jax.lax.psum(w.sample_size, self.pool_axis))
 
-    def _close(self, mass: MassMatrixAdaptationState, gradients: WelfordAlgorithmState,
-               include: jax.Array | None = None):
+    def _close(
+        self,
+        mass: MassMatrixAdaptationState,
+        gradients: WelfordAlgorithmState,
+        include: jax.Array | None = None,
+    ):
         """``M⁻¹`` from the window that ends, and fresh windows."""
         positions = self._pooled(mass.wc_state, include)
         if self.estimator == "variance":
@@ -274,10 +291,17 @@ class Windows:
         fresh = like(self.wf_init(inverse_mass.shape[0]), gradients)
         return like(MassMatrixAdaptationState(inverse_mass, fresh), mass), fresh
 
-    def update(self, state: WindowState, iteration: jax.Array, position: Params,
-               acceptance_rate: jax.Array, *, gradient: Params | None = None,
-               adapt_step: bool = True,
-               include: jax.Array | None = None) -> tuple[WindowState, jax.Array, jax.Array]:
+    def update(
+        self,
+        state: WindowState,
+        iteration: jax.Array,
+        position: Params,
+        acceptance_rate: jax.Array,
+        *,
+        gradient: Params | None = None,
+        adapt_step: bool = True,
+        include: jax.Array | None = None,
+    ) -> tuple[WindowState, jax.Array, jax.Array]:
         """After burn-in iteration ``iteration``: the new state, step size and ``M⁻¹``.
 
         The step size is the current dual-averaging iterate, and at the last burn-in
@@ -291,8 +315,9 @@ class Windows:
         mm = jax.lax.cond(slow, lambda m: like(self.mm_update(m, position), m), lambda m: m, mm)
         if self.estimator == "fisher":
             flat_grad = ravel_pytree(gradient)[0]
-            gw = jax.lax.cond(slow, lambda w: like(self.wf_update(w, flat_grad), w),
-                              lambda w: w, gw)
+            gw = jax.lax.cond(
+                slow, lambda w: like(self.wf_update(w, flat_grad), w), lambda w: w, gw
+            )
         if adapt_step:
             ss = like(self.da_update(ss, acceptance_rate), ss)
 
@@ -320,26 +345,50 @@ class ChEES:
         axis_name: the vmapped axis of the chains.
     """
 
-    def __init__(self, num_iterations: int, target: float, max_leapfrog_steps: int, *,
-                 learning_rate: float = 0.025, axis_name: str = MEMBERS):
+    def __init__(
+        self,
+        num_iterations: int,
+        target: float,
+        max_leapfrog_steps: int,
+        *,
+        learning_rate: float = 0.025,
+        axis_name: str = MEMBERS,
+    ):
         self.bits = halton_bits(num_iterations)
         self.axis_name = axis_name
         self._init, self._update = chees_adaptation.base(
-            lambda i: jitter(i, self.bits), lambda i: i + 1,
-            optax.adam(learning_rate, b1=0.0, b2=0.95), target, 0.5, max_leapfrog_steps)
+            lambda i: jitter(i, self.bits),
+            lambda i: i + 1,
+            optax.adam(learning_rate, b1=0.0, b2=0.95),
+            target,
+            0.5,
+            max_leapfrog_steps,
+        )
 
     def init(self, step_size: float, trajectory_len: float, dtype: Any):
         state = self._init(jnp.zeros((), jnp.int32), jnp.asarray(step_size, dtype))
-        state = state._replace(trajectory_length=jnp.asarray(trajectory_len, dtype),
-                               log_trajectory_length_moving_average=jnp.log(
-                                   jnp.asarray(trajectory_len, dtype)))
+        state = state._replace(
+            trajectory_length=jnp.asarray(trajectory_len, dtype),
+            log_trajectory_length_moving_average=jnp.log(jnp.asarray(trajectory_len, dtype)),
+        )
         return jax.tree.map(
-            lambda v: jnp.asarray(v, dtype if jnp.issubdtype(jnp.result_type(v), jnp.floating)
-                                  else jnp.int32), state)
+            lambda v: jnp.asarray(
+                v, dtype if jnp.issubdtype(jnp.result_type(v), jnp.floating) else jnp.int32
+            ),
+            state,
+        )
 
-    def update(self, state, proposal_position: Params, proposal_momentum: Params,
-               start_position: Params, acceptance_rate: jax.Array, divergent: jax.Array,
-               inverse_mass: jax.Array, include: jax.Array | bool = True):
+    def update(
+        self,
+        state,
+        proposal_position: Params,
+        proposal_momentum: Params,
+        start_position: Params,
+        acceptance_rate: jax.Array,
+        divergent: jax.Array,
+        inverse_mass: jax.Array,
+        include: jax.Array | bool = True,
+    ):
         """The shared update from every chain's trajectory (called inside the vmap).
 
         A chain whose ``include`` is false (:func:`pooled_chains`) counts as BlackJAX's
@@ -356,16 +405,24 @@ class ChEES:
         start = flat(start_position)
         included = gather(jnp.asarray(include))
         start = jnp.where(included[:, None], start, jnp.nan)
-        new = self._update(state, flat(proposal_position), flat(proposal_momentum), start,
-                           gather(acceptance_rate), gather(divergent) | ~included,
-                           inverse_mass)
+        new = self._update(
+            state,
+            flat(proposal_position),
+            flat(proposal_momentum),
+            start,
+            gather(acceptance_rate),
+            gather(divergent) | ~included,
+            inverse_mass,
+        )
         return like(new, state)
 
     @staticmethod
     def final(state) -> tuple[jax.Array, jax.Array]:
         """The step size and trajectory length to sample with: the moving averages."""
-        return (jnp.exp(state.log_step_size_moving_average),
-                jnp.exp(state.log_trajectory_length_moving_average))
+        return (
+            jnp.exp(state.log_step_size_moving_average),
+            jnp.exp(state.log_trajectory_length_moving_average),
+        )
 
 
 # --- The burn-in tuning of a sampler, mode by mode -------------------------------------------
@@ -455,8 +512,15 @@ def size_and_dtype(position: Params) -> tuple[int, Any]:
     return sum(leaf.size for leaf in leaves), jnp.result_type(*leaves)
 
 
-def reasonable_step_size(key: jax.Array, start, logdensity_fn: Callable, step_size: jax.Array, *,
-                         target: float, divergence_threshold: float) -> jax.Array:
+def reasonable_step_size(
+    key: jax.Array,
+    start,
+    logdensity_fn: Callable,
+    step_size: jax.Array,
+    *,
+    target: float,
+    divergence_threshold: float,
+) -> jax.Array:
     """Hoffman & Gelman's doubling and halving of ε from ``start`` (identity mass) until one
     leapfrog step's acceptance crosses ``target``, so that adaptation starts where the chain
     stands (``blackjax.adaptation.step_size.find_reasonable_step_size``)."""
@@ -474,10 +538,20 @@ def reasonable_step_size(key: jax.Array, start, logdensity_fn: Callable, step_si
     return jnp.where(found > step_size, found / 2, found)
 
 
-def hmc_init(key: jax.Array, start, logdensity_fn: Callable, step_size: float,
-             trajectory_len: float, *, windows: Windows, chees: ChEES, search: bool,
-             across_chains: bool, target: float,
-             divergence_threshold: float) -> tuple[HMCAdaptationState, Tuning]:
+def hmc_init(
+    key: jax.Array,
+    start,
+    logdensity_fn: Callable,
+    step_size: float,
+    trajectory_len: float,
+    *,
+    windows: Windows,
+    chees: ChEES,
+    search: bool,
+    across_chains: bool,
+    target: float,
+    divergence_threshold: float,
+) -> tuple[HMCAdaptationState, Tuning]:
     """Every HMC mode's initial state and tuning (see :func:`hmc_adaptation`).
 
     ``search``: start from :func:`reasonable_step_size`. ``across_chains``: one ε for every
@@ -487,8 +561,9 @@ def hmc_init(key: jax.Array, start, logdensity_fn: Callable, step_size: float,
     eps = jnp.asarray(step_size, dtype)
     tau = jnp.asarray(trajectory_len, dtype)
     if search:
-        eps = reasonable_step_size(key, start, logdensity_fn, eps, target=target,
-                                   divergence_threshold=divergence_threshold).astype(dtype)
+        eps = reasonable_step_size(
+            key, start, logdensity_fn, eps, target=target, divergence_threshold=divergence_threshold
+        ).astype(dtype)
     if across_chains:
         # ChEES starts from the given trajectory length (at least one leapfrog step). Started
         # from one step, its Adam on log τ barely moved while the chains were still climbing
@@ -504,15 +579,24 @@ def hmc_init(key: jax.Array, start, logdensity_fn: Callable, step_size: float,
     return state, Tuning(eps, tau, jnp.ones(size, dtype))
 
 
-def kept(state: Any, iteration: jax.Array, start_position: Params, proposal, info,
-         tuning: Tuning) -> tuple[Any, Tuning]:
+def kept(
+    state: Any, iteration: jax.Array, start_position: Params, proposal, info, tuning: Tuning
+) -> tuple[Any, Tuning]:
     """The update of a sampler that adapts nothing: state and tuning as they are."""
     return state, tuning
 
 
-def paper_update(state: HMCAdaptationState, iteration: jax.Array, start_position: Params,
-                 proposal, info, tuning: Tuning, *, num_burn_in: int,
-                 target: float) -> tuple[HMCAdaptationState, Tuning]:
+def paper_update(
+    state: HMCAdaptationState,
+    iteration: jax.Array,
+    start_position: Params,
+    proposal,
+    info,
+    tuning: Tuning,
+    *,
+    num_burn_in: int,
+    target: float,
+) -> tuple[HMCAdaptationState, Tuning]:
     """The paper mode: ε by dual averaging, restarted halfway through burn-in, then frozen at
     its average; τ and M⁻¹ as they are."""
     da_init, da_update, _ = dual_averaging_adaptation(target=target)
@@ -523,70 +607,125 @@ def paper_update(state: HMCAdaptationState, iteration: jax.Array, start_position
     restart = iteration + 1 == num_burn_in // 2
     fresh = da_init(jnp.exp(updated.log_step_size))
     fresh = fresh._replace(mu=fresh.log_step_size)
-    updated = jax.tree.map(lambda f, u: jnp.where(restart, jnp.asarray(f, u.dtype), u), fresh,
-                           updated)
+    updated = jax.tree.map(
+        lambda f, u: jnp.where(restart, jnp.asarray(f, u.dtype), u), fresh, updated
+    )
     # Inside burn-in take the current iterate; at its end freeze the averaged value.
     still_burning = iteration + 1 < num_burn_in
-    eps = jnp.where(still_burning, jnp.exp(updated.log_step_size),
-                    jnp.exp(updated.log_step_size_avg))
+    eps = jnp.where(
+        still_burning, jnp.exp(updated.log_step_size), jnp.exp(updated.log_step_size_avg)
+    )
     return state._replace(step=updated), tuning._replace(step_size=eps)
 
 
-def window_update(state: WindowState, iteration: jax.Array, start_position: Params, proposal,
-                  info, tuning: Tuning, *, windows: Windows) -> tuple[WindowState, Tuning]:
+def window_update(
+    state: WindowState,
+    iteration: jax.Array,
+    start_position: Params,
+    proposal,
+    info,
+    tuning: Tuning,
+    *,
+    windows: Windows,
+) -> tuple[WindowState, Tuning]:
     """Stan's windows: ε by dual averaging and M⁻¹ from the chain's own positions (and
     gradients); τ as it is."""
-    state, eps, inverse_mass = windows.update(state, iteration, proposal.position,
-                                              info.acceptance_rate,
-                                              gradient=proposal.logdensity_grad)
+    state, eps, inverse_mass = windows.update(
+        state, iteration, proposal.position, info.acceptance_rate, gradient=proposal.logdensity_grad
+    )
     return state, Tuning(eps, tuning.trajectory_len, inverse_mass)
 
 
-def mass_update(state: HMCAdaptationState, iteration: jax.Array, start_position: Params,
-                proposal, info, tuning: Tuning, *,
-                windows: Windows) -> tuple[HMCAdaptationState, Tuning]:
+def mass_update(
+    state: HMCAdaptationState,
+    iteration: jax.Array,
+    start_position: Params,
+    proposal,
+    info,
+    tuning: Tuning,
+    *,
+    windows: Windows,
+) -> tuple[HMCAdaptationState, Tuning]:
     """HMC's ``"mass"`` mode: :func:`window_update` on its part of the state."""
-    window_state, tuning = window_update(state.windows, iteration, start_position, proposal,
-                                         info, tuning, windows=windows)
+    window_state, tuning = window_update(
+        state.windows, iteration, start_position, proposal, info, tuning, windows=windows
+    )
     return state._replace(windows=window_state), tuning
 
 
-def chees_update(state: HMCAdaptationState, iteration: jax.Array, start_position: Params,
-                 proposal, info, tuning: Tuning, *, chees: ChEES, windows: Windows,
-                 num_burn_in: int) -> tuple[HMCAdaptationState, Tuning]:
+def chees_update(
+    state: HMCAdaptationState,
+    iteration: jax.Array,
+    start_position: Params,
+    proposal,
+    info,
+    tuning: Tuning,
+    *,
+    chees: ChEES,
+    windows: Windows,
+    num_burn_in: int,
+) -> tuple[HMCAdaptationState, Tuning]:
     """ε and τ by ChEES from every chain's trajectory; M⁻¹ pooled over the chains in Stan's
     windows; a stranded chain (:func:`pooled_chains`) left out of both. At the end of burn-in
     ε and τ freeze at ChEES's moving averages."""
     include = pooled_chains(proposal.logdensity, tuning.inverse_mass_matrix.shape[0])
-    chees_state = chees.update(state.chees, info.proposal.position, info.proposal.momentum,
-                               start_position, info.acceptance_rate, info.is_divergent,
-                               tuning.inverse_mass_matrix, include)
+    chees_state = chees.update(
+        state.chees,
+        info.proposal.position,
+        info.proposal.momentum,
+        start_position,
+        info.acceptance_rate,
+        info.is_divergent,
+        tuning.inverse_mass_matrix,
+        include,
+    )
     window_state, _, inverse_mass = windows.update(
-        state.windows, iteration, proposal.position, info.acceptance_rate,
-        gradient=proposal.logdensity_grad, adapt_step=False, include=include)
+        state.windows,
+        iteration,
+        proposal.position,
+        info.acceptance_rate,
+        gradient=proposal.logdensity_grad,
+        adapt_step=False,
+        include=include,
+    )
     last = iteration + 1 == num_burn_in
     final_eps, final_tau = ChEES.final(chees_state)
     eps = jnp.where(last, final_eps, chees_state.step_size)
     tau = jnp.where(last, final_tau, chees_state.trajectory_length)
-    return (state._replace(windows=window_state, chees=chees_state),
-            Tuning(eps, tau, inverse_mass))
+    return (state._replace(windows=window_state, chees=chees_state), Tuning(eps, tau, inverse_mass))
 
 
-def during_burn_in(state: Any, iteration: jax.Array, start_position: Params, proposal, info,
-                   tuning: Tuning, *, update: Callable,
-                   num_burn_in: int) -> tuple[Any, Tuning]:
+def during_burn_in(
+    state: Any,
+    iteration: jax.Array,
+    start_position: Params,
+    proposal,
+    info,
+    tuning: Tuning,
+    *,
+    update: Callable,
+    num_burn_in: int,
+) -> tuple[Any, Tuning]:
     """``update`` during the first ``num_burn_in`` iterations; after them, state and tuning
     as they are (traced values: the same program serves the whole run)."""
     new = update(state, iteration, start_position, proposal, info, tuning)
     in_burn_in = iteration < num_burn_in
-    return jax.tree.map(lambda n, o: jnp.where(in_burn_in, jnp.asarray(n, o.dtype), o), new,
-                        (state, tuning))
+    return jax.tree.map(
+        lambda n, o: jnp.where(in_burn_in, jnp.asarray(n, o.dtype), o), new, (state, tuning)
+    )
 
 
-def hmc_adaptation(mode: str, *, num_burn_in: int, num_iterations: int, target: float,
-                   estimator: str = "fisher", max_leapfrog_steps: int = 10_000,
-                   divergence_threshold: float = 1000.0,
-                   tune_trajectory: bool = True) -> Adaptation:
+def hmc_adaptation(
+    mode: str,
+    *,
+    num_burn_in: int,
+    num_iterations: int,
+    target: float,
+    estimator: str = "fisher",
+    max_leapfrog_steps: int = 10_000,
+    divergence_threshold: float = 1000.0,
+    tune_trajectory: bool = True,
+) -> Adaptation:
     """What HMC's burn-in tunes, one of :data:`ADAPT_MODES`; state: :class:`HMCAdaptationState`.
 
     - ``"none"``: nothing.
@@ -614,13 +753,21 @@ def hmc_adaptation(mode: str, *, num_burn_in: int, num_iterations: int, target: 
     """
     if mode not in ADAPT_MODES:
         raise ValueError(f"adaptation mode {mode!r}; allowed: {', '.join(ADAPT_MODES)}")
-    windows = Windows(max(num_burn_in, 1), target, estimator=estimator,
-                      pool_axis=MEMBERS if mode == "chees" else None)
+    windows = Windows(
+        max(num_burn_in, 1),
+        target,
+        estimator=estimator,
+        pool_axis=MEMBERS if mode == "chees" else None,
+    )
     chees = ChEES(num_iterations, target, max_leapfrog_steps)
-    settings = dict(windows=windows, chees=chees,
-                    search=mode in ("mass", "chees", "auto") and num_burn_in > 0,
-                    across_chains=mode == "chees", target=target,
-                    divergence_threshold=divergence_threshold)
+    settings = dict(
+        windows=windows,
+        chees=chees,
+        search=mode in ("mass", "chees", "auto") and num_burn_in > 0,
+        across_chains=mode == "chees",
+        target=target,
+        divergence_threshold=divergence_threshold,
+    )
     if mode == "auto":
         init = functools.partial(auto_init, **settings)
     else:
@@ -629,22 +776,37 @@ def hmc_adaptation(mode: str, *, num_burn_in: int, num_iterations: int, target: 
         update = kept
     else:
         ends = slow_window_ends(num_burn_in)
-        update = functools.partial(during_burn_in, num_burn_in=num_burn_in, update={
-            "step": functools.partial(paper_update, num_burn_in=num_burn_in, target=target),
-            "mass": functools.partial(mass_update, windows=windows),
-            "chees": functools.partial(chees_update, chees=chees, windows=windows,
-                                       num_burn_in=num_burn_in),
-            "auto": functools.partial(auto_update, windows=windows,
-                                      stats_from=ends[-1] + 1 if ends else 0,
-                                      tune_trajectory=tune_trajectory),
-        }[mode])
+        update = functools.partial(
+            during_burn_in,
+            num_burn_in=num_burn_in,
+            update={
+                "step": functools.partial(paper_update, num_burn_in=num_burn_in, target=target),
+                "mass": functools.partial(mass_update, windows=windows),
+                "chees": functools.partial(
+                    chees_update, chees=chees, windows=windows, num_burn_in=num_burn_in
+                ),
+                "auto": functools.partial(
+                    auto_update,
+                    windows=windows,
+                    stats_from=ends[-1] + 1 if ends else 0,
+                    tune_trajectory=tune_trajectory,
+                ),
+            }[mode],
+        )
     dynamic = mode == "auto" and num_burn_in > 0
     return Adaptation(
-        init, update, jittered=mode in ("mass", "chees", "auto"),
-        tree_depth=(functools.partial(auto_tree_depth, num_burn_in=num_burn_in,
-                                      early=early_until(num_burn_in)) if dynamic else None),
-        early_until=(early_until(num_burn_in) if mode in ("mass", "chees") and num_burn_in
-                     else -1))
+        init,
+        update,
+        jittered=mode in ("mass", "chees", "auto"),
+        tree_depth=(
+            functools.partial(
+                auto_tree_depth, num_burn_in=num_burn_in, early=early_until(num_burn_in)
+            )
+            if dynamic
+            else None
+        ),
+        early_until=(early_until(num_burn_in) if mode in ("mass", "chees") and num_burn_in else -1),
+    )
 
 
 def slow_window_ends(num_burn_in: int) -> list[int]:
@@ -685,28 +847,50 @@ def auto_tree_depth(iteration: jax.Array, *, num_burn_in: int, early: int) -> ja
     return jnp.where(iteration < num_burn_in, depth, 0).astype(jnp.int32)
 
 
-def auto_init(key: jax.Array, start, logdensity_fn: Callable, step_size: float,
-              trajectory_len: float | None, **settings: Any) -> tuple[HMCAdaptationState, Tuning]:
+def auto_init(
+    key: jax.Array,
+    start,
+    logdensity_fn: Callable,
+    step_size: float,
+    trajectory_len: float | None,
+    **settings: Any,
+) -> tuple[HMCAdaptationState, Tuning]:
     """``"auto"``'s initial state: :func:`hmc_init` with the step size search, for this chain
     alone, and the Welford statistics of its integration times empty (see
     :func:`auto_update`). Without a given τ, τ starts at ε (a placeholder until burn-in
     estimates it)."""
-    state, tuning = hmc_init(key, start, logdensity_fn, step_size,
-                             step_size if trajectory_len is None else trajectory_len,
-                             **settings)
+    state, tuning = hmc_init(
+        key,
+        start,
+        logdensity_fn,
+        step_size,
+        step_size if trajectory_len is None else trajectory_len,
+        **settings,
+    )
     if trajectory_len is None:
         tuning = tuning._replace(trajectory_len=tuning.step_size)
-    empty = state.chees._replace(step=jnp.zeros_like(state.chees.step),
-                                 log_trajectory_length_moving_average=jnp.zeros_like(
-                                     state.chees.log_trajectory_length_moving_average),
-                                 log_step_size_moving_average=jnp.zeros_like(
-                                     state.chees.log_step_size_moving_average))
+    empty = state.chees._replace(
+        step=jnp.zeros_like(state.chees.step),
+        log_trajectory_length_moving_average=jnp.zeros_like(
+            state.chees.log_trajectory_length_moving_average
+        ),
+        log_step_size_moving_average=jnp.zeros_like(state.chees.log_step_size_moving_average),
+    )
     return state._replace(chees=empty), tuning
 
 
-def auto_update(state: HMCAdaptationState, iteration: jax.Array, start_position: Params,
-                proposal, info, tuning: Tuning, *, windows: Windows, stats_from: int,
-                tune_trajectory: bool) -> tuple[HMCAdaptationState, Tuning]:
+def auto_update(
+    state: HMCAdaptationState,
+    iteration: jax.Array,
+    start_position: Params,
+    proposal,
+    info,
+    tuning: Tuning,
+    *,
+    windows: Windows,
+    stats_from: int,
+    tune_trajectory: bool,
+) -> tuple[HMCAdaptationState, Tuning]:
     r"""``"auto"`` after a burn-in iteration of NUTS (``info`` is BlackJAX's ``NUTSInfo``): ε
     and M⁻¹ in this chain's own :class:`Windows`, and τ as the
     :data:`TRAJECTORY_QUANTILE` quantile of its NUTS integration times ``T = nε`` from
@@ -721,9 +905,13 @@ def auto_update(state: HMCAdaptationState, iteration: jax.Array, start_position:
     ``log_trajectory_length_moving_average`` and the sum of squared deviations in
     ``log_step_size_moving_average``.
     """
-    window_state, eps, inverse_mass = windows.update(state.windows, iteration,
-                                                     proposal.position, info.acceptance_rate,
-                                                     gradient=proposal.logdensity_grad)
+    window_state, eps, inverse_mass = windows.update(
+        state.windows,
+        iteration,
+        proposal.position,
+        info.acceptance_rate,
+        gradient=proposal.logdensity_grad,
+    )
     c = state.chees
     dtype = c.log_trajectory_length_moving_average.dtype
     steps = info.num_integration_steps
@@ -731,47 +919,74 @@ def auto_update(state: HMCAdaptationState, iteration: jax.Array, start_position:
     use = (iteration >= stats_from) & ~info.is_divergent & (steps > 0)
     count = c.step + use.astype(c.step.dtype)
     delta = x - c.log_trajectory_length_moving_average
-    mean = jnp.where(use, c.log_trajectory_length_moving_average
-                     + delta / jnp.maximum(count, 1).astype(dtype),
-                     c.log_trajectory_length_moving_average)
-    m2 = jnp.where(use, c.log_step_size_moving_average + delta * (x - mean),
-                   c.log_step_size_moving_average)
+    mean = jnp.where(
+        use,
+        c.log_trajectory_length_moving_average + delta / jnp.maximum(count, 1).astype(dtype),
+        c.log_trajectory_length_moving_average,
+    )
+    m2 = jnp.where(
+        use, c.log_step_size_moving_average + delta * (x - mean), c.log_step_size_moving_average
+    )
     sd = jnp.sqrt(m2 / jnp.maximum(count - 1, 1).astype(dtype))
     z = statistics.NormalDist().inv_cdf(TRAJECTORY_QUANTILE)
     tau = tuning.trajectory_len
     if tune_trajectory:
         tau = jnp.where(count > 0, jnp.exp(mean + z * sd).astype(tau.dtype), tau)
-    chees = c._replace(step=count, log_trajectory_length_moving_average=mean,
-                       log_step_size_moving_average=m2)
-    return (state._replace(windows=window_state, chees=chees),
-            Tuning(eps, tau, inverse_mass))
+    chees = c._replace(
+        step=count, log_trajectory_length_moving_average=mean, log_step_size_moving_average=m2
+    )
+    return (state._replace(windows=window_state, chees=chees), Tuning(eps, tau, inverse_mass))
 
 
-def window_init(key: jax.Array, start, logdensity_fn: Callable, step_size: float,
-                trajectory_len: float | None, *, windows: Windows, search: bool = False,
-                target: float = 0.8,
-                divergence_threshold: float = 1000.0) -> tuple[WindowState, Tuning]:
+def window_init(
+    key: jax.Array,
+    start,
+    logdensity_fn: Callable,
+    step_size: float,
+    trajectory_len: float | None,
+    *,
+    windows: Windows,
+    search: bool = False,
+    target: float = 0.8,
+    divergence_threshold: float = 1000.0,
+) -> tuple[WindowState, Tuning]:
     """Stan's windows from the given ε, or with ``search`` from :func:`reasonable_step_size`
     where the chain starts, and the identity M⁻¹."""
     del trajectory_len
     size, dtype = size_and_dtype(start.position)
     eps = jnp.asarray(step_size, dtype)
     if search:
-        eps = reasonable_step_size(key, start, logdensity_fn, eps, target=target,
-                                   divergence_threshold=divergence_threshold).astype(dtype)
+        eps = reasonable_step_size(
+            key, start, logdensity_fn, eps, target=target, divergence_threshold=divergence_threshold
+        ).astype(dtype)
     return windows.init(eps, size, dtype), Tuning(eps, None, jnp.ones(size, dtype))
 
 
-def window_adaptation(num_burn_in: int, target: float, *, adapt_mass: bool = True,
-                      divergence_threshold: float = 1000.0) -> Adaptation:
+def window_adaptation(
+    num_burn_in: int,
+    target: float,
+    *,
+    adapt_mass: bool = True,
+    divergence_threshold: float = 1000.0,
+) -> Adaptation:
     """Stan's window adaptation of ε and, with ``adapt_mass``, a diagonal M⁻¹ (Stan's
     regularised variance of the positions), as NUTS tunes; state: :class:`WindowState`. With
     a burn-in, each chain's ε starts from :func:`reasonable_step_size` where it starts."""
     windows = Windows(max(num_burn_in, 1), target, adapt_mass=adapt_mass)
     update = kept
     if num_burn_in:
-        update = functools.partial(during_burn_in, num_burn_in=num_burn_in,
-                                   update=functools.partial(window_update, windows=windows))
-    return Adaptation(functools.partial(window_init, windows=windows, search=num_burn_in > 0,
-                                        target=target,
-                                        divergence_threshold=divergence_threshold), update)
+        update = functools.partial(
+            during_burn_in,
+            num_burn_in=num_burn_in,
+            update=functools.partial(window_update, windows=windows),
+        )
+    return Adaptation(
+        functools.partial(
+            window_init,
+            windows=windows,
+            search=num_burn_in > 0,
+            target=target,
+            divergence_threshold=divergence_threshold,
+        ),
+        update,
+    )

@@ -191,15 +191,18 @@ class RunSettings:
 
     #: Old field names of stored runs and the names they have now (one name per concept
     #: across methods), so ``run.json`` written before the rename still reads and resumes.
-    RENAMED: ClassVar[dict[str, str]] = {"num_burnin_epochs": "num_burn_in",
-                                         "save_freq": "checkpoint_every"}
+    RENAMED: ClassVar[dict[str, str]] = {
+        "num_burnin_epochs": "num_burn_in",
+        "save_freq": "checkpoint_every",
+    }
     #: Settings added after runs were stored whose value those runs had implicitly (a run
     #: made before ``--augment`` existed was not augmented), so they still resume. A setting
     #: whose state those runs lack is not listed: their resume is refused.
     IMPLIED: ClassVar[dict[str, Any]] = {}
 
-    seed: int = setting(0, help="seed of everything random: initialisation, noise, data order",
-                        bounds=SEED_BOUNDS)
+    seed: int = setting(
+        0, help="seed of everything random: initialisation, noise, data order", bounds=SEED_BOUNDS
+    )
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -256,39 +259,57 @@ def max_time_setting() -> Any:
     """``--max-time``: how long the driver runs in this call, never what a sample is, so a
     resume may change it (:func:`bnnkit.runs.run` stops the run cleanly when it has passed)."""
     return setting(
-        None, resumable=True, metavar="DURATION", bounds=(Exclusive(0), None),
+        None,
+        resumable=True,
+        metavar="DURATION",
+        bounds=(Exclusive(0), None),
         help="stop cleanly, resumable with --resume, once this much wall time has passed in "
-             "this call: seconds, or 90s, 30m, 2h, 1h30m")
+        "this call: seconds, or 90s, 30m, 2h, 1h30m",
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class IterationSettings(RunSettings):
     """Full-batch methods (HMC, NUTS): iterations over the whole training set, several chains."""
 
-    num_iterations: int = setting(1000, help="iterations, burn-in included", resumable=True,
-                                  bounds=UNITS)
-    num_burn_in: int = setting(0, aliases=("--num-burn-in-iterations",),
-                               help="iterations whose samples are discarded (and where the "
-                                    "sampler adapts)", bounds=(0, UNITS[1]))
+    num_iterations: int = setting(
+        1000, help="iterations, burn-in included", resumable=True, bounds=UNITS
+    )
+    num_burn_in: int = setting(
+        0,
+        aliases=("--num-burn-in-iterations",),
+        help="iterations whose samples are discarded (and where the sampler adapts)",
+        bounds=(0, UNITS[1]),
+    )
     num_chains: int | None = setting(
-        None, bounds=MEMBERS,
+        None,
+        bounds=MEMBERS,
         help="independent chains, run together; default: one per chain (member) of the "
-             "--init-checkpoint run, else 1")
-    checkpoint_every: int = setting(1, resumable=True, aliases=("--save-freq",),
-                                    help="write the full chain state every N iterations",
-                                    bounds=UNITS)
+        "--init-checkpoint run, else 1",
+    )
+    checkpoint_every: int = setting(
+        1,
+        resumable=True,
+        aliases=("--save-freq",),
+        help="write the full chain state every N iterations",
+        bounds=UNITS,
+    )
     init_checkpoint: str | None = setting(
-        None, metavar="RUN[:SAMPLE]",
+        None,
+        metavar="RUN[:SAMPLE]",
         help="start the chains from another run's parameters (its last kept sample, or the "
-             "one of index SAMPLE): chain c from that run's chain c mod its chains, so from a "
-             "deep ensemble each chain starts at its own member and is tuned on its own")
+        "one of index SAMPLE): chain c from that run's chain c mod its chains, so from a "
+        "deep ensemble each chain starts at its own member and is tuned on its own",
+    )
     # How long the driver runs, never what a sample is: resumable, like checkpoint_every.
     until_converged: bool = setting(
-        False, resumable=True,
+        False,
+        resumable=True,
         help="extend the run in blocks until every chain mixes by the within-chain verdict of "
-             "bnnkit evaluate, or --max-time ends; each block is what --resume with a larger "
-             "--num-iterations does (the kept iterations grow by half), so the samples are those "
-             "of one longer run; needs --max-time")
+        "bnnkit evaluate, or --max-time ends; each block is what --resume with a larger "
+        "--num-iterations does (the kept iterations grow by half), so the samples are those "
+        "of one longer run; needs --max-time",
+    )
     max_time: float | str | None = max_time_setting()
 
     def __post_init__(self) -> None:
@@ -297,12 +318,12 @@ class IterationSettings(RunSettings):
             object.__setattr__(self, "max_time", parse_duration(self.max_time))
         super().__post_init__()  # every number within its bounds
         if self.until_converged and self.max_time is None:
-            raise ConfigError("--until-converged needs --max-time: a time budget such as 30m "
-                              "or 2h")
+            raise ConfigError("--until-converged needs --max-time: a time budget such as 30m or 2h")
         if not self.num_burn_in < self.num_iterations:
             raise ConfigError(
                 f"burn-in {self.num_burn_in} must be >= 0 and smaller than the number of "
-                f"iterations {self.num_iterations}")
+                f"iterations {self.num_iterations}"
+            )
 
     @property
     def chains(self) -> int:
@@ -311,8 +332,13 @@ class IterationSettings(RunSettings):
         return 1 if self.num_chains is None else self.num_chains
 
     def loop(self, num_train: int) -> Loop:
-        return Loop("iterations", self.num_iterations, num_members=self.chains,
-                    burn_in=self.num_burn_in, save_every=self.checkpoint_every)
+        return Loop(
+            "iterations",
+            self.num_iterations,
+            num_members=self.chains,
+            burn_in=self.num_burn_in,
+            save_every=self.checkpoint_every,
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -320,12 +346,16 @@ class HamiltonianSettings(IterationSettings):
     """Full-batch Hamiltonian samplers (HMC, NUTS): what their step-size adaptation aims at and
     when a trajectory counts as divergent."""
 
-    target_accept_rate: float = setting(0.8, help="acceptance rate the step-size adaptation "
-                                                  "aims at, in (0, 1)",
-                                        bounds=(Exclusive(0), Exclusive(1)))
-    divergence_threshold: float = setting(1000.0, help="energy error (nats) above which a "
-                                                       "trajectory counts as divergent",
-                                          bounds=(Exclusive(0), None))
+    target_accept_rate: float = setting(
+        0.8,
+        help="acceptance rate the step-size adaptation aims at, in (0, 1)",
+        bounds=(Exclusive(0), Exclusive(1)),
+    )
+    divergence_threshold: float = setting(
+        1000.0,
+        help="energy error (nats) above which a trajectory counts as divergent",
+        bounds=(Exclusive(0), None),
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -334,24 +364,37 @@ class EpochSettings(RunSettings):
 
     IMPLIED: ClassVar[dict[str, Any]] = {"augment": False}
 
-    init_step_size: float = setting(help="initial step size η₀ (of the tempered log "
-                                         "posterior's gradient)", bounds=(Exclusive(0), None))
+    init_step_size: float = setting(
+        help="initial step size η₀ (of the tempered log posterior's gradient)",
+        bounds=(Exclusive(0), None),
+    )
     num_epochs: int = setting(help="passes over the training data", bounds=UNITS)
     batch_size: int = setting(help="examples per step", bounds=(1, MAX_INT32))
-    eval_freq: int = setting(0, resumable=True,
-                             help="log test metrics every N epochs (0: only at the end)",
-                             bounds=(0, UNITS[1]))
-    checkpoint_every: int = setting(1, resumable=True, aliases=("--save-freq",),
-                                    help="write the full state every N epochs (and at the end)",
-                                    bounds=UNITS)
+    eval_freq: int = setting(
+        0,
+        resumable=True,
+        help="log test metrics every N epochs (0: only at the end)",
+        bounds=(0, UNITS[1]),
+    )
+    checkpoint_every: int = setting(
+        1,
+        resumable=True,
+        aliases=("--save-freq",),
+        help="write the full state every N epochs (and at the end)",
+        bounds=UNITS,
+    )
     init_checkpoint: str | None = setting(
-        None, metavar="RUN[:SAMPLE]",
+        None,
+        metavar="RUN[:SAMPLE]",
         help="start from another run's parameters (its last kept sample, or the one of index "
-             "SAMPLE); member m takes that run's chain m mod its chains")
+        "SAMPLE); member m takes that run's chain m mod its chains",
+    )
     augment: bool = setting(
-        False, help="randomly crop (4-pixel zero padding) and flip each minibatch's images, a "
-                    "fresh draw every step; N x H x W x C inputs only. The likelihood is then "
-                    "of augmented data. HMC and NUTS are full-batch and do not augment")
+        False,
+        help="randomly crop (4-pixel zero padding) and flip each minibatch's images, a "
+        "fresh draw every step; N x H x W x C inputs only. The likelihood is then "
+        "of augmented data. HMC and NUTS are full-batch and do not augment",
+    )
     max_time: float | str | None = max_time_setting()
 
     def __post_init__(self) -> None:
@@ -367,16 +410,32 @@ class EpochSettings(RunSettings):
             ConfigError: a batch larger than the training set.
         """
         if self.batch_size > num_train:
-            raise ConfigError(f"--batch-size {self.batch_size} is larger than the {num_train} "
-                              "training examples")
+            raise ConfigError(
+                f"--batch-size {self.batch_size} is larger than the {num_train} training examples"
+            )
         return num_train // self.batch_size
 
-    def epoch_loop(self, num_train: int, *, num_members: int = 1, burn_in: int | None = None,
-                   keep_every: int = 1, vmap_members: bool = True) -> Loop:
+    def epoch_loop(
+        self,
+        num_train: int,
+        *,
+        num_members: int = 1,
+        burn_in: int | None = None,
+        keep_every: int = 1,
+        vmap_members: bool = True,
+    ) -> Loop:
         """The loop of ``num_epochs`` epochs; ``burn_in=None`` keeps only the last epoch."""
         self.steps_per_epoch(num_train)
         burn_in = self.num_epochs - 1 if burn_in is None else burn_in
-        return Loop("epochs", self.num_epochs, num_members=num_members,
-                    batch_size=self.batch_size, burn_in=burn_in, keep_every=keep_every,
-                    save_every=self.checkpoint_every, eval_every=self.eval_freq,
-                    vmap_members=vmap_members, augment=self.augment)
+        return Loop(
+            "epochs",
+            self.num_epochs,
+            num_members=num_members,
+            batch_size=self.batch_size,
+            burn_in=burn_in,
+            keep_every=keep_every,
+            save_every=self.checkpoint_every,
+            eval_every=self.eval_freq,
+            vmap_members=vmap_members,
+            augment=self.augment,
+        )

@@ -70,6 +70,7 @@ DROPPED = "kernel"
 
 def _map_kernels(fn, params: Params) -> Params:
     """``fn`` applied to every kernel leaf of the network (``params`` collection) only."""
+
     def visit(path, leaf):
         network = bool(path) and getattr(path[0], "key", None) == "params"
         named = bool(path) and getattr(path[-1], "key", None) == DROPPED
@@ -100,9 +101,12 @@ class Config(sgd.Config):
     METHOD: ClassVar[str] = "dropout"
     API_NAME: ClassVar[str] = "Dropout"
 
-    num_passes: int = setting(20, help="T, the stochastic passes (each with its own dropout "
-                                       "masks) the predictive averages at evaluation",
-                              bounds=(1, None))
+    num_passes: int = setting(
+        20,
+        help="T, the stochastic passes (each with its own dropout "
+        "masks) the predictive averages at evaluation",
+        bounds=(1, None),
+    )
 
     @property
     def label(self) -> str:
@@ -136,13 +140,15 @@ def check_problem(problem) -> None:
         return
     name = problem.config.model
     variant = f"{registry.canonical_name(name)}_dropout"
-    instead = (f"; for this network: --model {variant}" if variant in registry.dropout_names()
-               else "")
+    instead = (
+        f"; for this network: --model {variant}" if variant in registry.dropout_names() else ""
+    )
     raise ConfigError(
         f"MC dropout needs a model with dropout, and model {name!r} has none: its passes "
         f"would all be one deterministic network; allowed: a dropout model "
         f"({', '.join(registry.dropout_names())}) or a flax module whose __call__ takes "
-        f"deterministic and applies nn.Dropout with it{instead}")
+        f"deterministic and applies nn.Dropout with it{instead}"
+    )
 
 
 def build(log_posterior, config: Config) -> Method:
@@ -170,7 +176,8 @@ def build(log_posterior, config: Config) -> Method:
     def objective(params: Params, batch: Batch, key: Key | None) -> jax.Array:
         """``L̂_T``: ``[E_q log p(W) + (N/|B|) Σ_{i∈B} log p(y_i | x_i, M, z_i)] / T``."""
         return lp.temper(expected_log_prior(lp, params)) + lp.tempered_log_likelihood(
-            params, batch, key=key)
+            params, batch, key=key
+        )
 
     def init(key: Key, params: Params, batch: Batch | None = None) -> sgd.SGDState:
         del key, batch

@@ -30,15 +30,20 @@ class Config(sgd.Config):
     METHOD: ClassVar[str] = "ensemble"
     API_NAME: ClassVar[str] = "Ensemble"
 
-    num_members: int = setting(help="K members; each has its own initialisation and data order",
-                               bounds=MEMBERS)
-    sequential: bool = setting(False, help="train members one after another instead of in one "
-                                           "vmapped step (members that do not fit together)")
+    num_members: int = setting(
+        help="K members; each has its own initialisation and data order", bounds=MEMBERS
+    )
+    sequential: bool = setting(
+        False,
+        help="train members one after another instead of in one "
+        "vmapped step (members that do not fit together)",
+    )
 
     @property
     def label(self) -> str:
         return f"Deep ensemble (K={self.num_members})"
 
     def loop(self, num_train: int) -> Loop:
-        return self.epoch_loop(num_train, num_members=self.num_members,
-                               vmap_members=not self.sequential)
+        return self.epoch_loop(
+            num_train, num_members=self.num_members, vmap_members=not self.sequential
+        )

@@ -142,8 +142,7 @@ from bnnkit.types import Batch, Key, Params
 #: with ``mass``, against 1.4 % and 0.75 % at 0.9 (4 chains, 300 burn-in iterations each).
 #: ``"auto"`` tunes ε on NUTS's acceptance statistic (the average over the whole tree), as
 #: NUTS does.
-DEFAULT_TARGET_ACCEPT_RATE = {"none": 0.8, "step": 0.8, "mass": 0.9, "chees": 0.9,
-                              "auto": 0.8}
+DEFAULT_TARGET_ACCEPT_RATE = {"none": 0.8, "step": 0.8, "mass": 0.9, "chees": 0.9, "auto": 0.8}
 #: The step size the adaptive modes start their search from when none is given (the search
 #: doubles or halves it until one leapfrog step's acceptance crosses the target).
 DEFAULT_STEP_SIZE = 0.1
@@ -244,60 +243,84 @@ class Config(HamiltonianSettings):
     METHOD: ClassVar[str] = "hmc"
 
     step_size: float | None = setting(
-        None, help="leapfrog step size ε; with --adapt auto, mass or chees only where the "
-                   "search for a first ε starts (default 0.1); with none or step the ε used "
-                   "(step tunes it during burn-in)", bounds=POSITIVE)
+        None,
+        help="leapfrog step size ε; with --adapt auto, mass or chees only where the "
+        "search for a first ε starts (default 0.1); with none or step the ε used "
+        "(step tunes it during burn-in)",
+        bounds=POSITIVE,
+    )
     trajectory_len: float | None = setting(
-        None, help="integration time τ, one meaning per --adapt: none and step: physical "
-                   "time, each iteration takes ceil(τ/ε) leapfrog steps (required); auto: in "
-                   "units of the adapted mass matrix, integrated as a quasi-random fraction "
-                   "each iteration, estimated from burn-in when not given; mass: the same, "
-                   "default 2.0; chees: where ChEES starts tuning it, default 1.0",
-        bounds=POSITIVE)
+        None,
+        help="integration time τ, one meaning per --adapt: none and step: physical "
+        "time, each iteration takes ceil(τ/ε) leapfrog steps (required); auto: in "
+        "units of the adapted mass matrix, integrated as a quasi-random fraction "
+        "each iteration, estimated from burn-in when not given; mass: the same, "
+        "default 2.0; chees: where ChEES starts tuning it, default 1.0",
+        bounds=POSITIVE,
+    )
     num_burn_in: int | None = setting(
-        None, aliases=("--num-burn-in-iterations",),
+        None,
+        aliases=("--num-burn-in-iterations",),
         help="iterations whose samples are discarded and where the sampler adapts; default "
-             "half the iterations with --adapt auto, mass or chees, 0 with none or step",
-        bounds=(0, None))
+        "half the iterations with --adapt auto, mass or chees, 0 with none or step",
+        bounds=(0, None),
+    )
     adapt: str | None = setting(
-        None, choices=ADAPT_MODES,
+        None,
+        choices=ADAPT_MODES,
         help="what burn-in tunes: auto (the default without both --step-size and "
-             "--trajectory-len: per chain, NUTS during burn-in sets ε, a diagonal mass matrix "
-             "and τ, then jittered HMC); step (the default with both, the paper's: ε by dual "
-             "averaging); none; mass (ε and a diagonal mass matrix per chain, Stan's windows, "
-             "τ fixed); chees (ε, τ and a mass matrix pooled across >= 4 chains)")
+        "--trajectory-len: per chain, NUTS during burn-in sets ε, a diagonal mass matrix "
+        "and τ, then jittered HMC); step (the default with both, the paper's: ε by dual "
+        "averaging); none; mass (ε and a diagonal mass matrix per chain, Stan's windows, "
+        "τ fixed); chees (ε, τ and a mass matrix pooled across >= 4 chains)",
+    )
     target_accept_rate: float | None = setting(
-        None, help="acceptance rate the step-size adaptation aims at, in (0, 1); default 0.8 "
-                   "with --adapt step and auto (NUTS's statistic), 0.9 with mass and chees",
-        bounds=OPEN_UNIT)
-    adapt_step_size: bool = setting(True, flag="--no-adapt-step-size",
-                                    help="keep the given step size during burn-in (the same as "
-                                         "--adapt none)")
+        None,
+        help="acceptance rate the step-size adaptation aims at, in (0, 1); default 0.8 "
+        "with --adapt step and auto (NUTS's statistic), 0.9 with mass and chees",
+        bounds=OPEN_UNIT,
+    )
+    adapt_step_size: bool = setting(
+        True,
+        flag="--no-adapt-step-size",
+        help="keep the given step size during burn-in (the same as --adapt none)",
+    )
     mass_estimator: str = setting(
-        "fisher", choices=("fisher", "variance"),
+        "fisher",
+        choices=("fisher", "variance"),
         help="the diagonal mass matrix of --adapt auto, mass and chees: fisher (√(Var[θ]/Var[∇ "
-             "log p]) from positions and gradients) or variance (Stan's, positions only)")
+        "log p]) from positions and gradients) or variance (Stan's, positions only)",
+    )
     max_num_leapfrog_steps: int = setting(
-        10_000, help="refuse a fixed trajectory that needs more leapfrog steps per iteration; "
-                     "adapted trajectories are clipped to it, and the run reports the share of "
-                     "clipped iterations", bounds=LEAPFROG_STEPS)
+        10_000,
+        help="refuse a fixed trajectory that needs more leapfrog steps per iteration; "
+        "adapted trajectories are clipped to it, and the run reports the share of "
+        "clipped iterations",
+        bounds=LEAPFROG_STEPS,
+    )
     integrator: str = setting(
-        "auto", choices=INTEGRATORS, resumable=True,
+        "auto",
+        choices=INTEGRATORS,
+        resumable=True,
         help="where the leapfrog loop runs: scan (inside one compiled iteration), host (one "
-             "compiled leapfrog step of every chain per call from Python), auto (host on CPU "
-             "for models with convolutions, whose gradients XLA's CPU backend runs slowly "
-             "inside compiled loops; scan otherwise); the same samples (one chain: to rounding)")
-    mh_during_burn_in: bool = setting(True, flag="--no-mh-during-burn-in",
-                                      help="accept every finite trajectory during burn-in (as "
-                                           "bnn_hmc can)")
+        "compiled leapfrog step of every chain per call from Python), auto (host on CPU "
+        "for models with convolutions, whose gradients XLA's CPU backend runs slowly "
+        "inside compiled loops; scan otherwise); the same samples (one chain: to rounding)",
+    )
+    mh_during_burn_in: bool = setting(
+        True,
+        flag="--no-mh-during-burn-in",
+        help="accept every finite trajectory during burn-in (as bnn_hmc can)",
+    )
 
     def __post_init__(self) -> None:
         check_numbers(self)  # every value of its field's type before the defaults read them
         adapt = self._adapt_mode()
         object.__setattr__(self, "adapt", adapt)
         if self.num_burn_in is None:
-            object.__setattr__(self, "num_burn_in",
-                               0 if adapt in ("none", "step") else self.num_iterations // 2)
+            object.__setattr__(
+                self, "num_burn_in", 0 if adapt in ("none", "step") else self.num_iterations // 2
+            )
         if self.target_accept_rate is None:
             object.__setattr__(self, "target_accept_rate", DEFAULT_TARGET_ACCEPT_RATE[adapt])
         if self.step_size is None and adapt not in ("none", "step"):
@@ -314,15 +337,21 @@ class Config(HamiltonianSettings):
                 raise ConfigError(
                     f"trajectory length {self.trajectory_len} / step size {self.step_size} "
                     f"needs {needed} leapfrog steps, more than --max-num-leapfrog-steps "
-                    f"{self.max_num_leapfrog_steps}")
+                    f"{self.max_num_leapfrog_steps}"
+                )
         elif not self.num_burn_in:
-            raise ConfigError(f"--adapt {adapt} tunes during burn-in; allowed: --num-burn-in "
-                              ">= 1, or --step-size and --trajectory-len with --adapt step")
+            raise ConfigError(
+                f"--adapt {adapt} tunes during burn-in; allowed: --num-burn-in "
+                ">= 1, or --step-size and --trajectory-len with --adapt step"
+            )
         if adapt == "chees" and self.chains < MIN_POOLED_CHAINS:
-            warnings.warn(f"--adapt chees pools {self.chains} chains: below "
-                          f"{MIN_POOLED_CHAINS} it cannot leave out a stranded chain; use "
-                          f">= {MIN_POOLED_CHAINS} chains or --adapt auto (per chain)",
-                          UserWarning, stacklevel=3)
+            warnings.warn(
+                f"--adapt chees pools {self.chains} chains: below "
+                f"{MIN_POOLED_CHAINS} it cannot leave out a stranded chain; use "
+                f">= {MIN_POOLED_CHAINS} chains or --adapt auto (per chain)",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def _adapt_mode(self) -> str:
         """``adapt`` resolved (``None``: ``"step"`` with both ε and τ, else ``"auto"``; ``"none"``
@@ -333,33 +362,54 @@ class Config(HamiltonianSettings):
             raise ConfigError(f"unknown --adapt {self.adapt!r}; allowed: {', '.join(ADAPT_MODES)}")
         if not self.adapt_step_size:
             if adapt not in (None, "step", "none"):
-                raise ConfigError(f"--no-adapt-step-size contradicts --adapt {adapt}; allowed: "
-                                  "--adapt none, or no --no-adapt-step-size")
+                raise ConfigError(
+                    f"--no-adapt-step-size contradicts --adapt {adapt}; allowed: "
+                    "--adapt none, or no --no-adapt-step-size"
+                )
             adapt = "none"
         if adapt is None:
             adapt = "step" if both else "auto"
         if adapt in ("none", "step") and not both:
-            missing = " and ".join(name for name, value in (
-                ("--step-size", self.step_size), ("--trajectory-len", self.trajectory_len))
-                if value is None)
-            raise ConfigError(f"--adapt {adapt} integrates a fixed trajectory and needs "
-                              f"{missing}; allowed: both given, or --adapt auto (the default "
-                              "without them: tunes both)")
+            missing = " and ".join(
+                name
+                for name, value in (
+                    ("--step-size", self.step_size),
+                    ("--trajectory-len", self.trajectory_len),
+                )
+                if value is None
+            )
+            raise ConfigError(
+                f"--adapt {adapt} integrates a fixed trajectory and needs "
+                f"{missing}; allowed: both given, or --adapt auto (the default "
+                "without them: tunes both)"
+            )
         if adapt == "chees" and self.init_checkpoint is not None:
             # Chains started from different members of a run sit in different modes; pooled
             # statistics would mix the modes' scales.
-            raise ConfigError(f"--adapt chees pools its tuning across chains, and chains started "
-                              f"from --init-checkpoint {self.init_checkpoint!r} start in "
-                              "different places; allowed: --adapt auto or mass (tuned per "
-                              "chain)")
+            raise ConfigError(
+                f"--adapt chees pools its tuning across chains, and chains started "
+                f"from --init-checkpoint {self.init_checkpoint!r} start in "
+                "different places; allowed: --adapt auto or mass (tuned per "
+                "chain)"
+            )
         if adapt == "chees" and self.chains < 2:
-            raise ConfigError(f"--adapt chees tunes across chains; allowed: --num-chains >= 2, "
-                              f"not {self.chains} (or --adapt auto)")
+            raise ConfigError(
+                f"--adapt chees tunes across chains; allowed: --num-chains >= 2, "
+                f"not {self.chains} (or --adapt auto)"
+            )
         return adapt
 
 
-def init(key: Key, params: Params, batch: Batch, *, log_posterior: Callable,
-         adaptation: Adaptation, step_size: float, trajectory_len: float) -> HMCState:
+def init(
+    key: Key,
+    params: Params,
+    batch: Batch,
+    *,
+    log_posterior: Callable,
+    adaptation: Adaptation,
+    step_size: float,
+    trajectory_len: float,
+) -> HMCState:
     """A chain's state at ``params``: the log posterior and its gradient there, and the first
     iteration's ε, τ and M⁻¹ from ``adaptation.init`` (which may search for ε with ``key``).
 
@@ -373,8 +423,9 @@ def init(key: Key, params: Params, batch: Batch, *, log_posterior: Callable,
     """
     logdensity, grad = jax.value_and_grad(log_posterior)(params, batch)
     start = blackjax.mcmc.hmc.HMCState(params, logdensity, grad)
-    tuned, tuning = adaptation.init(key, start, lambda p: log_posterior(p, batch), step_size,
-                                    trajectory_len)
+    tuned, tuning = adaptation.init(
+        key, start, lambda p: log_posterior(p, batch), step_size, trajectory_len
+    )
     return HMCState(
         position=params,
         logdensity=logdensity,
@@ -389,8 +440,7 @@ def init(key: Key, params: Params, batch: Batch, *, log_posterior: Callable,
     )
 
 
-def wanted_steps(state: HMCState, *, jitter_bits: int | None,
-                 early_until: int = -1) -> jax.Array:
+def wanted_steps(state: HMCState, *, jitter_bits: int | None, early_until: int = -1) -> jax.Array:
     """The leapfrog steps the iteration that starts from ``state`` asks for, before the cap:
     ``ceil(τ/ε)``, or with ``jitter_bits`` a quasi-random fraction of τ (shared by the chains,
     so draws are not periodic); at most 2^EARLY_TREE_DEPTH − 1 up to iteration
@@ -401,30 +451,37 @@ def wanted_steps(state: HMCState, *, jitter_bits: int | None,
         length = jitter(state.iteration, jitter_bits).astype(tau.dtype) * tau
     steps = jnp.ceil(length / eps - 1e-6).astype(jnp.int32)
     if early_until >= 0:
-        steps = jnp.where(state.iteration <= early_until,
-                          jnp.minimum(steps, 2 ** EARLY_TREE_DEPTH - 1), steps)
+        steps = jnp.where(
+            state.iteration <= early_until, jnp.minimum(steps, 2**EARLY_TREE_DEPTH - 1), steps
+        )
     return steps
 
 
-def trajectory_steps(state: HMCState, *, jitter_bits: int | None, max_steps: int,
-                     early_until: int = -1,
-                     tree_depth: Callable[[jax.Array], jax.Array] | None = None) -> jax.Array:
+def trajectory_steps(
+    state: HMCState,
+    *,
+    jitter_bits: int | None,
+    max_steps: int,
+    early_until: int = -1,
+    tree_depth: Callable[[jax.Array], jax.Array] | None = None,
+) -> jax.Array:
     """The number of leapfrog steps L of the static trajectory of the iteration that starts
     from ``state``: :func:`wanted_steps` clipped to ``1..max_steps``, and 0 where
     ``tree_depth`` runs NUTS instead."""
-    steps = jnp.clip(wanted_steps(state, jitter_bits=jitter_bits, early_until=early_until), 1,
-                     max_steps)
+    steps = jnp.clip(
+        wanted_steps(state, jitter_bits=jitter_bits, early_until=early_until), 1, max_steps
+    )
     if tree_depth is not None:
         steps = jnp.where(tree_depth(state.iteration) > 0, 0, steps)
     return steps
 
 
-def sample_proposal(key: Key, log_p_accept: jax.Array, start, end, *,
-                    accept_finite: jax.Array | bool):
+def sample_proposal(
+    key: Key, log_p_accept: jax.Array, start, end, *, accept_finite: jax.Array | bool
+):
     """BlackJAX's Metropolis-Hastings choice, or with ``accept_finite`` the trajectory's end
     whenever its energy is finite (bnn_hmc's uncorrected burn-in)."""
-    sampled, (do_accept, p_accept, extra) = static_binomial_sampling(key, log_p_accept, start,
-                                                                     end)
+    sampled, (do_accept, p_accept, extra) = static_binomial_sampling(key, log_p_accept, start, end)
     # log_p_accept is -inf for a non-finite energy: such a trajectory is always rejected.
     forced = jnp.logical_and(accept_finite, jnp.isfinite(log_p_accept))
     do_accept = jnp.logical_or(do_accept, forced)
@@ -438,8 +495,12 @@ def arriving_at(end: IntegratorState) -> Callable:
     return lambda logdensity_fn, kinetic_energy: lambda state, step_size: end
 
 
-def build_kernel(divergence_threshold: float = 1000.0, *, accept_finite: jax.Array | bool = False,
-                 trajectory_end: IntegratorState | None = None) -> Callable:
+def build_kernel(
+    divergence_threshold: float = 1000.0,
+    *,
+    accept_finite: jax.Array | bool = False,
+    trajectory_end: IntegratorState | None = None,
+) -> Callable:
     """BlackJAX's HMC kernel (``blackjax.hmc.build_kernel``) with :func:`sample_proposal`.
 
     Returns ``kernel(rng_key, state, logdensity_fn, step_size, inverse_mass_matrix,
@@ -451,15 +512,25 @@ def build_kernel(divergence_threshold: float = 1000.0, *, accept_finite: jax.Arr
         divergence_threshold=divergence_threshold,
         build_proposal=functools.partial(
             hmc_proposal,
-            sample_proposal=functools.partial(sample_proposal, accept_finite=accept_finite)),
+            sample_proposal=functools.partial(sample_proposal, accept_finite=accept_finite),
+        ),
     )
 
 
-def step(rng_key: Key, state: HMCState, batch: Batch,
-         trajectory_end: IntegratorState | None = None, *, log_posterior: Callable,
-         adaptation: Adaptation, num_burn_in: int, mh_during_burn_in: bool = True,
-         divergence_threshold: float = 1000.0, jitter_bits: int | None = None,
-         max_steps: int = 10_000) -> tuple[HMCState, HMCInfo]:
+def step(
+    rng_key: Key,
+    state: HMCState,
+    batch: Batch,
+    trajectory_end: IntegratorState | None = None,
+    *,
+    log_posterior: Callable,
+    adaptation: Adaptation,
+    num_burn_in: int,
+    mh_during_burn_in: bool = True,
+    divergence_threshold: float = 1000.0,
+    jitter_bits: int | None = None,
+    max_steps: int = 10_000,
+) -> tuple[HMCState, HMCInfo]:
     """One HMC iteration, then what ``adaptation`` tunes for the next.
 
     Where ``adaptation.tree_depth`` is positive (``"auto"``'s burn-in) the iteration is a NUTS
@@ -493,32 +564,57 @@ def step(rng_key: Key, state: HMCState, batch: Batch,
         (2, 1, False)
     """
     steps = dict(jitter_bits=jitter_bits, early_until=adaptation.early_until)
-    num_steps = trajectory_steps(state, max_steps=max_steps, tree_depth=adaptation.tree_depth,
-                                 **steps)
+    num_steps = trajectory_steps(
+        state, max_steps=max_steps, tree_depth=adaptation.tree_depth, **steps
+    )
     in_burn_in = state.iteration < num_burn_in
-    kernel = build_kernel(divergence_threshold,
-                          accept_finite=jnp.logical_and(in_burn_in, not mh_during_burn_in),
-                          trajectory_end=trajectory_end)
-    current = blackjax.mcmc.hmc.HMCState(state.position, state.logdensity,
-                                          state.logdensity_grad)
+    kernel = build_kernel(
+        divergence_threshold,
+        accept_finite=jnp.logical_and(in_burn_in, not mh_during_burn_in),
+        trajectory_end=trajectory_end,
+    )
+    current = blackjax.mcmc.hmc.HMCState(state.position, state.logdensity, state.logdensity_grad)
+
     def logdensity_fn(p):
         return log_posterior(p, batch)
 
-    proposal, info = kernel(rng_key, current, logdensity_fn, state.step_size,
-                            state.inverse_mass_matrix,
-                            num_steps if trajectory_end is None else 1)
-    moved = Transition(proposal, info.is_accepted, info.acceptance_rate, info.is_divergent,
-                       num_steps, state.trajectory_len, wanted_steps(state, **steps) > max_steps,
-                       info)
+    proposal, info = kernel(
+        rng_key,
+        current,
+        logdensity_fn,
+        state.step_size,
+        state.inverse_mass_matrix,
+        num_steps if trajectory_end is None else 1,
+    )
+    moved = Transition(
+        proposal,
+        info.is_accepted,
+        info.acceptance_rate,
+        info.is_divergent,
+        num_steps,
+        state.trajectory_len,
+        wanted_steps(state, **steps) > max_steps,
+        info,
+    )
     if adaptation.tree_depth is not None:
-        moved = _tree_during_burn_in(rng_key, state, current, logdensity_fn, moved,
-                                     depth=adaptation.tree_depth(state.iteration),
-                                     divergence_threshold=divergence_threshold)
+        moved = _tree_during_burn_in(
+            rng_key,
+            state,
+            current,
+            logdensity_fn,
+            moved,
+            depth=adaptation.tree_depth(state.iteration),
+            divergence_threshold=divergence_threshold,
+        )
     proposal = moved.proposal
     tuned, tuning = adaptation.update(
-        HMCAdaptationState(state.adaptation, state.windows, state.chees), state.iteration,
-        state.position, proposal, moved.info,
-        Tuning(state.step_size, state.trajectory_len, state.inverse_mass_matrix))
+        HMCAdaptationState(state.adaptation, state.windows, state.chees),
+        state.iteration,
+        state.position,
+        proposal,
+        moved.info,
+        Tuning(state.step_size, state.trajectory_len, state.inverse_mass_matrix),
+    )
     new_state = HMCState(
         position=proposal.position,
         logdensity=proposal.logdensity,
@@ -557,14 +653,22 @@ class Transition(NamedTuple):
     info: Any
 
 
-def _tree_during_burn_in(rng_key: Key, state: HMCState, current, logdensity_fn: Callable,
-                         static: Transition, *, depth: jax.Array,
-                         divergence_threshold: float) -> Transition:
+def _tree_during_burn_in(
+    rng_key: Key,
+    state: HMCState,
+    current,
+    logdensity_fn: Callable,
+    static: Transition,
+    *,
+    depth: jax.Array,
+    divergence_threshold: float,
+) -> Transition:
     """The NUTS transition with trees at most ``depth`` deep where ``depth > 0`` (``"auto"``'s
     burn-in), else the static trajectory's ``static``: both are computed and one is selected,
     so vmapped chains run one program."""
     moved, tree = nuts_lib.bounded_kernel(divergence_threshold, max_tree_depth=MAX_TREE_DEPTH)(
-        rng_key, current, logdensity_fn, state.step_size, state.inverse_mass_matrix, depth)
+        rng_key, current, logdensity_fn, state.step_size, state.inverse_mass_matrix, depth
+    )
     dynamic = depth > 0
 
     def pick(a, b):
@@ -573,11 +677,15 @@ def _tree_during_burn_in(rng_key: Key, state: HMCState, current, logdensity_fn: 
     changed = jnp.any(ravel_pytree(moved.position)[0] != ravel_pytree(current.position)[0])
     capped = (tree.num_trajectory_expansions >= depth) & ~tree.is_turning & ~tree.is_divergent
     return Transition(
-        pick(moved, static.proposal), pick(changed, static.accepted),
-        pick(tree.acceptance_rate, static.acceptance), pick(tree.is_divergent, static.divergent),
+        pick(moved, static.proposal),
+        pick(changed, static.accepted),
+        pick(tree.acceptance_rate, static.acceptance),
+        pick(tree.is_divergent, static.divergent),
         pick(tree.num_integration_steps, static.num_leapfrog),
         pick(tree.num_integration_steps * state.step_size, static.length),
-        pick(capped, static.capped), tree)
+        pick(capped, static.capped),
+        tree,
+    )
 
 
 def posterior(kept: HMCState) -> Samples:
@@ -604,33 +712,54 @@ def build(log_posterior: Callable, config: Config) -> Method:
         :class:`~bnnkit.posterior.Samples`.
     """
     adaptation = hmc_adaptation(
-        config.adapt, num_burn_in=config.num_burn_in, num_iterations=config.num_iterations,
-        target=config.target_accept_rate, estimator=config.mass_estimator,
+        config.adapt,
+        num_burn_in=config.num_burn_in,
+        num_iterations=config.num_iterations,
+        target=config.target_accept_rate,
+        estimator=config.mass_estimator,
         max_leapfrog_steps=config.max_num_leapfrog_steps,
         divergence_threshold=config.divergence_threshold,
-        tune_trajectory=config.trajectory_len is None)
-    trajectory = dict(jitter_bits=halton_bits(config.num_iterations) if adaptation.jittered
-                      else None, max_steps=config.max_num_leapfrog_steps)
+        tune_trajectory=config.trajectory_len is None,
+    )
+    trajectory = dict(
+        jitter_bits=halton_bits(config.num_iterations) if adaptation.jittered else None,
+        max_steps=config.max_num_leapfrog_steps,
+    )
     iteration = functools.partial(
-        step, log_posterior=log_posterior, adaptation=adaptation,
-        num_burn_in=config.num_burn_in, mh_during_burn_in=config.mh_during_burn_in,
-        divergence_threshold=config.divergence_threshold, **trajectory)
+        step,
+        log_posterior=log_posterior,
+        adaptation=adaptation,
+        num_burn_in=config.num_burn_in,
+        mh_during_burn_in=config.mh_during_burn_in,
+        divergence_threshold=config.divergence_threshold,
+        **trajectory,
+    )
     return Method(
-        init=functools.partial(init, log_posterior=log_posterior, adaptation=adaptation,
-                               step_size=config.step_size,
-                               trajectory_len=config.trajectory_len),
+        init=functools.partial(
+            init,
+            log_posterior=log_posterior,
+            adaptation=adaptation,
+            step_size=config.step_size,
+            trajectory_len=config.trajectory_len,
+        ),
         step=iteration,
         posterior=posterior,
         position=position,
         step_members=host_leapfrog.build(
-            log_posterior, config.integrator, step=iteration,
-            num_steps=functools.partial(trajectory_steps, early_until=adaptation.early_until,
-                                        tree_depth=adaptation.tree_depth, **trajectory)),
+            log_posterior,
+            config.integrator,
+            step=iteration,
+            num_steps=functools.partial(
+                trajectory_steps,
+                early_until=adaptation.early_until,
+                tree_depth=adaptation.tree_depth,
+                **trajectory,
+            ),
+        ),
     )
 
 
-def uses_host_loop(config: Config, log_posterior: Callable, params: Params,
-                   batch: Batch) -> bool:
+def uses_host_loop(config: Config, log_posterior: Callable, params: Params, batch: Batch) -> bool:
     """Whether ``config.integrator`` runs the leapfrog loop from the host for this problem
     (:func:`bnnkit.inference.host_leapfrog.uses_host_loop`).
 

@@ -61,6 +61,7 @@ def has_convolution(log_posterior: Callable, params: Params, batch: Batch) -> bo
         >>> has_convolution(lambda p, b: jnp.sum(p ** 2), jnp.zeros(3), None)
         False
     """
+
     def convolves(jaxpr) -> bool:
         for eqn in jaxpr.eqns:
             if eqn.primitive.name == "conv_general_dilated":
@@ -75,8 +76,7 @@ def has_convolution(log_posterior: Callable, params: Params, batch: Batch) -> bo
     return convolves(jax.make_jaxpr(log_posterior)(params, batch).jaxpr)
 
 
-def uses_host_loop(integrator: str, log_posterior: Callable, params: Params,
-                   batch: Batch) -> bool:
+def uses_host_loop(integrator: str, log_posterior: Callable, params: Params, batch: Batch) -> bool:
     """Whether ``integrator`` (one of :data:`INTEGRATORS`) runs the leapfrog loop from the host
     for this problem.
 
@@ -95,8 +95,9 @@ def uses_host_loop(integrator: str, log_posterior: Callable, params: Params,
     return jax.default_backend() == "cpu" and has_convolution(log_posterior, params, batch)
 
 
-def trajectory_start(key: Key, state, *,
-                     num_steps: Callable[[Any], jax.Array]) -> tuple[IntegratorState, jax.Array]:
+def trajectory_start(
+    key: Key, state, *, num_steps: Callable[[Any], jax.Array]
+) -> tuple[IntegratorState, jax.Array]:
     """The point (position, fresh momentum) an iteration's trajectory starts from and its number
     of leapfrog steps ``num_steps(state)``: what ``blackjax.hmc.build_kernel`` draws from
     ``key``.
@@ -108,24 +109,41 @@ def trajectory_start(key: Key, state, *,
         num_steps: the iteration's number of leapfrog steps, from the state.
     """
     key_momentum, _ = jax.random.split(key)
-    momentum = default_metric(state.inverse_mass_matrix).sample_momentum(key_momentum,
-                                                                         state.position)
+    momentum = default_metric(state.inverse_mass_matrix).sample_momentum(
+        key_momentum, state.position
+    )
     point = IntegratorState(state.position, momentum, state.logdensity, state.logdensity_grad)
     return point, num_steps(state)
 
 
-def leapfrog(point: IntegratorState, done: jax.Array, num_steps: jax.Array,
-             step_size: jax.Array, inverse_mass: jax.Array, batch: Batch, *,
-             log_posterior: Callable) -> IntegratorState:
+def leapfrog(
+    point: IntegratorState,
+    done: jax.Array,
+    num_steps: jax.Array,
+    step_size: jax.Array,
+    inverse_mass: jax.Array,
+    batch: Batch,
+    *,
+    log_posterior: Callable,
+) -> IntegratorState:
     """Leapfrog step ``done + 1`` of a trajectory of ``num_steps``; past its end the point
     stays, as vmapping BlackJAX's loop over chains of different L keeps it."""
-    moved = velocity_verlet(lambda p: log_posterior(p, batch),
-                            default_metric(inverse_mass).kinetic_energy)(point, step_size)
+    moved = velocity_verlet(
+        lambda p: log_posterior(p, batch), default_metric(inverse_mass).kinetic_energy
+    )(point, step_size)
     return jax.tree.map(lambda m, p: jnp.where(done < num_steps, m, p), moved, point)
 
 
-def host_step(keys: Key, states, batch: Batch, *, start: Callable, leapfrog_all: Callable,
-              leapfrog_one: Callable, finish: Callable) -> tuple[Any, Any]:
+def host_step(
+    keys: Key,
+    states,
+    batch: Batch,
+    *,
+    start: Callable,
+    leapfrog_all: Callable,
+    leapfrog_one: Callable,
+    finish: Callable,
+) -> tuple[Any, Any]:
     """Every chain's iteration with the leapfrog loop run from the host: one compiled leapfrog
     step of all chains per dispatch, everything on the device; only the chains' numbers of
     steps come to the host. The pieces are :func:`build`'s compiled ones."""
@@ -133,19 +151,29 @@ def host_step(keys: Key, states, batch: Batch, *, start: Callable, leapfrog_all:
     steps = int(jnp.max(num_steps))
     if num_steps.shape[0] == 1:
         one, step_size, inverse_mass = jax.tree.map(
-            lambda a: a[0], (point, states.step_size, states.inverse_mass_matrix))
+            lambda a: a[0], (point, states.step_size, states.inverse_mass_matrix)
+        )
         for done in range(steps):
             one = leapfrog_one(one, done, num_steps[0], step_size, inverse_mass, batch)
         point = jax.tree.map(lambda a: a[None], one)
     else:
         for done in range(steps):
-            point = leapfrog_all(point, done, num_steps, states.step_size,
-                                 states.inverse_mass_matrix, batch)
+            point = leapfrog_all(
+                point, done, num_steps, states.step_size, states.inverse_mass_matrix, batch
+            )
     return finish(keys, states, batch, point)
 
 
-def auto_step(keys: Key, states, batch: Batch, *, log_posterior: Callable, host: MemberStep,
-              scan: MemberStep, chosen: dict) -> tuple[Any, Any]:
+def auto_step(
+    keys: Key,
+    states,
+    batch: Batch,
+    *,
+    log_posterior: Callable,
+    host: MemberStep,
+    scan: MemberStep,
+    chosen: dict,
+) -> tuple[Any, Any]:
     """``host`` or ``scan`` as :func:`uses_host_loop` picks for these shapes of position and
     batch (decided once per shapes; ``chosen`` holds the decisions)."""
     # The signature from the leaves alone: it is computed every iteration, and building shape
@@ -153,15 +181,19 @@ def auto_step(keys: Key, states, batch: Batch, *, log_posterior: Callable, host:
     leaves, tree = jax.tree.flatten((states.position, batch))
     signature = (tree, tuple((a.shape, a.dtype) for a in leaves))
     if signature not in chosen:
-        one = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype),
-                           states.position)
+        one = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), states.position)
         shapes = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), batch)
         chosen[signature] = uses_host_loop("auto", log_posterior, one, shapes)
     return (host if chosen[signature] else scan)(keys, states, batch)
 
 
-def build(log_posterior: Callable, integrator: str, *, step: Callable,
-          num_steps: Callable[[Any], jax.Array]) -> MemberStep | None:
+def build(
+    log_posterior: Callable,
+    integrator: str,
+    *,
+    step: Callable,
+    num_steps: Callable[[Any], jax.Array],
+) -> MemberStep | None:
     """The chains' iteration for the run driver (``Method.step_members``), or ``None`` for
     ``"scan"`` (the driver then vmaps ``step`` itself).
 
@@ -177,19 +209,27 @@ def build(log_posterior: Callable, integrator: str, *, step: Callable,
         return None
     host = functools.partial(
         host_step,
-        start=jax.jit(jax.vmap(functools.partial(trajectory_start, num_steps=num_steps),
-                               axis_name=MEMBERS)),
+        start=jax.jit(
+            jax.vmap(functools.partial(trajectory_start, num_steps=num_steps), axis_name=MEMBERS)
+        ),
         # Not donating the point's buffers: its first is the state's own position (jit
         # forwards an input it returns unchanged), which the iteration's end still needs.
-        leapfrog_all=jax.jit(jax.vmap(functools.partial(leapfrog, log_posterior=log_posterior),
-                                      in_axes=(0, None, 0, 0, 0, None), axis_name=MEMBERS)),
+        leapfrog_all=jax.jit(
+            jax.vmap(
+                functools.partial(leapfrog, log_posterior=log_posterior),
+                in_axes=(0, None, 0, 0, 0, None),
+                axis_name=MEMBERS,
+            )
+        ),
         # One chain: its leapfrog step unvmapped. XLA:CPU runs a convolution's gradient
         # vmapped over an axis of one about 1.2x slower than the plain one (LeNet-5), and the
         # leapfrog step takes no collective over the chains.
         leapfrog_one=jax.jit(functools.partial(leapfrog, log_posterior=log_posterior)),
-        finish=jax.jit(jax.vmap(step, in_axes=(0, 0, None, 0), axis_name=MEMBERS)))
+        finish=jax.jit(jax.vmap(step, in_axes=(0, 0, None, 0), axis_name=MEMBERS)),
+    )
     if integrator == "host":
         return host
     scan = jax.jit(jax.vmap(step, in_axes=(0, 0, None), axis_name=MEMBERS))
-    return functools.partial(auto_step, log_posterior=log_posterior, host=host, scan=scan,
-                             chosen={})
+    return functools.partial(
+        auto_step, log_posterior=log_posterior, host=host, scan=scan, chosen={}
+    )

@@ -102,22 +102,34 @@ class Config(EpochSettings):
 
     METHOD: ClassVar[str] = "ivon"
 
-    beta1: float = setting(0.9, help="β₁, decay of the gradient momentum, in [0, 1)",
-                           bounds=(0.0, Exclusive(1.0)))
-    beta2: float = setting(0.99999, help="β₂, decay of the Hessian estimate, in [0, 1)",
-                           bounds=(0.0, Exclusive(1.0)))
-    hess_init: float = setting(0.1, help="h₀, the initial Hessian estimate (σ₀ = 1/√(λ(h₀ + δ)))",
-                               bounds=(Exclusive(0), None))
+    beta1: float = setting(
+        0.9, help="β₁, decay of the gradient momentum, in [0, 1)", bounds=(0.0, Exclusive(1.0))
+    )
+    beta2: float = setting(
+        0.99999, help="β₂, decay of the Hessian estimate, in [0, 1)", bounds=(0.0, Exclusive(1.0))
+    )
+    hess_init: float = setting(
+        0.1,
+        help="h₀, the initial Hessian estimate (σ₀ = 1/√(λ(h₀ + δ)))",
+        bounds=(Exclusive(0), None),
+    )
     ess: float | None = setting(
-        None, help="λ, the effective sample size (default: N/T, the training examples over the "
-                   "temperature: the tempered posterior)", bounds=(Exclusive(0), None))
-    ivon_num_samples: int = setting(1, help="Monte Carlo samples of the weights per step",
-                                    bounds=(1, None))
+        None,
+        help="λ, the effective sample size (default: N/T, the training examples over the "
+        "temperature: the tempered posterior)",
+        bounds=(Exclusive(0), None),
+    )
+    ivon_num_samples: int = setting(
+        1, help="Monte Carlo samples of the weights per step", bounds=(1, None)
+    )
     clip_radius: float | None = setting(
-        None, help="clip each coordinate of the preconditioned update to [-ξ, ξ] (default: no "
-                   "clipping)", bounds=(Exclusive(0), None))
-    ivon_num_draws: int = setting(20, help="weight samples drawn from q for the predictive at "
-                                           "evaluation", bounds=(1, None))
+        None,
+        help="clip each coordinate of the preconditioned update to [-ξ, ξ] (default: no clipping)",
+        bounds=(Exclusive(0), None),
+    )
+    ivon_num_draws: int = setting(
+        20, help="weight samples drawn from q for the predictive at evaluation", bounds=(1, None)
+    )
 
     @property
     def draws_gaussian_noise(self) -> bool:
@@ -143,9 +155,11 @@ def prior_terms(prior) -> tuple:
     from bnnkit.inference.vi import has_closed_form_kl
 
     if not has_closed_form_kl(prior):
-        raise ConfigError(f"ivon needs a Gaussian prior (its precision is IVON's weight "
-                          f"decay); the prior is {prior}. Allowed: --weight-decay, or --prior "
-                          "gaussian / fanin_gaussian")
+        raise ConfigError(
+            f"ivon needs a Gaussian prior (its precision is IVON's weight "
+            f"decay); the prior is {prior}. Allowed: --weight-decay, or --prior "
+            "gaussian / fanin_gaussian"
+        )
     grad_r = jax.grad(lambda p: -prior.log_prob(p))
 
     def precision(params: Params) -> Params:
@@ -200,8 +214,11 @@ def build(log_posterior, config: Config) -> Method:
     def step(key: Key, state: IVONState, batch: Batch) -> tuple[IVONState, IVONInfo]:
         delta = weight_decay(state.mean)
         std = std_of(state.hess, delta)
-        eps = jax.tree.map(lambda z, s: z * s, stacked_normal_like(key, state.mean, samples),
-                           jax.tree.map(lambda s: s[None], std))
+        eps = jax.tree.map(
+            lambda z, s: z * s,
+            stacked_normal_like(key, state.mean, samples),
+            jax.tree.map(lambda s: s[None], std),
+        )
         model_keys = jax.random.split(model_key(key), samples)
 
         def one(e, k):
@@ -214,12 +231,15 @@ def build(log_posterior, config: Config) -> Method:
         g_hat = jax.tree.map(lambda a: jnp.mean(a, 0), grads)
         h_hat = jax.tree.map(lambda a: jnp.mean(a, 0), hesses)
         count = state.count + 1
-        momentum = jax.tree.map(lambda g, gh: beta1 * g + (1 - beta1) * gh,
-                                state.momentum, g_hat)
+        momentum = jax.tree.map(lambda g, gh: beta1 * g + (1 - beta1) * gh, state.momentum, g_hat)
         hess = jax.tree.map(
-            lambda h, hh, d: beta2 * h + (1 - beta2) * hh
-            + 0.5 * (1 - beta2) ** 2 * jnp.square(h - hh) / (h + d),
-            state.hess, h_hat, delta)
+            lambda h, hh, d: (
+                beta2 * h + (1 - beta2) * hh + 0.5 * (1 - beta2) ** 2 * jnp.square(h - hh) / (h + d)
+            ),
+            state.hess,
+            h_hat,
+            delta,
+        )
         alpha = jnp.asarray(schedule(state.count), losses.dtype)
         correction = 1.0 - beta1 ** count.astype(losses.dtype)
         prior_grad = grad_r(state.mean)
@@ -232,13 +252,17 @@ def build(log_posterior, config: Config) -> Method:
 
         mean = jax.tree.map(new_mean, state.mean, momentum, prior_grad, hess, delta)
         leaves = jax.tree.leaves(hess)
-        info = IVONInfo(-n * jnp.mean(losses),
-                        sum(jnp.sum(h) for h in leaves) / sum(h.size for h in leaves), alpha)
+        info = IVONInfo(
+            -n * jnp.mean(losses),
+            sum(jnp.sum(h) for h in leaves) / sum(h.size for h in leaves),
+            alpha,
+        )
         return IVONState(mean, hess, momentum, count), info
 
     def posterior(kept: IVONState) -> DiagGaussian:
         last = jax.tree.map(lambda a: a[-1], kept)
-        return DiagGaussian(last.mean, std_of(last.hess, weight_decay(last.mean)),
-                            num_draws=config.ivon_num_draws)
+        return DiagGaussian(
+            last.mean, std_of(last.hess, weight_decay(last.mean)), num_draws=config.ivon_num_draws
+        )
 
     return Method(init=init, step=step, posterior=posterior, position=lambda s: s.mean)

@@ -208,68 +208,112 @@ class Config(IterationSettings):
 
     METHOD: ClassVar[str] = "mclmc"
 
-    num_iterations: int = setting(2000, help="iterations, burn-in included; each is "
-                                             "--steps-per-iteration transitions",
-                                  resumable=True, bounds=(1, None))
-    num_burn_in: int = setting(1000, aliases=("--num-burn-in-iterations",),
-                               help="iterations that tune ε, L and the preconditioner (their "
-                                    "draws are discarded)", bounds=(0, None))
-    adjusted: bool = setting(False, help="Metropolis-adjust every trajectory (MAMS): exact, "
-                                         "ε tuned to --target-accept-rate")
+    num_iterations: int = setting(
+        2000,
+        help="iterations, burn-in included; each is --steps-per-iteration transitions",
+        resumable=True,
+        bounds=(1, None),
+    )
+    num_burn_in: int = setting(
+        1000,
+        aliases=("--num-burn-in-iterations",),
+        help="iterations that tune ε, L and the preconditioner (their draws are discarded)",
+        bounds=(0, None),
+    )
+    adjusted: bool = setting(
+        False,
+        help="Metropolis-adjust every trajectory (MAMS): exact, ε tuned to --target-accept-rate",
+    )
     steps_per_iteration: int | None = setting(
-        None, help="transitions per iteration, whose end is the kept draw (the thinning): "
-                   "integrator steps unadjusted (default 10, MILE's), trajectories of about L/ε "
-                   "steps with --adjusted (default 1)", bounds=(1, None))
-    step_size: float | None = setting(None, help="initial step size ε (then tuned); default "
-                                                 "0.25·√d, BlackJAX's", bounds=POSITIVE)
-    energy_var_start: float = setting(0.5, help="desired energy variance per dimension Var[ΔE]/d "
-                                                "at the start of tuning (unadjusted)",
-                                      bounds=POSITIVE)
-    energy_var_end: float = setting(0.1, help="desired energy variance per dimension at the end "
-                                              "of its linear decay and after (unadjusted; "
-                                              "BlackJAX's default is 5e-4)", bounds=POSITIVE)
-    variance_fraction: float = setting(0.1, help="fraction of tuning that gathers the positions' "
-                                                 "variance (preconditioner and L)",
-                                       bounds=FRACTION)
-    readjust_fraction: float = setting(0.05, help="fraction of tuning that re-tunes ε after the "
-                                                  "preconditioner is set", bounds=FRACTION)
+        None,
+        help="transitions per iteration, whose end is the kept draw (the thinning): "
+        "integrator steps unadjusted (default 10, MILE's), trajectories of about L/ε "
+        "steps with --adjusted (default 1)",
+        bounds=(1, None),
+    )
+    step_size: float | None = setting(
+        None, help="initial step size ε (then tuned); default 0.25·√d, BlackJAX's", bounds=POSITIVE
+    )
+    energy_var_start: float = setting(
+        0.5,
+        help="desired energy variance per dimension Var[ΔE]/d at the start of tuning (unadjusted)",
+        bounds=POSITIVE,
+    )
+    energy_var_end: float = setting(
+        0.1,
+        help="desired energy variance per dimension at the end "
+        "of its linear decay and after (unadjusted; "
+        "BlackJAX's default is 5e-4)",
+        bounds=POSITIVE,
+    )
+    variance_fraction: float = setting(
+        0.1,
+        help="fraction of tuning that gathers the positions' variance (preconditioner and L)",
+        bounds=FRACTION,
+    )
+    readjust_fraction: float = setting(
+        0.05,
+        help="fraction of tuning that re-tunes ε after the preconditioner is set",
+        bounds=FRACTION,
+    )
     autocorrelation_fraction: float = setting(
-        0.1, help="last fraction of tuning, whose autocorrelation sets L", bounds=FRACTION)
+        0.1, help="last fraction of tuning, whose autocorrelation sets L", bounds=FRACTION
+    )
     preconditioner: str = setting(
-        "fisher", choices=PRECONDITIONERS,
+        "fisher",
+        choices=PRECONDITIONERS,
         help="the diagonal M⁻¹ set at the end of the variance part: fisher (√(Var[θ]/Var[∇ "
-             "log p]) of the positions and gradients, nutpie's, as HMC's --mass-estimator), "
-             "variance (the positions' variance, BlackJAX's) or none (the identity)")
-    l_factor: float = setting(0.4, help="L = l_factor · integration time / ESS at the end of "
-                                        "tuning (BlackJAX's Lfactor)", bounds=POSITIVE)
-    trust_in_estimate: float = setting(1.5, help="width (in log ε⁶) of the weight of a step's "
-                                                 "step size estimate (unadjusted)",
-                                       bounds=POSITIVE)
-    num_effective_samples: float = setting(150.0, help="memory of the step size predictor in "
-                                                       "steps (unadjusted)", bounds=(1, None))
+        "log p]) of the positions and gradients, nutpie's, as HMC's --mass-estimator), "
+        "variance (the positions' variance, BlackJAX's) or none (the identity)",
+    )
+    l_factor: float = setting(
+        0.4,
+        help="L = l_factor · integration time / ESS at the end of tuning (BlackJAX's Lfactor)",
+        bounds=POSITIVE,
+    )
+    trust_in_estimate: float = setting(
+        1.5,
+        help="width (in log ε⁶) of the weight of a step's step size estimate (unadjusted)",
+        bounds=POSITIVE,
+    )
+    num_effective_samples: float = setting(
+        150.0, help="memory of the step size predictor in steps (unadjusted)", bounds=(1, None)
+    )
     autocorrelation_coordinates: int = setting(
-        1000, help="at most this many coordinates (a fixed random subset) estimate L",
-        bounds=(1, None))
+        1000,
+        help="at most this many coordinates (a fixed random subset) estimate L",
+        bounds=(1, None),
+    )
     autocorrelation_draws: int = setting(
-        500, help="at most this many evenly spaced draws of them estimate L", bounds=(2, None))
+        500, help="at most this many evenly spaced draws of them estimate L", bounds=(2, None)
+    )
     energy_var_max_ratio: float = setting(
-        1000.0, help="an unadjusted step with ΔE² above this many times d·v is cut off (a "
-                     "divergence; BlackJAX's desired_energy_var_max_ratio)", bounds=POSITIVE)
-    target_accept_rate: float = setting(0.9, help="acceptance rate of --adjusted, in (0, 1)",
-                                        bounds=(Exclusive(0), Exclusive(1)))
-    divergence_threshold: float = setting(1000.0, help="energy error (nats) of a divergent "
-                                                       "adjusted trajectory",
-                                          bounds=POSITIVE)
-    max_trajectory_steps: int = setting(1024, help="most integrator steps of an adjusted "
-                                                   "trajectory", bounds=(1, None))
+        1000.0,
+        help="an unadjusted step with ΔE² above this many times d·v is cut off (a "
+        "divergence; BlackJAX's desired_energy_var_max_ratio)",
+        bounds=POSITIVE,
+    )
+    target_accept_rate: float = setting(
+        0.9, help="acceptance rate of --adjusted, in (0, 1)", bounds=(Exclusive(0), Exclusive(1))
+    )
+    divergence_threshold: float = setting(
+        1000.0, help="energy error (nats) of a divergent adjusted trajectory", bounds=POSITIVE
+    )
+    max_trajectory_steps: int = setting(
+        1024, help="most integrator steps of an adjusted trajectory", bounds=(1, None)
+    )
     tuning_trajectory_steps: float = setting(
-        2.0, help="mean steps of an adjusted trajectory before L is estimated (BlackJAX's MAMS "
-                  "tuner keeps 2 throughout)", bounds=(1, None))
+        2.0,
+        help="mean steps of an adjusted trajectory before L is estimated (BlackJAX's MAMS "
+        "tuner keeps 2 throughout)",
+        bounds=(1, None),
+    )
 
     def __post_init__(self) -> None:
         if self.steps_per_iteration is None:
-            object.__setattr__(self, "steps_per_iteration",
-                               DEFAULT_STEPS_PER_ITERATION[bool(self.adjusted)])
+            object.__setattr__(
+                self, "steps_per_iteration", DEFAULT_STEPS_PER_ITERATION[bool(self.adjusted)]
+            )
         super().__post_init__()  # every number within its bounds
         check_choice(type(self), "preconditioner", self.preconditioner, PRECONDITIONERS)
         total = self.variance_fraction + self.readjust_fraction + self.autocorrelation_fraction
@@ -277,7 +321,8 @@ class Config(IterationSettings):
             raise ConfigError(
                 f"--variance-fraction {self.variance_fraction} + --readjust-fraction "
                 f"{self.readjust_fraction} + --autocorrelation-fraction "
-                f"{self.autocorrelation_fraction} = {total:g}; allowed: at most 1")
+                f"{self.autocorrelation_fraction} = {total:g}; allowed: at most 1"
+            )
 
     @property
     def label(self) -> str:
@@ -320,16 +365,25 @@ class Schedule(NamedTuple):
         burn_in, steps = config.num_burn_in, config.steps_per_iteration
         autocorrelation = round(config.autocorrelation_fraction * burn_in)
         readjust = round(config.readjust_fraction * burn_in)
-        variance = min(round(config.variance_fraction * burn_in),
-                       burn_in - autocorrelation - readjust)
+        variance = min(
+            round(config.variance_fraction * burn_in), burn_in - autocorrelation - readjust
+        )
         variance_end = burn_in - autocorrelation - readjust
         start = burn_in - autocorrelation
         transitions = autocorrelation * steps
         stride = max(1, math.ceil(transitions / config.autocorrelation_draws))
         rows = transitions // stride
-        return cls(steps, burn_in, variance_end - variance, variance_end, start,
-                   rows if rows >= 2 else 0, stride, config.energy_var_start,
-                   config.energy_var_end)
+        return cls(
+            steps,
+            burn_in,
+            variance_end - variance,
+            variance_end,
+            start,
+            rows if rows >= 2 else 0,
+            stride,
+            config.energy_var_start,
+            config.energy_var_end,
+        )
 
 
 class Tuner(NamedTuple):
@@ -349,10 +403,18 @@ class Tuner(NamedTuple):
     @classmethod
     def of(cls, config: Config) -> Tuner:
         n = config.num_effective_samples
-        return cls(config.adjusted, config.preconditioner, config.l_factor,
-                   config.trust_in_estimate, (n - 1.0) / (n + 1.0), config.energy_var_max_ratio,
-                   config.target_accept_rate, config.divergence_threshold,
-                   config.max_trajectory_steps, config.tuning_trajectory_steps)
+        return cls(
+            config.adjusted,
+            config.preconditioner,
+            config.l_factor,
+            config.trust_in_estimate,
+            (n - 1.0) / (n + 1.0),
+            config.energy_var_max_ratio,
+            config.target_accept_rate,
+            config.divergence_threshold,
+            config.max_trajectory_steps,
+            config.tuning_trajectory_steps,
+        )
 
 
 class MCLMCTuning(NamedTuple):
@@ -441,8 +503,16 @@ class MCLMCInfo(NamedTuple):
     log_posterior: jax.Array
 
 
-def init(key: Key, params: Params, batch: Batch, *, log_posterior: Callable, schedule: Schedule,
-         step_size: float | None = None, coordinates: int = 1000) -> MCLMCState:
+def init(
+    key: Key,
+    params: Params,
+    batch: Batch,
+    *,
+    log_posterior: Callable,
+    schedule: Schedule,
+    step_size: float | None = None,
+    coordinates: int = 1000,
+) -> MCLMCState:
     """A chain's state at ``params``: a random unit velocity, the log posterior and its
     gradient there, ε (given, or 0.25·√d, BlackJAX's), L = √d, the identity preconditioner,
     and the random subset of coordinates whose autocorrelation will set L.
@@ -453,14 +523,15 @@ def init(key: Key, params: Params, batch: Batch, *, log_posterior: Callable, sch
     flat, _ = ravel_pytree(params)
     dim, dtype = flat.size, flat.dtype
     if dim < 2:
-        raise ConfigError(f"MCLMC needs at least 2 parameters (its velocity is a unit vector "
-                          f"of dimension d - 1); this model has {dim}")
+        raise ConfigError(
+            f"MCLMC needs at least 2 parameters (its velocity is a unit vector "
+            f"of dimension d - 1); this model has {dim}"
+        )
     key_momentum, key_subset = jax.random.split(key)
     logdensity, grad = jax.value_and_grad(log_posterior)(params, batch)
     eps = jnp.asarray(0.25 * math.sqrt(dim) if step_size is None else step_size, dtype)
     size = min(dim, coordinates)
-    subset = jnp.sort(jax.random.choice(key_subset, dim, (size,), replace=False)).astype(
-        jnp.int32)
+    subset = jnp.sort(jax.random.choice(key_subset, dim, (size,), replace=False)).astype(jnp.int32)
     tuning = MCLMCTuning(
         log_weight=jnp.asarray(-jnp.inf, dtype),
         log_estimate=jnp.asarray(-jnp.inf, dtype),
@@ -509,13 +580,20 @@ def energy_var_target(step: jax.Array, schedule: Schedule) -> jax.Array:
     """
     span = max(schedule.variance_end * schedule.steps, 1)
     progress = jnp.minimum(step / span, 1.0)
-    return schedule.energy_var_start + (schedule.energy_var_end
-                                        - schedule.energy_var_start) * progress
+    return (
+        schedule.energy_var_start + (schedule.energy_var_end - schedule.energy_var_start) * progress
+    )
 
 
-def predict_step_size(tuning: MCLMCTuning, step_size: jax.Array, energy_change: jax.Array,
-                      finite: jax.Array, dim: int, energy_var: jax.Array,
-                      tuner: Tuner) -> tuple[MCLMCTuning, jax.Array]:
+def predict_step_size(
+    tuning: MCLMCTuning,
+    step_size: jax.Array,
+    energy_change: jax.Array,
+    finite: jax.Array,
+    dim: int,
+    energy_var: jax.Array,
+    tuner: Tuner,
+) -> tuple[MCLMCTuning, jax.Array]:
     """BlackJAX's step size predictor (``make_L_step_size_adaptation``) after one step, in
     log space so that ε⁶ cannot underflow: the new state and the next ε.
 
@@ -535,24 +613,31 @@ def predict_step_size(tuning: MCLMCTuning, step_size: jax.Array, energy_change: 
     # From a sharp mode (naval's members) a finite ΔE of 1e20 squares past float32's range,
     # and the weight 0 times ξ = ∞ made ε NaN; log ξ is then taken in log space. Where ξ is
     # finite the direct form stays, so that runs keep their bits.
-    log_xi = jnp.where(jnp.isfinite(xi), jnp.log(xi), jnp.logaddexp(
-        2.0 * jnp.log(jnp.abs(change)) - jnp.log(dim * energy_var), math.log(1e-8)))
+    log_xi = jnp.where(
+        jnp.isfinite(xi),
+        jnp.log(xi),
+        jnp.logaddexp(2.0 * jnp.log(jnp.abs(change)) - jnp.log(dim * energy_var), math.log(1e-8)),
+    )
     log_w = -0.5 * jnp.square(log_xi / (6.0 * tuner.trust_in_estimate))
     log_decay = math.log(tuner.decay)
     log_weight = jnp.logaddexp(log_decay + tuning.log_weight, log_w)
-    log_estimate = jnp.logaddexp(log_decay + tuning.log_estimate,
-                                 log_w + log_xi - 6.0 * jnp.log(step_size))
+    log_estimate = jnp.logaddexp(
+        log_decay + tuning.log_estimate, log_w + log_xi - 6.0 * jnp.log(step_size)
+    )
     # A non-finite energy caps ε below the step size that produced it (BlackJAX: 0.8).
     step_size_max = jnp.where(finite, tuning.step_size_max, 0.8 * step_size)
     eps = jnp.minimum(jnp.exp(-(log_estimate - log_weight) / 6.0), step_size_max)
-    tuning = tuning._replace(log_weight=log_weight.astype(dtype),
-                             log_estimate=log_estimate.astype(dtype),
-                             step_size_max=step_size_max.astype(dtype))
+    tuning = tuning._replace(
+        log_weight=log_weight.astype(dtype),
+        log_estimate=log_estimate.astype(dtype),
+        step_size_max=step_size_max.astype(dtype),
+    )
     return tuning, eps.astype(dtype)
 
 
-def _welford(tuning: MCLMCTuning, x: jax.Array, gradient: jax.Array | None,
-             weight: jax.Array) -> MCLMCTuning:
+def _welford(
+    tuning: MCLMCTuning, x: jax.Array, gradient: jax.Array | None, weight: jax.Array
+) -> MCLMCTuning:
     """The weighted Welford update of the positions' (and, given, the gradients') mean and
     sum of squared deviations."""
     total = tuning.variance_weight + weight
@@ -571,8 +656,13 @@ def _welford(tuning: MCLMCTuning, x: jax.Array, gradient: jax.Array | None,
     return tuning._replace(gradient_mean=mean, gradient_m2=m2)
 
 
-def _record(tuning: MCLMCTuning, recorded: jax.Array, iteration: jax.Array,
-            in_window: jax.Array, schedule: Schedule) -> MCLMCTuning:
+def _record(
+    tuning: MCLMCTuning,
+    recorded: jax.Array,
+    iteration: jax.Array,
+    in_window: jax.Array,
+    schedule: Schedule,
+) -> MCLMCTuning:
     """Write the iteration's recorded coordinates (``recorded``: one row per transition) into
     the trace, at every ``stride``-th transition of the autocorrelation part.
 
@@ -580,8 +670,9 @@ def _record(tuning: MCLMCTuning, recorded: jax.Array, iteration: jax.Array,
     carry is rows × coordinates that the loop copies at every transition, where the scan's
     outputs cost a row each.
     """
-    transition = ((iteration - schedule.autocorrelation_start) * schedule.steps
-                  + jnp.arange(schedule.steps))
+    transition = (iteration - schedule.autocorrelation_start) * schedule.steps + jnp.arange(
+        schedule.steps
+    )
     due = jnp.logical_and(in_window, (transition + 1) % schedule.stride == 0)
     # A transition that is not due writes nowhere: its row is past the end, and dropped.
     row = jnp.where(due, (transition + 1) // schedule.stride - 1, schedule.rows)
@@ -590,14 +681,23 @@ def _record(tuning: MCLMCTuning, recorded: jax.Array, iteration: jax.Array,
 
 def _binomial_with_energy(rng_key: Key, log_p_accept: jax.Array, proposal, new_proposal):
     """BlackJAX's Metropolis choice, with ``log_p_accept`` (−ΔE) as its extra information."""
-    sampled, (do_accept, p_accept, _) = static_binomial_sampling(rng_key, log_p_accept, proposal,
-                                                                 new_proposal)
+    sampled, (do_accept, p_accept, _) = static_binomial_sampling(
+        rng_key, log_p_accept, proposal, new_proposal
+    )
     return sampled, (do_accept, p_accept, log_p_accept)
 
 
-def adjusted_transition(rng_key: Key, state: IntegratorState, logdensity_fn: Callable,
-                        step_size: jax.Array, L: jax.Array, inverse_mass_matrix: jax.Array, *,
-                        max_steps: int, divergence_threshold: float):
+def adjusted_transition(
+    rng_key: Key,
+    state: IntegratorState,
+    logdensity_fn: Callable,
+    step_size: jax.Array,
+    L: jax.Array,
+    inverse_mass_matrix: jax.Array,
+    *,
+    max_steps: int,
+    divergence_threshold: float,
+):
     """One MAMS transition (``blackjax.mcmc.adjusted_mclmc_dynamic``'s kernel): a fresh unit
     velocity, a uniformly random number of isokinetic McLachlan steps with mean L/ε (BlackJAX's
     ``rescale``; 1 to ``max_steps``), and the Metropolis choice.
@@ -608,14 +708,22 @@ def adjusted_transition(rng_key: Key, state: IntegratorState, logdensity_fn: Cal
     """
     key_steps, key_momentum, key_integrator = jax.random.split(rng_key, 3)
     mean_steps = jnp.clip(L / step_size, 1.0, max_steps)
-    num_steps = jnp.clip(jnp.ceil(jax.random.uniform(key_steps) * rescale(mean_steps)), 1,
-                         max_steps).astype(jnp.int32)
+    num_steps = jnp.clip(
+        jnp.ceil(jax.random.uniform(key_steps) * rescale(mean_steps)), 1, max_steps
+    ).astype(jnp.int32)
     momentum = generate_unit_vector(key_momentum, state.position)
     proposal = adjusted_mclmc_proposal(
-        integrator=with_isokinetic_maruyama(isokinetic_mclachlan(
-            logdensity_fn=logdensity_fn, inverse_mass_matrix=inverse_mass_matrix)),
-        step_size=step_size, L_proposal_factor=jnp.inf, num_integration_steps=num_steps,
-        divergence_threshold=divergence_threshold, sample_proposal=_binomial_with_energy)
+        integrator=with_isokinetic_maruyama(
+            isokinetic_mclachlan(
+                logdensity_fn=logdensity_fn, inverse_mass_matrix=inverse_mass_matrix
+            )
+        ),
+        step_size=step_size,
+        L_proposal_factor=jnp.inf,
+        num_integration_steps=num_steps,
+        divergence_threshold=divergence_threshold,
+        sample_proposal=_binomial_with_energy,
+    )
     return proposal(key_integrator, state._replace(momentum=momentum))
 
 
@@ -629,20 +737,35 @@ class _Sums(NamedTuple):
     finite: jax.Array
 
 
-def _transition(carry, inputs, *, logdensity_fn: Callable, schedule: Schedule, tuner: Tuner,
-                dim: int, in_phase: dict):
+def _transition(
+    carry,
+    inputs,
+    *,
+    logdensity_fn: Callable,
+    schedule: Schedule,
+    tuner: Tuner,
+    dim: int,
+    in_phase: dict,
+):
     """One transition of an iteration, with the tuning it does in the current part."""
     state, sums = carry
     key, index = inputs
     step = state.iteration * schedule.steps + index  # transitions since the start
     eps, L, tuning = state.step_size, state.L, state.tuning
-    current = IntegratorState(state.position, state.momentum, state.logdensity,
-                              state.logdensity_grad)
+    current = IntegratorState(
+        state.position, state.momentum, state.logdensity, state.logdensity_grad
+    )
     if tuner.adjusted:
         new, info, log_p = adjusted_transition(
-            key, current, logdensity_fn, eps, L, state.inverse_mass_matrix,
+            key,
+            current,
+            logdensity_fn,
+            eps,
+            L,
+            state.inverse_mass_matrix,
             max_steps=tuner.max_trajectory_steps,
-            divergence_threshold=tuner.divergence_threshold)
+            divergence_threshold=tuner.divergence_threshold,
+        )
         finite = jnp.isfinite(log_p)
         change = jnp.where(finite, -log_p, 0.0)
         divergent = info.is_divergent
@@ -650,13 +773,13 @@ def _transition(carry, inputs, *, logdensity_fn: Callable, schedule: Schedule, t
         num_steps = info.num_integration_steps
         _, da_update, _ = dual_averaging_adaptation(target=tuner.target_accept_rate)
         averaging = da_update(tuning.averaging, accept)
-        averaging = jax.tree.map(lambda n, o: jnp.asarray(n, o.dtype), averaging,
-                                 tuning.averaging)
+        averaging = jax.tree.map(lambda n, o: jnp.asarray(n, o.dtype), averaging, tuning.averaging)
         tuned = tuning._replace(averaging=averaging)
         next_eps = jnp.exp(averaging.log_step_size).astype(eps.dtype)
         # Until the positions' variance gives L, trajectories follow ε.
-        next_L = jnp.where(state.iteration < schedule.variance_end,
-                           tuner.tuning_trajectory_steps * next_eps, L)
+        next_L = jnp.where(
+            state.iteration < schedule.variance_end, tuner.tuning_trajectory_steps * next_eps, L
+        )
         weight_ok = jnp.ones((), bool)  # a rejected trajectory's start is a draw too
     else:
         energy_var = energy_var_target(step, schedule)
@@ -671,8 +794,9 @@ def _transition(carry, inputs, *, logdensity_fn: Callable, schedule: Schedule, t
         divergent = jnp.logical_or(jnp.logical_not(finite), cut)
         accept = jnp.ones((), eps.dtype)
         num_steps = jnp.ones((), jnp.int32)
-        tuned, next_eps = predict_step_size(tuning, eps, info.energy_change, finite, dim,
-                                            energy_var, tuner)
+        tuned, next_eps = predict_step_size(
+            tuning, eps, info.energy_change, finite, dim, energy_var, tuner
+        )
         next_L = L
         weight_ok = jnp.logical_not(divergent)
 
@@ -682,21 +806,30 @@ def _transition(carry, inputs, *, logdensity_fn: Callable, schedule: Schedule, t
     L_out = jnp.where(tuning_now, next_L, L)
     x = ravel_pytree(new.position)[0]
     weight = jnp.where(jnp.logical_and(in_phase["variance"], weight_ok), eps, 0.0)
-    gradient = (ravel_pytree(new.logdensity_grad)[0] if tuner.preconditioner == "fisher"
-                else None)
+    gradient = ravel_pytree(new.logdensity_grad)[0] if tuner.preconditioner == "fisher" else None
     tuning = _welford(tuning, x, gradient, weight.astype(eps.dtype))
     if schedule.rows:
-        tuning = tuning._replace(window_time=tuning.window_time + jnp.where(
-            in_phase["autocorrelation"], eps, 0))
+        tuning = tuning._replace(
+            window_time=tuning.window_time + jnp.where(in_phase["autocorrelation"], eps, 0)
+        )
 
-    state = state._replace(position=new.position, momentum=new.momentum,
-                           logdensity=new.logdensity, logdensity_grad=new.logdensity_grad,
-                           step_size=eps_out, L=L_out, tuning=tuning)
+    state = state._replace(
+        position=new.position,
+        momentum=new.momentum,
+        logdensity=new.logdensity,
+        logdensity_grad=new.logdensity_grad,
+        step_size=eps_out,
+        L=L_out,
+        tuning=tuning,
+    )
     counted = jnp.logical_and(finite, jnp.logical_not(divergent))
-    sums = _Sums(sums.accept + accept, sums.divergent + divergent.astype(jnp.int32),
-                 sums.steps + num_steps,
-                 sums.energy + jnp.where(counted, jnp.square(change) / dim, 0.0),
-                 sums.finite + counted.astype(jnp.int32))
+    sums = _Sums(
+        sums.accept + accept,
+        sums.divergent + divergent.astype(jnp.int32),
+        sums.steps + num_steps,
+        sums.energy + jnp.where(counted, jnp.square(change) / dim, 0.0),
+        sums.finite + counted.astype(jnp.int32),
+    )
     # The coordinates that set L, recorded after the scan (:func:`_record`).
     return (state, sums), (x[tuning.subset] if schedule.rows else None)
 
@@ -722,12 +855,17 @@ def _set_preconditioner(state: MCLMCState, dim: int, tuner: Tuner) -> MCLMCState
         inverse_mass = jnp.where(usable, variance, state.inverse_mass_matrix)
         L = jnp.where(usable, jnp.asarray(math.sqrt(dim), variance.dtype), state.L)
         dtype = state.step_size.dtype
-        tuning = tuning._replace(log_weight=jnp.asarray(-jnp.inf, dtype),
-                                 log_estimate=jnp.asarray(-jnp.inf, dtype),
-                                 step_size_max=jnp.asarray(jnp.inf, dtype),
-                                 averaging=_averaging(state.step_size))
-    return state._replace(inverse_mass_matrix=inverse_mass.astype(state.L.dtype),
-                          L=L.astype(state.L.dtype), tuning=tuning)
+        tuning = tuning._replace(
+            log_weight=jnp.asarray(-jnp.inf, dtype),
+            log_estimate=jnp.asarray(-jnp.inf, dtype),
+            step_size_max=jnp.asarray(jnp.inf, dtype),
+            averaging=_averaging(state.step_size),
+        )
+    return state._replace(
+        inverse_mass_matrix=inverse_mass.astype(state.L.dtype),
+        L=L.astype(state.L.dtype),
+        tuning=tuning,
+    )
 
 
 def autocorrelation_length(tuning: MCLMCTuning, L: jax.Array, l_factor: float) -> jax.Array:
@@ -740,8 +878,15 @@ def autocorrelation_length(tuning: MCLMCTuning, L: jax.Array, l_factor: float) -
     return jnp.where(jnp.any(usable), l_factor * mean, L).astype(L.dtype)
 
 
-def step(rng_key: Key, state: MCLMCState, batch: Batch, *, log_posterior: Callable,
-         schedule: Schedule, tuner: Tuner) -> tuple[MCLMCState, MCLMCInfo]:
+def step(
+    rng_key: Key,
+    state: MCLMCState,
+    batch: Batch,
+    *,
+    log_posterior: Callable,
+    schedule: Schedule,
+    tuner: Tuner,
+) -> tuple[MCLMCState, MCLMCInfo]:
     """One iteration: ``schedule.steps`` transitions in a ``lax.scan``, then the tuning's
     end-of-part updates (preconditioner and L; L from the autocorrelation and ε frozen at the
     end of burn-in).
@@ -757,27 +902,42 @@ def step(rng_key: Key, state: MCLMCState, batch: Batch, *, log_posterior: Callab
     dim = state.inverse_mass_matrix.shape[-1]
     iteration = state.iteration
     in_phase = {
-        "variance": jnp.logical_and(iteration >= schedule.variance_start,
-                                    iteration < schedule.variance_end),
-        "autocorrelation": jnp.logical_and(iteration >= schedule.autocorrelation_start,
-                                           iteration < schedule.num_burn_in),
+        "variance": jnp.logical_and(
+            iteration >= schedule.variance_start, iteration < schedule.variance_end
+        ),
+        "autocorrelation": jnp.logical_and(
+            iteration >= schedule.autocorrelation_start, iteration < schedule.num_burn_in
+        ),
     }
     dtype = state.step_size.dtype
-    zeros = _Sums(jnp.zeros((), dtype), jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32),
-                  jnp.zeros((), dtype), jnp.zeros((), jnp.int32))
-    body = functools.partial(_transition, logdensity_fn=lambda p: log_posterior(p, batch),
-                             schedule=schedule, tuner=tuner, dim=dim, in_phase=in_phase)
+    zeros = _Sums(
+        jnp.zeros((), dtype),
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((), dtype),
+        jnp.zeros((), jnp.int32),
+    )
+    body = functools.partial(
+        _transition,
+        logdensity_fn=lambda p: log_posterior(p, batch),
+        schedule=schedule,
+        tuner=tuner,
+        dim=dim,
+        in_phase=in_phase,
+    )
     keys = jax.random.split(rng_key, schedule.steps)
     # The trace stays out of the scan's carry, which XLA copies at every transition: carried
     # (even untouched) it made an iteration 4x slower on a small network.
     trace = state.tuning.trace
     carry = state._replace(tuning=state.tuning._replace(trace=trace[:0]))
-    (new, sums), recorded = jax.lax.scan(body, (carry, zeros),
-                                         (keys, jnp.arange(schedule.steps, dtype=jnp.int32)))
+    (new, sums), recorded = jax.lax.scan(
+        body, (carry, zeros), (keys, jnp.arange(schedule.steps, dtype=jnp.int32))
+    )
     new = new._replace(tuning=new.tuning._replace(trace=trace))
     if schedule.rows:
-        new = new._replace(tuning=_record(new.tuning, recorded, iteration,
-                                          in_phase["autocorrelation"], schedule))
+        new = new._replace(
+            tuning=_record(new.tuning, recorded, iteration, in_phase["autocorrelation"], schedule)
+        )
 
     if schedule.variance_end > schedule.variance_start:
         installed = _set_preconditioner(new, dim, tuner)
@@ -791,7 +951,10 @@ def step(rng_key: Key, state: MCLMCState, batch: Batch, *, log_posterior: Callab
         refined = jax.lax.cond(
             any_chain(last_tuning),
             functools.partial(autocorrelation_length, l_factor=tuner.l_factor),
-            lambda tuning, L: L, new.tuning, new.L)
+            lambda tuning, L: L,
+            new.tuning,
+            new.L,
+        )
         refined = jnp.where(last_tuning, refined, new.L)
         new = new._replace(L=refined)
     if tuner.adjusted and schedule.num_burn_in:
@@ -834,11 +997,16 @@ def build(log_posterior: Callable, config: Config) -> Method:
     """
     schedule = Schedule.of(config)
     return Method(
-        init=functools.partial(init, log_posterior=log_posterior, schedule=schedule,
-                               step_size=config.step_size,
-                               coordinates=config.autocorrelation_coordinates),
-        step=functools.partial(step, log_posterior=log_posterior, schedule=schedule,
-                               tuner=Tuner.of(config)),
+        init=functools.partial(
+            init,
+            log_posterior=log_posterior,
+            schedule=schedule,
+            step_size=config.step_size,
+            coordinates=config.autocorrelation_coordinates,
+        ),
+        step=functools.partial(
+            step, log_posterior=log_posterior, schedule=schedule, tuner=Tuner.of(config)
+        ),
         posterior=posterior,
         position=position,
     )

@@ -100,15 +100,21 @@ class Config(HamiltonianSettings):
 
     METHOD: ClassVar[str] = "nuts"
 
-    step_size: float = setting(1e-3, help="where each chain's search for a first leapfrog step "
-                                          "size ε starts (then tuned during burn-in; with no "
-                                          "burn-in the ε used)",
-                               bounds=(Exclusive(0), None))
-    max_tree_depth: int = setting(10, help="at most 2^depth leapfrog steps per iteration",
-                                  bounds=(1, 16))
-    adapt_mass_matrix: bool = setting(True, flag="--no-adapt-mass-matrix",
-                                      help="keep the identity mass matrix during burn-in "
-                                           "(the step size still adapts)")
+    step_size: float = setting(
+        1e-3,
+        help="where each chain's search for a first leapfrog step "
+        "size ε starts (then tuned during burn-in; with no "
+        "burn-in the ε used)",
+        bounds=(Exclusive(0), None),
+    )
+    max_tree_depth: int = setting(
+        10, help="at most 2^depth leapfrog steps per iteration", bounds=(1, 16)
+    )
+    adapt_mass_matrix: bool = setting(
+        True,
+        flag="--no-adapt-mass-matrix",
+        help="keep the identity mass matrix during burn-in (the step size still adapts)",
+    )
 
 
 def bounded_kernel(divergence_threshold: float = 1000.0, *, max_tree_depth: int = 10) -> Callable:
@@ -140,17 +146,30 @@ def bounded_kernel(divergence_threshold: float = 1000.0, *, max_tree_depth: int 
         (True, 0)
     """
 
-    def kernel(rng_key: Key, state, logdensity_fn: Callable, step_size: jax.Array,
-               inverse_mass_matrix: jax.Array, depth: jax.Array):
+    def kernel(
+        rng_key: Key,
+        state,
+        logdensity_fn: Callable,
+        step_size: jax.Array,
+        inverse_mass_matrix: jax.Array,
+        depth: jax.Array,
+    ):
         metric = metrics.default_metric(inverse_mass_matrix)
         integrator = integrators.velocity_verlet(logdensity_fn, metric.kinetic_energy)
-        new_checkpoints, update_checkpoints, is_criterion_met = (
-            termination.iterative_uturn_numpyro(metric.check_turning))
+        new_checkpoints, update_checkpoints, is_criterion_met = termination.iterative_uturn_numpyro(
+            metric.check_turning
+        )
         expand = trajectory.dynamic_multiplicative_expansion(
             trajectory.dynamic_progressive_integration(
-                integrator, metric.kinetic_energy, update_checkpoints, is_criterion_met,
-                divergence_threshold),
-            metric.check_turning, depth)
+                integrator,
+                metric.kinetic_energy,
+                update_checkpoints,
+                is_criterion_met,
+                divergence_threshold,
+            ),
+            metric.check_turning,
+            depth,
+        )
         key_momentum, key_integrator = jax.random.split(rng_key, 2)
         position, logdensity, logdensity_grad = state
         momentum = metric.sample_momentum(key_momentum, position)
@@ -159,52 +178,101 @@ def bounded_kernel(divergence_threshold: float = 1000.0, *, max_tree_depth: int 
         expansion, (is_diverging, is_turning) = expand(
             key_integrator,
             trajectory.DynamicExpansionState(
-                0, blackjax.mcmc.proposal.Proposal(start, energy, 0.0, -np.inf),
+                0,
+                blackjax.mcmc.proposal.Proposal(start, energy, 0.0, -np.inf),
                 trajectory.Trajectory(start, start, start.momentum, 0),
-                new_checkpoints(start, max_tree_depth)),
-            energy, step_size)
+                new_checkpoints(start, max_tree_depth),
+            ),
+            energy,
+            step_size,
+        )
         num_doublings, sampled, whole, _ = expansion
         # The average acceptance over the whole trajectory, subtrees rejected or not.
         acceptance = jnp.exp(sampled.sum_log_p_accept) / jnp.maximum(whole.num_states, 1)
-        info = BlackJAXNUTSInfo(start.momentum, is_diverging, is_turning, sampled.energy,
-                                whole.leftmost_state, whole.rightmost_state, num_doublings,
-                                whole.num_states, acceptance)
-        moved = blackjax.mcmc.hmc.HMCState(sampled.state.position, sampled.state.logdensity,
-                                           sampled.state.logdensity_grad)
+        info = BlackJAXNUTSInfo(
+            start.momentum,
+            is_diverging,
+            is_turning,
+            sampled.energy,
+            whole.leftmost_state,
+            whole.rightmost_state,
+            num_doublings,
+            whole.num_states,
+            acceptance,
+        )
+        moved = blackjax.mcmc.hmc.HMCState(
+            sampled.state.position, sampled.state.logdensity, sampled.state.logdensity_grad
+        )
         return moved, info
 
     return kernel
 
 
-def init(key: Key, params: Params, batch: Batch, *, log_posterior: Callable,
-         adaptation: Adaptation, step_size: float) -> NUTSState:
+def init(
+    key: Key,
+    params: Params,
+    batch: Batch,
+    *,
+    log_posterior: Callable,
+    adaptation: Adaptation,
+    step_size: float,
+) -> NUTSState:
     """A chain's state at ``params``: the log posterior and its gradient there, its first ε
     (with a burn-in, Hoffman & Gelman's search from the given one, with ``key``), the identity
     M⁻¹ and the adaptation's state."""
     logdensity, grad = jax.value_and_grad(log_posterior)(params, batch)
     start = blackjax.mcmc.hmc.HMCState(params, logdensity, grad)
-    tuned, tuning = adaptation.init(key, start, lambda p: log_posterior(p, batch), step_size,
-                                    None)
-    return NUTSState(params, logdensity, grad, tuning.step_size, tuning.inverse_mass_matrix,
-                     tuned, jnp.zeros((), jnp.int32))
+    tuned, tuning = adaptation.init(key, start, lambda p: log_posterior(p, batch), step_size, None)
+    return NUTSState(
+        params,
+        logdensity,
+        grad,
+        tuning.step_size,
+        tuning.inverse_mass_matrix,
+        tuned,
+        jnp.zeros((), jnp.int32),
+    )
 
 
-def step(rng_key: Key, state: NUTSState, batch: Batch, *, log_posterior: Callable,
-         adaptation: Adaptation, max_tree_depth: int = 10,
-         divergence_threshold: float = 1000.0) -> tuple[NUTSState, NUTSInfo]:
+def step(
+    rng_key: Key,
+    state: NUTSState,
+    batch: Batch,
+    *,
+    log_posterior: Callable,
+    adaptation: Adaptation,
+    max_tree_depth: int = 10,
+    divergence_threshold: float = 1000.0,
+) -> tuple[NUTSState, NUTSInfo]:
     """One NUTS iteration (``blackjax.nuts.build_kernel``), then what ``adaptation`` tunes for
     the next."""
     kernel = blackjax.nuts.build_kernel(divergence_threshold=divergence_threshold)
-    current = blackjax.mcmc.hmc.HMCState(state.position, state.logdensity,
-                                          state.logdensity_grad)
-    proposal, info = kernel(rng_key, current, lambda p: log_posterior(p, batch),
-                            state.step_size, state.inverse_mass_matrix, max_tree_depth)
-    tuned, tuning = adaptation.update(state.adaptation, state.iteration, state.position,
-                                      proposal, info,
-                                      Tuning(state.step_size, None, state.inverse_mass_matrix))
-    new_state = NUTSState(proposal.position, proposal.logdensity, proposal.logdensity_grad,
-                          tuning.step_size, tuning.inverse_mass_matrix, tuned,
-                          state.iteration + 1)
+    current = blackjax.mcmc.hmc.HMCState(state.position, state.logdensity, state.logdensity_grad)
+    proposal, info = kernel(
+        rng_key,
+        current,
+        lambda p: log_posterior(p, batch),
+        state.step_size,
+        state.inverse_mass_matrix,
+        max_tree_depth,
+    )
+    tuned, tuning = adaptation.update(
+        state.adaptation,
+        state.iteration,
+        state.position,
+        proposal,
+        info,
+        Tuning(state.step_size, None, state.inverse_mass_matrix),
+    )
+    new_state = NUTSState(
+        proposal.position,
+        proposal.logdensity,
+        proposal.logdensity_grad,
+        tuning.step_size,
+        tuning.inverse_mass_matrix,
+        tuned,
+        state.iteration + 1,
+    )
     return new_state, NUTSInfo(
         acceptance_rate=info.acceptance_rate,
         divergent=info.is_divergent,
@@ -212,8 +280,11 @@ def step(rng_key: Key, state: NUTSState, batch: Batch, *, log_posterior: Callabl
         tree_depth=info.num_trajectory_expansions,
         step_size=state.step_size,
         log_posterior=proposal.logdensity,
-        capped=((info.num_trajectory_expansions >= max_tree_depth) & ~info.is_turning
-                & ~info.is_divergent),
+        capped=(
+            (info.num_trajectory_expansions >= max_tree_depth)
+            & ~info.is_turning
+            & ~info.is_divergent
+        ),
     )
 
 
@@ -238,15 +309,23 @@ def build(log_posterior: Callable, config: Config) -> Method:
         A :class:`~bnnkit.inference.base.Method` whose ``posterior`` returns
         :class:`~bnnkit.posterior.Samples`.
     """
-    adaptation = window_adaptation(config.num_burn_in, config.target_accept_rate,
-                                   adapt_mass=config.adapt_mass_matrix,
-                                   divergence_threshold=config.divergence_threshold)
+    adaptation = window_adaptation(
+        config.num_burn_in,
+        config.target_accept_rate,
+        adapt_mass=config.adapt_mass_matrix,
+        divergence_threshold=config.divergence_threshold,
+    )
     return Method(
-        init=functools.partial(init, log_posterior=log_posterior, adaptation=adaptation,
-                               step_size=config.step_size),
-        step=functools.partial(step, log_posterior=log_posterior, adaptation=adaptation,
-                               max_tree_depth=config.max_tree_depth,
-                               divergence_threshold=config.divergence_threshold),
+        init=functools.partial(
+            init, log_posterior=log_posterior, adaptation=adaptation, step_size=config.step_size
+        ),
+        step=functools.partial(
+            step,
+            log_posterior=log_posterior,
+            adaptation=adaptation,
+            max_tree_depth=config.max_tree_depth,
+            divergence_threshold=config.divergence_threshold,
+        ),
         posterior=posterior,
         position=position,
     )

@@ -73,14 +73,18 @@ class Config(EpochSettings):
 
     METHOD: ClassVar[str] = "sgd"
 
-    momentum_decay: float = setting(0.9, aliases=("--momentum",),
-                                    help="heavy-ball momentum β in [0, 1); the step size "
-                                         "follows a cosine schedule to 0",
-                                    bounds=MOMENTUM_BOUNDS)
+    momentum_decay: float = setting(
+        0.9,
+        aliases=("--momentum",),
+        help="heavy-ball momentum β in [0, 1); the step size follows a cosine schedule to 0",
+        bounds=MOMENTUM_BOUNDS,
+    )
     clip_grad_norm: float | None = setting(
-        None, help="rescale each step's gradient to a global norm of at most this times N, the "
-                   "number of training examples (a per-example bound; default: no clipping)",
-        bounds=(Exclusive(0), None))
+        None,
+        help="rescale each step's gradient to a global norm of at most this times N, the "
+        "number of training examples (a per-example bound; default: no clipping)",
+        bounds=(Exclusive(0), None),
+    )
 
     def loop(self, num_train: int) -> Loop:
         return self.epoch_loop(num_train)
@@ -112,8 +116,7 @@ def build(log_posterior, config: Config) -> Method:
         return SGDState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
 
     def step(key: Key, state: SGDState, batch: Batch) -> tuple[SGDState, SGDInfo]:
-        value, grad = jax.value_and_grad(log_posterior)(state.position, batch,
-                                                        key=model_key(key))
+        value, grad = jax.value_and_grad(log_posterior)(state.position, batch, key=model_key(key))
         neg_grad = jax.tree.map(jnp.negative, grad)
         updates, opt_state = optimizer.update(neg_grad, state.opt_state, state.position)
         position = optax.apply_updates(state.position, updates)

@@ -87,32 +87,55 @@ class Config(EpochSettings):
 
     METHOD: ClassVar[str] = "sgmcmc"
 
-    momentum_decay: float = setting(0.0, aliases=("--momentum",),
-                                    help="β in [0, 1): 0 is SGLD, > 0 SGHMC (the paper uses 0.9)",
-                                    bounds=MOMENTUM_BOUNDS)
-    preconditioner: str = setting("none", choices=PRECONDITIONERS,
-                                  help="none, or rmsprop (pSGLD, Li et al. 2016)")
-    rmsprop_decay: float = setting(0.99, help="RMSprop's decay α of the running average of "
-                                              "squared gradients, in (0, 1)",
-                                   bounds=(Exclusive(0), Exclusive(1)))
-    noise: str = setting("gaussian", choices=NOISES,
-                         help="gaussian, or rademacher: ±1 signs with the same mean and "
-                              "covariance, several times cheaper to draw (same weak order)")
+    momentum_decay: float = setting(
+        0.0,
+        aliases=("--momentum",),
+        help="β in [0, 1): 0 is SGLD, > 0 SGHMC (the paper uses 0.9)",
+        bounds=MOMENTUM_BOUNDS,
+    )
+    preconditioner: str = setting(
+        "none", choices=PRECONDITIONERS, help="none, or rmsprop (pSGLD, Li et al. 2016)"
+    )
+    rmsprop_decay: float = setting(
+        0.99,
+        help="RMSprop's decay α of the running average of squared gradients, in (0, 1)",
+        bounds=(Exclusive(0), Exclusive(1)),
+    )
+    noise: str = setting(
+        "gaussian",
+        choices=NOISES,
+        help="gaussian, or rademacher: ±1 signs with the same mean and "
+        "covariance, several times cheaper to draw (same weak order)",
+    )
     step_size_schedule: str = setting(
-        "constant", choices=SCHEDULES,
+        "constant",
+        choices=SCHEDULES,
         help="constant (cosine over the burn-in to --final-step-size, then constant) or "
-             "cyclical (constant over the burn-in, then cosine cycles of --cycle-length epochs)")
+        "cyclical (constant over the burn-in, then cosine cycles of --cycle-length epochs)",
+    )
     final_step_size: float | None = setting(
-        None, help="constant schedule: the step size after the burn-in (default: the initial)",
-        bounds=(Exclusive(0), None))
-    cycle_length: int | None = setting(None, aliases=("--step-size-cycle-length-epochs",),
-                                       help="cyclical schedule: epochs per cycle", bounds=UNITS)
-    num_burn_in: int = setting(0, aliases=("--num-burnin-epochs",),
-                               help="epochs before the first kept sample", bounds=(0, UNITS[1]))
+        None,
+        help="constant schedule: the step size after the burn-in (default: the initial)",
+        bounds=(Exclusive(0), None),
+    )
+    cycle_length: int | None = setting(
+        None,
+        aliases=("--step-size-cycle-length-epochs",),
+        help="cyclical schedule: epochs per cycle",
+        bounds=UNITS,
+    )
+    num_burn_in: int = setting(
+        0,
+        aliases=("--num-burnin-epochs",),
+        help="epochs before the first kept sample",
+        bounds=(0, UNITS[1]),
+    )
     ensemble_freq: int | None = setting(
-        None, help="keep a sample every N epochs after the burn-in (default: 1, or the cycle "
-                   "length for the cyclical schedule: the end of each cycle)",
-        bounds=UNITS)
+        None,
+        help="keep a sample every N epochs after the burn-in (default: 1, or the cycle "
+        "length for the cyclical schedule: the end of each cycle)",
+        bounds=UNITS,
+    )
     num_chains: int = setting(1, help="independent chains, vmapped", bounds=MEMBERS)
 
     def __post_init__(self) -> None:
@@ -124,24 +147,31 @@ class Config(EpochSettings):
         check_choice(cls, "noise", self.noise, NOISES)
         check_choice(cls, "step_size_schedule", self.step_size_schedule, SCHEDULES)
         if not 0 <= self.num_burn_in < self.num_epochs:
-            raise ConfigError(f"--num-burn-in {self.num_burn_in} must be >= 0 and "
-                              f"smaller than --num-epochs {self.num_epochs}")
+            raise ConfigError(
+                f"--num-burn-in {self.num_burn_in} must be >= 0 and "
+                f"smaller than --num-epochs {self.num_epochs}"
+            )
         after = self.num_epochs - self.num_burn_in
         if self.step_size_schedule == "cyclical":
             if self.cycle_length is None:
-                raise ConfigError("--step-size-schedule cyclical needs --cycle-length (epochs "
-                                  "per cycle)")
+                raise ConfigError(
+                    "--step-size-schedule cyclical needs --cycle-length (epochs per cycle)"
+                )
             if not 1 <= self.cycle_length <= after:
-                raise ConfigError(f"--cycle-length {self.cycle_length} epochs does not fit in "
-                                  f"the {after} epochs after the burn-in; allowed: 1..{after}")
+                raise ConfigError(
+                    f"--cycle-length {self.cycle_length} epochs does not fit in "
+                    f"the {after} epochs after the burn-in; allowed: 1..{after}"
+                )
         elif self.cycle_length is not None:
             raise ConfigError("--cycle-length applies to --step-size-schedule cyclical only")
         if self.ensemble_freq is None:
             default = self.cycle_length if self.step_size_schedule == "cyclical" else 1
             object.__setattr__(self, "ensemble_freq", default)
         if self.ensemble_freq > after:
-            raise ConfigError(f"no sample would be kept: --ensemble-freq {self.ensemble_freq} "
-                              f"is longer than the {after} epochs after the burn-in")
+            raise ConfigError(
+                f"no sample would be kept: --ensemble-freq {self.ensemble_freq} "
+                f"is longer than the {after} epochs after the burn-in"
+            )
 
     @property
     def draws_gaussian_noise(self) -> bool:
@@ -165,14 +195,19 @@ class Config(EpochSettings):
         """The step size as a function of the update count."""
         burn = self.num_burn_in * steps_per_epoch
         if self.step_size_schedule == "cyclical":
-            return schedules.cyclical_cosine(self.init_step_size, burn,
-                                             self.cycle_length * steps_per_epoch)
+            return schedules.cyclical_cosine(
+                self.init_step_size, burn, self.cycle_length * steps_per_epoch
+            )
         final = self.init_step_size if self.final_step_size is None else self.final_step_size
         return schedules.constant_after_cosine_burnin(self.init_step_size, final, burn)
 
     def loop(self, num_train: int) -> Loop:
-        return self.epoch_loop(num_train, num_members=self.num_chains,
-                               burn_in=self.num_burn_in, keep_every=self.ensemble_freq)
+        return self.epoch_loop(
+            num_train,
+            num_members=self.num_chains,
+            burn_in=self.num_burn_in,
+            keep_every=self.ensemble_freq,
+        )
 
 
 def build(log_posterior, config: Config) -> Method:
@@ -203,19 +238,18 @@ def build(log_posterior, config: Config) -> Method:
         # v starts at 1, not 0: the first steps are plain SGLD/SGHMC instead of dividing the
         # noise by √v of a gradient that may be ~0 (a chain started at a mode would explode).
         ones = jax.tree.map(jnp.ones_like, params)
-        return SGMCMCState(params, zeros, ones if precondition else zeros,
-                           jnp.zeros((), jnp.int32))
+        return SGMCMCState(params, zeros, ones if precondition else zeros, jnp.zeros((), jnp.int32))
 
     def step(key: Key, state: SGMCMCState, batch: Batch):
-        value, grad = jax.value_and_grad(log_posterior)(state.position, batch,
-                                                        key=model_key(key))
+        value, grad = jax.value_and_grad(log_posterior)(state.position, batch, key=model_key(key))
         eta = jnp.asarray(schedule(state.count), value.dtype)
         sqrt_eta = jnp.sqrt(eta)
         xi = draw(key, grad)
         if precondition:
             v = jax.tree.map(
                 lambda v, g: rmsprop_decay * v + (1 - rmsprop_decay) * jnp.square(g),
-                state.second_moment, grad,
+                state.second_moment,
+                grad,
             )
             m_diag = jax.tree.map(lambda v: jnp.sqrt(v) + rmsprop_eps, v)
         else:

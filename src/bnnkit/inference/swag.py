@@ -105,48 +105,75 @@ class Config(sgd.Config):
     METHOD: ClassVar[str] = "swag"
     API_NAME: ClassVar[str] = "SWAG"
 
-    num_burn_in: int = setting(help="epochs of SGD before the first iterate is collected",
-                               bounds=(0, None))
+    num_burn_in: int = setting(
+        help="epochs of SGD before the first iterate is collected", bounds=(0, None)
+    )
     step_size_schedule: str = setting(
-        "constant", choices=SCHEDULES,
+        "constant",
+        choices=SCHEDULES,
         help="constant (cosine over the burn-in to --swag-step-size, then constant) or "
-             "cyclical (constant over the burn-in, then cosine cycles of --cycle-length epochs "
-             "down to 0)")
+        "cyclical (constant over the burn-in, then cosine cycles of --cycle-length epochs "
+        "down to 0)",
+    )
     swag_step_size: float | None = setting(
-        None, help="constant schedule: the step size after the burn-in (default: the initial)",
-        bounds=(Exclusive(0), None))
-    cycle_length: int | None = setting(None, help="cyclical schedule: epochs per cycle",
-                                       bounds=(1, None))
+        None,
+        help="constant schedule: the step size after the burn-in (default: the initial)",
+        bounds=(Exclusive(0), None),
+    )
+    cycle_length: int | None = setting(
+        None, help="cyclical schedule: epochs per cycle", bounds=(1, None)
+    )
     collect_every: int | None = setting(
-        None, help="collect an iterate every c minibatch steps after the burn-in (default: "
-                   "every epoch, or every cycle for the cyclical schedule)", bounds=(1, None))
-    max_rank: int = setting(20, help="K, the deviations kept for the low-rank part of the "
-                                     "covariance (the last K collected)", bounds=(2, None))
-    num_members: int = setting(1, help="M SWAG members, each with its own initialisation and "
-                                       "data order (M > 1: MultiSWAG)", bounds=(1, None))
-    sequential: bool = setting(False, help="train members one after another instead of in "
-                                           "one vmapped step")
-    swag_num_draws: int = setting(20, help="weight samples drawn from each member's Gaussian "
-                                           "for the predictive at evaluation", bounds=(1, None))
+        None,
+        help="collect an iterate every c minibatch steps after the burn-in (default: "
+        "every epoch, or every cycle for the cyclical schedule)",
+        bounds=(1, None),
+    )
+    max_rank: int = setting(
+        20,
+        help="K, the deviations kept for the low-rank part of the "
+        "covariance (the last K collected)",
+        bounds=(2, None),
+    )
+    num_members: int = setting(
+        1,
+        help="M SWAG members, each with its own initialisation and data order (M > 1: MultiSWAG)",
+        bounds=(1, None),
+    )
+    sequential: bool = setting(
+        False, help="train members one after another instead of in one vmapped step"
+    )
+    swag_num_draws: int = setting(
+        20,
+        help="weight samples drawn from each member's Gaussian for the predictive at evaluation",
+        bounds=(1, None),
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "step_size_schedule", str(self.step_size_schedule).lower())
         check_choice(type(self), "step_size_schedule", self.step_size_schedule, SCHEDULES)
         if not self.num_burn_in < self.num_epochs:
-            raise ConfigError(f"--num-burn-in {self.num_burn_in} must be smaller than "
-                              f"--num-epochs {self.num_epochs}")
+            raise ConfigError(
+                f"--num-burn-in {self.num_burn_in} must be smaller than "
+                f"--num-epochs {self.num_epochs}"
+            )
         after = self.num_epochs - self.num_burn_in
         if self.step_size_schedule == "cyclical":
             if self.cycle_length is None:
-                raise ConfigError("--step-size-schedule cyclical needs --cycle-length (epochs "
-                                  "per cycle)")
+                raise ConfigError(
+                    "--step-size-schedule cyclical needs --cycle-length (epochs per cycle)"
+                )
             if self.cycle_length > after:
-                raise ConfigError(f"--cycle-length {self.cycle_length} epochs does not fit in "
-                                  f"the {after} epochs after the burn-in; allowed: 1..{after}")
+                raise ConfigError(
+                    f"--cycle-length {self.cycle_length} epochs does not fit in "
+                    f"the {after} epochs after the burn-in; allowed: 1..{after}"
+                )
             if self.swag_step_size is not None:
-                raise ConfigError("--swag-step-size applies to --step-size-schedule constant "
-                                  "only; the cyclical schedule decays to 0 in every cycle")
+                raise ConfigError(
+                    "--swag-step-size applies to --step-size-schedule constant "
+                    "only; the cyclical schedule decays to 0 in every cycle"
+                )
         elif self.cycle_length is not None:
             raise ConfigError("--cycle-length applies to --step-size-schedule cyclical only")
 
@@ -158,8 +185,9 @@ class Config(sgd.Config):
         """The step size as a function of the update count."""
         burn = self.num_burn_in * steps_per_epoch
         if self.step_size_schedule == "cyclical":
-            return schedules.cyclical_cosine(self.init_step_size, burn,
-                                             self.cycle_length * steps_per_epoch)
+            return schedules.cyclical_cosine(
+                self.init_step_size, burn, self.cycle_length * steps_per_epoch
+            )
         final = self.init_step_size if self.swag_step_size is None else self.swag_step_size
         return schedules.constant_after_cosine_burnin(self.init_step_size, final, burn)
 
@@ -174,8 +202,9 @@ class Config(sgd.Config):
         return burn, steps_per_epoch
 
     def loop(self, num_train: int) -> Loop:
-        return self.epoch_loop(num_train, num_members=self.num_members,
-                               vmap_members=not self.sequential)
+        return self.epoch_loop(
+            num_train, num_members=self.num_members, vmap_members=not self.sequential
+        )
 
 
 def collect(state: SWAGState, position: Params, max_rank: int) -> SWAGState:
@@ -188,7 +217,10 @@ def collect(state: SWAGState, position: Params, max_rank: int) -> SWAGState:
     slot = (n - 1) % max_rank
     deviations = jax.tree.map(
         lambda buf, p, m: jax.lax.dynamic_update_index_in_dim(buf, p - m, slot, 0),
-        state.deviations, position, mean)
+        state.deviations,
+        position,
+        mean,
+    )
     return state._replace(num_collected=n, mean=mean, m2=m2, deviations=deviations)
 
 
@@ -199,12 +231,14 @@ def posterior_of(state: SWAGState, max_rank: int, num_draws: int) -> LowRankGaus
     n = int(state.num_collected)
     if n == 0:
         zeros = jax.tree.map(jnp.zeros_like, state.position)
-        return LowRankGaussian(state.position, zeros,
-                               jax.tree.map(lambda a: a[:0], state.deviations), num_draws)
+        return LowRankGaussian(
+            state.position, zeros, jax.tree.map(lambda a: a[:0], state.deviations), num_draws
+        )
     rank = min(n, max_rank)
     var = jax.tree.map(lambda s: jnp.maximum(s / n, 0.0), state.m2)
-    return LowRankGaussian(state.mean, var, jax.tree.map(lambda d: d[:rank], state.deviations),
-                           num_draws)
+    return LowRankGaussian(
+        state.mean, var, jax.tree.map(lambda d: d[:rank], state.deviations), num_draws
+    )
 
 
 def build(log_posterior, config: Config) -> Method:
@@ -232,7 +266,8 @@ def build(log_posterior, config: Config) -> Method:
         raise ConfigError(
             f"SWAG would collect {(total - burn) // every} iterate(s) in the {total - burn} "
             f"steps after the burn-in, one every {every}; allowed: at least 2 (more epochs, "
-            "a shorter --num-burn-in or a smaller --collect-every)")
+            "a shorter --num-burn-in or a smaller --collect-every)"
+        )
     optimizer = optax.sgd(schedule, momentum=config.momentum_decay or None)
     if config.clip_grad_norm is not None:
         bound = config.clip_grad_norm * log_posterior.num_data
@@ -243,12 +278,18 @@ def build(log_posterior, config: Config) -> Method:
         del key, batch
         zeros = jax.tree.map(jnp.zeros_like, params)
         buffer = jax.tree.map(lambda p: jnp.zeros((max_rank, *p.shape), p.dtype), params)
-        return SWAGState(params, optimizer.init(params), jnp.zeros((), jnp.int32),
-                         jnp.zeros((), jnp.int32), zeros, zeros, buffer)
+        return SWAGState(
+            params,
+            optimizer.init(params),
+            jnp.zeros((), jnp.int32),
+            jnp.zeros((), jnp.int32),
+            zeros,
+            zeros,
+            buffer,
+        )
 
     def step(key: Key, state: SWAGState, batch: Batch) -> tuple[SWAGState, SWAGInfo]:
-        value, grad = jax.value_and_grad(log_posterior)(state.position, batch,
-                                                        key=model_key(key))
+        value, grad = jax.value_and_grad(log_posterior)(state.position, batch, key=model_key(key))
         neg_grad = jax.tree.map(jnp.negative, grad)
         updates, opt_state = optimizer.update(neg_grad, state.opt_state, state.position)
         position = optax.apply_updates(state.position, updates)
@@ -259,11 +300,13 @@ def build(log_posterior, config: Config) -> Method:
         # step would collect, and write the K × d deviations, for nothing.
         new = jax.lax.cond(
             any_chain(due),
-            lambda s: jax.tree.map(lambda c, o: jnp.where(due, c, o),
-                                   collect(s, position, max_rank), s),
-            lambda s: s, moved)
-        info = SWAGInfo(value, jnp.asarray(schedule(state.count), value.dtype),
-                        new.num_collected)
+            lambda s: jax.tree.map(
+                lambda c, o: jnp.where(due, c, o), collect(s, position, max_rank), s
+            ),
+            lambda s: s,
+            moved,
+        )
+        info = SWAGInfo(value, jnp.asarray(schedule(state.count), value.dtype), new.num_collected)
         return new, info
 
     def posterior(kept: SWAGState) -> LowRankGaussian:

@@ -103,6 +103,7 @@ class VIInfo(NamedTuple):
 
 # --- KL weighting -------------------------------------------------------------------------------
 
+
 def kl_weight(count: jax.Array, kind: str, steps_per_epoch: int, dtype: Any = jnp.float32):
     """``M π_i`` for update ``count`` (minibatch ``i = count mod M + 1`` of the epoch).
 
@@ -133,6 +134,7 @@ def blundell_weights(steps_per_epoch: int) -> np.ndarray:
 
 # --- KL and the complexity cost ----------------------------------------------------------------
 
+
 def has_closed_form_kl(prior) -> bool:
     """Whether ``prior`` gives ``KL(q ‖ p)`` in closed form (``kl_closed_form(mean, std)``).
 
@@ -140,7 +142,8 @@ def has_closed_form_kl(prior) -> bool:
     ``gaussian`` / ``fanin_gaussian`` families); every other prior gets the Monte Carlo KL.
     """
     return bool(getattr(prior, "has_closed_form_kl", False)) and callable(
-        getattr(prior, "kl_closed_form", None))
+        getattr(prior, "kl_closed_form", None)
+    )
 
 
 def monte_carlo_kl_terms(q: DiagGaussian, prior, draws: Params) -> jax.Array:
@@ -153,6 +156,7 @@ def monte_carlo_kl_terms(q: DiagGaussian, prior, draws: Params) -> jax.Array:
 
 
 # --- the method ---------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Config(EpochSettings):
@@ -167,31 +171,48 @@ class Config(EpochSettings):
 
     METHOD: ClassVar[str] = "vi"
 
-    optimizer: str = setting("adam", choices=OPTIMIZERS,
-                             help="adam or sgd (with --momentum-decay); the step size follows a "
-                                  "cosine schedule from --init-step-size to 0")
-    momentum_decay: float = setting(0.9, aliases=("--momentum",),
-                                    help="heavy-ball momentum β in [0, 1) of --optimizer sgd",
-                                    bounds=MOMENTUM_BOUNDS)
-    vi_num_samples: int = setting(1, help="reparameterised Monte Carlo samples of the weights "
-                                          "per step", bounds=DRAWS)
+    optimizer: str = setting(
+        "adam",
+        choices=OPTIMIZERS,
+        help="adam or sgd (with --momentum-decay); the step size follows a "
+        "cosine schedule from --init-step-size to 0",
+    )
+    momentum_decay: float = setting(
+        0.9,
+        aliases=("--momentum",),
+        help="heavy-ball momentum β in [0, 1) of --optimizer sgd",
+        bounds=MOMENTUM_BOUNDS,
+    )
+    vi_num_samples: int = setting(
+        1, help="reparameterised Monte Carlo samples of the weights per step", bounds=DRAWS
+    )
     vi_estimator: str = setting(
-        "weights", choices=ESTIMATORS,
+        "weights",
+        choices=ESTIMATORS,
         help="gradient estimator of the same ELBO: weights (one weight sample per minibatch, "
-             "Blundell), local_reparam (per-example pre-activation noise, dense layers only) "
-             "or flipout (shared weight noise, per-example signs)")
-    vi_sigma_init: float = setting(1e-3, help="initial posterior std σ of every weight "
-                                              "(σ = softplus(ρ))", bounds=(Exclusive(0), None))
-    kl_weighting: str = setting("uniform", choices=KL_WEIGHTINGS,
-                                help="share of the KL per minibatch i of M: uniform (1/M) or "
-                                     "blundell (2^(M-i)/(2^M-1))")
-    vi_ensemble_size: int = setting(20,
-                                    help="weight samples drawn from q for the predictive at "
-                                         "evaluation", bounds=DRAWS)
+        "Blundell), local_reparam (per-example pre-activation noise, dense layers only) "
+        "or flipout (shared weight noise, per-example signs)",
+    )
+    vi_sigma_init: float = setting(
+        1e-3,
+        help="initial posterior std σ of every weight (σ = softplus(ρ))",
+        bounds=(Exclusive(0), None),
+    )
+    kl_weighting: str = setting(
+        "uniform",
+        choices=KL_WEIGHTINGS,
+        help="share of the KL per minibatch i of M: uniform (1/M) or blundell (2^(M-i)/(2^M-1))",
+    )
+    vi_ensemble_size: int = setting(
+        20, help="weight samples drawn from q for the predictive at evaluation", bounds=DRAWS
+    )
     init_checkpoint: str | None = setting(
-        None, metavar="RUN[:SAMPLE]", aliases=("--mean-init-run", "--mean-init-checkpoint"),
+        None,
+        metavar="RUN[:SAMPLE]",
+        aliases=("--mean-init-run", "--mean-init-checkpoint"),
         help="finished run (same model and data) whose parameters initialise the means, e.g. "
-             "an sgd run as in the paper")
+        "an sgd run as in the paper",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -233,8 +254,9 @@ class Objective(NamedTuple):
     closed_form: bool
 
 
-def optimizer(config: Config, steps_per_epoch: int) -> tuple[optax.GradientTransformation,
-                                                              optax.Schedule]:
+def optimizer(
+    config: Config, steps_per_epoch: int
+) -> tuple[optax.GradientTransformation, optax.Schedule]:
     """Adam or SGD (heavy-ball momentum) with the cosine schedule from ``init_step_size``."""
     schedule = schedules.cosine(config.init_step_size, config.num_epochs * steps_per_epoch)
     if config.optimizer == "adam":
@@ -242,8 +264,15 @@ def optimizer(config: Config, steps_per_epoch: int) -> tuple[optax.GradientTrans
     return optax.sgd(schedule, momentum=config.momentum_decay or None), schedule
 
 
-def init(key: Key, params: Params, batch: Batch | None = None, *, objective: Objective,
-         sigma_init: float, opt: optax.GradientTransformation) -> VIState:
+def init(
+    key: Key,
+    params: Params,
+    batch: Batch | None = None,
+    *,
+    objective: Objective,
+    sigma_init: float,
+    opt: optax.GradientTransformation,
+) -> VIState:
     """q with means ``params`` and every std ``sigma_init`` (deterministic: ``key`` unused)."""
     del key
     lp = objective.log_posterior
@@ -255,9 +284,15 @@ def init(key: Key, params: Params, batch: Batch | None = None, *, objective: Obj
     return VIState(params, rho, opt.init((params, rho)), jnp.zeros((), jnp.int32))
 
 
-def layer_noise_log_likelihood(q: DiagGaussian, draws: Params | None, eps: Params | None,
-                               layer_key: Key, batch: Batch, *,
-                               objective: Objective) -> jax.Array:
+def layer_noise_log_likelihood(
+    q: DiagGaussian,
+    draws: Params | None,
+    eps: Params | None,
+    layer_key: Key,
+    batch: Batch,
+    *,
+    objective: Objective,
+) -> jax.Array:
     """The log likelihood averaged over S draws whose dense layers add their own noise
     (local reparameterisation or flipout)."""
     lp, num_samples = objective.log_posterior, objective.num_samples
@@ -266,13 +301,21 @@ def layer_noise_log_likelihood(q: DiagGaussian, draws: Params | None, eps: Param
     # collections of the position (hierarchical priors, an inferred noise std) are drawn.
     def one(position, e, k):
         apply = noisy_apply(lp.apply, objective.estimator, network_variables(q.std), k, e)
-        return dataclasses.replace(lp, apply=apply).log_likelihood(position, batch,
-                                                                   key=model_key(k))
+        return dataclasses.replace(lp, apply=apply).log_likelihood(
+            position, batch, key=model_key(k)
+        )
 
-    positions = draws if draws is not None else jax.tree.map(
-        lambda m: jnp.broadcast_to(m, (num_samples, *m.shape)), q.mean)
-    positions = {**positions, "params": jax.tree.map(
-        lambda m: jnp.broadcast_to(m, (num_samples, *m.shape)), q.mean["params"])}
+    positions = (
+        draws
+        if draws is not None
+        else jax.tree.map(lambda m: jnp.broadcast_to(m, (num_samples, *m.shape)), q.mean)
+    )
+    positions = {
+        **positions,
+        "params": jax.tree.map(
+            lambda m: jnp.broadcast_to(m, (num_samples, *m.shape)), q.mean["params"]
+        ),
+    }
     keys = jax.random.split(layer_key, num_samples)
     if num_samples == 1:
         first = jax.tree.map(lambda a: a[0], (positions, eps))
@@ -280,21 +323,39 @@ def layer_noise_log_likelihood(q: DiagGaussian, draws: Params | None, eps: Param
     return jnp.mean(jax.vmap(one)(positions, eps, keys))
 
 
-def expected_log_likelihood(q: DiagGaussian, draws: Params | None, eps: Params | None,
-                            layer_key: Key, batch: Batch, *, objective: Objective) -> jax.Array:
+def expected_log_likelihood(
+    q: DiagGaussian,
+    draws: Params | None,
+    eps: Params | None,
+    layer_key: Key,
+    batch: Batch,
+    *,
+    objective: Objective,
+) -> jax.Array:
     """``(1/S) Σ_s Σ_{n∈B} log p(y_n | x_n, θ_s)`` by the objective's estimator."""
     lp = objective.log_posterior
     if objective.estimator != "weights":
         return layer_noise_log_likelihood(q, draws, eps, layer_key, batch, objective=objective)
     if objective.num_samples == 1:  # no vmap: the plain network call is cheapest
-        return lp.log_likelihood(jax.tree.map(lambda a: a[0], draws), batch,
-                                 key=model_key(layer_key))
-    return jnp.mean(jax.vmap(lambda p, k: lp.log_likelihood(p, batch, key=k))(
-        draws, jax.random.split(model_key(layer_key), objective.num_samples)))
+        return lp.log_likelihood(
+            jax.tree.map(lambda a: a[0], draws), batch, key=model_key(layer_key)
+        )
+    return jnp.mean(
+        jax.vmap(lambda p, k: lp.log_likelihood(p, batch, key=k))(
+            draws, jax.random.split(model_key(layer_key), objective.num_samples)
+        )
+    )
 
 
-def negative_objective(variational: tuple[Params, Params], eps: Params | None, layer_key: Key,
-                       batch: Batch, weight: jax.Array, *, objective: Objective):
+def negative_objective(
+    variational: tuple[Params, Params],
+    eps: Params | None,
+    layer_key: Key,
+    batch: Batch,
+    weight: jax.Array,
+    *,
+    objective: Objective,
+):
     """``−L̂_i`` (KL weighted by ``weight``) and, as auxiliary values, the minibatch's ELBO,
     expected log likelihood and KL."""
     lp = objective.log_posterior
@@ -318,22 +379,31 @@ def negative_objective(variational: tuple[Params, Params], eps: Params | None, l
     return -objective_value, (elbo, expected_ll, kl)
 
 
-def step(key: Key, state: VIState, batch: Batch, *, objective: Objective,
-         opt: optax.GradientTransformation, schedule: optax.Schedule, kl_weighting: str,
-         steps_per_epoch: int) -> tuple[VIState, VIInfo]:
+def step(
+    key: Key,
+    state: VIState,
+    batch: Batch,
+    *,
+    objective: Objective,
+    opt: optax.GradientTransformation,
+    schedule: optax.Schedule,
+    kl_weighting: str,
+    steps_per_epoch: int,
+) -> tuple[VIState, VIInfo]:
     """One update of (μ, ρ) on ``−L̂_i`` for minibatch ``batch``."""
     dtype = jax.tree.leaves(state.mean)[0].dtype
     # local_reparam draws no weights unless the KL (Monte Carlo) or latent variables
     # outside the network need them; the layers' own noise comes from a second key.
     has_latents = any(name in state.mean for name in LATENT_COLLECTIONS)
-    needs_weights = (objective.estimator != "local_reparam" or not objective.closed_form
-                     or has_latents)
+    needs_weights = (
+        objective.estimator != "local_reparam" or not objective.closed_form or has_latents
+    )
     eps = stacked_normal_like(key, state.mean, objective.num_samples) if needs_weights else None
     weight = kl_weight(state.count, kl_weighting, steps_per_epoch, dtype)
     variational = (state.mean, state.rho)
     grads, (elbo, expected_ll, kl) = jax.grad(
-        functools.partial(negative_objective, objective=objective), has_aux=True)(
-        variational, eps, jax.random.fold_in(key, 1), batch, weight)
+        functools.partial(negative_objective, objective=objective), has_aux=True
+    )(variational, eps, jax.random.fold_in(key, 1), batch, weight)
     updates, opt_state = opt.update(grads, state.opt_state, variational)
     mean, rho = optax.apply_updates(variational, updates)
     info = VIInfo(elbo, expected_ll, kl, jnp.asarray(schedule(state.count), elbo.dtype))
@@ -364,14 +434,22 @@ def build(log_posterior, config: Config) -> Method:
     """
     steps_per_epoch = config.steps_per_epoch(log_posterior.num_data)
     opt, schedule = optimizer(config, steps_per_epoch)
-    objective = Objective(log_posterior, config.vi_estimator, int(config.vi_num_samples),
-                          has_closed_form_kl(log_posterior.prior))
+    objective = Objective(
+        log_posterior,
+        config.vi_estimator,
+        int(config.vi_num_samples),
+        has_closed_form_kl(log_posterior.prior),
+    )
     return Method(
-        init=functools.partial(init, objective=objective, sigma_init=config.vi_sigma_init,
-                               opt=opt),
-        step=functools.partial(step, objective=objective, opt=opt, schedule=schedule,
-                               kl_weighting=config.kl_weighting,
-                               steps_per_epoch=steps_per_epoch),
+        init=functools.partial(init, objective=objective, sigma_init=config.vi_sigma_init, opt=opt),
+        step=functools.partial(
+            step,
+            objective=objective,
+            opt=opt,
+            schedule=schedule,
+            kl_weighting=config.kl_weighting,
+            steps_per_epoch=steps_per_epoch,
+        ),
         posterior=functools.partial(posterior, num_draws=config.vi_ensemble_size),
         position=position,
     )

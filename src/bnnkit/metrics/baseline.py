@@ -66,25 +66,29 @@ MAX_LEAST_SQUARES_ENTRIES = 10_000_000
 
 #: The likely cause of a poor mean or top-1 prediction, by the method that made the run.
 FIT_CAUSES = {
-    **dict.fromkeys(("sgd", "ensemble", "swag", "dropout", "ivon", "vi"),
-                    "the optimiser has likely not fitted the network: a step size too small "
-                    "(or too large) or too few epochs"),
+    **dict.fromkeys(
+        ("sgd", "ensemble", "swag", "dropout", "ivon", "vi"),
+        "the optimiser has likely not fitted the network: a step size too small "
+        "(or too large) or too few epochs",
+    ),
     "sgmcmc": "the sampler has likely not reached the posterior's bulk: a step size too small "
-              "(or too large) or too few epochs of burn-in",
+    "(or too large) or too few epochs of burn-in",
     "laplace": "the MAP run it is fitted around has likely not fitted the network: a step size "
-               "too small (or too large) or too few epochs there",
-    **dict.fromkeys(("hmc", "nuts", "mclmc", "reference"),
-                    "the chains have likely not left their start: too few burn-in iterations "
-                    "for their step size"),
+    "too small (or too large) or too few epochs there",
+    **dict.fromkeys(
+        ("hmc", "nuts", "mclmc", "reference"),
+        "the chains have likely not left their start: too few burn-in iterations "
+        "for their step size",
+    ),
 }
 #: The cause for a method not in :data:`FIT_CAUSES`.
 FIT_CAUSE = "the run has likely not fitted the network: a step size or a run length too small"
 #: The likely cause when the mean fits but the predictive density is no better than the bar's.
 SPREAD_CAUSES = {
     "regression": "its predictive spread does not match its errors: a fixed noise std or a "
-                  "temperature far from what the data need, or too short a fit",
+    "temperature far from what the data need, or too short a fit",
     "classification": "its probabilities are overconfident for its errors: a cold temperature, "
-                      "or too short a fit",
+    "or too short a fit",
 }
 
 
@@ -111,8 +115,10 @@ def constant_predictor(task: str, y_train: np.ndarray, y_test: np.ndarray) -> di
         test = np.asarray(y_test).astype(int)
         classes = int(max(labels.max(), test.max())) + 1
         freq = np.bincount(labels, minlength=classes) / labels.size
-        return {"accuracy": float(np.mean(test == np.argmax(freq))),
-                "nll": nll_categorical(np.broadcast_to(freq, (test.size, classes)), test)}
+        return {
+            "accuracy": float(np.mean(test == np.argmax(freq))),
+            "nll": nll_categorical(np.broadcast_to(freq, (test.size, classes)), test),
+        }
     y_train = np.asarray(y_train, np.float64)
     y_test = np.asarray(y_test, np.float64)
     mean, std = float(y_train.mean()), float(y_train.std())
@@ -124,8 +130,9 @@ def constant_predictor(task: str, y_train: np.ndarray, y_test: np.ndarray) -> di
     return {"rmse": rmse, "nll": nll}
 
 
-def least_squares_rmse(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
-                       y_test: np.ndarray) -> float | None:
+def least_squares_rmse(
+    x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray
+) -> float | None:
     """Test RMSE of the least-squares line ``[x, 1] w`` fitted to the training set.
 
     Returns:
@@ -201,22 +208,32 @@ the optimiser ...
     if "accuracy" in const:
         spread = SPREAD_CAUSES["classification"]
         if test["accuracy"] < const["accuracy"]:
-            return (f"test accuracy {test['accuracy']:.4g} is below always naming the training "
-                    f"majority class ({const['accuracy']:.4g}): {fit}")
+            return (
+                f"test accuracy {test['accuracy']:.4g} is below always naming the training "
+                f"majority class ({const['accuracy']:.4g}): {fit}"
+            )
         if test["nll"] >= const["nll"]:
-            return (f"test NLL {test['nll']:.4g} is no better than the training class "
-                    f"frequencies' ({const['nll']:.4g}): {spread}")
+            return (
+                f"test NLL {test['nll']:.4g} is no better than the training class "
+                f"frequencies' ({const['nll']:.4g}): {spread}"
+            )
         return None
     spread = SPREAD_CAUSES["regression"]
     rmse = test["rmse"]
     if not rmse < const["rmse"]:  # NaN included
-        return (f"test RMSE {rmse:.4g} is no better than predicting the training mean "
-                f"({const['rmse']:.4g}): {fit}")
+        return (
+            f"test RMSE {rmse:.4g} is no better than predicting the training mean "
+            f"({const['rmse']:.4g}): {fit}"
+        )
     line = (bars.get("least_squares") or {}).get("rmse")
     if line is not None and rmse > LEAST_SQUARES_MARGIN * line:
-        return (f"test RMSE {rmse:.4g} is worse than least squares on the inputs ({line:.4g}; "
-                f"the training mean gives {const['rmse']:.4g}): {fit}")
+        return (
+            f"test RMSE {rmse:.4g} is worse than least squares on the inputs ({line:.4g}; "
+            f"the training mean gives {const['rmse']:.4g}): {fit}"
+        )
     if const["nll"] is not None and not test["nll"] < const["nll"]:
-        return (f"test NLL {test['nll']:.4g} is no better than a Gaussian at the training "
-                f"mean and std ({const['nll']:.4g}): {spread}")
+        return (
+            f"test NLL {test['nll']:.4g} is no better than a Gaussian at the training "
+            f"mean and std ({const['nll']:.4g}): {spread}"
+        )
     return None

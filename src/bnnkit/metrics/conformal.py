@@ -58,8 +58,9 @@ def scores(prediction, targets: np.ndarray) -> np.ndarray:
     return np.abs(targets - mean) / std
 
 
-def evaluate(calibration, calibration_targets: np.ndarray, test, test_targets: np.ndarray,
-             alpha: float) -> dict[str, float | str | int]:
+def evaluate(
+    calibration, calibration_targets: np.ndarray, test, test_targets: np.ndarray, alpha: float
+) -> dict[str, float | str | int]:
     """Fit the threshold on the calibration predictions, then the test coverage and the mean
     set size (classification) or interval width in the targets' units (regression).
 
@@ -69,8 +70,11 @@ def evaluate(calibration, calibration_targets: np.ndarray, test, test_targets: n
         alpha: the miscoverage level α in (0, 1).
     """
     q = quantile(scores(calibration, calibration_targets), alpha)
-    out: dict[str, float | str | int] = {"alpha": alpha, "calibration_size": len(
-        calibration_targets), "quantile": q}
+    out: dict[str, float | str | int] = {
+        "alpha": alpha,
+        "calibration_size": len(calibration_targets),
+        "quantile": q,
+    }
     covered = scores(test, test_targets) <= q
     out["coverage"] = float(np.mean(covered))
     if test.task == "classification":

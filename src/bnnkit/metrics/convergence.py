@@ -92,12 +92,31 @@ from bnnkit.metrics.within_chain import (
 )
 
 __all__ = [
-    "FEW_DRAWS", "FUNCTION_CLI", "FUNCTION_PYTHON", "LEVELS", "MAX_DIVERGENT_SHARE",
-    "MIN_ACCEPTANCE", "MIN_ESS", "PARAMETERS_CLI", "PARAMETERS_PYTHON", "RHAT_SHARE",
-    "RHAT_THRESHOLD", "RISE_Z", "RISING_ADVICE", "STUCK_ADVICE", "Vocabulary", "capped_advice",
-    "capped_warning", "chain_line",
-    "reference_level", "rising_chains", "sampler_warning", "stall_advice", "stalled_chains",
-    "stuck_advice", "verdict",
+    "FEW_DRAWS",
+    "FUNCTION_CLI",
+    "FUNCTION_PYTHON",
+    "LEVELS",
+    "MAX_DIVERGENT_SHARE",
+    "MIN_ACCEPTANCE",
+    "MIN_ESS",
+    "PARAMETERS_CLI",
+    "PARAMETERS_PYTHON",
+    "RHAT_SHARE",
+    "RHAT_THRESHOLD",
+    "RISE_Z",
+    "RISING_ADVICE",
+    "STUCK_ADVICE",
+    "Vocabulary",
+    "capped_advice",
+    "capped_warning",
+    "chain_line",
+    "reference_level",
+    "rising_chains",
+    "sampler_warning",
+    "stall_advice",
+    "stalled_chains",
+    "stuck_advice",
+    "verdict",
 ]
 
 #: Split R-hat below this counts as agreement between chains (Vehtari et al. 2021 use 1.01 for
@@ -166,15 +185,20 @@ def stalled_chains(draws: np.ndarray, checks: Sequence[ChainCheck]) -> dict[str,
         before = first[check.chain]
         if before.mixed:
             return None  # it mixed on its first part: what it fails now is no stall
-        gains.append(check.ess_low / before.ess_low
-                     if np.isfinite(check.ess_low) and np.isfinite(before.ess_low)
-                     and before.ess_low > 0 else 1.0)
+        gains.append(
+            check.ess_low / before.ess_low
+            if np.isfinite(check.ess_low) and np.isfinite(before.ess_low) and before.ess_low > 0
+            else 1.0
+        )
     if max(gains) >= STALL_GAIN:
         return None
-    return {"chains": [c.chain for c in failing], "draws": int(draws.shape[1]),
-            "early": int(early),
-            "ess_early": float(np.nanmin([first[c.chain].ess_low for c in failing] + [np.inf])),
-            "ess": float(np.nanmin([c.ess_low for c in failing] + [np.inf]))}
+    return {
+        "chains": [c.chain for c in failing],
+        "draws": int(draws.shape[1]),
+        "early": int(early),
+        "ess_early": float(np.nanmin([first[c.chain].ess_low for c in failing] + [np.inf])),
+        "ess": float(np.nanmin([c.ess_low for c in failing] + [np.inf])),
+    }
 
 
 def stall_advice(stall: Mapping[str, Any], vocabulary: Vocabulary = FUNCTION_CLI) -> str:
@@ -188,13 +212,19 @@ def stall_advice(stall: Mapping[str, Any], vocabulary: Vocabulary = FUNCTION_CLI
     """
     unit = vocabulary.settings.budget_unit
     change = vocabulary.settings.posterior_change
-    instead = (f"; what helps is another posterior: {change} (docs/concepts/reference.md, "
-               "when a larger budget does not help)" if change else "")
-    return (f"more {unit} will not help here: {_chains(stall['chains'])} kept "
-            f"{stall['draws']} draws each, {STALL_LENGTH} times their first {stall['early']}, "
-            f"and their {vocabulary.ess} at the slowest 5 % grew only from "
-            f"{stall['ess_early']:.1f} to {stall['ess']:.1f} (a mixing chain's grows with its "
-            f"length){instead}")
+    instead = (
+        f"; what helps is another posterior: {change} (docs/concepts/reference.md, "
+        "when a larger budget does not help)"
+        if change
+        else ""
+    )
+    return (
+        f"more {unit} will not help here: {_chains(stall['chains'])} kept "
+        f"{stall['draws']} draws each, {STALL_LENGTH} times their first {stall['early']}, "
+        f"and their {vocabulary.ess} at the slowest 5 % grew only from "
+        f"{stall['ess_early']:.1f} to {stall['ess']:.1f} (a mixing chain's grows with its "
+        f"length){instead}"
+    )
 
 
 def _rising_advice(vocabulary: Vocabulary) -> str:
@@ -203,9 +233,13 @@ def _rising_advice(vocabulary: Vocabulary) -> str:
     return either([longer, names.good_start]) or "run a longer burn-in"
 
 
-def stuck_advice(step_size: float | None = None, given_step_size: float | None = None,
-                 burn_in: int | None = None, *,
-                 vocabulary: Vocabulary = FUNCTION_CLI) -> str:
+def stuck_advice(
+    step_size: float | None = None,
+    given_step_size: float | None = None,
+    burn_in: int | None = None,
+    *,
+    vocabulary: Vocabulary = FUNCTION_CLI,
+) -> str:
     """What to do about a stuck or unstable sampler, following the step size it ran at.
 
     When burn-in raised the step size above the given one (dual averaging on a short burn-in
@@ -228,26 +262,42 @@ def stuck_advice(step_size: float | None = None, given_step_size: float | None =
         'use a smaller step_size, a longer num_burn_in so the step size adapts, or adapt="mass"'
     """
     names = vocabulary.settings
-    adapts = (None if names.num_burn_in is None else
-              f"a longer {names.num_burn_in} so the step size adapts")
+    adapts = (
+        None
+        if names.num_burn_in is None
+        else f"a longer {names.num_burn_in} so the step size adapts"
+    )
     if step_size is None:
         smaller = None if names.step_size is None else f"use a smaller {names.step_size}"
         return either([smaller, adapts, names.adapt_mass]) or "a longer burn-in"
     if given_step_size is not None and step_size > RAISED * given_step_size:
         longer = f" (it had {burn_in} iterations)" if burn_in is not None else ""
-        given = ("" if names.step_size is None else
-                 f" (from {names.step_size} {given_step_size:.2g})")
-        keep = (None if names.adapt_none is None else
-                f"{names.adapt_none} keeps the step size as given")
-        return (f"burn-in raised the step size to {step_size:.2g}{given}, too large for the "
-                "chains after it: " + either([
-                    None if names.num_burn_in is None else
-                    f"a longer {names.num_burn_in}{longer} lets the adaptation settle",
-                    None if names.target_accept_rate is None else
-                    f"a higher {names.target_accept_rate} makes it choose a smaller step",
-                    keep]))
-    smaller = (f"the chains ran at {step_size:.2g}" if names.step_size is None else
-               f"use a smaller {names.step_size} (the chains ran at {step_size:.2g})")
+        given = (
+            "" if names.step_size is None else f" (from {names.step_size} {given_step_size:.2g})"
+        )
+        keep = (
+            None if names.adapt_none is None else f"{names.adapt_none} keeps the step size as given"
+        )
+        return (
+            f"burn-in raised the step size to {step_size:.2g}{given}, too large for the "
+            "chains after it: "
+            + either(
+                [
+                    None
+                    if names.num_burn_in is None
+                    else f"a longer {names.num_burn_in}{longer} lets the adaptation settle",
+                    None
+                    if names.target_accept_rate is None
+                    else f"a higher {names.target_accept_rate} makes it choose a smaller step",
+                    keep,
+                ]
+            )
+        )
+    smaller = (
+        f"the chains ran at {step_size:.2g}"
+        if names.step_size is None
+        else f"use a smaller {names.step_size} (the chains ran at {step_size:.2g})"
+    )
     return either([smaller, adapts, names.adapt_mass])
 
 
@@ -259,11 +309,12 @@ def _tuning_advice(vocabulary: Vocabulary, method: str | None) -> str:
     """What to change when more iterations do not make a chain mix, per sampler."""
     burn_in = vocabulary.settings.num_burn_in or "burn-in"
     if method == "mclmc":
-        return (f"if a chain still fails, a longer {burn_in} for the tuning of its step size "
-                "and trajectory, or a smaller energy-variance target so its steps are more "
-                "accurate")
-    return (f"if a chain still fails, a longer {burn_in} so its step size and mass matrix "
-            "adapt")
+        return (
+            f"if a chain still fails, a longer {burn_in} for the tuning of its step size "
+            "and trajectory, or a smaller energy-variance target so its steps are more "
+            "accurate"
+        )
+    return f"if a chain still fails, a longer {burn_in} so its step size and mass matrix adapt"
 
 
 #: What to do about chains still climbing after burn-in (command-line words).
@@ -273,10 +324,16 @@ RISING_ADVICE = _rising_advice(FUNCTION_CLI)
 STUCK_ADVICE = stuck_advice()
 
 
-def sampler_warning(acceptance_rate: float, num_divergent: int, num_transitions: int, *,
-                    step_size: float | None = None, given_step_size: float | None = None,
-                    burn_in: int | None = None,
-                    vocabulary: Vocabulary = FUNCTION_CLI) -> str | None:
+def sampler_warning(
+    acceptance_rate: float,
+    num_divergent: int,
+    num_transitions: int,
+    *,
+    step_size: float | None = None,
+    given_step_size: float | None = None,
+    burn_in: int | None = None,
+    vocabulary: Vocabulary = FUNCTION_CLI,
+) -> str | None:
     """A warning naming the numbers when a sampler is stuck or unstable after burn-in.
 
     The thresholds are the verdict's (:data:`MIN_ACCEPTANCE`, :data:`MAX_DIVERGENT_SHARE`), so a
@@ -309,12 +366,13 @@ def sampler_warning(acceptance_rate: float, num_divergent: int, num_transitions:
     """
     problems = []
     if acceptance_rate < MIN_ACCEPTANCE:
-        problems.append(f"acceptance {acceptance_rate:.2f} after burn-in (below "
-                        f"{MIN_ACCEPTANCE})")
+        problems.append(f"acceptance {acceptance_rate:.2f} after burn-in (below {MIN_ACCEPTANCE})")
     if num_transitions and num_divergent > MAX_DIVERGENT_SHARE * num_transitions:
-        problems.append(f"{num_divergent} divergences in {num_transitions} transitions "
-                        f"({num_divergent / num_transitions:.0%}, above "
-                        f"{MAX_DIVERGENT_SHARE:.0%})")
+        problems.append(
+            f"{num_divergent} divergences in {num_transitions} transitions "
+            f"({num_divergent / num_transitions:.0%}, above "
+            f"{MAX_DIVERGENT_SHARE:.0%})"
+        )
     if not problems:
         return None
     what = "stuck" if acceptance_rate < MIN_ACCEPTANCE else "unstable"
@@ -323,13 +381,16 @@ def sampler_warning(acceptance_rate: float, num_divergent: int, num_transitions:
 
 
 #: The flag of each sampler's cap on its trajectory's length.
-CAP_FLAGS = {"hmc": ("--max-num-leapfrog-steps", " (the tuning asked for longer trajectories)"),
-             "nuts": ("--max-tree-depth", "")}
+CAP_FLAGS = {
+    "hmc": ("--max-num-leapfrog-steps", " (the tuning asked for longer trajectories)"),
+    "nuts": ("--max-tree-depth", ""),
+}
 #: What to do about trajectories cut short by the cap, whatever the command.
 _RESCALE = "standardise badly scaled or strongly correlated parameters"
 #: What to do about trajectories cut short by the cap on their length, per sampler.
-CAPPED_ADVICE = {method: f"raise {cap}{why}, or {_RESCALE}"
-                 for method, (cap, why) in CAP_FLAGS.items()}
+CAPPED_ADVICE = {
+    method: f"raise {cap}{why}, or {_RESCALE}" for method, (cap, why) in CAP_FLAGS.items()
+}
 
 
 def capped_advice(method: str | None, command: str | None = None) -> str:
@@ -350,8 +411,9 @@ def capped_advice(method: str | None, command: str | None = None) -> str:
     return f"raise {cap}{why}, or {_RESCALE}"
 
 
-def capped_warning(num_capped: int, num_transitions: int,
-                   method: str | None = None, command: str | None = None) -> str | None:
+def capped_warning(
+    num_capped: int, num_transitions: int, method: str | None = None, command: str | None = None
+) -> str | None:
     """A sentence naming the share of iterations after burn-in whose trajectory hit the cap on
     its length (HMC's ``max_num_leapfrog_steps``, NUTS's ``max_tree_depth``), with the advice
     that applies.
@@ -379,9 +441,11 @@ def capped_warning(num_capped: int, num_transitions: int,
     if not num_capped or not num_transitions:
         return None
     advice = capped_advice(method, command)
-    return (f"{num_capped} of {num_transitions} iterations after burn-in "
-            f"({num_capped / num_transitions:.0%}) hit the cap on trajectory length: they were "
-            f"cut short, so the chains mix more slowly than tuned; {advice}")
+    return (
+        f"{num_capped} of {num_transitions} iterations after burn-in "
+        f"({num_capped / num_transitions:.0%}) hit the cap on trajectory length: they were "
+        f"cut short, so the chains mix more slowly than tuned; {advice}"
+    )
 
 
 def chain_line(check: dict[str, Any]) -> str:
@@ -392,9 +456,11 @@ def chain_line(check: dict[str, Any]) -> str:
         ...             "lpd": {"drift": 0.0031, "drift_se": 0.004}, "rising": False})
         'mixed | R-hat within 100 % | ESS 212 | LPD drift +0.003 (se 0.004)'
     """
-    parts = ["mixed" if check["mixed"] else "NOT mixed",
-             f"R-hat within {100 * check['rhat_share_below']:.0f} %",
-             f"ESS {check['ess_p5']:.0f}"]
+    parts = [
+        "mixed" if check["mixed"] else "NOT mixed",
+        f"R-hat within {100 * check['rhat_share_below']:.0f} %",
+        f"ESS {check['ess_p5']:.0f}",
+    ]
     if check.get("lpd"):
         parts.append(f"LPD drift {check['lpd']['drift']:+.3f} (se {check['lpd']['drift_se']:.3f})")
     if check.get("rising"):
@@ -434,13 +500,15 @@ def _within_problems(checks: Sequence[ChainCheck], vocabulary: Vocabulary) -> li
             f"split R-hat within {_chains([c.chain for c in bad])} (its {NUM_SPLITS} "
             f"consecutive pieces as chains) is below {WITHIN_RHAT_THRESHOLD} on only "
             f"{_values([c.rhat_share_below for c in bad], '.0%')} of {what} (needs "
-            f"{WITHIN_RHAT_SHARE:.0%}): the chain drifts or visits regions for long stretches")
+            f"{WITHIN_RHAT_SHARE:.0%}): the chain drifts or visits regions for long stretches"
+        )
     bad = [c for c in checks if not c.ess_ok]
     if bad:
         problems.append(
             f"{vocabulary.ess} within {_chains([c.chain for c in bad])} is "
             f"{_values([c.ess_low for c in bad], '.0f')} on {CHAIN_ESS_SHARE:.0%} of {what} "
-            f"(needs {MIN_CHAIN_ESS:.0f} per chain)")
+            f"(needs {MIN_CHAIN_ESS:.0f} per chain)"
+        )
     bad = [c for c in checks if not c.lpd_ok]
     if bad:
         problems.append(
@@ -448,21 +516,29 @@ def _within_problems(checks: Sequence[ChainCheck], vocabulary: Vocabulary) -> li
             f"changes over its last half: the model averages of its two halves differ by "
             f"{_values([c.lpd.drift for c in bad], '+.3f')} nats per test point "
             f"({', '.join(_in_errors(c.lpd.drift, c.lpd.drift_se) for c in bad)} standard "
-            f"errors; flat within max({LPD_Z:.0f} standard errors, {LPD_TOLERANCE}))")
+            f"errors; flat within max({LPD_Z:.0f} standard errors, {LPD_TOLERANCE}))"
+        )
     return problems
 
 
-def _summary(level: str, checks: Sequence[ChainCheck] | None, groups: list[list[int]],
-             chains: int, sampler_problem: bool, vocabulary: Vocabulary) -> str:
+def _summary(
+    level: str,
+    checks: Sequence[ChainCheck] | None,
+    groups: list[list[int]],
+    chains: int,
+    sampler_problem: bool,
+    vocabulary: Vocabulary,
+) -> str:
     """The verdict in one sentence."""
     if level == "converged":
         return f"each chain mixed and the {chains} chains agree"
     if level == "mixed-multimodal":
         if chains == 1:
-            return ("the chain mixed; one chain cannot show whether the posterior has other "
-                    "modes")
-        return (f"each chain mixed; the chains sit in {len(groups)} distinct modes (chains "
-                f"{_groups(groups)}); {vocabulary.pooled}")
+            return "the chain mixed; one chain cannot show whether the posterior has other modes"
+        return (
+            f"each chain mixed; the chains sit in {len(groups)} distinct modes (chains "
+            f"{_groups(groups)}); {vocabulary.pooled}"
+        )
     if checks is None:
         return "too few kept draws per chain to judge each chain"
     failing = [c.chain for c in checks if not c.mixed]
@@ -497,12 +573,20 @@ def reference_level(found: Mapping[str, Any] | None) -> str | None:
     return found.get("level")
 
 
-def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
-            num_divergent: int | None = None, finished: bool = True,
-            log_posterior: np.ndarray | None = None, log_density: np.ndarray | None = None,
-            vocabulary: Vocabulary = FUNCTION_CLI, method: str | None = None,
-            step_size: float | None = None, given_step_size: float | None = None,
-            burn_in: int | None = None) -> dict[str, Any]:
+def verdict(
+    function_draws: np.ndarray,
+    *,
+    acceptance_rate: float | None = None,
+    num_divergent: int | None = None,
+    finished: bool = True,
+    log_posterior: np.ndarray | None = None,
+    log_density: np.ndarray | None = None,
+    vocabulary: Vocabulary = FUNCTION_CLI,
+    method: str | None = None,
+    step_size: float | None = None,
+    given_step_size: float | None = None,
+    burn_in: int | None = None,
+) -> dict[str, Any]:
     """Whether a run's chains have mixed and converged, how many modes they sit in, and what to
     do.
 
@@ -543,8 +627,11 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
     ess = diagnostics.ess(draws)
     ess_min = float(np.min(ess[np.isfinite(ess)])) if np.isfinite(ess).any() else float("nan")
     groups = group_modes(stats, threshold=RHAT_THRESHOLD, share=RHAT_SHARE)
-    checks = (check_chains(draws, log_density=log_density, log_posterior=log_posterior)
-              if samples >= MIN_WITHIN_DRAWS else None)
+    checks = (
+        check_chains(draws, log_density=log_density, log_posterior=log_posterior)
+        if samples >= MIN_WITHIN_DRAWS
+        else None
+    )
 
     problems: list[str] = []
     advice: list[str] = []
@@ -552,14 +639,17 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         problems.append("the run is unfinished (interrupted or still running)")
         advice.append(names.finish)
     stuck = acceptance_rate is not None and acceptance_rate < MIN_ACCEPTANCE
-    unstable = (num_divergent is not None
-                and num_divergent > MAX_DIVERGENT_SHARE * chains * samples)
+    unstable = num_divergent is not None and num_divergent > MAX_DIVERGENT_SHARE * chains * samples
     if stuck:
-        problems.append(f"acceptance after burn-in is {acceptance_rate:.3f} < "
-                        f"{MIN_ACCEPTANCE}: the chains are stuck")
+        problems.append(
+            f"acceptance after burn-in is {acceptance_rate:.3f} < "
+            f"{MIN_ACCEPTANCE}: the chains are stuck"
+        )
     if unstable:
-        problems.append(f"{num_divergent} divergences in {chains * samples} kept iterations "
-                        f"(> {MAX_DIVERGENT_SHARE:.0%})")
+        problems.append(
+            f"{num_divergent} divergences in {chains * samples} kept iterations "
+            f"(> {MAX_DIVERGENT_SHARE:.0%})"
+        )
     if stuck or unstable:
         advice.append(stuck_advice(step_size, given_step_size, burn_in, vocabulary=vocabulary))
     rising = None
@@ -569,19 +659,22 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         if rising:
             trace = np.asarray(log_posterior, np.float64)
             half = trace.shape[1] // 2
-            climb = trace[:, trace.shape[1] - half:].mean(1) - trace[:, :half].mean(1)
+            climb = trace[:, trace.shape[1] - half :].mean(1) - trace[:, :half].mean(1)
             problems.append(
                 f"the log posterior was still rising in {rising} of {len(up)} chains "
                 f"({_chains(np.flatnonzero(up).tolist())}) while samples were kept (by up to "
                 f"{float(climb[up].max()):.3g} from the first to the second half, "
                 f"{float(z[up].max()):.0f} standard errors): burn-in ended before they "
-                "reached the typical set")
+                "reached the typical set"
+            )
             advice.append(_rising_advice(vocabulary))
 
     within_ok = checks is not None and all(c.mixed for c in checks)
     if checks is None:
-        problems.append(f"{samples} kept draws per chain are too few to judge each chain on "
-                        f"its own (its {NUM_SPLITS} pieces need at least {MIN_WITHIN_DRAWS})")
+        problems.append(
+            f"{samples} kept draws per chain are too few to judge each chain on "
+            f"its own (its {NUM_SPLITS} pieces need at least {MIN_WITHIN_DRAWS})"
+        )
     else:
         problems += _within_problems(checks, vocabulary)
     between_ok = chains >= 2 and share >= RHAT_SHARE and ess_min >= MIN_ESS
@@ -593,8 +686,7 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         level = "mixed-multimodal"
     else:
         level = "not-mixed"  # one mode, but too few effective draws in all
-    stall = (stalled_chains(draws, checks) if checks is not None and not within_ok
-             else None)
+    stall = stalled_chains(draws, checks) if checks is not None and not within_ok else None
     if stall is not None:  # what helps first; longer runs would repeat what did not help
         advice.insert(0, stall_advice(stall, vocabulary))
     elif level == "not-mixed" and (checks is None or not within_ok):
@@ -602,32 +694,41 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         advice.append(_tuning_advice(vocabulary, method))
 
     if share < RHAT_SHARE:
-        problem = (f"split R-hat < {RHAT_THRESHOLD} on only {share:.0%} of "
-                   f"{vocabulary.quantities} (needs {RHAT_SHARE:.0%})")
+        problem = (
+            f"split R-hat < {RHAT_THRESHOLD} on only {share:.0%} of "
+            f"{vocabulary.quantities} (needs {RHAT_SHARE:.0%})"
+        )
         if level == "mixed-multimodal":
-            problems.append(f"{problem}: the chains sit in {len(groups)} distinct modes "
-                            f"(chains {_groups(groups)})")
+            problems.append(
+                f"{problem}: the chains sit in {len(groups)} distinct modes "
+                f"(chains {_groups(groups)})"
+            )
             advice.append(
                 f"{vocabulary.more_iterations()} only to see whether the modes connect: chains "
-                f"in different modes rarely meet; {vocabulary.pooled}" + (
-                    f"; {more} cover more modes" if (more := _more_chains(names)) else ""))
+                f"in different modes rarely meet; {vocabulary.pooled}"
+                + (f"; {more} cover more modes" if (more := _more_chains(names)) else "")
+            )
         else:
             problems.append(problem)
             if within_ok:  # else the advice to extend the run until each chain mixes stands
-                advice.append(f"{vocabulary.more_iterations()} so the chains can meet, or a "
-                              "longer burn-in")
+                advice.append(
+                    f"{vocabulary.more_iterations()} so the chains can meet, or a longer burn-in"
+                )
     # Chains in different modes have no pooled ESS worth asking for: each chain's own counts.
     if not ess_min >= MIN_ESS and level != "mixed-multimodal":
-        problems.append(f"{vocabulary.ess} is {ess_min:.0f} at its smallest (needs "
-                        f"{MIN_ESS:.0f})")
+        problems.append(f"{vocabulary.ess} is {ess_min:.0f} at its smallest (needs {MIN_ESS:.0f})")
         if stall is None:
-            advice.append(f"keep more samples: {either([vocabulary.more_iterations(), more])}"
-                          if (more := _more_chains(names)) or names.resume else
-                          "keep more samples")
+            advice.append(
+                f"keep more samples: {either([vocabulary.more_iterations(), more])}"
+                if (more := _more_chains(names)) or names.resume
+                else "keep more samples"
+            )
     if chains < 2:
         problems.append("one chain cannot show that independent chains agree")
-        advice.append("run at least 2 chains (4 is usual" + (
-            f"; {names.num_chains} 4)" if names.num_chains else ")"))
+        advice.append(
+            "run at least 2 chains (4 is usual"
+            + (f"; {names.num_chains} 4)" if names.num_chains else ")")
+        )
     return {
         "level": level,
         "summary": _summary(level, checks, groups, chains, stuck or unstable, vocabulary),
@@ -636,13 +737,21 @@ def verdict(function_draws: np.ndarray, *, acceptance_rate: float | None = None,
         "advice": list(dict.fromkeys(advice)),
         "within": None if checks is None else [c.to_dict() for c in checks],
         "modes": {"count": len(groups), "groups": groups},
-        "criteria": {"rhat_threshold": RHAT_THRESHOLD, "rhat_share": RHAT_SHARE,
-                     "min_ess": MIN_ESS, "min_acceptance": MIN_ACCEPTANCE,
-                     "max_divergent_share": MAX_DIVERGENT_SHARE, "rise_z": RISE_Z,
-                     "within_splits": NUM_SPLITS, "within_rhat_threshold": WITHIN_RHAT_THRESHOLD,
-                     "within_rhat_share": WITHIN_RHAT_SHARE, "min_chain_ess": MIN_CHAIN_ESS,
-                     "chain_ess_share": CHAIN_ESS_SHARE, "lpd_z": LPD_Z,
-                     "lpd_tolerance": LPD_TOLERANCE},
+        "criteria": {
+            "rhat_threshold": RHAT_THRESHOLD,
+            "rhat_share": RHAT_SHARE,
+            "min_ess": MIN_ESS,
+            "min_acceptance": MIN_ACCEPTANCE,
+            "max_divergent_share": MAX_DIVERGENT_SHARE,
+            "rise_z": RISE_Z,
+            "within_splits": NUM_SPLITS,
+            "within_rhat_threshold": WITHIN_RHAT_THRESHOLD,
+            "within_rhat_share": WITHIN_RHAT_SHARE,
+            "min_chain_ess": MIN_CHAIN_ESS,
+            "chain_ess_share": CHAIN_ESS_SHARE,
+            "lpd_z": LPD_Z,
+            "lpd_tolerance": LPD_TOLERANCE,
+        },
         "rhat_share_below": share,
         "ess_min": ess_min,
         "rising_chains": rising,

@@ -76,7 +76,15 @@ def summarize(values: np.ndarray) -> dict[str, float]:
     v = np.asarray(values, np.float64).ravel()
     v = v[np.isfinite(v)]
     if v.size == 0:
-        return {"median": float("nan"), "p90": float("nan"), "max": float("nan"),
-                "min": float("nan")}
-    return {"median": float(np.median(v)), "p90": float(np.percentile(v, 90)),
-            "max": float(v.max()), "min": float(v.min())}
+        return {
+            "median": float("nan"),
+            "p90": float("nan"),
+            "max": float("nan"),
+            "min": float("nan"),
+        }
+    return {
+        "median": float(np.median(v)),
+        "p90": float(np.percentile(v, 90)),
+        "max": float(v.max()),
+        "min": float(v.min()),
+    }

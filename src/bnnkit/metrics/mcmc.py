@@ -94,14 +94,17 @@ def _as_draws(draws: np.ndarray, what: str) -> tuple[np.ndarray, tuple[int, ...]
     """Draws as float64 (chains, samples, quantities) and the shape of one draw."""
     x = array_argument(draws, "draws", where=what, kinds="biuf").astype(np.float64)
     if x.ndim < 2 or x.shape[0] < 1 or x.shape[1] < MIN_DRAWS:
-        raise ConfigError(f"{what} needs draws shaped (chains, samples, ...) with at least "
-                          f"{MIN_DRAWS} samples per chain, got shape {x.shape}")
+        raise ConfigError(
+            f"{what} needs draws shaped (chains, samples, ...) with at least "
+            f"{MIN_DRAWS} samples per chain, got shape {x.shape}"
+        )
     shape = x.shape[2:]
     return x.reshape(*x.shape[:2], math.prod(shape)), shape
 
 
-def _blockwise(x: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], *,
-               mask: bool = True) -> np.ndarray:
+def _blockwise(
+    x: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], *, mask: bool = True
+) -> np.ndarray:
     """``statistic`` of every quantity of (M, N, K) draws, (..., K).
 
     ``statistic`` takes (K', M, N) with each quantity's draws contiguous, so that the sorts,
@@ -114,7 +117,7 @@ def _blockwise(x: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], *,
     step = max(1, _BLOCK // (chains * samples))
     parts = []
     for start in range(0, max(k, 1), step):
-        block = np.ascontiguousarray(x[:, :, start:start + step].transpose(2, 0, 1))
+        block = np.ascontiguousarray(x[:, :, start : start + step].transpose(2, 0, 1))
         # NaN or infinite draws make invalid operations; their results are masked (NaN).
         with np.errstate(invalid="ignore", divide="ignore"):
             values = statistic(block)
@@ -146,7 +149,7 @@ def _split(x: np.ndarray) -> np.ndarray:
     k, m, n = x.shape
     half = n // 2
     if n % 2:
-        x = np.concatenate([x[:, :, :half], x[:, :, n - half:]], axis=2)
+        x = np.concatenate([x[:, :, :half], x[:, :, n - half :]], axis=2)
     return x.reshape(k, 2 * m, half)
 
 
@@ -237,8 +240,8 @@ def _geyer_ess(x: np.ndarray) -> np.ndarray:
     rho[:, 0] = 1.0
     # Geyer's loop evaluates the pairs k = 1, 2, ... while 2k − 1 < N − 3.
     last_pair = len(range(1, n - 3, 2))
-    even = rho[:, 0:2 * last_pair + 1:2]
-    pairs = even + rho[:, 1:2 * last_pair + 2:2]
+    even = rho[:, 0 : 2 * last_pair + 1 : 2]
+    pairs = even + rho[:, 1 : 2 * last_pair + 2 : 2]
     positive = pairs > 0
     # K: the first pair that is not positive, or the last one evaluated.
     stop = np.where(positive.all(axis=1), last_pair, np.argmin(positive, axis=1))[:, None]
@@ -306,8 +309,7 @@ def _mcse_quantile_from(values: np.ndarray, prob: float, ess: np.ndarray) -> np.
     """Half the distance between the sorted draws (K, S) at the ±1 sd points of the
     ``prob``-quantile's rank, Beta(ESS·p + 1, ESS·(1 − p) + 1), as ArviZ computes it."""
     with np.errstate(invalid="ignore"):
-        ppf = stats.beta.ppf(np.asarray(_ONE_SD)[:, None], ess * prob + 1,
-                             ess * (1 - prob) + 1)
+        ppf = stats.beta.ppf(np.asarray(_ONE_SD)[:, None], ess * prob + 1, ess * (1 - prob) + 1)
     size = values.shape[1]
     at = ppf * size - 1
     lower = np.floor(np.fmax(at[0], 0)).astype(np.intp)
@@ -418,8 +420,7 @@ def ess_tail(draws: np.ndarray, prob: tuple[float, float] = TAIL_PROB) -> np.nda
     """
     x, shape = _as_draws(draws, "ess_tail")
     low, high = (_check_prob(p, "ess_tail") for p in prob)
-    return _blockwise(x, lambda block: _tail_ess(block, _sorted(block), (low, high))
-                      ).reshape(shape)
+    return _blockwise(x, lambda block: _tail_ess(block, _sorted(block), (low, high))).reshape(shape)
 
 
 def ess_mean(draws: np.ndarray, *, split: bool = True) -> np.ndarray:
@@ -495,8 +496,9 @@ def ess_quantile(draws: np.ndarray, prob: float) -> np.ndarray:
     """
     x, shape = _as_draws(draws, "ess_quantile")
     prob = _check_prob(prob, "ess_quantile")
-    return _blockwise(x, lambda block: _geyer_ess(_split(
-        _below(block, _quantiles(_sorted(block), [prob]))))).reshape(shape)
+    return _blockwise(
+        x, lambda block: _geyer_ess(_split(_below(block, _quantiles(_sorted(block), [prob]))))
+    ).reshape(shape)
 
 
 def mcse_mean(draws: np.ndarray) -> np.ndarray:
@@ -590,8 +592,15 @@ def _table(x: np.ndarray) -> np.ndarray:
     sd = _sd(x)
     with np.errstate(invalid="ignore"):
         mcse = sd / np.sqrt(of_mean)
-    diagnostics = np.stack([mcse, _mcse_sd_from(squares, of_squares), bulk,
-                            np.minimum(low, high), _rhat_rank(x, z_split)])
+    diagnostics = np.stack(
+        [
+            mcse,
+            _mcse_sd_from(squares, of_squares),
+            bulk,
+            np.minimum(low, high),
+            _rhat_rank(x, z_split),
+        ]
+    )
     diagnostics[:, _constant(x)] = np.nan
     return np.concatenate([np.stack([x.mean(axis=(1, 2)), sd, *quantiles]), diagnostics])
 

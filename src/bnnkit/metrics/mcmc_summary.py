@@ -115,10 +115,14 @@ class Summary:
                 return f"{value:.3f}"
             return f"{value:.{digits}g}"
 
-        lines = ["| " + " | ".join(_HEADERS.get(f, f) for f in fields) + " |",
-                 "|" + "|".join(["---"] + ["---:"] * (len(fields) - 1)) + "|"]
-        lines += ["| " + " | ".join(cell(f, v) for f, v in zip(fields, row, strict=True))
-                  + " |" for row in self.rows]
+        lines = [
+            "| " + " | ".join(_HEADERS.get(f, f) for f in fields) + " |",
+            "|" + "|".join(["---"] + ["---:"] * (len(fields) - 1)) + "|",
+        ]
+        lines += [
+            "| " + " | ".join(cell(f, v) for f, v in zip(fields, row, strict=True)) + " |"
+            for row in self.rows
+        ]
         return "\n".join(lines)
 
 
@@ -127,8 +131,10 @@ def _names(path: str, shape: tuple[int, ...]) -> list[str]:
     name = path or BARE_NAME
     if not shape:
         return [name]
-    return [f"{name}[{', '.join(map(str, index))}]"
-            for index in itertools.product(*(range(n) for n in shape))]
+    return [
+        f"{name}[{', '.join(map(str, index))}]"
+        for index in itertools.product(*(range(n) for n in shape))
+    ]
 
 
 def summary(positions: Any) -> Summary:
@@ -158,22 +164,34 @@ def summary(positions: Any) -> Summary:
     """
     leaves = jax.tree_util.tree_flatten_with_path(positions)[0]
     if not leaves:
-        raise ConfigError("summary needs a pytree of draws shaped (chains, samples, ...), got "
-                          "no arrays")
-    arrays = [array_argument(leaf, f"positions[{path_to_str(path)!r}]", where="summary",
-                             kinds="biuf").astype(np.float64) for path, leaf in leaves]
+        raise ConfigError(
+            "summary needs a pytree of draws shaped (chains, samples, ...), got no arrays"
+        )
+    arrays = [
+        array_argument(
+            leaf, f"positions[{path_to_str(path)!r}]", where="summary", kinds="biuf"
+        ).astype(np.float64)
+        for path, leaf in leaves
+    ]
     paths = [path_to_str(path) for path, _ in leaves]
     heads = {a.shape[:2] for a in arrays}
     if any(a.ndim < 2 for a in arrays) or len(heads) != 1:
-        raise ConfigError(f"summary needs every leaf shaped (chains, samples, ...) with the "
-                          f"same chains and samples, got shapes "
-                          f"{dict(zip(paths, (a.shape for a in arrays), strict=True))}")
-    (chains, samples), = heads
-    draws = np.concatenate([a.reshape(chains, samples, math.prod(a.shape[2:])) for a in arrays],
-                           axis=2)
+        raise ConfigError(
+            f"summary needs every leaf shaped (chains, samples, ...) with the "
+            f"same chains and samples, got shapes "
+            f"{dict(zip(paths, (a.shape for a in arrays), strict=True))}"
+        )
+    ((chains, samples),) = heads
+    draws = np.concatenate(
+        [a.reshape(chains, samples, math.prod(a.shape[2:])) for a in arrays], axis=2
+    )
     table = mcmc.diagnose(draws)
-    names = [name for path, a in zip(paths, arrays, strict=True)
-             for name in _names(path, a.shape[2:])]
+    names = [
+        name for path, a in zip(paths, arrays, strict=True) for name in _names(path, a.shape[2:])
+    ]
     columns = [table[c].tolist() for c in mcmc.COLUMNS]
-    return Summary(tuple(ParameterSummary(name, *values)
-                         for name, *values in zip(names, *columns, strict=True)))
+    return Summary(
+        tuple(
+            ParameterSummary(name, *values) for name, *values in zip(names, *columns, strict=True)
+        )
+    )

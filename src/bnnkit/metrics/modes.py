@@ -68,14 +68,19 @@ class HalfStatistics(NamedTuple):
         """
         x = np.asarray(draws, np.float64)
         if x.ndim < 2 or x.shape[1] < 4:
-            raise ConfigError(f"split R-hat needs draws shaped (chains, samples, ...) with at "
-                              f"least 4 samples per chain, got shape {x.shape}")
+            raise ConfigError(
+                f"split R-hat needs draws shaped (chains, samples, ...) with at "
+                f"least 4 samples per chain, got shape {x.shape}"
+            )
         chains, samples = x.shape[:2]
         x = x.reshape(chains, samples, -1)
         n = samples // 2
-        halves = (x[:, :n], x[:, n:2 * n])  # views: no copy of the draws
-        return cls(np.stack([h.mean(axis=1) for h in halves], axis=1),
-                   np.stack([h.var(axis=1, ddof=1) for h in halves], axis=1), n)
+        halves = (x[:, :n], x[:, n : 2 * n])  # views: no copy of the draws
+        return cls(
+            np.stack([h.mean(axis=1) for h in halves], axis=1),
+            np.stack([h.var(axis=1, ddof=1) for h in halves], axis=1),
+            n,
+        )
 
     @property
     def num_chains(self) -> int:
@@ -106,8 +111,7 @@ def split_rhat(stats: HalfStatistics, chains: Sequence[int] | None = None) -> np
     with np.errstate(divide="ignore", invalid="ignore"):
         rhat = np.sqrt((between / within + n - 1) / n)
     # W = 0 and B = 0: the quantity never changes over these draws, so R-hat is undefined.
-    return np.where((within == 0) & (between == 0), np.nan,
-                    np.where(within == 0, np.inf, rhat))
+    return np.where((within == 0) & (between == 0), np.nan, np.where(within == 0, np.inf, rhat))
 
 
 def share_below(rhat: np.ndarray, threshold: float) -> float:
@@ -123,8 +127,9 @@ def share_below(rhat: np.ndarray, threshold: float) -> float:
     return float(np.mean(rhat[defined] < threshold)) if defined.any() else 1.0
 
 
-def agree(stats: HalfStatistics, chains: Sequence[int], *, threshold: float,
-          share: float) -> tuple[bool, float]:
+def agree(
+    stats: HalfStatistics, chains: Sequence[int], *, threshold: float, share: float
+) -> tuple[bool, float]:
     """Whether ``chains`` pass the between-chain rule together, and their share below.
 
     A single chain agrees with itself.

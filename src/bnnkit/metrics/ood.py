@@ -59,12 +59,19 @@ def scores(prediction) -> dict[str, np.ndarray]:
     """The entropy and mutual-information scores of a classification
     :class:`bnnkit.predict.Prediction` (which carries the draws' mean entropy)."""
     total = entropy(prediction.probs)
-    return {"entropy": total,
-            "mutual_information": np.clip(total - prediction.expected_entropy, 0.0, None)}
+    return {
+        "entropy": total,
+        "mutual_information": np.clip(total - prediction.expected_entropy, 0.0, None),
+    }
 
 
 def detection(in_prediction, out_prediction) -> dict[str, dict[str, float]]:
     """AUROC and FPR at 95 % TPR of each score, OOD inputs as positives."""
     mine, theirs = scores(in_prediction), scores(out_prediction)
-    return {name: {"auroc": auroc(mine[name], theirs[name]),
-                   "fpr_at_95_tpr": fpr_at_tpr(mine[name], theirs[name])} for name in mine}
+    return {
+        name: {
+            "auroc": auroc(mine[name], theirs[name]),
+            "fpr_at_95_tpr": fpr_at_tpr(mine[name], theirs[name]),
+        }
+        for name in mine
+    }

@@ -53,8 +53,7 @@ def nll_categorical(probs: np.ndarray, labels: np.ndarray, eps: float = 1e-12) -
     return float(-np.mean(np.log(np.clip(p[:, 0], eps, None))))
 
 
-def calibration_bins(probs: np.ndarray, labels: np.ndarray,
-                     num_bins: int = 15) -> dict[str, list]:
+def calibration_bins(probs: np.ndarray, labels: np.ndarray, num_bins: int = 15) -> dict[str, list]:
     """The reliability diagram's bins: top-1 confidence cut into ``num_bins`` equal-width
     bins ``B_b = (b/M, (b+1)/M]`` (M = ``num_bins``), each with its share of points, mean
     confidence and accuracy; :func:`ece` is computed from them.
@@ -143,8 +142,9 @@ def nll_gaussian_mixture(means: np.ndarray, stds: np.ndarray, targets: np.ndarra
     return float(-np.mean(log_mix))
 
 
-def nll_gaussian_mixture_binned(means: np.ndarray, stds: np.ndarray, targets: np.ndarray,
-                                width: float = 1.0) -> float:
+def nll_gaussian_mixture_binned(
+    means: np.ndarray, stds: np.ndarray, targets: np.ndarray, width: float = 1.0
+) -> float:
     r"""Mean NLL of integer-valued ``targets`` as outcomes: the mixture's mass on their bins.
 
     A target recorded as a whole number (a wine's quality score of 3 to 8) is an outcome,
@@ -181,8 +181,7 @@ def nll_gaussian_mixture_binned(means: np.ndarray, stds: np.ndarray, targets: np
     log_hi, log_lo = log_ndtr(hi), log_ndtr(lo)
     with np.errstate(divide="ignore"):
         log_mass = log_hi + np.log1p(-np.exp(np.minimum(log_lo - log_hi, 0.0)))
-    log_mix = _logsumexp(np.maximum(log_mass, math.log(1e-300)), axis=0) - math.log(
-        means.shape[0])
+    log_mix = _logsumexp(np.maximum(log_mass, math.log(1e-300)), axis=0) - math.log(means.shape[0])
     return float(-np.mean(log_mix))
 
 
@@ -200,8 +199,9 @@ def total_variation(p: np.ndarray, q: np.ndarray) -> float:
 W1_DRAWS = 1000
 
 
-def mixture_draws(means: np.ndarray, stds: np.ndarray, num: int,
-                  rng: np.random.Generator) -> np.ndarray:
+def mixture_draws(
+    means: np.ndarray, stds: np.ndarray, num: int, rng: np.random.Generator
+) -> np.ndarray:
     """``num`` draws per point from the equal mixture ``(1/S) Σ_s N(μ_si, σ_si²)``: (N, num).
 
     Each draw picks a component uniformly, then adds its Gaussian noise.
@@ -227,15 +227,13 @@ def wasserstein_1(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         >>> wasserstein_1(np.array([[0.0, 1.0]]), np.array([[2.0, 3.0]]))
         array([2.])
     """
-    a, b = np.sort(np.asarray(a, np.float64), axis=-1), np.sort(np.asarray(b, np.float64),
-                                                                 axis=-1)
+    a, b = np.sort(np.asarray(a, np.float64), axis=-1), np.sort(np.asarray(b, np.float64), axis=-1)
     if a.shape != b.shape:
         raise ValueError(f"draws of shapes {a.shape} and {b.shape}: need the same (N, M)")
     return np.mean(np.abs(a - b), axis=-1)
 
 
-def predictive_wasserstein_1(prediction, reference, seed: int = 0,
-                             num: int = W1_DRAWS) -> float:
+def predictive_wasserstein_1(prediction, reference, seed: int = 0, num: int = W1_DRAWS) -> float:
     """Mean over test points of W₁ between two regression predictives (mixtures of Gaussians,
     :class:`bnnkit.predict.Prediction`), each represented by ``num`` draws per point taken
     with ``numpy.random.default_rng(seed)`` (the competition's "W2"; see the module)."""

@@ -39,8 +39,7 @@ def tempered_probs(probs: np.ndarray, temperature: float) -> np.ndarray:
     return p / p.sum(axis=-1, keepdims=True)
 
 
-def stretched(means: np.ndarray, stds: np.ndarray, scale: float) -> tuple[np.ndarray,
-                                                                           np.ndarray]:
+def stretched(means: np.ndarray, stds: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
     """The mixture ``(1/S) Σ_s N(μ_s, σ_s²)`` stretched by ``scale`` about its mean."""
     means, stds = np.asarray(means, np.float64), np.asarray(stds, np.float64)
     centre = means.mean(axis=0, keepdims=True)
@@ -68,6 +67,7 @@ def fit(prediction, targets: np.ndarray) -> float:
         return nll_gaussian_mixture(moved.means, moved.stds, targets)
 
     bound = math.log(LOG_BOUND)
-    found = optimize.minimize_scalar(nll, bounds=(-bound, bound), method="bounded",
-                                     options={"xatol": 1e-6})
+    found = optimize.minimize_scalar(
+        nll, bounds=(-bound, bound), method="bounded", options={"xatol": 1e-6}
+    )
     return float(math.exp(found.x))

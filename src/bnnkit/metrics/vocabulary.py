@@ -68,27 +68,39 @@ ADVICE_PRIOR = "gaussian:scale=0.5"
 
 #: Command-line flags.
 FLAGS = Settings(
-    num_iterations="--num-iterations", num_burn_in="--num-burn-in", num_chains="--num-chains",
-    step_size="--step-size", adapt_mass="--adapt mass",
-    target_accept_rate="--target-accept-rate", adapt_none="--adapt none",
+    num_iterations="--num-iterations",
+    num_burn_in="--num-burn-in",
+    num_chains="--num-chains",
+    step_size="--step-size",
+    adapt_mass="--adapt mass",
+    target_accept_rate="--target-accept-rate",
+    adapt_none="--adapt none",
     resume="--resume with a larger --num-iterations",
     finish="finish it with the same command and --resume",
     until_converged=f"--until-converged --max-time {ADVICE_DURATION}",
     good_start="train an ensemble (bnnkit ensemble) and pass its run as --init-checkpoint DIR",
-    posterior_change=(f"a fixed noise std (--noise-std {ADVICE_NOISE_STD} on standardised "
-                      f"targets), a tighter prior (--prior {ADVICE_PRIOR}), or another model "
-                      "(--model)"))
+    posterior_change=(
+        f"a fixed noise std (--noise-std {ADVICE_NOISE_STD} on standardised "
+        f"targets), a tighter prior (--prior {ADVICE_PRIOR}), or another model "
+        "(--model)"
+    ),
+)
 
 #: Config fields, for a caller in Python.
 FIELDS = Settings(
-    num_iterations="num_iterations", num_burn_in="num_burn_in", num_chains="num_chains",
-    step_size="step_size", adapt_mass='adapt="mass"',
-    target_accept_rate="target_accept_rate", adapt_none='adapt="none"',
+    num_iterations="num_iterations",
+    num_burn_in="num_burn_in",
+    num_chains="num_chains",
+    step_size="step_size",
+    adapt_mass='adapt="mass"',
+    target_accept_rate="target_accept_rate",
+    adapt_none='adapt="none"',
     resume="a larger num_iterations; resume=True continues a stored run",
     finish="finish it: the same call with resume=True",
     until_converged=None,
     good_start="start the chains nearer the posterior's modes (initial_positions)",
-    posterior_change="another log density: its prior, its likelihood or its parametrisation")
+    posterior_change="another log density: its prior, its likelihood or its parametrisation",
+)
 
 #: For each setting the advice names, the flags that may spell it, in order: a command's
 #: advice uses the first its parser takes (``--num-samples`` and ``--num-tuning`` are
@@ -108,8 +120,11 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
     "model": ("--model",),
 }
 #: What each budget flag counts.
-BUDGET_UNITS = {"--num-iterations": "iterations", "--num-epochs": "epochs",
-                "--num-samples": "draws"}
+BUDGET_UNITS = {
+    "--num-iterations": "iterations",
+    "--num-epochs": "epochs",
+    "--num-samples": "draws",
+}
 
 
 @functools.cache
@@ -127,8 +142,9 @@ def command_parser(command: str) -> argparse.ArgumentParser:
         if isinstance(action, argparse._SubParsersAction):
             if command in action.choices:
                 return action.choices[command]
-            raise ConfigError(f"no bnnkit command {command!r}; allowed: "
-                              f"{', '.join(action.choices)}")
+            raise ConfigError(
+                f"no bnnkit command {command!r}; allowed: {', '.join(action.choices)}"
+            )
     raise AssertionError("bnnkit's parser has no commands")
 
 
@@ -165,30 +181,50 @@ def command_settings(command: str, *, from_ensemble: bool = False) -> Settings:
     parser = command_parser(command)
     names = {key: _accepted(parser, key) for key in CANDIDATES}
     budget = names["budget"]
-    until = (f"{names['until_converged']} --max-time {ADVICE_DURATION}"
-             if names["until_converged"] and names["max_time"] else None)
-    good_start = (None if from_ensemble or names["init_checkpoint"] is None else
-                  f"train an ensemble (bnnkit ensemble) and pass its run as "
-                  f"{names['init_checkpoint']} DIR")
-    changes = [phrase for phrase, flag in (
-        (f"a fixed noise std ({names['noise_std']} {ADVICE_NOISE_STD} on standardised "
-         "targets)", names["noise_std"]),
-        (f"a tighter prior ({names['prior']} {ADVICE_PRIOR})", names["prior"]),
-        (f"another model ({names['model']})", names["model"])) if flag]
+    until = (
+        f"{names['until_converged']} --max-time {ADVICE_DURATION}"
+        if names["until_converged"] and names["max_time"]
+        else None
+    )
+    good_start = (
+        None
+        if from_ensemble or names["init_checkpoint"] is None
+        else f"train an ensemble (bnnkit ensemble) and pass its run as "
+        f"{names['init_checkpoint']} DIR"
+    )
+    changes = [
+        phrase
+        for phrase, flag in (
+            (
+                f"a fixed noise std ({names['noise_std']} {ADVICE_NOISE_STD} on standardised "
+                "targets)",
+                names["noise_std"],
+            ),
+            (f"a tighter prior ({names['prior']} {ADVICE_PRIOR})", names["prior"]),
+            (f"another model ({names['model']})", names["model"]),
+        )
+        if flag
+    ]
     return Settings(
-        num_iterations=budget, num_burn_in=names["num_burn_in"],
-        num_chains=names["num_chains"], step_size=names["step_size"],
+        num_iterations=budget,
+        num_burn_in=names["num_burn_in"],
+        num_chains=names["num_chains"],
+        step_size=names["step_size"],
         adapt_mass=_choice(parser, names["adapt"], "mass"),
         target_accept_rate=names["target_accept_rate"],
         adapt_none=_choice(parser, names["adapt"], "none"),
         resume=None if budget is None else f"--resume with a larger {budget}",
-        finish=FLAGS.finish, until_converged=until, good_start=good_start,
+        finish=FLAGS.finish,
+        until_converged=until,
+        good_start=good_start,
         posterior_change=either(changes) or None,
-        budget_unit=BUDGET_UNITS.get(budget or "", "iterations"))
+        budget_unit=BUDGET_UNITS.get(budget or "", "iterations"),
+    )
 
 
-def cli_vocabulary(command: str | None, *, from_ensemble: bool = False,
-                   base: Vocabulary | None = None) -> Vocabulary:
+def cli_vocabulary(
+    command: str | None, *, from_ensemble: bool = False, base: Vocabulary | None = None
+) -> Vocabulary:
     """``base`` (default :data:`FUNCTION_CLI`) speaking the flags of ``bnnkit COMMAND``, or as
     it is for a command bnnkit does not know (a run made by another version).
 
@@ -245,14 +281,16 @@ class Vocabulary:
     def extend_until_mixed(self) -> str:
         """More iterations, and where offered the way to let the run extend itself."""
         offered = self.settings.until_converged
-        extend = "" if offered is None else (f", or {offered} to extend the run until each "
-                                             "chain mixes")
+        extend = (
+            "" if offered is None else (f", or {offered} to extend the run until each chain mixes")
+        )
         return f"run more {self.settings.budget_unit} ({self.settings.resume}{extend})"
 
     def for_command(self, command: str, *, from_ensemble: bool = False) -> Vocabulary:
         """This vocabulary with the flags of ``bnnkit COMMAND`` (:func:`command_settings`)."""
-        return dataclasses.replace(self, settings=command_settings(
-            command, from_ensemble=from_ensemble))
+        return dataclasses.replace(
+            self, settings=command_settings(command, from_ensemble=from_ensemble)
+        )
 
 
 #: What pooling chains in several modes gives a network's predictive: MILE's model average,
@@ -260,8 +298,7 @@ class Vocabulary:
 _MODEL_AVERAGE = "the model average pools them, a valid reference for it"
 #: What pooling chains in several modes gives a density's draws: each mode weighs as many
 #: chains as sit in it, not its probability.
-_POOLED_DRAWS = ("pooled, their draws weigh each mode by the chains in it, not by its "
-                 "probability")
+_POOLED_DRAWS = "pooled, their draws weigh each mode by the chains in it, not by its probability"
 
 #: A network's predictions on test inputs, advice in flags (``bnnkit evaluate``).
 FUNCTION_CLI = Vocabulary("test predictions", "function-space ESS", _MODEL_AVERAGE, FLAGS)

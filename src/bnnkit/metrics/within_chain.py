@@ -100,7 +100,7 @@ def half_difference(trace: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     trace = np.asarray(trace, np.float64)
     half = trace.shape[1] // 2
-    a, b = trace[:, :half], trace[:, trace.shape[1] - half:]
+    a, b = trace[:, :half], trace[:, trace.shape[1] - half :]
 
     def mean_var(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ess = mcmc.ess_mean(x.T[None], split=False)
@@ -191,9 +191,14 @@ class LpdCheck(NamedTuple):
         return bool(abs(self.drift) <= max(LPD_Z * self.drift_se, LPD_TOLERANCE))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"final": self.final, "change": self.change, "drift": self.drift,
-                "drift_se": self.drift_se, "flat": self.flat,
-                "curve": {"draws": list(self.curve_draws), "lpd": list(self.curve)}}
+        return {
+            "final": self.final,
+            "change": self.change,
+            "drift": self.drift,
+            "drift_se": self.drift_se,
+            "flat": self.flat,
+            "curve": {"draws": list(self.curve_draws), "lpd": list(self.curve)},
+        }
 
 
 def lpd_drift(log_density: np.ndarray) -> LpdCheck:
@@ -230,22 +235,29 @@ def lpd_drift(log_density: np.ndarray) -> LpdCheck:
     x = np.asarray(log_density, np.float64)
     samples = x.shape[0]
     if samples < 8:
-        raise ConfigError(f"the running log predictive density needs at least 8 draws, got "
-                          f"{samples}")
+        raise ConfigError(
+            f"the running log predictive density needs at least 8 draws, got {samples}"
+        )
     half = samples // 2
 
     def lpd(part: np.ndarray) -> float:
         return float(np.mean(special.logsumexp(part, axis=0) - math.log(part.shape[0])))
 
-    drift = lpd(x[samples - half:]) - lpd(x[:half])
+    drift = lpd(x[samples - half :]) - lpd(x[:half])
     log_mean = special.logsumexp(x, axis=0) - math.log(samples)
     with np.errstate(invalid="ignore", over="ignore"):
         g = np.mean(np.exp(x - log_mean), axis=1)
     _, se = half_difference(g[None])
     curve = running_lpd(x)
     at = np.unique(np.linspace(1, samples, min(samples, CURVE_POINTS)).round().astype(int))
-    return LpdCheck(float(curve[-1]), float(curve[-1] - curve[half - 1]), drift, float(se[0]),
-                    tuple(int(t) for t in at), tuple(float(v) for v in curve[at - 1]))
+    return LpdCheck(
+        float(curve[-1]),
+        float(curve[-1] - curve[half - 1]),
+        drift,
+        float(se[0]),
+        tuple(int(t) for t in at),
+        tuple(float(v) for v in curve[at - 1]),
+    )
 
 
 def quarter_rhat(chain: np.ndarray) -> np.ndarray:
@@ -259,7 +271,7 @@ def quarter_rhat(chain: np.ndarray) -> np.ndarray:
     """
     x = np.asarray(chain, np.float64)
     piece = x.shape[0] // NUM_SPLITS
-    kept = x[x.shape[0] - NUM_SPLITS * piece:]  # the earliest draws go: nearest the burn-in
+    kept = x[x.shape[0] - NUM_SPLITS * piece :]  # the earliest draws go: nearest the burn-in
     return mcmc.rhat(kept.reshape(NUM_SPLITS, piece, *x.shape[1:]))
 
 
@@ -307,11 +319,16 @@ class ChainCheck(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable."""
-        return {"chain": self.chain, "mixed": self.mixed,
-                "rhat_share_below": self.rhat_share_below, "ess_min": self.ess_min,
-                "ess_p5": self.ess_low,
-                "lpd": None if self.lpd is None else self.lpd.to_dict(),
-                "rise_z": self.rise_z, "rising": self.rising}
+        return {
+            "chain": self.chain,
+            "mixed": self.mixed,
+            "rhat_share_below": self.rhat_share_below,
+            "ess_min": self.ess_min,
+            "ess_p5": self.ess_low,
+            "lpd": None if self.lpd is None else self.lpd.to_dict(),
+            "rise_z": self.rise_z,
+            "rising": self.rising,
+        }
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
@@ -319,8 +336,12 @@ def _finite(values: np.ndarray) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
-def check_chains(draws: np.ndarray, *, log_density: np.ndarray | None = None,
-                 log_posterior: np.ndarray | None = None) -> list[ChainCheck]:
+def check_chains(
+    draws: np.ndarray,
+    *,
+    log_density: np.ndarray | None = None,
+    log_posterior: np.ndarray | None = None,
+) -> list[ChainCheck]:
     """The within-chain checks of every chain.
 
     Args:
@@ -338,12 +359,17 @@ def check_chains(draws: np.ndarray, *, log_density: np.ndarray | None = None,
     x = np.asarray(draws, np.float64)
     chains, samples = x.shape[:2]
     if samples < MIN_WITHIN_DRAWS:
-        raise ConfigError(f"the within-chain checks need at least {MIN_WITHIN_DRAWS} samples "
-                          f"per chain, got {samples}")
+        raise ConfigError(
+            f"the within-chain checks need at least {MIN_WITHIN_DRAWS} samples "
+            f"per chain, got {samples}"
+        )
     x = x.reshape(chains, samples, -1)
     rise = None
-    if (log_posterior is not None and np.shape(log_posterior)[0] == chains
-            and np.shape(log_posterior)[1] >= 8):
+    if (
+        log_posterior is not None
+        and np.shape(log_posterior)[0] == chains
+        and np.shape(log_posterior)[1] >= 8
+    ):
         rise = rising_chains(log_posterior)[1]
     checks = []
     for c in range(chains):
@@ -351,9 +377,15 @@ def check_chains(draws: np.ndarray, *, log_density: np.ndarray | None = None,
         defined = rhat[~np.isnan(rhat)]
         share = float(np.mean(defined < WITHIN_RHAT_THRESHOLD)) if defined.size else 1.0
         ess = _finite(mcmc.ess_bulk(x[c][None]))
-        low = (float(np.quantile(ess, 1.0 - CHAIN_ESS_SHARE)) if ess.size else float("nan"))
-        checks.append(ChainCheck(
-            c, share, float(ess.min()) if ess.size else float("nan"), low,
-            None if log_density is None else lpd_drift(np.asarray(log_density)[c]),
-            None if rise is None else float(rise[c])))
+        low = float(np.quantile(ess, 1.0 - CHAIN_ESS_SHARE)) if ess.size else float("nan")
+        checks.append(
+            ChainCheck(
+                c,
+                share,
+                float(ess.min()) if ess.size else float("nan"),
+                low,
+                None if log_density is None else lpd_drift(np.asarray(log_density)[c]),
+                None if rise is None else float(rise[c]),
+            )
+        )
     return checks

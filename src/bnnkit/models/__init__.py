@@ -15,5 +15,16 @@ from bnnkit.models.registry import (
     register,
 )
 
-__all__ = ["ALIASES", "MODELS", "Model", "ModelSpec", "allowed_names", "canonical_name",
-           "check_compatible", "dropout_names", "get", "num_params", "register"]
+__all__ = [
+    "ALIASES",
+    "MODELS",
+    "Model",
+    "ModelSpec",
+    "allowed_names",
+    "canonical_name",
+    "check_compatible",
+    "dropout_names",
+    "get",
+    "num_params",
+    "register",
+]

@@ -68,11 +68,16 @@ def model_rows() -> list[ModelRow]:
         dtype = jnp.int32 if spec.input_dtype == "int" else jnp.float32
         model = get(name, outputs)
         shapes = jax.eval_shape(model.init, jax.random.PRNGKey(0), jnp.zeros((1, *shape), dtype))
-        rows.append(ModelRow(
-            name=name, tasks="/".join(spec.tasks),
-            input_kind="token ids" if spec.input_dtype == "int" else "real",
-            example_shape=shape, fixed_input=spec.example_shape is not None,
-            num_outputs=outputs, num_params=num_params(shapes),
-            description=spec.description,
-        ))
+        rows.append(
+            ModelRow(
+                name=name,
+                tasks="/".join(spec.tasks),
+                input_kind="token ids" if spec.input_dtype == "int" else "real",
+                example_shape=shape,
+                fixed_input=spec.example_shape is not None,
+                num_outputs=outputs,
+                num_params=num_params(shapes),
+                description=spec.description,
+            )
+        )
     return rows

@@ -72,9 +72,14 @@ class CNNLSTM(nn.Module):
         return nn.Dense(self.num_outputs)(h)
 
 
-register("cnn_lstm", ModelSpec(
-    make=lambda num_outputs: CNNLSTM(num_outputs=num_outputs),
-    tasks=("classification",), input_rank=1, input_dtype="int",
-    description="IMDB CNN-LSTM: embed 20k×128, conv1d 64@5, max-pool 4, LSTM 128",
-    example_shape=(100,),
-))
+register(
+    "cnn_lstm",
+    ModelSpec(
+        make=lambda num_outputs: CNNLSTM(num_outputs=num_outputs),
+        tasks=("classification",),
+        input_rank=1,
+        input_dtype="int",
+        description="IMDB CNN-LSTM: embed 20k×128, conv1d 64@5, max-pool 4, LSTM 128",
+        example_shape=(100,),
+    ),
+)

@@ -72,8 +72,9 @@ IN_MEMORY = "<in memory: "
 _FLAX_FIELDS = ("parent", "name")
 #: The model import path the user allowed for the runs read in this context
 #: (:func:`trusting_model`).
-_TRUSTED: contextvars.ContextVar[str | None] = contextvars.ContextVar("bnnkit_trusted_model",
-                                                                      default=None)
+_TRUSTED: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "bnnkit_trusted_model", default=None
+)
 
 
 def is_import_path(name: str) -> bool:
@@ -107,11 +108,15 @@ def canonical_args(text: str | None) -> str | None:
     try:
         value = json.loads(text)
     except (TypeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"--model-args {text!r} is not JSON ({err}); allowed: a JSON object "
-                          "such as '{\"features\": 32}'") from None
+        raise ConfigError(
+            f"--model-args {text!r} is not JSON ({err}); allowed: a JSON object "
+            "such as '{\"features\": 32}'"
+        ) from None
     if not isinstance(value, dict):
-        raise ConfigError(f"--model-args {text!r} is not a JSON object; allowed: one such as "
-                          "'{\"features\": 32}'")
+        raise ConfigError(
+            f"--model-args {text!r} is not a JSON object; allowed: one such as "
+            "'{\"features\": 32}'"
+        )
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
@@ -177,9 +182,11 @@ def check_trust_argument(trust_model: Any) -> None:
         bnnkit.errors.ConfigError: trust_model ['mymod:Net'] is a list; allowed: ...
     """
     if trust_model is not None and not isinstance(trust_model, str):
-        raise ConfigError(f"trust_model {trust_model!r:.60} is a {type(trust_model).__name__}; "
-                          "allowed: the model's import path as a string ('package.module:"
-                          "ClassName') or None")
+        raise ConfigError(
+            f"trust_model {trust_model!r:.60} is a {type(trust_model).__name__}; "
+            "allowed: the model's import path as a string ('package.module:"
+            "ClassName') or None"
+        )
 
 
 def check_trusted(path: str, trust_model: str | None, *, where: str) -> None:
@@ -213,15 +220,21 @@ def check_trusted(path: str, trust_model: str | None, *, where: str) -> None:
         return
     given = _TRUSTED.get() if trust_model is None else trust_model
     module = path.partition(":")[0]
-    allow = (f"--model {path} on this command (from Python: trust_model={path!r}, or a block "
-             f"with bnnkit.models.imported.trusting_model({path!r}))")
+    allow = (
+        f"--model {path} on this command (from Python: trust_model={path!r}, or a block "
+        f"with bnnkit.models.imported.trusting_model({path!r}))"
+    )
     if given is None:
-        raise ConfigError(f"{where} records the model {path}, whose module {module!r} is code "
-                          "outside bnnkit, and reading a run imports nothing it names; allowed: "
-                          f"{allow} if you trust module {module!r}")
+        raise ConfigError(
+            f"{where} records the model {path}, whose module {module!r} is code "
+            "outside bnnkit, and reading a run imports nothing it names; allowed: "
+            f"{allow} if you trust module {module!r}"
+        )
     if given != path:
-        raise ConfigError(f"--model {given} is not the model of {where}, which records {path}; "
-                          f"allowed: {allow} if you trust module {module!r}")
+        raise ConfigError(
+            f"--model {given} is not the model of {where}, which records {path}; "
+            f"allowed: {allow} if you trust module {module!r}"
+        )
 
 
 def load_class(path: str) -> type[nn.Module]:
@@ -240,12 +253,17 @@ def load_class(path: str) -> type[nn.Module]:
     """
     module_name, _, qualname = path.partition(":")
     allowed = f"allowed: a registered model ({allowed_names()}) or package.module:ClassName"
-    if not module_name or not qualname or not all(
-            part.isidentifier() for part in [*module_name.split("."), *qualname.split(".")]):
+    if (
+        not module_name
+        or not qualname
+        or not all(part.isidentifier() for part in [*module_name.split("."), *qualname.split(".")])
+    ):
         raise ConfigError(f"--model {path!r} is not package.module:ClassName; {allowed}")
     if module_name == "__main__":
-        raise ConfigError(f"--model {path!r} names a class of __main__ (a script or notebook), "
-                          "which another process cannot import; move it into a module")
+        raise ConfigError(
+            f"--model {path!r} names a class of __main__ (a script or notebook), "
+            "which another process cannot import; move it into a module"
+        )
     module = _import(module_name, path, allowed)
     value: Any = module
     for part in qualname.split("."):
@@ -253,8 +271,10 @@ def load_class(path: str) -> type[nn.Module]:
         if value is None:
             raise ConfigError(f"--model {path!r}: {module_name!r} has no {qualname!r}")
     if not (inspect.isclass(value) and issubclass(value, nn.Module)):
-        raise ConfigError(f"--model {path!r} is {type(value).__name__} {value!r:.60}, not a "
-                          "flax.linen.Module subclass")
+        raise ConfigError(
+            f"--model {path!r} is {type(value).__name__} {value!r:.60}, not a "
+            "flax.linen.Module subclass"
+        )
     return value
 
 
@@ -275,14 +295,21 @@ def _import(module_name: str, path: str, allowed: str) -> Any:
         said = " ".join((out.getvalue() + err_out.getvalue()).split())
         said = f"; it printed {said[-160:]!r}" if said else ""
         if isinstance(err, (SystemExit, KeyboardInterrupt)):
-            how = (f"exited ({type(err).__name__} {err})" if isinstance(err, SystemExit)
-                   else "was interrupted (KeyboardInterrupt)")
-            raise ConfigError(f"--model {path!r}: importing {module_name!r} {how}{said}; "
-                              "allowed: a module that defines the model without running a "
-                              "program (put that under if __name__ == '__main__')") from None
-        raise ConfigError(f"--model {path!r}: cannot import {module_name!r} "
-                          f"({type(err).__name__}: {' '.join(str(err).split())}){said}; "
-                          f"{allowed} importable here") from None
+            how = (
+                f"exited ({type(err).__name__} {err})"
+                if isinstance(err, SystemExit)
+                else "was interrupted (KeyboardInterrupt)"
+            )
+            raise ConfigError(
+                f"--model {path!r}: importing {module_name!r} {how}{said}; "
+                "allowed: a module that defines the model without running a "
+                "program (put that under if __name__ == '__main__')"
+            ) from None
+        raise ConfigError(
+            f"--model {path!r}: cannot import {module_name!r} "
+            f"({type(err).__name__}: {' '.join(str(err).split())}){said}; "
+            f"{allowed} importable here"
+        ) from None
     finally:
         sys.argv = argv
         if added and cwd in sys.path:
@@ -294,8 +321,7 @@ def _import(module_name: str, path: str, allowed: str) -> Any:
 
 
 def _init_fields(cls: type) -> dict[str, dataclasses.Field]:
-    return {f.name: f for f in dataclasses.fields(cls)
-            if f.init and f.name not in _FLAX_FIELDS}
+    return {f.name: f for f in dataclasses.fields(cls) if f.init and f.name not in _FLAX_FIELDS}
 
 
 def module_from_path(path: str, args: str | None, *, num_outputs: int) -> nn.Module:
@@ -307,23 +333,29 @@ def module_from_path(path: str, args: str | None, *, num_outputs: int) -> nn.Mod
             or its arguments refused, in one line.
     """
     if is_in_memory(path):
-        raise ConfigError(f"the run's model {path} cannot be re-created here; pass it back in: "
-                          "bnnkit.evaluate(run_dir, problem=bnnkit.Problem.from_arrays(...)) "
-                          "with the same model and arrays")
+        raise ConfigError(
+            f"the run's model {path} cannot be re-created here; pass it back in: "
+            "bnnkit.evaluate(run_dir, problem=bnnkit.Problem.from_arrays(...)) "
+            "with the same model and arrays"
+        )
     cls = load_class(path)
     kwargs = _tuples(json.loads(args)) if args else {}
     fields = _init_fields(cls)
     unknown = sorted(set(kwargs) - set(fields))
     if unknown:
-        raise ConfigError(f"--model-args: {path} has no argument {', '.join(unknown)}; allowed: "
-                          f"{', '.join(fields) or 'none'}")
+        raise ConfigError(
+            f"--model-args: {path} has no argument {', '.join(unknown)}; allowed: "
+            f"{', '.join(fields) or 'none'}"
+        )
     if "num_outputs" in fields and "num_outputs" not in kwargs:
         kwargs["num_outputs"] = num_outputs
     try:
         return cls(**kwargs)
     except Exception as err:  # the user's constructor refused its arguments
-        raise ConfigError(f"--model {path} with --model-args {args!r}: "
-                          f"{type(err).__name__}: {' '.join(str(err).split())}") from None
+        raise ConfigError(
+            f"--model {path} with --model-args {args!r}: "
+            f"{type(err).__name__}: {' '.join(str(err).split())}"
+        ) from None
 
 
 def _jsonable(value: Any) -> bool:
@@ -353,8 +385,11 @@ def describe(module: nn.Module) -> tuple[str, str | None]:
     if "<locals>" in qualname:
         return f"{IN_MEMORY}class {cls.__name__} is defined inside a function>", None
     if where == "__main__":
-        return (f"{IN_MEMORY}class {cls.__name__} is defined in __main__ (a script or notebook), "
-                "which another process cannot import>", None)
+        return (
+            f"{IN_MEMORY}class {cls.__name__} is defined in __main__ (a script or notebook), "
+            "which another process cannot import>",
+            None,
+        )
     path = f"{where}:{qualname}"
     try:
         importable = load_class(path) is cls
@@ -382,21 +417,27 @@ def from_module(module: nn.Module, name: str, num_outputs: int) -> Model:
     """A flax module as a :class:`~bnnkit.models.Model`."""
     stochastic = _stochastic(module)
     if not stochastic:
+
         def apply(params: Params, x: jax.Array, *, key: Key | None = None) -> Any:
             del key  # nothing random to draw
             return module.apply(params, x)
     else:
+
         def apply(params: Params, x: jax.Array, *, key: Key | None = None) -> Any:
             if key is None:
                 return module.apply(params, x, deterministic=True)
             return module.apply(params, x, deterministic=False, rngs={RNG_STREAM: key})
-    return Model(name=name, init=module.init, apply=apply, num_outputs=num_outputs,
-                 stochastic=stochastic)
+
+    return Model(
+        name=name, init=module.init, apply=apply, num_outputs=num_outputs, stochastic=stochastic
+    )
 
 
-def from_function(apply_fn: Callable[[Params, jax.Array], jax.Array],
-                  params: Params | Callable[[jax.Array, jax.Array], Params],
-                  num_outputs: int) -> Model:
+def from_function(
+    apply_fn: Callable[[Params, jax.Array], jax.Array],
+    params: Params | Callable[[jax.Array, jax.Array], Params],
+    num_outputs: int,
+) -> Model:
     """An ``apply(params, x)`` function as a :class:`~bnnkit.models.Model`.
 
     Args:
@@ -409,6 +450,7 @@ def from_function(apply_fn: Callable[[Params, jax.Array], jax.Array],
     if callable(params):
         init = params
     else:
+
         def init(key: jax.Array, x: jax.Array) -> Params:
             del key, x  # the same given start for every member
             return params
@@ -417,8 +459,12 @@ def from_function(apply_fn: Callable[[Params, jax.Array], jax.Array],
         del key  # a plain function has no randomness of its own
         return apply_fn(p, x)
 
-    return Model(name=f"{IN_MEMORY}function {name} (an apply function)>", init=init,
-                 apply=apply, num_outputs=num_outputs)
+    return Model(
+        name=f"{IN_MEMORY}function {name} (an apply function)>",
+        init=init,
+        apply=apply,
+        num_outputs=num_outputs,
+    )
 
 
 def check_outputs(model: Model, example: jax.Array, num_outputs: int, likelihood: str) -> None:
@@ -438,10 +484,14 @@ def check_outputs(model: Model, example: jax.Array, num_outputs: int, likelihood
         params = jax.eval_shape(model.init, jax.random.PRNGKey(0), example)
         out = jax.eval_shape(lambda p, x: model.apply(p, x), params, example)
     except Exception as err:  # the user's network refused the data
-        raise ConfigError(f"model {model.name} fails on inputs of shape {tuple(example.shape)}: "
-                          f"{type(err).__name__}: {' '.join(str(err).split())[:200]}") from None
+        raise ConfigError(
+            f"model {model.name} fails on inputs of shape {tuple(example.shape)}: "
+            f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
+        ) from None
     shape = tuple(getattr(out, "shape", ()))
     if shape != (example.shape[0], num_outputs):
-        raise ConfigError(f"model {model.name} gives outputs of shape {shape} for inputs of "
-                          f"shape {tuple(example.shape)}; the {likelihood} likelihood needs "
-                          f"({example.shape[0]}, {num_outputs})")
+        raise ConfigError(
+            f"model {model.name} gives outputs of shape {shape} for inputs of "
+            f"shape {tuple(example.shape)}; the {likelihood} likelihood needs "
+            f"({example.shape[0]}, {num_outputs})"
+        )

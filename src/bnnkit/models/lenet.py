@@ -70,16 +70,26 @@ class LeNet5(nn.Module):
         return nn.Dense(self.num_outputs)(drop(x))
 
 
-register("lenet5", ModelSpec(
-    make=lambda num_outputs: LeNet5(num_outputs=num_outputs),
-    tasks=("classification",), input_rank=3,
-    description="LeNet-5: 2 conv (6, 16 @5×5) + max-pool, dense 120-84, ReLU",
-    example_shape=(28, 28, 1),
-))
-register("lenet5_dropout", ModelSpec(
-    make=lambda num_outputs, rate: LeNet5(num_outputs=num_outputs, dropout_rate=rate),
-    tasks=("classification",), input_rank=3,
-    description="LeNet-5 with dropout of rate --dropout-rate on the input of every layer (MC "
-                "dropout)",
-    example_shape=(28, 28, 1), stochastic=True, dropout=True,
-))
+register(
+    "lenet5",
+    ModelSpec(
+        make=lambda num_outputs: LeNet5(num_outputs=num_outputs),
+        tasks=("classification",),
+        input_rank=3,
+        description="LeNet-5: 2 conv (6, 16 @5×5) + max-pool, dense 120-84, ReLU",
+        example_shape=(28, 28, 1),
+    ),
+)
+register(
+    "lenet5_dropout",
+    ModelSpec(
+        make=lambda num_outputs, rate: LeNet5(num_outputs=num_outputs, dropout_rate=rate),
+        tasks=("classification",),
+        input_rank=3,
+        description="LeNet-5 with dropout of rate --dropout-rate on the input of every layer (MC "
+        "dropout)",
+        example_shape=(28, 28, 1),
+        stochastic=True,
+        dropout=True,
+    ),
+)

@@ -58,55 +58,98 @@ def _mlp(hidden: tuple[int, ...]):
 
 
 def _mlp_dropout(hidden: tuple[int, ...]):
-    return lambda num_outputs, rate: MLP(hidden=hidden, num_outputs=num_outputs,
-                                         dropout_rate=rate)
+    return lambda num_outputs, rate: MLP(hidden=hidden, num_outputs=num_outputs, dropout_rate=rate)
 
 
 DROPOUT = "dropout of rate --dropout-rate on the input of every layer (MC dropout)"
 
 
-register("linear", ModelSpec(
-    make=_mlp(()), tasks=("regression", "classification"), input_rank=None,
-    description="no hidden layer: Bayesian linear / logistic (softmax) regression",
-))
-register("mlp_regression_small", ModelSpec(
-    make=_mlp((50,)), tasks=("regression",), input_rank=None,
-    description="1 hidden layer of 50 ReLU units (bnn_hmc's UCI model)",
-))
-register("mlp_regression_2x16", ModelSpec(
-    make=_mlp((16, 16)), tasks=("regression",), input_rank=None,
-    description="2 hidden layers of 16 ReLU units (the tabular default of MILE, Sommer et "
-                "al. 2025)",
-))
-register("mlp_regression", ModelSpec(
-    make=_mlp((100, 100)), tasks=("regression",), input_rank=None,
-    description="2 hidden layers of 100 ReLU units",
-))
-register("mlp_classification", ModelSpec(
-    make=_mlp((256, 256)), tasks=("classification",), input_rank=None,
-    description="2 hidden layers of 256 ReLU units (bnn_hmc's MNIST-subset model)",
-))
-register("mlp_classification_small", ModelSpec(
-    make=_mlp((64, 64)), tasks=("classification",), input_rank=None,
-    description="2 hidden layers of 64 ReLU units (on 32x32x3 images about 200k weights, "
-                "which a full-batch sampler steps through on a CPU as fast as "
-                "mlp_classification's on MNIST)",
-))
+register(
+    "linear",
+    ModelSpec(
+        make=_mlp(()),
+        tasks=("regression", "classification"),
+        input_rank=None,
+        description="no hidden layer: Bayesian linear / logistic (softmax) regression",
+    ),
+)
+register(
+    "mlp_regression_small",
+    ModelSpec(
+        make=_mlp((50,)),
+        tasks=("regression",),
+        input_rank=None,
+        description="1 hidden layer of 50 ReLU units (bnn_hmc's UCI model)",
+    ),
+)
+register(
+    "mlp_regression_2x16",
+    ModelSpec(
+        make=_mlp((16, 16)),
+        tasks=("regression",),
+        input_rank=None,
+        description="2 hidden layers of 16 ReLU units (the tabular default of MILE, Sommer et "
+        "al. 2025)",
+    ),
+)
+register(
+    "mlp_regression",
+    ModelSpec(
+        make=_mlp((100, 100)),
+        tasks=("regression",),
+        input_rank=None,
+        description="2 hidden layers of 100 ReLU units",
+    ),
+)
+register(
+    "mlp_classification",
+    ModelSpec(
+        make=_mlp((256, 256)),
+        tasks=("classification",),
+        input_rank=None,
+        description="2 hidden layers of 256 ReLU units (bnn_hmc's MNIST-subset model)",
+    ),
+)
+register(
+    "mlp_classification_small",
+    ModelSpec(
+        make=_mlp((64, 64)),
+        tasks=("classification",),
+        input_rank=None,
+        description="2 hidden layers of 64 ReLU units (on 32x32x3 images about 200k weights, "
+        "which a full-batch sampler steps through on a CPU as fast as "
+        "mlp_classification's on MNIST)",
+    ),
+)
 
 for _name, _hidden, _tasks, _what in (
-        ("mlp_regression_small", (50,), ("regression",), "1 hidden layer of 50 ReLU units"),
-        ("mlp_regression", (100, 100), ("regression",), "2 hidden layers of 100 ReLU units"),
-        ("mlp_classification", (256, 256), ("classification",),
-         "2 hidden layers of 256 ReLU units")):
-    register(f"{_name}_dropout", ModelSpec(
-        make=_mlp_dropout(_hidden), tasks=_tasks, input_rank=None,
-        description=f"{_what}, {DROPOUT}", stochastic=True, dropout=True,
-    ))
+    ("mlp_regression_small", (50,), ("regression",), "1 hidden layer of 50 ReLU units"),
+    ("mlp_regression", (100, 100), ("regression",), "2 hidden layers of 100 ReLU units"),
+    ("mlp_classification", (256, 256), ("classification",), "2 hidden layers of 256 ReLU units"),
+):
+    register(
+        f"{_name}_dropout",
+        ModelSpec(
+            make=_mlp_dropout(_hidden),
+            tasks=_tasks,
+            input_rank=None,
+            description=f"{_what}, {DROPOUT}",
+            stochastic=True,
+            dropout=True,
+        ),
+    )
 
 # Blundell et al. (2015), "Weight Uncertainty in Neural Networks": the Bayes-by-Backprop MNIST
 # networks, used in the paper to compare with its reported variational results.
 for _width in (400, 800, 1200):
-    register(f"mlp_bbb_{_width}", ModelSpec(
-        make=_mlp((_width, _width)), tasks=("classification",), input_rank=None,
-        description=f"2 hidden layers of {_width} ReLU units (Blundell et al.'s Bayes by Backprop)",
-    ))
+    register(
+        f"mlp_bbb_{_width}",
+        ModelSpec(
+            make=_mlp((_width, _width)),
+            tasks=("classification",),
+            input_rank=None,
+            description=(
+                f"2 hidden layers of {_width} ReLU units (Blundell et al.'s Bayes by Backprop)"
+            ),
+        ),
+    )

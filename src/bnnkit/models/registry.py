@@ -105,15 +105,18 @@ class Model(NamedTuple):
 def _apply_fn(module: nn.Module, stochastic: bool) -> Callable[..., jax.Array]:
     """``module.apply`` as ``apply(params, x, *, key=None)``, the model contract."""
     if not stochastic:
+
         def apply(params: Params, x: jax.Array, *, key: Key | None = None) -> Any:
             del key  # nothing random to draw
             return module.apply(params, x)
+
         return apply
 
     def apply_stochastic(params: Params, x: jax.Array, *, key: Key | None = None) -> Any:
         if key is None:
             return module.apply(params, x, deterministic=True)
         return module.apply(params, x, deterministic=False, rngs={RNG_STREAM: key})
+
     return apply_stochastic
 
 
@@ -180,13 +183,21 @@ def get(name: str, num_outputs: int, *, dropout_rate: float | None = None) -> Mo
         module = spec.make(num_outputs, rate)
     else:
         if dropout_rate is not None:
-            raise ConfigError(f"--dropout-rate {dropout_rate} applies to a model with dropout "
-                              f"({', '.join(dropout_names())}); model {name!r} has none")
+            raise ConfigError(
+                f"--dropout-rate {dropout_rate} applies to a model with dropout "
+                f"({', '.join(dropout_names())}); model {name!r} has none"
+            )
         rate = 0.0
         module = spec.make(num_outputs)
     stochastic = spec.stochastic or spec.dropout
-    return Model(name=name, init=module.init, apply=_apply_fn(module, stochastic),
-                 num_outputs=num_outputs, stochastic=stochastic, dropout_rate=rate)
+    return Model(
+        name=name,
+        init=module.init,
+        apply=_apply_fn(module, stochastic),
+        num_outputs=num_outputs,
+        stochastic=stochastic,
+        dropout_rate=rate,
+    )
 
 
 def check_compatible(
@@ -237,9 +248,7 @@ def check_compatible(
         # convolutional layer applied to token ids would treat their arbitrary order as a scale.
         wanted = "token ids" if spec.input_dtype == "int" else "real-valued inputs"
         got = "token ids" if input_dtype == "int" else "real-valued inputs"
-        raise ConfigError(
-            f"model {name!r} takes {wanted} but dataset {dataset!r} has {got}"
-        )
+        raise ConfigError(f"model {name!r} takes {wanted} but dataset {dataset!r} has {got}")
 
 
 def num_params(params: Params) -> int:

@@ -107,11 +107,19 @@ class ResNet20FRN(nn.Module):
     blocks_per_stage: int = 3
 
     def _layer(
-        self, x: jax.Array, channels: int, *, kernel: int = 3, stride: int = 1,
+        self,
+        x: jax.Array,
+        channels: int,
+        *,
+        kernel: int = 3,
+        stride: int = 1,
         activation: Callable[[jax.Array], jax.Array] | None = None,
     ) -> jax.Array:
         x = nn.Conv(
-            channels, kernel_size=(kernel, kernel), strides=(stride, stride), padding="SAME",
+            channels,
+            kernel_size=(kernel, kernel),
+            strides=(stride, stride),
+            padding="SAME",
             kernel_init=he_normal,
         )(x)
         x = FilterResponseNorm()(x)
@@ -142,13 +150,23 @@ def _resnet20_frn(activation: Callable[[jax.Array], jax.Array]):
     return lambda num_outputs: ResNet20FRN(num_outputs=num_outputs, activation=activation)
 
 
-register("resnet20_frn_swish", ModelSpec(
-    make=_resnet20_frn(jax.nn.swish), tasks=("classification",), input_rank=3,
-    description="ResNet-20 with filter response norm and swish (the paper's CIFAR model)",
-    example_shape=(32, 32, 3),
-))
-register("resnet20_frn", ModelSpec(
-    make=_resnet20_frn(jax.nn.relu), tasks=("classification",), input_rank=3,
-    description="ResNet-20 with filter response norm and ReLU",
-    example_shape=(32, 32, 3),
-))
+register(
+    "resnet20_frn_swish",
+    ModelSpec(
+        make=_resnet20_frn(jax.nn.swish),
+        tasks=("classification",),
+        input_rank=3,
+        description="ResNet-20 with filter response norm and swish (the paper's CIFAR model)",
+        example_shape=(32, 32, 3),
+    ),
+)
+register(
+    "resnet20_frn",
+    ModelSpec(
+        make=_resnet20_frn(jax.nn.relu),
+        tasks=("classification",),
+        input_rank=3,
+        description="ResNet-20 with filter response norm and ReLU",
+        example_shape=(32, 32, 3),
+    ),
+)

@@ -92,8 +92,9 @@ class Posterior(Protocol):
         ...
 
     @classmethod
-    def from_arrays(cls, template: Params, arrays: dict[str, np.ndarray],
-                    meta: dict[str, Any]) -> Self:
+    def from_arrays(
+        cls, template: Params, arrays: dict[str, np.ndarray], meta: dict[str, Any]
+    ) -> Self:
         """Rebuild it from :meth:`arrays` and :meth:`meta`; ``template`` is a position with
         the parameter tree structure (its shapes do not matter)."""
         ...

@@ -30,7 +30,7 @@ def standard_normal_like(key: Key, tree: Params, num: int) -> Params:
     flat = jax.random.normal(key, (num, sum(sizes)), leaves[0].dtype)
     parts, start = [], 0
     for size, leaf in zip(sizes, leaves, strict=True):
-        parts.append(flat[:, start:start + size].reshape((num, *leaf.shape)))
+        parts.append(flat[:, start : start + size].reshape((num, *leaf.shape)))
         start += size
     return treedef.unflatten(parts)
 
@@ -118,8 +118,10 @@ class DiagGaussian:
     # --- storage (bnnkit.posterior.store) ---
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {**storage.flatten_tree(self.mean, "mean/"),
-                **storage.flatten_tree(self.std, "std/")}
+        return {
+            **storage.flatten_tree(self.mean, "mean/"),
+            **storage.flatten_tree(self.std, "std/"),
+        }
 
     def meta(self) -> dict[str, Any]:
         return {"num_draws": self.num_draws}

@@ -46,8 +46,12 @@ PREDICTIVES = ("mc", "glm")
 def _normal_like(key: Key, n: int, tree: Params) -> Params:
     leaves, treedef = jax.tree.flatten(tree)
     keys = jax.random.split(key, len(leaves))
-    return treedef.unflatten([jax.random.normal(k, (n, *leaf.shape), leaf.dtype)
-                              for k, leaf in zip(keys, leaves, strict=True)])
+    return treedef.unflatten(
+        [
+            jax.random.normal(k, (n, *leaf.shape), leaf.dtype)
+            for k, leaf in zip(keys, leaves, strict=True)
+        ]
+    )
 
 
 def _tile(tree: Params, n: int) -> Params:
@@ -104,8 +108,10 @@ class DiagLaplace(_Laplace):
         return jax.tree.map(lambda p: 1.0 / p, self.precision)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {**storage.flatten_tree(self.mean, "mean/"),
-                **storage.flatten_tree(self.precision, "precision/")}
+        return {
+            **storage.flatten_tree(self.mean, "mean/"),
+            **storage.flatten_tree(self.precision, "precision/"),
+        }
 
     @classmethod
     def from_arrays(cls, template: Params, arrays: dict, meta: dict) -> DiagLaplace:
@@ -155,8 +161,9 @@ class LastLayerLaplace(_Laplace):
     @classmethod
     def from_arrays(cls, template: Params, arrays: dict, meta: dict) -> LastLayerLaplace:
         mean = jax.tree.map(jnp.asarray, storage.unflatten_tree(template, arrays, "mean/"))
-        return cls(mean, tuple(meta["path"].split("/")), jnp.asarray(arrays["sqrt_cov"]),
-                   **_fields(meta))
+        return cls(
+            mean, tuple(meta["path"].split("/")), jnp.asarray(arrays["sqrt_cov"]), **_fields(meta)
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,23 +192,32 @@ class KFACLaplace(_Laplace):
     def arrays(self) -> dict[str, np.ndarray]:
         out = storage.flatten_tree(self.mean, "mean/")
         for name, (ua, ub, e) in self.layers.items():
-            out |= {f"kfac/{name}/ua": np.asarray(ua), f"kfac/{name}/ub": np.asarray(ub),
-                    f"kfac/{name}/eigvals": np.asarray(e)}
+            out |= {
+                f"kfac/{name}/ua": np.asarray(ua),
+                f"kfac/{name}/ub": np.asarray(ub),
+                f"kfac/{name}/eigvals": np.asarray(e),
+            }
         return out
 
     @classmethod
     def from_arrays(cls, template: Params, arrays: dict, meta: dict) -> KFACLaplace:
         mean = jax.tree.map(jnp.asarray, storage.unflatten_tree(template, arrays, "mean/"))
-        names = sorted({k[len("kfac/"):].rsplit("/", 1)[0] for k in arrays
-                        if k.startswith("kfac/")})
-        layers = {n: tuple(jnp.asarray(arrays[f"kfac/{n}/{part}"])
-                           for part in ("ua", "ub", "eigvals")) for n in names}
+        names = sorted(
+            {k[len("kfac/") :].rsplit("/", 1)[0] for k in arrays if k.startswith("kfac/")}
+        )
+        layers = {
+            n: tuple(jnp.asarray(arrays[f"kfac/{n}/{part}"]) for part in ("ua", "ub", "eigvals"))
+            for n in names
+        }
         return cls(mean, layers, **_fields(meta))
 
 
 def _fields(meta: dict) -> dict:
-    return {"info": meta.get("info", {}), "num_draws": meta.get("num_draws"),
-            "predictive": meta.get("predictive", "mc")}
+    return {
+        "info": meta.get("info", {}),
+        "num_draws": meta.get("num_draws"),
+        "predictive": meta.get("predictive", "mc"),
+    }
 
 
 @functools.partial(jax.jit, static_argnums=1)
@@ -226,8 +242,9 @@ def _kfac_sample(key, n, mean, layers):
         layer = get_block(mean, path)
         dtype = layer["kernel"].dtype
         z = jax.random.normal(jax.random.fold_in(key, i), (n, *e.shape), dtype)
-        delta = jnp.einsum("di,nij,kj->ndk", ua.astype(dtype), z * jax.lax.rsqrt(e).astype(dtype),
-                           ub.astype(dtype))
+        delta = jnp.einsum(
+            "di,nij,kj->ndk", ua.astype(dtype), z * jax.lax.rsqrt(e).astype(dtype), ub.astype(dtype)
+        )
         rows = layer["kernel"].shape[0]
         new = {"kernel": layer["kernel"] + delta[:, :rows]}
         if "bias" in layer:

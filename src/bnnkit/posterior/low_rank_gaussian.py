@@ -79,26 +79,35 @@ class LowRankGaussian:
             z_diag: z₁, shaped like μ with a leading axis of n draws.
             z_rank: z₂, ``(n, K)``.
         """
-        diag = jax.tree.map(lambda m, v, z: m + math.sqrt(0.5) * jnp.sqrt(v) * z,
-                            self.mean, self.diag_var, z_diag)
+        diag = jax.tree.map(
+            lambda m, v, z: m + math.sqrt(0.5) * jnp.sqrt(v) * z, self.mean, self.diag_var, z_diag
+        )
         rank = self.rank
         if rank < 2:
             return diag
         scale = 1.0 / math.sqrt(2.0 * (rank - 1))
         return jax.tree.map(
             lambda t, d: t + scale * jnp.tensordot(z_rank, d, axes=1).astype(t.dtype),
-            diag, self.deviations)
+            diag,
+            self.deviations,
+        )
 
     def covariance(self) -> np.ndarray:
         """The dense covariance ``½ (diag(v) + D Dᵀ / (K − 1))`` over the flattened
         parameters (leaves in tree order), in float64: for checks on small models only."""
-        v = np.concatenate([np.asarray(a, np.float64).ravel()
-                            for a in jax.tree.leaves(self.diag_var)])
+        v = np.concatenate(
+            [np.asarray(a, np.float64).ravel() for a in jax.tree.leaves(self.diag_var)]
+        )
         cov = np.diag(v)
         rank = self.rank
         if rank >= 2:
-            d = np.concatenate([np.asarray(a, np.float64).reshape(rank, -1)
-                                for a in jax.tree.leaves(self.deviations)], axis=1)
+            d = np.concatenate(
+                [
+                    np.asarray(a, np.float64).reshape(rank, -1)
+                    for a in jax.tree.leaves(self.deviations)
+                ],
+                axis=1,
+            )
             cov = cov + d.T @ d / (rank - 1)
         return 0.5 * cov
 
@@ -112,9 +121,11 @@ class LowRankGaussian:
     # --- storage (bnnkit.posterior.store) ---
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {**storage.flatten_tree(self.mean, "mean/"),
-                **storage.flatten_tree(self.diag_var, "diag_var/"),
-                **storage.flatten_tree(self.deviations, "deviations/")}
+        return {
+            **storage.flatten_tree(self.mean, "mean/"),
+            **storage.flatten_tree(self.diag_var, "diag_var/"),
+            **storage.flatten_tree(self.deviations, "deviations/"),
+        }
 
     def meta(self) -> dict[str, Any]:
         return {"num_draws": self.num_draws}

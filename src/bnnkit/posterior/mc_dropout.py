@@ -65,8 +65,7 @@ class MCDropout:
     def draws(self, key: Key | None = None) -> Samples:
         """The weights ``num_draws`` times as one chain; the predictive gives every pass its own
         key, so each draws its own masks."""
-        return Samples.from_single_chain(jax.tree.map(np.asarray,
-                                                      self.sample(key, self.num_draws)))
+        return Samples.from_single_chain(jax.tree.map(np.asarray, self.sample(key, self.num_draws)))
 
     # --- storage (bnnkit.posterior.store) ---
 

@@ -38,12 +38,11 @@ class Mixture:
         """``n`` draws: a uniformly chosen component, then a draw from it, stacked ``(n, ...)``."""
         pick_key, draw_key = jax.random.split(key)
         which = jax.random.randint(pick_key, (n,), 0, len(self.components))
-        per = [c.sample(jax.random.fold_in(draw_key, k), n) for k, c in
-               enumerate(self.components)]
-        return jax.tree.map(
-            lambda *leaves: jnp.stack(leaves)[which, jnp.arange(n)], *per)
+        per = [c.sample(jax.random.fold_in(draw_key, k), n) for k, c in enumerate(self.components)]
+        return jax.tree.map(lambda *leaves: jnp.stack(leaves)[which, jnp.arange(n)], *per)
 
     def draws(self, key: Key) -> Samples:
         """Each component's own draws (``draws(fold_in(key, k))``) as chain k."""
         return Samples.concatenate(
-            [c.draws(jax.random.fold_in(key, k)) for k, c in enumerate(self.components)], axis=0)
+            [c.draws(jax.random.fold_in(key, k)) for k, c in enumerate(self.components)], axis=0
+        )

@@ -40,8 +40,9 @@ class Samples:
     @classmethod
     def concatenate(cls, parts: Sequence[Samples], axis: int = 1) -> Samples:
         """Join samples along the sample axis (1) or the chain axis (0)."""
-        return cls(jax.tree.map(lambda *a: np.concatenate(a, axis=axis),
-                                *[p.params for p in parts]))
+        return cls(
+            jax.tree.map(lambda *a: np.concatenate(a, axis=axis), *[p.params for p in parts])
+        )
 
     @property
     def num_chains(self) -> int:

@@ -45,15 +45,26 @@ from bnnkit.types import Params
 #: :class:`~bnnkit.posterior.base.Posterior`) and one entry here.
 KINDS: dict[str, type[Posterior]] = {
     cls.kind: cls
-    for cls in (Samples, DiagGaussian, DiagLaplace, LastLayerLaplace, KFACLaplace,
-                LowRankGaussian, MCDropout)
+    for cls in (
+        Samples,
+        DiagGaussian,
+        DiagLaplace,
+        LastLayerLaplace,
+        KFACLaplace,
+        LowRankGaussian,
+        MCDropout,
+    )
 }
 KIND_KEY = "__kind__"
 META_KEY = "__meta__"
 
 
-def save(path: str | os.PathLike, members: Sequence[Posterior], *,
-         before_rename: Callable[[storage.Written], None] | None = None) -> storage.Written:
+def save(
+    path: str | os.PathLike,
+    members: Sequence[Posterior],
+    *,
+    before_rename: Callable[[storage.Written], None] | None = None,
+) -> storage.Written:
     """Write the posteriors of every member at one kept unit (atomic, no pickle).
 
     Returns:
@@ -69,16 +80,18 @@ def save(path: str | os.PathLike, members: Sequence[Posterior], *,
         arrays = Samples.concatenate(members, axis=0).arrays()
         metas: list[dict] = [{}]
     else:
-        arrays = {f"{m}/{k}": v for m, member in enumerate(members)
-                  for k, v in member.arrays().items()}
+        arrays = {
+            f"{m}/{k}": v for m, member in enumerate(members) for k, v in member.arrays().items()
+        }
         metas = [member.meta() for member in members]
     arrays[KIND_KEY] = np.asarray(kind)
     arrays[META_KEY] = np.asarray(json.dumps(metas))
     return storage.save_arrays(path, arrays, before_rename=before_rename)
 
 
-def load(path: str | os.PathLike, template: Params, *,
-         sha256: str | None = None) -> list[Posterior]:
+def load(
+    path: str | os.PathLike, template: Params, *, sha256: str | None = None
+) -> list[Posterior]:
     """The posteriors stored by :func:`save`: one joined Samples, or one object per member.
 
     Args:
@@ -99,17 +112,19 @@ def load(path: str | os.PathLike, template: Params, *,
             raise ConfigError(
                 f"{str(path)!r} holds NaN or infinite values ({key}): the run diverged, and a "
                 "posterior that is not finite predicts nothing; allowed: a run whose posterior "
-                "is finite (make it again with a smaller step size)")
+                "is finite (make it again with a smaller step size)"
+            )
     kind = str(arrays.pop(KIND_KEY))
     metas = json.loads(str(arrays.pop(META_KEY)))
     if kind not in KINDS:
-        raise ConfigError(f"{str(path)!r} holds an unknown posterior kind {kind!r}; known: "
-                          f"{', '.join(KINDS)}")
+        raise ConfigError(
+            f"{str(path)!r} holds an unknown posterior kind {kind!r}; known: {', '.join(KINDS)}"
+        )
     if kind == Samples.kind:
         return [Samples.from_arrays(template, arrays, {})]
     members = []
     for m, meta in enumerate(metas):
         prefix = f"{m}/"
-        own = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+        own = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
         members.append(KINDS[kind].from_arrays(template, own, meta))
     return members

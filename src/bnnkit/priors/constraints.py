@@ -104,9 +104,7 @@ class Param:
 
     def _refuse(self, family: str, raw: Any) -> None:
         shown = format_value(raw) if isinstance(raw, (int, float, tuple, list)) else str(raw)
-        raise ConfigError(
-            f"prior {family!r}: invalid {self.name}={shown}; allowed: {self.allowed}"
-        )
+        raise ConfigError(f"prior {family!r}: invalid {self.name}={shown}; allowed: {self.allowed}")
 
 
 def format_value(value: Any) -> str:

@@ -105,8 +105,10 @@ class Normal(Elementwise):
 
     scale: float
     name: ClassVar[str] = "gaussian"
-    PARAMS: ClassVar[tuple[Param, ...]] = (Param("scale", POSITIVE),
-                                            Param("weight_decay", POSITIVE))
+    PARAMS: ClassVar[tuple[Param, ...]] = (
+        Param("scale", POSITIVE),
+        Param("weight_decay", POSITIVE),
+    )
 
     @classmethod
     def from_values(cls, values: dict[str, Any], *, weight_decay: float = 1.0) -> Normal:
@@ -260,8 +262,9 @@ class GaussianMixture(Elementwise):
 
     @property
     def variance(self) -> float:
-        second = sum(w * (s**2 + m**2)
-                     for w, s, m in zip(self.weights, self.scales, self.locs, strict=True))
+        second = sum(
+            w * (s**2 + m**2) for w, s, m in zip(self.weights, self.scales, self.locs, strict=True)
+        )
         return second - self.mean**2
 
     def log_prob(self, x: jax.Array) -> jax.Array:
@@ -348,8 +351,10 @@ class StudentT(Elementwise):
     df: float
     scale: float = 1.0
     name: ClassVar[str] = "student_t"
-    PARAMS: ClassVar[tuple[Param, ...]] = (Param("df", POSITIVE, required=True),
-                                            Param("scale", POSITIVE, 1.0))
+    PARAMS: ClassVar[tuple[Param, ...]] = (
+        Param("df", POSITIVE, required=True),
+        Param("scale", POSITIVE, 1.0),
+    )
 
     @property
     def mean(self) -> float:

@@ -39,8 +39,10 @@ from bnnkit.priors.families import StudentT
 class _InverseGammaVariances:
     concentration: float
     scale: float
-    PARAMS: ClassVar[tuple[Param, ...]] = (Param("concentration", POSITIVE, required=True),
-                                            Param("scale", POSITIVE, required=True))
+    PARAMS: ClassVar[tuple[Param, ...]] = (
+        Param("concentration", POSITIVE, required=True),
+        Param("scale", POSITIVE, required=True),
+    )
     name: ClassVar[str]
 
     def __post_init__(self) -> None:
@@ -89,8 +91,7 @@ class _InverseGammaVariances:
 
     def marginal(self) -> StudentT:
         """The distribution of one weight with its variance integrated out."""
-        return StudentT(df=2 * self.concentration,
-                        scale=math.sqrt(self.scale / self.concentration))
+        return StudentT(df=2 * self.concentration, scale=math.sqrt(self.scale / self.concentration))
 
     def gaussian_std(self, shape: tuple[int, ...]) -> None:
         del shape

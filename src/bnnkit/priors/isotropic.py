@@ -84,7 +84,9 @@ class Gaussian:
         """``KL(N(mean, std²) || N(0, 1/λ))`` summed over every leaf."""
         prior_std = 1.0 / math.sqrt(self.weight_decay)
         return sum(
-            (gaussian_kl(m, s, prior_std)
-             for m, s in zip(jax.tree.leaves(mean), jax.tree.leaves(std), strict=True)),
+            (
+                gaussian_kl(m, s, prior_std)
+                for m, s in zip(jax.tree.leaves(mean), jax.tree.leaves(std), strict=True)
+            ),
             jnp.zeros(()),
         )

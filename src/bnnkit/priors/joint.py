@@ -123,8 +123,10 @@ class JointPrior:
         paths = ["/".join(keys) for keys, _, _ in self._leaves(_weights(like))]
         for pattern, _ in self.layers:
             if not any(matches(pattern, p) for p in paths):
-                raise ConfigError(f"layer prior pattern {pattern!r} matches no parameter; "
-                                  f"allowed: a glob over {', '.join(paths)}")
+                raise ConfigError(
+                    f"layer prior pattern {pattern!r} matches no parameter; "
+                    f"allowed: a glob over {', '.join(paths)}"
+                )
 
     @property
     def has_latents(self) -> bool:
@@ -215,11 +217,14 @@ class JointPrior:
                 :meth:`log_prob` instead).
         """
         if not self.has_closed_form_kl:
-            raise ConfigError(f"prior {self.description!r} has no closed-form KL; allowed: "
-                              "gaussian and fanin_gaussian families without --noise-prior")
+            raise ConfigError(
+                f"prior {self.description!r} has no closed-form KL; allowed: "
+                "gaussian and fanin_gaussian families without --noise-prior"
+            )
         total = jnp.zeros(())
-        for (keys, m, family), s in zip(self._leaves(_weights(mean)),
-                                        jax.tree.leaves(_weights(std)), strict=True):
+        for (keys, m, family), s in zip(
+            self._leaves(_weights(mean)), jax.tree.leaves(_weights(std)), strict=True
+        ):
             del keys
             total = total + gaussian_kl(m, s, family.gaussian_std(m.shape))
         return total

@@ -53,8 +53,9 @@ class NoiseFamily:
         """Draws of σ₀."""
         raise NotImplementedError
 
-    def sample_log_std(self, key: jax.Array, shape: tuple[int, ...] = (),
-                       dtype: Any = jnp.float32) -> jax.Array:
+    def sample_log_std(
+        self, key: jax.Array, shape: tuple[int, ...] = (), dtype: Any = jnp.float32
+    ) -> jax.Array:
         """Draws of u = log σ₀."""
         return jnp.log(self.sample(key, shape, dtype))
 
@@ -79,8 +80,10 @@ class Gamma(NoiseFamily):
     concentration: float
     rate: float
     name: ClassVar[str] = "gamma"
-    PARAMS: ClassVar[tuple[Param, ...]] = (Param("concentration", POSITIVE, required=True),
-                                            Param("rate", POSITIVE, required=True))
+    PARAMS: ClassVar[tuple[Param, ...]] = (
+        Param("concentration", POSITIVE, required=True),
+        Param("rate", POSITIVE, required=True),
+    )
 
     def log_prob(self, std: jax.Array) -> jax.Array:
         return stats.gamma.logpdf(std, self.concentration, scale=1.0 / self.rate)
@@ -88,8 +91,9 @@ class Gamma(NoiseFamily):
     def sample(self, key: jax.Array, shape: tuple[int, ...] = (), dtype: Any = jnp.float32):
         return jax.random.gamma(key, self.concentration, shape, dtype) / self.rate
 
-    def sample_log_std(self, key: jax.Array, shape: tuple[int, ...] = (),
-                       dtype: Any = jnp.float32) -> jax.Array:
+    def sample_log_std(
+        self, key: jax.Array, shape: tuple[int, ...] = (), dtype: Any = jnp.float32
+    ) -> jax.Array:
         # log G drawn directly: G itself underflows to 0 for small a.
         return jax.random.loggamma(key, self.concentration, shape, dtype) - math.log(self.rate)
 
@@ -132,8 +136,10 @@ class LogNormal(NoiseFamily):
     loc: float
     scale: float
     name: ClassVar[str] = "lognormal"
-    PARAMS: ClassVar[tuple[Param, ...]] = (Param("loc", REAL, required=True),
-                                            Param("scale", POSITIVE, required=True))
+    PARAMS: ClassVar[tuple[Param, ...]] = (
+        Param("loc", REAL, required=True),
+        Param("scale", POSITIVE, required=True),
+    )
 
     def log_prob(self, std: jax.Array) -> jax.Array:
         log_std = jnp.log(std)

@@ -109,8 +109,13 @@ def check_out(out: str | os.PathLike) -> None:
         raise ConfigError(f"output folder {parent!r} does not exist")
 
 
-def plot_functions(panels: Sequence[FunctionDraws], title: str, out: str | os.PathLike,
-                   max_lines: int = 30, at: float = 1.0) -> None:
+def plot_functions(
+    panels: Sequence[FunctionDraws],
+    title: str,
+    out: str | os.PathLike,
+    max_lines: int = 30,
+    at: float = 1.0,
+) -> None:
     """Function draws (top) and the distribution of f(``at``) (bottom), one column per panel."""
     plt = _pyplot()
     n = len(panels)
@@ -118,8 +123,14 @@ def plot_functions(panels: Sequence[FunctionDraws], title: str, out: str | os.Pa
     for col, panel in enumerate(panels):
         ax = axes[0, col]
         mean, sd = panel.values.mean(axis=0), panel.values.std(axis=0)
-        ax.fill_between(panel.grid, mean - 2 * sd, mean + 2 * sd, color="C0", alpha=0.15,
-                        label="±2 sd over draws")
+        ax.fill_between(
+            panel.grid,
+            mean - 2 * sd,
+            mean + 2 * sd,
+            color="C0",
+            alpha=0.15,
+            label="±2 sd over draws",
+        )
         for f in panel.values[:max_lines]:
             ax.plot(panel.grid, f, color="C0", lw=0.8, alpha=0.6)
         ax.set_title(panel.label)
@@ -133,8 +144,13 @@ def plot_functions(panels: Sequence[FunctionDraws], title: str, out: str | os.Pa
         ax.hist(f, bins=30, density=True, color="C1", alpha=0.7)
         z = np.linspace(f.min(), f.max(), 200)
         s = f.std() if f.std() > 0 else 1.0
-        ax.plot(z, np.exp(-0.5 * ((z - f.mean()) / s) ** 2) / (s * np.sqrt(2 * np.pi)),
-                color="k", lw=1, label="Gaussian, same mean/sd")
+        ax.plot(
+            z,
+            np.exp(-0.5 * ((z - f.mean()) / s) ** 2) / (s * np.sqrt(2 * np.pi)),
+            color="k",
+            lw=1,
+            label="Gaussian, same mean/sd",
+        )
         ax.set_xlabel(f"f({panel.grid[i]:.2f})")
         ax.set_title(f"excess kurtosis {panel.excess_kurtosis(at):.2f}", fontsize=9)
         if col == 0:
@@ -156,8 +172,9 @@ def plot_class_probabilities(probs: np.ndarray, title: str, out: str | os.PathLi
     k = probs.shape[-1]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     bins = np.linspace(1.0 / k, 1.0, 31)
-    axes[0].hist(probs.max(axis=-1).ravel(), bins=bins, density=True, alpha=0.6,
-                 label="single prior draw")
+    axes[0].hist(
+        probs.max(axis=-1).ravel(), bins=bins, density=True, alpha=0.6, label="single prior draw"
+    )
     axes[0].hist(bma.max(axis=-1), bins=bins, density=True, alpha=0.6, label="prior BMA")
     axes[0].set_xlabel("max class probability")
     axes[0].set_ylabel("density over inputs (and draws)")
@@ -180,6 +197,9 @@ def summarize_probs(probs: np.ndarray) -> dict[str, float]:
     def entropy(p):
         return float(np.mean(-np.sum(p * np.log(np.clip(p, 1e-12, 1.0)), axis=-1)))
 
-    return {"max_prob_single": float(probs.max(axis=-1).mean()),
-            "max_prob_bma": float(bma.max(axis=-1).mean()),
-            "entropy_single": entropy(probs), "entropy_bma": entropy(bma)}
+    return {
+        "max_prob_single": float(probs.max(axis=-1).mean()),
+        "max_prob_bma": float(bma.max(axis=-1).mean()),
+        "entropy_single": entropy(probs),
+        "entropy_bma": entropy(bma),
+    }

@@ -156,24 +156,34 @@ class PriorCheck:
         head = f"prior check ({self.num_draws} draws, {self.num_inputs} training inputs): "
         if self.task == "classification":
             uniform = math.exp(-self.entropy_uniform)
-            return head + (f"mean max class probability {self.max_prob:.3g} (prior average "
-                           f"{self.max_prob_average:.3g}, uniform {uniform:.3g}); "
-                           f"mean entropy {self.entropy:.3g} nats (uniform "
-                           f"{self.entropy_uniform:.3g})")
+            return head + (
+                f"mean max class probability {self.max_prob:.3g} (prior average "
+                f"{self.max_prob_average:.3g}, uniform {uniform:.3g}); "
+                f"mean entropy {self.entropy:.3g} nats (uniform "
+                f"{self.entropy_uniform:.3g})"
+            )
         parts = []
         if self.share_below_floor is not None:
-            parts.append(f"noise std below {self.noise_floor:.3g} on {_share(self)} of the "
-                         f"prior mass ({self.noise} noise)")
-        parts.append(f"prior predictive sd {self.predictive_scale:.3g} = "
-                     f"{self.scale_ratio:.3g}x the targets sd {self.target_std:.3g}")
+            parts.append(
+                f"noise std below {self.noise_floor:.3g} on {_share(self)} of the "
+                f"prior mass ({self.noise} noise)"
+            )
+        parts.append(
+            f"prior predictive sd {self.predictive_scale:.3g} = "
+            f"{self.scale_ratio:.3g}x the targets sd {self.target_std:.3g}"
+        )
         return head + "; ".join(parts)
-
 
     def lines(self) -> list[str]:
         """:meth:`summary`, then the warning and the note, each on a line of its own."""
-        return [self.summary(), *(f"{what}: {line}" for what, line in
-                                  (("warning", self.warning), ("note", self.note))
-                                  if line is not None)]
+        return [
+            self.summary(),
+            *(
+                f"{what}: {line}"
+                for what, line in (("warning", self.warning), ("note", self.note))
+                if line is not None
+            ),
+        ]
 
 
 def _share(result: PriorCheck) -> str:
@@ -209,8 +219,13 @@ def _flops_per_input(problem: Problem, like: Any, x: jax.Array) -> float | None:
     return float(flops) if flops else None
 
 
-def check(problem: Problem, key: jax.Array | None = None, *, num_draws: int = NUM_DRAWS,
-          num_inputs: int = NUM_INPUTS) -> PriorCheck:
+def check(
+    problem: Problem,
+    key: jax.Array | None = None,
+    *,
+    num_draws: int = NUM_DRAWS,
+    num_inputs: int = NUM_INPUTS,
+) -> PriorCheck:
     """Draw from ``problem``'s prior and measure it against the training targets.
 
     Compiled once (all draws at once under ``vmap``); the draws and inputs are cut, keeping
@@ -244,16 +259,22 @@ def check(problem: Problem, key: jax.Array | None = None, *, num_draws: int = NU
     if size * num_draws > MAX_VALUES:
         num_draws = max(int(MAX_VALUES // size), 1)
         if num_draws < MIN_DRAWS:
-            return PriorCheck(dataset.task, skipped=f"the network's {size} parameters are too "
-                                                    "many to draw from its prior before the run")
+            return PriorCheck(
+                dataset.task,
+                skipped=f"the network's {size} parameters are too "
+                "many to draw from its prior before the run",
+            )
     if flops is not None and flops * num_draws * len(rows) > MAX_FLOPS:
         shrink = math.sqrt(MAX_FLOPS / (flops * num_draws * len(rows)))
         num_draws, rows = int(num_draws * shrink), rows[: int(len(rows) * shrink)]
         x = x[: len(rows)]
         if num_draws < MIN_DRAWS or len(rows) < MIN_INPUTS:
-            return PriorCheck(dataset.task, skipped=f"one pass of the network costs {flops:.3g} "
-                                                    "flops per input, too many to draw from "
-                                                    "its prior before the run")
+            return PriorCheck(
+                dataset.task,
+                skipped=f"one pass of the network costs {flops:.3g} "
+                "flops per input, too many to draw from "
+                "its prior before the run",
+            )
     classification = dataset.task == "classification"
 
     def one(k):
@@ -274,11 +295,15 @@ def _classification(probs: np.ndarray, num_inputs: int) -> PriorCheck:
     from bnnkit.priors.predictive import summarize_probs
 
     summary = summarize_probs(probs)
-    return PriorCheck("classification", probs.shape[0], num_inputs,
-                      max_prob=summary["max_prob_single"],
-                      max_prob_average=summary["max_prob_bma"],
-                      entropy=summary["entropy_single"],
-                      entropy_uniform=math.log(probs.shape[-1]))
+    return PriorCheck(
+        "classification",
+        probs.shape[0],
+        num_inputs,
+        max_prob=summary["max_prob_single"],
+        max_prob_average=summary["max_prob_bma"],
+        entropy=summary["entropy_single"],
+        entropy_uniform=math.log(probs.shape[-1]),
+    )
 
 
 def _regression(problem: Problem, draws: np.ndarray, num_inputs: int) -> PriorCheck:
@@ -288,16 +313,30 @@ def _regression(problem: Problem, draws: np.ndarray, num_inputs: int) -> PriorCh
         target_std = 1.0  # constant targets: the units themselves
     floor = FLOOR_FRACTION * target_std
     config = problem.config
-    noise = ("fixed" if config.noise_std is not None else
-             "inferred" if config.noise_prior is not None else "network")
+    noise = (
+        "fixed"
+        if config.noise_std is not None
+        else "inferred"
+        if config.noise_prior is not None
+        else "network"
+    )
     per_draw = np.mean(stds < floor, axis=1)
     share = float(per_draw.mean())
     se = float(per_draw.std(ddof=1) / math.sqrt(len(per_draw)))
     scale = float(np.mean(np.std(means, axis=0)))
     ratio = scale / target_std
-    result = PriorCheck("regression", draws.shape[0], num_inputs, noise=noise,
-                        target_std=target_std, noise_floor=floor, share_below_floor=share,
-                        share_se=se, predictive_scale=scale, scale_ratio=ratio)
+    result = PriorCheck(
+        "regression",
+        draws.shape[0],
+        num_inputs,
+        noise=noise,
+        target_std=target_std,
+        noise_floor=floor,
+        share_below_floor=share,
+        share_se=se,
+        predictive_scale=scale,
+        scale_ratio=ratio,
+    )
     return dataclasses.replace(result, warning=_warning(result), note=_note(result))
 
 
@@ -305,15 +344,19 @@ def _warning(result: PriorCheck) -> str | None:
     """The noise line: a share above :data:`THRESHOLD`, and what to do."""
     if result.share_below_floor is None or not result.share_below_floor > THRESHOLD:
         return None
-    cause = {"network": "fix the noise (--noise-std, in the targets' units the model sees), "
-                        "infer one noise std under a prior (--noise-prior), or use a tighter "
-                        "prior (--prior gaussian:scale=0.2, or --weight-decay 30)",
-             "inferred": "use a noise prior with less mass near zero (--noise-prior "
-                         "lognormal:loc=-1,scale=1) or fix the noise (--noise-std)",
-             "fixed": f"fix the noise at or above {result.noise_floor:.3g} (--noise-std)"}
-    return (f"the prior puts {_share(result)} of its mass at a noise std below "
-            f"{result.noise_floor:.3g} ({FLOOR_FRACTION:g} x the training targets' sd): the "
-            f"posterior can sharpen without end and chains will not mix; {cause[result.noise]}")
+    cause = {
+        "network": "fix the noise (--noise-std, in the targets' units the model sees), "
+        "infer one noise std under a prior (--noise-prior), or use a tighter "
+        "prior (--prior gaussian:scale=0.2, or --weight-decay 30)",
+        "inferred": "use a noise prior with less mass near zero (--noise-prior "
+        "lognormal:loc=-1,scale=1) or fix the noise (--noise-std)",
+        "fixed": f"fix the noise at or above {result.noise_floor:.3g} (--noise-std)",
+    }
+    return (
+        f"the prior puts {_share(result)} of its mass at a noise std below "
+        f"{result.noise_floor:.3g} ({FLOOR_FRACTION:g} x the training targets' sd): the "
+        f"posterior can sharpen without end and chains will not mix; {cause[result.noise]}"
+    )
 
 
 def _note(result: PriorCheck) -> str | None:
@@ -321,11 +364,13 @@ def _note(result: PriorCheck) -> str | None:
     if result.scale_ratio is None or 1 / SCALE_RATIO <= result.scale_ratio <= SCALE_RATIO:
         return None
     side = "wider" if result.scale_ratio > 1 else "narrower"
-    return (f"the prior predictive's sd {result.predictive_scale:.3g} is "
-            f"{result.scale_ratio:.3g}x the training targets' sd {result.target_std:.3g}, "
-            f"more than {SCALE_RATIO:g}x {side}; "
-            f"{'a tighter' if side == 'wider' else 'a wider'} prior (--prior, --weight-decay) "
-            "brings it to the data's scale")
+    return (
+        f"the prior predictive's sd {result.predictive_scale:.3g} is "
+        f"{result.scale_ratio:.3g}x the training targets' sd {result.target_std:.3g}, "
+        f"more than {SCALE_RATIO:g}x {side}; "
+        f"{'a tighter' if side == 'wider' else 'a wider'} prior (--prior, --weight-decay) "
+        "brings it to the data's scale"
+    )
 
 
 def before_run(problem: Problem, *, announce: bool = True) -> dict[str, Any]:

@@ -156,8 +156,10 @@ def parse(text: str | Spec, kind: str = "weight") -> Spec:
     family, _, rest = str(text).strip().partition(":")
     family = family.strip()
     if not family:
-        raise ConfigError(f"empty prior spec {text!r}; allowed: NAME or NAME:key=value,... with "
-                          f"NAME one of {', '.join(_REGISTRIES[kind])}")
+        raise ConfigError(
+            f"empty prior spec {text!r}; allowed: NAME or NAME:key=value,... with "
+            f"NAME one of {', '.join(_REGISTRIES[kind])}"
+        )
     cls = _registry(family, kind)
     raw: dict[str, str] = {}
     for item in filter(None, (part.strip() for part in rest.split(","))):
@@ -181,8 +183,9 @@ def parse_layer_rule(text: str | LayerRule) -> LayerRule:
         return text
     pattern, eq, spec = (s.strip() for s in str(text).partition("="))
     if not eq or not pattern or RULE_SEPARATOR in pattern or ":" in pattern:
-        raise ConfigError(f"layer prior {text!r} must be PATTERN=SPEC, e.g. "
-                          "Dense_2=gaussian:scale=0.5")
+        raise ConfigError(
+            f"layer prior {text!r} must be PATTERN=SPEC, e.g. Dense_2=gaussian:scale=0.5"
+        )
     return LayerRule(pattern, parse(spec))
 
 
@@ -208,8 +211,12 @@ def canonical_layer_rules(value: str | Sequence[str] | None) -> str | None:
     return RULE_SEPARATOR.join(str(r) for r in rules) if rules else None
 
 
-def numbers(prior: str | None, bias_prior: str | None = None, layer_priors: str | None = None,
-            noise_prior: str | None = None) -> list[tuple[str, float]]:
+def numbers(
+    prior: str | None,
+    bias_prior: str | None = None,
+    layer_priors: str | None = None,
+    noise_prior: str | None = None,
+) -> list[tuple[str, float]]:
     """Every number of a problem's prior specs, named as a message would name it.
 
     Example:
@@ -224,15 +231,16 @@ def numbers(prior: str | None, bias_prior: str | None = None, layer_priors: str 
     out = []
     for spec in specs:
         for name, value in spec.params:
-            for number in (value if isinstance(value, tuple) else (value,)):
+            for number in value if isinstance(value, tuple) else (value,):
                 out.append((f"prior {spec.family!r}: {name}", float(number)))
     return out
 
 
 def _table_spec(table: Any, where: str, kind: str) -> Spec:
     if not isinstance(table, Mapping) or not isinstance(table.get("family"), str):
-        raise ConfigError(f"{where} needs family = \"NAME\"; allowed NAME: "
-                          f"{', '.join(_REGISTRIES[kind])}")
+        raise ConfigError(
+            f'{where} needs family = "NAME"; allowed NAME: {", ".join(_REGISTRIES[kind])}'
+        )
     values = {k: v for k, v in table.items() if k != "family"}
     return from_values(table["family"], values, kind)
 
@@ -268,16 +276,23 @@ def load_toml(path: str | os.PathLike) -> dict[str, str | None]:
     except FileNotFoundError:
         raise ConfigError(f"prior file {os.fspath(path)!r} does not exist") from None
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError(f"prior file {os.fspath(path)!r} cannot be read as TOML: "
-                          f"{' '.join(str(err).split())}") from None
+        raise ConfigError(
+            f"prior file {os.fspath(path)!r} cannot be read as TOML: {' '.join(str(err).split())}"
+        ) from None
     table = data.get("prior")
     if not isinstance(table, Mapping):
-        raise ConfigError(f"prior file {os.fspath(path)!r} has no [prior] table; allowed: "
-                          "[prior] with family = \"NAME\" and its parameters")
+        raise ConfigError(
+            f"prior file {os.fspath(path)!r} has no [prior] table; allowed: "
+            '[prior] with family = "NAME" and its parameters'
+        )
     sub = {"bias", "layers", "noise"}
     own = {k: v for k, v in table.items() if k not in sub}
-    out: dict[str, str | None] = {"prior": None, "bias_prior": None, "layer_priors": None,
-                                  "noise_prior": None}
+    out: dict[str, str | None] = {
+        "prior": None,
+        "bias_prior": None,
+        "layer_priors": None,
+        "noise_prior": None,
+    }
     if own:
         out["prior"] = str(_table_spec(own, "[prior]", "weight"))
     if "bias" in table:
@@ -286,9 +301,12 @@ def load_toml(path: str | os.PathLike) -> dict[str, str | None]:
         out["noise_prior"] = str(_table_spec(table["noise"], "[prior.noise]", "noise"))
     layers = table.get("layers", {})
     if not isinstance(layers, Mapping):
-        raise ConfigError("[prior.layers] must hold one table per layer pattern, e.g. "
-                          "[prior.layers.Dense_2]")
-    rules = [LayerRule(pattern, _table_spec(t, f"[prior.layers.{pattern}]", "weight"))
-             for pattern, t in layers.items()]
+        raise ConfigError(
+            "[prior.layers] must hold one table per layer pattern, e.g. [prior.layers.Dense_2]"
+        )
+    rules = [
+        LayerRule(pattern, _table_spec(t, f"[prior.layers.{pattern}]", "weight"))
+        for pattern, t in layers.items()
+    ]
     out["layer_priors"] = canonical_layer_rules([str(r) for r in rules]) if rules else None
     return out

@@ -164,10 +164,15 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
     arrays = storage.flatten_tree(samples.params)
     names = variable_names(list(arrays))
     posterior_ds = xr.Dataset(
-        {names[path]: (("chain", "draw", *(f"{names[path]}_dim_{i}" for i in range(a.ndim - 2))),
-                       _netcdf_dtype(a))
-         for path, a in arrays.items()},
-        coords=sample_coords)
+        {
+            names[path]: (
+                ("chain", "draw", *(f"{names[path]}_dim_{i}" for i in range(a.ndim - 2))),
+                _netcdf_dtype(a),
+            )
+            for path, a in arrays.items()
+        },
+        coords=sample_coords,
+    )
 
     groups: dict[str, xr.Dataset] = {"posterior": posterior_ds}
     rundir = RunDir(run_dir)
@@ -178,7 +183,8 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
         if stats:
             groups["sample_stats"] = xr.Dataset(
                 {name: (("chain", "draw"), values) for name, values in stats.items()},
-                coords=sample_coords)
+                coords=sample_coords,
+            )
 
     dataset = problem.dataset
     n_test = len(dataset.x_test)
@@ -189,22 +195,31 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
         probs = prediction.per_sample
         groups["posterior_predictive"] = xr.Dataset(
             {"y_probs": (("chain", "draw", "test_point", "class"), probs)},
-            coords={**sample_coords, **point_coords, "class": np.arange(probs.shape[-1])})
+            coords={**sample_coords, **point_coords, "class": np.arange(probs.shape[-1])},
+        )
         observed = np.asarray(dataset.y_test)
     else:
         shape = (chains, draws, n_test)
         groups["posterior_predictive"] = xr.Dataset(
-            {"y_mean": (("chain", "draw", "test_point"), prediction.means.reshape(shape)),
-             "y_std": (("chain", "draw", "test_point"), prediction.stds.reshape(shape))},
-            coords={**sample_coords, **point_coords})
-        observed = (np.asarray(dataset.y_test, np.float64) * dataset.target_scale
-                    + dataset.target_shift)
+            {
+                "y_mean": (("chain", "draw", "test_point"), prediction.means.reshape(shape)),
+                "y_std": (("chain", "draw", "test_point"), prediction.stds.reshape(shape)),
+            },
+            coords={**sample_coords, **point_coords},
+        )
+        observed = (
+            np.asarray(dataset.y_test, np.float64) * dataset.target_scale + dataset.target_shift
+        )
     groups["observed_data"] = xr.Dataset({"y": (("test_point",), observed)}, coords=point_coords)
 
     from bnnkit.runs.directory import package_version
 
-    attrs = {"inference_library": "bnnkit", "inference_library_version": package_version(),
-             "method": str(record.get("method", "")), "dataset": dataset.name}
+    attrs = {
+        "inference_library": "bnnkit",
+        "inference_library_version": package_version(),
+        "method": str(record.get("method", "")),
+        "dataset": dataset.name,
+    }
     for ds in groups.values():
         ds.attrs.update(attrs)
     if int(az.__version__.split(".")[0]) >= 1:

@@ -18,15 +18,18 @@ import numpy as np
 
 from bnnkit.report.figures import png_bytes, pyplot
 
-TITLES = {"weights": "weight space (every parameter)",
-          "function": "function space (every test prediction)"}
+TITLES = {
+    "weights": "weight space (every parameter)",
+    "function": "function space (every test prediction)",
+}
 
 
 def rhat_histograms_png(histograms: dict[str, dict[str, Any]], title: str = "") -> bytes:
     """One panel per space, drawn from the stored edges and counts (log x when the bins are)."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(histograms), figsize=(4.5 * len(histograms), 3.4),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(histograms), figsize=(4.5 * len(histograms), 3.4), squeeze=False
+    )
     for ax, (space, h) in zip(axes[0], histograms.items(), strict=True):
         edges, counts = np.asarray(h["edges"]), np.asarray(h["counts"])
         ax.stairs(counts, edges, fill=True, alpha=0.7)
@@ -40,8 +43,9 @@ def rhat_histograms_png(histograms: dict[str, dict[str, Any]], title: str = "") 
             ax.tick_params(axis="x", which="minor", labelsize=7)
         ax.axvline(1.1, color="tab:red", lw=0.8, ls=":")  # the paper's mark of convergence
         undefined = f"; {h['undefined']} constant" if h.get("undefined") else ""
-        ax.set_title(f"{TITLES.get(space, space)}\n{int(counts.sum())} values{undefined}",
-                     fontsize=9)
+        ax.set_title(
+            f"{TITLES.get(space, space)}\n{int(counts.sum())} values{undefined}", fontsize=9
+        )
         ax.set_xlabel("split R-hat")
         ax.set_ylabel("count")
     if title:
@@ -60,13 +64,15 @@ def chains_png(rows: list[dict[str, Any]], reference: str = "") -> bytes:
         b'PNG'
     """
     plt = pyplot()
-    scores = [k for k in rows[0] if k not in ("scheme", "num_chains", "samples_per_chain",
-                                              "per_chain")]
+    scores = [
+        k for k in rows[0] if k not in ("scheme", "num_chains", "samples_per_chain", "per_chain")
+    ]
     fig, axes = plt.subplots(1, len(scores), figsize=(3.4 * len(scores), 3.2), squeeze=False)
     colours = plt.get_cmap("tab10")
     for ax, score in zip(axes[0], scores, strict=True):
-        ax.bar(range(len(rows)), [r[score] for r in rows],
-               color=[colours(k) for k in range(len(rows))])
+        ax.bar(
+            range(len(rows)), [r[score] for r in rows], color=[colours(k) for k in range(len(rows))]
+        )
         ax.set_xticks(range(len(rows)), [r["scheme"] for r in rows], fontsize=8)
         ax.set_ylabel(score.replace("_", " "))
         ax.grid(alpha=0.3, axis="y")

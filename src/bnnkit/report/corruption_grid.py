@@ -29,16 +29,16 @@ def _first_test_image(name: str, data_dir: str | os.PathLike | None) -> np.ndarr
     if name in mnist.CLASS_NAMES:
         return mnist.read_arrays(name, data_dir)[0]["x_test"][0][..., None]
     if name in cifar_jpeg_proxy.NAMES:
-        path = fetch.locate(cifar_jpeg_proxy.FOLDER, [cifar_jpeg_proxy.FILENAME],
-                            data_dir=data_dir, remotes=())
+        path = fetch.locate(
+            cifar_jpeg_proxy.FOLDER, [cifar_jpeg_proxy.FILENAME], data_dir=data_dir, remotes=()
+        )
         with np.load(path, allow_pickle=False) as archive:
             blob, offsets = archive["test_jpeg_bytes"], archive["test_offsets"]
         return cifar_jpeg_proxy.decode(blob, offsets, np.array([0]))[0]
     raise ConfigError(f"{name!r} is not an image dataset; allowed: {', '.join(_FALLBACKS)}")
 
 
-def find_image(preferred: str, data_dir: str | os.PathLike | None = None
-               ) -> tuple[np.ndarray, str]:
+def find_image(preferred: str, data_dir: str | os.PathLike | None = None) -> tuple[np.ndarray, str]:
     """The first test image of ``preferred`` or, when its files are absent, of the first image
     dataset available locally; with a description naming which one (and why).
 
@@ -52,8 +52,7 @@ def find_image(preferred: str, data_dir: str | os.PathLike | None = None
     tried = [preferred] + [n for n in _FALLBACKS if n != preferred]
     for name in tried:
         if name not in _FALLBACKS:
-            raise ConfigError(f"{name!r} is not an image dataset; allowed: "
-                              f"{', '.join(_FALLBACKS)}")
+            raise ConfigError(f"{name!r} is not an image dataset; allowed: {', '.join(_FALLBACKS)}")
         if where(name, data_dir) is None:
             continue
         label = f"{name} test image 0"
@@ -62,8 +61,10 @@ def find_image(preferred: str, data_dir: str | os.PathLike | None = None
         if name != preferred:
             label += f"; {preferred} not available locally"
         return _first_test_image(name, data_dir), label
-    raise ConfigError(f"no image dataset available locally (tried {', '.join(tried)}); set "
-                      f"BNNKIT_DATA_DIR or pass --data-dir")
+    raise ConfigError(
+        f"no image dataset available locally (tried {', '.join(tried)}); set "
+        f"BNNKIT_DATA_DIR or pass --data-dir"
+    )
 
 
 def grid_figure(image: np.ndarray, description: str, *, seed: int = 0) -> Any:
@@ -85,15 +86,21 @@ def grid_figure(image: np.ndarray, description: str, *, seed: int = 0) -> Any:
     rows, cols = len(CORRUPTIONS), 1 + len(SEVERITIES)
     # constrained layout reserves room for the two-line suptitle above the column titles;
     # tight_layout did not, and the title ran into "clean", "severity 1", ...
-    fig, axes = plt.subplots(rows, cols, figsize=(1.3 * cols, 1.3 * rows + 0.6),
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(1.3 * cols, 1.3 * rows + 0.6), layout="constrained"
+    )
     gray = image.shape[-1] == 1
     for r, name in enumerate(CORRUPTIONS):
         corrupted = [image] + [corrupt(image, name, s, seed=seed) for s in SEVERITIES]
         for c, shown in enumerate(corrupted):
             ax = axes[r, c]
-            ax.imshow(shown[..., 0] if gray else shown, cmap="gray" if gray else None,
-                      vmin=0, vmax=255, interpolation="nearest")
+            ax.imshow(
+                shown[..., 0] if gray else shown,
+                cmap="gray" if gray else None,
+                vmin=0,
+                vmax=255,
+                interpolation="nearest",
+            )
             ax.set_xticks([])
             ax.set_yticks([])
             if r == 0:
@@ -104,8 +111,9 @@ def grid_figure(image: np.ndarray, description: str, *, seed: int = 0) -> Any:
     return fig
 
 
-def render_grid(image: np.ndarray, description: str, out: str | os.PathLike, *,
-                seed: int = 0) -> str:
+def render_grid(
+    image: np.ndarray, description: str, out: str | os.PathLike, *, seed: int = 0
+) -> str:
     """Save the grid of :func:`grid_figure` as a PNG.
 
     Args:

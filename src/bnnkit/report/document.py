@@ -46,11 +46,13 @@ MARKDOWN_FILE = "report.md"
 HTML_FILE = "report.html"
 FIGURES_DIR = "figures"
 
-_CSS = ("body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;"
-        "line-height:1.4}table{border-collapse:collapse;margin:1em 0}"
-        "th,td{border:1px solid #bbb;padding:.2em .6em;text-align:left}"
-        "th{background:#eee}img{max-width:100%}figure{margin:1em 0}"
-        "figcaption{font-size:.9em;color:#444}code{background:#f4f4f4}")
+_CSS = (
+    "body{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;"
+    "line-height:1.4}table{border-collapse:collapse;margin:1em 0}"
+    "th,td{border:1px solid #bbb;padding:.2em .6em;text-align:left}"
+    "th{background:#eee}img{max-width:100%}figure{margin:1em 0}"
+    "figcaption{font-size:.9em;color:#444}code{background:#f4f4f4}"
+)
 
 
 #: An absolute path in a report's text: a "/" that no word character, dot, slash or colon
@@ -77,18 +79,23 @@ def portable(text: str, out: str | os.PathLike) -> str:
 def _portable_section(section: Section, out: str | os.PathLike) -> Section:
     """``section`` with :func:`portable` text: title, folder, blocks and captions (a figure's
     path is kept: it names the file, never shown but by its name)."""
+
     def block(b: Block) -> Block:
         if isinstance(b, Table):
-            return Table(tuple(portable(c, out) for c in b.columns),
-                         tuple(tuple(portable(c, out) for c in row) for row in b.rows))
+            return Table(
+                tuple(portable(c, out) for c in b.columns),
+                tuple(tuple(portable(c, out) for c in row) for row in b.rows),
+            )
         if isinstance(b, Heading):
             return Heading(portable(b.text, out))
         return portable(b, out)
 
     return section._replace(
-        title=portable(section.title, out), source=portable(section.source, out),
+        title=portable(section.title, out),
+        source=portable(section.source, out),
         blocks=tuple(block(b) for b in section.blocks),
-        figures=tuple(f._replace(caption=portable(f.caption, out)) for f in section.figures))
+        figures=tuple(f._replace(caption=portable(f.caption, out)) for f in section.figures),
+    )
 
 
 class Report(NamedTuple):
@@ -111,8 +118,9 @@ def _markdown_table(table: Table) -> str:
     return "\n".join(lines)
 
 
-def markdown_text(sections: Sequence[Section],
-                  figure_links: Mapping[Path, str] | None = None) -> str:
+def markdown_text(
+    sections: Sequence[Section], figure_links: Mapping[Path, str] | None = None
+) -> str:
     """The report as markdown; each figure is linked by ``figure_links`` (its relative path)."""
     links = {} if figure_links is None else figure_links
     lines = ["# bnnkit report", ""]
@@ -133,20 +141,26 @@ def markdown_text(sections: Sequence[Section],
 
 def _html_table(table: Table) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in table.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-                   for row in table.rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in table.rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def html_text(sections: Sequence[Section], figure_bytes: Mapping[Path, bytes]) -> str:
     """The report as one HTML page: every figure a ``data:image/png;base64`` URI, no link out."""
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>bnnkit report</title><style>{_CSS}</style></head><body>",
-             "<h1>bnnkit report</h1>"]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>bnnkit report</title><style>{_CSS}</style></head><body>",
+        "<h1>bnnkit report</h1>",
+    ]
     for section in sections:
-        parts += [f"<section><h2>{html.escape(section.title)}</h2>",
-                  f"<p><em>{html.escape(section.kind)}: <code>{html.escape(section.source)}"
-                  "</code></em></p>"]
+        parts += [
+            f"<section><h2>{html.escape(section.title)}</h2>",
+            f"<p><em>{html.escape(section.kind)}: <code>{html.escape(section.source)}"
+            "</code></em></p>",
+        ]
         for block in section.blocks:
             if isinstance(block, Table):
                 parts.append(_html_table(block))
@@ -156,16 +170,19 @@ def html_text(sections: Sequence[Section], figure_bytes: Mapping[Path, bytes]) -
                 parts.append(f"<p>{html.escape(block)}</p>")
         for figure in section.figures:
             data = base64.b64encode(figure_bytes[figure.path]).decode("ascii")
-            parts.append(f'<figure><img alt="{html.escape(figure.path.name)}" '
-                         f'src="data:image/png;base64,{data}">'
-                         f"<figcaption>{html.escape(figure.caption)}</figcaption></figure>")
+            parts.append(
+                f'<figure><img alt="{html.escape(figure.path.name)}" '
+                f'src="data:image/png;base64,{data}">'
+                f"<figcaption>{html.escape(figure.caption)}</figcaption></figure>"
+            )
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
 
-def document(folders: Sequence[str | os.PathLike], out: str | os.PathLike, *,
-             overwrite: bool = False) -> Report:
+def document(
+    folders: Sequence[str | os.PathLike], out: str | os.PathLike, *, overwrite: bool = False
+) -> Report:
     """Write one report of ``folders`` (runs and experiment outputs) into ``out``.
 
     Every folder is recognised and read, and ``out`` checked, before anything is written;
@@ -190,11 +207,13 @@ def document(folders: Sequence[str | os.PathLike], out: str | os.PathLike, *,
     from bnnkit.errors import ConfigError
     from bnnkit.report.kinds import section
 
-    output_folder.check(out, MARKDOWN_FILE, "report", resume=False, overwrite=overwrite,
-                        flags=("--overwrite",))
+    output_folder.check(
+        out, MARKDOWN_FILE, "report", resume=False, overwrite=overwrite, flags=("--overwrite",)
+    )
     if not folders:
-        raise ConfigError("no folder to report on; allowed: run directories and experiment "
-                          "output folders")
+        raise ConfigError(
+            "no folder to report on; allowed: run directories and experiment output folders"
+        )
     sections = tuple(section(folder) for folder in folders)
     figure_bytes = {f.path: f.data() for s in sections for f in s.figures}
 
@@ -214,5 +233,9 @@ def document(folders: Sequence[str | os.PathLike], out: str | os.PathLike, *,
     shown = tuple(_portable_section(s, path) for s in sections)
     storage.atomic_write_bytes(path / MARKDOWN_FILE, markdown_text(shown, links).encode())
     storage.atomic_write_bytes(path / HTML_FILE, html_text(shown, figure_bytes).encode())
-    return Report(sections, path / MARKDOWN_FILE, path / HTML_FILE,
-                  tuple(path / link for link in links.values()))
+    return Report(
+        sections,
+        path / MARKDOWN_FILE,
+        path / HTML_FILE,
+        tuple(path / link for link in links.values()),
+    )

@@ -14,14 +14,25 @@ from typing import Any
 from bnnkit.report.figures import png_bytes, pyplot
 
 #: Axis labels of the test metrics the experiments report.
-METRIC_LABELS = {"accuracy": "test accuracy", "nll": "test NLL (nats per example)",
-                 "rmse": "test RMSE (standardised units)", "ece": "test ECE",
-                 "agreement": "agreement with HMC", "total_variation": "total variation to HMC",
-                 "rmse_to_reference_mean": "RMSE to HMC's predictive mean"}
+METRIC_LABELS = {
+    "accuracy": "test accuracy",
+    "nll": "test NLL (nats per example)",
+    "rmse": "test RMSE (standardised units)",
+    "ece": "test ECE",
+    "agreement": "agreement with HMC",
+    "total_variation": "total variation to HMC",
+    "rmse_to_reference_mean": "RMSE to HMC's predictive mean",
+}
 
 
-def _barh(ax, labels: Sequence[str], values: Sequence[float], colors: Sequence[str],
-          title: str, xlabel: str) -> None:
+def _barh(
+    ax,
+    labels: Sequence[str],
+    values: Sequence[float],
+    colors: Sequence[str],
+    title: str,
+    xlabel: str,
+) -> None:
     ax.barh(range(len(values)), values, color=colors)
     ax.set_yticks(range(len(values)), labels)
     ax.invert_yaxis()
@@ -48,12 +59,19 @@ def compare_methods_png(results: Mapping[str, Sequence[Mapping[str, Any]]]) -> b
     for i, (name, rows) in enumerate(results.items()):
         labels = [r["method"] for r in rows]
         colors = ["C3" if r["method"].endswith("(reference)") else "C0" for r in rows]
-        closeness = "agreement" if any("agreement" in r for r in rows) else (
-            "rmse_to_reference_mean")
+        closeness = (
+            "agreement" if any("agreement" in r for r in rows) else ("rmse_to_reference_mean")
+        )
         for j, key in enumerate(("nll", closeness)):
             values = [float(r.get(key, math.nan)) for r in rows]
-            _barh(axes[i, j], labels, values, colors, f"{name}: {METRIC_LABELS[key]}",
-                  METRIC_LABELS[key])
+            _barh(
+                axes[i, j],
+                labels,
+                values,
+                colors,
+                f"{name}: {METRIC_LABELS[key]}",
+                METRIC_LABELS[key],
+            )
     fig.suptitle("Cheaper methods against the reference (red)", fontsize=10)
     return png_bytes(plt, fig)
 
@@ -78,16 +96,28 @@ def prior_sweep_png(rows: Sequence[Mapping[str, Any]], metrics: Mapping[str, str
         labels = [r["prior"] for r in mine]
         colors = ["C0" if r["spec"].startswith("gaussian") else "C1" for r in mine]
         for j, key in enumerate(("nll", metrics[name])):
-            _barh(axes[i, j], labels, [float(r[key]) for r in mine], colors,
-                  f"{name}: {METRIC_LABELS[key]}", METRIC_LABELS[key])
-    fig.suptitle("HMC BMA under different priors (blue: Gaussian scales; orange: other shapes "
-                 "at the middle Gaussian's variance)", fontsize=10)
+            _barh(
+                axes[i, j],
+                labels,
+                [float(r[key]) for r in mine],
+                colors,
+                f"{name}: {METRIC_LABELS[key]}",
+                METRIC_LABELS[key],
+            )
+    fig.suptitle(
+        "HMC BMA under different priors (blue: Gaussian scales; orange: other shapes "
+        "at the middle Gaussian's variance)",
+        fontsize=10,
+    )
     return png_bytes(plt, fig)
 
 
-def error_curve_png(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
-                    published: Mapping[str, float], reference: tuple[str, float] | None = None,
-                    title: str = "") -> bytes:
+def error_curve_png(
+    curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
+    published: Mapping[str, float],
+    reference: tuple[str, float] | None = None,
+    title: str = "",
+) -> bytes:
     """Test error (%) of the mean network per epoch, one line per prior (``curves``: label ->
     (epochs, errors)), with each prior's published error (``published``: label -> %) dotted
     and an extra ``reference`` (label, %) dashed.
@@ -102,8 +132,13 @@ def error_curve_png(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
         color = f"C{i}"
         ax.plot(epochs, errors, "-", color=color, label=f"{label} (this run)")
         if label in published:
-            ax.axhline(published[label], color=color, ls=":", lw=1,
-                       label=f"{label}: published {published[label]} %")
+            ax.axhline(
+                published[label],
+                color=color,
+                ls=":",
+                lw=1,
+                label=f"{label}: published {published[label]} %",
+            )
     if reference is not None:
         ax.axhline(reference[1], color="grey", ls="--", lw=1, label=reference[0])
     worst = max((max(e) for _, e in curves.values() if len(e)), default=0.0)
@@ -117,8 +152,9 @@ def error_curve_png(curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
     return png_bytes(plt, fig)
 
 
-def temperature_png(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str],
-                    title: str = "") -> bytes:
+def temperature_png(
+    rows: Sequence[Mapping[str, Any]], metrics: Sequence[str], title: str = ""
+) -> bytes:
     """Test metrics against the posterior temperature T (log axis), one line per
     ``row["line"]`` (method and augmentation), one panel per metric.
 
@@ -134,8 +170,13 @@ def temperature_png(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str],
     for ax, key in zip(axes[0], metrics, strict=True):
         for i, line in enumerate(lines):
             mine = sorted((r for r in rows if r["line"] == line), key=lambda r: r["temperature"])
-            ax.plot([r["temperature"] for r in mine], [r[key] for r in mine], "o-",
-                    color=f"C{i}", label=line)
+            ax.plot(
+                [r["temperature"] for r in mine],
+                [r[key] for r in mine],
+                "o-",
+                color=f"C{i}",
+                label=line,
+            )
         ax.set_xscale("log")
         ax.set_xlabel("posterior temperature T (log scale)")
         ax.set_ylabel(METRIC_LABELS.get(key, key))

@@ -61,12 +61,20 @@ def methods_png(settings: Mapping[str, Sequence[Mapping[str, Any]]]) -> bytes:
             label = ""
             for name in names:
                 rows = settings[name]
-                pick = ([r for r in rows if _is_reference(r["method"])] if k == 0
-                        else [r for r in rows if r["method"] == STANDARD[k - 1]])
+                pick = (
+                    [r for r in rows if _is_reference(r["method"])]
+                    if k == 0
+                    else [r for r in rows if r["method"] == STANDARD[k - 1]]
+                )
                 values.append(float(pick[0].get(metric, math.nan)) if pick else math.nan)
                 label = label or (pick[0]["method"] if pick else "")
-            ax.bar([i + (k - 1) * width for i in range(len(names))], values, width,
-                   label=label, color=("C3", "C0", "C2")[k])
+            ax.bar(
+                [i + (k - 1) * width for i in range(len(names))],
+                values,
+                width,
+                label=label,
+                color=("C3", "C0", "C2")[k],
+            )
         ax.set_xticks(range(len(names)), names)
         ax.set_ylabel(f"test {'accuracy' if metric == 'accuracy' else 'NLL'}")
         ax.grid(axis="y", alpha=0.3)
@@ -88,8 +96,10 @@ def chains_png(chains: Sequence[Mapping[str, Any]], reference: str) -> bytes:
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     labels = [r["scheme"] for r in chains]
-    for ax, key, title in ((axes[0], "agreement", "agreement"),
-                           (axes[1], "total_variation", "total variation")):
+    for ax, key, title in (
+        (axes[0], "agreement", "agreement"),
+        (axes[1], "total_variation", "total variation"),
+    ):
         ax.bar(range(len(chains)), [float(r[key]) for r in chains], color=["C0", "C1"])
         ax.set_xticks(range(len(chains)), labels, fontsize=8)
         ax.set_ylabel(f"{title} with {reference}", fontsize=8)
@@ -110,16 +120,20 @@ def temperature_nll_png(rows: Sequence[Mapping[str, Any]]) -> bytes:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.0))
     for i, line in enumerate(dict.fromkeys(r["line"] for r in rows)):
-        mine = sorted((float(r["temperature"]), float(r["nll"])) for r in rows
-                      if r["line"] == line)
+        mine = sorted((float(r["temperature"]), float(r["nll"])) for r in rows if r["line"] == line)
         ax.plot(*zip(*mine, strict=True), "o-", color=f"C{i}", label=line)
     ax.set_xscale("log")
-    return _line_plot(plt, fig, ax, "posterior temperature T", "test NLL",
-                      "Cold posteriors: NLL against T, with and without augmentation")
+    return _line_plot(
+        plt,
+        fig,
+        ax,
+        "posterior temperature T",
+        "test NLL",
+        "Cold posteriors: NLL against T, with and without augmentation",
+    )
 
 
-def priors_png(rows: Sequence[Mapping[str, Any]], judged: Sequence[Mapping[str, Any]]
-               ) -> bytes:
+def priors_png(rows: Sequence[Mapping[str, Any]], judged: Sequence[Mapping[str, Any]]) -> bytes:
     """Finding 4: per dataset of the sweep, the model average's accuracy (or RMSE) under
     every prior; the rows not among ``judged`` (the finding's, see
     :func:`bnnkit.experiments.paper.judged_prior_rows`) hatched.
@@ -136,9 +150,11 @@ def priors_png(rows: Sequence[Mapping[str, Any]], judged: Sequence[Mapping[str, 
     for ax, name in zip(axes[0], names, strict=True):
         mine = [r for r in rows if r["dataset"] == name]
         metric = "accuracy" if "accuracy" in mine[0] else "rmse"
-        bars = ax.barh(range(len(mine)), [float(r[metric]) for r in mine],
-                       color=["C0" if "gaussian" in str(r.get("spec", "gaussian"))
-                              else "C1" for r in mine])
+        bars = ax.barh(
+            range(len(mine)),
+            [float(r[metric]) for r in mine],
+            color=["C0" if "gaussian" in str(r.get("spec", "gaussian")) else "C1" for r in mine],
+        )
         for bar, r in zip(bars, mine, strict=True):
             if r not in judged:
                 bar.set_hatch("//")
@@ -147,8 +163,11 @@ def priors_png(rows: Sequence[Mapping[str, Any]], judged: Sequence[Mapping[str, 
         ax.invert_yaxis()
         ax.set_xlabel(f"test {metric}")
         ax.set_title(name, fontsize=10)
-    fig.suptitle("The model average under each prior (hatched: reported, not judged: a prior "
-                 "that underfits by construction, or chains that did not mix)", fontsize=10)
+    fig.suptitle(
+        "The model average under each prior (hatched: reported, not judged: a prior "
+        "that underfits by construction, or chains that did not mix)",
+        fontsize=10,
+    )
     return png_bytes(plt, fig)
 
 
@@ -170,10 +189,15 @@ def severity_png(rows: Sequence[Mapping[str, Any]]) -> bytes:
             if r["label"] == label:
                 by.setdefault(int(r["severity"]), []).append(float(r["accuracy"]))
         levels = sorted(by)
-        ax.plot(levels, [sum(by[s]) / len(by[s]) for s in levels], "o-", color=f"C{i}",
-                label=label)
-    return _line_plot(plt, fig, ax, "corruption severity (0: clean)",
-                      "test accuracy (mean over corruptions)", "Accuracy under covariate shift")
+        ax.plot(levels, [sum(by[s]) / len(by[s]) for s in levels], "o-", color=f"C{i}", label=label)
+    return _line_plot(
+        plt,
+        fig,
+        ax,
+        "corruption severity (0: clean)",
+        "test accuracy (mean over corruptions)",
+        "Accuracy under covariate shift",
+    )
 
 
 def closeness_png(settings: Mapping[str, Sequence[Mapping[str, Any]]]) -> bytes:
@@ -192,8 +216,11 @@ def closeness_png(settings: Mapping[str, Sequence[Mapping[str, Any]]]) -> bytes:
         rows = [r for r in settings[name] if "agreement" in r]
         for j, key in enumerate(("agreement", "total_variation")):
             ax = axes[i, j]
-            ax.barh(range(len(rows)), [float(r[key]) for r in rows],
-                    color=["C2" if r["method"].startswith("Deep") else "C0" for r in rows])
+            ax.barh(
+                range(len(rows)),
+                [float(r[key]) for r in rows],
+                color=["C2" if r["method"].startswith("Deep") else "C0" for r in rows],
+            )
             ax.set_yticks(range(len(rows)), [r["method"] for r in rows], fontsize=8)
             ax.invert_yaxis()
             ax.set_title(f"{name}: {key.replace('_', ' ')} with the reference", fontsize=10)

@@ -57,8 +57,11 @@ def _is_run(folder: Path) -> bool:
 
 def _figures(folder: Path, captions: dict[str, str]) -> tuple[Figure, ...]:
     # A figure the command did not draw (no plots, or nothing to plot) is left out.
-    return tuple(Figure(folder / name, caption) for name, caption in captions.items()
-                 if (folder / name).is_file())
+    return tuple(
+        Figure(folder / name, caption)
+        for name, caption in captions.items()
+        if (folder / name).is_file()
+    )
 
 
 def _table_file(folder: Path, name: str) -> tuple[Block, ...]:
@@ -82,8 +85,13 @@ def _evaluation(folder: Path) -> dict[str, Any]:
 
 
 def _value(v: Any) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else json.dumps(v) if isinstance(
-        v, (list, dict)) else str(v)
+    return (
+        f"{v:.4g}"
+        if isinstance(v, float)
+        else json.dumps(v)
+        if isinstance(v, (list, dict))
+        else str(v)
+    )
 
 
 def _reliability(folder: Path, name: str, result: dict[str, Any]) -> tuple[Figure, ...]:
@@ -93,10 +101,16 @@ def _reliability(folder: Path, name: str, result: dict[str, Any]) -> tuple[Figur
     if "calibration" not in result:  # regression
         return ()
     png = reliability_png({name: result["calibration"]}, title=f"test set of {result['dataset']}")
-    return (Figure(folder / RELIABILITY_FILE, "Reliability diagram of the model average on the "
-                   "test set: accuracy against top-1 confidence in 15 equal-width bins, the "
-                   "diagonal being perfect calibration, and below, the share of test points "
-                   "in each bin.", png=png),)
+    return (
+        Figure(
+            folder / RELIABILITY_FILE,
+            "Reliability diagram of the model average on the "
+            "test set: accuracy against top-1 confidence in 15 equal-width bins, the "
+            "diagonal being perfect calibration, and below, the share of test points "
+            "in each bin.",
+            png=png,
+        ),
+    )
 
 
 def _ood_histograms(folder: Path, name: str, result: dict[str, Any]) -> tuple[Figure, ...]:
@@ -110,12 +124,19 @@ def _ood_histograms(folder: Path, name: str, result: dict[str, Any]) -> tuple[Fi
     file = folder / "predictions" / ood_file(found["dataset"])
     if not file.is_file():
         return ()
-    png = ood_histograms_png(storage.load_arrays(file), in_name=result["dataset"],
-                             out_name=found["dataset"], title=name)
-    return (Figure(folder / OOD_FILE, f"Out-of-distribution scores: the predictive entropy and "
-                   f"the mutual information of the test inputs of {result['dataset']} and of "
-                   f"{found['dataset']} (densities on shared bins); the AUROC of each score in "
-                   "its title.", png=png),)
+    png = ood_histograms_png(
+        storage.load_arrays(file), in_name=result["dataset"], out_name=found["dataset"], title=name
+    )
+    return (
+        Figure(
+            folder / OOD_FILE,
+            f"Out-of-distribution scores: the predictive entropy and "
+            f"the mutual information of the test inputs of {result['dataset']} and of "
+            f"{found['dataset']} (densities on shared bins); the AUROC of each score in "
+            "its title.",
+            png=png,
+        ),
+    )
 
 
 def run_section(folder: Path) -> Section:
@@ -133,23 +154,35 @@ def run_section(folder: Path) -> Section:
         f"{record['method']} on {problem.get('dataset')} with model {problem.get('model')}, "
         f"run status {record.get('status', 'unknown')}.",
         Heading("problem"),
-        Table(("setting", "value"), tuple((k, _value(v)) for k, v in sorted(problem.items())
-                                          if v is not None)),
+        Table(
+            ("setting", "value"),
+            tuple((k, _value(v)) for k, v in sorted(problem.items()) if v is not None),
+        ),
         Heading("method settings"),
-        Table(("setting", "value"), tuple(
-            (k, _value(v)) for k, v in sorted((record.get("method_config") or {}).items()))),
+        Table(
+            ("setting", "value"),
+            tuple((k, _value(v)) for k, v in sorted((record.get("method_config") or {}).items())),
+        ),
         Heading("evaluation"),
         Table(("quantity", "value"), tuple(rows(result))),
     ]
     verdict = result.get("convergence")
     if verdict:
-        blocks.append("Converged in function space." if verdict["converged"] else
-                      "NOT converged in function space: " + "; ".join(verdict["problems"]))
+        blocks.append(
+            "Converged in function space."
+            if verdict["converged"]
+            else "NOT converged in function space: " + "; ".join(verdict["problems"])
+        )
         blocks += _verdict_blocks(verdict)
-    return Section(f"{record['method']} run", "run", os.fspath(folder), tuple(blocks),
-                   _reliability(folder, record["method"], result)
-                   + _ood_histograms(folder, record["method"], result)
-                   + _running_lpd(folder, result))
+    return Section(
+        f"{record['method']} run",
+        "run",
+        os.fspath(folder),
+        tuple(blocks),
+        _reliability(folder, record["method"], result)
+        + _ood_histograms(folder, record["method"], result)
+        + _running_lpd(folder, result),
+    )
 
 
 def _verdict_blocks(verdict: dict[str, Any]) -> list[Block]:
@@ -165,17 +198,39 @@ def _verdict_blocks(verdict: dict[str, Any]) -> list[Block]:
     ]
     within = verdict.get("within")
     if within:
+
         def lpd(check: dict[str, Any], key: str, form: str) -> str:
             return "–" if not check.get("lpd") else format(check["lpd"][key], form)
 
-        blocks.append(Table(
-            ("chain", "mixed", "R-hat within < threshold", "ESS (5th percentile)",
-             "ESS (smallest)", "LPD", "LPD drift", "drift se", "log posterior rise (se)"),
-            tuple((str(c["chain"]), "yes" if c["mixed"] else "NO",
-                   f"{c['rhat_share_below']:.0%}", f"{c['ess_p5']:.0f}", f"{c['ess_min']:.0f}",
-                   lpd(c, "final", ".4f"), lpd(c, "drift", "+.4f"), lpd(c, "drift_se", ".4f"),
-                   "–" if c.get("rise_z") is None else f"{c['rise_z']:.1f}")
-                  for c in within)))
+        blocks.append(
+            Table(
+                (
+                    "chain",
+                    "mixed",
+                    "R-hat within < threshold",
+                    "ESS (5th percentile)",
+                    "ESS (smallest)",
+                    "LPD",
+                    "LPD drift",
+                    "drift se",
+                    "log posterior rise (se)",
+                ),
+                tuple(
+                    (
+                        str(c["chain"]),
+                        "yes" if c["mixed"] else "NO",
+                        f"{c['rhat_share_below']:.0%}",
+                        f"{c['ess_p5']:.0f}",
+                        f"{c['ess_min']:.0f}",
+                        lpd(c, "final", ".4f"),
+                        lpd(c, "drift", "+.4f"),
+                        lpd(c, "drift_se", ".4f"),
+                        "–" if c.get("rise_z") is None else f"{c['rise_z']:.1f}",
+                    )
+                    for c in within
+                ),
+            )
+        )
     return blocks
 
 
@@ -187,49 +242,81 @@ def _running_lpd(folder: Path, result: dict[str, Any]) -> tuple[Figure, ...]:
     if not within or not all(c.get("lpd") for c in within):
         return ()
     png = running_lpd_png(within, title=f"test set of {result['dataset']}")
-    return (Figure(folder / RUNNING_LPD_FILE, "Each chain's running log predictive density: "
-                   "the model average of its first t kept draws, scored on the test set (nats "
-                   "per point). A chain that has mixed levels off; the verdict asks the model "
-                   "averages of its two halves to agree (the dotted line marks the middle).",
-                   png=png),)
+    return (
+        Figure(
+            folder / RUNNING_LPD_FILE,
+            "Each chain's running log predictive density: "
+            "the model average of its first t kept draws, scored on the test set (nats "
+            "per point). A chain that has mixed levels off; the verdict asks the model "
+            "averages of its two halves to agree (the dotted line marks the middle).",
+            png=png,
+        ),
+    )
+
 
 def convergence_section(folder: Path) -> Section:
     """``bnnkit convergence``: the R-hat summaries per space and the chain comparison."""
     report = storage.read_json(folder / "convergence.json")
-    summary = Table(("space", "median", "p90", "max"), tuple(
-        (space, *(f"{h['summary'][k]:.3f}" for k in ("median", "p90", "max")))
-        for space, h in report["histograms"].items()))
+    summary = Table(
+        ("space", "median", "p90", "max"),
+        tuple(
+            (space, *(f"{h['summary'][k]:.3f}" for k in ("median", "p90", "max")))
+            for space, h in report["histograms"].items()
+        ),
+    )
     return Section(
-        f"Convergence of {report['method']} on {report['dataset']}", "convergence",
+        f"Convergence of {report['method']} on {report['dataset']}",
+        "convergence",
         os.fspath(folder),
-        (f"{report['num_chains']} chains x {report['num_samples_per_chain']} kept samples, "
-         f"function space on {report['num_test_points']} test points. Split R-hat:", summary,
-         *_table_file(folder, "chains.md")),
-        _figures(folder, {
-            "rhat_histograms.png": "Histograms of split R-hat of every parameter (weight "
-                                   "space) and of every test prediction (function space); "
-                                   "values near 1 mean the chains agree.",
-            "chains.png": "One long chain against several short ones of the same total "
-                          "length, each scored against the reference model average."}))
+        (
+            f"{report['num_chains']} chains x {report['num_samples_per_chain']} kept samples, "
+            f"function space on {report['num_test_points']} test points. Split R-hat:",
+            summary,
+            *_table_file(folder, "chains.md"),
+        ),
+        _figures(
+            folder,
+            {
+                "rhat_histograms.png": "Histograms of split R-hat of every parameter (weight "
+                "space) and of every test prediction (function space); "
+                "values near 1 mean the chains agree.",
+                "chains.png": "One long chain against several short ones of the same total "
+                "length, each scored against the reference model average.",
+            },
+        ),
+    )
 
 
 def shift_section(folder: Path) -> Section:
     """``bnnkit shift``: accuracy, NLL and ECE per run, corruption and severity."""
     table = storage.read_json(folder / "shift_table.json")
     return Section(
-        f"Covariate shift on {table.get('dataset')}", "shift", os.fspath(folder),
+        f"Covariate shift on {table.get('dataset')}",
+        "shift",
+        os.fspath(folder),
         _table_file(folder, "shift.md"),
-        _figures(folder, {"degradation.png": "Per metric, box plots over the corruptions at "
-                                             "each severity (0: clean) and their mean, one "
-                                             "colour per run."}))
+        _figures(
+            folder,
+            {
+                "degradation.png": "Per metric, box plots over the corruptions at "
+                "each severity (0: clean) and their mean, one "
+                "colour per run."
+            },
+        ),
+    )
 
 
-def _experiment(title: str, kind: str, table: str, captions: dict[str, str],
-                intro: str = "") -> Callable[[Path], Section]:
+def _experiment(
+    title: str, kind: str, table: str, captions: dict[str, str], intro: str = ""
+) -> Callable[[Path], Section]:
     def build(folder: Path) -> Section:
-        return Section(title, kind, os.fspath(folder),
-                       ((intro,) if intro else ()) + _table_file(folder, table),
-                       _figures(folder, captions))
+        return Section(
+            title,
+            kind,
+            os.fspath(folder),
+            ((intro,) if intro else ()) + _table_file(folder, table),
+            _figures(folder, captions),
+        )
 
     build.__doc__ = f"``{title}``: its markdown table ``{table}`` and its figures."
     return build
@@ -238,13 +325,15 @@ def _experiment(title: str, kind: str, table: str, captions: dict[str, str],
 def compare_methods_section(folder: Path) -> Section:
     """``bnnkit experiment compare-methods``: its table, the methods' bars and, per
     classification setting in ``results.json``, the methods' reliability diagram."""
-    captions = {"compare_methods.png": "Each method's test NLL and its closeness to HMC's "
-                                       "predictive."}
+    captions = {
+        "compare_methods.png": "Each method's test NLL and its closeness to HMC's predictive."
+    }
     for name in storage.read_json(folder / "results.json"):
         captions[SETTING_RELIABILITY_FILE.format(name)] = (
             f"Reliability diagram on {name}: each method's test accuracy against top-1 "
             "confidence in 15 equal-width bins (the diagonal is perfect calibration, ECE in the "
-            "legend), and below, the share of test points in each bin.")
+            "legend), and below, the share of test points in each bin."
+        )
     return _experiment("Methods against HMC", "compare-methods", "table.md", captions)(folder)
 
 
@@ -253,13 +342,19 @@ def surface_section(folder: Path) -> Section:
     settings = storage.read_json(folder / "surface.json")
     grid = tuple((k, _value(v)) for k, v in sorted(settings.get("grid", {}).items()))
     points = tuple((str(i), p) for i, p in enumerate(settings.get("points", [])))
-    captions = {"log_posterior.png": "The log posterior on the plane through the three "
-                                     "points, contours with the points marked.",
-                "log_likelihood.png": "The log likelihood on the same plane.",
-                "log_prior.png": "The log prior on the same plane."}
-    return Section("Posterior surface", "surface", os.fspath(folder),
-                   (Table(("grid", "value"), grid), Table(("point", "source"), points)),
-                   _figures(folder, captions))
+    captions = {
+        "log_posterior.png": "The log posterior on the plane through the three "
+        "points, contours with the points marked.",
+        "log_likelihood.png": "The log likelihood on the same plane.",
+        "log_prior.png": "The log prior on the same plane.",
+    }
+    return Section(
+        "Posterior surface",
+        "surface",
+        os.fspath(folder),
+        (Table(("grid", "value"), grid), Table(("point", "source"), points)),
+        _figures(folder, captions),
+    )
 
 
 #: Where ``bnnkit paper`` draws each finding's figure (``.format(number)``).
@@ -277,9 +372,15 @@ def paper_section(folder: Path) -> Section:
         level = f.get("reference") or "no HMC reference"
         captions[FINDING_FIGURE.format(f["number"])] = (
             f"Finding {f['number']}: {f['claim']}. Measured: {f['measured']}. Verdict: "
-            f"{verdict}. Reference: {level}.")
-    return Section("The paper's findings", "paper", os.fspath(folder),
-                   _table_file(folder, "findings.md"), _figures(folder, captions))
+            f"{verdict}. Reference: {level}."
+        )
+    return Section(
+        "The paper's findings",
+        "paper",
+        os.fspath(folder),
+        _table_file(folder, "findings.md"),
+        _figures(folder, captions),
+    )
 
 
 #: Every kind of folder a report covers: marker files, description and section function.
@@ -291,28 +392,62 @@ KINDS: dict[str, Kind] = {
     "convergence": Kind(("convergence.json",), "bnnkit convergence", convergence_section),
     "shift": Kind(("shift_table.json",), "bnnkit shift", shift_section),
     "surface": Kind(("surface.json", "surface.npz"), "bnnkit surface", surface_section),
-    "compare-methods": Kind(("results.json", "table.md"), "bnnkit experiment compare-methods",
-                            compare_methods_section),
-    "prior-sweep": Kind(("results.json", "prior_sweep.md"), "bnnkit experiment prior-sweep",
-                        _experiment("HMC under several priors", "prior-sweep", "prior_sweep.md",
-                                    {"prior_sweep.png": "Test NLL and metric of the HMC "
-                                                        "model average under each prior."})),
-    "temperature": Kind(("results.json", "temperature.md"), "bnnkit experiment temperature",
-                        _experiment("Posterior temperature", "temperature", "temperature.md",
-                                    {"temperature.png": "Test metrics against the posterior "
-                                                        "temperature T (log axis), one line "
-                                                        "per method and augmentation."})),
-    "bbb-mnist": Kind(("summary.json", "results.md"), "bnnkit experiment bbb-mnist",
-                      _experiment("Bayes by Backprop on MNIST", "bbb-mnist", "results.md",
-                                  {"error_curve.png": "Test error of the mean network after "
-                                                      "every epoch, with the published "
-                                                      "errors as lines."})),
-    "pruning": Kind(("pruning.json", "pruning.md"), "bnnkit prune",
-                    _experiment("Pruning by signal-to-noise ratio", "pruning", "pruning.md", {
-                        "pruning.png": "Test error of the pruned mean network against the "
-                                       "share of weights removed, by SNR and by magnitude.",
-                        "snr_histogram.png": "Histogram of the weights' signal-to-noise "
-                                             "ratio (dB), with the pruning thresholds."})),
+    "compare-methods": Kind(
+        ("results.json", "table.md"), "bnnkit experiment compare-methods", compare_methods_section
+    ),
+    "prior-sweep": Kind(
+        ("results.json", "prior_sweep.md"),
+        "bnnkit experiment prior-sweep",
+        _experiment(
+            "HMC under several priors",
+            "prior-sweep",
+            "prior_sweep.md",
+            {"prior_sweep.png": "Test NLL and metric of the HMC model average under each prior."},
+        ),
+    ),
+    "temperature": Kind(
+        ("results.json", "temperature.md"),
+        "bnnkit experiment temperature",
+        _experiment(
+            "Posterior temperature",
+            "temperature",
+            "temperature.md",
+            {
+                "temperature.png": "Test metrics against the posterior "
+                "temperature T (log axis), one line "
+                "per method and augmentation."
+            },
+        ),
+    ),
+    "bbb-mnist": Kind(
+        ("summary.json", "results.md"),
+        "bnnkit experiment bbb-mnist",
+        _experiment(
+            "Bayes by Backprop on MNIST",
+            "bbb-mnist",
+            "results.md",
+            {
+                "error_curve.png": "Test error of the mean network after "
+                "every epoch, with the published "
+                "errors as lines."
+            },
+        ),
+    ),
+    "pruning": Kind(
+        ("pruning.json", "pruning.md"),
+        "bnnkit prune",
+        _experiment(
+            "Pruning by signal-to-noise ratio",
+            "pruning",
+            "pruning.md",
+            {
+                "pruning.png": "Test error of the pruned mean network against the "
+                "share of weights removed, by SNR and by magnitude.",
+                "snr_histogram.png": "Histogram of the weights' signal-to-noise "
+                "ratio (dB), with the pruning thresholds.",
+            },
+        ),
+    ),
 }
 
 
@@ -336,6 +471,7 @@ def section(folder: str | os.PathLike) -> Section:
     name = kind_of(folder)
     if name is None:
         known = "; ".join(f"{n} ({k.what})" for n, k in KINDS.items())
-        raise ConfigError(f"{os.fspath(folder)!r} is no folder bnnkit can report on; allowed: "
-                          f"{known}")
+        raise ConfigError(
+            f"{os.fspath(folder)!r} is no folder bnnkit can report on; allowed: {known}"
+        )
     return KINDS[name].section(Path(folder))

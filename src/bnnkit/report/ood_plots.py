@@ -23,12 +23,12 @@ import numpy as np
 from bnnkit.metrics.ood import auroc
 from bnnkit.report.figures import png_bytes, pyplot
 
-SCORES = {"entropy": "predictive entropy (nats)",
-          "mutual_information": "mutual information (nats)"}
+SCORES = {"entropy": "predictive entropy (nats)", "mutual_information": "mutual information (nats)"}
 
 
-def ood_histograms_png(scores: Mapping[str, np.ndarray], *, in_name: str, out_name: str,
-                       title: str = "") -> bytes:
+def ood_histograms_png(
+    scores: Mapping[str, np.ndarray], *, in_name: str, out_name: str, title: str = ""
+) -> bytes:
     """One panel per score in ``scores`` (``in_<score>``, ``out_<score>`` arrays, as
     :func:`bnnkit.evaluation.evaluate` stores them), in- and out-of-distribution overlaid."""
     plt = pyplot()
@@ -38,10 +38,22 @@ def ood_histograms_png(scores: Mapping[str, np.ndarray], *, in_name: str, out_na
         mine, theirs = np.asarray(scores[f"in_{name}"]), np.asarray(scores[f"out_{name}"])
         top = float(max(mine.max(initial=0.0), theirs.max(initial=0.0)))
         bins = np.linspace(0.0, top if top > 0 else 1.0, 41)
-        ax.hist(mine, bins=bins, density=True, alpha=0.55, color="C0",
-                label=f"{in_name} (in, {mine.size})")
-        ax.hist(theirs, bins=bins, density=True, alpha=0.55, color="C3",
-                label=f"{out_name} (OOD, {theirs.size})")
+        ax.hist(
+            mine,
+            bins=bins,
+            density=True,
+            alpha=0.55,
+            color="C0",
+            label=f"{in_name} (in, {mine.size})",
+        )
+        ax.hist(
+            theirs,
+            bins=bins,
+            density=True,
+            alpha=0.55,
+            color="C3",
+            label=f"{out_name} (OOD, {theirs.size})",
+        )
         ax.set_xlabel(SCORES[name])
         ax.set_ylabel("density")
         ax.set_title(f"AUROC {auroc(mine, theirs):.3f}")

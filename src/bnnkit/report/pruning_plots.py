@@ -33,8 +33,11 @@ def pruning_curve_png(rows: list[dict[str, Any]], task: str, title: str = "") ->
         >>> png[1:4]
         b'PNG'
     """
-    key, label, scale = (("error", "test error (%)", 100.0) if task == "classification"
-                         else ("rmse", "test RMSE", 1.0))
+    key, label, scale = (
+        ("error", "test error (%)", 100.0)
+        if task == "classification"
+        else ("rmse", "test RMSE", 1.0)
+    )
     plt, fig, ax = _figure()
     x = [100 * r["fraction"] for r in rows]
     ax.plot(x, [scale * r["snr"][key] for r in rows], "o-", label="by |μ|/σ (signal-to-noise)")
@@ -48,8 +51,9 @@ def pruning_curve_png(rows: list[dict[str, Any]], task: str, title: str = "") ->
     return _png(plt, fig)
 
 
-def snr_histogram_png(log_snr_db: np.ndarray, cutoff_fractions: Sequence[float] = (),
-                      title: str = "") -> bytes:
+def snr_histogram_png(
+    log_snr_db: np.ndarray, cutoff_fractions: Sequence[float] = (), title: str = ""
+) -> bytes:
     """Density and CDF of ``10 log10(|μ|/σ)`` over the weights (Blundell et al.'s Fig. 4).
 
     Vertical lines mark the thresholds below which each of ``cutoff_fractions`` of the weights

@@ -43,8 +43,9 @@ def reliability_png(curves: Mapping[str, Mapping[str, Sequence[Any]]], title: st
         title: what the models predict on, after "Reliability diagram".
     """
     plt = pyplot()
-    fig, (ax, share) = plt.subplots(2, 1, figsize=(5.6, 5.8), sharex=True,
-                                    gridspec_kw={"height_ratios": (3, 1)})
+    fig, (ax, share) = plt.subplots(
+        2, 1, figsize=(5.6, 5.8), sharex=True, gridspec_kw={"height_ratios": (3, 1)}
+    )
     ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1, label="perfect calibration")
     bars = len(curves) == 1
     for i, (name, bins) in enumerate(curves.items()):
@@ -54,14 +55,29 @@ def reliability_png(curves: Mapping[str, Mapping[str, Sequence[Any]]], title: st
         counts = np.asarray(bins["counts"], np.float64)
         label = f"{name} (ECE {ece_from_bins(bins):.3f})"
         if bars:
-            ax.bar(edges[:-1], np.nan_to_num(accuracy), width=np.diff(edges), align="edge",
-                   color=colour, alpha=0.45, edgecolor=colour, label=label)
+            ax.bar(
+                edges[:-1],
+                np.nan_to_num(accuracy),
+                width=np.diff(edges),
+                align="edge",
+                color=colour,
+                alpha=0.45,
+                edgecolor=colour,
+                label=label,
+            )
         else:
             # No baseline: the outer edges would otherwise drop to accuracy 0.
             ax.stairs(accuracy, edges, baseline=None, color=colour, lw=1.6, label=label)
         ax.plot(_values(bins["confidence"]), accuracy, "o", color=colour, ms=3.5)
-        share.stairs(counts / max(counts.sum(), 1.0), edges, baseline=0.0 if bars else None,
-                     color=colour, fill=bars, alpha=0.45 if bars else 1.0, lw=1.4)
+        share.stairs(
+            counts / max(counts.sum(), 1.0),
+            edges,
+            baseline=0.0 if bars else None,
+            color=colour,
+            fill=bars,
+            alpha=0.45 if bars else 1.0,
+            lw=1.4,
+        )
     ax.set_xlim(0.0, 1.0)
     ax.set_ylim(0.0, 1.0)
     ax.set_ylabel("accuracy")

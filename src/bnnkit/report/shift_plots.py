@@ -18,8 +18,11 @@ import io as _io
 
 import numpy as np
 
-LABELS = {"accuracy": "accuracy", "nll": "negative log likelihood",
-          "ece": "expected calibration error"}
+LABELS = {
+    "accuracy": "accuracy",
+    "nll": "negative log likelihood",
+    "ece": "expected calibration error",
+}
 
 
 def degradation_png(data: dict[str, dict[str, dict[int, list[float]]]], title: str = "") -> bytes:
@@ -41,13 +44,27 @@ def degradation_png(data: dict[str, dict[str, dict[int, list[float]]]], title: s
             # Side by side within each severity, centred on it.
             positions = [s - 0.4 + width * (k + 0.5) for s in severities]
             colour = colours(k % 10)
-            ax.boxplot([by_severity[s] for s in severities], positions=positions,
-                       widths=0.9 * width, whis=(0, 100), patch_artist=True,
-                       boxprops={"facecolor": colour, "alpha": 0.35, "edgecolor": colour},
-                       medianprops={"color": colour}, whiskerprops={"color": colour},
-                       capprops={"color": colour}, showfliers=False, manage_ticks=False)
-            ax.plot(positions, [float(np.mean(by_severity[s])) for s in severities], "o-",
-                    color=colour, label=label, markersize=4)
+            ax.boxplot(
+                [by_severity[s] for s in severities],
+                positions=positions,
+                widths=0.9 * width,
+                whis=(0, 100),
+                patch_artist=True,
+                boxprops={"facecolor": colour, "alpha": 0.35, "edgecolor": colour},
+                medianprops={"color": colour},
+                whiskerprops={"color": colour},
+                capprops={"color": colour},
+                showfliers=False,
+                manage_ticks=False,
+            )
+            ax.plot(
+                positions,
+                [float(np.mean(by_severity[s])) for s in severities],
+                "o-",
+                color=colour,
+                label=label,
+                markersize=4,
+            )
         ticks = sorted({s for by_label in data[metric].values() for s in by_label})
         ax.set_xticks(ticks, ["clean" if s == 0 else str(s) for s in ticks])
         ax.set_xlabel("corruption severity")

@@ -100,13 +100,21 @@ def colour_scale(values: np.ndarray) -> ColourScale | None:
     labels = [label(x) for x in ticks]
     # Distinct labels: where 4 digits cannot tell two ticks apart, keep the higher one.
     keep = [i for i in range(len(labels)) if i == len(labels) - 1 or labels[i] != labels[i + 1]]
-    return ColourScale(levels, ticks[keep], [labels[i] for i in keep],
-                       float(np.mean(finite < low)))
+    return ColourScale(levels, ticks[keep], [labels[i] for i in keep], float(np.mean(finite < low)))
 
 
-def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.ndarray,
-                labels: Sequence[str] = (), *, title: str = "", value_label: str = "",
-                u_norm: float | None = None, v_norm: float | None = None) -> bytes:
+def contour_png(
+    u: np.ndarray,
+    v: np.ndarray,
+    values: np.ndarray,
+    points: np.ndarray,
+    labels: Sequence[str] = (),
+    *,
+    title: str = "",
+    value_label: str = "",
+    u_norm: float | None = None,
+    v_norm: float | None = None,
+) -> bytes:
     """Filled contours of ``values[i, j]`` at ``(u[i], v[j])``, with A, B, C marked, as a PNG
     (the figure of :func:`contour_figure`, which takes the same arguments).
 
@@ -119,17 +127,35 @@ def contour_png(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.nda
     """
     import matplotlib.pyplot as plt
 
-    fig = contour_figure(u, v, values, points, labels, title=title, value_label=value_label,
-                         u_norm=u_norm, v_norm=v_norm)
+    fig = contour_figure(
+        u,
+        v,
+        values,
+        points,
+        labels,
+        title=title,
+        value_label=value_label,
+        u_norm=u_norm,
+        v_norm=v_norm,
+    )
     buffer = _io.BytesIO()
     fig.savefig(buffer, format="png", dpi=120)
     plt.close(fig)
     return buffer.getvalue()
 
 
-def contour_figure(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.ndarray,
-                   labels: Sequence[str] = (), *, title: str = "", value_label: str = "",
-                   u_norm: float | None = None, v_norm: float | None = None) -> Any:
+def contour_figure(
+    u: np.ndarray,
+    v: np.ndarray,
+    values: np.ndarray,
+    points: np.ndarray,
+    labels: Sequence[str] = (),
+    *,
+    title: str = "",
+    value_label: str = "",
+    u_norm: float | None = None,
+    v_norm: float | None = None,
+) -> Any:
     """Filled contours of ``values[i, j]`` at ``(u[i], v[j])``, with A, B, C marked: a
     matplotlib figure (the caller closes it).
 
@@ -180,33 +206,72 @@ def contour_figure(u: np.ndarray, v: np.ndarray, values: np.ndarray, points: np.
         # the bands near the maximum almost the same colour.
         norm = matplotlib.colors.BoundaryNorm(scale.levels, ncolors=256, extend="min")
         clipped = np.ma.maximum(z, scale.levels[0])  # the clipped values take the lowest band
-        filled = ax.contourf(grid_u, grid_v, clipped, levels=scale.levels, cmap="viridis",
-                             norm=norm, alpha=0.8, zorder=0, extend="min")
-        ax.contour(grid_u, grid_v, clipped, levels=filled.levels, colors="k", linewidths=0.4,
-                   alpha=0.5, zorder=1)
+        filled = ax.contourf(
+            grid_u,
+            grid_v,
+            clipped,
+            levels=scale.levels,
+            cmap="viridis",
+            norm=norm,
+            alpha=0.8,
+            zorder=0,
+            extend="min",
+        )
+        ax.contour(
+            grid_u,
+            grid_v,
+            clipped,
+            levels=filled.levels,
+            colors="k",
+            linewidths=0.4,
+            alpha=0.5,
+            zorder=1,
+        )
         if scale.clipped > 0:  # under the colour bar's arrow, which stands for them
-            fig.text(0.99, 0.045, f"▼ below {scale.label(scale.levels[0])}: "
-                     f"{scale.clipped:.0%} of the grid,\nin the lowest colour", fontsize=7,
-                     ha="right", va="bottom")
-        bar = fig.colorbar(filled, ax=ax, label=value_label, ticks=scale.ticks,
-                           format=matplotlib.ticker.FuncFormatter(
-                               lambda x, _: scale.label(x)))
+            fig.text(
+                0.99,
+                0.045,
+                f"▼ below {scale.label(scale.levels[0])}: "
+                f"{scale.clipped:.0%} of the grid,\nin the lowest colour",
+                fontsize=7,
+                ha="right",
+                va="bottom",
+            )
+        bar = fig.colorbar(
+            filled,
+            ax=ax,
+            label=value_label,
+            ticks=scale.ticks,
+            format=matplotlib.ticker.FuncFormatter(lambda x, _: scale.label(x)),
+        )
         bar.ax.yaxis.get_offset_text().set_visible(False)
     points = np.asarray(points, np.float64)
-    ax.plot(points[:, 0], points[:, 1], "o", color="tab:red", ms=9, markeredgecolor="k",
-            zorder=2)
+    ax.plot(points[:, 0], points[:, 1], "o", color="tab:red", ms=9, markeredgecolor="k", zorder=2)
     for name, (x, y) in zip(NAMES, points, strict=False):
-        ax.annotate(name, (x, y), textcoords="offset points", xytext=(7, 7), fontsize=12,
-                    fontweight="bold", zorder=3)
+        ax.annotate(
+            name,
+            (x, y),
+            textcoords="offset points",
+            xytext=(7, 7),
+            fontsize=12,
+            fontweight="bold",
+            zorder=3,
+        )
     ax.set_xlabel("along B − A" + (f" (units of ‖B − A‖ = {u_norm:.3g})" if u_norm else ""))
-    ax.set_ylabel("towards C, orthogonal to B − A"
-                  + (f" (units of {v_norm:.3g})" if v_norm else ""))
+    ax.set_ylabel(
+        "towards C, orthogonal to B − A" + (f" (units of {v_norm:.3g})" if v_norm else "")
+    )
     if title:
         ax.set_title(title, fontsize=10)
     if labels:
-        fig.text(0.01, 0.005, "   ".join(f"{n}: {label}" for n, label in zip(NAMES, labels,
-                                                                            strict=False)),
-                 fontsize=7, ha="left", va="bottom")
+        fig.text(
+            0.01,
+            0.005,
+            "   ".join(f"{n}: {label}" for n, label in zip(NAMES, labels, strict=False)),
+            fontsize=7,
+            ha="left",
+            va="bottom",
+        )
     # Fixed margins: tight_layout measures every tick label and would double the drawing time.
     fig.subplots_adjust(left=0.11, right=0.88, bottom=0.14 if labels else 0.11, top=0.93)
     return fig

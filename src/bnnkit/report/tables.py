@@ -9,12 +9,21 @@ from bnnkit.metrics.convergence import chain_line
 
 def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """(quantity, value) rows of an evaluation dict from :func:`bnnkit.evaluation.evaluate`."""
-    out = [("dataset", result["dataset"]), ("model", result["model"]),
-           *([("covariate shift", f"{result['corruption']['name']}, severity "
-                                  f"{result['corruption']['severity']}")]
-             if "corruption" in result else []),
-           ("chains x kept samples",
-            f"{result['num_chains']} x {result['num_samples_per_chain']}")]
+    out = [
+        ("dataset", result["dataset"]),
+        ("model", result["model"]),
+        *(
+            [
+                (
+                    "covariate shift",
+                    f"{result['corruption']['name']}, severity {result['corruption']['severity']}",
+                )
+            ]
+            if "corruption" in result
+            else []
+        ),
+        ("chains x kept samples", f"{result['num_chains']} x {result['num_samples_per_chain']}"),
+    ]
     for name, value in result["test"].items():
         out.append((f"test {name}", f"{value:.4f}"))
     out += prior_check_rows(result)
@@ -23,15 +32,23 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("acceptance rate (after burn-in)", f"{sampler['acceptance_rate']:.3f}"))
         out.append(("divergences (after burn-in)", str(sampler["num_divergent"])))
         if sampler.get("num_capped"):
-            out.append(("capped trajectories (after burn-in)",
-                        f"{sampler['num_capped']} "
-                        f"({sampler['num_capped'] / sampler['num_transitions']:.0%})"))
-        out.append(("step size per chain",
-                    ", ".join(f"{s:.2e}" for s in sampler["step_size"])))
-        out.append(("leapfrog steps per iteration",
-                    ", ".join(str(n) for n in sampler["num_leapfrog"])))
-        out.append(("seconds per iteration (mean after burn-in)",
-                    f"{sampler['seconds_per_iteration']:.3f}"))
+            out.append(
+                (
+                    "capped trajectories (after burn-in)",
+                    f"{sampler['num_capped']} "
+                    f"({sampler['num_capped'] / sampler['num_transitions']:.0%})",
+                )
+            )
+        out.append(("step size per chain", ", ".join(f"{s:.2e}" for s in sampler["step_size"])))
+        out.append(
+            ("leapfrog steps per iteration", ", ".join(str(n) for n in sampler["num_leapfrog"]))
+        )
+        out.append(
+            (
+                "seconds per iteration (mean after burn-in)",
+                f"{sampler['seconds_per_iteration']:.3f}",
+            )
+        )
     diag = result.get("diagnostics")
     if result.get("independent_draws"):
         # R-hat and ESS measure Markov chains; draws from an approximation are independent.
@@ -39,16 +56,22 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     elif diag:
         for space in ("weights", "function"):
             r, e = diag[space]["rhat"], diag[space]["ess"]
-            out.append((f"split R-hat, {space} (median / p90 / max)",
-                        f"{r['median']:.3f} / {r['p90']:.3f} / {r['max']:.3f}"))
+            out.append(
+                (
+                    f"split R-hat, {space} (median / p90 / max)",
+                    f"{r['median']:.3f} / {r['p90']:.3f} / {r['max']:.3f}",
+                )
+            )
             out.append((f"ESS, {space} (min / median)", f"{e['min']:.1f} / {e['median']:.1f}"))
     verdict = result.get("convergence")
     if verdict:
         out.append(("converged (function space)", "yes" if verdict["converged"] else "NO"))
         if "level" in verdict:  # evaluations stored before the three outcomes lack it
             out.append(("  verdict", f"{verdict['level']}: {verdict['summary']}"))
-            out += [(f"  chain {check['chain']}", chain_line(check))
-                    for check in verdict.get("within") or ()]
+            out += [
+                (f"  chain {check['chain']}", chain_line(check))
+                for check in verdict.get("within") or ()
+            ]
         out += [("  problem", problem) for problem in verdict["problems"]]
         out += [("  to do", advice) for advice in verdict["advice"]]
         out += [("  warning", warning) for warning in verdict.get("warnings", ())]
@@ -85,9 +108,14 @@ def prior_check_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     if not isinstance(values, dict):
         return [("prior check", "not recorded (the run was made before runs recorded it)")]
     found = PriorCheck.from_dict(values)
-    return [("prior check", found.summary().removeprefix("prior check ")),
-            *((f"  {what}", line) for what, line in (("warning", found.warning),
-                                                     ("note", found.note)) if line)]
+    return [
+        ("prior check", found.summary().removeprefix("prior check ")),
+        *(
+            (f"  {what}", line)
+            for what, line in (("warning", found.warning), ("note", found.note))
+            if line
+        ),
+    ]
 
 
 def posthoc_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -98,17 +126,26 @@ def posthoc_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     if scaled:
         for name in ("temperature", "std_scale"):
             if name in scaled:
-                out.append((f"fitted {name.replace('_', ' ')}",
-                            f"{scaled[name]:.4f} ({scaled['validation_size']} held out)"))
+                out.append(
+                    (
+                        f"fitted {name.replace('_', ' ')}",
+                        f"{scaled[name]:.4f} ({scaled['validation_size']} held out)",
+                    )
+                )
         out += [(f"calibrated test {k}", f"{v:.4f}") for k, v in scaled["test"].items()]
     conf = result.get("conformal")
     if conf:
-        out.append(("conformal score, held-out points",
-                    f"{conf['score']}, {conf['calibration_size']}"))
-        out.append(("conformal test coverage", f"{conf['coverage']:.4f} (1 − α = "
-                                               f"{1 - conf['alpha']:g})"))
-        size = ("mean set size", conf["mean_set_size"]) if "mean_set_size" in conf else (
-            "mean interval width", conf["mean_width"])
+        out.append(
+            ("conformal score, held-out points", f"{conf['score']}, {conf['calibration_size']}")
+        )
+        out.append(
+            ("conformal test coverage", f"{conf['coverage']:.4f} (1 − α = {1 - conf['alpha']:g})")
+        )
+        size = (
+            ("mean set size", conf["mean_set_size"])
+            if "mean_set_size" in conf
+            else ("mean interval width", conf["mean_width"])
+        )
         out.append((f"conformal {size[0]}", f"{size[1]:.4f}"))
     found = result.get("ood")
     if found:
@@ -163,8 +200,10 @@ def long_markdown(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
         | hmc | 0.9123 |
     """
     numeric = [all(isinstance(r[c], (int, float)) for r in rows) for c in columns]
-    lines = ["| " + " | ".join(columns) + " |",
-             "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
+    lines = [
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---:" if n else "---" for n in numeric) + "|",
+    ]
     lines += ["| " + " | ".join(_cell(r[c]) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
 

@@ -20,5 +20,14 @@ from bnnkit.runs.lifecycle import evaluation_key
 from bnnkit.runs.loop import RunResult, run
 from bnnkit.runs.stored import StoredRun, load_chains, load_run
 
-__all__ = ["Chains", "RunDir", "RunResult", "StoredRun", "evaluation_key", "load_chains",
-           "load_run", "run", "sample"]
+__all__ = [
+    "Chains",
+    "RunDir",
+    "RunResult",
+    "StoredRun",
+    "evaluation_key",
+    "load_chains",
+    "load_run",
+    "run",
+    "sample",
+]

@@ -24,8 +24,14 @@ def budget_ended(result: Any) -> bool:
     return result.stopped is not None or (until is not None and not until["holds"])
 
 
-def progress(record: Mapping[str, Any], kept: int, *, max_time: float | None,
-             mixed: bool | None = None, stage: str | None = None) -> str:
+def progress(
+    record: Mapping[str, Any],
+    kept: int,
+    *,
+    max_time: float | None,
+    mixed: bool | None = None,
+    stage: str | None = None,
+) -> str:
     """How far a run got when its time budget ended, in a sentence.
 
     Args:

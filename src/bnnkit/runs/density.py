@@ -130,26 +130,38 @@ def check_density(log_density: Callable[[Params], jax.Array], initial_positions:
     for path, leaf in jax.tree_util.tree_flatten_with_path(initial_positions)[0]:
         dtype = jnp.result_type(leaf)
         if not jnp.issubdtype(dtype, jnp.floating):
-            raise ConfigError(f"initial position {storage.path_to_str(path) or 'leaf'!r} has "
-                              f"dtype {dtype}; allowed: real numbers (float32 or float64), e.g. "
-                              "jnp.asarray(x, float)")
-    one = jax.tree.map(lambda leaf: jax.ShapeDtypeStruct(jnp.shape(leaf)[1:],
-                                                         jnp.result_type(leaf)),
-                       initial_positions)
+            raise ConfigError(
+                f"initial position {storage.path_to_str(path) or 'leaf'!r} has "
+                f"dtype {dtype}; allowed: real numbers (float32 or float64), e.g. "
+                "jnp.asarray(x, float)"
+            )
+    one = jax.tree.map(
+        lambda leaf: jax.ShapeDtypeStruct(jnp.shape(leaf)[1:], jnp.result_type(leaf)),
+        initial_positions,
+    )
     out = jax.eval_shape(log_density, one)
-    if not (hasattr(out, "shape") and out.shape == () and jnp.issubdtype(out.dtype,
-                                                                          jnp.floating)):
+    if not (hasattr(out, "shape") and out.shape == () and jnp.issubdtype(out.dtype, jnp.floating)):
         shape = getattr(out, "shape", None)
-        what = (f"shape {tuple(shape)} {out.dtype}" if shape is not None
-                else f"a {type(out).__name__}")
-        raise ConfigError(f"log_density gives {what} for one position; allowed: a scalar "
-                          "(shape ()) of a real dtype, the log density of that position")
+        what = (
+            f"shape {tuple(shape)} {out.dtype}" if shape is not None else f"a {type(out).__name__}"
+        )
+        raise ConfigError(
+            f"log_density gives {what} for one position; allowed: a scalar "
+            "(shape ()) of a real dtype, the log density of that position"
+        )
 
 
-def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params,
-           config: RunSettings, *, run_dir: str | os.PathLike | None = None,
-           resume: bool = False, overwrite: bool = False, name: str | None = None,
-           progress: bool = False) -> Chains:
+def sample(
+    log_density: Callable[[Params], jax.Array],
+    initial_positions: Params,
+    config: RunSettings,
+    *,
+    run_dir: str | os.PathLike | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    name: str | None = None,
+    progress: bool = False,
+) -> Chains:
     """Run ``config.num_chains`` chains of a full-batch sampler on ``log_density``.
 
     Args:
@@ -184,41 +196,64 @@ def sample(log_density: Callable[[Params], jax.Array], initial_positions: Params
     check_call("bnnkit.sample", locals())
     module = METHODS.get(config.METHOD)
     if module is None or config.loop(1).kind != "iterations":
-        raise ConfigError(f"sample() runs full-batch samplers (hmc, nuts), not "
-                          f"{config.METHOD!r}")
-    extending = [name for name in ("until_converged", "max_time")
-                 if getattr(config, name, None) not in (None, False)]
+        raise ConfigError(f"sample() runs full-batch samplers (hmc, nuts), not {config.METHOD!r}")
+    extending = [
+        name
+        for name in ("until_converged", "max_time")
+        if getattr(config, name, None) not in (None, False)
+    ]
     if extending:
-        raise ConfigError(f"{' and '.join(extending)} extend or stop runs of the run driver "
-                          "(bnnkit.run, bnnkit hmc); sample() runs num_iterations: leave "
-                          f"{'them' if len(extending) > 1 else 'it'} unset")
+        raise ConfigError(
+            f"{' and '.join(extending)} extend or stop runs of the run driver "
+            "(bnnkit.run, bnnkit hmc); sample() runs num_iterations: leave "
+            f"{'them' if len(extending) > 1 else 'it'} unset"
+        )
     leaves = jax.tree.leaves(initial_positions)
     if config.num_chains is None and leaves and jnp.ndim(leaves[0]) >= 1:
         # One chain per starting position.
         config = dataclasses.replace(config, num_chains=int(jnp.shape(leaves[0])[0]))
     loop = config.loop(1)
-    if not leaves or any(jnp.ndim(leaf) < 1 or jnp.shape(leaf)[0] != loop.num_members
-                         for leaf in leaves):
-        raise ConfigError(f"initial positions need a leading axis of length --num-chains "
-                          f"{loop.num_members} on every leaf, got shapes "
-                          f"{[jnp.shape(leaf) for leaf in leaves]}")
+    if not leaves or any(
+        jnp.ndim(leaf) < 1 or jnp.shape(leaf)[0] != loop.num_members for leaf in leaves
+    ):
+        raise ConfigError(
+            f"initial positions need a leading axis of length --num-chains "
+            f"{loop.num_members} on every leaf, got shapes "
+            f"{[jnp.shape(leaf) for leaf in leaves]}"
+        )
     check_density(log_density, initial_positions)
     check_dtype(config, jnp.result_type(*leaves))
     init_all, advance = _programs(log_density, config)
     if run_dir is None:
-        bar = ProgressBar(config.METHOD.upper(), loop.num_units, enabled=progress,
-                          unit_name="iterations")
+        bar = ProgressBar(
+            config.METHOD.upper(), loop.num_units, enabled=progress, unit_name="iterations"
+        )
         state = init_all(initial_positions)
         state, positions, info = advance(state, 0, loop.num_units)
-        chains = chains_of(jax.tree.map(lambda x: x[:, loop.burn_in:], positions), info, state,
-                           loop, config.METHOD)
+        chains = chains_of(
+            jax.tree.map(lambda x: x[:, loop.burn_in :], positions),
+            info,
+            state,
+            loop,
+            config.METHOD,
+        )
         bar.update(loop.num_units, f"accept {np.mean(info.acceptance_rate):.2f}")
         for warning in chains.warnings:
             bar.message(f"bnnkit: warning: {warning}")
         bar.close()
         return chains
-    return _sample_into(RunDir(run_dir), initial_positions, config, loop, init_all, advance,
-                        resume=resume, overwrite=overwrite, name=name, progress=progress)
+    return _sample_into(
+        RunDir(run_dir),
+        initial_positions,
+        config,
+        loop,
+        init_all,
+        advance,
+        resume=resume,
+        overwrite=overwrite,
+        name=name,
+        progress=progress,
+    )
 
 
 def shapes(config: RunSettings, positions: Params) -> tuple[Any, Any, Any]:
@@ -237,8 +272,9 @@ def _zero_density(params: Params) -> jax.Array:
     return jnp.zeros(())
 
 
-def _programs(log_density: Callable[[Params], jax.Array],
-              config: RunSettings) -> tuple[Callable, Callable]:
+def _programs(
+    log_density: Callable[[Params], jax.Array], config: RunSettings
+) -> tuple[Callable, Callable]:
     """The compiled programs of every chain: ``init(positions) -> state`` and
     ``advance(state, first, length) -> (state, positions, info)`` over iterations
     ``first .. first + length - 1``, chains first in the outputs.
@@ -255,8 +291,9 @@ def _programs(log_density: Callable[[Params], jax.Array],
     return _cached_programs(log_density, config)
 
 
-def _build_programs(log_density: Callable[[Params], jax.Array],
-                    config: RunSettings) -> tuple[Callable, Callable]:
+def _build_programs(
+    log_density: Callable[[Params], jax.Array], config: RunSettings
+) -> tuple[Callable, Callable]:
     method = METHODS[config.METHOD].build(lambda params, batch: log_density(params), config)
     seed, num_members = config.seed, config.loop(1).num_members
     init_keys = member_keys(seed, INIT_STREAM, num_members)
@@ -265,7 +302,8 @@ def _build_programs(log_density: Callable[[Params], jax.Array],
     @jax.jit
     def init_all(initial_positions):
         return jax.vmap(lambda k, p: method.init(k, p, None), axis_name=MEMBERS)(
-            init_keys, initial_positions)
+            init_keys, initial_positions
+        )
 
     step = jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS)
 
@@ -290,22 +328,28 @@ def _build_programs(log_density: Callable[[Params], jax.Array],
 _cached_programs = functools.lru_cache(maxsize=8)(_build_programs)
 
 
-def chains_of(kept: Params, info: Any, state: Any, loop: Loop,
-              method: str | None = None) -> Chains:
+def chains_of(kept: Params, info: Any, state: Any, loop: Loop, method: str | None = None) -> Chains:
     """The :class:`Chains` of the kept positions and every iteration's info (chains first),
     with the verdict and the sampler warnings (``method``'s advice) computed from them."""
     draws = jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(kept)
-    after = jax.tree.map(lambda x: np.asarray(x)[:, loop.burn_in:], info)
+    after = jax.tree.map(lambda x: np.asarray(x)[:, loop.burn_in :], info)
     trace = getattr(after, "log_posterior", None)
-    verdict = (convergence.verdict(np.asarray(draws),
-                                   acceptance_rate=float(np.mean(after.acceptance_rate)),
-                                   num_divergent=int(np.sum(after.divergent)),
-                                   log_posterior=None if trace is None else np.asarray(trace),
-                                   vocabulary=PARAMETERS_PYTHON)
-               if draws.shape[1] >= 4 else
-               {"converged": False, "level": "not-mixed",
-                "problems": ["fewer than 4 kept samples per chain"],
-                "advice": ["run more iterations after burn-in (a larger num_iterations)"]})
+    verdict = (
+        convergence.verdict(
+            np.asarray(draws),
+            acceptance_rate=float(np.mean(after.acceptance_rate)),
+            num_divergent=int(np.sum(after.divergent)),
+            log_posterior=None if trace is None else np.asarray(trace),
+            vocabulary=PARAMETERS_PYTHON,
+        )
+        if draws.shape[1] >= 4
+        else {
+            "converged": False,
+            "level": "not-mixed",
+            "problems": ["fewer than 4 kept samples per chain"],
+            "advice": ["run more iterations after burn-in (a larger num_iterations)"],
+        }
+    )
     tally = SamplerTally(loop, method, PARAMETERS_PYTHON)
     tally_chunk(tally, 0, info, loop)
     warning = tally.warning()
@@ -317,9 +361,14 @@ def tally_chunk(tally: SamplerTally, first: int, info: Any, loop: Loop) -> None:
     accepted, divergent = np.asarray(info.acceptance_rate), np.asarray(info.divergent)
     capped = getattr(info, "capped", None)
     for i in range(accepted.shape[1]):
-        tally.add({"burn_in": first + i < loop.burn_in, "acceptance_rate": accepted[:, i],
-                   "divergent": divergent[:, i],
-                   **({} if capped is None else {"capped": np.asarray(capped)[:, i]})})
+        tally.add(
+            {
+                "burn_in": first + i < loop.burn_in,
+                "acceptance_rate": accepted[:, i],
+                "divergent": divergent[:, i],
+                **({} if capped is None else {"capped": np.asarray(capped)[:, i]}),
+            }
+        )
 
 
 def positions_digest(positions: Params) -> str:
@@ -342,21 +391,33 @@ def positions_digest(positions: Params) -> str:
 def _problem(initial_positions: Params, name: str | None) -> dict[str, Any]:
     """What ``run.json`` records of the density: what a resume must give again."""
     flat = storage.flatten_tree(initial_positions)
-    return {"log_density": name,
-            "structure": str(jax.tree.structure(initial_positions)),
-            "initial_positions": {path: [list(leaf.shape), leaf.dtype.str]
-                                  for path, leaf in flat.items()},
-            "initial_positions_sha256": positions_digest(initial_positions)}
+    return {
+        "log_density": name,
+        "structure": str(jax.tree.structure(initial_positions)),
+        "initial_positions": {
+            path: [list(leaf.shape), leaf.dtype.str] for path, leaf in flat.items()
+        },
+        "initial_positions_sha256": positions_digest(initial_positions),
+    }
 
 
-def _sample_into(rundir: RunDir, initial_positions: Params, config: RunSettings, loop: Loop,
-                 init_all: Callable, advance: Callable, *, resume: bool, overwrite: bool,
-                 name: str | None, progress: bool) -> Chains:
+def _sample_into(
+    rundir: RunDir,
+    initial_positions: Params,
+    config: RunSettings,
+    loop: Loop,
+    init_all: Callable,
+    advance: Callable,
+    *,
+    resume: bool,
+    overwrite: bool,
+    name: str | None,
+    progress: bool,
+) -> Chains:
     """:func:`sample` into ``rundir``: every check first, then chunk by chunk under its lock."""
     lifecycle.check_target(rundir, resume=resume, overwrite=overwrite)
     problem = _problem(initial_positions, name)
-    found = (lifecycle.resume_checks(rundir, config, problem, loop, chunks=True) if resume
-             else None)
+    found = lifecycle.resume_checks(rundir, config, problem, loop, chunks=True) if resume else None
     # Traced, not run: an error of the density shows here, before anything is written.
     template = jax.eval_shape(init_all, initial_positions)
     _, kept_template, info_template = jax.eval_shape(lambda s: advance(s, 0, 1), template)
@@ -364,26 +425,34 @@ def _sample_into(rundir: RunDir, initial_positions: Params, config: RunSettings,
     with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
         start, state = life.resume_state(template)
         kept, info = _chunks_before(life, start, kept_template, info_template, loop)
-        if found is not None and life.record["status"] == "finished" and (
-                start == loop.num_units):
+        if found is not None and life.record["status"] == "finished" and (start == loop.num_units):
             # Nothing to run: the stored chains, read and checked; nothing is written.
-            return chains_of(_concatenate(kept), _concatenate(info), state, loop,
-                             config.METHOD)
+            return chains_of(_concatenate(kept), _concatenate(info), state, loop, config.METHOD)
         if not start:
             state = init_all(initial_positions)
         life.begin(start, config, loop, iterations_done=start)
-        tally = SamplerTally(loop, config.METHOD, PARAMETERS_PYTHON,
-                             given_step_size=getattr(config, "step_size", None))
+        tally = SamplerTally(
+            loop,
+            config.METHOD,
+            PARAMETERS_PYTHON,
+            given_step_size=getattr(config, "step_size", None),
+        )
         for part in info:
             tally_chunk(tally, 0, part, loop)
-        bar = ProgressBar(config.METHOD.upper(), loop.num_units, start,
-                          enabled=progress and life.writer, unit_name="iterations")
+        bar = ProgressBar(
+            config.METHOD.upper(),
+            loop.num_units,
+            start,
+            enabled=progress and life.writer,
+            unit_name="iterations",
+        )
         try:
             for first in range(start, loop.num_units, loop.save_every):
                 length = min(loop.save_every, loop.num_units - first)
                 state, chunk_positions, chunk_info = advance(state, first, length)
-                chunk_kept = jax.tree.map(lambda x, f=first: x[:, max(loop.burn_in - f, 0):],
-                                          chunk_positions)
+                chunk_kept = jax.tree.map(
+                    lambda x, f=first: x[:, max(loop.burn_in - f, 0) :], chunk_positions
+                )
                 _save_chunk(life, first, first + length, chunk_kept, chunk_info, state)
                 kept.append(chunk_kept)
                 info.append(chunk_info)
@@ -398,44 +467,45 @@ def _sample_into(rundir: RunDir, initial_positions: Params, config: RunSettings,
     return chains_of(_concatenate(kept), _concatenate(info), state, loop, config.METHOD)
 
 
-def _save_chunk(life: Lifecycle, first: int, end: int, kept: Params, info: Any,
-                state: Any) -> None:
+def _save_chunk(life: Lifecycle, first: int, end: int, kept: Params, info: Any, state: Any) -> None:
     """Write the chunk of iterations ``first .. end - 1`` (its kept positions and info), then
     the state after it, each recorded in the manifest before it is renamed into place."""
     if life.writer:
         name = manifest.chunk_name(end)
-        storage.save_arrays(life.rundir.path / name,
-                            {**storage.flatten_tree(kept, "positions/"),
-                             **storage.flatten_tree(info, "info/")},
-                            before_rename=life.recorder(name, unit=end, first=first))
+        storage.save_arrays(
+            life.rundir.path / name,
+            {**storage.flatten_tree(kept, "positions/"), **storage.flatten_tree(info, "info/")},
+            before_rename=life.recorder(name, unit=end, first=first),
+        )
     life.save_state(state, end)
     if life.writer:
         life.rundir.write_record({**life.record, "iterations_done": end})
     faults.point("unit-done")
 
 
-def _chunks_before(life: Lifecycle, start: int, kept_template: Any, info_template: Any,
-                   loop: Loop) -> tuple[list[Any], list[Any]]:
+def _chunks_before(
+    life: Lifecycle, start: int, kept_template: Any, info_template: Any, loop: Loop
+) -> tuple[list[Any], list[Any]]:
     """The kept positions and info of the iterations before ``start``, as lists of one part
     (none when ``start`` is 0): read by process 0, handed to every process bit for bit."""
     if not start:
         return [], []
-    stored = (load_chunks(life.rundir, start, kept_template, info_template) if life.writer
-              else None)
-    template = (_along(kept_template, max(start - loop.burn_in, 0)),
-                _along(info_template, start))
+    stored = load_chunks(life.rundir, start, kept_template, info_template) if life.writer else None
+    template = (_along(kept_template, max(start - loop.burn_in, 0)), _along(info_template, start))
     _, (kept, info) = distributed.from_first(start, stored, template)
     return [kept], [info]
 
 
 def _along(template: Any, length: int) -> Any:
     """``template`` (chains, 1, ...) with ``length`` iterations instead of one."""
-    return jax.tree.map(lambda t: jax.ShapeDtypeStruct((t.shape[0], length, *t.shape[2:]),
-                                                       t.dtype), template)
+    return jax.tree.map(
+        lambda t: jax.ShapeDtypeStruct((t.shape[0], length, *t.shape[2:]), t.dtype), template
+    )
 
 
-def load_chunks(rundir: RunDir, upto: int, positions: Params,
-                info_template: Any) -> tuple[Params, Any]:
+def load_chunks(
+    rundir: RunDir, upto: int, positions: Params, info_template: Any
+) -> tuple[Params, Any]:
     """The kept positions and info of iterations ``0 .. upto - 1`` from the chunk files,
     each checked against its recorded digest.
 
@@ -448,10 +518,14 @@ def load_chunks(rundir: RunDir, upto: int, positions: Params,
     Raises:
         ConfigError: a damaged or edited chunk, or chunks that do not cover those iterations.
     """
-    lines = sorted((line for file, line in manifest.Manifest(rundir.manifest_file)
-                    .latest().items()
-                    if manifest.chunk_unit(file) is not None and line["unit"] <= upto),
-                   key=lambda line: line["unit"])
+    lines = sorted(
+        (
+            line
+            for file, line in manifest.Manifest(rundir.manifest_file).latest().items()
+            if manifest.chunk_unit(file) is not None and line["unit"] <= upto
+        ),
+        key=lambda line: line["unit"],
+    )
     kept, info, done = [], [], 0
     for line in lines:
         if line.get("first") != done:
@@ -464,8 +538,10 @@ def load_chunks(rundir: RunDir, upto: int, positions: Params,
         info.append(storage.unflatten_tree(info_template, arrays, "info/"))
         done = line["unit"]
     if done != upto:
-        raise ConfigError(f"{str(rundir.manifest_file)!r} records no chunk from iteration "
-                          f"{done}; `bnnkit verify {rundir.path}` lists every problem")
+        raise ConfigError(
+            f"{str(rundir.manifest_file)!r} records no chunk from iteration "
+            f"{done}; `bnnkit verify {rundir.path}` lists every problem"
+        )
     return _concatenate(kept), _concatenate(info)
 
 

@@ -73,8 +73,7 @@ KNOWN_LAYOUTS = (2, 3)
 #: The parts of ``run.json`` that decide what a run computes; their digest detects an edit.
 SETTINGS_KEYS = ("method", "layout", "problem", "method_config", "loop", "dataset", "manifest")
 #: What ``run.json`` of a run of the current layout must hold, and of which type.
-REQUIRED = {"method": str, "problem": dict, "method_config": dict, "loop": dict,
-            "status": str}
+REQUIRED = {"method": str, "problem": dict, "method_config": dict, "loop": dict, "status": str}
 #: Temporary files of atomic writes (see :func:`bnnkit.storage.atomic_write_bytes`).
 TEMPORARY = (".*.tmp", f"{SAMPLES_DIR}/.*.tmp")
 #: A reference folder (``bnnkit reference``) holds this file, its deep ensemble's run in
@@ -101,6 +100,7 @@ def resolve_reference(path: str | os.PathLike) -> Path:
     if (path / REFERENCE_FILE).is_file() and not (path / RUN_FILE).exists():
         return path / REFERENCE_CHAINS
     return path
+
 
 #: Where ``bnnkit evaluate`` writes its predictions.
 PREDICTIONS_DIR = "predictions"
@@ -131,7 +131,10 @@ def git_hash() -> str | None:
     """The source tree's commit, when bnnkit runs from a git checkout."""
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
             cwd=Path(__file__).resolve().parent,
         )
     except (OSError, subprocess.SubprocessError):
@@ -161,9 +164,13 @@ def versions() -> dict[str, str]:
     import optax
 
     return {
-        "bnnkit": package_version(), "jax": jax.__version__, "flax": flax.__version__,
-        "optax": optax.__version__, "blackjax": blackjax.__version__,
-        "numpy": np.__version__, "python": platform.python_version(),
+        "bnnkit": package_version(),
+        "jax": jax.__version__,
+        "flax": flax.__version__,
+        "optax": optax.__version__,
+        "blackjax": blackjax.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
         "backend": jax.default_backend(),
     }
 
@@ -209,8 +216,9 @@ class RunDir:
         if not self.path.is_dir():
             return []
         folders = (SAMPLES_DIR, PREDICTIONS_DIR, PRUNING_DIR)
-        found = [self.path / name for name in (*OWN_FILES, *folders)
-                 if (self.path / name).is_symlink()]
+        found = [
+            self.path / name for name in (*OWN_FILES, *folders) if (self.path / name).is_symlink()
+        ]
         found += [p for p in self.path.glob("evaluation*.json") if p.is_symlink()]
         for folder in (self.path / name for name in folders):
             if folder.is_dir() and not folder.is_symlink():
@@ -236,16 +244,19 @@ class RunDir:
                 if stat.S_ISDIR(mode):
                     found.append((path, "is a folder where bnnkit keeps a file of the run"))
                 elif not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-                    found.append((path, "is not a regular file (bnnkit keeps a file of the "
-                                        "run there)"))
+                    found.append(
+                        (path, "is not a regular file (bnnkit keeps a file of the run there)")
+                    )
 
         for name in (*OWN_FILES, DATA_FILE):
             want_file(self.path / name)
         for pattern in ("evaluation*.json", *TEMPORARY):
             for path in self.path.glob(pattern):
                 want_file(path)
-        for folder, patterns in ((self.samples_dir, ("sample_*.npz", "chunk_*.npz", ".*.tmp")),
-                                 (self.path / PREDICTIONS_DIR, ("*.npz", ".*.tmp"))):
+        for folder, patterns in (
+            (self.samples_dir, ("sample_*.npz", "chunk_*.npz", ".*.tmp")),
+            (self.path / PREDICTIONS_DIR, ("*.npz", ".*.tmp")),
+        ):
             if folder.is_symlink() or not (folder.exists() or folder.is_symlink()):
                 continue
             if not folder.is_dir():
@@ -265,8 +276,10 @@ class RunDir:
             ConfigError: naming the first such entry.
         """
         for path, problem in self.misplaced():
-            raise ConfigError(f"{str(path)!r} {problem}; allowed: the run's own files (remove "
-                              "it, or start the run in another directory)")
+            raise ConfigError(
+                f"{str(path)!r} {problem}; allowed: the run's own files (remove "
+                "it, or start the run in another directory)"
+            )
 
     def check_links(self) -> None:
         """Refuse a run directory with a symbolic link where bnnkit writes (:meth:`links`):
@@ -280,7 +293,8 @@ class RunDir:
             raise ConfigError(
                 f"{str(link)!r} is a symbolic link (to {os.readlink(link)!r}); bnnkit writes "
                 "no file of a run through a link, which could point outside the run "
-                "directory; allowed: the run's own files (remove the link)")
+                "directory; allowed: the run's own files (remove the link)"
+            )
 
     def exists(self) -> bool:
         """Whether the directory holds anything besides its lock."""
@@ -296,32 +310,38 @@ class RunDir:
             raise ConfigError(f"{str(self.path)!r} is not a bnnkit run directory (no {RUN_FILE})")
         record = storage.read_json(self.run_file)
         if not isinstance(record, dict) or not isinstance(record.get("method"), str):
-            raise ConfigError(f"{str(self.run_file)!r} is damaged: it is not a JSON object "
-                              "naming a method")
+            raise ConfigError(
+                f"{str(self.run_file)!r} is damaged: it is not a JSON object naming a method"
+            )
         layout = record.get("layout")
         if "layout" in record and (type(layout) is not int or layout not in KNOWN_LAYOUTS):
             kind = "layout" if type(layout) is int else "not a layout number:"
             raise ConfigError(
                 f"{str(self.run_file)!r} is damaged or from another bnnkit: {kind} "
                 f"{json.dumps(layout)[:40]}; allowed: the layouts this version reads, "
-                f"{', '.join(map(str, KNOWN_LAYOUTS))}")
+                f"{', '.join(map(str, KNOWN_LAYOUTS))}"
+            )
         # What only layout 3 writes: a record with any of it is checked as one (an older
         # layout number, or none, written over a newer run hides no edit).
-        newer = ("settings_sha256" in record or "manifest" in record
-                 or self.manifest_file.exists())
+        newer = "settings_sha256" in record or "manifest" in record or self.manifest_file.exists()
         if (layout or 0) >= 3 or newer:
             if layout != LAYOUT:
-                raise ConfigError(f"{str(self.run_file)!r} was edited: it has the manifest "
-                                  f"and settings digest of layout {LAYOUT} but says layout "
-                                  f"{json.dumps(layout)}; allowed: the record the run wrote")
+                raise ConfigError(
+                    f"{str(self.run_file)!r} was edited: it has the manifest "
+                    f"and settings digest of layout {LAYOUT} but says layout "
+                    f"{json.dumps(layout)}; allowed: the record the run wrote"
+                )
             for key, kind in REQUIRED.items():
                 if not isinstance(record.get(key), kind):
-                    raise ConfigError(f"{str(self.run_file)!r} is damaged: {key!r} is missing "
-                                      f"or not a JSON {'object' if kind is dict else 'string'}")
+                    raise ConfigError(
+                        f"{str(self.run_file)!r} is damaged: {key!r} is missing "
+                        f"or not a JSON {'object' if kind is dict else 'string'}"
+                    )
             if record.get("settings_sha256") != settings_digest(record):
                 raise ConfigError(
                     f"{str(self.run_file)!r} was edited: its settings no longer match the "
-                    "digest recorded with them; allowed: the settings the run was made with")
+                    "digest recorded with them; allowed: the settings the run was made with"
+                )
         return record
 
     def write_record(self, record: Mapping[str, Any]) -> None:
@@ -341,30 +361,39 @@ class RunDir:
                 not a run, or a directory another live process is writing.
         """
         if resume and overwrite:
-            raise ConfigError("--resume and --overwrite exclude each other; allowed: one of "
-                              "them")
+            raise ConfigError("--resume and --overwrite exclude each other; allowed: one of them")
         if not self.given.strip():
             raise ConfigError("--dir '' names no directory; allowed: a path")
         self.check_links()
         enclosing = enclosing_run(self.path.parent)
         if enclosing is not None:
-            raise ConfigError(f"run directory {self.given!r} is inside the run directory "
-                              f"{str(enclosing)!r}; allowed: a path outside every other run")
+            raise ConfigError(
+                f"run directory {self.given!r} is inside the run directory "
+                f"{str(enclosing)!r}; allowed: a path outside every other run"
+            )
         if self.path.exists() and not self.path.is_dir():
-            raise ConfigError(f"run directory {self.given!r} is a file; allowed: a directory "
-                              "or a path that does not exist yet")
+            raise ConfigError(
+                f"run directory {self.given!r} is a file; allowed: a directory "
+                "or a path that does not exist yet"
+            )
         existing = self.path.absolute()
         while not existing.exists():
             existing = existing.parent
         if not existing.is_dir():
-            raise ConfigError(f"run directory {self.given!r} cannot be created: "
-                              f"{str(existing)!r} is a file, not a folder")
+            raise ConfigError(
+                f"run directory {self.given!r} cannot be created: "
+                f"{str(existing)!r} is a file, not a folder"
+            )
         if not os.access(existing, os.W_OK | os.X_OK):
-            raise ConfigError(f"run directory {self.given!r} cannot be written: "
-                              f"{str(existing)!r} does not allow this user to write")
+            raise ConfigError(
+                f"run directory {self.given!r} cannot be written: "
+                f"{str(existing)!r} does not allow this user to write"
+            )
         if self.samples_dir.is_dir() and not os.access(self.samples_dir, os.W_OK | os.X_OK):
-            raise ConfigError(f"run directory {self.given!r} cannot be written: "
-                              f"{str(self.samples_dir)!r} does not allow this user to write")
+            raise ConfigError(
+                f"run directory {self.given!r} cannot be written: "
+                f"{str(self.samples_dir)!r} does not allow this user to write"
+            )
         if resume:
             if not self.run_file.is_file():
                 raise ConfigError(f"nothing to resume: {self.given!r} holds no {RUN_FILE}")
@@ -372,17 +401,20 @@ class RunDir:
             if not overwrite:
                 raise ConfigError(
                     f"run directory {self.given!r} is not empty; pass --resume to continue it "
-                    "or --overwrite to replace it")
+                    "or --overwrite to replace it"
+                )
             if not self.run_file.is_file():
                 raise ConfigError(
                     f"refusing to overwrite {self.given!r}: it is not empty and holds no "
-                    f"{RUN_FILE}, so it is not a bnnkit run")
+                    f"{RUN_FILE}, so it is not a bnnkit run"
+                )
         who = _lock.holder(self.path) if self.path.is_dir() else None
         if who is not None:
             since = f" since {who['since']}" if who.get("since") else ""
             raise ConfigError(
                 f"run directory {self.given!r} is in use by process {who.get('pid')}{since}; "
-                "allowed: one writing process at a time (wait for it to finish or stop it)")
+                "allowed: one writing process at a time (wait for it to finish or stop it)"
+            )
         # Last: a run in use is named as such, whatever is in its folder.
         self.check_layout()
 
@@ -396,8 +428,10 @@ class RunDir:
         """
         if self.exists():
             if not (overwrite and self.run_file.is_file()) and not self.never_started():
-                raise ConfigError(f"run directory {self.given!r} is not empty; pass --resume "
-                                  "to continue it or --overwrite to replace it")
+                raise ConfigError(
+                    f"run directory {self.given!r} is not empty; pass --resume "
+                    "to continue it or --overwrite to replace it"
+                )
             self._clear()
         self.samples_dir.mkdir(parents=True, exist_ok=True)
 
@@ -408,18 +442,21 @@ class RunDir:
         its first unit was recorded)."""
         for entry in self.path.iterdir():
             if entry.name in (LOCK_FILE, MANIFEST_FILE, LOG_FILE) or (
-                    entry.name.startswith(".") and entry.name.endswith(".tmp")):
+                entry.name.startswith(".") and entry.name.endswith(".tmp")
+            ):
                 if entry.name in (MANIFEST_FILE, LOG_FILE) and entry.lstat().st_size:
                     return False
                 continue
-            if entry == self.samples_dir and entry.is_dir() and not any(
-                    not f.name.endswith(".tmp") for f in entry.iterdir()):
+            if (
+                entry == self.samples_dir
+                and entry.is_dir()
+                and not any(not f.name.endswith(".tmp") for f in entry.iterdir())
+            ):
                 continue
             if entry == self.run_file:
                 with contextlib.suppress(ConfigError, OSError, UnicodeDecodeError):
                     record = storage.read_json(entry)
-                    if isinstance(record, dict) and record.get("status") in ("starting",
-                                                                             "running"):
+                    if isinstance(record, dict) and record.get("status") in ("starting", "running"):
                         continue
             return False
         return True
@@ -471,15 +508,19 @@ class RunDir:
         """Append unit records (one JSON line each), flushed and fsynced."""
         if not records:
             return
-        storage.append_bytes(self.log_file,
-                             "".join(json.dumps(record) + "\n" for record in records).encode())
+        storage.append_bytes(
+            self.log_file, "".join(json.dumps(record) + "\n" for record in records).encode()
+        )
 
     def truncate_log(self, upto_unit: int) -> None:
         """Keep only log lines of units < ``upto_unit`` (used on resume)."""
         if not self.log_file.is_file():
             return
-        kept = [json.dumps(record) + "\n" for record in self.read_log()
-                if record["iteration"] < upto_unit]
+        kept = [
+            json.dumps(record) + "\n"
+            for record in self.read_log()
+            if record["iteration"] < upto_unit
+        ]
         storage.atomic_write_bytes(self.log_file, "".join(kept).encode())
 
     def read_log(self) -> list[dict]:
@@ -531,8 +572,8 @@ def enclosing_run(path: str | os.PathLike) -> Path | None:
     current = Path(os.path.realpath(path))
     for folder in (current, *current.parents):
         if (folder / RUN_FILE).is_file() and any(
-                (folder / name).exists() for name in (SAMPLES_DIR, MANIFEST_FILE, STATE_FILE,
-                                                      LOCK_FILE)):
+            (folder / name).exists() for name in (SAMPLES_DIR, MANIFEST_FILE, STATE_FILE, LOCK_FILE)
+        ):
             return folder
     return None
 
@@ -546,13 +587,18 @@ def check_outside_runs(path: str | os.PathLike, flag: str) -> None:
     """
     run = enclosing_run(path)
     if run is not None:
-        raise ConfigError(f"{flag} {os.fspath(path)!r} is inside the run directory "
-                          f"{str(run)!r}, which holds only what its run writes; allowed: a "
-                          "path outside every run directory")
+        raise ConfigError(
+            f"{flag} {os.fspath(path)!r} is inside the run directory "
+            f"{str(run)!r}, which holds only what its run writes; allowed: a "
+            "path outside every run directory"
+        )
 
 
-def check_same_settings(stored: Mapping[str, Any], given: Mapping[str, Any],
-                        may_change: frozenset[str] | set[str] = frozenset()) -> None:
+def check_same_settings(
+    stored: Mapping[str, Any],
+    given: Mapping[str, Any],
+    may_change: frozenset[str] | set[str] = frozenset(),
+) -> None:
     """Refuse a ``--resume`` whose settings differ from the stored run's, naming the first.
 
     Raises:
@@ -606,7 +652,8 @@ def check_not_in_progress(rundir: RunDir) -> None:
         raise ConfigError(
             f"{rundir.given!r} is in progress: process {who.get('pid')} has been writing it"
             f"{since}, so its files are not checked now; verify it once that process has "
-            "finished or stopped")
+            "finished or stopped"
+        )
 
 
 def verify(run_dir: str | os.PathLike) -> tuple[list[manifest.Finding], str]:
@@ -637,29 +684,49 @@ def verify(run_dir: str | os.PathLike) -> tuple[list[manifest.Finding], str]:
 def _verify(rundir: RunDir) -> tuple[list[manifest.Finding], str]:
     # What is in the way is named as such, and nothing else about the same entry: removing
     # it comes first, and what is then missing is the next verify's to say.
-    in_the_way = [manifest.Finding(str(link.relative_to(rundir.path)),
-                                   f"is a symbolic link (to {os.readlink(link)!r}), which "
-                                   "bnnkit does not write through", False, in_the_way=True)
-                  for link in rundir.links()]
-    in_the_way += [manifest.Finding(str(path.relative_to(rundir.path)), problem, False,
-                                    in_the_way=True) for path, problem in rundir.misplaced()]
+    in_the_way = [
+        manifest.Finding(
+            str(link.relative_to(rundir.path)),
+            f"is a symbolic link (to {os.readlink(link)!r}), which bnnkit does not write through",
+            False,
+            in_the_way=True,
+        )
+        for link in rundir.links()
+    ]
+    in_the_way += [
+        manifest.Finding(str(path.relative_to(rundir.path)), problem, False, in_the_way=True)
+        for path, problem in rundir.misplaced()
+    ]
     named = {f.file for f in in_the_way}
     try:
         record = rundir.read_record()
     except ConfigError as err:
         problem = str(err).split("' ", 1)[-1]
-        return sorted([*in_the_way, *([] if RUN_FILE in named else [
-            manifest.Finding(RUN_FILE, problem, False)])], key=lambda f: f.file), "unreadable"
+        return sorted(
+            [
+                *in_the_way,
+                *([] if RUN_FILE in named else [manifest.Finding(RUN_FILE, problem, False)]),
+            ],
+            key=lambda f: f.file,
+        ), "unreadable"
     found = manifest.check(rundir, record)
     data = data_finding(record)
-    findings = sorted([*(f for f in found.findings if f.file not in named), *in_the_way,
-                       *([data] if data else [])], key=lambda f: f.file)
+    findings = sorted(
+        [
+            *(f for f in found.findings if f.file not in named),
+            *in_the_way,
+            *([data] if data else []),
+        ],
+        key=lambda f: f.file,
+    )
     loop = record.get("loop") or {}
     total = loop.get("num_units", "?")
     kind = loop.get("kind", "units")
     summary = f"{record.get('status')}: the state covers {found.state_unit} of {total} {kind}"
     if record.get("manifest") and manifest.IDENTITY_KEY not in record:
-        summary += ("; note: no chain: written by an older bnnkit (its manifest lines are not "
-                    "chained to its record, so a line taken with its file from another run "
-                    "would not be detected)")
+        summary += (
+            "; note: no chain: written by an older bnnkit (its manifest lines are not "
+            "chained to its record, so a line taken with its file from another run "
+            "would not be detected)"
+        )
     return findings, summary

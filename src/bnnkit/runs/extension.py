@@ -83,8 +83,9 @@ def _stored_target(rundir: RunDir, config: IterationSettings) -> int:
     return int(stored.get("num_iterations", 0))
 
 
-def _judge(rundir: RunDir, built: problem_lib.Problem,
-           kept: int) -> tuple[dict[str, Any] | None, float]:
+def _judge(
+    rundir: RunDir, built: problem_lib.Problem, kept: int
+) -> tuple[dict[str, Any] | None, float]:
     """The verdict on the run so far and its seconds (``None`` with fewer than 4 kept samples
     per chain, where even the between-chain checks have nothing to work on)."""
     if kept < 4:
@@ -94,8 +95,9 @@ def _judge(rundir: RunDir, built: problem_lib.Problem,
 
 def _worst(checks: list[dict[str, Any]]) -> dict[str, Any]:
     """The failing chain with the smallest ESS (a chain that never moved has none: first)."""
-    return min(checks, key=lambda c: (c["ess_p5"] if math.isfinite(c["ess_p5"])
-                                      else -math.inf, c["chain"]))
+    return min(
+        checks, key=lambda c: (c["ess_p5"] if math.isfinite(c["ess_p5"]) else -math.inf, c["chain"])
+    )
 
 
 def verdict_brief(verdict: dict[str, Any] | None, kept: int) -> list[str]:
@@ -128,18 +130,20 @@ def verdict_brief(verdict: dict[str, Any] | None, kept: int) -> list[str]:
     if not math.isfinite(ess):
         first = "no ESS (its draws do not vary)"
     else:
-        first = f"ESS {ess:.0f}" + (f" < {wc.MIN_CHAIN_ESS:.0f}" if ess < wc.MIN_CHAIN_ESS
-                                    else "")
+        first = f"ESS {ess:.0f}" + (f" < {wc.MIN_CHAIN_ESS:.0f}" if ess < wc.MIN_CHAIN_ESS else "")
     also = []
     if worst["rhat_share_below"] < wc.WITHIN_RHAT_SHARE:
-        also.append(f"R-hat within {100 * worst['rhat_share_below']:.0f} % < "
-                    f"{100 * wc.WITHIN_RHAT_SHARE:.0f} %")
+        also.append(
+            f"R-hat within {100 * worst['rhat_share_below']:.0f} % < "
+            f"{100 * wc.WITHIN_RHAT_SHARE:.0f} %"
+        )
     if worst.get("lpd") and not worst["lpd"].get("flat", True):
         also.append("LPD drifting")
     if worst.get("rising"):
         also.append("log posterior rising")
-    lines = [f"{len(failing)} of {len(within)} chains not mixed; worst chain "
-             f"{worst['chain']}: {first}"]
+    lines = [
+        f"{len(failing)} of {len(within)} chains not mixed; worst chain {worst['chain']}: {first}"
+    ]
     if also:
         lines.append(f"chain {worst['chain']} also fails: {', '.join(also)}")
     return lines
@@ -157,13 +161,22 @@ def short_lines(*lines: str) -> str:
     out: list[str] = []
     for line in lines:
         indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
-        out += textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_long_words=False,
-                             break_on_hyphens=False)
+        out += textwrap.wrap(
+            line, WIDTH, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+        )
     return "\n".join(out)
 
 
-def block_summary(number: int, done: int, kept: int, verdict: dict[str, Any] | None, *,
-                  sampled: float, judged: float, following: int) -> str:
+def block_summary(
+    number: int,
+    done: int,
+    kept: int,
+    verdict: dict[str, Any] | None,
+    *,
+    sampled: float,
+    judged: float,
+    following: int,
+) -> str:
     """What a block that did not end the run prints: lines of at most :data:`WIDTH` columns
     (how far the run got; the verdict in brief, :func:`verdict_brief`; the block's seconds and
     the next length).
@@ -179,15 +192,24 @@ def block_summary(number: int, done: int, kept: int, verdict: dict[str, Any] | N
         f"block {number}: {done:,} iterations, {kept:,} kept per chain",
         *(f"  {line}" for line in verdict_brief(verdict, kept)),
         f"  sampled in {duration(sampled)}, judged in {duration(judged)}; extending to "
-        f"{following:,} iterations")
+        f"{following:,} iterations",
+    )
 
 
-def until_converged(problem: problem_lib.ProblemConfig | None, config: IterationSettings,
-                    run_dir: str | os.PathLike, *, run_block: Callable[..., Any],
-                    deadline: float, resume: bool = False,
-                    overwrite: bool = False, progress: bool = True,
-                    log_every: int | None = None, shard: str = "auto",
-                    on_unit: Callable[[int, dict], None] | None = None) -> Any:
+def until_converged(
+    problem: problem_lib.ProblemConfig | None,
+    config: IterationSettings,
+    run_dir: str | os.PathLike,
+    *,
+    run_block: Callable[..., Any],
+    deadline: float,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    log_every: int | None = None,
+    shard: str = "auto",
+    on_unit: Callable[[int, dict], None] | None = None,
+) -> Any:
     """Run ``config`` in blocks until each chain mixes or ``deadline`` (a
     :func:`time.monotonic` time) passes (see the module's docstring).
 
@@ -212,28 +234,51 @@ def until_converged(problem: problem_lib.ProblemConfig | None, config: Iteration
     seconds = 0.0
     while True:
         block = dataclasses.replace(config, num_iterations=target)
-        result = run_block(problem, block, run_dir, resume=resume, overwrite=overwrite,
-                           progress=progress, log_every=log_every, shard=shard,
-                           on_unit=on_unit, deadline=deadline)
+        result = run_block(
+            problem,
+            block,
+            run_dir,
+            resume=resume,
+            overwrite=overwrite,
+            progress=progress,
+            log_every=log_every,
+            shard=shard,
+            on_unit=on_unit,
+            deadline=deadline,
+        )
         resume, overwrite = True, False  # every later block continues this run
         seconds += result.seconds
         done = (result.record.get("stopped") or {}).get("units_done", target)
         kept = done - config.num_burn_in
-        verdict, judged = (_judge(rundir, built, kept) if distributed.is_writer()
-                           else (None, 0.0))
-        holds = distributed.first_says(verdict is not None
-                                       and run_verdict.within_holds(verdict))
-        blocks.append({"iterations": done, "seconds": result.seconds,
-                       "verdict_seconds": judged,
-                       "level": None if verdict is None else verdict["level"]})
+        verdict, judged = _judge(rundir, built, kept) if distributed.is_writer() else (None, 0.0)
+        holds = distributed.first_says(verdict is not None and run_verdict.within_holds(verdict))
+        blocks.append(
+            {
+                "iterations": done,
+                "seconds": result.seconds,
+                "verdict_seconds": judged,
+                "level": None if verdict is None else verdict["level"],
+            }
+        )
         out_of_time = result.stopped is not None or distributed.first_says(
-            time.monotonic() >= deadline)
+            time.monotonic() >= deadline
+        )
         if holds or out_of_time:
             break
         following = next_length(target, config.num_burn_in)
         if progress and distributed.is_writer():
-            print(block_summary(len(blocks), done, kept, verdict, sampled=result.seconds,
-                                judged=judged, following=following), flush=True)
+            print(
+                block_summary(
+                    len(blocks),
+                    done,
+                    kept,
+                    verdict,
+                    sampled=result.seconds,
+                    judged=judged,
+                    following=following,
+                ),
+                flush=True,
+            )
         target = following
     if holds:
         outcome = f"converged within each chain after {done:,} iterations"
@@ -241,15 +286,23 @@ def until_converged(problem: problem_lib.ProblemConfig | None, config: Iteration
             outcome += f" ({verdict['summary']})"
         outcome = short_lines(outcome)
     else:
-        outcome = short_lines(f"time budget of {duration(config.max_time)} ended at {done:,} "
-                              "iterations before each chain mixed:",
-                              *(f"  {line}" for line in verdict_brief(verdict, kept)))
-    summary = {"outcome": outcome, "holds": holds, "max_time": config.max_time,
-               "growth": GROWTH, "blocks": blocks}
+        outcome = short_lines(
+            f"time budget of {duration(config.max_time)} ended at {done:,} "
+            "iterations before each chain mixed:",
+            *(f"  {line}" for line in verdict_brief(verdict, kept)),
+        )
+    summary = {
+        "outcome": outcome,
+        "holds": holds,
+        "max_time": config.max_time,
+        "growth": GROWTH,
+        "blocks": blocks,
+    }
     record = result.record
     with distributed.first_holds(rundir.lock):
         if distributed.is_writer():
             record = {**rundir.read_record(), "until_converged": summary}
             rundir.write_record(record)
-    return dataclasses.replace(result, record=record, seconds=seconds,
-                               until_converged={**summary, "verdict": verdict})
+    return dataclasses.replace(
+        result, record=record, seconds=seconds, until_converged={**summary, "verdict": verdict}
+    )

@@ -19,8 +19,7 @@ import signal
 from collections import Counter
 
 ENV = "BNNKIT_KILL_AT"
-POINTS = ("locked", "started", "sample-recorded", "sample-written", "state-recorded",
-          "unit-done")
+POINTS = ("locked", "started", "sample-recorded", "sample-written", "state-recorded", "unit-done")
 _reached: Counter[str] = Counter()
 
 

@@ -44,24 +44,31 @@ def split_source(spec: str) -> tuple[str, int]:
 
 def _source_record(spec: str, flag: str, allowed_methods: Sequence[str] | None) -> tuple:
     path, index = split_source(spec)
-    allowed = (f"a finished {' or '.join(allowed_methods)} run" if allowed_methods
-               else "a finished run directory")
+    allowed = (
+        f"a finished {' or '.join(allowed_methods)} run"
+        if allowed_methods
+        else "a finished run directory"
+    )
     if not Path(path).is_dir():
         raise ConfigError(f"{flag} {path!r} does not exist; allowed: {allowed}")
     rundir = RunDir(path)
     if not rundir.run_file.is_file():
-        raise ConfigError(f"{flag} {path!r} is not a bnnkit run directory (no run.json); "
-                          f"allowed: {allowed}")
+        raise ConfigError(
+            f"{flag} {path!r} is not a bnnkit run directory (no run.json); allowed: {allowed}"
+        )
     record = rundir.read_record()
     if allowed_methods and record.get("method") not in allowed_methods:
-        raise ConfigError(f"{flag} {path!r} is a {record.get('method')!r} run; allowed: "
-                          f"{allowed}")
+        raise ConfigError(f"{flag} {path!r} is a {record.get('method')!r} run; allowed: {allowed}")
     if record.get("status") == "diverged":  # a resume would diverge again: nothing to advise
-        raise ConfigError(f"{flag} {path!r} diverged (NaN or infinite values) before it "
-                          f"finished; allowed: {allowed}")
+        raise ConfigError(
+            f"{flag} {path!r} diverged (NaN or infinite values) before it "
+            f"finished; allowed: {allowed}"
+        )
     if record.get("status") != "finished":
-        raise ConfigError(f"{flag} {path!r} is unfinished (status {record.get('status')!r}); "
-                          "allowed: a finished run (complete it with --resume)")
+        raise ConfigError(
+            f"{flag} {path!r} is unfinished (status {record.get('status')!r}); "
+            "allowed: a finished run (complete it with --resume)"
+        )
     return rundir, record, index
 
 
@@ -79,15 +86,18 @@ def problem_of_run(config) -> problem_lib.Problem:
     """
     source = config.source_run()
     if source is None:
-        raise ConfigError(f"{config.METHOD} needs a problem (--dataset, --model, ...) or a run "
-                          "to start from")
-    rundir, record, _ = _source_record(source, type(config).SOURCE_FLAG,
-                                       getattr(type(config), "SOURCE_METHODS", None))
+        raise ConfigError(
+            f"{config.METHOD} needs a problem (--dataset, --model, ...) or a run to start from"
+        )
+    rundir, record, _ = _source_record(
+        source, type(config).SOURCE_FLAG, getattr(type(config), "SOURCE_METHODS", None)
+    )
     where = repr(str(rundir.run_file))
     # A user .npz is read from where the run recorded it, its bytes checked; arrays in
     # memory from the run's own copy.
-    return problem_lib.build_recorded(recorded_problem(record, where), rundir.path,
-                                      record.get("dataset"))
+    return problem_lib.build_recorded(
+        recorded_problem(record, where), rundir.path, record.get("dataset")
+    )
 
 
 def config_of_run(config) -> problem_lib.ProblemConfig:
@@ -95,10 +105,12 @@ def config_of_run(config) -> problem_lib.ProblemConfig:
     resolved and checked as :func:`bnnkit.runs.stored.recorded_problem` does."""
     source = config.source_run()
     if source is None:
-        raise ConfigError(f"{config.METHOD} needs a problem (--dataset, --model, ...) or a run "
-                          "to start from")
-    rundir, record, _ = _source_record(source, type(config).SOURCE_FLAG,
-                                       getattr(type(config), "SOURCE_METHODS", None))
+        raise ConfigError(
+            f"{config.METHOD} needs a problem (--dataset, --model, ...) or a run to start from"
+        )
+    rundir, record, _ = _source_record(
+        source, type(config).SOURCE_FLAG, getattr(type(config), "SOURCE_METHODS", None)
+    )
     return recorded_problem(record, repr(str(rundir.run_file)))
 
 
@@ -110,17 +122,23 @@ def check_source_problem(config, *, dataset: str | None = None, model: str | Non
     """
     problem = config_of_run(config)
     for name, given in (("dataset", dataset), ("model", model)):
-        if name == "dataset" and given is not None and os.path.realpath(given) == (
-                os.path.realpath(problem.dataset)):
+        if (
+            name == "dataset"
+            and given is not None
+            and os.path.realpath(given) == (os.path.realpath(problem.dataset))
+        ):
             continue  # the same file, named from another folder
         if given is not None and given != getattr(problem, name):
-            raise ConfigError(f"--{name} {given!r} does not match the {config.SOURCE_NAME}, "
-                              f"which is for {name} {getattr(problem, name)!r}")
+            raise ConfigError(
+                f"--{name} {given!r} does not match the {config.SOURCE_NAME}, "
+                f"which is for {name} {getattr(problem, name)!r}"
+            )
     return problem
 
 
-def source_differences(spec: str, problem: problem_lib.ProblemConfig, *,
-                       flag: str = "--init-checkpoint") -> list[str]:
+def source_differences(
+    spec: str, problem: problem_lib.ProblemConfig, *, flag: str = "--init-checkpoint"
+) -> list[str]:
     """How a run started from ``spec`` differs from it in its posterior (for a warning).
 
     Starting from a run with another temperature, prior or noise is a legitimate warm start,
@@ -136,8 +154,9 @@ def source_differences(spec: str, problem: problem_lib.ProblemConfig, *,
     name = f"{flag} {path}"
     refused = problem_lib.differences(problem, source, problem_lib.DATA_SETTINGS, name)
     if refused:
-        raise ConfigError(f"{refused[0]}: the runs are on different data; allowed: a run on "
-                          "the same data")
+        raise ConfigError(
+            f"{refused[0]}: the runs are on different data; allowed: a run on the same data"
+        )
     differ = problem_lib.differences(problem, source, problem_lib.POSTERIOR_SETTINGS, name)
     if not differ:
         return []
@@ -149,8 +168,10 @@ def _positions(posterior, index: int) -> Params:
     if isinstance(posterior, Samples):
         count = posterior.num_samples
         if not -count <= index < count:
-            raise ConfigError(f"sample {index} out of range: the run kept {count} sample(s) per "
-                              f"chain; allowed: {-count}..{count - 1}")
+            raise ConfigError(
+                f"sample {index} out of range: the run kept {count} sample(s) per "
+                f"chain; allowed: {-count}..{count - 1}"
+            )
         return jax.tree.map(lambda a: np.asarray(a)[:, index], posterior.params)
     components = posterior.components if isinstance(posterior, Mixture) else (posterior,)
     means = [jax.tree.map(np.asarray, c.mean) for c in components]
@@ -179,10 +200,16 @@ def with_chains(config):
     return dataclasses.replace(config, num_chains=chains)
 
 
-def positions_from_run(spec: str, built: problem_lib.Problem, num_members: int, *,
-                       member: int | None = None, allowed_methods: Sequence[str] | None = None,
-                       flag: str = "--init-checkpoint", source_name: str = "source run"
-                       ) -> Params:
+def positions_from_run(
+    spec: str,
+    built: problem_lib.Problem,
+    num_members: int,
+    *,
+    member: int | None = None,
+    allowed_methods: Sequence[str] | None = None,
+    flag: str = "--init-checkpoint",
+    source_name: str = "source run",
+) -> Params:
     """Starting positions for ``num_members`` members, stacked ``(members, ...)``.
 
     Args:
@@ -204,7 +231,8 @@ def positions_from_run(spec: str, built: problem_lib.Problem, num_members: int, 
         if record["problem"].get(key) != mine[key]:
             raise ConfigError(
                 f"{flag} {str(rundir.path)!r} is for {key} {record['problem'].get(key)!r}, not "
-                f"{mine[key]!r}; allowed: a run with the same model and dataset")
+                f"{mine[key]!r}; allowed: a run with the same model and dataset"
+            )
     template = jax.eval_shape(built.init_params, jax.random.PRNGKey(0))
     stored = _positions(stored_posterior(rundir, record, template), index)
     chains = int(jax.tree.leaves(stored)[0].shape[0])
@@ -213,10 +241,12 @@ def positions_from_run(spec: str, built: problem_lib.Problem, num_members: int, 
             raise ConfigError(
                 f"{flag} {str(rundir.path)!r} has parameters of shape {tuple(s.shape[1:])} where "
                 f"this model has {tuple(t.shape)} (another likelihood or noise setting); "
-                "allowed: a run with the same network outputs")
+                "allowed: a run with the same network outputs"
+            )
     if member is not None and not 0 <= member < chains:
-        raise ConfigError(f"--member {member} out of range: the {source_name} has {chains} "
-                          "member(s)")
+        raise ConfigError(
+            f"--member {member} out of range: the {source_name} has {chains} member(s)"
+        )
     picks = [member if member is not None else m % chains for m in range(num_members)]
     dtype = jax.tree.leaves(template)[0].dtype
     return jax.tree.map(lambda a: jnp.asarray(a[np.asarray(picks)], dtype), stored)

@@ -126,8 +126,11 @@ def non_finite(info: Any, finite: np.ndarray) -> tuple[list[str], list[int]] | N
         value = np.asarray(value)
         if not np.issubdtype(value.dtype, np.floating):
             continue
-        rows = value.reshape(len(finite), -1) if value.size and value.ndim else value.reshape(
-            1, -1).repeat(len(finite), axis=0)
+        rows = (
+            value.reshape(len(finite), -1)
+            if value.size and value.ndim
+            else value.reshape(1, -1).repeat(len(finite), axis=0)
+        )
         broken = ~np.isfinite(rows).all(axis=1)
         if broken.any():
             what.append(name)
@@ -140,8 +143,11 @@ def divergence_advice(config: RunSettings) -> str:
     from bnnkit.settings import flag
 
     names = [f.name for f in dataclasses.fields(config)]
-    tips = [f"a smaller {flag(type(config), name)}" for name in names
-            if name.endswith("step_size") and getattr(config, name) is not None]
+    tips = [
+        f"a smaller {flag(type(config), name)}"
+        for name in names
+        if name.endswith("step_size") and getattr(config, name) is not None
+    ]
     if "clip_grad_norm" in names:
         tips.append(f"gradient clipping ({flag(type(config), 'clip_grad_norm')})")
     if "prior_precision" in names:
@@ -201,6 +207,8 @@ def stopped_by_signals() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
 #: The entry of ``state.npz`` holding the units the state covers.
 UNIT_KEY = "__unit__"
 
@@ -225,15 +233,24 @@ def new_record(config: RunSettings, loop: Loop, problem: dict, **more: Any) -> d
         problem: what the run is on (a problem's settings, or a density's description).
         more: what else the run records (its dataset, its number of parameters, ...).
     """
-    record = {"method": config.METHOD, "layout": directory.LAYOUT, "problem": problem,
-              "method_config": config.to_dict(), "loop": dataclasses.asdict(loop),
-              "manifest": True, **more, "versions": directory.versions(),
-              "git": directory.git_hash(), "gaussian_noise": _noise.GENERATOR,
-              "started": directory.now()}
+    record = {
+        "method": config.METHOD,
+        "layout": directory.LAYOUT,
+        "problem": problem,
+        "method_config": config.to_dict(),
+        "loop": dataclasses.asdict(loop),
+        "manifest": True,
+        **more,
+        "versions": directory.versions(),
+        "git": directory.git_hash(),
+        "gaussian_noise": _noise.GENERATOR,
+        "started": directory.now(),
+    }
     # Where the manifest's chain starts: fixed once, so that a resume that extends the
     # settings keeps the chain of the lines it keeps.
-    record[manifest.IDENTITY_KEY] = manifest.identity(directory.settings_digest(record),
-                                                      getattr(config, "seed", None))
+    record[manifest.IDENTITY_KEY] = manifest.identity(
+        directory.settings_digest(record), getattr(config, "seed", None)
+    )
     return record
 
 
@@ -253,19 +270,24 @@ def check_resume(record: dict, config: RunSettings, problem: dict) -> None:
     if record.get("method") != config.METHOD:
         raise ConfigError(f"cannot resume a {record.get('method')!r} run as {config.METHOD!r}")
     if "layout" not in record:
-        raise ConfigError("the run comes from an older bnnkit layout and cannot be resumed by "
-                          "this version; start it again with --overwrite")
+        raise ConfigError(
+            "the run comes from an older bnnkit layout and cannot be resumed by "
+            "this version; start it again with --overwrite"
+        )
     if record.get("status") == "diverged":
         # A resume repeats the same steps bit for bit, so it would only diverge again.
         where = record.get("diverged")
         unit = where.get("unit") if isinstance(where, dict) else None
         loop_record = record.get("loop")
         kind = {"iterations": "iteration", "epochs": "epoch", "chunks": "chunk"}.get(
-            loop_record.get("kind") if isinstance(loop_record, dict) else None, "unit")
+            loop_record.get("kind") if isinstance(loop_record, dict) else None, "unit"
+        )
         at = f" in {kind} {unit + 1}" if isinstance(unit, int) else ""
-        raise ConfigError(f"the run diverged (NaN or infinite values){at}, and a resume repeats "
-                          "its steps bit for bit; start it again with --overwrite and "
-                          f"{divergence_advice(config)}")
+        raise ConfigError(
+            f"the run diverged (NaN or infinite values){at}, and a resume repeats "
+            "its steps bit for bit; start it again with --overwrite and "
+            f"{divergence_advice(config)}"
+        )
     config_dict = config.to_dict()
     stored = type(config).current_names(record["method_config"])
     # A resumable setting (HMC's integrator) changes neither the state nor the samples, so a
@@ -273,16 +295,21 @@ def check_resume(record: dict, config: RunSettings, problem: dict) -> None:
     newer = sorted(set(config_dict) - set(stored) - type(config).resumable())
     if newer:
         # Its state has no place for what the new setting adapts or keeps.
-        raise ConfigError(f"the run was made by an older bnnkit without the setting(s) "
-                          f"{', '.join(newer)} and cannot be resumed by this version; start it "
-                          "again with --overwrite")
+        raise ConfigError(
+            f"the run was made by an older bnnkit without the setting(s) "
+            f"{', '.join(newer)} and cannot be resumed by this version; start it "
+            "again with --overwrite"
+        )
     if config.draws_gaussian_noise and record.get("gaussian_noise") != _noise.GENERATOR:
-        raise ConfigError(f"the run drew its Gaussian noise with "
-                          f"{record.get('gaussian_noise', 'jax.random.normal')!r}, this version "
-                          f"with {_noise.GENERATOR!r}, so it cannot continue the same stream; "
-                          "start it again with --overwrite")
+        raise ConfigError(
+            f"the run drew its Gaussian noise with "
+            f"{record.get('gaussian_noise', 'jax.random.normal')!r}, this version "
+            f"with {_noise.GENERATOR!r}, so it cannot continue the same stream; "
+            "start it again with --overwrite"
+        )
     directory.check_same_settings(
-        {**record["problem"], **stored}, {**problem, **config_dict}, type(config).resumable())
+        {**record["problem"], **stored}, {**problem, **config_dict}, type(config).resumable()
+    )
 
 
 def resume_refusal(record: Mapping[str, Any]) -> str | None:
@@ -308,8 +335,7 @@ def resume_refusal(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def resume_point(rundir: RunDir, record: dict, loop: Loop,
-                 template: Any = None) -> manifest.Check:
+def resume_point(rundir: RunDir, record: dict, loop: Loop, template: Any = None) -> manifest.Check:
     """Where a resume starts, after checking every file it keeps against the manifest.
 
     Args:
@@ -331,10 +357,12 @@ def resume_point(rundir: RunDir, record: dict, loop: Loop,
     if loop.num_units < done:
         raise ConfigError(
             f"--resume may only extend a run: {str(rundir.path)!r} has done {done} "
-            f"{loop.kind}, more than the {loop.num_units} asked for now; allowed: >= {done}")
+            f"{loop.kind}, more than the {loop.num_units} asked for now; allowed: >= {done}"
+        )
     if template is not None and found.state_sha256 is not None:
         line = manifest.Manifest(rundir.manifest_file).latest_matching(
-            rundir.state_file.name, found.state_sha256)
+            rundir.state_file.name, found.state_sha256
+        )
         if line is not None and isinstance(line.get("arrays"), dict):
             check_state_arrays(rundir, template, line["arrays"])
     return found
@@ -352,20 +380,31 @@ def check_state_arrays(rundir: RunDir, template: Any, recorded: Mapping[str, Any
     for path, leaf in jax.tree_util.tree_flatten_with_path(template)[0]:
         key = storage.path_to_str(path)
         if key not in recorded:
-            raise ConfigError(f"{str(rundir.state_file)!r} holds no {key!r}, which the run as "
-                              f"set up now has: it was made by another model or method, or "
-                              f"{directory.RUN_FILE} was edited")
+            raise ConfigError(
+                f"{str(rundir.state_file)!r} holds no {key!r}, which the run as "
+                f"set up now has: it was made by another model or method, or "
+                f"{directory.RUN_FILE} was edited"
+            )
         shape, dtype = recorded[key]
         if tuple(shape) != tuple(leaf.shape) or dtype != np.dtype(leaf.dtype).str:
-            raise ConfigError(f"{str(rundir.state_file)!r} holds {key!r} of shape "
-                              f"{tuple(shape)} ({dtype}) where the run as set up now has "
-                              f"{tuple(leaf.shape)} ({np.dtype(leaf.dtype).str}): it was made "
-                              f"by another model, or {directory.RUN_FILE} was edited")
+            raise ConfigError(
+                f"{str(rundir.state_file)!r} holds {key!r} of shape "
+                f"{tuple(shape)} ({dtype}) where the run as set up now has "
+                f"{tuple(leaf.shape)} ({np.dtype(leaf.dtype).str}): it was made "
+                f"by another model, or {directory.RUN_FILE} was edited"
+            )
 
 
-def resume_checks(rundir: RunDir, config: RunSettings, problem: dict, loop: Loop, *,
-                  chunks: bool, data: Mapping[str, Any] | None = None,
-                  template: Any = None) -> manifest.Check | None:
+def resume_checks(
+    rundir: RunDir,
+    config: RunSettings,
+    problem: dict,
+    loop: Loop,
+    *,
+    chunks: bool,
+    data: Mapping[str, Any] | None = None,
+    template: Any = None,
+) -> manifest.Check | None:
     """Every check of a resume, on process 0 (the others get ``None``; every process raises
     if process 0 refused).
 
@@ -383,14 +422,23 @@ def resume_checks(rundir: RunDir, config: RunSettings, problem: dict, loop: Loop
     def checks() -> manifest.Check:
         record = rundir.read_record()
         if bool(record.get("chunks")) != chunks:
-            made, use = (("the driver (bnnkit.runs.run)", "bnnkit.runs.run") if chunks else
-                         ("bnnkit.runs.sample", "bnnkit.runs.sample"))
-            raise ConfigError(f"{rundir.given!r} is a run of {made}, not of "
-                              f"{'sample()' if chunks else 'the driver'}; resume it with {use}")
+            made, use = (
+                ("the driver (bnnkit.runs.run)", "bnnkit.runs.run")
+                if chunks
+                else ("bnnkit.runs.sample", "bnnkit.runs.sample")
+            )
+            raise ConfigError(
+                f"{rundir.given!r} is a run of {made}, not of "
+                f"{'sample()' if chunks else 'the driver'}; resume it with {use}"
+            )
         given = problem
         recorded = record.get("dataset")
-        if data is not None and isinstance(recorded, dict) and isinstance(
-                record.get("problem"), dict) and npz.same_data(recorded, data, "--dataset"):
+        if (
+            data is not None
+            and isinstance(recorded, dict)
+            and isinstance(record.get("problem"), dict)
+            and npz.same_data(recorded, data, "--dataset")
+        ):
             given = {**problem, "dataset": record["problem"].get("dataset")}
         check_resume(record, config, given)
         return resume_point(rundir, record, loop, template)
@@ -417,8 +465,10 @@ def load_state(rundir: RunDir, template: Any, sha256: str | None) -> tuple[int, 
     tree = storage.unflatten_tree(template, stored)
     for want, got in zip(jax.tree.leaves(template), jax.tree.leaves(tree), strict=True):
         if tuple(want.shape) != tuple(np.shape(got)) or np.asarray(got).dtype != want.dtype:
-            raise ConfigError(f"{str(rundir.state_file)!r} is damaged: it holds an array of "
-                              f"shape {np.shape(got)} where the run has {tuple(want.shape)}")
+            raise ConfigError(
+                f"{str(rundir.state_file)!r} is damaged: it holds an array of "
+                f"shape {np.shape(got)} where the run has {tuple(want.shape)}"
+            )
     return start, jax.tree.map(jnp.asarray, tree)
 
 
@@ -439,8 +489,9 @@ class Lifecycle:
         self.rundir, self.record, self.found = rundir, record, found
         anchor = record.get(manifest.IDENTITY_KEY)
         # A run made before the chain keeps an unchained manifest.
-        self.files = manifest.Manifest(rundir.manifest_file,
-                                       anchor=anchor if isinstance(anchor, str) else None)
+        self.files = manifest.Manifest(
+            rundir.manifest_file, anchor=anchor if isinstance(anchor, str) else None
+        )
         self.writer = distributed.is_writer()
         #: Whether a state or kept unit has been recorded (from then on the run is kept
         #: whatever happens next).
@@ -450,8 +501,11 @@ class Lifecycle:
         """The units done and the state a resume restarts from (``(0, None)``: from the
         start), read by process 0 and handed to every process bit for bit."""
         start, state, found = 0, None, self.found
-        if found is not None and self.rundir.state_file.is_file() and (
-                found.state_sha256 is not None or not self.record.get("manifest")):
+        if (
+            found is not None
+            and self.rundir.state_file.is_file()
+            and (found.state_sha256 is not None or not self.record.get("manifest"))
+        ):
             start, state = load_state(self.rundir, template, found.state_sha256)
         return distributed.from_first(start, state, template)
 
@@ -474,10 +528,15 @@ class Lifecycle:
         self.rundir.truncate_log(start)
         self._compact(start)
         self.record.pop("stopped", None)  # a stopped run goes on
-        self.record.update(method_config=config.to_dict(), loop=dataclasses.asdict(loop),
-                           status="running",
-                           resumed_at=start if self.found is not None else None,
-                           layout=directory.LAYOUT, manifest=True, **more)
+        self.record.update(
+            method_config=config.to_dict(),
+            loop=dataclasses.asdict(loop),
+            status="running",
+            resumed_at=start if self.found is not None else None,
+            layout=directory.LAYOUT,
+            manifest=True,
+            **more,
+        )
         self.rundir.write_record(self.record)
 
     def _compact(self, start: int) -> None:
@@ -488,27 +547,42 @@ class Lifecycle:
             files.rewrite([])
             return
         if not self.record.get("manifest"):
-            lines = [{"file": manifest.sample_name(u), "unit": u,
-                      "sha256": storage.file_sha256(rundir.sample_file(u))}
-                     for u in rundir.sample_units()]
+            lines = [
+                {
+                    "file": manifest.sample_name(u),
+                    "unit": u,
+                    "sha256": storage.file_sha256(rundir.sample_file(u)),
+                }
+                for u in rundir.sample_units()
+            ]
             if rundir.state_file.is_file():
-                lines.append({"file": STATE_FILE, "unit": start,
-                              "sha256": storage.file_sha256(rundir.state_file)})
+                lines.append(
+                    {
+                        "file": STATE_FILE,
+                        "unit": start,
+                        "sha256": storage.file_sha256(rundir.state_file),
+                    }
+                )
             files.rewrite(lines)
             return
         entries = files.entries()
-        lines = [lines_[-1] for name, lines_ in entries.items()
-                 if (manifest.sample_unit(name) is not None and manifest.sample_unit(name) < start)
-                 or (manifest.chunk_unit(name) is not None and lines_[-1]["unit"] <= start)]
+        lines = [
+            lines_[-1]
+            for name, lines_ in entries.items()
+            if (manifest.sample_unit(name) is not None and manifest.sample_unit(name) < start)
+            or (manifest.chunk_unit(name) is not None and lines_[-1]["unit"] <= start)
+        ]
         if found.state_sha256 is not None:
             # The line the state matches: the newest, or the one before when a crash cut off
             # the write the newest describes.
-            lines += [line for line in entries.get(STATE_FILE, [])
-                      if line["sha256"] == found.state_sha256][-1:]
+            lines += [
+                line for line in entries.get(STATE_FILE, []) if line["sha256"] == found.state_sha256
+            ][-1:]
         files.rewrite(lines)
 
-    def recorder(self, name: str, *, unit: int, point: str = "sample-recorded",
-                 **extra: Any) -> Callable[[storage.Written], None]:
+    def recorder(
+        self, name: str, *, unit: int, point: str = "sample-recorded", **extra: Any
+    ) -> Callable[[storage.Written], None]:
         """Writes a file's manifest line before the file is renamed into place (for
         ``before_rename`` of :func:`bnnkit.storage.save_arrays`)."""
 
@@ -523,13 +597,15 @@ class Lifecycle:
         """Write the full state after ``unit`` units (gathered whole: see
         :func:`bnnkit.distributed.fetch`)."""
         if self.writer:
-            storage.save_arrays(self.rundir.state_file,
-                                {**storage.flatten_tree(state), UNIT_KEY: np.asarray(unit)},
-                                before_rename=self.recorder(STATE_FILE, unit=unit,
-                                                            point="state-recorded"))
+            storage.save_arrays(
+                self.rundir.state_file,
+                {**storage.flatten_tree(state), UNIT_KEY: np.asarray(unit)},
+                before_rename=self.recorder(STATE_FILE, unit=unit, point="state-recorded"),
+            )
 
-    def diverged(self, config: RunSettings, loop: Loop, unit: int, what: list[str],
-                 members: list[int]) -> DivergenceError:
+    def diverged(
+        self, config: RunSettings, loop: Loop, unit: int, what: list[str], members: list[int]
+    ) -> DivergenceError:
         """Mark the run "diverged" at ``unit`` (when it has kept something; a run that kept
         nothing is removed by :func:`opened`) and say so in one line.
 
@@ -537,28 +613,37 @@ class Lifecycle:
             The :class:`DivergenceError` to raise.
         """
         kind = {"iterations": "iteration", "epochs": "epoch", "chunks": "chunk"}[loop.kind]
-        who = (f"member {members[0]}" if len(members) == 1 else
-               f"members {', '.join(map(str, members[:5]))}{', ...' if len(members) > 5 else ''}")
+        who = (
+            f"member {members[0]}"
+            if len(members) == 1
+            else f"members {', '.join(map(str, members[:5]))}{', ...' if len(members) > 5 else ''}"
+        )
         # A resumed run keeps the state it resumed from even before it records a new one.
         if self.durable or self.found is not None:
-            self.record.update(status="diverged",
-                               diverged={"unit": unit, "what": what, "members": members})
+            self.record.update(
+                status="diverged", diverged={"unit": unit, "what": what, "members": members}
+            )
             if self.writer:
                 self.rundir.write_record(self.record)
-            kept = ("its directory keeps the last finite state and the samples before it; "
-                    "start it again (--overwrite) with")
+            kept = (
+                "its directory keeps the last finite state and the samples before it; "
+                "start it again (--overwrite) with"
+            )
         else:
             kept = "nothing was kept; run it again with"
         return DivergenceError(
             f"{config.label}: {' and '.join(what)} became NaN or infinite in {kind} {unit + 1} "
             f"of {loop.num_units} ({who}), so the run stopped: {kept} "
-            f"{divergence_advice(config)}")
+            f"{divergence_advice(config)}"
+        )
 
     def stop(self, reason: str, *, units_done: int) -> None:
         """Mark the run "stopped" before its last unit (its state after ``units_done`` units is
         saved; ``--resume`` continues it), with the reason in a sentence."""
-        self.record.update(status="stopped", stopped={"reason": reason, "units_done": units_done,
-                                                      "at": directory.now()})
+        self.record.update(
+            status="stopped",
+            stopped={"reason": reason, "units_done": units_done, "at": directory.now()},
+        )
         if self.writer:
             self.rundir.write_record(self.record)
 
@@ -574,8 +659,9 @@ class Lifecycle:
 
 
 @contextlib.contextmanager
-def opened(rundir: RunDir, found: manifest.Check | None, *, record: dict | None,
-           overwrite: bool) -> Iterator[Lifecycle]:
+def opened(
+    rundir: RunDir, found: manifest.Check | None, *, record: dict | None, overwrite: bool
+) -> Iterator[Lifecycle]:
     """Hold the run directory's lock (process 0) for the block: a new run (``record``) is
     prepared and written with status "starting", a resumed one's record is read back.
 
@@ -662,8 +748,14 @@ class SamplerTally:
         ('the chains look stuck', None)
     """
 
-    def __init__(self, loop: Loop, method: str | None = None, vocabulary: Any = None, *,
-                 given_step_size: float | None = None):
+    def __init__(
+        self,
+        loop: Loop,
+        method: str | None = None,
+        vocabulary: Any = None,
+        *,
+        given_step_size: float | None = None,
+    ):
         self.loop = loop
         self.method = method
         self.vocabulary = vocabulary  # the warning's words (None: the command line's)
@@ -702,8 +794,7 @@ class SamplerTally:
     def enough_to_judge(self) -> bool:
         """At least 10 sampling units, and a tenth of them, have run."""
         sampling = self.loop.num_units - self.loop.burn_in
-        return self.sampled >= max(10, round(0.1 * sampling)) or (
-            0 < sampling == self.sampled)
+        return self.sampled >= max(10, round(0.1 * sampling)) or (0 < sampling == self.sampled)
 
     def warning(self) -> str | None:
         """The stuck-or-unstable warning of the sampling so far (``None``: none)."""
@@ -714,12 +805,18 @@ class SamplerTally:
         transitions = self.sampled * self.loop.num_members
         from bnnkit.metrics.vocabulary import cli_vocabulary
 
-        warnings = [sampler_warning(self.acceptance / self.sampled, self.divergent,
-                                    transitions, step_size=self.step_size,
-                                    given_step_size=self.given_step_size,
-                                    burn_in=self.loop.burn_in,
-                                    vocabulary=self.vocabulary or cli_vocabulary(self.method)),
-                    capped_warning(self.capped, transitions, self.method)]
+        warnings = [
+            sampler_warning(
+                self.acceptance / self.sampled,
+                self.divergent,
+                transitions,
+                step_size=self.step_size,
+                given_step_size=self.given_step_size,
+                burn_in=self.loop.burn_in,
+                vocabulary=self.vocabulary or cli_vocabulary(self.method),
+            ),
+            capped_warning(self.capped, transitions, self.method),
+        ]
         return "; ".join(w for w in warnings if w is not None) or None
 
     def record(self) -> dict[str, Any]:
@@ -729,10 +826,14 @@ class SamplerTally:
         if not self.logs_capped:
             return {}
         members = self.loop.num_members
-        return {"capped": {
-            "num_capped": self.capped, "share": self.capped / max(self.sampled * members, 1),
-            "burn_in_capped": self.burn_in_capped,
-            "burn_in_share": self.burn_in_capped / max(self.burnt * members, 1)}}
+        return {
+            "capped": {
+                "num_capped": self.capped,
+                "share": self.capped / max(self.sampled * members, 1),
+                "burn_in_capped": self.burn_in_capped,
+                "burn_in_share": self.burn_in_capped / max(self.burnt * members, 1),
+            }
+        }
 
     def news(self) -> str | None:
         """The warning, the first time there is enough to judge and one to give (then

@@ -53,7 +53,8 @@ def _open(path: Path, flags: int) -> int:
         if err.errno == errno.ELOOP or path.is_symlink():
             raise ConfigError(
                 f"{str(path)!r} is a symbolic link; a run directory's lock must be a file of "
-                "its own (bnnkit writes no file through a link); remove the link") from None
+                "its own (bnnkit writes no file through a link); remove the link"
+            ) from None
         raise
 
 
@@ -102,7 +103,8 @@ def _in_use(directory: Path, who: dict) -> ConfigError:
     since = f" since {who['since']}" if who.get("since") else ""
     return ConfigError(
         f"run directory {str(directory)!r} is in use by process {pid}{since}; allowed: one "
-        "writing process at a time (wait for it to finish or stop it)")
+        "writing process at a time (wait for it to finish or stop it)"
+    )
 
 
 @contextlib.contextmanager
@@ -135,10 +137,17 @@ def hold(directory: str | os.PathLike) -> Iterator[None]:
         raise ConfigError(f"could not lock {str(path)!r}; try again")
     try:
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({
-            "pid": os.getpid(), "host": socket.gethostname(), "token": token,
-            "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        }).encode())
+        os.write(
+            fd,
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "token": token,
+                    "since": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                }
+            ).encode(),
+        )
         os.fsync(fd)
         yield
     finally:

@@ -147,8 +147,9 @@ def minibatch_indices(key: jax.Array, num_train: int, batch_size: int) -> jax.Ar
     return perm[: num_batches * batch_size].reshape(num_batches, batch_size)
 
 
-def make_epoch(method: Method, batch_size: int, minibatch_sharding=None, *,
-               augment: bool = False) -> Callable:
+def make_epoch(
+    method: Method, batch_size: int, minibatch_sharding=None, *, augment: bool = False
+) -> Callable:
     """One member's epoch: ``(state, noise_key, data_key, epoch, train[, augment_key]) ->
     (state, info)``.
 
@@ -164,8 +165,7 @@ def make_epoch(method: Method, batch_size: int, minibatch_sharding=None, *,
     def epoch_fn(state, noise_key, data_key, epoch, train: Batch, augment_key=None):
         if augment and augment_key is None:
             raise ValueError("an augmented epoch needs an augment_key")
-        idx = minibatch_indices(jax.random.fold_in(data_key, epoch), train.x.shape[0],
-                                batch_size)
+        idx = minibatch_indices(jax.random.fold_in(data_key, epoch), train.x.shape[0], batch_size)
         epoch_key = jax.random.fold_in(noise_key, epoch)
 
         def body(state, inputs):
@@ -194,8 +194,10 @@ def method_module(config: RunSettings):
 
     name = getattr(type(config), "METHOD", "")
     if name not in METHODS or not isinstance(config, METHODS[name].Config):
-        raise ConfigError(f"{type(config).__name__} configures no registered method; "
-                          f"registered: {', '.join(sorted(METHODS))}")
+        raise ConfigError(
+            f"{type(config).__name__} configures no registered method; "
+            f"registered: {', '.join(sorted(METHODS))}"
+        )
     return METHODS[name]
 
 
@@ -249,13 +251,31 @@ def run(
     max_time = getattr(config, "max_time", None)
     deadline = None if max_time is None else time.monotonic() + max_time
     if getattr(config, "until_converged", False):
-        return until_converged(problem, config, run_dir, run_block=run_block,
-                               deadline=deadline, resume=resume,
-                               overwrite=overwrite, progress=progress, log_every=log_every,
-                               shard=shard, on_unit=on_unit)
-    return run_block(problem, config, run_dir, resume=resume, overwrite=overwrite,
-                     progress=progress, log_every=log_every, shard=shard, on_unit=on_unit,
-                     deadline=deadline)
+        return until_converged(
+            problem,
+            config,
+            run_dir,
+            run_block=run_block,
+            deadline=deadline,
+            resume=resume,
+            overwrite=overwrite,
+            progress=progress,
+            log_every=log_every,
+            shard=shard,
+            on_unit=on_unit,
+        )
+    return run_block(
+        problem,
+        config,
+        run_dir,
+        resume=resume,
+        overwrite=overwrite,
+        progress=progress,
+        log_every=log_every,
+        shard=shard,
+        on_unit=on_unit,
+        deadline=deadline,
+    )
 
 
 def run_block(
@@ -291,40 +311,66 @@ def run_block(
     loop = config.loop(built.dataset.num_train)
     if loop.augment and len(built.dataset.input_shape) != 3:
         shape = " x ".join(["N", *map(str, built.dataset.input_shape)])
-        raise ConfigError(f"--augment crops and flips images, inputs of shape N x H x W x C; "
-                          f"{built.dataset.name!r} has inputs of shape {shape}")
+        raise ConfigError(
+            f"--augment crops and flips images, inputs of shape N x H x W x C; "
+            f"{built.dataset.name!r} has inputs of shape {shape}"
+        )
     if hasattr(module, "check_problem"):  # a method that needs something of the network
         module.check_problem(built)
     method = module.build(built.log_posterior, config)
     init_params = _initial_params(built, config, loop)
-    notes = [] if config.source_run() is None or type(config).PROBLEM_FROM_SOURCE else (
-        source_differences(config.source_run(), problem, flag=type(config).SOURCE_FLAG))
+    notes = (
+        []
+        if config.source_run() is None or type(config).PROBLEM_FROM_SOURCE
+        else (source_differences(config.source_run(), problem, flag=type(config).SOURCE_FLAG))
+    )
     batch, placements = _placed_batch(built, loop, shard)
     init_keys = member_keys(config.seed, INIT_STREAM, loop.num_members)
     first = _first_batch(built, loop) if batch is None else batch
 
     def init_all(keys, first):
         return jax.vmap(lambda k, p: method.init(k, p, first), axis_name=MEMBERS)(
-            keys, init_params(keys))
+            keys, init_params(keys)
+        )
 
     # Everything the run needs is checked here, by tracing, before the directory is touched.
     template = jax.eval_shape(init_all, init_keys, first)
     problem_dict = dataclasses.asdict(problem)
     found, record = None, None
     if resume:
-        found = lifecycle.resume_checks(rundir, config, problem_dict, loop, chunks=False,
-                                        data=built.dataset.info, template=template)
+        found = lifecycle.resume_checks(
+            rundir,
+            config,
+            problem_dict,
+            loop,
+            chunks=False,
+            data=built.dataset.info,
+            template=template,
+        )
     else:
         record = _new_record(built, config, loop, method.position(template), problem_dict)
         # What the prior says against the data, before any chain runs (a key of its own).
         record[prior_check.RECORD_KEY] = prior_check.before_run(
-            built, announce=distributed.is_writer())
+            built, announce=distributed.is_writer()
+        )
     with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
         _store_arrays(life, built)
-        return _run_locked(life, built, method, config, loop,
-                           lambda: jax.jit(init_all)(init_keys, first), template, batch,
-                           placements, progress=progress and life.writer, log_every=log_every,
-                           on_unit=on_unit, notes=notes, deadline=deadline)
+        return _run_locked(
+            life,
+            built,
+            method,
+            config,
+            loop,
+            lambda: jax.jit(init_all)(init_keys, first),
+            template,
+            batch,
+            placements,
+            progress=progress and life.writer,
+            log_every=log_every,
+            on_unit=on_unit,
+            notes=notes,
+            deadline=deadline,
+        )
 
 
 def _store_arrays(life: Lifecycle, built: problem_lib.Problem) -> None:
@@ -346,8 +392,12 @@ def _placed_batch(built: problem_lib.Problem, loop: Loop, shard: str):
         return batch, placements
     if loop.kind == "epochs":
         # The training set is replicated; each minibatch (data) or the members (chains) split.
-        return None, sharding.placement(shard, loop.num_members, loop.batch_size,
-                                        data_label="examples per minibatch (--batch-size)")
+        return None, sharding.placement(
+            shard,
+            loop.num_members,
+            loop.batch_size,
+            data_label="examples per minibatch (--batch-size)",
+        )
     return None, None
 
 
@@ -358,9 +408,15 @@ def _initial_params(built: problem_lib.Problem, config: RunSettings, loop: Loop)
         return jax.vmap(built.init_params)
     member = getattr(config, "member", None)
     allowed = getattr(type(config), "SOURCE_METHODS", None)
-    stacked = positions_from_run(source, built, loop.num_members, member=member,
-                                 allowed_methods=allowed, flag=type(config).SOURCE_FLAG,
-                                 source_name=type(config).SOURCE_NAME)
+    stacked = positions_from_run(
+        source,
+        built,
+        loop.num_members,
+        member=member,
+        allowed_methods=allowed,
+        flag=type(config).SOURCE_FLAG,
+        source_name=type(config).SOURCE_NAME,
+    )
     return lambda keys: stacked
 
 
@@ -370,8 +426,9 @@ def _first_batch(built: problem_lib.Problem, loop: Loop) -> Batch:
     return built.batch(built.dataset.x_train[:n], built.dataset.y_train[:n])
 
 
-def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed: int,
-                   placements=None):
+def _unit_function(
+    method: Method, loop: Loop, built: problem_lib.Problem, seed: int, placements=None
+):
     """``(state, unit, batch) -> (state, info)`` advancing every member by one unit."""
     noise_keys = member_keys(seed, NOISE_STREAM, loop.num_members)
     data_keys = member_keys(seed, DATA_STREAM, loop.num_members)
@@ -385,28 +442,40 @@ def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed:
         if placements is not None:
             # Each member's keys lie where its state does.
             noise_keys, data_keys, augment_keys = distributed.place(
-                (noise_keys, data_keys, augment_keys), placements[0])
-        one = make_epoch(method, loop.batch_size, placements[1] if split_data else None,
-                         augment=loop.augment)
+                (noise_keys, data_keys, augment_keys), placements[0]
+            )
+        one = make_epoch(
+            method, loop.batch_size, placements[1] if split_data else None, augment=loop.augment
+        )
         if loop.vmap_members:
-            vmapped = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None, 0),
-                                       axis_name=MEMBERS))
-            return lambda state, unit, batch: vmapped(state, noise_keys, data_keys, unit, batch,
-                                                      augment_keys)
+            vmapped = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None, 0), axis_name=MEMBERS))
+            return lambda state, unit, batch: vmapped(
+                state, noise_keys, data_keys, unit, batch, augment_keys
+            )
         single = jax.jit(one)
         if split_members:
-            return _sequential_per_device(single, placements[0], loop.num_members, noise_keys,
-                                          data_keys, augment_keys)
+            return _sequential_per_device(
+                single, placements[0], loop.num_members, noise_keys, data_keys, augment_keys
+            )
 
         def sequential(state, unit, batch):
-            outs = [single(jax.tree.map(lambda a, m=m: a[m], state), noise_keys[m],
-                           data_keys[m], unit, batch, augment_keys[m])
-                    for m in range(loop.num_members)]
+            outs = [
+                single(
+                    jax.tree.map(lambda a, m=m: a[m], state),
+                    noise_keys[m],
+                    data_keys[m],
+                    unit,
+                    batch,
+                    augment_keys[m],
+                )
+                for m in range(loop.num_members)
+            ]
             return jax.tree.map(lambda *a: jnp.stack(a), *outs)
 
         return sequential
 
     if method.step_members is not None:  # it compiles its own pieces
+
         def host_driven(state, unit, batch):
             keys = jax.vmap(lambda k: jax.random.fold_in(k, unit))(noise_keys)
             return method.step_members(keys, state, batch)
@@ -421,9 +490,14 @@ def _unit_function(method: Method, loop: Loop, built: problem_lib.Problem, seed:
     return step_all
 
 
-def _sequential_per_device(single: Callable, members: NamedSharding, num_members: int,
-                           noise_keys: jax.Array, data_keys: jax.Array,
-                           augment_keys: jax.Array) -> Callable:
+def _sequential_per_device(
+    single: Callable,
+    members: NamedSharding,
+    num_members: int,
+    noise_keys: jax.Array,
+    data_keys: jax.Array,
+    augment_keys: jax.Array,
+) -> Callable:
     """Members one after another on each device, the devices side by side.
 
     Each device runs the members that ``members`` places on it, on its own copy of the
@@ -434,18 +508,33 @@ def _sequential_per_device(single: Callable, members: NamedSharding, num_members
     def on_device(tree, device):
         # A member-stacked leaf's block of members, or a replicated leaf's copy, on `device`.
         return jax.tree.map(
-            lambda a: next(s.data for s in a.addressable_shards if s.device == device), tree)
+            lambda a: next(s.data for s in a.addressable_shards if s.device == device), tree
+        )
 
     def sequential(state, unit, batch):
         per_device = []
         for device in sorted(members.addressable_devices, key=lambda d: d.id):
             block, noise, data, crops, train = on_device(
-                (state, noise_keys, data_keys, augment_keys, batch), device)
-            outs = [single(jax.tree.map(lambda a, m=m: a[m], block), noise[m], data[m], unit,
-                           train, crops[m]) for m in range(noise.shape[0])]
+                (state, noise_keys, data_keys, augment_keys, batch), device
+            )
+            outs = [
+                single(
+                    jax.tree.map(lambda a, m=m: a[m], block),
+                    noise[m],
+                    data[m],
+                    unit,
+                    train,
+                    crops[m],
+                )
+                for m in range(noise.shape[0])
+            ]
             per_device.append(jax.tree.map(lambda *a: jnp.stack(a), *outs))
-        return jax.tree.map(lambda *a: jax.make_array_from_single_device_arrays(
-            (num_members, *a[0].shape[1:]), members, list(a)), *per_device)
+        return jax.tree.map(
+            lambda *a: jax.make_array_from_single_device_arrays(
+                (num_members, *a[0].shape[1:]), members, list(a)
+            ),
+            *per_device,
+        )
 
     return sequential
 
@@ -462,19 +551,39 @@ def _unit_batch(built: problem_lib.Problem, loop: Loop, unit: int, full: Batch |
 
 def _new_record(built, config, loop, position, problem_dict) -> dict:
     return lifecycle.new_record(
-        config, loop, problem_dict,
-        num_params=num_params(jax.tree.map(
-            lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), position)),
-        dataset={"name": built.dataset.name, "task": built.dataset.task,
-                 "num_train": built.dataset.num_train,
-                 "num_test": len(built.dataset.x_test),
-                 **{k: v for k, v in built.dataset.info.items()
-                    if isinstance(v, (str, int, float))}})
+        config,
+        loop,
+        problem_dict,
+        num_params=num_params(
+            jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape[1:], s.dtype), position)
+        ),
+        dataset={
+            "name": built.dataset.name,
+            "task": built.dataset.task,
+            "num_train": built.dataset.num_train,
+            "num_test": len(built.dataset.x_test),
+            **{k: v for k, v in built.dataset.info.items() if isinstance(v, (str, int, float))},
+        },
+    )
 
 
-def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, template,
-                batch, placements, *, progress, log_every, on_unit, notes=(),
-                deadline=None) -> RunResult:
+def _run_locked(
+    life: Lifecycle,
+    built,
+    method,
+    config,
+    loop,
+    initial_state,
+    template,
+    batch,
+    placements,
+    *,
+    progress,
+    log_every,
+    on_unit,
+    notes=(),
+    deadline=None,
+) -> RunResult:
     if loop.kind == "epochs":
         batch = built.train_batch()
         if placements is not None:
@@ -487,14 +596,22 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
     life.begin(start, config, loop)
     step_all = _unit_function(method, loop, built, config.seed, placements)
     finite = jax.jit(lambda s: lifecycle.finite_members(method.position(s), loop.num_members))
-    label = {"iterations": config.METHOD.upper(), "epochs": f"{config.METHOD} epoch",
-             "chunks": f"{config.METHOD} chunk"}[loop.kind]
+    label = {
+        "iterations": config.METHOD.upper(),
+        "epochs": f"{config.METHOD} epoch",
+        "chunks": f"{config.METHOD} chunk",
+    }[loop.kind]
     # A sampler's burn-in tunes its step size, and with it the cost of an iteration.
-    bar = ProgressBar(label, loop.num_units, start, enabled=progress, log_every=log_every,
-                      unit_name=loop.kind,
-                      settle_after=loop.burn_in if loop.kind == "iterations" else 0)
-    tally = SamplerTally(loop, config.METHOD,
-                         given_step_size=getattr(config, "step_size", None))
+    bar = ProgressBar(
+        label,
+        loop.num_units,
+        start,
+        enabled=progress,
+        log_every=log_every,
+        unit_name=loop.kind,
+        settle_after=loop.burn_in if loop.kind == "iterations" else 0,
+    )
+    tally = SamplerTally(loop, config.METHOD, given_step_size=getattr(config, "step_size", None))
     for line in life.rundir.read_log() if life.writer else ():  # counted from its first unit
         tally.add(line)
     for note in notes:
@@ -514,15 +631,18 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
             if broken is not None:
                 raise life.diverged(config, loop, unit, *broken)
             save = (unit + 1) % loop.save_every == 0 or unit + 1 == loop.num_units
-            evaluate = loop.eval_every and ((unit + 1) % loop.eval_every == 0
-                                            or unit + 1 == loop.num_units)
+            evaluate = loop.eval_every and (
+                (unit + 1) % loop.eval_every == 0 or unit + 1 == loop.num_units
+            )
             # Over several processes, every one gathers the state at the same units.
             whole = distributed.fetch(state) if loop.keeps(unit) or save or evaluate else state
             if loop.keeps(unit):
                 # Process 0 stores it; every process stops if its posterior is not finite.
                 stored = distributed.first_decides(
-                    lambda unit=unit, whole=whole: _store_posterior(life, unit, method, whole,
-                                                                    config, loop))
+                    lambda unit=unit, whole=whole: _store_posterior(
+                        life, unit, method, whole, config, loop
+                    )
+                )
                 meta = stored if life.writer else meta
             log = _log_line(unit, loop, info, time.perf_counter() - t_unit)
             if evaluate:
@@ -540,30 +660,41 @@ def _run_locked(life: Lifecycle, built, method, config, loop, initial_state, tem
             if on_unit is not None:
                 on_unit(unit, log)
             done = unit + 1
-            if (deadline is not None and done < loop.num_units
-                    and distributed.first_says(time.monotonic() >= deadline)):
+            if (
+                deadline is not None
+                and done < loop.num_units
+                and distributed.first_says(time.monotonic() >= deadline)
+            ):
                 if not save:  # so that a resume starts exactly here
                     life.save_state(distributed.fetch(state), done)
-                stopped = (f"the time budget ended after {done} of {loop.num_units} "
-                           f"{loop.kind}")
+                stopped = f"the time budget ended after {done} of {loop.num_units} {loop.kind}"
                 break
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
     if stopped is None:
-        life.finish(**({"posterior_info": meta["info"]} if meta.get("info") else {}),
-                    **tally.record())
+        life.finish(
+            **({"posterior_info": meta["info"]} if meta.get("info") else {}), **tally.record()
+        )
     else:
         life.stop(stopped, units_done=done)
     warning = tally.warning()
-    return RunResult(life.rundir, life.record, loop.num_units, seconds,
-                     seconds / max(done - start, 1), log,
-                     warnings=(*notes, *([] if warning is None else [warning])),
-                     units_run=done - start, stopped=stopped)
+    return RunResult(
+        life.rundir,
+        life.record,
+        loop.num_units,
+        seconds,
+        seconds / max(done - start, 1),
+        log,
+        warnings=(*notes, *([] if warning is None else [warning])),
+        units_run=done - start,
+        stopped=stopped,
+    )
 
 
-def _store_posterior(life: Lifecycle, unit: int, method: Method, state, config: RunSettings,
-                     loop: Loop) -> dict[str, Any]:
+def _store_posterior(
+    life: Lifecycle, unit: int, method: Method, state, config: RunSettings, loop: Loop
+) -> dict[str, Any]:
     """Store ``method.posterior`` of each member's state (a kept axis of one) in one file.
 
     Returns:
@@ -576,15 +707,26 @@ def _store_posterior(life: Lifecycle, unit: int, method: Method, state, config: 
     # One transfer, then NumPy slices: slicing device arrays costs a dispatch per leaf and
     # member (on yacht with 8 chains, 50 ms of every kept iteration).
     host = jax.device_get(state)
-    members = [method.posterior(jax.tree.map(lambda a, m=m: a[m][None], host))
-               for m in range(loop.num_members)]
-    broken = [m for m, posterior in enumerate(members)
-              if not all(np.isfinite(a).all() for a in posterior.arrays().values()
-                         if np.issubdtype(np.asarray(a).dtype, np.floating))]
+    members = [
+        method.posterior(jax.tree.map(lambda a, m=m: a[m][None], host))
+        for m in range(loop.num_members)
+    ]
+    broken = [
+        m
+        for m, posterior in enumerate(members)
+        if not all(
+            np.isfinite(a).all()
+            for a in posterior.arrays().values()
+            if np.issubdtype(np.asarray(a).dtype, np.floating)
+        )
+    ]
     if broken:
         raise life.diverged(config, loop, unit, ["the posterior"], broken)
-    store.save(life.rundir.sample_file(unit), members,
-               before_rename=life.recorder(manifest.sample_name(unit), unit=unit))
+    store.save(
+        life.rundir.sample_file(unit),
+        members,
+        before_rename=life.recorder(manifest.sample_name(unit), unit=unit),
+    )
     faults.point("sample-written")
     return members[0].meta()
 
@@ -595,9 +737,15 @@ def _log_line(unit: int, loop: Loop, info, seconds: float) -> dict[str, Any]:
         log["epoch"] = unit + 1
     for name, value in info._asdict().items():
         value = np.asarray(value)
-        log[name] = value.tolist() if value.dtype == bool else (
-            value.astype(int).tolist() if np.issubdtype(value.dtype, np.integer)
-            else value.astype(float).tolist())
+        log[name] = (
+            value.tolist()
+            if value.dtype == bool
+            else (
+                value.astype(int).tolist()
+                if np.issubdtype(value.dtype, np.integer)
+                else value.astype(float).tolist()
+            )
+        )
     log["seconds"] = seconds
     return log
 

@@ -106,8 +106,13 @@ class ChainBreak(NamedTuple):
 
 def entry(file: str, written: storage.Written, **extra: Any) -> dict[str, Any]:
     """The manifest line of a file (``file`` relative to the run directory)."""
-    return {"file": file, "sha256": written.sha256, "bytes": written.size,
-            "arrays": written.arrays, **extra}
+    return {
+        "file": file,
+        "sha256": written.sha256,
+        "bytes": written.size,
+        "arrays": written.arrays,
+        **extra,
+    }
 
 
 class Manifest:
@@ -132,8 +137,7 @@ class Manifest:
             first = next(iter(self._complete_lines()), None)
             value = None
             if first is not None:
-                with contextlib.suppress(json.JSONDecodeError, UnicodeDecodeError,
-                                         RecursionError):
+                with contextlib.suppress(json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                     value = json.loads(first[1])
             chained = isinstance(value, dict) and isinstance(value.get(CHAIN_KEY), str)
             self._anchor = value[CHAIN_KEY] if chained else None
@@ -168,15 +172,19 @@ class Manifest:
                 continue
             try:
                 value = json.loads(line)
-                ok = (isinstance(value, dict) and isinstance(value.get("file"), str)
-                      and isinstance(value.get("sha256"), str))
+                ok = (
+                    isinstance(value, dict)
+                    and isinstance(value.get("file"), str)
+                    and isinstance(value.get("sha256"), str)
+                )
             except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                 ok = False
             if not ok:
                 if number == len(lines) and not data.endswith(b"\n"):
                     break  # the line of a write that was cut off
-                raise ConfigError(f"{str(self.path)!r} is damaged at line {number}: not a "
-                                  "manifest entry")
+                raise ConfigError(
+                    f"{str(self.path)!r} is damaged at line {number}: not a manifest entry"
+                )
             out.setdefault(value["file"], []).append(value)
         return out
 
@@ -227,8 +235,9 @@ class Manifest:
         if not complete:
             return self.anchor, None
         file = None
-        with contextlib.suppress(json.JSONDecodeError, UnicodeDecodeError, RecursionError,
-                                 AttributeError):
+        with contextlib.suppress(
+            json.JSONDecodeError, UnicodeDecodeError, RecursionError, AttributeError
+        ):
             file = json.loads(complete[-1][1]).get("file")
         return line_digest(complete[-1][1]), file if isinstance(file, str) else None
 
@@ -253,19 +262,28 @@ class Manifest:
             link = value.get(CHAIN_KEY)
             if anchor is None:
                 if link is not None:
-                    return ChainBreak(number, file, (
-                        f"is chained but {_RUN_FILE} records no identity to chain it to "
-                        f"({_RUN_FILE} was edited, or the line comes from another run)"))
+                    return ChainBreak(
+                        number,
+                        file,
+                        (
+                            f"is chained but {_RUN_FILE} records no identity to chain it to "
+                            f"({_RUN_FILE} was edited, or the line comes from another run)"
+                        ),
+                    )
                 continue
             if link != previous:
                 if link is None:
                     why = "carries no chain digest (it was added or edited by hand)"
                 elif number == 1 or previous == anchor:
-                    why = (f"is not chained to this run's {_RUN_FILE} (the line comes from "
-                           "another run, or the record's identity was edited)")
+                    why = (
+                        f"is not chained to this run's {_RUN_FILE} (the line comes from "
+                        "another run, or the record's identity was edited)"
+                    )
                 else:
-                    why = ("does not follow from the line before it (the line comes from "
-                           "another run, or a line was edited or removed)")
+                    why = (
+                        "does not follow from the line before it (the line comes from "
+                        "another run, or a line was edited or removed)"
+                    )
                 return ChainBreak(number, file, why)
             previous = line_digest(raw)
         return None
@@ -315,7 +333,7 @@ def sample_unit(file: str) -> int | None:
     if not (file.startswith("samples/sample_") and file.endswith(".npz")):
         return None
     try:
-        return int(file[len("samples/sample_"):-len(".npz")])
+        return int(file[len("samples/sample_") : -len(".npz")])
     except ValueError:
         return None
 
@@ -331,13 +349,19 @@ def chunk_unit(file: str) -> int | None:
     if not (file.startswith("samples/chunk_") and file.endswith(".npz")):
         return None
     try:
-        return int(file[len("samples/chunk_"):-len(".npz")])
+        return int(file[len("samples/chunk_") : -len(".npz")])
     except ValueError:
         return None
 
 
-def _check_chunks(rundir, record: dict, lines: dict[str, list[dict[str, Any]]],
-                  state_unit: int, state_ok: bool, hash_samples: bool) -> list[Finding]:
+def _check_chunks(
+    rundir,
+    record: dict,
+    lines: dict[str, list[dict[str, Any]]],
+    state_unit: int,
+    state_ok: bool,
+    hash_samples: bool,
+) -> list[Finding]:
     """The findings of a chunked run's chunk files (see :func:`check`)."""
     findings = []
     recorded = {}
@@ -352,14 +376,16 @@ def _check_chunks(rundir, record: dict, lines: dict[str, list[dict[str, Any]]],
             if not tail:
                 findings.append(Finding(file, "is missing", False))
         elif hash_samples and storage.file_sha256(path) != line["sha256"]:
-            findings.append(Finding(file, "is damaged or was edited (its sha256 differs "
-                                    "from the manifest)", tail))
+            findings.append(
+                Finding(
+                    file, "is damaged or was edited (its sha256 differs from the manifest)", tail
+                )
+            )
     for path in sorted(rundir.samples_dir.glob("chunk_*.npz")):
         file = f"samples/{path.name}"
         unit = chunk_unit(file)
         if file not in recorded and unit is not None:
-            findings.append(Finding(file, "is not in the manifest",
-                                    state_ok and unit > state_unit))
+            findings.append(Finding(file, "is not in the manifest", state_ok and unit > state_unit))
     if record.get("status") == "finished":
         done = 0
         for line in sorted(recorded.values(), key=lambda line: int(line.get("unit", 0))):
@@ -368,8 +394,13 @@ def _check_chunks(rundir, record: dict, lines: dict[str, list[dict[str, Any]]],
             done = int(line["unit"])
         total = int(record["loop"].get("num_units", 0))
         if done < total:
-            findings.append(Finding(MANIFEST_FILE, f"records no chunk from iteration {done} "
-                                    f"(the finished run ran {total})", False))
+            findings.append(
+                Finding(
+                    MANIFEST_FILE,
+                    f"records no chunk from iteration {done} (the finished run ran {total})",
+                    False,
+                )
+            )
     return findings
 
 
@@ -399,8 +430,9 @@ def check(rundir, record: dict, *, hash_samples: bool = True) -> Check:
     try:
         lines = manifest.entries()
     except ConfigError as err:
-        return Check([Finding(MANIFEST_FILE, "is " + str(err).split(" is ", 1)[-1], False)],
-                     0, None, {})
+        return Check(
+            [Finding(MANIFEST_FILE, "is " + str(err).split(" is ", 1)[-1], False)], 0, None, {}
+        )
     findings += chain_findings(manifest, record)
     state_unit, state_sha = 0, None
     state_lines = lines.pop(rundir.state_file.name, [])
@@ -416,8 +448,13 @@ def check(rundir, record: dict, *, hash_samples: bool = True) -> Check:
             if match:
                 state_unit, state_sha = int(match[-1].get("unit", 0)), digest
             else:
-                findings.append(Finding(rundir.state_file.name, "is damaged or was edited "
-                                        "(its sha256 differs from the manifest)", False))
+                findings.append(
+                    Finding(
+                        rundir.state_file.name,
+                        "is damaged or was edited (its sha256 differs from the manifest)",
+                        False,
+                    )
+                )
     elif rundir.state_file.exists():
         findings.append(Finding(rundir.state_file.name, "is not in the manifest", False))
     state_ok = not findings
@@ -435,13 +472,19 @@ def check(rundir, record: dict, *, hash_samples: bool = True) -> Check:
                 findings.append(Finding(line["file"], "is missing", False))
             continue
         if hash_samples and storage.file_sha256(path) != line["sha256"]:
-            findings.append(Finding(line["file"], "is damaged or was edited (its sha256 "
-                                    "differs from the manifest)", tail))
+            findings.append(
+                Finding(
+                    line["file"],
+                    "is damaged or was edited (its sha256 differs from the manifest)",
+                    tail,
+                )
+            )
             continue
         samples[unit] = line["sha256"]
     for unit in sorted(set(present) - set(recorded)):
-        findings.append(Finding(sample_name(unit), "is not in the manifest",
-                                state_ok and unit >= state_unit))
+        findings.append(
+            Finding(sample_name(unit), "is not in the manifest", state_ok and unit >= state_unit)
+        )
     if record.get("chunks"):
         findings += _check_chunks(rundir, record, lines, state_unit, state_ok, hash_samples)
     elif record.get("status") == "finished":
@@ -449,8 +492,9 @@ def check(rundir, record: dict, *, hash_samples: bool = True) -> Check:
 
         expected = Loop(**record["loop"]).kept_units()
         for unit in sorted(set(expected) - set(recorded)):
-            findings.append(Finding(sample_name(unit), "is missing (the finished run kept it)",
-                                    False))
+            findings.append(
+                Finding(sample_name(unit), "is missing (the finished run kept it)", False)
+            )
     findings.sort(key=lambda f: f.file)
     return Check(findings, state_unit, state_sha, samples)
 
@@ -469,9 +513,16 @@ def chain_findings(manifest: Manifest, record: dict) -> list[Finding]:
     if HEAD_KEY in record:
         head, file = manifest.head()
         if head != record[HEAD_KEY]:
-            return [_line_finding(file, "the last line", (
-                f"is not the line the finished run's {_RUN_FILE} says it ended with (a line "
-                "at its end was edited, added or removed)"))]
+            return [
+                _line_finding(
+                    file,
+                    "the last line",
+                    (
+                        f"is not the line the finished run's {_RUN_FILE} says it ended with "
+                        "(a line at its end was edited, added or removed)"
+                    ),
+                )
+            ]
     return []
 
 
@@ -491,6 +542,8 @@ def first_problem(rundir, found: Check, *, only_unrepairable: bool = False) -> s
     for finding in found.findings:
         if only_unrepairable and finding.repairable:
             continue
-        return (f"{str(rundir.path / finding.file)!r} {finding.problem}; `bnnkit verify "
-                f"{rundir.path}` lists every problem")
+        return (
+            f"{str(rundir.path / finding.file)!r} {finding.problem}; `bnnkit verify "
+            f"{rundir.path}` lists every problem"
+        )
     return None

@@ -57,8 +57,21 @@ BAR_WIDTH = 16
 #: and the status fields by their first words: ``phase`` (``sampling`` or ``burn-in``),
 #: ``accept``, ``step``, ``div`` (``burn-in div`` too), ``capped``, ``L``, ``log post``,
 #: ``elbo``, ``test`` and ``other`` (any field not named, in its own order).
-KEEP_ORDER: tuple[str, ...] = ("left", "accept", "step", "div", "phase", "other", "bar",
-                               "capped", "L", "elapsed", "log post", "elbo", "test")
+KEEP_ORDER: tuple[str, ...] = (
+    "left",
+    "accept",
+    "step",
+    "div",
+    "phase",
+    "other",
+    "bar",
+    "capped",
+    "L",
+    "elapsed",
+    "log post",
+    "elbo",
+    "test",
+)
 
 
 def field_kind(field: str) -> str:
@@ -107,10 +120,11 @@ def line_pieces(pieces: dict[str, str], status: str, width: int) -> dict[str, st
     fields = [f for f in status.split(FIELD_SEPARATOR) if f] if status else []
     rank = {kind: i for i, kind in enumerate(KEEP_ORDER)}
     # Each optional piece, most useful first: (name, index of the field or -1, its text).
-    ranked = sorted([(name, -1, pieces[name]) for name in ("left", "elapsed", "bar")
-                     if pieces.get(name)]
-                    + [("status", i, f) for i, f in enumerate(fields)],
-                    key=lambda p: (rank[p[0] if p[1] < 0 else field_kind(p[2])], p[1]))
+    ranked = sorted(
+        [(name, -1, pieces[name]) for name in ("left", "elapsed", "bar") if pieces.get(name)]
+        + [("status", i, f) for i, f in enumerate(fields)],
+        key=lambda p: (rank[p[0] if p[1] < 0 else field_kind(p[2])], p[1]),
+    )
     used = cell_len(pieces["label"]) + 1 + cell_len(pieces["counter"])
     kept: dict[str, str] = {"label": pieces["label"], "counter": pieces["counter"]}
     shown: list[int] = []
@@ -154,10 +168,13 @@ class _Line:
         task = self.task
         total = int(task.total or 0)
         elapsed = task.finished_time if task.finished else task.elapsed
-        return {"label": self.label,
-                "counter": f"{int(task.completed):>{len(str(total))}}/{total}",
-                "left": "" if task.finished else f"left {clock(task.time_remaining)}",
-                "elapsed": clock(elapsed), "bar": " " * BAR_WIDTH}
+        return {
+            "label": self.label,
+            "counter": f"{int(task.completed):>{len(str(total))}}/{total}",
+            "left": "" if task.finished else f"left {clock(task.time_remaining)}",
+            "elapsed": clock(elapsed),
+            "bar": " " * BAR_WIDTH,
+        }
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         from rich.progress_bar import ProgressBar as Bar
@@ -168,8 +185,7 @@ class _Line:
         grid = Table.grid(padding=(0, 1))
         cells: list[Any] = [Text(kept["label"], style="bold")]
         if "bar" in kept:
-            cells.append(Bar(total=self.task.total, completed=self.task.completed,
-                             width=BAR_WIDTH))
+            cells.append(Bar(total=self.task.total, completed=self.task.completed, width=BAR_WIDTH))
         cells.append(Text(kept["counter"], style="progress.download"))
         if "elapsed" in kept:
             cells.append(Text(kept["elapsed"], style="progress.elapsed"))
@@ -217,9 +233,19 @@ class ProgressBar:
         ['HMC 2/4 (50 %)', 'HMC 4/4 (100 %)']
     """
 
-    def __init__(self, label: str, total: int, start: int = 0, *, enabled: bool = True,
-                 log_every: int | None = None, unit_name: str = "units",
-                 stream: TextIO | None = None, console: Any = None, settle_after: int = 0):
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        start: int = 0,
+        *,
+        enabled: bool = True,
+        log_every: int | None = None,
+        unit_name: str = "units",
+        stream: TextIO | None = None,
+        console: Any = None,
+        settle_after: int = 0,
+    ):
         self.enabled = enabled
         self.label, self.total, self.done, self.start = label, total, start, start
         self.log_every, self.unit_name = log_every, unit_name
@@ -249,8 +275,9 @@ class ProgressBar:
 
         line = LineColumn(table_column=Column(ratio=1, no_wrap=True, min_width=0))
         self.progress = Progress(line, transient=False, expand=True, console=console)
-        self.task = self.progress.add_task(self.label, total=self.total, completed=self.start,
-                                           stats="")
+        self.task = self.progress.add_task(
+            self.label, total=self.total, completed=self.start, stats=""
+        )
         self.progress.start()
 
     def message(self, text: str) -> None:
@@ -288,11 +315,15 @@ class ProgressBar:
         left = self.total - self.done
         if left * per_unit < ESTIMATE_MIN_SECONDS:
             return
-        text = (f"{self.label}: about {duration(left * per_unit)} for the {left:,} "
-                f"{self.unit_name} left at the current speed ({per_unit:.3g} s each)")
+        text = (
+            f"{self.label}: about {duration(left * per_unit)} for the {left:,} "
+            f"{self.unit_name} left at the current speed ({per_unit:.3g} s each)"
+        )
         if self.done <= self.settle_after:
-            text += (f"; provisional: burn-in still tunes the step size for "
-                     f"{self.settle_after - self.done:,} more, which changes the speed")
+            text += (
+                f"; provisional: burn-in still tunes the step size for "
+                f"{self.settle_after - self.done:,} more, which changes the speed"
+            )
         self.message(text)
 
     def _line_due(self, now: float) -> bool:
@@ -301,19 +332,23 @@ class ProgressBar:
         if self.log_every:
             return self.done % self.log_every == 0
         every = max(1, round(LINE_FRACTION * self.total))
-        return (self.done - self.line_units >= every
-                or now - self.last_line >= LINE_SECONDS)
+        return self.done - self.line_units >= every or now - self.last_line >= LINE_SECONDS
 
     def _line(self, now: float, stats: str) -> str:
         elapsed = now - self.t0
         # After the first (compiling) unit, the speed of the units since then.
         since_first = self.done - self.start - 1
-        per_unit = ((now - self.t_first) / since_first if since_first > 0 and self.t_first
-                    else elapsed / max(self.done - self.start, 1))
+        per_unit = (
+            (now - self.t_first) / since_first
+            if since_first > 0 and self.t_first
+            else elapsed / max(self.done - self.start, 1)
+        )
         left = (self.total - self.done) * per_unit
-        line = (f"{self.label} {self.done:,}/{self.total:,} "
-                f"({100 * self.done // max(self.total, 1)} %) elapsed {duration(elapsed)}, "
-                f"left {duration(left)}")
+        line = (
+            f"{self.label} {self.done:,}/{self.total:,} "
+            f"({100 * self.done // max(self.total, 1)} %) elapsed {duration(elapsed)}, "
+            f"left {duration(left)}"
+        )
         return f"{line} | {stats}" if stats else line
 
     def close(self) -> None:

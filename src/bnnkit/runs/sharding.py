@@ -30,8 +30,9 @@ from bnnkit.errors import ConfigError
 SHARD_MODES = ("auto", "chains", "data", "none")
 
 
-def placement(shard: str, num_chains: int, num_data: int, devices=None, *,
-              data_label: str = "data"):
+def placement(
+    shard: str, num_chains: int, num_data: int, devices=None, *, data_label: str = "data"
+):
     """Shardings for (chain-stacked state, training batch), or ``None`` for one device.
 
     A minibatch method passes its minibatch size as ``num_data``: the batch sharding is then

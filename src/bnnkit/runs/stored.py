@@ -76,9 +76,15 @@ class StoredRun(NamedTuple):
     chains: Chains | None
 
 
-def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
-             network: bool = False, problem: problem_lib.Problem | None = None,
-             trust_model: str | None = None, rebuild: bool = True) -> StoredRun:
+def load_run(
+    run_dir: str | os.PathLike,
+    *,
+    like: Params | None = None,
+    network: bool = False,
+    problem: problem_lib.Problem | None = None,
+    trust_model: str | None = None,
+    rebuild: bool = True,
+) -> StoredRun:
     """Read the run stored in ``run_dir`` back.
 
     Reading a run runs no code it names: a run whose model is a module outside bnnkit
@@ -113,17 +119,21 @@ def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
     record = rundir.read_record()
     if record.get("chunks"):
         if network:
-            raise ConfigError(f"{str(rundir.path)!r} is a run of bnnkit.runs.sample: chains "
-                              "on a log density, with no data or model to predict with; read "
-                              "it with bnnkit.load_chains")
+            raise ConfigError(
+                f"{str(rundir.path)!r} is a run of bnnkit.runs.sample: chains "
+                "on a log density, with no data or model to predict with; read "
+                "it with bnnkit.load_chains"
+            )
         chains = _chains(rundir, record, like)
         return StoredRun(record, None, Samples(chains.positions), chains)
     where = repr(str(rundir.run_file))
     given = recorded_problem(record, where, data=False)
     if trust_model is not None and canonical_name(trust_model) != canonical_name(given.model):
-        raise ConfigError(f"--model {trust_model} is not the model of the run "
-                          f"{str(rundir.path)!r}, which records {given.model}; allowed: "
-                          f"--model {given.model}, or leave it out")
+        raise ConfigError(
+            f"--model {trust_model} is not the model of the run "
+            f"{str(rundir.path)!r}, which records {given.model}; allowed: "
+            f"--model {given.model}, or leave it out"
+        )
     if not rebuild:
         return StoredRun(record, None, stored_posterior(rundir, record, None), None)
     recorded = record.get("dataset") if isinstance(record.get("dataset"), dict) else {}
@@ -131,21 +141,23 @@ def load_run(run_dir: str | os.PathLike, *, like: Params | None = None,
         problem_lib.check_same(problem, given, recorded, f"the run {str(rundir.path)!r}")
     else:
         config = recorded_problem(record, where)
-        problem = problem_lib.build_recorded(config, rundir.path, recorded,
-                                             trust_model=trust_model)
+        problem = problem_lib.build_recorded(config, rundir.path, recorded, trust_model=trust_model)
         if config != given:
             # Read from where the run recorded its data, named as the run was given it.
             problem = dataclasses.replace(
-                problem, config=given,
-                dataset=dataclasses.replace(problem.dataset, name=given.dataset))
+                problem,
+                config=given,
+                dataset=dataclasses.replace(problem.dataset, name=given.dataset),
+            )
     template = jax.eval_shape(problem.init_params, jax.random.PRNGKey(0))
     posterior = stored_posterior(rundir, record, template)
     check_shapes(posterior, template, f"the run {str(rundir.path)!r}", problem.config)
     return StoredRun(record, problem, posterior, None)
 
 
-def check_shapes(posterior: Any, template: Params, where: str,
-                 config: problem_lib.ProblemConfig) -> None:
+def check_shapes(
+    posterior: Any, template: Params, where: str, config: problem_lib.ProblemConfig
+) -> None:
     """Refuse stored parameters whose shapes are not the model's: a ``run.json`` edited to
     another dataset or model (its digest written anew) would otherwise fail deep inside the
     network.
@@ -174,17 +186,19 @@ def check_shapes(posterior: Any, template: Params, where: str,
                     f"{where} stores {key} of shape {stored[key]}, where model "
                     f"{config.model} on dataset {config.dataset!r}, as its run.json records "
                     f"them, has {shape}: its samples were not made on that problem; "
-                    "allowed: the run.json the run was made with")
+                    "allowed: the run.json the run was made with"
+                )
 
 
 def _shapes(tree: Any) -> dict[str, tuple[int, ...]]:
     """Each leaf's shape, keyed by its path as :func:`bnnkit.storage.flatten_tree` names it."""
-    return {storage.path_to_str(path): tuple(np.shape(leaf))
-            for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
+    return {
+        storage.path_to_str(path): tuple(np.shape(leaf))
+        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]
+    }
 
 
-def recorded_problem(record: dict, where: str, *,
-                     data: bool = True) -> problem_lib.ProblemConfig:
+def recorded_problem(record: dict, where: str, *, data: bool = True) -> problem_lib.ProblemConfig:
     """The problem a run of the driver was made on, from its ``run.json``.
 
     A run on a user ``.npz`` recorded the file's resolved path and sha256
@@ -205,8 +219,9 @@ def recorded_problem(record: dict, where: str, *,
     try:
         config = problem_lib.ProblemConfig.from_dict(record["problem"])
     except TypeError as err:  # a run of an older layout, edited by hand
-        raise ConfigError(f"{where} is damaged: its problem is not one this bnnkit can build "
-                          f"({err})") from None
+        raise ConfigError(
+            f"{where} is damaged: its problem is not one this bnnkit can build ({err})"
+        ) from None
     recorded = record.get("dataset")
     if data and isinstance(recorded, dict):
         file = npz.recorded_file(recorded, config.dataset)
@@ -242,25 +257,33 @@ def _chains(rundir: RunDir, record: dict, like: Params | None) -> Chains:
     if record.get("method") not in METHODS:
         raise ConfigError(f"{str(rundir.path)!r} is not a run of bnnkit.runs.sample")
     if record.get("status") != "finished":
-        raise ConfigError(f"{str(rundir.path)!r} is not finished (status "
-                          f"{record.get('status')!r}); resume it with sample(..., "
-                          "resume=True)")
+        raise ConfigError(
+            f"{str(rundir.path)!r} is not finished (status "
+            f"{record.get('status')!r}); resume it with sample(..., "
+            "resume=True)"
+        )
     config = METHODS[record["method"]].Config.from_dict(record["method_config"])
     loop = config.loop(1)
     stored = record["problem"]["initial_positions"]
     if like is None:
         like = _nested({path: 0 for path in stored})
         if str(jax.tree.structure(like)) != record["problem"]["structure"]:
-            raise ConfigError(f"the positions stored in {str(rundir.path)!r} are a "
-                              f"{record['problem']['structure']}, not dictionaries; pass "
-                              "like= a pytree of their structure")
+            raise ConfigError(
+                f"the positions stored in {str(rundir.path)!r} are a "
+                f"{record['problem']['structure']}, not dictionaries; pass "
+                "like= a pytree of their structure"
+            )
     given = sorted(jax.tree.leaves(_paths(like)))
     if given != sorted(stored):
-        raise ConfigError(f"like= has the leaves {given}, the positions stored in "
-                          f"{str(rundir.path)!r} {sorted(stored)}")
-    positions = jax.tree.map(lambda _, path: jax.ShapeDtypeStruct(tuple(stored[path][0]),
-                                                                  np.dtype(stored[path][1])),
-                             like, _paths(like))
+        raise ConfigError(
+            f"like= has the leaves {given}, the positions stored in "
+            f"{str(rundir.path)!r} {sorted(stored)}"
+        )
+    positions = jax.tree.map(
+        lambda _, path: jax.ShapeDtypeStruct(tuple(stored[path][0]), np.dtype(stored[path][1])),
+        like,
+        _paths(like),
+    )
     template, kept_template, info_template = density.shapes(config, positions)
     found = manifest.check(rundir, record, hash_samples=False)
     problem = manifest.first_problem(rundir, found)
@@ -289,8 +312,9 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def kept_samples(rundir: RunDir, record: dict, *,
-                 hash_samples: bool = True) -> dict[int, str | None]:
+def kept_samples(
+    rundir: RunDir, record: dict, *, hash_samples: bool = True
+) -> dict[int, str | None]:
     """The kept units of a run of the driver and their files' recorded digests, after
     checking every sample file against the manifest (the state is not: only the samples
     matter to a reader).
@@ -309,8 +333,7 @@ def kept_samples(rundir: RunDir, record: dict, *,
         ConfigError: a missing, damaged, edited or unrecorded sample file, in one line.
     """
     found = manifest.check(rundir, record, hash_samples=hash_samples)
-    found = found._replace(findings=[f for f in found.findings
-                                     if f.file != rundir.state_file.name])
+    found = found._replace(findings=[f for f in found.findings if f.file != rundir.state_file.name])
     problem = manifest.first_problem(rundir, found)
     if problem is not None:
         raise ConfigError(problem)
@@ -342,15 +365,21 @@ def stored_posterior(rundir: RunDir, record: dict, template: Params | None) -> A
     if not samples:
         diverged = record.get("diverged")
         if record.get("status") == "diverged" and isinstance(diverged, dict):
-            raise ConfigError(f"run {str(rundir.path)!r} diverged (NaN or infinite values) in "
-                              f"unit {diverged.get('unit', 0) + 1} before it kept a sample; "
-                              "allowed: a run with kept samples")
+            raise ConfigError(
+                f"run {str(rundir.path)!r} diverged (NaN or infinite values) in "
+                f"unit {diverged.get('unit', 0) + 1} before it kept a sample; "
+                "allowed: a run with kept samples"
+            )
         raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
     if template is None:
         first = min(samples)
         template = stored_template(rundir.sample_file(first), samples[first])
-    return combine([store.load(rundir.sample_file(u), template, sha256=digest)
-                    for u, digest in sorted(samples.items())])
+    return combine(
+        [
+            store.load(rundir.sample_file(u), template, sha256=digest)
+            for u, digest in sorted(samples.items())
+        ]
+    )
 
 
 def stored_template(path: str | os.PathLike, sha256: str | None = None) -> Params:
@@ -378,7 +407,7 @@ def stored_template(path: str | os.PathLike, sha256: str | None = None) -> Param
         # Each member's arrays under "<member>/", its position under "mean/" or "params/".
         own = [k[2:] for k in names if k.startswith("0/")]
         part = "mean/" if any(k.startswith("mean/") for k in own) else "params/"
-        names = [k[len(part):] for k in own if k.startswith(part)]
+        names = [k[len(part) :] for k in own if k.startswith(part)]
     return _nested({name: 0 for name in names})
 
 
@@ -408,7 +437,8 @@ def _load_legacy(rundir: RunDir, record: dict, template: Params, units: list[int
     if kind != "samples":
         raise ConfigError(
             f"run {str(rundir.path)!r} comes from an older bnnkit layout whose {kind!r} "
-            "posterior this version does not read; run it again with this version")
+            "posterior this version does not read; run it again with this version"
+        )
     parts = []
     for u in units:
         tree = storage.unflatten_tree(template, storage.load_arrays(rundir.sample_file(u)))

@@ -89,13 +89,20 @@ def run_vocabulary(run_dir: RunDir, record: dict) -> Vocabulary:
     any other run by its method's command.
     """
     command = run_command(run_dir, record)
-    started = (command == "reference"
-               or bool((record.get("method_config") or {}).get("init_checkpoint")))
+    started = command == "reference" or bool(
+        (record.get("method_config") or {}).get("init_checkpoint")
+    )
     return cli_vocabulary(command, from_ensemble=started)
 
 
-def of_prediction(record: dict, log: list[dict], prediction: Prediction, y: np.ndarray, *,
-                  vocabulary: Vocabulary = FUNCTION_CLI) -> dict[str, Any]:
+def of_prediction(
+    record: dict,
+    log: list[dict],
+    prediction: Prediction,
+    y: np.ndarray,
+    *,
+    vocabulary: Vocabulary = FUNCTION_CLI,
+) -> dict[str, Any]:
     """The verdict of a run's Markov chains from its predictive on test inputs.
 
     Args:
@@ -108,15 +115,19 @@ def of_prediction(record: dict, log: list[dict], prediction: Prediction, y: np.n
     sampler = sampler_statistics(log) or {}
     steps = sampler.get("step_size")
     return convergence.verdict(
-        prediction.per_sample, acceptance_rate=sampler.get("acceptance_rate"),
+        prediction.per_sample,
+        acceptance_rate=sampler.get("acceptance_rate"),
         num_divergent=sampler.get("num_divergent"),
-        finished=record.get("status") == "finished", log_posterior=log_posterior_trace(log),
-        log_density=draw_log_density(prediction, y), vocabulary=vocabulary,
+        finished=record.get("status") == "finished",
+        log_posterior=log_posterior_trace(log),
+        log_density=draw_log_density(prediction, y),
+        vocabulary=vocabulary,
         method=record.get("method"),
         # A stuck sampler's advice follows the step size it ran at against the given one.
         step_size=float(np.mean(steps)) if steps else None,
         given_step_size=(record.get("method_config") or {}).get("step_size"),
-        burn_in=(record.get("loop") or {}).get("burn_in"))
+        burn_in=(record.get("loop") or {}).get("burn_in"),
+    )
 
 
 def within_holds(verdict: dict[str, Any]) -> bool:
@@ -125,8 +136,9 @@ def within_holds(verdict: dict[str, Any]) -> bool:
     return verdict["level"] != "not-mixed"
 
 
-def of_stored_run(run_dir: RunDir, built: problem_lib.Problem, *,
-                  vocabulary: Vocabulary | None = None) -> tuple[dict[str, Any], float]:
+def of_stored_run(
+    run_dir: RunDir, built: problem_lib.Problem, *, vocabulary: Vocabulary | None = None
+) -> tuple[dict[str, Any], float]:
     """The verdict of a run of the driver on its test set, as ``bnnkit evaluate`` gives it,
     and the seconds it took (reading the samples, predicting, judging).
 
@@ -143,8 +155,8 @@ def of_stored_run(run_dir: RunDir, built: problem_lib.Problem, *,
     template = jax.eval_shape(built.init_params, jax.random.PRNGKey(0))
     posterior = stored_posterior(run_dir, record, template)
     seed = int(record.get("method_config", {}).get("seed", record.get("seed", 0)))
-    prediction = posterior_predictive(built, posterior, built.dataset.x_test,
-                                      evaluation_key(seed))
-    result = of_prediction(record, run_dir.read_log(), prediction,
-                           built.dataset.y_test_original, vocabulary=vocabulary)
+    prediction = posterior_predictive(built, posterior, built.dataset.x_test, evaluation_key(seed))
+    result = of_prediction(
+        record, run_dir.read_log(), prediction, built.dataset.y_test_original, vocabulary=vocabulary
+    )
     return result, time.perf_counter() - start

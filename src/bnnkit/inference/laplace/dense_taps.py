@@ -73,8 +73,14 @@ def dense_calls(apply: Callable, params: Params, x: jax.Array) -> list[DenseCall
     def interceptor(next_fun, args, kwargs, context):
         out = next_fun(*args, **kwargs)
         if _is_dense_call(context):
-            calls.append(DenseCall(tuple(context.module.scope.path), tuple(args[0].shape),
-                                   tuple(out.shape), out.dtype))
+            calls.append(
+                DenseCall(
+                    tuple(context.module.scope.path),
+                    tuple(args[0].shape),
+                    tuple(out.shape),
+                    out.dtype,
+                )
+            )
         return out
 
     def run(params, x):
@@ -106,13 +112,18 @@ def is_dense_network(calls: list[DenseCall], params: Params) -> bool:
         if not set(node) <= {"kernel", "bias"} or "kernel" not in node:
             return False
         covered |= {(*path, name) for name in node}
-    leaves = {tuple(str(getattr(k, "key", k)) for k in p)[1:]
-              for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]}
+    leaves = {
+        tuple(str(getattr(k, "key", k)) for k in p)[1:]
+        for p, _ in jax.tree_util.tree_flatten_with_path(params)[0]
+    }
     return leaves == covered
 
 
 def taps(
-    apply: Callable, params: Params, x: jax.Array, cotangents: Callable[[jax.Array], jax.Array],
+    apply: Callable,
+    params: Params,
+    x: jax.Array,
+    cotangents: Callable[[jax.Array], jax.Array],
     layers: Collection[Path] | None = None,
 ) -> tuple[jax.Array, dict[Path, jax.Array], dict[Path, jax.Array]]:
     """Outputs, Dense inputs and pre-activation gradients for a batch of cotangents.

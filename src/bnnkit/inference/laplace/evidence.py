@@ -65,9 +65,11 @@ class Damping:
         return dataclasses.asdict(self)
 
     def message(self, total: int) -> str:
-        return (f"posterior precision not positive definite: {self.num_lifted} of {total} "
-                f"eigenvalues (smallest {self.min_before:.3g}) lifted to {self.floor:.3g} "
-                f"(largest damping added {self.max_added:.3g})")
+        return (
+            f"posterior precision not positive definite: {self.num_lifted} of {total} "
+            f"eigenvalues (smallest {self.min_before:.3g}) lifted to {self.floor:.3g} "
+            f"(largest damping added {self.max_added:.3g})"
+        )
 
 
 def damp(eigenvalues: np.ndarray, dtype: Any = np.float32) -> tuple[np.ndarray, Damping]:
@@ -86,9 +88,12 @@ def damp(eigenvalues: np.ndarray, dtype: Any = np.float32) -> tuple[np.ndarray, 
     floor = 10 * float(np.finfo(dtype).eps) * top if top > 0 else 1.0
     low = e < floor
     added = floor - e[low]
-    damping = Damping(floor=floor, num_lifted=int(np.sum(low)),
-                      max_added=float(np.max(added)) if added.size else 0.0,
-                      min_before=float(np.min(e)) if e.size else 0.0)
+    damping = Damping(
+        floor=floor,
+        num_lifted=int(np.sum(low)),
+        max_added=float(np.max(added)) if added.size else 0.0,
+        min_before=float(np.min(e)) if e.size else 0.0,
+    )
     return np.where(low, floor, e), damping
 
 
@@ -119,8 +124,13 @@ def sqrt_covariance(precision: np.ndarray, dtype: Any) -> tuple[np.ndarray, floa
     return V / np.sqrt(w)[None, :], float(np.sum(np.log(w))), damping
 
 
-def log_evidence(alpha: float, ggn_eigenvalues: np.ndarray, sq_norm: float,
-                 log_likelihood: float, temper: Callable[[Any], Any] = _untempered) -> float:
+def log_evidence(
+    alpha: float,
+    ggn_eigenvalues: np.ndarray,
+    sq_norm: float,
+    log_likelihood: float,
+    temper: Callable[[Any], Any] = _untempered,
+) -> float:
     """Laplace ``log Z(α)`` for the isotropic Gaussian prior ``N(0, α⁻¹ I)``.
 
     Args:
@@ -133,13 +143,19 @@ def log_evidence(alpha: float, ggn_eigenvalues: np.ndarray, sq_norm: float,
     e = np.clip(np.asarray(ggn_eigenvalues, np.float64), 0.0, None)
     p = e.size
     log_prior = 0.5 * p * math.log(alpha / (2 * math.pi)) - 0.5 * alpha * sq_norm
-    return (temper(log_likelihood + log_prior) + 0.5 * p * math.log(2 * math.pi)
-            - 0.5 * float(np.sum(np.log(temper(e + alpha)))))
+    return (
+        temper(log_likelihood + log_prior)
+        + 0.5 * p * math.log(2 * math.pi)
+        - 0.5 * float(np.sum(np.log(temper(e + alpha))))
+    )
 
 
-def optimize_prior_precision(ggn_eigenvalues: np.ndarray, sq_norm: float,
-                             log_likelihood: float = 0.0,
-                             temper: Callable[[Any], Any] = _untempered) -> float:
+def optimize_prior_precision(
+    ggn_eigenvalues: np.ndarray,
+    sq_norm: float,
+    log_likelihood: float = 0.0,
+    temper: Callable[[Any], Any] = _untempered,
+) -> float:
     """The α in :data:`ALPHA_BOUNDS` that maximises :func:`log_evidence`.
 
     A grid over log α brackets the maximum; the root of the derivative
@@ -155,8 +171,9 @@ def optimize_prior_precision(ggn_eigenvalues: np.ndarray, sq_norm: float,
 
     def slope(log_alpha):  # d log Z / d log α
         alpha = math.exp(log_alpha)
-        return alpha * (temper((e.size / alpha - sq_norm) / 2)
-                        - 0.5 * float(np.sum(1 / (e + alpha))))
+        return alpha * (
+            temper((e.size / alpha - sq_norm) / 2) - 0.5 * float(np.sum(1 / (e + alpha)))
+        )
 
     lo, hi = (math.log(b) for b in ALPHA_BOUNDS)
     grid = np.linspace(lo, hi, 161)

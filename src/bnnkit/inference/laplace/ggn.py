@@ -63,6 +63,7 @@ MAX_ELEMENTS = 2**24
 
 # --- output-space Hessians ----------------------------------------------------------------------
 
+
 def output_hessian_sqrt(likelihood: Any, outputs: jax.Array, y: jax.Array) -> jax.Array:
     """A factor ``L`` (N, O, R) of the output-space Hessian: ``L_i L_iᵀ = −∇²_f log p(y_i|f_i)``.
 
@@ -93,6 +94,7 @@ def output_hessian_sqrt(likelihood: Any, outputs: jax.Array, y: jax.Array) -> ja
 
 
 # --- batching -----------------------------------------------------------------------------------
+
 
 def micro_size(n: int, per_example: int, max_elements: int = MAX_ELEMENTS) -> int:
     """Examples per micro-batch so that ``micro * per_example <= max_elements`` (at least 1)."""
@@ -136,6 +138,7 @@ def _per_example(apply: Callable, params: Params, x: jax.Array) -> tuple[jax.Arr
 
 # --- layers -------------------------------------------------------------------------------------
 
+
 def last_dense_path(apply: Callable, params: Params, x: jax.Array, model: str = "model") -> Path:
     """Path (``("params", "Dense_2")``) of the last Dense layer the network calls.
 
@@ -147,19 +150,23 @@ def last_dense_path(apply: Callable, params: Params, x: jax.Array, model: str = 
         raise ConfigError(f"model {model!r} has no Dense layer; --structure last_layer needs one")
     last = calls[-1].path
     if sum(c.path == last for c in calls) != 1:
-        raise ConfigError(f"model {model!r} reuses its last Dense layer; --structure last_layer "
-                          "needs a final Dense layer called once")
+        raise ConfigError(
+            f"model {model!r} reuses its last Dense layer; --structure last_layer "
+            "needs a final Dense layer called once"
+        )
     return ("params", *last)
 
 
-def dense_network_calls(apply: Callable, params: Params, x: jax.Array
-                        ) -> list[dense_taps.DenseCall] | None:
+def dense_network_calls(
+    apply: Callable, params: Params, x: jax.Array
+) -> list[dense_taps.DenseCall] | None:
     """The Dense calls when every parameter is in a Dense layer called once, else ``None``."""
     calls = dense_taps.dense_calls(apply, params, x)
     return calls if dense_taps.is_dense_network(calls, params) else None
 
 
 # --- GGN pieces ---------------------------------------------------------------------------------
+
 
 def _cotangent_fn(likelihood, y: jax.Array, w: jax.Array) -> Callable:
     def cotangents(outputs):
@@ -171,7 +178,11 @@ def _cotangent_fn(likelihood, y: jax.Array, w: jax.Array) -> Callable:
 
 
 def ggn_diag(
-    apply: Callable, likelihood: Any, params: Params, batch: Batch, *,
+    apply: Callable,
+    likelihood: Any,
+    params: Params,
+    batch: Batch,
+    *,
     max_elements: int = MAX_ELEMENTS,
 ) -> Params:
     """``diag Σ_i J_iᵀ H_i J_i`` over the batch, shaped like ``params``.
@@ -216,17 +227,21 @@ def ggn_diag(
 
         return jax.tree.map(lambda a: jnp.sum(a, axis=0), jax.vmap(one)(x, y, w))
 
-    return _scan_sum(generic, batch.x, batch.y,
-                     micro_size(n, num_out * num_params, max_elements))
+    return _scan_sum(generic, batch.x, batch.y, micro_size(n, num_out * num_params, max_elements))
 
 
-def dense_block_call(apply: Callable, params: Params, x: jax.Array,
-                     path: Path) -> dense_taps.DenseCall | None:
+def dense_block_call(
+    apply: Callable, params: Params, x: jax.Array, path: Path
+) -> dense_taps.DenseCall | None:
     """The call of the Dense layer at ``path`` if it is called once on 2-D input, else ``None``."""
     calls = [c for c in dense_taps.dense_calls(apply, params, x) if ("params", *c.path) == path]
     layer = get_block(params, path)
-    if (len(calls) != 1 or len(calls[0].in_shape) != 2 or "kernel" not in layer
-            or not set(layer) <= {"kernel", "bias"}):
+    if (
+        len(calls) != 1
+        or len(calls[0].in_shape) != 2
+        or "kernel" not in layer
+        or not set(layer) <= {"kernel", "bias"}
+    ):
         return None
     return calls[0]
 
@@ -237,14 +252,23 @@ def kron_order(params: Params, path: Path) -> np.ndarray:
     layer = get_block(params, path)
     leaves, treedef = jax.tree.flatten(layer)
     starts = np.cumsum([0] + [leaf.size for leaf in leaves])
-    index = treedef.unflatten([np.arange(start, start + leaf.size).reshape(leaf.shape)
-                               for start, leaf in zip(starts, leaves, strict=False)])
+    index = treedef.unflatten(
+        [
+            np.arange(start, start + leaf.size).reshape(leaf.shape)
+            for start, leaf in zip(starts, leaves, strict=False)
+        ]
+    )
     rows = [index["kernel"]] + ([index["bias"][None]] if "bias" in layer else [])
     return np.concatenate(rows).ravel()
 
 
 def ggn_block(
-    apply: Callable, likelihood: Any, params: Params, batch: Batch, path: Path, *,
+    apply: Callable,
+    likelihood: Any,
+    params: Params,
+    batch: Batch,
+    path: Path,
+    *,
     max_elements: int = MAX_ELEMENTS,
 ) -> jax.Array:
     """The full GGN over the parameters at ``path``, ordered as ``ravel_pytree`` of that block.
@@ -271,8 +295,9 @@ def ggn_block(
         width = num_in * call.out_shape[-1] ** 2 + call.in_shape[-1]
 
         def fast(x, y, w):
-            _, inputs, grads = dense_taps.taps(apply, params, x, _cotangent_fn(likelihood, y, w),
-                                               layers=[call.path])
+            _, inputs, grads = dense_taps.taps(
+                apply, params, x, _cotangent_fn(likelihood, y, w), layers=[call.path]
+            )
             a = augmented_inputs(inputs[call.path], params, path[1:])  # (N, D)
             g = grads[call.path]  # (R, N, O)
             n, d = a.shape
@@ -282,8 +307,13 @@ def ggn_block(
             m = jnp.einsum("rnk,rnl->nkl", g, g)[:, rows, cols]  # (N, T)
             am = (a[:, :, None] * m[:, None]).reshape((n, d * rows.size))
             tri = (a.T @ am).reshape((d, d, rows.size))  # [d, e, t] = Σ_n a_d a_e m_t
-            G = (jnp.zeros((d, d, o, o), tri.dtype).at[:, :, rows, cols].set(tri)
-                 .at[:, :, cols, rows].set(tri))
+            G = (
+                jnp.zeros((d, d, o, o), tri.dtype)
+                .at[:, :, rows, cols]
+                .set(tri)
+                .at[:, :, cols, rows]
+                .set(tri)
+            )
             return G.transpose((0, 2, 1, 3)).reshape((d * o, d * o))
 
         G = _scan_sum(fast, batch.x, batch.y, micro_size(batch.x.shape[0], width, max_elements))
@@ -304,13 +334,19 @@ def ggn_block(
         rows = rows.reshape((-1, rows.shape[-1]))
         return rows.T @ rows
 
-    return _scan_sum(fn, batch.x, batch.y,
-                     micro_size(batch.x.shape[0], num_out * block.size, max_elements))
+    return _scan_sum(
+        fn, batch.x, batch.y, micro_size(batch.x.shape[0], num_out * block.size, max_elements)
+    )
 
 
 def kfac_factors(
-    apply: Callable, likelihood: Any, params: Params, batch: Batch, *,
-    max_elements: int = MAX_ELEMENTS, model: str = "model",
+    apply: Callable,
+    likelihood: Any,
+    params: Params,
+    batch: Batch,
+    *,
+    max_elements: int = MAX_ELEMENTS,
+    model: str = "model",
 ) -> dict[str, tuple[jax.Array, jax.Array]]:
     """Per Dense layer, ``(A, B) = (Σ_i ã_i ã_iᵀ, Σ_i Σ_r g_ir g_irᵀ)`` over the batch.
 
@@ -323,8 +359,10 @@ def kfac_factors(
     """
     calls = dense_network_calls(apply, params, batch.x[:1])
     if calls is None:
-        raise ConfigError(f"--structure kfac needs a network of Dense layers each applied once; "
-                          f"model {model!r} has other layers or shares weights")
+        raise ConfigError(
+            f"--structure kfac needs a network of Dense layers each applied once; "
+            f"model {model!r} has other layers or shares weights"
+        )
     num_out = jax.eval_shape(apply, params, batch.x[:1]).shape[-1]
     width = sum(c.in_shape[-1] + 2 * num_out * c.out_shape[-1] for c in calls)
 
@@ -350,14 +388,20 @@ def augmented_inputs(a: jax.Array, params: Params, path: Path) -> jax.Array:
 
 # --- output covariances of the linearised network -----------------------------------------------
 
+
 def _unit_cotangents(outputs: jax.Array) -> jax.Array:
     num_out = outputs.shape[-1]
-    return jnp.broadcast_to(jnp.eye(num_out, dtype=outputs.dtype)[:, None, :],
-                            (num_out, *outputs.shape))
+    return jnp.broadcast_to(
+        jnp.eye(num_out, dtype=outputs.dtype)[:, None, :], (num_out, *outputs.shape)
+    )
 
 
 def diag_output_covariance(
-    apply: Callable, params: Params, x: jax.Array, variance: Params, *,
+    apply: Callable,
+    params: Params,
+    x: jax.Array,
+    variance: Params,
+    *,
     max_elements: int = MAX_ELEMENTS,
 ) -> tuple[jax.Array, jax.Array]:
     """Outputs ``f(x; θ)`` (N, O) and ``J Σ Jᵀ`` (N, O, O) for ``Σ = diag(variance)``."""
@@ -386,15 +430,22 @@ def diag_output_covariance(
     def one(xi):
         out, vjp = _per_example(apply, params, xi)
         rows = jax.vmap(vjp)(jnp.eye(num_out, dtype=out.dtype))
-        cov = sum(jnp.einsum("r...,s...,...->rs", r, r, v) for r, v in
-                  zip(jax.tree.leaves(rows), jax.tree.leaves(variance), strict=True))
+        cov = sum(
+            jnp.einsum("r...,s...,...->rs", r, r, v)
+            for r, v in zip(jax.tree.leaves(rows), jax.tree.leaves(variance), strict=True)
+        )
         return out, cov
 
     return _map(one, x, micro_size(n, num_out * num_params, max_elements))
 
 
 def block_output_covariance(
-    apply: Callable, params: Params, x: jax.Array, path: Path, sqrt_cov: jax.Array, *,
+    apply: Callable,
+    params: Params,
+    x: jax.Array,
+    path: Path,
+    sqrt_cov: jax.Array,
+    *,
     max_elements: int = MAX_ELEMENTS,
 ) -> tuple[jax.Array, jax.Array]:
     """Outputs and ``J_B S Sᵀ J_Bᵀ`` (N, O, O) for a covariance ``S Sᵀ`` over the block.
@@ -411,8 +462,9 @@ def block_output_covariance(
         num_out = jax.eval_shape(apply, params, x[:1]).shape[-1]
 
         def fast(xb):
-            out, inputs, grads = dense_taps.taps(apply, params, xb, _unit_cotangents,
-                                                 layers=[call.path])
+            out, inputs, grads = dense_taps.taps(
+                apply, params, xb, _unit_cotangents, layers=[call.path]
+            )
             a = augmented_inputs(inputs[call.path], params, path[1:])
             t = jnp.einsum("nd,dkp->nkp", a, s_kron)
             rows = jnp.einsum("rnk,nkp->nrp", grads[call.path], t)
@@ -435,8 +487,11 @@ def block_output_covariance(
 
 
 def kfac_output_covariance(
-    apply: Callable, params: Params, x: jax.Array,
-    layers: dict[str, tuple[jax.Array, jax.Array, jax.Array]], *,
+    apply: Callable,
+    params: Params,
+    x: jax.Array,
+    layers: dict[str, tuple[jax.Array, jax.Array, jax.Array]],
+    *,
     max_elements: int = MAX_ELEMENTS,
 ) -> tuple[jax.Array, jax.Array]:
     """Outputs and ``J Σ Jᵀ`` for Kronecker-factored blocks ``(U_A ⊗ U_B) diag(1/e) (...)ᵀ``.

@@ -98,29 +98,41 @@ class Config(RunSettings):
     SOURCE_METHODS: ClassVar[tuple[str, ...]] = ("sgd", "ensemble")
     PROBLEM_FROM_SOURCE: ClassVar[bool] = True
 
-    map_run: str | None = setting(None, help="a finished `bnnkit sgd` (or `bnnkit ensemble`) run "
-                                             "directory (required to run)")
-    member: int = setting(0, help="ensemble member whose parameters are θ*",
-                          bounds=(0, MEMBERS[1] - 1))
-    structure: str = setting("diag", choices=STRUCTURES,
-                             help="diag: diagonal GGN over all weights; last_layer: full GGN "
-                                  "over the last Dense layer; kfac: Kronecker-factored GGN per "
-                                  "Dense layer")
+    map_run: str | None = setting(
+        None, help="a finished `bnnkit sgd` (or `bnnkit ensemble`) run directory (required to run)"
+    )
+    member: int = setting(
+        0, help="ensemble member whose parameters are θ*", bounds=(0, MEMBERS[1] - 1)
+    )
+    structure: str = setting(
+        "diag",
+        choices=STRUCTURES,
+        help="diag: diagonal GGN over all weights; last_layer: full GGN "
+        "over the last Dense layer; kfac: Kronecker-factored GGN per "
+        "Dense layer",
+    )
     prior_precision: float | str | None = setting(
-        None, metavar="auto|ALPHA",
+        None,
+        metavar="auto|ALPHA",
         help="'auto': isotropic Gaussian prior precision maximising the Laplace marginal "
-             "likelihood; a number: that precision; default: the curvature of the MAP run's "
-             "own prior")
-    predictive: str = setting("mc", choices=PREDICTIVES,
-                              help="what evaluate uses: mc (Monte Carlo over sampled networks) "
-                                   "or glm (linearised network)")
-    num_samples: int = setting(30,
-                               help="posterior draws for the Monte Carlo predictive and "
-                                    "diagnostics", bounds=DRAWS)
+        "likelihood; a number: that precision; default: the curvature of the MAP run's "
+        "own prior",
+    )
+    predictive: str = setting(
+        "mc",
+        choices=PREDICTIVES,
+        help="what evaluate uses: mc (Monte Carlo over sampled networks) "
+        "or glm (linearised network)",
+    )
+    num_samples: int = setting(
+        30, help="posterior draws for the Monte Carlo predictive and diagnostics", bounds=DRAWS
+    )
     curvature_chunk_size: int = setting(
-        1000, aliases=("--chunk-size",),
+        1000,
+        aliases=("--chunk-size",),
         help="training examples per step of the curvature pass (bounds memory)",
-        bounds=(1, MAX_INT32))
+        bounds=(1, MAX_INT32),
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -148,12 +160,21 @@ class Config(RunSettings):
 
 def last_layer(position: Params, example: jax.Array, *, log_posterior, model: str):
     """The path of the last Dense layer of the network at ``position`` (read from one input)."""
-    return curvature.last_dense_path(log_posterior.apply, network_variables(position), example,
-                                     model)
+    return curvature.last_dense_path(
+        log_posterior.apply, network_variables(position), example, model
+    )
 
 
-def batch_curvature(position: Params, batch: Batch, example: jax.Array, *, log_posterior,
-                    structure: str, max_elements: int, model: str):
+def batch_curvature(
+    position: Params,
+    batch: Batch,
+    example: jax.Array,
+    *,
+    log_posterior,
+    structure: str,
+    max_elements: int,
+    model: str,
+):
     """The GGN of ``batch`` at ``position`` in the shape ``structure`` keeps.
 
     The GGN is over the network's variables; the likelihood is the one at the position (with
@@ -166,10 +187,12 @@ def batch_curvature(position: Params, batch: Batch, example: jax.Array, *, log_p
         return curvature.ggn_diag(apply, likelihood, params, batch, max_elements=max_elements)
     if structure == "last_layer":
         path = last_layer(params, example, log_posterior=log_posterior, model=model)
-        return curvature.ggn_block(apply, likelihood, params, batch, path,
-                                   max_elements=max_elements)
-    return curvature.kfac_factors(apply, likelihood, params, batch, max_elements=max_elements,
-                                  model=model)
+        return curvature.ggn_block(
+            apply, likelihood, params, batch, path, max_elements=max_elements
+        )
+    return curvature.kfac_factors(
+        apply, likelihood, params, batch, max_elements=max_elements, model=model
+    )
 
 
 def init(key: Key, params: Params, batch: Batch, *, curvature_of: Callable) -> LaplaceState:
@@ -184,41 +207,56 @@ def init(key: Key, params: Params, batch: Batch, *, curvature_of: Callable) -> L
     return LaplaceState(params, zeros, jnp.zeros((), dtype), jnp.zeros((), jnp.int32), example)
 
 
-def step(key: Key, state: LaplaceState, batch: Batch, *, log_posterior,
-         curvature_of: Callable) -> tuple[LaplaceState, LaplaceInfo]:
+def step(
+    key: Key, state: LaplaceState, batch: Batch, *, log_posterior, curvature_of: Callable
+) -> tuple[LaplaceState, LaplaceInfo]:
     """Add the GGN and the log likelihood of ``batch`` at θ* (θ* never changes)."""
     del key
     position = state.position
     ggn = curvature_of(position, batch, state.example)
-    ll = jnp.sum(log_posterior.likelihood_for(position).log_prob(
-        log_posterior.apply(network_variables(position), batch.x), batch.y))
+    ll = jnp.sum(
+        log_posterior.likelihood_for(position).log_prob(
+            log_posterior.apply(network_variables(position), batch.x), batch.y
+        )
+    )
     n = jnp.asarray(batch.x.shape[0], jnp.int32)
-    new = LaplaceState(position, jax.tree.map(jnp.add, state.curvature, ggn),
-                       state.log_likelihood + ll.astype(state.log_likelihood.dtype),
-                       state.num_seen + n, state.example)
+    new = LaplaceState(
+        position,
+        jax.tree.map(jnp.add, state.curvature, ggn),
+        state.log_likelihood + ll.astype(state.log_likelihood.dtype),
+        state.num_seen + n,
+        state.example,
+    )
     return new, LaplaceInfo(ll, n)
 
 
-def structured_posterior(state: LaplaceState, *, log_posterior, structure: str, model: str,
-                         **common):
+def structured_posterior(
+    state: LaplaceState, *, log_posterior, structure: str, model: str, **common
+):
     """The posterior of one state's summed curvature, scaled to the full data set."""
     seen = int(state.num_seen)
     # The untempered full-data GGN: (N / n) Σ over the n examples seen.
     scale = log_posterior.data_weight(seen)
-    common = dict(log_prior=log_posterior.log_prior, temper=log_posterior.temper,
-                  log_likelihood=float(state.log_likelihood) * scale, **common)
+    common = dict(
+        log_prior=log_posterior.log_prior,
+        temper=log_posterior.temper,
+        log_likelihood=float(state.log_likelihood) * scale,
+        **common,
+    )
     if structure == "kfac":
-        factors = {name: (np.asarray(A, np.float64) / seen, np.asarray(B, np.float64) * scale)
-                   for name, (A, B) in state.curvature.items()}
+        factors = {
+            name: (np.asarray(A, np.float64) / seen, np.asarray(B, np.float64) * scale)
+            for name, (A, B) in state.curvature.items()
+        }
         return structures.kronecker(state.position, factors, **common)
     if structure == "last_layer":
         G = np.asarray(state.curvature, np.float64) * scale
-        path = last_layer(state.position, state.example, log_posterior=log_posterior,
-                          model=model)
+        path = last_layer(state.position, state.example, log_posterior=log_posterior, model=model)
         return structures.last_layer(state.position, G, path, **common)
     G = jax.tree.map(lambda a: np.asarray(a, np.float64) * scale, state.curvature)
-    return structures.diagonal(state.position, _position_ggn(state.position, G, log_posterior),
-                               **common)
+    return structures.diagonal(
+        state.position, _position_ggn(state.position, G, log_posterior), **common
+    )
 
 
 def posterior(kept: LaplaceState, **settings):
@@ -238,8 +276,13 @@ def position(state: LaplaceState) -> Params:
     return state.position
 
 
-def build(log_posterior, config: Config, *, max_elements: int = curvature.MAX_ELEMENTS,
-          model: str = "model") -> Method:
+def build(
+    log_posterior,
+    config: Config,
+    *,
+    max_elements: int = curvature.MAX_ELEMENTS,
+    model: str = "model",
+) -> Method:
     """A Laplace approximation as ``init``/``step``/``posterior``.
 
     Args:
@@ -249,16 +292,25 @@ def build(log_posterior, config: Config, *, max_elements: int = curvature.MAX_EL
         max_elements: bound on the per-example products held at once in a step.
         model: the model's name, for error messages.
     """
-    curvature_of = functools.partial(batch_curvature, log_posterior=log_posterior,
-                                     structure=config.structure, max_elements=max_elements,
-                                     model=model)
+    curvature_of = functools.partial(
+        batch_curvature,
+        log_posterior=log_posterior,
+        structure=config.structure,
+        max_elements=max_elements,
+        model=model,
+    )
     return Method(
         init=functools.partial(init, curvature_of=curvature_of),
         step=functools.partial(step, log_posterior=log_posterior, curvature_of=curvature_of),
         posterior=functools.partial(
-            posterior, log_posterior=log_posterior, structure=config.structure, model=model,
-            prior_precision=config.prior_precision, num_draws=config.num_samples,
-            predictive=config.predictive),
+            posterior,
+            log_posterior=log_posterior,
+            structure=config.structure,
+            model=model,
+            prior_precision=config.prior_precision,
+            num_draws=config.num_samples,
+            predictive=config.predictive,
+        ),
         position=position,
     )
 
@@ -274,6 +326,7 @@ def _position_ggn(position: Params, network_ggn: Params, log_posterior) -> Param
     full = {k: jax.tree.map(lambda a: np.zeros(np.shape(a)), v) for k, v in position.items()}
     full.update(network_ggn)
     if "noise" in position:
-        full["noise"] = jax.tree.map(lambda a: np.full(np.shape(a), 2.0 * log_posterior.num_data),
-                                     position["noise"])
+        full["noise"] = jax.tree.map(
+            lambda a: np.full(np.shape(a), 2.0 * log_posterior.num_data), position["noise"]
+        )
     return full

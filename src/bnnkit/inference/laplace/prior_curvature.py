@@ -45,7 +45,10 @@ UNIT_BATCH = 256
 
 
 def diag_curvature(
-    log_prior: Callable[[Params], jax.Array], params: Params, *, key: jax.Array | None = None,
+    log_prior: Callable[[Params], jax.Array],
+    params: Params,
+    *,
+    key: jax.Array | None = None,
     rtol: float = 1e-5,
 ) -> tuple[Params, bool]:
     """``−diag ∇² log p(θ)`` shaped like ``params``, and whether every leaf's block was diagonal.
@@ -78,8 +81,9 @@ def _leaf_diagonals(log_prior, params, key, rtol):
     grad = jax.grad(log_prior)
 
     def hvp_leaf(i, v):
-        tangent = treedef.unflatten([v if j == i else jnp.zeros_like(leaf)
-                                     for j, leaf in enumerate(leaves)])
+        tangent = treedef.unflatten(
+            [v if j == i else jnp.zeros_like(leaf) for j, leaf in enumerate(leaves)]
+        )
         return jax.tree.leaves(jax.jvp(grad, (params,), (tangent,))[1])[i]
 
     h_ones, diagonal = [], []
@@ -97,8 +101,11 @@ def _exact_leaf_diagonal(log_prior: Callable, leaves: list, treedef: Any, i: int
     size = leaf.size
 
     def log_prior_leaf(flat):
-        return log_prior(treedef.unflatten([flat.reshape(leaf.shape) if j == i else other
-                                            for j, other in enumerate(leaves)]))
+        return log_prior(
+            treedef.unflatten(
+                [flat.reshape(leaf.shape) if j == i else other for j, other in enumerate(leaves)]
+            )
+        )
 
     @jax.jit
     def diag_of(start):
@@ -112,8 +119,9 @@ def _exact_leaf_diagonal(log_prior: Callable, leaves: list, treedef: Any, i: int
     return jnp.concatenate(parts)[:size].reshape(leaf.shape)
 
 
-def block_curvature(log_prior: Callable[[Params], jax.Array], params: Params,
-                    path: Path) -> jax.Array:
+def block_curvature(
+    log_prior: Callable[[Params], jax.Array], params: Params, path: Path
+) -> jax.Array:
     """``−∇² log p`` over the parameters at ``path`` (others held fixed), ordered as
     ``ravel_pytree`` of that block.
 

@@ -50,43 +50,63 @@ Temper = Callable[[Any], Any]
 
 
 def _flat(tree: Params) -> np.ndarray:
-    return np.concatenate([np.asarray(leaf, np.float64).ravel()
-                           for leaf in jax.tree.leaves(tree)])
+    return np.concatenate([np.asarray(leaf, np.float64).ravel() for leaf in jax.tree.leaves(tree)])
 
 
 def _check_finite(values: np.ndarray, what: str) -> None:
     bad = int(np.sum(~np.isfinite(values)))
     if bad:
-        raise ConfigError(f"the {what} holds {bad} non-finite values; the MAP parameters or the "
-                          "data give an undefined Hessian")
+        raise ConfigError(
+            f"the {what} holds {bad} non-finite values; the MAP parameters or the "
+            "data give an undefined Hessian"
+        )
 
 
-def _alpha(prior_precision, ggn_eigenvalues, theta: np.ndarray, log_likelihood: float,
-           temper: Temper) -> float:
+def _alpha(
+    prior_precision, ggn_eigenvalues, theta: np.ndarray, log_likelihood: float, temper: Temper
+) -> float:
     if prior_precision == "auto":
-        return optimize_prior_precision(ggn_eigenvalues, float(theta @ theta), log_likelihood,
-                                        temper)
+        return optimize_prior_precision(
+            ggn_eigenvalues, float(theta @ theta), log_likelihood, temper
+        )
     return float(prior_precision)
 
 
-def _evidence(info: dict, *, num: int, log_det: float, theta: np.ndarray,
-              log_likelihood: float | None, log_prior: float | None, temper: Temper) -> dict:
+def _evidence(
+    info: dict,
+    *,
+    num: int,
+    log_det: float,
+    theta: np.ndarray,
+    log_likelihood: float | None,
+    log_prior: float | None,
+    temper: Temper,
+) -> dict:
     """Fill in the log marginal likelihood (when the covered prior is known) and counts."""
     if "alpha" in info:
-        log_prior = (0.5 * num * math.log(info["alpha"] / (2 * math.pi))
-                     - 0.5 * info["alpha"] * float(theta @ theta))
+        log_prior = 0.5 * num * math.log(info["alpha"] / (2 * math.pi)) - 0.5 * info[
+            "alpha"
+        ] * float(theta @ theta)
     info["num_params"] = num
     info["log_likelihood"] = log_likelihood
     info["log_marginal_likelihood"] = (
-        None if log_prior is None or log_likelihood is None
-        else temper(log_likelihood + log_prior) + 0.5 * num * math.log(2 * math.pi)
-        - 0.5 * log_det)
+        None
+        if log_prior is None or log_likelihood is None
+        else temper(log_likelihood + log_prior) + 0.5 * num * math.log(2 * math.pi) - 0.5 * log_det
+    )
     return info
 
 
-def diagonal(mean: Params, ggn: Params, *, log_prior: Callable[[Params], jax.Array],
-             temper: Temper, prior_precision: float | str | None = None,
-             log_likelihood: float | None = None, **fields) -> DiagLaplace:
+def diagonal(
+    mean: Params,
+    ggn: Params,
+    *,
+    log_prior: Callable[[Params], jax.Array],
+    temper: Temper,
+    prior_precision: float | str | None = None,
+    log_likelihood: float | None = None,
+    **fields,
+) -> DiagLaplace:
     """``DiagLaplace`` from the GGN diagonal (shaped like ``mean``, over all N examples).
 
     Args:
@@ -118,15 +138,29 @@ def diagonal(mean: Params, ggn: Params, *, log_prior: Callable[[Params], jax.Arr
     flat_mean, unravel = ravel_pytree(mean)
     precision = unravel(jnp.asarray(e, flat_mean.dtype))
     known = None if prior_precision is not None else float(jax.jit(log_prior)(mean))
-    info = _evidence(info, num=int(e.size), log_det=float(np.sum(np.log(e))), theta=theta,
-                     log_likelihood=log_likelihood, log_prior=known, temper=temper)
+    info = _evidence(
+        info,
+        num=int(e.size),
+        log_det=float(np.sum(np.log(e))),
+        theta=theta,
+        log_likelihood=log_likelihood,
+        log_prior=known,
+        temper=temper,
+    )
     return DiagLaplace(mean, precision, info=info, **fields)
 
 
-def last_layer(mean: Params, ggn: np.ndarray, path: Path, *,
-               log_prior: Callable[[Params], jax.Array], temper: Temper,
-               prior_precision: float | str | None = None,
-               log_likelihood: float | None = None, **fields) -> LastLayerLaplace:
+def last_layer(
+    mean: Params,
+    ggn: np.ndarray,
+    path: Path,
+    *,
+    log_prior: Callable[[Params], jax.Array],
+    temper: Temper,
+    prior_precision: float | str | None = None,
+    log_likelihood: float | None = None,
+    **fields,
+) -> LastLayerLaplace:
     """``LastLayerLaplace`` from the untempered GGN over the block at ``path``.
 
     The block's own prior is not available in general (it is part of a joint prior), so the
@@ -150,15 +184,28 @@ def last_layer(mean: Params, ggn: np.ndarray, path: Path, *,
         precision = temper(G + info["alpha"] * np.eye(len(G)))
     sqrt_cov, log_det, damping = sqrt_covariance(precision, dtype)
     info["damping"] = damping.as_dict()
-    info = _evidence(info, num=len(G), log_det=log_det, theta=theta,
-                     log_likelihood=log_likelihood, log_prior=None, temper=temper)
+    info = _evidence(
+        info,
+        num=len(G),
+        log_det=log_det,
+        theta=theta,
+        log_likelihood=log_likelihood,
+        log_prior=None,
+        temper=temper,
+    )
     return LastLayerLaplace(mean, tuple(path), jnp.asarray(sqrt_cov), info=info, **fields)
 
 
-def kronecker(mean: Params, factors: dict[str, tuple[Any, Any]], *,
-              log_prior: Callable[[Params], jax.Array], temper: Temper,
-              prior_precision: float | str | None = None,
-              log_likelihood: float | None = None, **fields) -> KFACLaplace:
+def kronecker(
+    mean: Params,
+    factors: dict[str, tuple[Any, Any]],
+    *,
+    log_prior: Callable[[Params], jax.Array],
+    temper: Temper,
+    prior_precision: float | str | None = None,
+    log_likelihood: float | None = None,
+    **fields,
+) -> KFACLaplace:
     """``KFACLaplace`` from per-layer factors ``(A, B)`` whose Kronecker product is the
     layer's untempered full-data GGN block."""
     dtype = jax.tree.leaves(mean)[0].dtype
@@ -176,8 +223,10 @@ def kronecker(mean: Params, factors: dict[str, tuple[Any, Any]], *,
     if prior_precision is None:
         prior_c, separable = prior_curvature.diag_curvature(log_prior, mean)
         info["prior_leaf_blocks_diagonal"] = separable
-        deltas = {name: float(np.mean(_flat(get_block(prior_c, ("params", *name.split("/"))))))
-                  for name in eig}
+        deltas = {
+            name: float(np.mean(_flat(get_block(prior_c, ("params", *name.split("/"))))))
+            for name in eig
+        }
         _check_finite(np.array(list(deltas.values())), "prior curvature")
     else:
         info["alpha"] = _alpha(prior_precision, g, theta, ll, temper)
@@ -187,14 +236,24 @@ def kronecker(mean: Params, factors: dict[str, tuple[Any, Any]], *,
     info["damping"] = damping.as_dict()
     layers, start = {}, 0
     for (name, (_, ua, _, ub)), part in zip(eig.items(), parts, strict=True):
-        e = flat[start:start + part.size].reshape(part.shape)
+        e = flat[start : start + part.size].reshape(part.shape)
         start += part.size
         layers[name] = (jnp.asarray(ua), jnp.asarray(ub), jnp.asarray(e))
     # The prior of the Dense weights is the whole prior only when the position is the network.
-    known = (float(jax.jit(log_prior)(mean))
-             if prior_precision is None and network_variables(mean) is mean else None)
-    info = _evidence(info, num=int(flat.size), log_det=float(np.sum(np.log(flat))), theta=theta,
-                     log_likelihood=log_likelihood, log_prior=known, temper=temper)
+    known = (
+        float(jax.jit(log_prior)(mean))
+        if prior_precision is None and network_variables(mean) is mean
+        else None
+    )
+    info = _evidence(
+        info,
+        num=int(flat.size),
+        log_det=float(np.sum(np.log(flat))),
+        theta=theta,
+        log_likelihood=log_likelihood,
+        log_prior=known,
+        temper=temper,
+    )
     return KFACLaplace(mean, layers, info=info, **fields)
 
 
