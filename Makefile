@@ -56,8 +56,10 @@ test-slow: $(STAMP)
 
 test-all: test test-slow
 
+# The linter, and the formatter's check: every file as `ruff format` writes it.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 bench: $(STAMP)
 	$(PY) benchmarks/hmc_overhead.py
