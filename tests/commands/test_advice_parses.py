@@ -224,3 +224,36 @@ def test_a_stalled_chain_is_told_more_iterations_will_not_help():
     assert slow["level"] == "not-mixed"
     assert not any("will not help" in a for a in slow["advice"])
     assert any(a.startswith("run more iterations") for a in slow["advice"])
+
+
+def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, monkeypatch):
+    # The chains of a reference run through the one driver: the stuck-or-unstable warnings it
+    # prints while they sample must name bnnkit reference's flags, not the sampler's. A run in
+    # a folder's chains/ beside its reference.json is a reference's chains, as the readers
+    # judge it (bnnkit.runs.verdict.run_command); the tally the driver builds is watched.
+    from bnnkit.inference import hmc
+    from bnnkit.metrics.vocabulary import command_settings
+    from bnnkit.problem import ProblemConfig
+    from bnnkit.runs import loop as driver
+
+    folder = tmp_path / "ref"
+    folder.mkdir()
+    (folder / "reference.json").write_text("{}")
+    made = []
+    tally_class = driver.SamplerTally
+
+    def watched(*args, **kwargs):
+        made.append(tally_class(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(driver, "SamplerTally", watched)
+    config = hmc.Config(step_size=1e-3, trajectory_len=0.01, num_iterations=2, num_burn_in=1)
+    problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
+    driver.run(problem, config, folder / "chains", progress=False)
+    assert [t.vocabulary.settings for t in made] == [
+        command_settings("reference", from_ensemble=True)
+    ]
+    # And a run of its own speaks its method's flags.
+    made.clear()
+    driver.run(problem, config, tmp_path / "single", progress=False)
+    assert [t.vocabulary.settings for t in made] == [command_settings("hmc")]

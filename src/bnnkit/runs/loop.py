@@ -85,6 +85,7 @@ from bnnkit.runs.lifecycle import (
     member_keys,
 )
 from bnnkit.runs.progress import ProgressBar
+from bnnkit.runs.verdict import run_vocabulary
 from bnnkit.settings import check_dtype
 from bnnkit.types import Batch, Params
 
@@ -611,7 +612,14 @@ def _run_locked(
         unit_name=loop.kind,
         settle_after=loop.burn_in if loop.kind == "iterations" else 0,
     )
-    tally = SamplerTally(loop, config.METHOD, given_step_size=getattr(config, "step_size", None))
+    # A warning's advice names the flags of the command that made the run (a reference's
+    # chains: bnnkit reference's), so that each suggestion is one that command takes.
+    tally = SamplerTally(
+        loop,
+        config.METHOD,
+        run_vocabulary(life.rundir, life.record),
+        given_step_size=getattr(config, "step_size", None),
+    )
     for line in life.rundir.read_log() if life.writer else ():  # counted from its first unit
         tally.add(line)
     for note in notes:
