@@ -17,9 +17,10 @@ VERDICT_LEVELS = {
     "a failure: more iterations will not bring the modes together.",
     "not-mixed": "the chains named failed their own checks (split R-hat over 4 pieces of the "
     "chain, its ESS, its running log predictive density flat over the last half, "
-    "its log posterior not rising): run longer (--resume with a larger "
-    "--num-iterations, or --until-converged --max-time 2h), tune longer, or take a "
-    "smaller step.",
+    "its log posterior not rising, or every chain mixed but the pooled ESS is short): "
+    "the verdict's own lines say what will help on that run, in the flags of the "
+    "command that made it (a longer run with --resume, longer tuning, a smaller step, "
+    "or, where more iterations will not help, another model or prior).",
 }
 #: Columns of the verdict's help: what an 80-column terminal shows whole.
 HELP_WIDTH = 79
