@@ -2,10 +2,39 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from bnnkit import storage
 from bnnkit.cli import main
+
+#: The problem of :data:`SMALL_HMC`.
+SMALL_PROBLEM = ["--dataset", "yacht_0", "--model", "mlp_regression_small", "--noise-std", "0.35"]
+#: A whole run in seconds, for the tests that damage, verify or resume run folders: HMC on
+#: yacht_0, 6 iterations of which 2 burn-in, one chain, not evaluated.
+SMALL_HMC = [
+    "hmc",
+    *SMALL_PROBLEM,
+    "--step-size",
+    "1e-3",
+    "--trajectory-len",
+    "0.05",
+    "--num-iterations",
+    "6",
+    "--num-burn-in",
+    "2",
+    "--num-chains",
+    "1",
+    "--no-progress",
+    "--no-evaluate",
+]
+
+
+def small_hmc_run(path: Path, *more: str) -> Path:
+    """:data:`SMALL_HMC` (with ``more`` flags) made in ``path``; it must exit 0."""
+    assert main([*SMALL_HMC, *more, "--dir", str(path)]) == 0
+    return path
 
 
 def run_ok(argv, capsys) -> str:

@@ -14,44 +14,20 @@ import pytest
 
 from bnnkit.cli import main
 from bnnkit.runs.directory import RunDir
-from cli_checks import stored_files
+from cli_checks import SMALL_HMC, small_hmc_run, stored_files
 
-HMC = [
-    "hmc",
-    "--dataset",
-    "yacht_0",
-    "--model",
-    "mlp_regression_small",
-    "--noise-std",
-    "0.35",
-    "--step-size",
-    "1e-3",
-    "--trajectory-len",
-    "0.05",
-    "--num-iterations",
-    "6",
-    "--num-burn-in",
-    "2",
-    "--num-chains",
-    "1",
-    "--no-progress",
-    "--no-evaluate",
-]
+HMC = SMALL_HMC
 SAMPLE = "samples/sample_0000003.npz"
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("advice") / "run"
-    assert main([*HMC, "--dir", str(path)]) == 0
-    return path
+    return small_hmc_run(tmp_path_factory.mktemp("advice") / "run")
 
 
 @pytest.fixture(scope="module")
 def other_seed(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("advice") / "other"
-    assert main([*HMC, "--seed", "1", "--dir", str(path)]) == 0
-    return path
+    return small_hmc_run(tmp_path_factory.mktemp("advice") / "other", "--seed", "1")
 
 
 def folder_instead(name: str) -> Callable[[Path, Path], None]:

@@ -15,43 +15,20 @@ from bnnkit import storage
 from bnnkit.cli import main
 from bnnkit.runs import manifest
 from bnnkit.runs.directory import RunDir, settings_digest
+from cli_checks import SMALL_HMC, small_hmc_run
 
-HMC = [
-    "hmc",
-    "--dataset",
-    "yacht_0",
-    "--model",
-    "mlp_regression_small",
-    "--noise-std",
-    "0.35",
-    "--step-size",
-    "1e-3",
-    "--trajectory-len",
-    "0.05",
-    "--num-iterations",
-    "6",
-    "--num-burn-in",
-    "2",
-    "--num-chains",
-    "1",
-    "--no-progress",
-    "--no-evaluate",
-]
+HMC = SMALL_HMC
 SAMPLE = "samples/sample_0000003.npz"
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("chain") / "run"
-    assert main([*HMC, "--dir", str(path)]) == 0
-    return path
+    return small_hmc_run(tmp_path_factory.mktemp("chain") / "run")
 
 
 @pytest.fixture(scope="module")
 def other_seed(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("chain") / "other"
-    assert main([*HMC, "--seed", "1", "--dir", str(path)]) == 0
-    return path
+    return small_hmc_run(tmp_path_factory.mktemp("chain") / "other", "--seed", "1")
 
 
 def lines_of(run: Path) -> list[str]:

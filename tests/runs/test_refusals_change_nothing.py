@@ -22,21 +22,10 @@ import pytest
 
 from bnnkit.cli import main
 from bnnkit.runs.directory import RunDir
+from cli_checks import SMALL_HMC, SMALL_PROBLEM, small_hmc_run
 
-PROBLEM = ["--dataset", "yacht_0", "--model", "mlp_regression_small", "--noise-std", "0.35"]
-SAMPLER = [
-    "--step-size",
-    "1e-3",
-    "--trajectory-len",
-    "0.05",
-    "--num-burn-in",
-    "2",
-    "--num-chains",
-    "1",
-    "--no-progress",
-    "--no-evaluate",
-]
-HMC = ["hmc", *PROBLEM, *SAMPLER, "--num-iterations", "6"]
+PROBLEM = SMALL_PROBLEM
+HMC = SMALL_HMC
 
 
 def with_flag(argv: list[str], flag: str, value: str) -> list[str]:
@@ -66,17 +55,13 @@ def snapshot(folder: Path) -> dict[str, tuple]:
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("refusals") / "run"
-    assert main([*HMC, "--dir", str(path)]) == 0
-    return path
+    return small_hmc_run(tmp_path_factory.mktemp("refusals") / "run")
 
 
 @pytest.fixture(scope="module")
 def other_seed(tmp_path_factory) -> Path:
     """The same run with another seed: a source of samples and lines that are not the run's."""
-    path = tmp_path_factory.mktemp("refusals") / "other"
-    assert main([*HMC, "--seed", "1", "--dir", str(path)]) == 0
-    return path
+    return small_hmc_run(tmp_path_factory.mktemp("refusals") / "other", "--seed", "1")
 
 
 # --- Damage -----------------------------------------------------------------------------------
