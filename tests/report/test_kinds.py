@@ -8,9 +8,11 @@ import dataclasses
 import shutil
 
 import numpy as np
+import pytest
 
 from bnnkit import storage
 from bnnkit.cli import main
+from bnnkit.errors import ConfigError
 from bnnkit.metrics.predictive import calibration_bins
 from bnnkit.report import kinds
 from bnnkit.report.sections import Table
@@ -147,3 +149,26 @@ def test_a_paper_study_shows_each_finding_s_figure_with_its_verdict_under_it(tmp
     assert "Verdict: reproduced. Reference: converged." in by["finding_3.png"]
     assert by["finding_1.png"].startswith("Finding 1: BNNs (HMC) can outperform")
     assert "Verdict: not reproduced" in by["finding_1.png"]  # NLL 0.9 is above 0.8
+
+
+def test_a_reference_folder_reads_as_its_chains(tmp_path):
+    # bnnkit reference's folder: reference.json beside ensemble/ and chains/. The report reads it
+    # as its chains (here any run stands for them), as evaluate, verify and samples do.
+    folder = tmp_path / "ref"
+    chains = folder / "chains"
+    argv = ["sgd", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--no-progress"]
+    argv += ["--init-step-size", "1e-3", "--num-epochs", "2", "--batch-size", "64"]
+    assert main([*argv, "--dir", str(chains)]) == 0
+    storage.write_json(folder / "reference.json", {"status": "finished"})
+    assert kinds.kind_of(folder) == "reference"
+    section = kinds.section(folder)
+    assert (section.kind, section.source) == ("reference", str(folder))
+    assert "status finished" in section.blocks[0]
+    tables = [block for block in section.blocks if isinstance(block, Table)]
+    assert "test rmse" in [quantity for table in tables for quantity, *_ in table.rows]
+    assert main(["report", str(folder), "--out", str(tmp_path / "report")]) == 0
+    assert "reference" in (tmp_path / "report" / "report.md").read_text()
+    # A reference stopped before its chains ran says so in one line.
+    shutil.rmtree(chains)
+    with pytest.raises(ConfigError, match="has no chains yet"):
+        kinds.section(folder)

@@ -185,6 +185,36 @@ def run_section(folder: Path) -> Section:
     )
 
 
+def reference_section(folder: Path) -> Section:
+    """A reference (``bnnkit reference``): its status, then its chains read as a run, as every
+    reader of a run reads a reference folder.
+
+    Raises:
+        ConfigError: a reference whose chains have not run yet (stopped in its ensemble).
+    """
+    from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE
+
+    record = storage.read_json(folder / REFERENCE_FILE)
+    status = record.get("status", "unknown") if isinstance(record, dict) else "unknown"
+    chains = folder / REFERENCE_CHAINS
+    if not _is_run(chains):
+        raise ConfigError(
+            f"the reference {os.fspath(folder)!r} has no chains yet (status {status}); allowed: "
+            "a reference whose chains have run (continue it: bnnkit reference ... --resume)"
+        )
+    inner = run_section(chains)
+    intro = (
+        f"A reference (bnnkit reference): a deep ensemble, then one chain per member; "
+        f"status {status}. Its chains, in {REFERENCE_CHAINS}/:"
+    )
+    return inner._replace(
+        title="reference",
+        kind="reference",
+        source=os.fspath(folder),
+        blocks=(intro, *inner.blocks),
+    )
+
+
 def _verdict_blocks(verdict: dict[str, Any]) -> list[Block]:
     """The verdict's level, its modes and a table of each chain's within-chain checks
     (nothing for an evaluation stored before the three outcomes)."""
@@ -388,6 +418,9 @@ def paper_section(folder: Path) -> Section:
 #: ``run.json`` names a method) is the folder's kind.
 KINDS: dict[str, Kind] = {
     "run": Kind(("run.json",), "a run directory (run.json naming a method)", run_section),
+    "reference": Kind(
+        ("reference.json",), "bnnkit reference (read as its chains)", reference_section
+    ),
     "paper": Kind(("paper.json", "findings.md"), "bnnkit paper", paper_section),
     "convergence": Kind(("convergence.json",), "bnnkit convergence", convergence_section),
     "shift": Kind(("shift_table.json",), "bnnkit shift", shift_section),
