@@ -4,6 +4,7 @@ the samples are always those of one uninterrupted run of the same length, bit fo
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 
 import numpy as np
@@ -15,6 +16,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.inference import hmc
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import RunDir
+from bnnkit.runs import extension as extension_lib
 from bnnkit.runs.extension import next_length
 from cli_checks import stored_files as stored
 
@@ -187,3 +189,26 @@ def test_sample_refuses_the_driver_settings():
             start,
             dataclasses.replace(config(20), max_time=60.0),
         )
+
+
+def test_each_block_counts_the_divergences_after_burn_in_from_the_log(tmp_path):
+    # Two chains: burn-in lines are left out, a sampler that logs no divergences counts none.
+    log = [
+        {"iteration": 0, "burn_in": True, "divergent": [True, True]},
+        {"iteration": 1, "burn_in": False, "divergent": [True, False]},
+        {"iteration": 2, "burn_in": False, "divergent": [True, True]},
+        {"iteration": 3, "burn_in": False, "acceptance_rate": [0.9, 0.8]},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in log))
+    assert extension_lib.divergences(RunDir(tmp_path)) == (3, 4)
+    text = extension_lib.block_summary(
+        3, 40, 30, None, sampled=2.0, judged=1.0, following=60, divergent=(3, 4, 1)
+    )
+    assert "divergences after burn-in: 3 of 4 transitions (75.0 %), 2 in this block" in " ".join(
+        text.split()
+    )
+    assert all(len(line) <= extension_lib.WIDTH for line in text.splitlines())
+    quiet = extension_lib.block_summary(
+        3, 40, 30, None, sampled=2.0, judged=1.0, following=60, divergent=(0, 4, 0)
+    )
+    assert "divergences" not in quiet

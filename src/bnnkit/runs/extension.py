@@ -50,6 +50,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from bnnkit import distributed
 from bnnkit import problem as problem_lib
 from bnnkit.inference.base import IterationSettings
@@ -176,10 +178,11 @@ def block_summary(
     sampled: float,
     judged: float,
     following: int,
+    divergent: tuple[int, int, int] | None = None,
 ) -> str:
     """What a block that did not end the run prints: lines of at most :data:`WIDTH` columns
-    (how far the run got; the verdict in brief, :func:`verdict_brief`; the block's seconds and
-    the next length).
+    (how far the run got; the verdict in brief, :func:`verdict_brief`; its divergences,
+    :func:`divergence_line`; the block's seconds and the next length).
 
     Example:
         >>> print(block_summary(2, 1_200, 1_000, None, sampled=45.3, judged=1.2,
@@ -191,9 +194,43 @@ def block_summary(
     return short_lines(
         f"block {number}: {done:,} iterations, {kept:,} kept per chain",
         *(f"  {line}" for line in verdict_brief(verdict, kept)),
+        *(f"  {line}" for line in divergence_line(divergent)),
         f"  sampled in {duration(sampled)}, judged in {duration(judged)}; extending to "
         f"{following:,} iterations",
     )
+
+
+def divergences(rundir: RunDir) -> tuple[int, int]:
+    """Divergent transitions and all transitions after burn-in so far, all chains together,
+    from the run's log (``(0, 0)`` for a sampler that logs none)."""
+    divergent = transitions = 0
+    for line in rundir.read_log():
+        if line.get("burn_in") or "divergent" not in line:
+            continue
+        flags = np.atleast_1d(np.asarray(line["divergent"]))
+        divergent += int(np.sum(flags))
+        transitions += int(flags.size)
+    return divergent, transitions
+
+
+def divergence_line(divergent: tuple[int, int, int] | None) -> list[str]:
+    """A block's divergences, ``(after burn-in so far, transitions so far, before the block)``,
+    as one line where there are any: a longer run with more of them is no better reference,
+    so an extension says so at each block.
+
+    Example:
+        >>> divergence_line((7_126, 80_024, 10))
+        ['divergences after burn-in: 7,126 of 80,024 transitions (8.9 %), 7,116 in this block']
+        >>> divergence_line((0, 80_024, 0)), divergence_line(None)
+        ([], [])
+    """
+    if divergent is None or not divergent[0] or not divergent[1]:
+        return []
+    total, transitions, before = divergent
+    return [
+        f"divergences after burn-in: {total:,} of {transitions:,} transitions "
+        f"({100 * total / transitions:.1f} %), {total - before:,} in this block"
+    ]
 
 
 def until_converged(
@@ -232,6 +269,7 @@ def until_converged(
     built = problem_lib.build(problem)
     blocks: list[dict[str, Any]] = []
     seconds = 0.0
+    divergent_before = 0
     while True:
         block = dataclasses.replace(config, num_iterations=target)
         result = run_block(
@@ -252,12 +290,14 @@ def until_converged(
         kept = done - config.num_burn_in
         verdict, judged = _judge(rundir, built, kept) if distributed.is_writer() else (None, 0.0)
         holds = distributed.first_says(verdict is not None and run_verdict.within_holds(verdict))
+        divergent = divergences(rundir) if distributed.is_writer() else (0, 0)
         blocks.append(
             {
                 "iterations": done,
                 "seconds": result.seconds,
                 "verdict_seconds": judged,
                 "level": None if verdict is None else verdict["level"],
+                "divergent": divergent[0],
             }
         )
         out_of_time = result.stopped is not None or distributed.first_says(
@@ -276,9 +316,11 @@ def until_converged(
                     sampled=result.seconds,
                     judged=judged,
                     following=following,
+                    divergent=(*divergent, divergent_before),
                 ),
                 flush=True,
             )
+        divergent_before = divergent[0]
         target = following
     if holds:
         outcome = f"converged within each chain after {done:,} iterations"
@@ -290,6 +332,7 @@ def until_converged(
             f"time budget of {duration(config.max_time)} ended at {done:,} "
             "iterations before each chain mixed:",
             *(f"  {line}" for line in verdict_brief(verdict, kept)),
+            *(f"  {line}" for line in divergence_line((*divergent, divergent_before))),
         )
     summary = {
         "outcome": outcome,
