@@ -41,16 +41,15 @@ TEST_ENV := JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMP
   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
 endif
 
-# Everything but the statistical exactness and real-data checks: about 21 minutes on 2 cores
-# from an empty compilation cache (21 min 6 s measured without one on a 2-core AVX2 EPYC; faster
-# processors take less), 6 min 31 s again with the cache a first run leaves.
+# Everything but the statistical exactness, real-data and end-to-end checks: 9 min 21 s measured
+# on 2 idle cores of an AVX-512 Xeon from a fresh clone (an empty compilation cache), the real
+# data beside it; a slower processor takes longer.
 test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m "not slow"
 
 # The statistical exactness checks (samplers against exact posteriors), the real-data checks and
-# the whole tiny study (bnnkit paper --scale tiny): about 18 minutes on 2 cores after make test
-# (18 min 0 s measured on the same machine with the compilation cache make test leaves; 22 min
-# 4 s without a cache, 17 of them the tiny study).
+# the whole tiny study (bnnkit paper --scale tiny), and the end-to-end checks: 15 min 25 s on 2
+# idle cores of an AVX-512 Xeon after make test, with the compilation cache make test leaves.
 test-slow: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m slow
 
