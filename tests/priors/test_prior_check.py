@@ -126,11 +126,15 @@ def test_run_records_the_check_and_evaluate_shows_it(tmp_path, capsys):
     assert result["prior_check"] == recorded
     table = dict(rows(result))
     assert "% (±" in table["prior check"] and table["  warning"] == recorded["warning"]
+    # The terminal's table shows a check that warns, without its note.
+    terminal = dict(rows(result, full=False))
+    assert terminal["  warning"] == recorded["warning"] and "  note" not in terminal
     # A run made before runs recorded the check still reads, saying so.
     (run_dir / "run.json").write_text(json.dumps(without))
     old = evaluate(run_dir, write=False)
     assert old["prior_check"] is None
     assert dict(rows(old))["prior check"].startswith("not recorded")
+    assert "prior check" not in dict(rows(old, full=False))
 
 
 def test_prior_predictive_command_prints_the_check(tmp_path, capsys):

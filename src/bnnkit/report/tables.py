@@ -7,8 +7,14 @@ from typing import Any
 from bnnkit.metrics.convergence import chain_line
 
 
-def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """(quantity, value) rows of an evaluation dict from :func:`bnnkit.evaluation.evaluate`."""
+def rows(result: dict[str, Any], *, full: bool = True) -> list[tuple[str, str]]:
+    """(quantity, value) rows of an evaluation dict from :func:`bnnkit.evaluation.evaluate`.
+
+    Args:
+        result: the evaluation.
+        full: every row (the report, markdown); ``False`` for the terminal's table, which
+            shows the prior check only where it warns (:func:`prior_check_rows`).
+    """
     out = [
         ("dataset", result["dataset"]),
         ("model", result["model"]),
@@ -26,7 +32,7 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     for name, value in result["test"].items():
         out.append((f"test {name}", f"{value:.4f}"))
-    out += prior_check_rows(result)
+    out += prior_check_rows(result, full=full)
     sampler = result.get("sampler")
     if sampler:
         out.append(("acceptance rate (after burn-in)", f"{sampler['acceptance_rate']:.3f}"))
@@ -91,14 +97,18 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     return out + posthoc_rows(result)
 
 
-def prior_check_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+def prior_check_rows(result: dict[str, Any], *, full: bool = True) -> list[tuple[str, str]]:
     """Rows of the prior check the run recorded before its chains
     (:mod:`bnnkit.priors.prior_check`): its figures, its warning and its note; "not recorded"
     for a run made before runs recorded it, nothing for an evaluation stored before that.
+    With ``full=False`` (the terminal's table), only a check that warns: its figures and its
+    warning, so that a run whose prior is sound prints no more than before.
 
     Example:
         >>> prior_check_rows({"prior_check": None})
         [('prior check', 'not recorded (the run was made before runs recorded it)')]
+        >>> prior_check_rows({"prior_check": None}, full=False)
+        []
     """
     from bnnkit.priors.prior_check import PriorCheck
 
@@ -106,14 +116,18 @@ def prior_check_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         return []
     values = result["prior_check"]
     if not isinstance(values, dict):
+        if not full:
+            return []
         return [("prior check", "not recorded (the run was made before runs recorded it)")]
     found = PriorCheck.from_dict(values)
+    if not full and not found.warning:
+        return []
     return [
         ("prior check", found.summary().removeprefix("prior check ")),
         *(
             (f"  {what}", line)
             for what, line in (("warning", found.warning), ("note", found.note))
-            if line
+            if line and (full or what == "warning")
         ),
     ]
 
@@ -169,7 +183,7 @@ def print_table(result: dict[str, Any], title: str = "bnnkit evaluation") -> Non
     table = Table(title=title)
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    for name, value in rows(result):
+    for name, value in rows(result, full=False):
         table.add_row(name, value)
     Console().print(table)
     poor = (result.get("baseline") or {}).get("poor_fit")
