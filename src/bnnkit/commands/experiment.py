@@ -79,11 +79,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bnnkit.commands.flags import config_from_args
+    from bnnkit.models.imported import is_import_path, trusting_model
 
     experiment = EXPERIMENTS[args.experiment]
     module = importlib.import_module(f"bnnkit.experiments.{experiment.module}")
     config = config_from_args(args, module.Config)
-    result = getattr(module, experiment.function)(config, args.out, progress=args.progress)
+    # A model this call names is the user's word: the experiment may read back the runs it makes
+    # with it (a model outside bnnkit is imported only when named, bnnkit.models.imported).
+    named = getattr(config, "model", None)
+    with trusting_model(named if isinstance(named, str) and is_import_path(named) else None):
+        result = getattr(module, experiment.function)(config, args.out, progress=args.progress)
     print(result.markdown())
     print(f"report and runs in {args.out}")
     return 0
