@@ -34,21 +34,10 @@ def _prior_check(config, noise_std: float | None) -> tuple[list[str], bool]:
     """The prior check of ``--dataset`` with ``--model`` (its lines, and whether the dataset
     is regression), printing its warning on stderr."""
     from bnnkit import problem as problem_lib
+    from bnnkit.experiments import prior_predictive
     from bnnkit.priors import prior_check
 
-    problem = problem_lib.build(
-        problem_lib.ProblemConfig(
-            dataset=config.dataset,
-            model=config.model,
-            weight_decay=config.weight_decay,
-            data_dir=config.data_dir,
-            prior=config.prior,
-            bias_prior=config.bias_prior,
-            layer_priors=config.layer_priors,
-            noise_prior=config.noise_prior,
-            noise_std=noise_std,
-        )
-    )
+    problem = problem_lib.build(prior_predictive.problem_config(config, noise_std))
     found = prior_check.check(problem)
     if found.warning is not None:
         print(f"bnnkit: warning: {found.warning}", file=sys.stderr)

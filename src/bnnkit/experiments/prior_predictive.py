@@ -18,11 +18,15 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from bnnkit.errors import ConfigError
 from bnnkit.settings import SEED_BOUNDS, check_at_least, check_numbers, setting
+
+if TYPE_CHECKING:  # imported when a problem is built, not with the experiment
+    from bnnkit.problem import ProblemConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -164,6 +168,24 @@ def _regression(config: Config) -> Result:
     return Result(config.out, lines)
 
 
+def problem_config(config: Config, noise_std: float | None = None) -> ProblemConfig:
+    """The :class:`~bnnkit.problem.ProblemConfig` of ``--dataset`` with ``--model`` under the
+    prior ``config`` names (and ``noise_std``, where given)."""
+    from bnnkit import problem as problem_lib
+
+    return problem_lib.ProblemConfig(
+        dataset=config.dataset,
+        model=config.model,
+        weight_decay=config.weight_decay,
+        data_dir=config.data_dir,
+        prior=config.prior,
+        bias_prior=config.bias_prior,
+        layer_priors=config.layer_priors,
+        noise_prior=config.noise_prior,
+        noise_std=noise_std,
+    )
+
+
 def _classification(config: Config) -> Result:
     import jax
 
@@ -174,18 +196,7 @@ def _classification(config: Config) -> Result:
         raise ConfigError("--widths draws regression functions; allowed: without --dataset")
     if config.model is None:
         raise ConfigError("--dataset needs --model, the classifier to draw from")
-    problem = problem_lib.build(
-        problem_lib.ProblemConfig(
-            dataset=config.dataset,
-            model=config.model,
-            weight_decay=config.weight_decay,
-            data_dir=config.data_dir,
-            prior=config.prior,
-            bias_prior=config.bias_prior,
-            layer_priors=config.layer_priors,
-            noise_prior=config.noise_prior,
-        )
-    )
+    problem = problem_lib.build(problem_config(config))
     if problem.dataset.task != "classification":
         raise ConfigError(
             f"--dataset {config.dataset!r} is {problem.dataset.task}; allowed: a "
