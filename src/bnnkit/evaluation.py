@@ -45,7 +45,7 @@ import numpy as np
 
 from bnnkit import posthoc, storage
 from bnnkit import problem as problem_lib
-from bnnkit.arguments import check_call
+from bnnkit.entry_points import check_call
 from bnnkit.errors import ConfigError
 from bnnkit.metrics import baseline, convergence, diagnostics, predictive
 from bnnkit.metrics.predictive import (

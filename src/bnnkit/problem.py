@@ -27,8 +27,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnnkit import data, likelihoods, models, priors, storage
-from bnnkit.arguments import array_argument, check_call
+from bnnkit.arguments import array_argument
 from bnnkit.data.npz import from_arrays as dataset_from_arrays
+from bnnkit.entry_points import check_call
 from bnnkit.errors import ConfigError
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import imported

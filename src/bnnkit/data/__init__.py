@@ -13,9 +13,9 @@ import os
 from collections.abc import Callable
 from typing import NamedTuple
 
-from bnnkit.arguments import check_call
 from bnnkit.data import cifar, cifar_jpeg_proxy, imdb, mnist, npz, splits, uci
 from bnnkit.data.dataset import Dataset, Standardizer, standardize
+from bnnkit.entry_points import check_call
 from bnnkit.errors import ConfigError
 
 

@@ -72,7 +72,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from bnnkit import distributed, storage
-from bnnkit.arguments import check_call
+from bnnkit.entry_points import check_call
 from bnnkit.errors import ConfigError
 from bnnkit.inference import METHODS
 from bnnkit.inference.adaptation import MEMBERS

@@ -58,8 +58,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from bnnkit import distributed, storage
 from bnnkit import problem as problem_lib
-from bnnkit.arguments import check_call
 from bnnkit.data.augment import random_crop_flip
+from bnnkit.entry_points import check_call
 from bnnkit.errors import ConfigError
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, Method, RunSettings

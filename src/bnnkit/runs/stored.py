@@ -44,8 +44,8 @@ import numpy as np
 
 from bnnkit import problem as problem_lib
 from bnnkit import storage
-from bnnkit.arguments import check_call
 from bnnkit.data import npz
+from bnnkit.entry_points import check_call
 from bnnkit.errors import ConfigError
 from bnnkit.inference import METHODS
 from bnnkit.models import canonical_name, imported
