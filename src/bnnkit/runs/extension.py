@@ -234,7 +234,7 @@ def divergence_line(divergent: tuple[int, int, int] | None) -> list[str]:
 
 
 def until_converged(
-    problem: problem_lib.ProblemConfig | None,
+    problem: problem_lib.Problem,
     config: IterationSettings,
     run_dir: str | os.PathLike,
     *,
@@ -247,8 +247,9 @@ def until_converged(
     shard: str = "auto",
     on_unit: Callable[[int, dict], None] | None = None,
 ) -> Any:
-    """Run ``config`` in blocks until each chain mixes or ``deadline`` (a
-    :func:`time.monotonic` time) passes (see the module's docstring).
+    """Run ``config`` on the built ``problem`` in blocks until each chain mixes or ``deadline``
+    (a :func:`time.monotonic` time) passes (see the module's docstring). Every block and every
+    verdict runs on ``problem`` as given, never rebuilt.
 
     ``run_block`` runs one block (:func:`bnnkit.runs.loop.run_block`, which the driver passes
     in: the driver calls this module, so this module does not import the driver).
@@ -266,7 +267,6 @@ def until_converged(
     if resume:
         stored = distributed.first_decides(lambda: _stored_target(rundir, config))
         target, _ = distributed.from_first(max(target, stored or 0), None, None)
-    built = problem_lib.build(problem)
     blocks: list[dict[str, Any]] = []
     seconds = 0.0
     divergent_before = 0
@@ -288,7 +288,7 @@ def until_converged(
         seconds += result.seconds
         done = (result.record.get("stopped") or {}).get("units_done", target)
         kept = done - config.num_burn_in
-        verdict, judged = _judge(rundir, built, kept) if distributed.is_writer() else (None, 0.0)
+        verdict, judged = _judge(rundir, problem, kept) if distributed.is_writer() else (None, 0.0)
         holds = distributed.first_says(verdict is not None and run_verdict.within_holds(verdict))
         divergent = divergences(rundir) if distributed.is_writer() else (0, 0)
         blocks.append(

@@ -202,6 +202,19 @@ def method_module(config: RunSettings):
     return METHODS[name]
 
 
+def built_problem(
+    problem: problem_lib.ProblemConfig | problem_lib.Problem | None, config: RunSettings
+) -> problem_lib.Problem:
+    """The problem a run is on, built: ``problem`` itself when it is built already (a
+    :class:`~bnnkit.problem.Problem`, e.g. from arrays in memory), the one of the run ``config``
+    starts from when it is ``None``, else built from its settings."""
+    if isinstance(problem, problem_lib.Problem):
+        return problem
+    if problem is None:
+        return problem_of_run(config)
+    return problem_lib.build(problem)
+
+
 def run(
     problem: problem_lib.ProblemConfig | problem_lib.Problem | None,
     config: RunSettings,
@@ -252,8 +265,9 @@ def run(
     max_time = getattr(config, "max_time", None)
     deadline = None if max_time is None else time.monotonic() + max_time
     if getattr(config, "until_converged", False):
+        # Built here, once: every block and every verdict runs on this one problem.
         return until_converged(
-            problem,
+            built_problem(problem, config),
             config,
             run_dir,
             run_block=run_block,
@@ -301,13 +315,8 @@ def run_block(
     # The directory first: cheap, and nothing is built for a run that cannot start there.
     lifecycle.check_target(rundir, resume=resume, overwrite=overwrite)
     config = with_chains(config)
-    if isinstance(problem, problem_lib.Problem):
-        built, problem = problem, problem.config
-    elif problem is None:
-        built = problem_of_run(config)
-        problem = built.config
-    else:
-        built = problem_lib.build(problem)
+    built = built_problem(problem, config)
+    problem = built.config
     check_dtype(config, built.dtype)  # every real setting as the run computes it
     loop = config.loop(built.dataset.num_train)
     if loop.augment and len(built.dataset.input_shape) != 3:
