@@ -1,0 +1,115 @@
+"""The convergence levels of the HMC runs a finding rests on, and which runs a finding may
+compare: a finding is only as good as the weakest reference under it, and a run whose chains
+did not mix says nothing about its posterior, so it is left out of a comparison or withholds
+the verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bnnkit.metrics.convergence import FEW_DRAWS
+
+#: The level of a run without a verdict (too few kept draws, or results written before the
+#: levels were recorded).
+UNJUDGED = "not judged"
+#: The reference levels on which a finding cannot be assessed, weakest last.
+UNASSESSABLE = ("not-mixed", UNJUDGED)
+#: Every level a reference can have, best first: the verdict's three
+#: (:data:`bnnkit.metrics.convergence.LEVELS`) with ``mixed-few-draws`` between the last two
+#: (each chain mixed and the chains agree, but the pooled draws give an ESS below 100 at the
+#: worst test point: :func:`bnnkit.metrics.convergence.reference_level`), then "not judged".
+REFERENCE_LEVELS = ("converged", "mixed-multimodal", FEW_DRAWS, "not-mixed", UNJUDGED)
+
+
+def weakest_level(levels: Sequence[str | None]) -> str:
+    """The weakest of some runs' convergence levels (:data:`REFERENCE_LEVELS`; ``None``: a
+    run without a verdict, :data:`UNJUDGED`); "" for no run.
+
+    Example:
+        >>> weakest_level(["converged", "mixed-multimodal"]), weakest_level([])
+        ('mixed-multimodal', '')
+        >>> weakest_level(["not-mixed", None]), weakest_level(["converged", FEW_DRAWS])
+        ('not judged', 'mixed-few-draws')
+    """
+    order = REFERENCE_LEVELS
+    known = [level if level in order else UNJUDGED for level in levels]
+    return max(known, key=order.index, default="")
+
+
+def judged_temperature_rows(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[list[Mapping[str, Any]], list[float]]:
+    """The temperature sweep's rows finding 3 compares, and the temperatures left out: the
+    full-batch sampler's rows at T < 1 whose level is :data:`UNASSESSABLE` (T = 1 is always
+    kept: the finding is measured against it, and its own level decides whether it can be).
+    When every T < 1 would go, none does: with nothing colder to compare, the finding rests
+    on those runs, and their level makes it not assessable.
+
+    Example:
+        >>> rows = [{"method": "hmc", "temperature": t, "level": level} for t, level in
+        ...         ((1.0, "converged"), (0.3, "mixed-multimodal"), (0.1, "not-mixed"))]
+        >>> kept, dropped = judged_temperature_rows(rows)
+        >>> [r["temperature"] for r in kept], dropped
+        ([1.0, 0.3], [0.1])
+    """
+
+    def unjudged(r: Mapping[str, Any]) -> bool:
+        return (
+            r.get("method") == "hmc"
+            and float(r["temperature"]) != 1.0
+            and weakest_level([r.get("level")]) in UNASSESSABLE
+        )
+
+    colder = {
+        float(r["temperature"])
+        for r in rows
+        if r.get("method") == "hmc" and float(r["temperature"]) != 1.0
+    }
+    dropped = sorted({float(r["temperature"]) for r in rows if unjudged(r)}, reverse=True)
+    if set(dropped) == colder:
+        return list(rows), []
+    return [r for r in rows if not unjudged(r)], dropped
+
+
+#: The sweep's priors that finding 4 reports but does not judge: the Gaussian at a third of
+#: the base scale s. s is about the fan-in rule's scale for the sweep's networks (σ ≈ 0.09 on
+#: the hidden layers of 784-256-256-10, s = 0.1), and a prior three times narrower shrinks
+#: each ReLU layer's output by 3, so the prior's networks are near-constant functions: it
+#: underfits by construction, before any data are seen. The range judged is s to 3 s for the
+#: Gaussian, the fan-in rule, and four other shapes at variance s².
+UNJUDGED_PRIORS = ("gaussian_small",)
+
+
+def judged_prior_rows(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The prior sweep's rows finding 4 compares, and the rows left out because their chains
+    did not mix (level in :data:`UNASSESSABLE`); rows of :data:`UNJUDGED_PRIORS` are in
+    neither (rows without a ``key``, from before the sweep recorded it, are all judged).
+
+    A dataset with fewer than two priors whose chains mixed is left out whole: there is no
+    comparison left on it. When that leaves nothing, nothing is left out: the finding then
+    rests on those runs, and their level makes it not assessable.
+
+    Example:
+        >>> rows = [{"dataset": "a", "key": k, "level": level} for k, level in
+        ...         (("gaussian", "converged"), ("laplace", "not-mixed"),
+        ...          ("logistic", "mixed-few-draws"))]
+        >>> rows.append({"dataset": "b", "key": "gaussian", "level": "converged"})
+        >>> kept, dropped = judged_prior_rows(rows)
+        >>> [(r["dataset"], r["key"]) for r in kept]
+        [('a', 'gaussian'), ('a', 'logistic')]
+        >>> [(r["dataset"], r["key"]) for r in dropped]
+        [('a', 'laplace'), ('b', 'gaussian')]
+    """
+    scored = [r for r in rows if r.get("key") not in UNJUDGED_PRIORS]
+    mixed = [r for r in scored if weakest_level([r.get("level")]) not in UNASSESSABLE]
+    counts: dict[str, int] = {}
+    for r in mixed:
+        counts[r["dataset"]] = counts.get(r["dataset"], 0) + 1
+    kept = [r for r in mixed if counts[r["dataset"]] >= 2]
+    if not kept:
+        return scored, []
+    return kept, [r for r in scored if r not in kept]
