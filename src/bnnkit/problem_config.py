@@ -1,0 +1,255 @@
+"""The settings that define a Bayesian problem, whatever method then targets its posterior.
+
+A :class:`ProblemConfig` names the dataset, the model, the likelihood, the prior and the
+temperature; it is what a run records in ``run.json`` and what the flags of every command that
+builds a problem fill. It is kept apart from the assembly (:mod:`bnnkit.problem`) because
+reading, comparing and printing settings needs no data and no network: :data:`DATA_SETTINGS`
+and :data:`POSTERIOR_SETTINGS` say which settings make two runs incomparable or different
+posteriors, and :func:`differences` names them by their flags in one-line messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from bnnkit import models, priors
+from bnnkit.errors import ConfigError
+from bnnkit.models import imported
+from bnnkit.settings import (
+    MAX_INT32,
+    Exclusive,
+    check_dtype,
+    check_numbers,
+    check_representable,
+    setting,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemConfig:
+    """Everything that defines the posterior, independent of the inference method.
+
+    Attributes:
+        dataset: registry name (``"yacht_0"``) or path to an ``.npz`` file.
+        model: registry name (``"mlp_regression_small"``), or an importable Flax module
+            ``"package.module:ClassName"``.
+        model_args: constructor arguments of an importable module, a JSON object
+            (``'{"features": 32}'``); a ``num_outputs`` it leaves out is set for the likelihood.
+        likelihood: ``"gaussian"`` or ``"categorical"``; ``None`` picks by task.
+        noise_std: fixed observation noise (homoscedastic Gaussian); ``None`` lets the network
+            output its std (heteroscedastic).
+        weight_decay: λ of the default Gaussian prior N(0, 1/λ) (and of a ``gaussian`` spec
+            given without a scale).
+        prior: prior spec for every parameter (``"laplace:scale=0.1"``, see
+            :mod:`bnnkit.priors.spec`); ``None``: the Gaussian of ``weight_decay``.
+        bias_prior: prior spec for the leaves named ``bias``.
+        layer_priors: ``PATTERN=SPEC`` rules joined by ``;`` (a sequence of rules is accepted
+            and stored joined, so the config reads back equal from JSON); the last match wins.
+        noise_prior: infer the regression noise std σ₀ (as log σ₀) with this prior
+            (``"gamma:concentration=0.5,rate=1"``); excludes ``noise_std``.
+        temperature: T of the tempered posterior.
+        float64: compute in double precision.
+        standardize: standardise inputs/targets with training statistics (``None``: the
+            dataset's default — on for registry datasets, off for user files).
+        subset_train_to: keep only the first N training examples.
+        data_dir: where dataset files are (otherwise ``BNNKIT_DATA_DIR`` or the cache).
+        chunk_size: evaluate the full-batch likelihood in chunks of this size.
+        validation_size: examples held out from the end of the training set (before
+            ``subset_train_to``) as a validation set, ``dataset.info["validation"]``: the
+            method never sees them; ``bnnkit evaluate --calibrate`` and ``--conformal`` fit
+            on them.
+        dropout_rate: p of a dropout model (``*_dropout``; default
+            :data:`bnnkit.models.registry.DEFAULT_DROPOUT_RATE`); refused for other models.
+    """
+
+    dataset: str = setting(
+        aliases=("--dataset-name",),
+        help="registry name (yacht_0 = yacht, split 0; mnist; ...) or path "
+        "to an .npz file with x_train, y_train, x_test, y_test",
+    )
+    model: str = setting(
+        aliases=("--model-name",),
+        help="registered model (`bnnkit models` describes them), or an "
+        "importable Flax module package.module:ClassName",
+    )
+    likelihood: str | None = setting(
+        None,
+        choices=("gaussian", "categorical"),
+        help="default: gaussian for regression, categorical for classification",
+    )
+    noise_std: float | None = setting(
+        None,
+        help="fixed Gaussian noise std (in the units the "
+        "model sees); default: the network outputs "
+        "its own std",
+    )
+    weight_decay: float = setting(1.0, help="precision λ of the Gaussian prior N(0, 1/λ)")
+    temperature: float = setting(1.0, help="posterior temperature T (T < 1: a cold posterior)")
+    float64: bool = setting(False, aliases=("--use-float64",), help="compute in double precision")
+    standardize: bool | None = setting(
+        None, help="standardise a user .npz file with its training statistics"
+    )
+    subset_train_to: int | None = setting(
+        None, help="keep only the first N training examples", bounds=(1, MAX_INT32)
+    )
+    data_dir: str | None = setting(
+        None, help="folder with dataset files (default: $BNNKIT_DATA_DIR or the download cache)"
+    )
+    chunk_size: int | None = setting(
+        None,
+        help="evaluate the full-batch likelihood in chunks of N examples (bounds memory)",
+        bounds=(1, MAX_INT32),
+    )
+    prior: str | None = setting(
+        None,
+        metavar="SPEC",
+        help="prior of every weight and bias: NAME or NAME:key=value,... e.g. "
+        "laplace:scale=0.1, student_t:df=3,scale=0.1 (families: gaussian, fanin_gaussian, "
+        "scale_mixture, mixture, logistic, laplace, student_t, hierarchical, ard); "
+        "default: gaussian with variance 1/--weight-decay",
+    )
+    bias_prior: str | None = setting(
+        None, metavar="SPEC", help="prior of the biases (default: that of --prior)"
+    )
+    layer_priors: str | None = setting(
+        None,
+        flag="--layer-prior",
+        metavar="PATTERN=SPEC",
+        action="append",
+        help="prior of the parameters under PATTERN, a glob over paths such as Dense_2 or "
+        "'Dense_*/kernel'; repeatable, the last match wins",
+    )
+    noise_prior: str | None = setting(
+        None,
+        metavar="SPEC",
+        help="infer the regression noise std σ0 under this prior instead of fixing it, e.g. "
+        "gamma:concentration=0.5,rate=1 (gamma, half_normal, lognormal)",
+    )
+    model_args: str | None = setting(
+        None,
+        metavar="JSON",
+        help="constructor arguments of a --model package.module:ClassName, a JSON object, "
+        "e.g. '{\"features\": 32}' (num_outputs is set for the likelihood if left out)",
+    )
+    validation_size: int | None = setting(
+        None,
+        help="hold out the last N training examples (before --subset-train-to) as a "
+        "validation set, which the method never sees: evaluate --calibrate and "
+        "--conformal fit on it",
+        bounds=(1, None),
+    )
+    dropout_rate: float | None = setting(
+        None,
+        help="probability p with which a dropout model (*_dropout) drops each input of "
+        "every layer, in [0, 1) (default 0.1); other models have no dropout",
+        bounds=(0.0, Exclusive(1.0)),
+    )
+
+    def __post_init__(self) -> None:
+        check_numbers(self)
+        check_dtype(self, np.float64 if self.float64 else np.float32)
+        if self.model_args is not None and not imported.is_import_path(self.model):
+            raise ConfigError(
+                f"--model-args is for a --model package.module:ClassName, not {self.model!r}"
+            )
+        # Stored canonical, so equal priors (and a model named by an alias) compare equal in
+        # run.json and on --resume.
+        canonical = {
+            "model": models.canonical_name(self.model),
+            "prior": priors.spec.canonical(self.prior),
+            "bias_prior": priors.spec.canonical(self.bias_prior),
+            "layer_priors": priors.spec.canonical_layer_rules(self.layer_priors),
+            "noise_prior": priors.spec.canonical(self.noise_prior, kind="noise"),
+            "model_args": imported.canonical_args(self.model_args),
+        }
+        for name, value in canonical.items():
+            object.__setattr__(self, name, value)
+        # A prior's numbers are the run's numbers too.
+        for name, number in priors.spec.numbers(
+            self.prior, self.bias_prior, self.layer_priors, self.noise_prior
+        ):
+            check_representable(name, number, np.float64 if self.float64 else np.float32)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> ProblemConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+
+#: Settings that fix which data a run's predictions are on: runs that differ in one of them
+#: cannot be compared or started from one another.
+DATA_SETTINGS = ("dataset",)
+#: Settings that fix which posterior a run targets: runs that differ in them can be compared
+#: or warm-started from one another, but the user is told.
+POSTERIOR_SETTINGS = (
+    "model",
+    "model_args",
+    "likelihood",
+    "noise_std",
+    "noise_prior",
+    "weight_decay",
+    "prior",
+    "bias_prior",
+    "layer_priors",
+    "temperature",
+    "subset_train_to",
+    "dropout_rate",
+    "validation_size",
+)
+
+
+#: How a setting left unset reads in a message, where ``None`` would say nothing.
+UNSET = {
+    "noise_std": "learned (the network outputs its std)",
+    "likelihood": "by task",
+    "prior": "Gaussian of --weight-decay",
+    "bias_prior": "as --prior",
+    "layer_priors": "none",
+    "noise_prior": "none",
+    "subset_train_to": "all",
+    "standardize": "the dataset's default",
+    "chunk_size": "none",
+    "model_args": "the defaults",
+    "validation_size": "none",
+    "dropout_rate": "the model's (0.1 for *_dropout, else none)",
+}
+
+
+def shown(name: str, value: Any) -> str:
+    """A setting's value as a message shows it: an unset one in words, not ``None``.
+
+    Example:
+        >>> shown("noise_std", None), shown("noise_std", 0.35)
+        ('learned (the network outputs its std)', '0.35')
+    """
+    return UNSET.get(name, "unset") if value is None else str(value)
+
+
+def differences(
+    mine: ProblemConfig,
+    other: ProblemConfig,
+    names: tuple[str, ...],
+    other_name: str = "the other run",
+) -> list[str]:
+    """The settings among ``names`` in which two problems differ, named by their flags.
+
+    Example:
+        >>> a = ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.1)
+        >>> b = ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35)
+        >>> differences(a, b, POSTERIOR_SETTINGS, "the reference")
+        ['--noise-std 0.1 (the reference: 0.35)']
+        >>> differences(ProblemConfig("yacht_0", "mlp_regression_small"), b,
+        ...             POSTERIOR_SETTINGS, "the reference")
+        ['--noise-std learned (the network outputs its std) (the reference: 0.35)']
+    """
+    from bnnkit.settings import flag
+
+    return [
+        f"{flag(ProblemConfig, name)} {shown(name, getattr(mine, name))} ({other_name}: "
+        f"{shown(name, getattr(other, name))})"
+        for name in names
+        if getattr(mine, name) != getattr(other, name)
+    ]
