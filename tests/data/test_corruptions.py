@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from bnnkit.data.corruptions import (
-    CORRUPTIONS,
+from bnnkit.data.corruptions import CORRUPTIONS, corrupt
+from bnnkit.data.image_filters import (
     canny,
-    corrupt,
     disk_kernel,
     equalize_hist,
     motion_blur_images,
