@@ -154,6 +154,63 @@ def _check_targets(where: str, y_train: np.ndarray, y_test: np.ndarray) -> None:
         )
 
 
+def _check_shapes(arrays: dict[str, np.ndarray], where: str) -> None:
+    """One row per example in both splits, targets made 1-D and inputs at least 2-D (in
+    place), and rows of one shape with at least one feature."""
+    for split in ("train", "test"):
+        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        if x.ndim == 0 or y.ndim == 0:
+            bad = f"x_{split}" if x.ndim == 0 else f"y_{split}"
+            raise ConfigError(
+                f"{where}: {bad} is a single number (shape ()); allowed: one row per example"
+            )
+        if x.shape[0] == 0:
+            raise ConfigError(f"{where}: x_{split} has 0 rows; allowed: at least 1")
+        if x.shape[0] != y.shape[0]:
+            raise ConfigError(
+                f"{where}: x_{split} has {x.shape[0]} rows but y_{split} has {y.shape[0]}"
+            )
+        if y.ndim == 2 and y.shape[1] == 1:
+            arrays[f"y_{split}"] = y[:, 0]
+        elif y.ndim != 1:
+            raise ConfigError(f"{where}: y_{split} has shape {y.shape}; allowed: (N,) or (N, 1)")
+    if arrays["x_train"].ndim == 1:
+        arrays["x_train"] = arrays["x_train"][:, None]
+    if arrays["x_test"].ndim == 1:
+        arrays["x_test"] = arrays["x_test"][:, None]
+    if 0 in arrays["x_train"].shape[1:]:
+        raise ConfigError(
+            f"{where}: x_train has shape {arrays['x_train'].shape}, 0 features "
+            "per example; allowed: at least 1"
+        )
+    if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
+        raise ConfigError(
+            f"{where}: x_train rows have shape {arrays['x_train'].shape[1:]} but x_test rows "
+            f"have {arrays['x_test'].shape[1:]}"
+        )
+
+
+def _check_values(arrays: dict[str, np.ndarray], where: str) -> None:
+    """Integers or reals, every real finite and within float32's range."""
+    for key, value in arrays.items():
+        if not (np.issubdtype(value.dtype, np.integer) or np.issubdtype(value.dtype, np.floating)):
+            raise ConfigError(
+                f"{where}: {key} has dtype {value.dtype}; allowed: integers or real numbers"
+            )
+        if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
+            bad = int(np.sum(~np.isfinite(value)))
+            raise ConfigError(f"{where}: {key} holds {bad} NaN or infinite values")
+        if np.issubdtype(value.dtype, np.floating) and value.size:
+            # Real arrays are kept as float32: a larger value would become inf.
+            largest = float(np.max(np.abs(value)))
+            if largest > FLOAT32_MAX:
+                raise ConfigError(
+                    f"{where}: {key} holds {largest:.3g}, beyond float32's "
+                    f"range, in which bnnkit keeps data; allowed: |value| <= "
+                    f"{FLOAT32_MAX:.3g}"
+                )
+
+
 def load(path: str | os.PathLike, *, standardize_data: bool = False) -> Dataset:
     """Load ``x_train, y_train, x_test, y_test`` from an npz file, used exactly as given.
 
@@ -209,54 +266,8 @@ def from_arrays(
         ConfigError: as :func:`load`.
     """
     arrays = {k: np.asarray(arrays[k]) for k in REQUIRED}
-    for split in ("train", "test"):
-        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
-        if x.ndim == 0 or y.ndim == 0:
-            bad = f"x_{split}" if x.ndim == 0 else f"y_{split}"
-            raise ConfigError(
-                f"{where}: {bad} is a single number (shape ()); allowed: one row per example"
-            )
-        if x.shape[0] == 0:
-            raise ConfigError(f"{where}: x_{split} has 0 rows; allowed: at least 1")
-        if x.shape[0] != y.shape[0]:
-            raise ConfigError(
-                f"{where}: x_{split} has {x.shape[0]} rows but y_{split} has {y.shape[0]}"
-            )
-        if y.ndim == 2 and y.shape[1] == 1:
-            arrays[f"y_{split}"] = y[:, 0]
-        elif y.ndim != 1:
-            raise ConfigError(f"{where}: y_{split} has shape {y.shape}; allowed: (N,) or (N, 1)")
-    if arrays["x_train"].ndim == 1:
-        arrays["x_train"] = arrays["x_train"][:, None]
-    if arrays["x_test"].ndim == 1:
-        arrays["x_test"] = arrays["x_test"][:, None]
-    if 0 in arrays["x_train"].shape[1:]:
-        raise ConfigError(
-            f"{where}: x_train has shape {arrays['x_train'].shape}, 0 features "
-            "per example; allowed: at least 1"
-        )
-    if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
-        raise ConfigError(
-            f"{where}: x_train rows have shape {arrays['x_train'].shape[1:]} but x_test rows "
-            f"have {arrays['x_test'].shape[1:]}"
-        )
-    for key, value in arrays.items():
-        if not (np.issubdtype(value.dtype, np.integer) or np.issubdtype(value.dtype, np.floating)):
-            raise ConfigError(
-                f"{where}: {key} has dtype {value.dtype}; allowed: integers or real numbers"
-            )
-        if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
-            bad = int(np.sum(~np.isfinite(value)))
-            raise ConfigError(f"{where}: {key} holds {bad} NaN or infinite values")
-        if np.issubdtype(value.dtype, np.floating) and value.size:
-            # Real arrays are kept as float32: a larger value would become inf.
-            largest = float(np.max(np.abs(value)))
-            if largest > FLOAT32_MAX:
-                raise ConfigError(
-                    f"{where}: {key} holds {largest:.3g}, beyond float32's "
-                    f"range, in which bnnkit keeps data; allowed: |value| <= "
-                    f"{FLOAT32_MAX:.3g}"
-                )
+    _check_shapes(arrays, where)
+    _check_values(arrays, where)
     _check_targets(where, arrays["y_train"], arrays["y_test"])
 
     # Integer targets are class labels; anything else is a real-valued regression target.
