@@ -19,16 +19,17 @@ the info fields the digests were made with (:data:`PINNED_INFO`); a field added 
 Floating-point results are the CPU backend's (jax 0.10.2, XLA:CPU on x86-64), and XLA:CPU
 vectorises for the widest vector instructions the processor has, so a sum rounds differently on a
 processor with AVX-512 than on one with AVX2 only: the digests are kept per instruction set
-(:func:`vector_isa`) and the test runs on the CPU backend of an x86-64 processor whose set has
-them. The modes that search a first step size also round differently on an Intel and an AMD
-processor of the same set (LLVM tunes XLA:CPU's code to the processor it runs on), so the digests
-are kept per maker and set (:func:`processor`); a processor none were kept for skips, saying how to
-add them. On an AVX2-only processor, the code before the kernel was taken apart gives the same
-digests as today's for "none", "step", "step-host-one-chain" and "step-scan-no-mh" (checked by
-running the command above there); the modes whose first step-size search changed since ("mass",
-"chees", "nuts", "auto") are pinned from today's code, to catch any later change. The Intel AVX-512
-digests were made the same way, by the code of commit 718c49e (the command above, on an Intel Xeon
-with AVX-512), whose AMD AVX-512 digests of the searching modes they do not share.
+(``tests/processors.py``'s ``vector_isa``) and the test runs on the CPU backend of an x86-64
+processor whose set has them. The modes that search a first step size also round differently on
+an Intel and an AMD processor of the same set (LLVM tunes XLA:CPU's code to the processor it runs
+on), so the digests are kept per maker and set (:func:`processor`); a processor none were kept for
+skips, saying how to add them. On an AVX2-only processor, the code before the kernel was taken
+apart gives the same digests as today's for "none", "step", "step-host-one-chain" and
+"step-scan-no-mh" (checked by running the command above there); the modes whose first step-size
+search changed since ("mass", "chees", "nuts", "auto") are pinned from today's code, to catch any
+later change. The Intel AVX-512 digests were made the same way, by the code of commit 718c49e (the
+command above, on an Intel Xeon with AVX-512), whose AMD AVX-512 digests of the searching modes
+they do not share.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from bnnkit.inference import hmc, nuts
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.types import Batch
+from processors import processor
 
 
 class TinyMLP(nn.Module):
@@ -143,34 +145,6 @@ EXPECTED = {
     ("AuthenticAMD", "avx2"): AVX2,
     ("GenuineIntel", "avx512"): INTEL_AVX512,
 }
-
-
-def vector_isa() -> str | None:
-    """The widest x86-64 vector set XLA:CPU can use here ("avx512", "avx2"), from the kernel's
-    view of the processor; ``None`` where that cannot be read (not Linux, not x86-64)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            flags = next(
-                (line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), []
-            )
-    except OSError:
-        return None
-    if "avx512f" in flags:
-        return "avx512"
-    return "avx2" if "avx2" in flags else None
-
-
-def processor() -> tuple[str | None, str | None]:
-    """The processor's maker (``/proc/cpuinfo``'s ``vendor_id``) and :func:`vector_isa`."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            vendor = next(
-                (line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("vendor_id")),
-                None,
-            )
-    except OSError:
-        vendor = None
-    return vendor, vector_isa()
 
 
 #: The info fields of each sampler when the digests were made, in their order.
