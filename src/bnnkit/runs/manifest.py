@@ -1,20 +1,9 @@
-"""A run directory's manifest: the sha256 and array shapes of every sample and state file.
+"""A run directory checked against its manifest: what is missing, damaged or unrecorded.
 
-``manifest.jsonl`` has one line per file written: its path inside the run directory, sha256,
-size, every array's ``[shape, dtype]`` and, for the state, the units it covers. A line is
-appended (flushed and fsynced) *before* the file it describes is renamed into place, so at every
-moment each file either matches its latest line or is the one write in flight; a torn last line
-is that write's. The manifest is rewritten compactly (one line per file, atomically) when a run
-starts from its last state and when it finishes.
-
-The lines form a chain: each carries, as ``prev``, the sha256 of the line before it (its bytes
-as written), and the first one the run's identity, the digest ``run.json`` records as
-``identity`` (:func:`identity`: the run's settings digest when it was made, and its seed). So
-a line cannot be removed from the middle, edited, or taken with its file from another run
-without breaking the chain, which :func:`check` reports naming the file of the first line
-that does not follow. A run made before the chain (no ``identity`` in ``run.json``) is read as
-it was written, unchained. These are integrity checks, not signatures: whoever recomputes every
-digest, the record's included, goes undetected.
+Every sample and state file a run writes has its line in ``manifest.jsonl`` (its sha256, size
+and arrays), appended before the file is renamed into place and chained to the line before it
+(:mod:`bnnkit.runs.manifest_lines`, whose names this module also gives: :class:`Manifest`,
+:func:`identity`, :func:`entry`, ...).
 
 :func:`check` compares a run directory with its manifest and says what is missing, damaged or
 unrecorded, and whether ``--resume`` recomputes it (anything after the last intact state).
@@ -24,269 +13,55 @@ the chunk's ``first`` iteration and, as its ``unit``, the iterations done after 
 
 Example:
     >>> import tempfile, pathlib
-    >>> import numpy as np
-    >>> from bnnkit import storage
-    >>> folder = pathlib.Path(tempfile.mkdtemp())
-    >>> root = identity("0" * 64, seed=0)
-    >>> manifest = Manifest(folder / MANIFEST_FILE, anchor=root)
-    >>> written = storage.save_arrays(folder / "state.npz", {"w": np.zeros(2)},
-    ...     before_rename=lambda w: manifest.append(entry("state.npz", w, unit=1)))
-    >>> manifest.latest()["state.npz"]["arrays"]
-    {'w': [[2], '<f8']}
-    >>> manifest.latest()["state.npz"][CHAIN_KEY] == root, manifest.chain_break(root)
-    (True, None)
+    >>> from bnnkit.runs import RunDir
+    >>> rundir = RunDir(pathlib.Path(tempfile.mkdtemp()))
+    >>> check(rundir, {"manifest": True})
+    Check(findings=[], state_unit=0, state_sha256=None, samples={})
+    >>> sample_name(3), sample_unit("samples/sample_0000003.npz"), chunk_unit("run.json")
+    ('samples/sample_0000003.npz', 3, None)
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import os
-from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.runs.manifest_lines import (
+    CHAIN_KEY,
+    HEAD_KEY,
+    IDENTITY_KEY,
+    MANIFEST_FILE,
+    RUN_FILE,
+    ChainBreak,
+    Manifest,
+    entry,
+    identity,
+    line_digest,
+)
 
-_RUN_FILE = "run.json"  # bnnkit.runs.directory.RUN_FILE, which imports this module
-MANIFEST_FILE = "manifest.jsonl"
-#: The field of a manifest line holding the sha256 of the line before it (of the first line:
-#: the run's :func:`identity`).
-CHAIN_KEY = "prev"
-#: The field of ``run.json`` holding the run's :func:`identity`, where its manifest's chain
-#: starts (absent: a run made before manifests were chained).
-IDENTITY_KEY = "identity"
-#: The field of ``run.json`` holding the digest of the manifest's last line when the run
-#: finished (absent while a run goes on: lines are added then, and the record is not rewritten
-#: for each).
-HEAD_KEY = "manifest_head"
-#: ``Manifest(path)`` without an anchor: the chain continues from the one the file starts from.
-_FROM_FILE = object()
-
-
-def identity(settings_sha256: str, seed: Any) -> str:
-    """The digest a run's manifest chain starts from: its settings digest when it was made
-    and its seed (stored in ``run.json``; a resume never changes it, though it may extend the
-    settings).
-
-    Example:
-        >>> identity("0" * 64, 1) != identity("0" * 64, 2)
-        True
-    """
-    text = json.dumps({"seed": seed, "settings_sha256": settings_sha256}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def line_digest(line: bytes) -> str:
-    """The sha256 of a manifest line as written (its bytes, without the newline)."""
-    return hashlib.sha256(line).hexdigest()
-
-
-def _encode(line: dict[str, Any]) -> bytes:
-    return json.dumps(line, sort_keys=True).encode()
-
-
-class ChainBreak(NamedTuple):
-    """The first manifest line that does not follow from the one before it
-    (:meth:`Manifest.chain_break`).
-
-    Attributes:
-        line: its number in the file (from 1).
-        file: the file it records.
-        why: what is wrong with it, as a phrase that follows "which" (``"does not follow from
-            the line before it (...)"``).
-    """
-
-    line: int
-    file: str
-    why: str
-
-
-def entry(file: str, written: storage.Written, **extra: Any) -> dict[str, Any]:
-    """The manifest line of a file (``file`` relative to the run directory)."""
-    return {
-        "file": file,
-        "sha256": written.sha256,
-        "bytes": written.size,
-        "arrays": written.arrays,
-        **extra,
-    }
-
-
-class Manifest:
-    """The manifest file of one run directory.
-
-    Args:
-        path: the file.
-        anchor: the run's :func:`identity`, where the chain of lines starts (``None``: an
-            unchained manifest, of a run made before the chain). Left out, the chain goes on
-            from where the file's first line starts it (none when the file has no chain).
-    """
-
-    def __init__(self, path: str | os.PathLike, anchor: str | object | None = _FROM_FILE):
-        self.path = Path(path)
-        self._anchor = anchor
-        self._head: str | None = None  # the digest the next appended line carries
-
-    @property
-    def anchor(self) -> str | None:
-        """Where the chain starts (``None``: unchained)."""
-        if self._anchor is _FROM_FILE:
-            first = next(iter(self._complete_lines()), None)
-            value = None
-            if first is not None:
-                with contextlib.suppress(json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-                    value = json.loads(first[1])
-            chained = isinstance(value, dict) and isinstance(value.get(CHAIN_KEY), str)
-            self._anchor = value[CHAIN_KEY] if chained else None
-        return self._anchor  # type: ignore[return-value]
-
-    def _complete_lines(self) -> list[tuple[int, bytes]]:
-        """Every non-blank line but a torn last one, with its number."""
-        if not self.path.is_file():
-            return []
-        data = self.path.read_bytes()
-        lines = data.split(b"\n")
-        if not data.endswith(b"\n"):
-            lines = lines[:-1]  # a write that was cut off (or nothing)
-        return [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
-
-    def exists(self) -> bool:
-        return self.path.is_file()
-
-    def entries(self) -> dict[str, list[dict[str, Any]]]:
-        """Every file's lines, oldest first.
-
-        Raises:
-            ConfigError: a line other than a torn last one is not a manifest entry.
-        """
-        if not self.path.is_file():
-            return {}
-        out: dict[str, list[dict[str, Any]]] = {}
-        data = self.path.read_bytes()
-        lines = data.split(b"\n")
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-                ok = (
-                    isinstance(value, dict)
-                    and isinstance(value.get("file"), str)
-                    and isinstance(value.get("sha256"), str)
-                )
-            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-                ok = False
-            if not ok:
-                if number == len(lines) and not data.endswith(b"\n"):
-                    break  # the line of a write that was cut off
-                raise ConfigError(
-                    f"{str(self.path)!r} is damaged at line {number}: not a manifest entry"
-                )
-            out.setdefault(value["file"], []).append(value)
-        return out
-
-    def latest(self) -> dict[str, dict[str, Any]]:
-        """Each file's latest line."""
-        return {file: lines[-1] for file, lines in self.entries().items()}
-
-    def latest_matching(self, file: str, sha256: str) -> dict[str, Any] | None:
-        """``file``'s latest line that records ``sha256`` (``None``: none does)."""
-        lines = [line for line in self.entries().get(file, []) if line["sha256"] == sha256]
-        return lines[-1] if lines else None
-
-    def append(self, line: dict[str, Any]) -> None:
-        """Add one line (chained to the last one), durable before this returns."""
-        line = {k: v for k, v in line.items() if k != CHAIN_KEY}
-        if self.anchor is not None:
-            if self._head is None:
-                complete = self._complete_lines()
-                self._head = line_digest(complete[-1][1]) if complete else self.anchor
-            line[CHAIN_KEY] = self._head
-        raw = _encode(line)
-        storage.append_bytes(self.path, raw + b"\n")
-        if self.anchor is not None:
-            self._head = line_digest(raw)
-
-    def rewrite(self, lines: Iterable[dict[str, Any]]) -> None:
-        """Replace the manifest by ``lines`` (atomically), chained anew from the anchor."""
-        anchor = self.anchor
-        head, out = anchor, []
-        for line in lines:
-            line = {k: v for k, v in line.items() if k != CHAIN_KEY}
-            if anchor is not None:
-                line[CHAIN_KEY] = head
-            raw = _encode(line)
-            head = line_digest(raw)
-            out.append(raw + b"\n")
-        storage.atomic_write_bytes(self.path, b"".join(out))
-        self._head = head
-
-    def head(self) -> tuple[str | None, str | None]:
-        """The digest of the last whole line (the anchor when there is none) and the file it
-        records (``None`` for an empty manifest); a torn last line gives ``(None, None)``."""
-        if self.path.is_file():
-            data = self.path.read_bytes()
-            if data and not data.endswith(b"\n"):
-                return None, None
-        complete = self._complete_lines()
-        if not complete:
-            return self.anchor, None
-        file = None
-        with contextlib.suppress(
-            json.JSONDecodeError, UnicodeDecodeError, RecursionError, AttributeError
-        ):
-            file = json.loads(complete[-1][1]).get("file")
-        return line_digest(complete[-1][1]), file if isinstance(file, str) else None
-
-    def chain_break(self, anchor: str | None) -> ChainBreak | None:
-        """The first line that does not follow from the one before it, the first line from
-        ``anchor`` (``None``: every line follows; a torn last line, a write a crash cut off,
-        is not judged).
-
-        Args:
-            anchor: the run's :func:`identity` from ``run.json`` (``None``: a run made before
-                the chain, whose lines must then carry none).
-        """
-        previous = anchor
-        for number, raw in self._complete_lines():
-            try:
-                value = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
-                return None  # a damaged line: entries() names it
-            if not isinstance(value, dict):
-                return None
-            file = str(value.get("file"))
-            link = value.get(CHAIN_KEY)
-            if anchor is None:
-                if link is not None:
-                    return ChainBreak(
-                        number,
-                        file,
-                        (
-                            f"is chained but {_RUN_FILE} records no identity to chain it to "
-                            f"({_RUN_FILE} was edited, or the line comes from another run)"
-                        ),
-                    )
-                continue
-            if link != previous:
-                if link is None:
-                    why = "carries no chain digest (it was added or edited by hand)"
-                elif number == 1 or previous == anchor:
-                    why = (
-                        f"is not chained to this run's {_RUN_FILE} (the line comes from "
-                        "another run, or the record's identity was edited)"
-                    )
-                else:
-                    why = (
-                        "does not follow from the line before it (the line comes from "
-                        "another run, or a line was edited or removed)"
-                    )
-                return ChainBreak(number, file, why)
-            previous = line_digest(raw)
-        return None
+# The manifest's names, those of its lines (bnnkit.runs.manifest_lines) included: the run
+# driver, the readers and `bnnkit verify` use them from here.
+__all__ = [
+    "CHAIN_KEY",
+    "HEAD_KEY",
+    "IDENTITY_KEY",
+    "MANIFEST_FILE",
+    "ChainBreak",
+    "Check",
+    "Finding",
+    "Manifest",
+    "chain_findings",
+    "check",
+    "chunk_name",
+    "chunk_unit",
+    "entry",
+    "first_problem",
+    "identity",
+    "line_digest",
+    "sample_name",
+    "sample_unit",
+]
 
 
 class Finding(NamedTuple):
@@ -434,8 +209,30 @@ def check(rundir, record: dict, *, hash_samples: bool = True) -> Check:
             [Finding(MANIFEST_FILE, "is " + str(err).split(" is ", 1)[-1], False)], 0, None, {}
         )
     findings += chain_findings(manifest, record)
+    state_findings, state_unit, state_sha = _state_findings(
+        rundir, record, lines.pop(rundir.state_file.name, [])
+    )
+    findings += state_findings
+    state_ok = not findings
+    sample_findings, samples, recorded = _sample_findings(
+        rundir, lines, present, state_unit, state_ok, hash_samples
+    )
+    findings += sample_findings
+    if record.get("chunks"):
+        findings += _check_chunks(rundir, record, lines, state_unit, state_ok, hash_samples)
+    elif record.get("status") == "finished":
+        findings += _kept_findings(record, recorded)
+    findings.sort(key=lambda f: f.file)
+    return Check(findings, state_unit, state_sha, samples)
+
+
+def _state_findings(
+    rundir, record: dict, state_lines: list[dict[str, Any]]
+) -> tuple[list[Finding], int, str | None]:
+    """The findings on the state file against its lines, and the units and digest of the
+    intact state (``0, None``: none)."""
+    findings = []
     state_unit, state_sha = 0, None
-    state_lines = lines.pop(rundir.state_file.name, [])
     if state_lines:
         if not rundir.state_file.is_file():
             # With a single line, the first state's write was in flight: there is no state yet.
@@ -457,7 +254,20 @@ def check(rundir, record: dict, *, hash_samples: bool = True) -> Check:
                 )
     elif rundir.state_file.exists():
         findings.append(Finding(rundir.state_file.name, "is not in the manifest", False))
-    state_ok = not findings
+    return findings, state_unit, state_sha
+
+
+def _sample_findings(
+    rundir,
+    lines: dict[str, list[dict[str, Any]]],
+    present: dict[int, None],
+    state_unit: int,
+    state_ok: bool,
+    hash_samples: bool,
+) -> tuple[list[Finding], dict[int, str | None], dict[int, dict[str, Any]]]:
+    """The findings on the sample files (recorded ones, then unrecorded ones), the intact
+    samples' digests by unit, and each recorded unit's latest line."""
+    findings = []
     samples: dict[int, str | None] = {}
     recorded = {}
     for file, file_lines in lines.items():
@@ -485,18 +295,18 @@ def check(rundir, record: dict, *, hash_samples: bool = True) -> Check:
         findings.append(
             Finding(sample_name(unit), "is not in the manifest", state_ok and unit >= state_unit)
         )
-    if record.get("chunks"):
-        findings += _check_chunks(rundir, record, lines, state_unit, state_ok, hash_samples)
-    elif record.get("status") == "finished":
-        from bnnkit.inference.base import Loop
+    return findings, samples, recorded
 
-        expected = Loop(**record["loop"]).kept_units()
-        for unit in sorted(set(expected) - set(recorded)):
-            findings.append(
-                Finding(sample_name(unit), "is missing (the finished run kept it)", False)
-            )
-    findings.sort(key=lambda f: f.file)
-    return Check(findings, state_unit, state_sha, samples)
+
+def _kept_findings(record: dict, recorded: dict[int, dict[str, Any]]) -> list[Finding]:
+    """The units a finished run kept that the manifest does not record."""
+    from bnnkit.inference.base import Loop
+
+    expected = Loop(**record["loop"]).kept_units()
+    return [
+        Finding(sample_name(unit), "is missing (the finished run kept it)", False)
+        for unit in sorted(set(expected) - set(recorded))
+    ]
 
 
 def chain_findings(manifest: Manifest, record: dict) -> list[Finding]:
@@ -506,7 +316,7 @@ def chain_findings(manifest: Manifest, record: dict) -> list[Finding]:
     Nothing after a break can be trusted, so no resume repairs it."""
     anchor = record.get(IDENTITY_KEY)
     if anchor is not None and not isinstance(anchor, str):
-        return [Finding(_RUN_FILE, f"is damaged: its {IDENTITY_KEY!r} is not a digest", False)]
+        return [Finding(RUN_FILE, f"is damaged: its {IDENTITY_KEY!r} is not a digest", False)]
     broken = manifest.chain_break(anchor)
     if broken is not None:
         return [_line_finding(broken.file, f"line {broken.line}", broken.why)]
@@ -518,7 +328,7 @@ def chain_findings(manifest: Manifest, record: dict) -> list[Finding]:
                     file,
                     "the last line",
                     (
-                        f"is not the line the finished run's {_RUN_FILE} says it ended with "
+                        f"is not the line the finished run's {RUN_FILE} says it ended with "
                         "(a line at its end was edited, added or removed)"
                     ),
                 )
