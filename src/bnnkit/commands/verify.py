@@ -20,20 +20,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bnnkit.errors import ConfigError
+    from bnnkit.runs import composite
     from bnnkit.runs.directory import DATA_FINDING, verify
 
+    kind = composite.record_file(args.run_dir)
     if args.trust_model is not None:
         _check_model(args.run_dir, args.trust_model)
-    findings, summary = verify(args.run_dir)
+    if kind is not None:  # a run made of runs: every stage checked
+        findings, summary = composite.verify(args.run_dir)
+        made_by = composite.read_record(args.run_dir)["kind"]
+        command = f"the {made_by}'s command (bnnkit {made_by} ... --dir {args.run_dir})"
+    else:
+        findings, summary = verify(args.run_dir)
+        command = f"the run's command (bnnkit {_method(args.run_dir)} ...)"
     print(f"{args.run_dir}: {summary}")
     # verify takes no --resume or --overwrite: the advice names the command that does, and
     # only where it works: nothing writes past an entry in the way, and a resume refused
     # whatever the files hold (a run that diverged, say) repairs nothing.
-    command = f"the run's command (bnnkit {_method(args.run_dir)} ...)"
     in_the_way = [f for f in findings if f.in_the_way]
     refused = (
         _resume_refusal(args.run_dir)
-        if not in_the_way and any(f.repairable for f in findings)
+        if kind is None and not in_the_way and any(f.repairable for f in findings)
         else None
     )
     again = (

@@ -43,10 +43,10 @@ from typing import Any
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
-from bnnkit.experiments.run_reuse import run_or_reuse
 from bnnkit.problem import ProblemConfig
-from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE, now
-from bnnkit.settings import SEED_BOUNDS, Exclusive, check_numbers, parse_duration, setting
+from bnnkit.runs import composite
+from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE, RunDir
+from bnnkit.settings import SEED_BOUNDS, UNITS, Exclusive, check_numbers, parse_duration, setting
 
 #: The full-batch samplers a reference can use.
 SAMPLERS = ("mclmc", "hmc", "nuts")
@@ -118,6 +118,12 @@ class Config:
             raise ConfigError(f"unknown --sampler {self.sampler!r}; allowed: {', '.join(SAMPLERS)}")
         if self.ensemble_step_size <= 0:
             raise ConfigError(f"--ensemble-step-size {self.ensemble_step_size} must be > 0")
+        tuning, kept = self.budget()
+        if tuning + kept > UNITS[1]:
+            raise ConfigError(
+                f"--num-tuning {tuning} and --num-samples {kept} make {tuning + kept} iterations "
+                f"of each chain; allowed: at most {UNITS[1]} together"
+            )
 
     def budget(self) -> tuple[int, int]:
         """(tuning, kept) iterations of each chain."""
@@ -143,17 +149,19 @@ class Config:
             checkpoint_every=epochs,
         )
 
-    def sampler_config(self, ensemble_dir: str | os.PathLike):
-        """The sampler's Config: one chain per member, started from ``ensemble_dir``."""
+    def sampler_config(self, ensemble_dir: str | os.PathLike | None = None):
+        """The sampler's Config: one chain per member, started from ``ensemble_dir`` (the
+        composite run gives its own ensemble stage when ``None``)."""
         from bnnkit.inference import METHODS
 
         tuning, kept = self.budget()
         iterations = tuning + kept
+        source = None if ensemble_dir is None else os.fspath(Path(ensemble_dir).resolve())
         return METHODS[self.sampler].Config(
             num_iterations=iterations,
             num_burn_in=tuning,
             num_chains=self.members,
-            init_checkpoint=os.fspath(Path(ensemble_dir).resolve()),
+            init_checkpoint=source,
             seed=self.seed,
             checkpoint_every=max(1, iterations // 10),
             until_converged=self.until_converged,
@@ -182,47 +190,31 @@ class Reference:
     stopped: str | None = None
 
 
-def check_folder(folder: Path, *, resume: bool, overwrite: bool) -> None:
-    """Refuse, before anything runs, a folder the recipe may not start or resume in.
+def recipe(problem: ProblemConfig, config: Config, num_train: int) -> composite.Recipe:
+    """The reference as a composite run (:mod:`bnnkit.runs.composite`): the ensemble, then the
+    chains started from it, on ``num_train`` training examples.
 
-    Raises:
-        ConfigError: both ``resume`` and ``overwrite``; a folder that holds something else
-            than a reference without ``overwrite``; ``resume`` of a folder holding none.
+    Example:
+        >>> made = recipe(ProblemConfig("yacht_0", "linear"), Config(members=2), 277)
+        >>> [(s.name, s.config.METHOD, s.starts_from) for s in made.stages]
+        [('ensemble', 'ensemble', None), ('chains', 'mclmc', 'ensemble')]
     """
-    if resume and overwrite:
-        raise ConfigError("--resume and --overwrite exclude each other; allowed: one of them")
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"{str(folder)!r} is a file; allowed: a folder")
-    entries = {e.name for e in folder.iterdir()} if folder.is_dir() else set()
-    is_reference = REFERENCE_FILE in entries
-    if resume and not is_reference:
-        raise ConfigError(
-            f"--resume: {str(folder)!r} holds no reference ({REFERENCE_FILE}); "
-            "allowed: a folder made by bnnkit reference"
-        )
-    if entries and not resume and not overwrite:
-        raise ConfigError(
-            f"{str(folder)!r} is not empty; allowed: --resume (continue the "
-            "reference there) or --overwrite (replace it)"
-        )
-    foreign = entries - {REFERENCE_FILE, ENSEMBLE_DIR, REFERENCE_CHAINS}
-    if overwrite and foreign:
-        raise ConfigError(
-            f"--overwrite: {str(folder)!r} holds {sorted(foreign)[0]!r}, which no "
-            "reference writes; allowed: a reference folder or an empty one"
-        )
+    return composite.Recipe(
+        "reference",
+        problem,
+        config,
+        (
+            composite.Stage(ENSEMBLE_DIR, config.ensemble_config(num_train)),
+            composite.Stage(REFERENCE_CHAINS, config.sampler_config(), starts_from=ENSEMBLE_DIR),
+        ),
+        RESUMABLE,
+    )
 
 
 #: The settings a resume may change, as a single run's resume may (``resumable`` in
 #: :mod:`bnnkit.inference.base`): the kept draws (the chains' ``num_iterations``) and how long
 #: this call runs. Every other one changes what the ensemble or a chain's step is.
 RESUMABLE = ("num_samples", "max_time", "until_converged")
-
-
-def _flag(cls: type, name: str) -> str:
-    from bnnkit.settings import flag
-
-    return flag(cls, name)
 
 
 def resume_refusal(stored: Any, problem: ProblemConfig, config: Config) -> str | None:
@@ -239,29 +231,8 @@ def resume_refusal(stored: Any, problem: ProblemConfig, config: Config) -> str |
         >>> resume_refusal(stored, problem, Config(members=3, num_samples=40))
         'was made with --members 2; this call gives 3'
     """
-    import json
-
-    from bnnkit.problem import shown
-
-    if not isinstance(stored, dict) or stored.get("kind") != "reference":
-        return f"holds no readable {REFERENCE_FILE}"
-    # Through JSON, as reference.json holds them (tuples become lists, and so on).
-    given = json.loads(
-        json.dumps({"problem": dataclasses.asdict(problem), "config": dataclasses.asdict(config)})
-    )
-    for part, cls in (("problem", ProblemConfig), ("config", Config)):
-        was, now_ = stored.get(part) or {}, given[part]
-        for name in sorted(set(was) | set(now_)):
-            if part == "config" and name in RESUMABLE:
-                continue
-            if was.get(name) != now_.get(name):
-                known = name in {f.name for f in dataclasses.fields(cls)}
-                label = _flag(cls, name) if known else name
-                return (
-                    f"was made with {label} {shown(name, was.get(name))}; this call gives "
-                    f"{shown(name, now_.get(name))}"
-                )
-    return None
+    shell = composite.Recipe("reference", problem, config, (), RESUMABLE)
+    return composite.resume_refusal(stored, shell)
 
 
 def reference(
@@ -292,75 +263,41 @@ def reference(
         ConfigError: any bad input, named in one line, before anything is written.
     """
     from bnnkit.evaluation import evaluate
-    from bnnkit.models.imported import trusting_model
     from bnnkit.problem import build
 
     folder = Path(folder)
-    check_folder(folder, resume=resume, overwrite=overwrite)
-    built = build(problem)  # the data and model exist, before anything is written
-    num_train = built.dataset.num_train
-    ensemble_config = config.ensemble_config(num_train)
-    record = {
-        "kind": "reference",
-        "problem": dataclasses.asdict(problem),
-        "config": dataclasses.asdict(config),
-    }
-    if resume:
-        refusal = resume_refusal(storage.read_json(folder / REFERENCE_FILE), problem, config)
-        if refusal is not None:
-            raise ConfigError(
-                f"--resume: the reference in {str(folder)!r} {refusal}; allowed: "
-                "the same value (a resume may change only "
-                f"{', '.join(_flag(Config, k) for k in RESUMABLE)}), or "
-                "--overwrite"
-            )
-    folder.mkdir(parents=True, exist_ok=True)
-    storage.write_json(folder / REFERENCE_FILE, {**record, "status": "running", "started": now()})
-    seconds: dict[str, float] = {}
-    t0 = time.perf_counter()
-    run_or_reuse(
-        problem, ensemble_config, folder / ENSEMBLE_DIR, progress=progress, overwrite=overwrite
-    )
-    seconds["ensemble"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    run_or_reuse(
-        problem,
-        config.sampler_config(folder / ENSEMBLE_DIR),
-        folder / REFERENCE_CHAINS,
-        progress=progress,
+    names = (ENSEMBLE_DIR, REFERENCE_CHAINS)
+    composite.check_folder(folder, "reference", names, resume=resume, overwrite=overwrite)
+    built = build(problem)  # once, for every stage: the data and model exist before a write
+    result = composite.run(
+        recipe(problem, config, built.dataset.num_train),
+        folder,
+        built=built,
+        resume=resume,
         overwrite=overwrite,
+        progress=progress,
+        describe_stop=lambda name, record: _progress(folder / name, record, config),
     )
-    seconds["chains"] = time.perf_counter() - t0
-    stopped, kept = _chains_stopped(folder / REFERENCE_CHAINS, config)
+    seconds = {name: o.seconds for name, o in result.outcomes.items()}
+    stopped = None
+    if result.status == "stopped":
+        stopped = storage.read_json(folder / REFERENCE_FILE)["stopped"]["progress"]
     evaluation: dict[str, Any] = {}
-    if kept:  # chains stopped before their first kept draw have nothing to evaluate
+    if RunDir(folder / REFERENCE_CHAINS).sample_units():  # nothing to evaluate before a draw
         t0 = time.perf_counter()
-        with trusting_model(problem.model):  # the model the caller named, read back
-            evaluation = evaluate(folder)
+        evaluation = evaluate(folder, problem=built)  # the problem the chains ran on
         seconds["evaluate"] = time.perf_counter() - t0
-    end = (
-        {"status": "finished", "finished": now()}
-        if stopped is None
-        else {"status": "stopped", "stopped": {"stage": "chains", "progress": stopped, "at": now()}}
-    )
-    storage.write_json(folder / REFERENCE_FILE, {**record, **end, "seconds": seconds})
     return Reference(folder, evaluation, seconds, stopped)
 
 
-def _chains_stopped(chains: Path, config: Config) -> tuple[str | None, int]:
-    """How far the chains got when their time budget ended them (``None``: it did not), and
-    their kept draws per chain."""
-    from bnnkit.runs import RunDir
+def _progress(chains: Path, record: dict[str, Any], config: Config) -> str:
+    """How far the chains got when their time budget ended them, in a sentence."""
     from bnnkit.runs.budget import progress
 
-    rundir = RunDir(chains)
-    record = rundir.read_record()
-    kept = len(rundir.sample_units())
+    kept = len(RunDir(chains).sample_units())
     until = record.get("until_converged") if config.until_converged else None
-    mixed = None if until is None else bool(until.get("holds"))
-    if record.get("status") != "stopped" and mixed is not False:
-        return None, kept
-    return progress(record, kept, max_time=config.max_time, mixed=mixed, stage="chains"), kept
+    mixed = None if not isinstance(until, dict) else bool(until.get("holds"))
+    return progress(record, kept, max_time=config.max_time, mixed=mixed, stage="chains")
 
 
 def reference_or_reuse(
@@ -376,19 +313,12 @@ def reference_or_reuse(
         ConfigError: ``folder`` holds a reference of other settings, or anything else
             :func:`reference` refuses.
     """
-    import json
-
     folder = Path(folder)
     file = folder / REFERENCE_FILE
     stored = storage.read_json(file) if file.is_file() else None
     if isinstance(stored, dict) and stored.get("status") == "finished":
-        # Through JSON, as reference.json holds them (tuples become lists, and so on).
-        given = json.loads(
-            json.dumps(
-                {"problem": dataclasses.asdict(problem), "config": dataclasses.asdict(config)}
-            )
-        )
-        if {k: stored.get(k) for k in given} == given:
+        given = composite.Recipe("reference", problem, config, ()).record()
+        if all(stored.get(k) == given[k] for k in ("kind", "problem", "config")):
             return False
     reference(problem, config, folder, resume=stored is not None, progress=progress)
     return True

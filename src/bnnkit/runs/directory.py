@@ -80,6 +80,8 @@ TEMPORARY = (".*.tmp", f"{SAMPLES_DIR}/.*.tmp")
 #: ``ensemble/`` and its sampler's run in :data:`REFERENCE_CHAINS`; it reads as the latter.
 REFERENCE_FILE = "reference.json"
 REFERENCE_CHAINS = "chains"
+#: The parent record of each kind of composite run (:mod:`bnnkit.runs.composite`).
+COMPOSITE_RECORDS = {"reference": REFERENCE_FILE}
 
 
 def resolve_reference(path: str | os.PathLike) -> Path:
@@ -366,7 +368,7 @@ class RunDir:
             raise ConfigError("--dir '' names no directory; allowed: a path")
         self.check_links()
         enclosing = enclosing_run(self.path.parent)
-        if enclosing is not None:
+        if enclosing is not None and not _composite_held_here(enclosing):
             raise ConfigError(
                 f"run directory {self.given!r} is inside the run directory "
                 f"{str(enclosing)!r}; allowed: a path outside every other run"
@@ -562,7 +564,8 @@ def enclosing_run(path: str | os.PathLike) -> Path | None:
     """The run directory ``path`` is or lies inside (links resolved), if any.
 
     A folder is a run directory when it holds ``run.json`` and one more file or folder that
-    only runs have (``samples/``, the manifest, the state or the lock).
+    only runs have (``samples/``, the manifest, the state or the lock); a composite run's
+    folder (its parent record, and no ``run.json``) is one too.
 
     Example:
         >>> import tempfile
@@ -575,7 +578,20 @@ def enclosing_run(path: str | os.PathLike) -> Path | None:
             (folder / name).exists() for name in (SAMPLES_DIR, MANIFEST_FILE, STATE_FILE, LOCK_FILE)
         ):
             return folder
+        if not (folder / RUN_FILE).exists() and any(
+            (folder / name).is_file() for name in COMPOSITE_RECORDS.values()
+        ):
+            return folder
     return None
+
+
+def _composite_held_here(folder: Path) -> bool:
+    """Whether ``folder`` is a composite run whose lock this process holds: it opens its own
+    stages there (:mod:`bnnkit.runs.composite`), and nobody else may."""
+    if (folder / RUN_FILE).exists():
+        return False
+    who = _lock.holder(folder)
+    return who is not None and who.get("pid") == os.getpid()
 
 
 def check_outside_runs(path: str | os.PathLike, flag: str) -> None:

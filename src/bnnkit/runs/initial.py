@@ -30,16 +30,9 @@ from bnnkit import problem as problem_lib
 from bnnkit.errors import ConfigError
 from bnnkit.posterior import Mixture, Samples
 from bnnkit.runs.directory import RunDir
+from bnnkit.runs.sources import split_source
 from bnnkit.runs.stored import recorded_problem, stored_posterior
 from bnnkit.types import Params
-
-
-def split_source(spec: str) -> tuple[str, int]:
-    """``RUN[:SAMPLE]`` as (run directory, sample index)."""
-    path, sep, index = str(spec).rpartition(":")
-    if sep and path and index.lstrip("-").isdigit():
-        return path, int(index)
-    return str(spec), -1
 
 
 def _source_record(spec: str, flag: str, allowed_methods: Sequence[str] | None) -> tuple:

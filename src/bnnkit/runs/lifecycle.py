@@ -70,7 +70,7 @@ from bnnkit.data import npz
 from bnnkit.errors import ConfigError
 from bnnkit.inference import _noise
 from bnnkit.inference.base import Loop, RunSettings
-from bnnkit.runs import directory, faults, manifest
+from bnnkit.runs import directory, faults, manifest, sources
 from bnnkit.runs.directory import STATE_FILE, RunDir
 
 INIT_STREAM, NOISE_STREAM, DATA_STREAM, EVAL_STREAM, AUGMENT_STREAM = 0, 1, 2, 3, 4
@@ -246,6 +246,10 @@ def new_record(config: RunSettings, loop: Loop, problem: dict, **more: Any) -> d
         "gaussian_noise": _noise.GENERATOR,
         "started": directory.now(),
     }
+    # The run it starts from, by identity, so that a resume finds it under another path.
+    source = sources.source_record(config)
+    if source is not None:
+        record[sources.SOURCE_KEY] = source
     # Where the manifest's chain starts: fixed once, so that a resume that extends the
     # settings keeps the chain of the lines it keeps.
     record[manifest.IDENTITY_KEY] = manifest.identity(
@@ -290,6 +294,9 @@ def check_resume(record: dict, config: RunSettings, problem: dict) -> None:
         )
     config_dict = config.to_dict()
     stored = type(config).current_names(record["method_config"])
+    if sources.same_source(record, config.source_run()):
+        # The run it started from, moved or copied with it: the same run under another path.
+        config_dict["init_checkpoint"] = stored.get("init_checkpoint")
     # A resumable setting (HMC's integrator) changes neither the state nor the samples, so a
     # run made before it existed resumes with it.
     newer = sorted(set(config_dict) - set(stored) - type(config).resumable())
