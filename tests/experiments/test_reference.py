@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import jax
-import numpy as np
 import pytest
 
 from bnnkit import ConfigError
@@ -48,32 +46,6 @@ def test_the_folder_reads_as_its_chains(made):
 def test_a_finished_reference_resumes_without_running(made):
     again = reference(PROBLEM, CONFIG, made.folder, resume=True, progress=False)
     assert again.evaluation["test"] == made.evaluation["test"]
-
-
-def test_a_cut_off_reference_resumes_to_the_same_chains(made, tmp_path):
-    folder = tmp_path / "ref"
-    # Only the ensemble stage: the chains' stage is then made by the resume.
-    from bnnkit.experiments import reference as module
-    from bnnkit.experiments.run_reuse import run_or_reuse
-
-    folder.mkdir()
-    (folder / REFERENCE_FILE).write_text(
-        json.dumps(
-            {
-                "kind": "reference",
-                "problem": __import__("dataclasses").asdict(PROBLEM),
-                "config": __import__("dataclasses").asdict(CONFIG),
-                "status": "running",
-            }
-        )
-    )
-    built_ensemble = CONFIG.ensemble_config(277)
-    run_or_reuse(PROBLEM, built_ensemble, folder / module.ENSEMBLE_DIR, progress=False)
-    resumed = reference(PROBLEM, CONFIG, folder, resume=True, progress=False)
-    a = load_run(made.folder / "chains").posterior.params
-    b = load_run(resumed.folder / "chains").posterior.params
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 def test_refusals_write_nothing(made, tmp_path):

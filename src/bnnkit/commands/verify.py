@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bnnkit.errors import ConfigError
-    from bnnkit.runs import composite
+    from bnnkit.runs import composite_folder as composite
     from bnnkit.runs.directory import DATA_FINDING, verify
 
     kind = composite.record_file(args.run_dir)

@@ -44,7 +44,7 @@ from typing import Any
 from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.problem import ProblemConfig
-from bnnkit.runs import composite
+from bnnkit.runs import composite, composite_folder
 from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE, RunDir
 from bnnkit.settings import SEED_BOUNDS, UNITS, Exclusive, check_numbers, parse_duration, setting
 
@@ -267,7 +267,7 @@ def reference(
 
     folder = Path(folder)
     names = (ENSEMBLE_DIR, REFERENCE_CHAINS)
-    composite.check_folder(folder, "reference", names, resume=resume, overwrite=overwrite)
+    composite_folder.check_folder(folder, "reference", names, resume=resume, overwrite=overwrite)
     built = build(problem)  # once, for every stage: the data and model exist before a write
     result = composite.run(
         recipe(problem, config, built.dataset.num_train),

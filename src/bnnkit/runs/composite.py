@@ -25,10 +25,13 @@ started from another records that run's identity (:func:`bnnkit.runs.initial.sou
 so a copied composite resumes from its own copy.
 
 Example:
-    >>> from bnnkit.inference import sgd
-    >>> stage = Stage("map", sgd.Config(num_epochs=2))
-    >>> stage_dir("/data/ref", stage.name).as_posix()
-    '/data/ref/map'
+    >>> from bnnkit.inference import hmc, nuts
+    >>> from bnnkit.problem import ProblemConfig
+    >>> warm = Stage("warm", hmc.Config(num_iterations=20))
+    >>> chains = Stage("chains", nuts.Config(num_iterations=40), starts_from="warm")
+    >>> recipe = Recipe("reference", ProblemConfig("yacht_0", "linear"), None, (warm, chains))
+    >>> [(s.name, c.init_checkpoint) for s, c in configured(recipe, Path("/data/ref"))]
+    [('warm', None), ('chains', '/data/ref/warm')]
 """
 
 from __future__ import annotations
@@ -45,13 +48,12 @@ from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.inference.base import RunSettings
 from bnnkit.runs import faults
-from bnnkit.runs.directory import COMPOSITE_RECORDS, RUN_FILE, RunDir, now
+from bnnkit.runs.composite_folder import RECORD_FILES, check_folder, stage_dir
+from bnnkit.runs.directory import RUN_FILE, RunDir, now
 from bnnkit.runs.lock import LOCK_FILE
 
 #: The parent record's statuses, those of a single run.
 STATUSES = ("starting", "running", "stopped", "finished", "diverged")
-#: The parent record files of the composites bnnkit makes, by kind.
-RECORD_FILES = COMPOSITE_RECORDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,87 +138,6 @@ class Result:
             if outcome.status == "stopped":
                 return name
         return None
-
-
-def stage_dir(folder: str | os.PathLike, name: str) -> Path:
-    """The run directory of stage ``name`` of the composite in ``folder``."""
-    return Path(folder) / name
-
-
-def record_file(folder: str | os.PathLike) -> Path | None:
-    """The parent record of the composite in ``folder`` (``None``: ``folder`` is none)."""
-    folder = Path(folder)
-    if (folder / RUN_FILE).exists():
-        return None
-    for name in RECORD_FILES.values():
-        if (folder / name).is_file():
-            return folder / name
-    return None
-
-
-def read_record(folder: str | os.PathLike) -> dict[str, Any]:
-    """The parent record of the composite in ``folder``.
-
-    Raises:
-        ConfigError: ``folder`` holds no composite, or its record is damaged.
-    """
-    file = record_file(folder)
-    if file is None:
-        raise ConfigError(f"{os.fspath(folder)!r} holds no composite run ({_record_names()})")
-    record = storage.read_json(file)
-    if not isinstance(record, dict) or record.get("kind") not in RECORD_FILES:
-        raise ConfigError(f"{str(file)!r} is damaged: not the record of a composite run")
-    return record
-
-
-def stage_names(record: dict[str, Any]) -> list[str]:
-    """The stages a parent record names (a reference made before stages were recorded:
-    its ensemble and its chains)."""
-    stages = record.get("stages")
-    if isinstance(stages, list):
-        return [s["name"] for s in stages if isinstance(s, dict) and isinstance(s.get("name"), str)]
-    return ["ensemble", "chains"] if record.get("kind") == "reference" else []
-
-
-def _record_names() -> str:
-    return " or ".join(sorted(RECORD_FILES.values()))
-
-
-def check_folder(
-    folder: Path, kind: str, stages: tuple[str, ...], *, resume: bool, overwrite: bool
-) -> None:
-    """Refuse, writing nothing, a folder a composite of ``kind`` with stages named ``stages``
-    may not start or resume in.
-
-    Raises:
-        ConfigError: both ``resume`` and ``overwrite``; a file in the way; a folder inside a
-            run directory; a non-empty folder without either flag; ``resume`` of a folder
-            holding no composite of this kind; ``overwrite`` of a folder holding what no
-            composite of this kind writes.
-    """
-    from bnnkit.runs.directory import check_outside_runs
-
-    what, record = f"a folder made by bnnkit {kind}", RECORD_FILES[kind]
-    if resume and overwrite:
-        raise ConfigError("--resume and --overwrite exclude each other; allowed: one of them")
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"{str(folder)!r} is a file; allowed: a folder")
-    # Inside another run or composite, a composite could replace that one's files.
-    check_outside_runs(folder.absolute().parent, "--dir")
-    entries = {e.name for e in folder.iterdir()} - {LOCK_FILE} if folder.is_dir() else set()
-    if resume and record not in entries:
-        raise ConfigError(f"--resume: {str(folder)!r} holds no {kind} ({record}); allowed: {what}")
-    if entries and not resume and not overwrite:
-        raise ConfigError(
-            f"{str(folder)!r} is not empty; allowed: --resume (continue the {kind} "
-            "there) or --overwrite (replace it)"
-        )
-    foreign = entries - {record, *stages}
-    if overwrite and foreign:
-        raise ConfigError(
-            f"--overwrite: {str(folder)!r} holds {sorted(foreign)[0]!r}, which no "
-            f"{kind} writes; allowed: {what} or an empty one"
-        )
 
 
 def resume_refusal(stored: Any, recipe: Recipe) -> str | None:
@@ -497,48 +418,3 @@ def _stage_status(record: dict[str, Any], config: RunSettings) -> str:
     if isinstance(until, dict) and until.get("holds") is False:
         return "stopped"
     return "finished"
-
-
-def verify(folder: str | os.PathLike) -> tuple[list[Any], str]:
-    """Everything wrong in a composite: each stage's run checked as ``bnnkit verify`` checks
-    a run (its findings named ``STAGE/FILE``), and a stage the record says ran but that is
-    gone; and one line on where the composite stands.
-
-    Raises:
-        ConfigError: ``folder`` holds no composite, its record is damaged, or a live process
-            is writing it.
-    """
-    from bnnkit.runs import lock
-    from bnnkit.runs.directory import verify as verify_run
-    from bnnkit.runs.manifest import Finding
-
-    folder = Path(folder)
-    record = read_record(folder)
-    who = lock.holder(folder)
-    if who is not None:
-        raise ConfigError(
-            f"{os.fspath(folder)!r} is in progress: process {who.get('pid')} is writing it, so "
-            "its files are not checked now; verify it once that process has finished or stopped"
-        )
-    findings: list[Any] = []
-    states = []
-    for name in stage_names(record):
-        run_dir = stage_dir(folder, name)
-        if not (run_dir / RUN_FILE).is_file():
-            if _ran(record, name):
-                findings.append(Finding(name, "is missing, though the record says it ran", False))
-            states.append(f"{name} not started")
-            continue
-        found, summary = verify_run(run_dir)
-        findings += [f._replace(file=f"{name}/{f.file}") for f in found]
-        states.append(f"{name} {summary}")
-    return findings, f"{record.get('status')} {record.get('kind')}; " + "; ".join(states)
-
-
-def _ran(record: dict[str, Any], name: str) -> bool:
-    """Whether the parent record says stage ``name`` has run (a record made before outcomes
-    were recorded: every stage of a finished composite)."""
-    outcomes = record.get("outcomes")
-    if isinstance(outcomes, dict):
-        return name in outcomes
-    return record.get("status") == "finished"

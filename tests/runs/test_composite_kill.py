@@ -1,0 +1,94 @@
+"""SIGKILL at a named point of every stage of a reference (and between stages), then
+``--resume``: both stages equal the uninterrupted reference's bit for bit, the parent record
+says "finished", no temporary file or lock is left and ``bnnkit verify`` passes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bnnkit.cli import main
+from bnnkit.runs import faults
+from cli_checks import stored_files
+
+ARGV = [
+    "reference",
+    "--dataset",
+    "yacht_0",
+    "--model",
+    "linear",
+    "--noise-std",
+    "0.5",
+    "--sampler",
+    "nuts",
+    "--members",
+    "2",
+    "--num-tuning",
+    "4",
+    "--num-samples",
+    "6",
+    "--ensemble-steps",
+    "20",
+    "--no-progress",
+]
+STAGES = ("ensemble", "chains")
+
+
+def stages(folder) -> dict[str, np.ndarray]:
+    return {
+        f"{name}/{key}": value
+        for name in STAGES
+        for key, value in stored_files(folder / name).items()
+    }
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("kill") / "full"
+    assert main([*ARGV, "--dir", str(folder), "--json"]) == 0
+    return stages(folder)
+
+
+# Each kill costs a process start and its compilations, so the quick suite keeps one inside a
+# stage and one between stages; the others run with the slow checks.
+SLOW = pytest.mark.slow
+KILLS = [
+    pytest.param("composite-started", marks=SLOW),
+    pytest.param("ensemble/started", marks=SLOW),
+    pytest.param("ensemble/state-recorded:1", marks=SLOW),
+    "stage-done:1",
+    pytest.param("chains/locked", marks=SLOW),
+    "chains/sample-recorded:2",
+    pytest.param("chains/state-recorded:1", marks=SLOW),
+    pytest.param("stage-done:2", marks=SLOW),
+]
+
+
+@pytest.mark.parametrize("point", KILLS)
+def test_killed_in_any_stage_then_resumed_bit_for_bit(point, tmp_path, uninterrupted, capsys):
+    name = point.split(":")[0].split("/")[-1]
+    assert name in (*faults.POINTS, *faults.COMPOSITE_POINTS)
+    folder = tmp_path / "ref"
+    env = {**os.environ, faults.ENV: point, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "bnnkit.cli", *ARGV, "--dir", str(folder)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == -9, done.stderr  # killed at the point, not finished
+    assert main([*ARGV, "--dir", str(folder), "--resume", "--json"]) == 0
+    capsys.readouterr()
+    got = stages(folder)
+    assert sorted(got) == sorted(uninterrupted)
+    for key, value in uninterrupted.items():
+        np.testing.assert_array_equal(got[key], value, err_msg=key)
+    assert json.loads((folder / "reference.json").read_text())["status"] == "finished"
+    assert not list(folder.rglob("*.tmp")) and not list(folder.rglob(".lock"))
+    assert main(["verify", str(folder)]) == 0, capsys.readouterr()
