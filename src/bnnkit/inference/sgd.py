@@ -17,6 +17,9 @@ global norm of at most ``c·N`` (``g ← g · min(1, c N / ‖g‖)``, optax's
 dataset's size. It keeps a single huge gradient from throwing the weights far away, which a
 heteroscedastic likelihood gives when its predicted noise std nears zero on a badly fitted point.
 
+The optimiser (:func:`heavy_ball`) and the update (:func:`descend`, :func:`update`) are pieces of
+their own because SWAG and MC dropout descend exactly as SGD does, on their own objectives.
+
 Example:
     >>> import jax, jax.numpy as jnp
     >>> from bnnkit import likelihoods, models, priors
@@ -35,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -43,9 +47,10 @@ import optax
 
 from bnnkit import schedules
 from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
+from bnnkit.log_posterior import LogPosterior
 from bnnkit.posterior import Samples
 from bnnkit.settings import Exclusive, setting
-from bnnkit.types import Batch, Key, Params
+from bnnkit.types import Batch, Key, Params, Schedule
 
 
 class SGDState(NamedTuple):
@@ -86,17 +91,91 @@ class Config(EpochSettings):
         bounds=(Exclusive(0), None),
     )
 
+    def schedule(self, steps_per_epoch: int) -> Schedule:
+        """The step size as a function of the update count: the paper's cosine to 0 over
+        every step of the run."""
+        return schedules.cosine(self.init_step_size, self.num_epochs * steps_per_epoch)
+
     def loop(self, num_train: int) -> Loop:
         return self.epoch_loop(num_train)
 
 
-def build(log_posterior, config: Config) -> Method:
+def heavy_ball(config: Config, schedule: Schedule, num_data: int) -> optax.GradientTransformation:
+    """optax's heavy-ball SGD on ``schedule`` with ``config.momentum_decay`` (plain SGD at 0),
+    after clipping the gradient's global norm to ``config.clip_grad_norm`` times ``num_data``
+    when that is set: the optimiser of every method that descends by SGD (SWAG, MC dropout)."""
+    optimizer = optax.sgd(schedule, momentum=config.momentum_decay or None)
+    if config.clip_grad_norm is not None:
+        bound = config.clip_grad_norm * num_data
+        optimizer = optax.chain(optax.clip_by_global_norm(bound), optimizer)
+    return optimizer
+
+
+def init(
+    key: Key, params: Params, batch: Batch | None = None, *, optimizer: optax.GradientTransformation
+) -> SGDState:
+    """The state at ``params``: ``optimizer``'s initial state, no update done (``key`` and
+    ``batch`` unused)."""
+    del key, batch
+    return SGDState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
+
+
+def descend(
+    position: Params, opt_state: Any, grad: Params, *, optimizer: optax.GradientTransformation
+) -> tuple[Params, Any]:
+    """``position`` and ``opt_state`` after one update of ``optimizer`` on the negative of the
+    objective whose gradient at ``position`` is ``grad``."""
+    neg_grad = jax.tree.map(jnp.negative, grad)
+    updates, opt_state = optimizer.update(neg_grad, opt_state, position)
+    return optax.apply_updates(position, updates), opt_state
+
+
+def update(
+    state: SGDState,
+    value: jax.Array,
+    grad: Params,
+    *,
+    optimizer: optax.GradientTransformation,
+    schedule: Schedule,
+) -> tuple[SGDState, SGDInfo]:
+    """The state after one step up the objective whose value and gradient at
+    ``state.position`` are ``value`` and ``grad``, and the step's info."""
+    position, opt_state = descend(state.position, state.opt_state, grad, optimizer=optimizer)
+    info = SGDInfo(value, jnp.asarray(schedule(state.count), value.dtype))
+    return SGDState(position, opt_state, state.count + 1), info
+
+
+def step(
+    key: Key,
+    state: SGDState,
+    batch: Batch,
+    *,
+    log_posterior: LogPosterior,
+    optimizer: optax.GradientTransformation,
+    schedule: Schedule,
+) -> tuple[SGDState, SGDInfo]:
+    """One heavy-ball step on ``-log_posterior`` of ``batch``, whose stochastic model draws from
+    :func:`~bnnkit.inference.base.model_key` of ``key``."""
+    value, grad = jax.value_and_grad(log_posterior)(state.position, batch, key=model_key(key))
+    return update(state, value, grad, optimizer=optimizer, schedule=schedule)
+
+
+def posterior(kept: SGDState) -> Samples:
+    """The last kept state's parameters as a single sample."""
+    last = jax.tree.map(lambda a: a[-1:], kept.position)
+    return Samples.from_single_chain(last)
+
+
+def position(state: SGDState) -> Params:
+    return state.position
+
+
+def build(log_posterior: LogPosterior, config: Config) -> Method:
     """SGD with heavy-ball momentum on ``-log_posterior``.
 
     Args:
-        log_posterior: the tempered log posterior (minibatch-scaled), a
-            :class:`~bnnkit.log_posterior.LogPosterior`; its ``num_data`` sets the steps per
-            epoch of the schedule, and a stochastic model gets the step's
+        log_posterior: the tempered log posterior (minibatch-scaled); its ``num_data`` sets the
+            steps per epoch of the schedule, and a stochastic model gets the step's
             :func:`~bnnkit.inference.base.model_key`.
         config: the settings.
 
@@ -104,27 +183,13 @@ def build(log_posterior, config: Config) -> Method:
         A :class:`~bnnkit.inference.base.Method`; its posterior is the last state's parameters
         as a single sample (a point mass at the MAP estimate).
     """
-    steps = config.num_epochs * config.steps_per_epoch(log_posterior.num_data)
-    schedule = schedules.cosine(config.init_step_size, steps)
-    optimizer = optax.sgd(schedule, momentum=config.momentum_decay or None)
-    if config.clip_grad_norm is not None:
-        bound = config.clip_grad_norm * log_posterior.num_data
-        optimizer = optax.chain(optax.clip_by_global_norm(bound), optimizer)
-
-    def init(key: Key, params: Params, batch: Batch | None = None) -> SGDState:
-        del key, batch
-        return SGDState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
-
-    def step(key: Key, state: SGDState, batch: Batch) -> tuple[SGDState, SGDInfo]:
-        value, grad = jax.value_and_grad(log_posterior)(state.position, batch, key=model_key(key))
-        neg_grad = jax.tree.map(jnp.negative, grad)
-        updates, opt_state = optimizer.update(neg_grad, state.opt_state, state.position)
-        position = optax.apply_updates(state.position, updates)
-        info = SGDInfo(value, jnp.asarray(schedule(state.count), value.dtype))
-        return SGDState(position, opt_state, state.count + 1), info
-
-    def posterior(kept: SGDState) -> Samples:
-        last = jax.tree.map(lambda a: a[-1:], kept.position)
-        return Samples.from_single_chain(last)
-
-    return Method(init=init, step=step, posterior=posterior, position=lambda s: s.position)
+    schedule = config.schedule(config.steps_per_epoch(log_posterior.num_data))
+    optimizer = heavy_ball(config, schedule, log_posterior.num_data)
+    return Method(
+        init=functools.partial(init, optimizer=optimizer),
+        step=functools.partial(
+            step, log_posterior=log_posterior, optimizer=optimizer, schedule=schedule
+        ),
+        posterior=posterior,
+        position=position,
+    )
