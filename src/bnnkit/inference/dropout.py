@@ -49,20 +49,21 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from bnnkit import schedules
 from bnnkit.errors import ConfigError
 from bnnkit.inference import sgd
 from bnnkit.inference.base import Loop, Method, model_key
+from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import registry
 from bnnkit.posterior.mc_dropout import MCDropout
 from bnnkit.settings import setting
-from bnnkit.types import Batch, Key, Params
+from bnnkit.types import Batch, Key, Params, Schedule
 
 #: The leaves whose inputs a dropout model drops (the kernels of its Dense and Conv layers).
 DROPPED = "kernel"
@@ -79,7 +80,7 @@ def _map_kernels(fn, params: Params) -> Params:
     return jax.tree_util.tree_map_with_path(visit, params)
 
 
-def expected_log_prior(log_posterior, params: Params) -> jax.Array:
+def expected_log_prior(log_posterior: LogPosterior, params: Params) -> jax.Array:
     """``E_q[log p(W)] = (1 − p) log p(K/(1 − p)) + p log p(K⁰)`` (untempered), with p the log
     posterior's ``dropout_rate``; ``log p(θ)`` itself when p = 0."""
     p = float(log_posterior.dropout_rate)
@@ -151,48 +152,61 @@ def check_problem(problem) -> None:
     )
 
 
-def build(log_posterior, config: Config) -> Method:
+def objective(
+    params: Params, batch: Batch, *, key: Key | None, log_posterior: LogPosterior
+) -> jax.Array:
+    """``L̂_T``: ``[E_q log p(W) + (N/|B|) Σ_{i∈B} log p(y_i | x_i, M, z_i)] / T``, with the
+    masks ``z_i`` the network draws from ``key``."""
+    lp = log_posterior
+    return lp.temper(expected_log_prior(lp, params)) + lp.tempered_log_likelihood(
+        params, batch, key=key
+    )
+
+
+def step(
+    key: Key,
+    state: sgd.SGDState,
+    batch: Batch,
+    *,
+    log_posterior: LogPosterior,
+    optimizer: optax.GradientTransformation,
+    schedule: Schedule,
+) -> tuple[sgd.SGDState, sgd.SGDInfo]:
+    """One heavy-ball step on ``−L̂_T`` of ``batch`` (:func:`objective`), whose masks the
+    network draws from :func:`~bnnkit.inference.base.model_key` of ``key``."""
+    loss = functools.partial(objective, log_posterior=log_posterior)
+    value, grad = jax.value_and_grad(loss)(state.position, batch, key=model_key(key))
+    return sgd.update(state, value, grad, optimizer=optimizer, schedule=schedule)
+
+
+def posterior(kept: sgd.SGDState, *, rate: float, num_passes: int) -> MCDropout:
+    """The last kept weights, predicting by ``num_passes`` passes that drop with ``rate``."""
+    last = jax.tree.map(lambda a: a[-1], kept.position)
+    return MCDropout(last, rate, num_passes)
+
+
+def build(log_posterior: LogPosterior, config: Config) -> Method:
     """MC dropout training on ``log_posterior``'s dropout network.
 
     Args:
-        log_posterior: the tempered log posterior, a :class:`~bnnkit.log_posterior.LogPosterior`;
-            its likelihood, prior, ``dropout_rate``, temperature and ``num_data`` are used, and
-            its stochastic network gets the step's :func:`~bnnkit.inference.base.model_key`.
+        log_posterior: the tempered log posterior; its likelihood, prior, ``dropout_rate``,
+            temperature and ``num_data`` are used, and its stochastic network gets the step's
+            :func:`~bnnkit.inference.base.model_key`.
         config: the settings.
 
     Returns:
         A :class:`~bnnkit.inference.base.Method`; its state and step are SGD's, its posterior
         the last weights as :class:`~bnnkit.posterior.mc_dropout.MCDropout`.
     """
-    lp = log_posterior
-    steps = config.num_epochs * config.steps_per_epoch(lp.num_data)
-    schedule = schedules.cosine(config.init_step_size, steps)
-    optimizer = optax.sgd(schedule, momentum=config.momentum_decay or None)
-    if config.clip_grad_norm is not None:
-        bound = config.clip_grad_norm * lp.num_data
-        optimizer = optax.chain(optax.clip_by_global_norm(bound), optimizer)
-    rate = float(lp.dropout_rate)
-
-    def objective(params: Params, batch: Batch, key: Key | None) -> jax.Array:
-        """``L̂_T``: ``[E_q log p(W) + (N/|B|) Σ_{i∈B} log p(y_i | x_i, M, z_i)] / T``."""
-        return lp.temper(expected_log_prior(lp, params)) + lp.tempered_log_likelihood(
-            params, batch, key=key
-        )
-
-    def init(key: Key, params: Params, batch: Batch | None = None) -> sgd.SGDState:
-        del key, batch
-        return sgd.SGDState(params, optimizer.init(params), jnp.zeros((), jnp.int32))
-
-    def step(key: Key, state: sgd.SGDState, batch: Batch) -> tuple[sgd.SGDState, sgd.SGDInfo]:
-        value, grad = jax.value_and_grad(objective)(state.position, batch, model_key(key))
-        neg_grad = jax.tree.map(jnp.negative, grad)
-        updates, opt_state = optimizer.update(neg_grad, state.opt_state, state.position)
-        position = optax.apply_updates(state.position, updates)
-        info = sgd.SGDInfo(value, jnp.asarray(schedule(state.count), value.dtype))
-        return sgd.SGDState(position, opt_state, state.count + 1), info
-
-    def posterior(kept: sgd.SGDState) -> MCDropout:
-        last = jax.tree.map(lambda a: a[-1], kept.position)
-        return MCDropout(last, rate, config.num_passes)
-
-    return Method(init=init, step=step, posterior=posterior, position=lambda s: s.position)
+    schedule = config.schedule(config.steps_per_epoch(log_posterior.num_data))
+    optimizer = sgd.heavy_ball(config, schedule, log_posterior.num_data)
+    return Method(
+        init=functools.partial(sgd.init, optimizer=optimizer),
+        step=functools.partial(
+            step, log_posterior=log_posterior, optimizer=optimizer, schedule=schedule
+        ),
+        posterior=functools.partial(
+            posterior, rate=float(log_posterior.dropout_rate), num_passes=config.num_passes
+        ),
+        position=sgd.position,
+    )
