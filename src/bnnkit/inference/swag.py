@@ -42,6 +42,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, ClassVar, NamedTuple
 
 import jax
@@ -53,6 +54,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.inference import sgd
 from bnnkit.inference.adaptation import any_chain
 from bnnkit.inference.base import Loop, Method, model_key
+from bnnkit.log_posterior import LogPosterior
 from bnnkit.posterior.low_rank_gaussian import LowRankGaussian
 from bnnkit.settings import Exclusive, check_choice, setting
 from bnnkit.types import Batch, Key, Params, Schedule
@@ -241,13 +243,102 @@ def posterior_of(state: SWAGState, max_rank: int, num_draws: int) -> LowRankGaus
     )
 
 
-def build(log_posterior, config: Config) -> Method:
+def init(
+    key: Key,
+    params: Params,
+    batch: Batch | None = None,
+    *,
+    optimizer: optax.GradientTransformation,
+    max_rank: int,
+) -> SWAGState:
+    """The state at ``params``: SGD's, and nothing collected yet into ``max_rank`` slots
+    (``key`` and ``batch`` unused)."""
+    del key, batch
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    buffer = jax.tree.map(lambda p: jnp.zeros((max_rank, *p.shape), p.dtype), params)
+    return SWAGState(
+        params,
+        optimizer.init(params),
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((), jnp.int32),
+        zeros,
+        zeros,
+        buffer,
+    )
+
+
+def collect_where(due: jax.Array, state: SWAGState, max_rank: int) -> SWAGState:
+    """``state`` with its iterate collected (:func:`collect`) where ``due``."""
+    # Unbatched predicate (:func:`any_chain`): with one batched by the members' vmap every
+    # step would collect, and write the K × d deviations, for nothing.
+    return jax.lax.cond(
+        any_chain(due),
+        lambda s: jax.tree.map(
+            lambda c, o: jnp.where(due, c, o), collect(s, s.position, max_rank), s
+        ),
+        lambda s: s,
+        state,
+    )
+
+
+def step(
+    key: Key,
+    state: SWAGState,
+    batch: Batch,
+    *,
+    log_posterior: LogPosterior,
+    optimizer: optax.GradientTransformation,
+    schedule: Schedule,
+    burn: int,
+    every: int,
+    max_rank: int,
+) -> tuple[SWAGState, SWAGInfo]:
+    """One SGD step on ``-log_posterior`` of ``batch`` (a stochastic model draws from
+    :func:`~bnnkit.inference.base.model_key` of ``key``), then the new iterate collected if it
+    is due: after the ``burn`` steps of burn-in, every ``every`` steps."""
+    value, grad = jax.value_and_grad(log_posterior)(state.position, batch, key=model_key(key))
+    position, opt_state = sgd.descend(state.position, state.opt_state, grad, optimizer=optimizer)
+    count = state.count + 1
+    moved = state._replace(position=position, opt_state=opt_state, count=count)
+    new = collect_where((count > burn) & ((count - burn) % every == 0), moved, max_rank)
+    info = SWAGInfo(value, jnp.asarray(schedule(state.count), value.dtype), new.num_collected)
+    return new, info
+
+
+def posterior(kept: SWAGState, *, max_rank: int, num_draws: int) -> LowRankGaussian:
+    """The last kept state's Gaussian (:func:`posterior_of`)."""
+    last = jax.tree.map(lambda a: a[-1], kept)
+    return posterior_of(last, max_rank, num_draws)
+
+
+def position(state: SWAGState) -> Params:
+    return state.position
+
+
+def collection_steps(config: Config, num_data: int) -> tuple[int, int]:
+    """``(B, c)`` of :meth:`Config.collection_steps` on ``num_data`` training examples.
+
+    Raises:
+        ConfigError: settings that collect fewer than two iterates.
+    """
+    steps_per_epoch = config.steps_per_epoch(num_data)
+    burn, every = config.collection_steps(steps_per_epoch)
+    total = config.num_epochs * steps_per_epoch
+    if (total - burn) // every < 2:
+        raise ConfigError(
+            f"SWAG would collect {(total - burn) // every} iterate(s) in the {total - burn} "
+            f"steps after the burn-in, one every {every}; allowed: at least 2 (more epochs, "
+            "a shorter --num-burn-in or a smaller --collect-every)"
+        )
+    return burn, every
+
+
+def build(log_posterior: LogPosterior, config: Config) -> Method:
     """SWAG on ``log_posterior``: SGD, collecting iterates after the burn-in.
 
     Args:
-        log_posterior: the tempered log posterior (minibatch-scaled), a
-            :class:`~bnnkit.log_posterior.LogPosterior`; its ``num_data`` sets the steps per
-            epoch, and a stochastic model gets the step's
+        log_posterior: the tempered log posterior (minibatch-scaled); its ``num_data`` sets
+            the steps per epoch, and a stochastic model gets the step's
             :func:`~bnnkit.inference.base.model_key`.
         config: the settings.
 
@@ -258,59 +349,23 @@ def build(log_posterior, config: Config) -> Method:
     Raises:
         ConfigError: settings that collect fewer than two iterates.
     """
-    steps_per_epoch = config.steps_per_epoch(log_posterior.num_data)
-    schedule = config.schedule(steps_per_epoch)
-    burn, every = config.collection_steps(steps_per_epoch)
-    total = config.num_epochs * steps_per_epoch
-    if (total - burn) // every < 2:
-        raise ConfigError(
-            f"SWAG would collect {(total - burn) // every} iterate(s) in the {total - burn} "
-            f"steps after the burn-in, one every {every}; allowed: at least 2 (more epochs, "
-            "a shorter --num-burn-in or a smaller --collect-every)"
-        )
-    optimizer = optax.sgd(schedule, momentum=config.momentum_decay or None)
-    if config.clip_grad_norm is not None:
-        bound = config.clip_grad_norm * log_posterior.num_data
-        optimizer = optax.chain(optax.clip_by_global_norm(bound), optimizer)
-    max_rank = config.max_rank
-
-    def init(key: Key, params: Params, batch: Batch | None = None) -> SWAGState:
-        del key, batch
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        buffer = jax.tree.map(lambda p: jnp.zeros((max_rank, *p.shape), p.dtype), params)
-        return SWAGState(
-            params,
-            optimizer.init(params),
-            jnp.zeros((), jnp.int32),
-            jnp.zeros((), jnp.int32),
-            zeros,
-            zeros,
-            buffer,
-        )
-
-    def step(key: Key, state: SWAGState, batch: Batch) -> tuple[SWAGState, SWAGInfo]:
-        value, grad = jax.value_and_grad(log_posterior)(state.position, batch, key=model_key(key))
-        neg_grad = jax.tree.map(jnp.negative, grad)
-        updates, opt_state = optimizer.update(neg_grad, state.opt_state, state.position)
-        position = optax.apply_updates(state.position, updates)
-        count = state.count + 1
-        moved = state._replace(position=position, opt_state=opt_state, count=count)
-        due = (count > burn) & ((count - burn) % every == 0)
-        # Unbatched predicate (:func:`any_chain`): with one batched by the members' vmap every
-        # step would collect, and write the K × d deviations, for nothing.
-        new = jax.lax.cond(
-            any_chain(due),
-            lambda s: jax.tree.map(
-                lambda c, o: jnp.where(due, c, o), collect(s, position, max_rank), s
-            ),
-            lambda s: s,
-            moved,
-        )
-        info = SWAGInfo(value, jnp.asarray(schedule(state.count), value.dtype), new.num_collected)
-        return new, info
-
-    def posterior(kept: SWAGState) -> LowRankGaussian:
-        last = jax.tree.map(lambda a: a[-1], kept)
-        return posterior_of(last, max_rank, config.swag_num_draws)
-
-    return Method(init=init, step=step, posterior=posterior, position=lambda s: s.position)
+    num_data = log_posterior.num_data
+    schedule = config.schedule(config.steps_per_epoch(num_data))
+    burn, every = collection_steps(config, num_data)
+    optimizer = sgd.heavy_ball(config, schedule, num_data)
+    return Method(
+        init=functools.partial(init, optimizer=optimizer, max_rank=config.max_rank),
+        step=functools.partial(
+            step,
+            log_posterior=log_posterior,
+            optimizer=optimizer,
+            schedule=schedule,
+            burn=burn,
+            every=every,
+            max_rank=config.max_rank,
+        ),
+        posterior=functools.partial(
+            posterior, max_rank=config.max_rank, num_draws=config.swag_num_draws
+        ),
+        position=position,
+    )
