@@ -40,6 +40,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar, NamedTuple
 
 import jax
@@ -50,6 +51,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.inference._noise import DRAWS, NOISES
 from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
 from bnnkit.inference.sgd import MOMENTUM_BOUNDS
+from bnnkit.log_posterior import LogPosterior
 from bnnkit.posterior import Samples
 from bnnkit.settings import MEMBERS, UNITS, Exclusive, check_choice, setting
 from bnnkit.types import Batch, Key, Params, Schedule
@@ -210,13 +212,102 @@ class Config(EpochSettings):
         )
 
 
-def build(log_posterior, config: Config) -> Method:
+def init(
+    key: Key, params: Params, batch: Batch | None = None, *, precondition: bool
+) -> SGMCMCState:
+    """The state at ``params``: zero momentum, and RMSprop's second moment at 1 when
+    ``precondition`` (else zero, unused); ``key`` and ``batch`` unused."""
+    del key, batch
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    # v starts at 1, not 0: the first steps are plain SGLD/SGHMC instead of dividing the
+    # noise by √v of a gradient that may be ~0 (a chain started at a mode would explode).
+    ones = jax.tree.map(jnp.ones_like, params)
+    return SGMCMCState(params, zeros, ones if precondition else zeros, jnp.zeros((), jnp.int32))
+
+
+def rmsprop(second_moment: Params, grad: Params, *, decay: float) -> tuple[Params, Params]:
+    """RMSprop's ``v ← α v + (1 − α) g²`` and the preconditioner ``M = √v + ε`` it gives."""
+    v = jax.tree.map(
+        lambda v, g: decay * v + (1 - decay) * jnp.square(g),
+        second_moment,
+        grad,
+    )
+    return v, jax.tree.map(lambda v: jnp.sqrt(v) + RMSPROP_EPS, v)
+
+
+def new_momentum(
+    m: jax.Array,
+    g: jax.Array,
+    n: jax.Array,
+    d: jax.Array | None = None,
+    *,
+    decay: float,
+    sqrt_eta: jax.Array,
+    noise_scale: float,
+) -> jax.Array:
+    """One leaf's ``β m + √η g + √(2 (1 − β)) · √M ⊙ ξ`` (``d``: M's diagonal, or ``None``
+    for the identity)."""
+    n = n if d is None else n * jnp.sqrt(d)
+    return decay * m + sqrt_eta * g + noise_scale * n
+
+
+def step(
+    key: Key,
+    state: SGMCMCState,
+    batch: Batch,
+    *,
+    log_posterior: LogPosterior,
+    schedule: Schedule,
+    momentum_decay: float,
+    noise: str,
+    rmsprop_decay: float | None,
+) -> tuple[SGMCMCState, SGMCMCInfo]:
+    """One SGLD/SGHMC update on ``batch`` (see the module), preconditioned by RMSprop with
+    decay ``rmsprop_decay`` unless it is ``None``.
+
+    ``key`` draws ξ (a ``noise`` of :data:`~bnnkit.inference._noise.DRAWS`); a stochastic model
+    draws from :func:`~bnnkit.inference.base.model_key` of it.
+    """
+    value, grad = jax.value_and_grad(log_posterior)(state.position, batch, key=model_key(key))
+    eta = jnp.asarray(schedule(state.count), value.dtype)
+    sqrt_eta = jnp.sqrt(eta)
+    xi = DRAWS[noise](key, grad)
+    if rmsprop_decay is not None:
+        v, m_diag = rmsprop(state.second_moment, grad, decay=rmsprop_decay)
+    else:
+        v, m_diag = state.second_moment, None
+    kick = functools.partial(
+        new_momentum,
+        decay=momentum_decay,
+        sqrt_eta=sqrt_eta,
+        noise_scale=(2.0 * (1.0 - momentum_decay)) ** 0.5,
+    )
+    if m_diag is not None:
+        momentum = jax.tree.map(kick, state.momentum, grad, xi, m_diag)
+        position = jax.tree.map(
+            lambda p, m, d: p + sqrt_eta * m / d, state.position, momentum, m_diag
+        )
+    else:
+        momentum = jax.tree.map(kick, state.momentum, grad, xi)
+        position = jax.tree.map(lambda p, m: p + sqrt_eta * m, state.position, momentum)
+    return SGMCMCState(position, momentum, v, state.count + 1), SGMCMCInfo(value, eta)
+
+
+def posterior(kept: SGMCMCState) -> Samples:
+    """The kept positions as samples of one chain."""
+    return Samples.from_single_chain(kept.position)
+
+
+def position(state: SGMCMCState) -> Params:
+    return state.position
+
+
+def build(log_posterior: LogPosterior, config: Config) -> Method:
     """SGLD (``momentum_decay=0``) or SGHMC, optionally RMSprop-preconditioned.
 
     Args:
-        log_posterior: the tempered log posterior (minibatch-scaled), a
-            :class:`~bnnkit.log_posterior.LogPosterior`; its ``num_data`` sets the steps per
-            epoch of the schedule, and a stochastic model gets the step's
+        log_posterior: the tempered log posterior (minibatch-scaled); its ``num_data`` sets the
+            steps per epoch of the schedule, and a stochastic model gets the step's
             :func:`~bnnkit.inference.base.model_key` (ξ keeps the step's key).
         config: the settings.
 
@@ -224,53 +315,17 @@ def build(log_posterior, config: Config) -> Method:
         A :class:`~bnnkit.inference.base.Method` whose posterior is the kept positions as
         :class:`~bnnkit.posterior.Samples`.
     """
-    schedule = config.schedule(config.steps_per_epoch(log_posterior.num_data))
-    momentum_decay = config.momentum_decay
-    rmsprop_decay = config.rmsprop_decay
-    rmsprop_eps = RMSPROP_EPS
-    draw = DRAWS[config.noise]
     precondition = config.preconditioner == "rmsprop"
-    noise_scale = (2.0 * (1.0 - momentum_decay)) ** 0.5
-
-    def init(key: Key, params: Params, batch: Batch | None = None) -> SGMCMCState:
-        del key, batch
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        # v starts at 1, not 0: the first steps are plain SGLD/SGHMC instead of dividing the
-        # noise by √v of a gradient that may be ~0 (a chain started at a mode would explode).
-        ones = jax.tree.map(jnp.ones_like, params)
-        return SGMCMCState(params, zeros, ones if precondition else zeros, jnp.zeros((), jnp.int32))
-
-    def step(key: Key, state: SGMCMCState, batch: Batch):
-        value, grad = jax.value_and_grad(log_posterior)(state.position, batch, key=model_key(key))
-        eta = jnp.asarray(schedule(state.count), value.dtype)
-        sqrt_eta = jnp.sqrt(eta)
-        xi = draw(key, grad)
-        if precondition:
-            v = jax.tree.map(
-                lambda v, g: rmsprop_decay * v + (1 - rmsprop_decay) * jnp.square(g),
-                state.second_moment,
-                grad,
-            )
-            m_diag = jax.tree.map(lambda v: jnp.sqrt(v) + rmsprop_eps, v)
-        else:
-            v = state.second_moment
-            m_diag = None
-
-        def new_momentum(m, g, n, d=None):
-            n = n if d is None else n * jnp.sqrt(d)
-            return momentum_decay * m + sqrt_eta * g + noise_scale * n
-
-        if precondition:
-            momentum = jax.tree.map(new_momentum, state.momentum, grad, xi, m_diag)
-            position = jax.tree.map(
-                lambda p, m, d: p + sqrt_eta * m / d, state.position, momentum, m_diag
-            )
-        else:
-            momentum = jax.tree.map(new_momentum, state.momentum, grad, xi)
-            position = jax.tree.map(lambda p, m: p + sqrt_eta * m, state.position, momentum)
-        return SGMCMCState(position, momentum, v, state.count + 1), SGMCMCInfo(value, eta)
-
-    def posterior(kept: SGMCMCState) -> Samples:
-        return Samples.from_single_chain(kept.position)
-
-    return Method(init=init, step=step, posterior=posterior, position=lambda s: s.position)
+    return Method(
+        init=functools.partial(init, precondition=precondition),
+        step=functools.partial(
+            step,
+            log_posterior=log_posterior,
+            schedule=config.schedule(config.steps_per_epoch(log_posterior.num_data)),
+            momentum_decay=config.momentum_decay,
+            noise=config.noise,
+            rmsprop_decay=config.rmsprop_decay if precondition else None,
+        ),
+        posterior=posterior,
+        position=position,
+    )
