@@ -50,6 +50,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import ClassVar, NamedTuple
 
 import jax
@@ -59,9 +60,11 @@ from bnnkit import schedules
 from bnnkit.errors import ConfigError
 from bnnkit.inference._noise import stacked_normal_like
 from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
+from bnnkit.log_posterior import LogPosterior
 from bnnkit.posterior.diag_gaussian import DiagGaussian
+from bnnkit.priors import Prior
 from bnnkit.settings import Exclusive, setting
-from bnnkit.types import Batch, Key, Params
+from bnnkit.types import Batch, Key, Params, Schedule
 
 
 class IVONState(NamedTuple):
@@ -143,11 +146,8 @@ class Config(EpochSettings):
         return self.epoch_loop(num_train)
 
 
-def prior_terms(prior) -> tuple:
-    """``(P, ∇R)``: the prior's precision per parameter and ``θ -> −∇ log p(θ)``.
-
-    A Gaussian prior's ``−log p`` is quadratic with a diagonal Hessian, so ``P`` is the
-    difference of its gradients at ``1`` and ``0`` (exact, for any mean).
+def check_prior(prior: Prior) -> None:
+    """Refuse a prior whose precision IVON cannot take as its weight decay.
 
     Raises:
         ConfigError: a prior that is not Gaussian (no closed-form KL).
@@ -160,17 +160,153 @@ def prior_terms(prior) -> tuple:
             f"decay); the prior is {prior}. Allowed: --weight-decay, or --prior "
             "gaussian / fanin_gaussian"
         )
-    grad_r = jax.grad(lambda p: -prior.log_prob(p))
-
-    def precision(params: Params) -> Params:
-        ones = jax.tree.map(jnp.ones_like, params)
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        return jax.tree.map(jnp.subtract, grad_r(ones), grad_r(zeros))
-
-    return precision, grad_r
 
 
-def build(log_posterior, config: Config) -> Method:
+def prior_gradient(params: Params, *, prior: Prior) -> Params:
+    """``∇R(θ) = −∇ log p(θ)``."""
+    return jax.grad(lambda p: -prior.log_prob(p))(params)
+
+
+def prior_precision(params: Params, *, prior: Prior) -> Params:
+    """P, a Gaussian prior's precision per parameter, shaped like ``params``.
+
+    A Gaussian prior's ``−log p`` is quadratic with a diagonal Hessian, so ``P`` is the
+    difference of its gradients at ``1`` and ``0`` (exact, for any mean).
+    """
+    ones = jax.tree.map(jnp.ones_like, params)
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    return jax.tree.map(
+        jnp.subtract, prior_gradient(ones, prior=prior), prior_gradient(zeros, prior=prior)
+    )
+
+
+def weight_decay(mean: Params, *, log_posterior: LogPosterior) -> Params:
+    """δ = P/N."""
+    n = log_posterior.num_data
+    return jax.tree.map(lambda p: p / n, prior_precision(mean, prior=log_posterior.prior))
+
+
+def std_of(hess: Params, delta: Params, *, ess: float) -> Params:
+    """σ = 1 / √(λ (h + δ))."""
+    return jax.tree.map(lambda h, d: jax.lax.rsqrt(ess * (h + d)), hess, delta)
+
+
+def init(key: Key, params: Params, batch: Batch | None = None, *, hess_init: float) -> IVONState:
+    """The state at ``params``: m = ``params``, h = h₀, g = 0 (``key`` and ``batch`` unused)."""
+    del key, batch
+    hess = jax.tree.map(lambda p: jnp.full_like(p, hess_init), params)
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    return IVONState(params, hess, zeros, jnp.zeros((), jnp.int32))
+
+
+def mean_loss(
+    params: Params, batch: Batch, key: Key | None, *, log_posterior: LogPosterior
+) -> jax.Array:
+    """``ℓ̄_B(θ) = −(1/|B|) Σ_{i∈B} log p(y_i | x_i, θ)``."""
+    return -log_posterior.log_likelihood(params, batch, key=key) / batch.x.shape[0]
+
+
+def estimates(
+    key: Key,
+    mean: Params,
+    std: Params,
+    batch: Batch,
+    *,
+    log_posterior: LogPosterior,
+    num_samples: int,
+) -> tuple[jax.Array, Params, Params]:
+    """The losses ``ℓ̄_B(m + ε_s)`` of ``num_samples`` draws ``ε_s ~ N(0, σ²)`` from ``key``,
+    and their ĝ and ĥ (see the module); a stochastic model draws from
+    :func:`~bnnkit.inference.base.model_key` of ``key``, split over the draws."""
+    eps = jax.tree.map(
+        lambda z, s: z * s,
+        stacked_normal_like(key, mean, num_samples),
+        jax.tree.map(lambda s: s[None], std),
+    )
+    model_keys = jax.random.split(model_key(key), num_samples)
+    loss_of = functools.partial(mean_loss, log_posterior=log_posterior)
+
+    def one(e, k):
+        theta = jax.tree.map(jnp.add, mean, e)
+        loss, grad = jax.value_and_grad(loss_of)(theta, batch, k)
+        hess = jax.tree.map(lambda g, ei, s: g * ei / jnp.square(s), grad, e, std)
+        return loss, grad, hess
+
+    losses, grads, hesses = jax.vmap(one)(eps, model_keys)
+    g_hat = jax.tree.map(lambda a: jnp.mean(a, 0), grads)
+    h_hat = jax.tree.map(lambda a: jnp.mean(a, 0), hesses)
+    return losses, g_hat, h_hat
+
+
+def new_hessian(hess: Params, h_hat: Params, delta: Params, *, beta2: float) -> Params:
+    """``h ← β₂ h + (1 − β₂) ĥ + ½ (1 − β₂)² (h − ĥ)² / (h + δ)``."""
+    return jax.tree.map(
+        lambda h, hh, d: (
+            beta2 * h + (1 - beta2) * hh + 0.5 * (1 - beta2) ** 2 * jnp.square(h - hh) / (h + d)
+        ),
+        hess,
+        h_hat,
+        delta,
+    )
+
+
+def step(
+    key: Key,
+    state: IVONState,
+    batch: Batch,
+    *,
+    log_posterior: LogPosterior,
+    schedule: Schedule,
+    ess: float,
+    beta1: float,
+    beta2: float,
+    num_samples: int,
+    clip: float | None,
+) -> tuple[IVONState, IVONInfo]:
+    """One step of Algorithm 1 on ``batch`` (see the module), its noise drawn from ``key``."""
+    n = log_posterior.num_data
+    delta = weight_decay(state.mean, log_posterior=log_posterior)
+    std = std_of(state.hess, delta, ess=ess)
+    losses, g_hat, h_hat = estimates(
+        key, state.mean, std, batch, log_posterior=log_posterior, num_samples=num_samples
+    )
+    count = state.count + 1
+    momentum = jax.tree.map(lambda g, gh: beta1 * g + (1 - beta1) * gh, state.momentum, g_hat)
+    hess = new_hessian(state.hess, h_hat, delta, beta2=beta2)
+    alpha = jnp.asarray(schedule(state.count), losses.dtype)
+    correction = 1.0 - beta1 ** count.astype(losses.dtype)
+    prior_grad = prior_gradient(state.mean, prior=log_posterior.prior)
+
+    def new_mean(m, g, r, h, d):
+        update = (g / correction + r / n) / (h + d)
+        if clip is not None:
+            update = jnp.clip(update, -clip, clip)
+        return m - alpha * update
+
+    mean = jax.tree.map(new_mean, state.mean, momentum, prior_grad, hess, delta)
+    leaves = jax.tree.leaves(hess)
+    info = IVONInfo(
+        -n * jnp.mean(losses),
+        sum(jnp.sum(h) for h in leaves) / sum(h.size for h in leaves),
+        alpha,
+    )
+    return IVONState(mean, hess, momentum, count), info
+
+
+def posterior(
+    kept: IVONState, *, log_posterior: LogPosterior, ess: float, num_draws: int
+) -> DiagGaussian:
+    """q of the last kept state, averaging ``num_draws`` weight samples when it predicts."""
+    last = jax.tree.map(lambda a: a[-1], kept)
+    delta = weight_decay(last.mean, log_posterior=log_posterior)
+    return DiagGaussian(last.mean, std_of(last.hess, delta, ess=ess), num_draws=num_draws)
+
+
+def position(state: IVONState) -> Params:
+    return state.mean
+
+
+def build(log_posterior: LogPosterior, config: Config) -> Method:
     """IVON on a :class:`~bnnkit.log_posterior.LogPosterior`.
 
     Args:
@@ -186,83 +322,25 @@ def build(log_posterior, config: Config) -> Method:
     Raises:
         ConfigError: a prior that is not Gaussian.
     """
-    lp = log_posterior
-    n = lp.num_data
-    steps = config.num_epochs * config.steps_per_epoch(n)
-    schedule = schedules.cosine(config.init_step_size, steps)
-    precision, grad_r = prior_terms(lp.prior)
-    ess = float(lp.temper(float(n))) if config.ess is None else float(config.ess)
-    beta1, beta2, samples = config.beta1, config.beta2, int(config.ivon_num_samples)
-    clip = config.clip_radius
-
-    def weight_decay(mean: Params) -> Params:
-        return jax.tree.map(lambda p: p / n, precision(mean))
-
-    def std_of(hess: Params, delta: Params) -> Params:
-        return jax.tree.map(lambda h, d: jax.lax.rsqrt(ess * (h + d)), hess, delta)
-
-    def init(key: Key, params: Params, batch: Batch | None = None) -> IVONState:
-        del key, batch
-        hess = jax.tree.map(lambda p: jnp.full_like(p, config.hess_init), params)
-        zeros = jax.tree.map(jnp.zeros_like, params)
-        return IVONState(params, hess, zeros, jnp.zeros((), jnp.int32))
-
-    def mean_loss(params: Params, batch: Batch, key: Key) -> jax.Array:
-        """``ℓ̄_B(θ) = −(1/|B|) Σ_{i∈B} log p(y_i | x_i, θ)``."""
-        return -lp.log_likelihood(params, batch, key=key) / batch.x.shape[0]
-
-    def step(key: Key, state: IVONState, batch: Batch) -> tuple[IVONState, IVONInfo]:
-        delta = weight_decay(state.mean)
-        std = std_of(state.hess, delta)
-        eps = jax.tree.map(
-            lambda z, s: z * s,
-            stacked_normal_like(key, state.mean, samples),
-            jax.tree.map(lambda s: s[None], std),
-        )
-        model_keys = jax.random.split(model_key(key), samples)
-
-        def one(e, k):
-            theta = jax.tree.map(jnp.add, state.mean, e)
-            loss, grad = jax.value_and_grad(mean_loss)(theta, batch, k)
-            hess = jax.tree.map(lambda g, ei, s: g * ei / jnp.square(s), grad, e, std)
-            return loss, grad, hess
-
-        losses, grads, hesses = jax.vmap(one)(eps, model_keys)
-        g_hat = jax.tree.map(lambda a: jnp.mean(a, 0), grads)
-        h_hat = jax.tree.map(lambda a: jnp.mean(a, 0), hesses)
-        count = state.count + 1
-        momentum = jax.tree.map(lambda g, gh: beta1 * g + (1 - beta1) * gh, state.momentum, g_hat)
-        hess = jax.tree.map(
-            lambda h, hh, d: (
-                beta2 * h + (1 - beta2) * hh + 0.5 * (1 - beta2) ** 2 * jnp.square(h - hh) / (h + d)
+    n = log_posterior.num_data
+    check_prior(log_posterior.prior)
+    ess = float(log_posterior.temper(float(n))) if config.ess is None else float(config.ess)
+    return Method(
+        init=functools.partial(init, hess_init=config.hess_init),
+        step=functools.partial(
+            step,
+            log_posterior=log_posterior,
+            schedule=schedules.cosine(
+                config.init_step_size, config.num_epochs * config.steps_per_epoch(n)
             ),
-            state.hess,
-            h_hat,
-            delta,
-        )
-        alpha = jnp.asarray(schedule(state.count), losses.dtype)
-        correction = 1.0 - beta1 ** count.astype(losses.dtype)
-        prior_grad = grad_r(state.mean)
-
-        def new_mean(m, g, r, h, d):
-            update = (g / correction + r / n) / (h + d)
-            if clip is not None:
-                update = jnp.clip(update, -clip, clip)
-            return m - alpha * update
-
-        mean = jax.tree.map(new_mean, state.mean, momentum, prior_grad, hess, delta)
-        leaves = jax.tree.leaves(hess)
-        info = IVONInfo(
-            -n * jnp.mean(losses),
-            sum(jnp.sum(h) for h in leaves) / sum(h.size for h in leaves),
-            alpha,
-        )
-        return IVONState(mean, hess, momentum, count), info
-
-    def posterior(kept: IVONState) -> DiagGaussian:
-        last = jax.tree.map(lambda a: a[-1], kept)
-        return DiagGaussian(
-            last.mean, std_of(last.hess, weight_decay(last.mean)), num_draws=config.ivon_num_draws
-        )
-
-    return Method(init=init, step=step, posterior=posterior, position=lambda s: s.mean)
+            ess=ess,
+            beta1=config.beta1,
+            beta2=config.beta2,
+            num_samples=int(config.ivon_num_samples),
+            clip=config.clip_radius,
+        ),
+        posterior=functools.partial(
+            posterior, log_posterior=log_posterior, ess=ess, num_draws=config.ivon_num_draws
+        ),
+        position=position,
+    )
