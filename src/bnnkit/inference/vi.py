@@ -66,7 +66,7 @@ from bnnkit.inference._layer_noise import ESTIMATORS, check_network, noisy_apply
 from bnnkit.inference._noise import stacked_normal_like
 from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
 from bnnkit.inference.sgd import MOMENTUM_BOUNDS
-from bnnkit.log_posterior import LATENT_COLLECTIONS, network_variables
+from bnnkit.log_posterior import LATENT_COLLECTIONS, LogPosterior, network_variables
 from bnnkit.posterior.diag_gaussian import DiagGaussian, inverse_softplus
 from bnnkit.settings import DRAWS, Exclusive, check_at_least, check_choice, setting
 from bnnkit.types import Batch, Key, Params
@@ -248,7 +248,7 @@ class Objective(NamedTuple):
         closed_form: the KL is in closed form (:func:`has_closed_form_kl` of the prior).
     """
 
-    log_posterior: Any
+    log_posterior: LogPosterior
     estimator: str
     num_samples: int
     closed_form: bool
@@ -420,7 +420,7 @@ def position(state: VIState) -> Params:
     return state.mean
 
 
-def build(log_posterior, config: Config) -> Method:
+def build(log_posterior: LogPosterior, config: Config) -> Method:
     """Bayes by Backprop on a :class:`~bnnkit.log_posterior.LogPosterior`.
 
     Args:

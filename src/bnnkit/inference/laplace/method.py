@@ -50,7 +50,7 @@ from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.inference.laplace import ggn as curvature
 from bnnkit.inference.laplace import structures
 from bnnkit.inference.laplace.evidence import check_prior_precision
-from bnnkit.log_posterior import LATENT_COLLECTIONS, network_variables
+from bnnkit.log_posterior import LATENT_COLLECTIONS, LogPosterior, network_variables
 from bnnkit.posterior.laplace import PREDICTIVES, STRUCTURES
 from bnnkit.settings import DRAWS, MAX_INT32, MEMBERS, check_at_least, check_choice, setting
 from bnnkit.types import Batch, Key, Params
@@ -158,7 +158,7 @@ class Config(RunSettings):
         return Loop("chunks", chunks, batch_size=self.curvature_chunk_size, burn_in=chunks - 1)
 
 
-def last_layer(position: Params, example: jax.Array, *, log_posterior, model: str):
+def last_layer(position: Params, example: jax.Array, *, log_posterior: LogPosterior, model: str):
     """The path of the last Dense layer of the network at ``position`` (read from one input)."""
     return curvature.last_dense_path(
         log_posterior.apply, network_variables(position), example, model
@@ -170,7 +170,7 @@ def batch_curvature(
     batch: Batch,
     example: jax.Array,
     *,
-    log_posterior,
+    log_posterior: LogPosterior,
     structure: str,
     max_elements: int,
     model: str,
@@ -208,7 +208,12 @@ def init(key: Key, params: Params, batch: Batch, *, curvature_of: Callable) -> L
 
 
 def step(
-    key: Key, state: LaplaceState, batch: Batch, *, log_posterior, curvature_of: Callable
+    key: Key,
+    state: LaplaceState,
+    batch: Batch,
+    *,
+    log_posterior: LogPosterior,
+    curvature_of: Callable,
 ) -> tuple[LaplaceState, LaplaceInfo]:
     """Add the GGN and the log likelihood of ``batch`` at θ* (θ* never changes)."""
     del key
@@ -231,7 +236,7 @@ def step(
 
 
 def structured_posterior(
-    state: LaplaceState, *, log_posterior, structure: str, model: str, **common
+    state: LaplaceState, *, log_posterior: LogPosterior, structure: str, model: str, **common
 ):
     """The posterior of one state's summed curvature, scaled to the full data set."""
     seen = int(state.num_seen)
@@ -277,7 +282,7 @@ def position(state: LaplaceState) -> Params:
 
 
 def build(
-    log_posterior,
+    log_posterior: LogPosterior,
     config: Config,
     *,
     max_elements: int = curvature.MAX_ELEMENTS,
@@ -315,7 +320,7 @@ def build(
     )
 
 
-def _position_ggn(position: Params, network_ggn: Params, log_posterior) -> Params:
+def _position_ggn(position: Params, network_ggn: Params, log_posterior: LogPosterior) -> Params:
     """The diagonal GGN over a whole position from the one over the network's variables.
 
     A prior's latent scales do not enter the likelihood (zero GGN). An inferred Gaussian noise
