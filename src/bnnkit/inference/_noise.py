@@ -1,25 +1,26 @@
 """Noise for every parameter at every step: one flat draw, split into the pytree's leaves.
 
-One draw for all parameters is far cheaper (and faster to compile) than one RNG call per leaf.
-Two distributions, both with mean 0 and identity covariance:
+SGLD/SGHMC, IVON and Bayes by Backprop draw a noise value for every parameter at every step,
+which on CPU is a large share of a step's cost (figures in ``docs/performance.md``, "Minibatch
+methods' step noise"). One draw for all parameters is far cheaper (and faster to compile) than
+one RNG call per leaf. Two distributions, both with mean 0 and identity covariance:
 
 - :func:`normal_like`: ξ ~ N(0, I), exact (:func:`standard_normal`: Box–Muller on threefry bits);
 - :func:`rademacher_like`: ξ_j = ±1 with probability ½ each, 32 signs per threefry word.
 
-Drawing a normal for each of ~5·10⁵ weights with ``jax.random.normal`` costs more than a
-minibatch gradient of a 784-400-400-10 MLP on CPU: threefry's bits, then ``√2 erfinv(u)``.
+``jax.random.normal`` turns threefry's bits into normals by ``√2 erfinv(u)``.
 :func:`standard_normal` takes the same bits (one 32-bit word per normal) and transforms them
 with Box–Muller, whose ``log``/``√`` are shared by two normals and whose angle needs only
-polynomials (no ``erfinv``, no library ``sin``/``cos`` with their range reduction). The
-threefry bits are most of the cost, so the whole draw is only about 15 % cheaper than
-``jax.random.normal`` (``benchmarks/normal_draws.py``; XLA's ``rbg`` bits are slower on CPU).
-Rademacher signs cost about a tenth of a Gaussian draw. For SGLD/SGHMC the noise only has to
+polynomials (no ``erfinv``, no library ``sin``/``cos`` with their range reduction); the
+threefry bits, which both pay, are most of the cost (``benchmarks/normal_draws.py`` compares
+generators and transforms). Rademacher signs need one bit per value instead of a word, so
+they are much cheaper still. For SGLD/SGHMC the noise only has to
 have the right first two moments: the Euler scheme with two-point increments of matching mean
 and variance (the *simplified weak Euler scheme*, Kloeden & Platen 1992, §14.1) has the same
 weak order 1 as with Gaussian increments, i.e. the same O(η) bias of expectations,
 and the sum of many small steps is Gaussian by the central limit theorem. On a Gaussian target
 the stationary mean and covariance are exactly those of Gaussian noise (they depend on the noise
-covariance only), which ``tests/test_sgmcmc_exact.py`` checks.
+covariance only), which ``tests/inference/test_sgmcmc_exact.py`` checks.
 """
 
 from __future__ import annotations

@@ -13,6 +13,15 @@ A method module (``bnnkit.inference.hmc``, ``sgd``, ...) exposes two things:
     state, info = method.step(key, state, batch)     # jit-able; batch = full data for HMC
     posterior = method.posterior(kept_states)        # kept states of one chain, stacked
 
+A method module writes ``init``, ``step``, ``posterior`` and ``position`` as module-level pure
+functions that take their settings as keyword arguments, and ``build`` binds them with
+``functools.partial`` (as :func:`bnnkit.inference.hmc.build` does): each piece can then be called
+and tested on its own with settings of its caller's choice, what a step depends on is in its
+signature rather than in a closure, and a method that shares another's update imports its
+pieces (SWAG and MC dropout descend by SGD's :func:`bnnkit.inference.sgd.descend`). A new
+method is its module, its line in :data:`bnnkit.inference.METHODS` and its row in the protocol
+test (``tests/inference/test_protocol.py``).
+
 Fields are declared with :func:`bnnkit.settings.setting`. ``State`` holds only what the next
 step needs; diagnostics go into ``Info`` (a NamedTuple whose
 field names are the run log's keys). Keys always come in as arguments. ``init`` takes the batch
