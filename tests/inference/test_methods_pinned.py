@@ -9,9 +9,9 @@ epoch (its stored arrays and metadata). A digest therefore changes with any chan
 update, of a key's use, of a schedule, of the state's layout or of the posterior.
 
 The digests are of the CPU backend's floating-point results, which depend on the processor's
-vector instructions and maker (``test_hmc_pinned.py`` says why), so they are kept per
-:func:`processor`; a processor none were kept for skips. To add them, run the command below
-from a commit whose digests pass elsewhere::
+vector instructions and maker (``tests/processors.py`` says why), so they are kept per
+:func:`processor`, as HMC's are; a processor none were kept for skips. To add them, run the
+command below from a commit whose digests pass elsewhere::
 
     .venv/bin/python -c "import sys; sys.path[:0] = ['tests', 'tests/inference']; \\
         import test_methods_pinned as t; \\
@@ -33,7 +33,7 @@ from bnnkit.inference import dropout, ensemble, ivon, sgd, sgmcmc, swag
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.types import Batch
-from inference.test_hmc_pinned import processor
+from processors import processor
 
 MODULES = {
     "sgd": sgd,
