@@ -13,7 +13,7 @@ import pytest
 import bnnkit
 from bnnkit import runs, storage
 from bnnkit.errors import ConfigError
-from bnnkit.inference import ensemble, mclmc
+from bnnkit.inference import ensemble, mclmc, mclmc_tuning
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.metrics import diagnostics
 from bnnkit.problem import ProblemConfig
@@ -224,7 +224,7 @@ PARTS = dict(
 def test_resume_is_bit_exact_during_tuning_and_sampling(adjusted, tmp_path):
     problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
     config = mclmc.Config(adjusted=adjusted, **PARTS)
-    schedule = mclmc.Schedule.of(config)
+    schedule = mclmc_tuning.Schedule.of(config)
     assert (
         schedule.variance_start,
         schedule.variance_end,
@@ -293,15 +293,15 @@ def test_chains_start_from_the_members_of_an_ensemble(tmp_path):
 def test_step_size_shrinks_on_an_energy_error_whose_square_overflows_float32():
     """From a sharp mode the first step's ΔE can be finite (1e25) while ΔE² is not in float32;
     the predictor must shrink ε by ξ^(−1/6), as for any other error, not turn it NaN."""
-    tuner = mclmc.Tuner.of(mclmc.Config())
-    fresh = mclmc.MCLMCTuning(
+    tuner = mclmc_tuning.Tuner.of(mclmc.Config())
+    fresh = mclmc_tuning.MCLMCTuning(
         *[jnp.asarray(v, jnp.float32) for v in (-jnp.inf, -jnp.inf, jnp.inf)], *[None] * 9
     )
     dim, v, eps = 10, jnp.float32(0.1), jnp.float32(1.0)
-    _, shrunk = mclmc.predict_step_size(fresh, eps, jnp.float32(1e25), True, dim, v, tuner)
+    _, shrunk = mclmc_tuning.predict_step_size(fresh, eps, jnp.float32(1e25), True, dim, v, tuner)
     # ξ = 1e50 / (d v) = 1e50: ε · ξ^(−1/6) = 10^(−50/6), exact to float32 rounding of the logs.
     assert np.isfinite(float(shrunk))
     assert float(shrunk) == pytest.approx(10.0 ** (-50.0 / 6.0), rel=1e-5)
     # Below the overflow the same formula holds (the direct branch).
-    _, small = mclmc.predict_step_size(fresh, eps, jnp.float32(1e10), True, dim, v, tuner)
+    _, small = mclmc_tuning.predict_step_size(fresh, eps, jnp.float32(1e10), True, dim, v, tuner)
     assert float(small) == pytest.approx(10.0 ** (-20.0 / 6.0), rel=1e-5)

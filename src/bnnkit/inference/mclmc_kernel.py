@@ -1,0 +1,440 @@
+"""MCLMC's chain: its state, one transition (unadjusted or adjusted) and one iteration.
+
+An iteration is ``steps_per_iteration`` transitions in one ``lax.scan`` (:func:`step`); each
+transition moves the chain (:func:`unadjusted_move`: BlackJAX's isokinetic McLachlan step
+between partial velocity refreshments; :func:`adjusted_move`: a MAMS trajectory and its
+Metropolis choice) and does the tuning of the part it is in; the end of the iteration does the
+tuning's end-of-part updates. The tuning itself is :mod:`bnnkit.inference.mclmc_tuning`'s, the
+chain's state :mod:`bnnkit.inference.mclmc_state`'s; the method, its settings and its description
+are :mod:`bnnkit.inference.mclmc`'s.
+
+A step whose energy is not finite is reverted and its velocity redrawn (BlackJAX's
+``handle_nans``); an unadjusted step with ``ΔE² > energy_var_max_ratio · d · v`` is cut off the
+same way (``handle_high_energy``); an adjusted trajectory whose energy error exceeds
+``divergence_threshold`` nats is rejected. Each is a divergence, logged per iteration
+(``divergent``: whether one happened; ``num_divergent``: how many).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import blackjax
+import jax
+import jax.numpy as jnp
+from blackjax.adaptation.step_size import dual_averaging_adaptation
+from blackjax.mcmc.adjusted_mclmc import adjusted_mclmc_proposal, rescale
+from blackjax.mcmc.integrators import (
+    IntegratorState,
+    isokinetic_mclachlan,
+    with_isokinetic_maruyama,
+)
+from blackjax.mcmc.proposal import static_binomial_sampling
+from blackjax.util import generate_unit_vector
+from jax.flatten_util import ravel_pytree
+
+from bnnkit.inference.adaptation import any_chain
+from bnnkit.inference.mclmc_state import MCLMCInfo, MCLMCState
+from bnnkit.inference.mclmc_tuning import (
+    MCLMCTuning,
+    Schedule,
+    Tuner,
+    autocorrelation_length,
+    energy_var_target,
+    predict_step_size,
+    record,
+    set_preconditioner,
+    welford,
+)
+from bnnkit.types import Batch, Key
+
+
+def _binomial_with_energy(rng_key: Key, log_p_accept: jax.Array, proposal, new_proposal):
+    """BlackJAX's Metropolis choice, with ``log_p_accept`` (−ΔE) as its extra information."""
+    sampled, (do_accept, p_accept, _) = static_binomial_sampling(
+        rng_key, log_p_accept, proposal, new_proposal
+    )
+    return sampled, (do_accept, p_accept, log_p_accept)
+
+
+def adjusted_transition(
+    rng_key: Key,
+    state: IntegratorState,
+    logdensity_fn: Callable,
+    step_size: jax.Array,
+    L: jax.Array,
+    inverse_mass_matrix: jax.Array,
+    *,
+    max_steps: int,
+    divergence_threshold: float,
+):
+    """One MAMS transition (``blackjax.mcmc.adjusted_mclmc_dynamic``'s kernel): a fresh unit
+    velocity, a uniformly random number of isokinetic McLachlan steps with mean L/ε (BlackJAX's
+    ``rescale``; 1 to ``max_steps``), and the Metropolis choice.
+
+    Returns:
+        ``(state, info, log_p_accept)``: the next state, BlackJAX's ``HMCInfo`` and −ΔE
+        (−inf for a non-finite energy).
+    """
+    key_steps, key_momentum, key_integrator = jax.random.split(rng_key, 3)
+    mean_steps = jnp.clip(L / step_size, 1.0, max_steps)
+    num_steps = jnp.clip(
+        jnp.ceil(jax.random.uniform(key_steps) * rescale(mean_steps)), 1, max_steps
+    ).astype(jnp.int32)
+    momentum = generate_unit_vector(key_momentum, state.position)
+    proposal = adjusted_mclmc_proposal(
+        integrator=with_isokinetic_maruyama(
+            isokinetic_mclachlan(
+                logdensity_fn=logdensity_fn, inverse_mass_matrix=inverse_mass_matrix
+            )
+        ),
+        step_size=step_size,
+        L_proposal_factor=jnp.inf,
+        num_integration_steps=num_steps,
+        divergence_threshold=divergence_threshold,
+        sample_proposal=_binomial_with_energy,
+    )
+    return proposal(key_integrator, state._replace(momentum=momentum))
+
+
+class Sums(NamedTuple):
+    """What an iteration adds up over its transitions for its info."""
+
+    accept: jax.Array
+    divergent: jax.Array
+    steps: jax.Array
+    energy: jax.Array
+    finite: jax.Array
+
+
+class Move(NamedTuple):
+    """One transition's move, what the iteration's info adds up of it, and the tuning it
+    proposes (taken during burn-in only).
+
+    Attributes:
+        new: the state the transition ends in.
+        finite: whether its energy was finite.
+        change: its energy error ΔE (0 where not finite).
+        divergent: whether it diverged.
+        accept: its acceptance probability (1 unadjusted).
+        num_steps: its integrator steps.
+        tuned: the tuning state after it.
+        next_eps, next_length: the step size and L it proposes for the next transition.
+        weight_ok: whether its position counts in the variance part's statistics.
+    """
+
+    new: IntegratorState
+    finite: jax.Array
+    change: jax.Array
+    divergent: jax.Array
+    accept: jax.Array
+    num_steps: jax.Array
+    tuned: MCLMCTuning
+    next_eps: jax.Array
+    next_length: jax.Array
+    weight_ok: jax.Array
+
+
+def adjusted_move(
+    key: Key,
+    current: IntegratorState,
+    state: MCLMCState,
+    logdensity_fn: Callable,
+    *,
+    schedule: Schedule,
+    tuner: Tuner,
+) -> Move:
+    """A MAMS trajectory (:func:`adjusted_transition`) and the dual averaging of ε on its
+    acceptance; until the variance part ends, L follows ε (``tuning_trajectory_steps`` steps)."""
+    eps, L, tuning = state.step_size, state.L, state.tuning
+    new, info, log_p = adjusted_transition(
+        key,
+        current,
+        logdensity_fn,
+        eps,
+        L,
+        state.inverse_mass_matrix,
+        max_steps=tuner.max_trajectory_steps,
+        divergence_threshold=tuner.divergence_threshold,
+    )
+    finite = jnp.isfinite(log_p)
+    change = jnp.where(finite, -log_p, 0.0)
+    divergent = info.is_divergent
+    accept = info.acceptance_rate
+    num_steps = info.num_integration_steps
+    _, da_update, _ = dual_averaging_adaptation(target=tuner.target_accept_rate)
+    averaging = da_update(tuning.averaging, accept)
+    averaging = jax.tree.map(lambda n, o: jnp.asarray(n, o.dtype), averaging, tuning.averaging)
+    tuned = tuning._replace(averaging=averaging)
+    next_eps = jnp.exp(averaging.log_step_size).astype(eps.dtype)
+    # Until the positions' variance gives L, trajectories follow ε.
+    next_L = jnp.where(
+        state.iteration < schedule.variance_end, tuner.tuning_trajectory_steps * next_eps, L
+    )
+    weight_ok = jnp.ones((), bool)  # a rejected trajectory's start is a draw too
+    return Move(
+        new, finite, change, divergent, accept, num_steps, tuned, next_eps, next_L, weight_ok
+    )
+
+
+def unadjusted_move(
+    key: Key,
+    current: IntegratorState,
+    state: MCLMCState,
+    step: jax.Array,
+    logdensity_fn: Callable,
+    *,
+    schedule: Schedule,
+    tuner: Tuner,
+    dim: int,
+) -> Move:
+    """One step of BlackJAX's MCLMC kernel at transition ``step`` (counted from the start), cut
+    off where its energy error is too high, and the step size predictor on its ΔE."""
+    eps, L, tuning = state.step_size, state.L, state.tuning
+    energy_var = energy_var_target(step, schedule)
+    key_kernel, key_cut = jax.random.split(key)
+    kernel = blackjax.mcmc.mclmc.build_kernel(integrator=isokinetic_mclachlan)
+    new, info = kernel(key_kernel, current, logdensity_fn, state.inverse_mass_matrix, L, eps)
+    finite = info.nonans
+    cutoff = jnp.sqrt(tuner.energy_var_max_ratio * dim * energy_var)
+    cut = jnp.abs(info.energy_change) > cutoff  # False for a non-finite energy (zeroed)
+    new, _ = blackjax.mcmc.mclmc.handle_high_energy(current, new, info, key_cut, cutoff)
+    change = jnp.where(finite, info.energy_change, 0.0)
+    divergent = jnp.logical_or(jnp.logical_not(finite), cut)
+    accept = jnp.ones((), eps.dtype)
+    num_steps = jnp.ones((), jnp.int32)
+    tuned, next_eps = predict_step_size(
+        tuning, eps, info.energy_change, finite, dim, energy_var, tuner
+    )
+    next_L = L
+    weight_ok = jnp.logical_not(divergent)
+    return Move(
+        new, finite, change, divergent, accept, num_steps, tuned, next_eps, next_L, weight_ok
+    )
+
+
+def advance(
+    state: MCLMCState,
+    move: Move,
+    *,
+    schedule: Schedule,
+    tuner: Tuner,
+    in_phase: dict,
+) -> tuple[jax.Array, MCLMCState]:
+    """The chain's state after ``move``: its tuning taken during burn-in, the position added to
+    the variance part's statistics and the step to the autocorrelation part's time; with the
+    flattened position (what the autocorrelation part records)."""
+    eps, L, tuning = state.step_size, state.L, state.tuning
+    new = move.new
+    tuning_now = state.iteration < schedule.num_burn_in
+    tuning = jax.tree.map(lambda n, o: jnp.where(tuning_now, n, o), move.tuned, tuning)
+    eps_out = jnp.where(tuning_now, move.next_eps, eps)
+    L_out = jnp.where(tuning_now, move.next_length, L)
+    x = ravel_pytree(new.position)[0]
+    weight = jnp.where(jnp.logical_and(in_phase["variance"], move.weight_ok), eps, 0.0)
+    gradient = ravel_pytree(new.logdensity_grad)[0] if tuner.preconditioner == "fisher" else None
+    tuning = welford(tuning, x, gradient, weight.astype(eps.dtype))
+    if schedule.rows:
+        tuning = tuning._replace(
+            window_time=tuning.window_time + jnp.where(in_phase["autocorrelation"], eps, 0)
+        )
+    return x, state._replace(
+        position=new.position,
+        momentum=new.momentum,
+        logdensity=new.logdensity,
+        logdensity_grad=new.logdensity_grad,
+        step_size=eps_out,
+        L=L_out,
+        tuning=tuning,
+    )
+
+
+def accumulate(sums: Sums, move: Move, dim: int) -> Sums:
+    """``sums`` with ``move`` added; ΔE²/d only over the transitions that did not diverge."""
+    counted = jnp.logical_and(move.finite, jnp.logical_not(move.divergent))
+    return Sums(
+        sums.accept + move.accept,
+        sums.divergent + move.divergent.astype(jnp.int32),
+        sums.steps + move.num_steps,
+        sums.energy + jnp.where(counted, jnp.square(move.change) / dim, 0.0),
+        sums.finite + counted.astype(jnp.int32),
+    )
+
+
+def transition(
+    carry: tuple[MCLMCState, Sums],
+    inputs: tuple[Key, jax.Array],
+    *,
+    logdensity_fn: Callable,
+    schedule: Schedule,
+    tuner: Tuner,
+    dim: int,
+    in_phase: dict,
+) -> tuple[tuple[MCLMCState, Sums], jax.Array | None]:
+    """One transition of an iteration (the body of its ``lax.scan``), with the tuning it does
+    in the current part."""
+    state, sums = carry
+    key, index = inputs
+    step = state.iteration * schedule.steps + index  # transitions since the start
+    current = IntegratorState(
+        state.position, state.momentum, state.logdensity, state.logdensity_grad
+    )
+    if tuner.adjusted:
+        move = adjusted_move(key, current, state, logdensity_fn, schedule=schedule, tuner=tuner)
+    else:
+        move = unadjusted_move(
+            key, current, state, step, logdensity_fn, schedule=schedule, tuner=tuner, dim=dim
+        )
+    x, state = advance(state, move, schedule=schedule, tuner=tuner, in_phase=in_phase)
+    sums = accumulate(sums, move, dim)
+    # The coordinates that set L, recorded after the scan (:func:`~bnnkit.inference.
+    # mclmc_tuning.record`).
+    return (state, sums), (x[state.tuning.subset] if schedule.rows else None)
+
+
+def phases(iteration: jax.Array, schedule: Schedule) -> dict[str, jax.Array]:
+    """Whether ``iteration`` is in the variance part and in the autocorrelation part."""
+    return {
+        "variance": jnp.logical_and(
+            iteration >= schedule.variance_start, iteration < schedule.variance_end
+        ),
+        "autocorrelation": jnp.logical_and(
+            iteration >= schedule.autocorrelation_start, iteration < schedule.num_burn_in
+        ),
+    }
+
+
+def transitions(
+    rng_key: Key,
+    state: MCLMCState,
+    batch: Batch,
+    *,
+    log_posterior: Callable,
+    schedule: Schedule,
+    tuner: Tuner,
+    dim: int,
+    in_phase: dict,
+) -> tuple[MCLMCState, Sums, Any]:
+    """The iteration's ``schedule.steps`` transitions in one ``lax.scan``: the state after
+    them, their sums and the coordinates each recorded (``None`` without a record)."""
+    dtype = state.step_size.dtype
+    zeros = Sums(
+        jnp.zeros((), dtype),
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((), jnp.int32),
+        jnp.zeros((), dtype),
+        jnp.zeros((), jnp.int32),
+    )
+    body = functools.partial(
+        transition,
+        logdensity_fn=lambda p: log_posterior(p, batch),
+        schedule=schedule,
+        tuner=tuner,
+        dim=dim,
+        in_phase=in_phase,
+    )
+    keys = jax.random.split(rng_key, schedule.steps)
+    # The trace stays out of the scan's carry, which XLA copies at every transition: carried
+    # (even untouched) it made an iteration 4x slower on a small network.
+    trace = state.tuning.trace
+    carry = state._replace(tuning=state.tuning._replace(trace=trace[:0]))
+    (new, sums), recorded = jax.lax.scan(
+        body, (carry, zeros), (keys, jnp.arange(schedule.steps, dtype=jnp.int32))
+    )
+    new = new._replace(tuning=new.tuning._replace(trace=trace))
+    return new, sums, recorded
+
+
+def end_of_iteration(
+    new: MCLMCState,
+    recorded: Any,
+    iteration: jax.Array,
+    in_phase: dict,
+    *,
+    dim: int,
+    schedule: Schedule,
+    tuner: Tuner,
+) -> MCLMCState:
+    """The tuning's end-of-part updates after iteration ``iteration``'s transitions: the
+    recorded coordinates written to the trace; Σ and L at the end of the variance part; L from
+    the autocorrelation and ε frozen at the end of burn-in; then the iteration counted."""
+    dtype = new.step_size.dtype
+    if schedule.rows:
+        new = new._replace(
+            tuning=record(new.tuning, recorded, iteration, in_phase["autocorrelation"], schedule)
+        )
+
+    if schedule.variance_end > schedule.variance_start:
+        installed = set_preconditioner(new, dim, tuner)
+        last = iteration + 1 == schedule.variance_end
+        new = jax.tree.map(lambda a, b: jnp.where(last, a, b), installed, new)
+    last_tuning = iteration + 1 == schedule.num_burn_in
+    if schedule.rows:
+        # Unbatched predicate (:func:`any_chain`): otherwise every iteration of every chain
+        # would compute the autocorrelation's FFTs over the whole trace (4x the iteration's
+        # time on a small network).
+        refined = jax.lax.cond(
+            any_chain(last_tuning),
+            functools.partial(autocorrelation_length, l_factor=tuner.l_factor),
+            lambda tuning, L: L,
+            new.tuning,
+            new.L,
+        )
+        refined = jnp.where(last_tuning, refined, new.L)
+        new = new._replace(L=refined)
+    if tuner.adjusted and schedule.num_burn_in:
+        final = jnp.exp(new.tuning.averaging.log_step_size_avg).astype(dtype)
+        new = new._replace(step_size=jnp.where(last_tuning, final, new.step_size))
+    return new._replace(iteration=iteration + 1)
+
+
+def step(
+    rng_key: Key,
+    state: MCLMCState,
+    batch: Batch,
+    *,
+    log_posterior: Callable,
+    schedule: Schedule,
+    tuner: Tuner,
+) -> tuple[MCLMCState, MCLMCInfo]:
+    """One iteration: ``schedule.steps`` transitions in a ``lax.scan`` (:func:`transitions`),
+    then the tuning's end-of-part updates (:func:`end_of_iteration`: preconditioner and L; L
+    from the autocorrelation and ε frozen at the end of burn-in).
+
+    Args:
+        rng_key: the iteration's key (split into one per transition).
+        state: the chain's state.
+        batch: the data ``log_posterior`` takes.
+        log_posterior: ``(params, batch) -> log density``.
+        schedule: the tuning's parts.
+        tuner: the tuning's constants.
+    """
+    dim = state.inverse_mass_matrix.shape[-1]
+    iteration = state.iteration
+    in_phase = phases(iteration, schedule)
+    new, sums, recorded = transitions(
+        rng_key,
+        state,
+        batch,
+        log_posterior=log_posterior,
+        schedule=schedule,
+        tuner=tuner,
+        dim=dim,
+        in_phase=in_phase,
+    )
+    new = end_of_iteration(
+        new, recorded, iteration, in_phase, dim=dim, schedule=schedule, tuner=tuner
+    )
+    steps = jnp.maximum(sums.finite, 1)
+    return new, MCLMCInfo(
+        acceptance_rate=sums.accept / schedule.steps,
+        divergent=sums.divergent > 0,
+        num_divergent=sums.divergent,
+        num_leapfrog=sums.steps,
+        step_size=state.step_size,
+        L=state.L,
+        energy_var=sums.energy / steps,
+        log_posterior=new.logdensity,
+    )

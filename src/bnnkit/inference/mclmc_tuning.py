@@ -1,0 +1,353 @@
+"""MCLMC's per-chain tuning: the schedule of its parts, its state and the updates of each part.
+
+Everything the tuning needs lives in the chain's state (:class:`MCLMCTuning`), advanced by
+:mod:`bnnkit.inference.mclmc_kernel` after every transition and at the end of every iteration,
+so a run resumes bit for bit at any point, and no statistic is shared between chains: chains
+started from different members of an ensemble tune each to its own mode.
+
+**Schedule**, in parts of the ``num_burn_in`` iterations (each fraction a setting of
+:class:`bnnkit.inference.mclmc.Config`; :class:`Schedule`):
+
+1. ε (the rest of the tuning, 0.75 with the defaults). Unadjusted: after every step the
+   predictor of BlackJAX's ``make_L_step_size_adaptation``, as MILE uses it
+   (:func:`predict_step_size`): with ``ξ = ΔE² / (d v)``, running averages of ``ξ/ε⁶``
+   weighted by ``w = exp(−½ (log ξ / (6 · trust_in_estimate))²)`` and decayed by
+   ``(N − 1)/(N + 1)`` per step (N = ``num_effective_samples``) give
+   ``ε = (Σ w ξ/ε⁶ / Σ w)^(−1/6)``, since the energy variance grows as ε⁶; ε stays below 0.8
+   times the last step size whose energy was not finite. The desired energy variance per
+   dimension v decays linearly from ``energy_var_start`` 0.5 to ``energy_var_end`` 0.1 over
+   parts 1 and 2 and stays there (:func:`energy_var_target`): MILE's schedule (Sommer et al.,
+   ICLR 2025), which a network's model average tolerates. BlackJAX's default v = 5·10⁻⁴ is far
+   stricter: its step sizes are several times smaller and chains move that much slower per
+   gradient, for a bias (:mod:`bnnkit.inference.mclmc`) the model average of a network does not
+   notice. Adjusted: dual averaging of ε (:func:`centred_averaging`), and trajectories of
+   ``tuning_trajectory_steps`` steps on average (BlackJAX's MAMS tuner's 2) while L is unknown.
+2. ``variance_fraction`` (0.1): ε goes on tuning while the positions' (and gradients')
+   variances are gathered (:func:`welford`, each step weighted by its ε, as BlackJAX does). At
+   the end Σ is set (``preconditioner``, :func:`set_preconditioner`) and L = √d, the radius of
+   a standard Gaussian's typical set in the whitened units; without a preconditioner
+   L = √(Σᵢ Var θᵢ). The step size tuning restarts (the predictor, or dual averaging centred on
+   the current ε), ε being in new units. ``"fisher"`` (the default) sets
+   Σᵢ = √(Var θᵢ / Var ∂ᵢ log p) (nutpie's estimator, HMC's ``--mass-estimator`` default),
+   ``"variance"`` Σᵢ = Var θᵢ (BlackJAX's). On a Gaussian the first is exact whatever the chain
+   has explored; the second underestimates the directions a short window has not crossed and
+   overestimates the stiffest (measured in ``docs/performance.md``, "Full-batch samplers").
+3. ``readjust_fraction`` (0.05): ε re-tunes with the preconditioner (BlackJAX re-runs its
+   step size part for a third of part 2).
+4. ``autocorrelation_fraction`` (0.1): a fixed random subset of at most
+   ``autocorrelation_coordinates`` coordinates is recorded (:func:`record`), at most
+   ``autocorrelation_draws`` evenly spaced rows, so memory stays bounded on a large network; at
+   the end ``L = l_factor · T · mean(1/ESSᵢ)`` with T the part's integration time and ESSᵢ a
+   recorded coordinate's effective sample size (:func:`autocorrelation_length`; BlackJAX's
+   ``make_adaptation_L``, ``l_factor · ε · τ_int`` in steps, l_factor 0.4). ε tunes here too and
+   freezes at the end of the tuning (the adjusted one at its dual average).
+
+**Why not an** :class:`~bnnkit.inference.adaptation.Adaptation`. That interface is one update
+per iteration, after one HMC or NUTS transition, from BlackJAX's info, answering ε, τ and M⁻¹.
+This tuner advances inside the iteration's ``lax.scan`` after every transition (the step size
+predictor and the ε-weighted Welford sums), and again at the iteration's end (Σ and L, from a
+trace kept out of the scan's carry), with a state of its own that stored runs read back by
+field (:class:`MCLMCTuning`). Put behind ``update`` it would need a second hook and another
+state layout, which would change the stored states, and with them the run's bits.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from blackjax.adaptation.metric_estimators import fisher_score_diagonal_from_moments
+from blackjax.adaptation.step_size import DualAveragingAdaptationState, dual_averaging_adaptation
+from blackjax.diagnostics import effective_sample_size
+
+if TYPE_CHECKING:
+    from bnnkit.inference.mclmc import Config
+    from bnnkit.inference.mclmc_state import MCLMCState
+
+
+class Schedule(NamedTuple):
+    """The tuning's parts in iterations, and what each transition records (static).
+
+    Attributes:
+        steps: transitions per iteration.
+        num_burn_in: iterations of tuning.
+        variance_start, variance_end: iterations ``[variance_start, variance_end)`` gather the
+            positions' variance.
+        autocorrelation_start: iterations ``[autocorrelation_start, num_burn_in)`` record the
+            coordinates that set L.
+        rows, stride: the record's rows, one every ``stride`` transitions of that part.
+        energy_var_start, energy_var_end: v's linear decay over ``[0, variance_end)``.
+    """
+
+    steps: int
+    num_burn_in: int
+    variance_start: int
+    variance_end: int
+    autocorrelation_start: int
+    rows: int
+    stride: int
+    energy_var_start: float
+    energy_var_end: float
+
+    @classmethod
+    def of(cls, config: Config) -> Schedule:
+        """The schedule of ``config``.
+
+        Example:
+            >>> from bnnkit.inference.mclmc import Config
+            >>> Schedule.of(Config(num_iterations=300, num_burn_in=200,
+            ...                    autocorrelation_draws=100))[:7]
+            (10, 200, 150, 170, 180, 100, 2)
+        """
+        burn_in, steps = config.num_burn_in, config.steps_per_iteration
+        autocorrelation = round(config.autocorrelation_fraction * burn_in)
+        readjust = round(config.readjust_fraction * burn_in)
+        variance = min(
+            round(config.variance_fraction * burn_in), burn_in - autocorrelation - readjust
+        )
+        variance_end = burn_in - autocorrelation - readjust
+        start = burn_in - autocorrelation
+        transitions = autocorrelation * steps
+        stride = max(1, math.ceil(transitions / config.autocorrelation_draws))
+        rows = transitions // stride
+        return cls(
+            steps,
+            burn_in,
+            variance_end - variance,
+            variance_end,
+            start,
+            rows if rows >= 2 else 0,
+            stride,
+            config.energy_var_start,
+            config.energy_var_end,
+        )
+
+
+class Tuner(NamedTuple):
+    """The tuning's constants (static; see :class:`~bnnkit.inference.mclmc.Config`)."""
+
+    adjusted: bool
+    preconditioner: str
+    l_factor: float
+    trust_in_estimate: float
+    decay: float
+    energy_var_max_ratio: float
+    target_accept_rate: float
+    divergence_threshold: float
+    max_trajectory_steps: int
+    tuning_trajectory_steps: float
+
+    @classmethod
+    def of(cls, config: Config) -> Tuner:
+        n = config.num_effective_samples
+        return cls(
+            config.adjusted,
+            config.preconditioner,
+            config.l_factor,
+            config.trust_in_estimate,
+            (n - 1.0) / (n + 1.0),
+            config.energy_var_max_ratio,
+            config.target_accept_rate,
+            config.divergence_threshold,
+            config.max_trajectory_steps,
+            config.tuning_trajectory_steps,
+        )
+
+
+class MCLMCTuning(NamedTuple):
+    """A chain's tuning state (frozen after burn-in).
+
+    Stored runs are read back by these fields' names and order: keep both.
+
+    Attributes:
+        log_weight, log_estimate: the unadjusted step size predictor, ``log Σ w`` and
+            ``log Σ w ξ/ε⁶``.
+        step_size_max: ε's cap from the last non-finite energy (unadjusted).
+        averaging: dual averaging of log ε (adjusted).
+        variance_weight, mean, m2: the weighted Welford state of the flattened positions;
+            ``gradient_mean``, ``gradient_m2`` that of their gradients.
+        subset: the coordinates whose autocorrelation sets L.
+        trace: their recorded values, ``(rows, coordinates)``.
+        window_time: the integration time recorded so far.
+    """
+
+    log_weight: jax.Array
+    log_estimate: jax.Array
+    step_size_max: jax.Array
+    averaging: DualAveragingAdaptationState
+    variance_weight: jax.Array
+    mean: jax.Array
+    m2: jax.Array
+    gradient_mean: jax.Array
+    gradient_m2: jax.Array
+    subset: jax.Array
+    trace: jax.Array
+    window_time: jax.Array
+
+
+def centred_averaging(step_size: jax.Array) -> DualAveragingAdaptationState:
+    """Dual averaging of log ε centred on ε itself (not Stan's 10ε, which throws a chain into
+    divergences; as :class:`bnnkit.inference.adaptation.Windows`)."""
+    da_init, _, _ = dual_averaging_adaptation(target=0.5)  # the target is not in the state
+    dtype = jnp.result_type(step_size)
+    state = da_init(step_size)._replace(mu=jnp.log(step_size))
+    return jax.tree.map(lambda v: jnp.asarray(v, dtype), state)
+
+
+def energy_var_target(step: jax.Array, schedule: Schedule) -> jax.Array:
+    """The desired energy variance per dimension v at transition ``step`` (counted from 0):
+    linear from ``energy_var_start`` to ``energy_var_end`` over the first ``variance_end``
+    iterations, then ``energy_var_end``.
+
+    Example:
+        >>> from bnnkit.inference.mclmc import Config
+        >>> schedule = Schedule.of(Config(num_iterations=300, num_burn_in=200))
+        >>> [round(float(energy_var_target(jnp.int32(s), schedule)), 3) for s in (0, 850, 1700)]
+        [0.5, 0.3, 0.1]
+    """
+    span = max(schedule.variance_end * schedule.steps, 1)
+    progress = jnp.minimum(step / span, 1.0)
+    return (
+        schedule.energy_var_start + (schedule.energy_var_end - schedule.energy_var_start) * progress
+    )
+
+
+def predict_step_size(
+    tuning: MCLMCTuning,
+    step_size: jax.Array,
+    energy_change: jax.Array,
+    finite: jax.Array,
+    dim: int,
+    energy_var: jax.Array,
+    tuner: Tuner,
+) -> tuple[MCLMCTuning, jax.Array]:
+    """BlackJAX's step size predictor (``make_L_step_size_adaptation``) after one step, in
+    log space so that ε⁶ cannot underflow: the new state and the next ε.
+
+    Example:
+        >>> from bnnkit.inference.mclmc import Config
+        >>> tuner = Tuner.of(Config())
+        >>> tuning = MCLMCTuning(*[jnp.asarray(v) for v in (-jnp.inf, -jnp.inf, jnp.inf)],
+        ...                      *[None] * 9)
+        >>> # ΔE² = 4·d·v: the energy error is 4 times the target's variance, ε shrinks by 4^(1/6)
+        >>> _, eps = predict_step_size(tuning, jnp.float32(1.0), jnp.float32(2.0), True, 10,
+        ...                            jnp.float32(0.1), tuner)
+        >>> round(float(eps), 4), round(4 ** (-1 / 6), 4)
+        (0.7937, 0.7937)
+    """
+    dtype = jnp.result_type(step_size)
+    change = jnp.where(finite, energy_change, 0.0)
+    xi = jnp.square(change) / (dim * energy_var) + 1e-8
+    # From a sharp mode (naval's members) a finite ΔE of 1e20 squares past float32's range,
+    # and the weight 0 times ξ = ∞ made ε NaN; log ξ is then taken in log space. Where ξ is
+    # finite the direct form stays, so that runs keep their bits.
+    log_xi = jnp.where(
+        jnp.isfinite(xi),
+        jnp.log(xi),
+        jnp.logaddexp(2.0 * jnp.log(jnp.abs(change)) - jnp.log(dim * energy_var), math.log(1e-8)),
+    )
+    log_w = -0.5 * jnp.square(log_xi / (6.0 * tuner.trust_in_estimate))
+    log_decay = math.log(tuner.decay)
+    log_weight = jnp.logaddexp(log_decay + tuning.log_weight, log_w)
+    log_estimate = jnp.logaddexp(
+        log_decay + tuning.log_estimate, log_w + log_xi - 6.0 * jnp.log(step_size)
+    )
+    # A non-finite energy caps ε below the step size that produced it (BlackJAX: 0.8).
+    step_size_max = jnp.where(finite, tuning.step_size_max, 0.8 * step_size)
+    eps = jnp.minimum(jnp.exp(-(log_estimate - log_weight) / 6.0), step_size_max)
+    tuning = tuning._replace(
+        log_weight=log_weight.astype(dtype),
+        log_estimate=log_estimate.astype(dtype),
+        step_size_max=step_size_max.astype(dtype),
+    )
+    return tuning, eps.astype(dtype)
+
+
+def welford(
+    tuning: MCLMCTuning, x: jax.Array, gradient: jax.Array | None, weight: jax.Array
+) -> MCLMCTuning:
+    """The weighted Welford update of the positions' (and, given, the gradients') mean and
+    sum of squared deviations."""
+    total = tuning.variance_weight + weight
+    share = jnp.where(total > 0, weight / jnp.where(total > 0, total, 1.0), 0.0)
+
+    def update(mean, m2, value):
+        delta = value - mean
+        mean = mean + share * delta
+        return mean, m2 + weight * delta * (value - mean)
+
+    mean, m2 = update(tuning.mean, tuning.m2, x)
+    tuning = tuning._replace(variance_weight=total, mean=mean, m2=m2)
+    if gradient is None:
+        return tuning
+    mean, m2 = update(tuning.gradient_mean, tuning.gradient_m2, gradient)
+    return tuning._replace(gradient_mean=mean, gradient_m2=m2)
+
+
+def record(
+    tuning: MCLMCTuning,
+    recorded: jax.Array,
+    iteration: jax.Array,
+    in_window: jax.Array,
+    schedule: Schedule,
+) -> MCLMCTuning:
+    """Write the iteration's recorded coordinates (``recorded``: one row per transition) into
+    the trace, at every ``stride``-th transition of the autocorrelation part.
+
+    One scatter per iteration, outside the transitions' ``lax.scan``: a trace in the scan's
+    carry is rows × coordinates that the loop copies at every transition, where the scan's
+    outputs cost a row each.
+    """
+    transition = (iteration - schedule.autocorrelation_start) * schedule.steps + jnp.arange(
+        schedule.steps
+    )
+    due = jnp.logical_and(in_window, (transition + 1) % schedule.stride == 0)
+    # A transition that is not due writes nowhere: its row is past the end, and dropped.
+    row = jnp.where(due, (transition + 1) // schedule.stride - 1, schedule.rows)
+    return tuning._replace(trace=tuning.trace.at[row].set(recorded, mode="drop"))
+
+
+def set_preconditioner(state: MCLMCState, dim: int, tuner: Tuner) -> MCLMCState:
+    """At the end of the variance part: Σ (``tuner.preconditioner``) and L from the
+    positions' variance, and the step size tuning restarted in the new units."""
+    tuning = state.tuning
+    weight = jnp.where(tuning.variance_weight > 0, tuning.variance_weight, 1.0)
+    variance = tuning.m2 / weight
+    if tuner.preconditioner == "fisher":
+        # √(Var[θ]/Var[∇ log p]): exact for a Gaussian whatever the chain has explored.
+        variance = fisher_score_diagonal_from_moments(variance, tuning.gradient_m2 / weight)
+    valid = jnp.logical_and(jnp.isfinite(variance), variance > 0)
+    usable = jnp.logical_and(tuning.variance_weight > 0, jnp.any(valid))
+    # A coordinate without a usable variance takes the mean of the others.
+    fallback = jnp.sum(jnp.where(valid, variance, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
+    variance = jnp.where(valid, variance, fallback)
+    if tuner.preconditioner == "none":
+        inverse_mass = state.inverse_mass_matrix
+        L = jnp.where(usable, jnp.sqrt(jnp.sum(variance)), state.L)
+    else:
+        inverse_mass = jnp.where(usable, variance, state.inverse_mass_matrix)
+        L = jnp.where(usable, jnp.asarray(math.sqrt(dim), variance.dtype), state.L)
+        dtype = state.step_size.dtype
+        tuning = tuning._replace(
+            log_weight=jnp.asarray(-jnp.inf, dtype),
+            log_estimate=jnp.asarray(-jnp.inf, dtype),
+            step_size_max=jnp.asarray(jnp.inf, dtype),
+            averaging=centred_averaging(state.step_size),
+        )
+    return state._replace(
+        inverse_mass_matrix=inverse_mass.astype(state.L.dtype),
+        L=L.astype(state.L.dtype),
+        tuning=tuning,
+    )
+
+
+def autocorrelation_length(tuning: MCLMCTuning, L: jax.Array, l_factor: float) -> jax.Array:
+    """``l_factor`` · T · mean(1/ESS) over the recorded coordinates whose ESS is finite and
+    positive (T: the recorded integration time); ``L`` when none is."""
+    ess = effective_sample_size(tuning.trace[None])
+    tau = tuning.window_time / ess
+    usable = jnp.logical_and(jnp.isfinite(tau), ess > 0)
+    mean = jnp.sum(jnp.where(usable, tau, 0.0)) / jnp.maximum(jnp.sum(usable), 1)
+    return jnp.where(jnp.any(usable), l_factor * mean, L).astype(L.dtype)
