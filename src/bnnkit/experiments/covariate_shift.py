@@ -333,7 +333,6 @@ def covariate_shift(
     """
     from bnnkit import output_folder
     from bnnkit.runs import lock
-    from bnnkit.runs.progress import ProgressBar
 
     config = Config() if config is None else config
     output_folder.check(
@@ -353,45 +352,59 @@ def covariate_shift(
         if not resume:
             _clear(path)
             storage.write_json(path / SETTINGS_FILE, settings)
-        folder = path / CELLS_DIR
-        folder.mkdir(exist_ok=True)
-        done = {
-            (i, name): _read_cell(_cell_file(folder, i, name), run, name, severities)
-            for i, run, name in cells
-        }
-        finished = sum(rows is not None for rows in done.values())
-        bar = ProgressBar(
-            "shift", total=len(cells), start=finished, enabled=progress, unit_name="cells"
-        )
-        try:
-            for i, run, name in cells:
-                if done[(i, name)] is not None:
-                    continue
-                rows = []
-                for severity in (0,) if name == CLEAN else severities:
-                    metrics = cell_metrics(run, name, severity, config)
-                    rows.append(
-                        {
-                            "run": run.path,
-                            "label": run.label,
-                            "method": run.method,
-                            "corruption": name,
-                            "severity": severity,
-                            **{m: metrics[m] for m in METRICS},
-                        }
-                    )
-                storage.write_json(_cell_file(folder, i, name), rows)
-                done[(i, name)] = rows
-                bar.update(
-                    1, f"{run.label}: {name}, accuracy {np.mean([r['accuracy'] for r in rows]):.3f}"
-                )
-        finally:
-            bar.close()
+        done = _score_cells(cells, path / CELLS_DIR, severities, config, progress)
         table = [row for i, _, name in cells for row in done[(i, name)]]
         files = write_table(table, path, settings)
         if plots:
             files["figure"] = write_figure(table, path, title=_title(loaded[0].problem))
     return Shift(rows=table, dataset=settings["dataset"], files=files)
+
+
+def _score_cells(
+    cells: Sequence[tuple[int, LoadedRun, str]],
+    folder: Path,
+    severities: tuple[int, ...],
+    config: Config,
+    progress: bool,
+) -> dict[tuple[int, str], list[dict[str, Any]]]:
+    """Each cell's rows, by (run index, corruption): read where ``folder`` holds the cell
+    already, else scored at each severity and written as the cell finishes."""
+    from bnnkit.runs.progress import ProgressBar
+
+    folder.mkdir(exist_ok=True)
+    done = {
+        (i, name): _read_cell(_cell_file(folder, i, name), run, name, severities)
+        for i, run, name in cells
+    }
+    finished = sum(rows is not None for rows in done.values())
+    bar = ProgressBar(
+        "shift", total=len(cells), start=finished, enabled=progress, unit_name="cells"
+    )
+    try:
+        for i, run, name in cells:
+            if done[(i, name)] is not None:
+                continue
+            rows = []
+            for severity in (0,) if name == CLEAN else severities:
+                metrics = cell_metrics(run, name, severity, config)
+                rows.append(
+                    {
+                        "run": run.path,
+                        "label": run.label,
+                        "method": run.method,
+                        "corruption": name,
+                        "severity": severity,
+                        **{m: metrics[m] for m in METRICS},
+                    }
+                )
+            storage.write_json(_cell_file(folder, i, name), rows)
+            done[(i, name)] = rows
+            bar.update(
+                1, f"{run.label}: {name}, accuracy {np.mean([r['accuracy'] for r in rows]):.3f}"
+            )
+    finally:
+        bar.close()
+    return done
 
 
 def _title(problem: Any) -> str:
