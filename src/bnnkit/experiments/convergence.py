@@ -259,7 +259,6 @@ def convergence_report(
     from bnnkit.evaluation import run_prediction, weight_draws
     from bnnkit.metrics import diagnostics
     from bnnkit.predict import predict
-    from bnnkit.runs import lock
 
     config = Config() if config is None else config
     output_folder.check(out, SETTINGS_FILE, "convergence report", resume=False, overwrite=overwrite)
@@ -280,28 +279,36 @@ def convergence_report(
         ref_prediction, ref_name = run_prediction(*ref, x), reference
     chains = compare_chains(prediction, ref_prediction)
 
-    path = Path(out)
+    summary = {
+        "run": run,
+        "method": record.get("method"),
+        "dataset": problem.dataset.name,
+        "num_chains": samples.num_chains,
+        "num_samples_per_chain": samples.num_samples,
+        "num_test_points": len(x),
+        "config": dataclasses.asdict(config),
+        "histograms": histograms,
+        "reference": ref_name,
+        "chains": chains,
+    }
+    title = f"{record.get('method')} on {_dataset_name(problem)}"
+    files = _write(Path(out), summary, title, plots=plots)
+    return Convergence(rhat=rhat, histograms=histograms, chains=chains, files=files)
+
+
+def _write(path: Path, summary: dict[str, Any], title: str, *, plots: bool) -> dict[str, Path]:
+    """The report into ``path``, replacing an earlier one: ``summary`` as ``convergence.json``,
+    the chain table and, with ``plots``, the figures; what was written, by kind."""
+    from bnnkit.runs import lock
+
+    chains, ref_name = summary["chains"], summary["reference"]
     path.mkdir(parents=True, exist_ok=True)
     with lock.hold(path):
         for name in (SETTINGS_FILE, TABLE_FILE, HISTOGRAM_FILE, CHAINS_FILE):
             with contextlib.suppress(FileNotFoundError):
                 (path / name).unlink()
         files = {"json": path / SETTINGS_FILE, "table": path / TABLE_FILE}
-        storage.write_json(
-            files["json"],
-            {
-                "run": run,
-                "method": record.get("method"),
-                "dataset": problem.dataset.name,
-                "num_chains": samples.num_chains,
-                "num_samples_per_chain": samples.num_samples,
-                "num_test_points": len(x),
-                "config": dataclasses.asdict(config),
-                "histograms": histograms,
-                "reference": ref_name,
-                "chains": chains,
-            },
-        )
+        storage.write_json(files["json"], summary)
         storage.atomic_write_bytes(
             files["table"], (chains_markdown(chains, ref_name) + "\n").encode()
         )
@@ -310,15 +317,12 @@ def convergence_report(
 
             files["histograms"] = path / HISTOGRAM_FILE
             storage.atomic_write_bytes(
-                files["histograms"],
-                rhat_histograms_png(
-                    histograms, title=f"{record.get('method')} on {_dataset_name(problem)}"
-                ),
+                files["histograms"], rhat_histograms_png(summary["histograms"], title=title)
             )
             if chains:
                 files["chains"] = path / CHAINS_FILE
                 storage.atomic_write_bytes(files["chains"], chains_png(chains, ref_name))
-    return Convergence(rhat=rhat, histograms=histograms, chains=chains, files=files)
+    return files
 
 
 def _dataset_name(problem: Any) -> str:
