@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +30,7 @@ import numpy as np
 from bnnkit.log_posterior import network_variables
 from bnnkit.posterior import Samples
 from bnnkit.posterior.laplace import DiagLaplace, KFACLaplace, LastLayerLaplace
-from bnnkit.types import Key
+from bnnkit.types import Key, Params
 
 #: ``fold_in`` data of the model's randomness within the key of :func:`posterior_predictive`
 #: (the draws of an approximation use the key itself, the linearised predictive 1).
@@ -96,28 +97,11 @@ def predict(
     chains, per_chain = samples.num_chains, samples.num_samples
     likelihood = problem.likelihood
     classification = problem.dataset.task == "classification"
-
-    @jax.jit
-    def outputs(params, xb):
-        return jax.lax.map(lambda p: problem.apply(p, xb), params)
-
-    @jax.jit
-    def random_outputs(params, keys, xb):  # one pass per draw, each with its own key
-        return jax.lax.map(lambda pk: problem.apply(pk[0], xb, key=pk[1]), (params, keys))
-
-    draw_keys = None
-    if key is not None and problem.log_posterior.stochastic:
-        draw_keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(jnp.arange(chains * per_chain))
+    passes = _passes(problem, flat, key, chains * per_chain)
 
     prob_chunks, mean_chunks, std_chunks, entropy_chunks = [], [], [], []
     for c, start in enumerate(range(0, len(x), test_chunk)):
-        xb = problem.to_device(x[start : start + test_chunk])
-        if draw_keys is None:
-            out = outputs(flat, xb)  # (S, n, O)
-        else:
-            out = random_outputs(
-                flat, jax.vmap(lambda k, c=c: jax.random.fold_in(k, c))(draw_keys), xb
-            )
+        out = passes(problem.to_device(x[start : start + test_chunk]), c)  # (S, n, O)
         if classification:
             probs = jax.nn.softmax(out.astype(jnp.float32), axis=-1)
             logp = jax.nn.log_softmax(out.astype(jnp.float32), axis=-1)
@@ -151,6 +135,35 @@ def predict(
     means = np.concatenate(mean_chunks, axis=1) * scale + shift
     stds = np.concatenate(std_chunks, axis=1) * scale
     return Prediction(task="regression", means=means, stds=stds, per_sample=per_sample(means))
+
+
+def _passes(problem, flat: Params, key: Key | None, num_draws: int) -> Callable:
+    """``f(xb, c)``: every draw's network outputs (S, n, O) on chunk ``c`` of the inputs, ``xb``.
+
+    With a ``key`` and a stochastic model, draw s makes its pass with the key
+    ``fold_in(fold_in(key, s), c)``; otherwise every pass is deterministic.
+    """
+
+    @jax.jit
+    def outputs(params, xb):
+        return jax.lax.map(lambda p: problem.apply(p, xb), params)
+
+    @jax.jit
+    def random_outputs(params, keys, xb):  # one pass per draw, each with its own key
+        return jax.lax.map(lambda pk: problem.apply(pk[0], xb, key=pk[1]), (params, keys))
+
+    draw_keys = None
+    if key is not None and problem.log_posterior.stochastic:
+        draw_keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(jnp.arange(num_draws))
+
+    def passes(xb: jax.Array, c: int) -> jax.Array:
+        if draw_keys is None:
+            return outputs(flat, xb)
+        return random_outputs(
+            flat, jax.vmap(lambda k, c=c: jax.random.fold_in(k, c))(draw_keys), xb
+        )
+
+    return passes
 
 
 #: Smallest probability a draw's log density is taken of (as the categorical NLL clips).
