@@ -347,6 +347,24 @@ array of dtype <U1; allowed: a rectangular array of integers or real numbers
         return None
     words = _dtype_words(kinds)
     allowed = f"a rectangular array of {words}"
+    array = _as_array(value, name, where=where, allowed=allowed, optional=optional)
+    if array.dtype.kind not in kinds:
+        refuse(value, name, allowed, where=where, what=_dtype_what(value, array))
+    if finite and array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+        bad = int(np.sum(~np.isfinite(array)))
+        refuse(
+            value,
+            name,
+            f"{words}, every one finite",
+            where=where,
+            what=f"an array holding {bad} NaN or infinite value{'s' * (bad != 1)}",
+        )
+    return array
+
+
+def _as_array(value: Any, name: str, *, where: str, allowed: str, optional: bool) -> np.ndarray:
+    """``np.asarray`` of a value of a kind an array is taken from; anything else, or a list
+    NumPy cannot make rectangular, refused saying what it is."""
     taken = (
         isinstance(value, (np.ndarray, np.generic, list, tuple, numbers.Number))
         or hasattr(value, "__array__")
@@ -354,7 +372,7 @@ array of dtype <U1; allowed: a rectangular array of integers or real numbers
     if not taken:
         refuse(value, name, allowed + (" or None" if optional else ""), where=where)
     try:
-        array = np.asarray(value)
+        return np.asarray(value)
     except (ValueError, TypeError, OverflowError) as err:
         if isinstance(value, (list, tuple)) and "inhomogeneous" in str(err):
             refuse(
@@ -371,25 +389,17 @@ array of dtype <U1; allowed: a rectangular array of integers or real numbers
             where=where,
             what=f"not an array ({' '.join(str(err).split())[:80]})",
         )
-    if array.dtype.kind not in kinds:
-        what = (
-            f"an array of dtype {array.dtype}"
-            if isinstance(value, np.ndarray) or hasattr(value, "__array__")
-            else f"a {type(value).__name__} of {array.dtype} values (not only numbers)"
-            if array.dtype == object
-            else f"a {type(value).__name__} that NumPy reads as dtype {array.dtype}"
-        )
-        refuse(value, name, allowed, where=where, what=what)
-    if finite and array.dtype.kind == "f" and not np.all(np.isfinite(array)):
-        bad = int(np.sum(~np.isfinite(array)))
-        refuse(
-            value,
-            name,
-            f"{words}, every one finite",
-            where=where,
-            what=f"an array holding {bad} NaN or infinite value{'s' * (bad != 1)}",
-        )
-    return array
+
+
+def _dtype_what(value: Any, array: np.ndarray) -> str:
+    """What a value of a dtype outside the allowed kinds is, as the refusal says it."""
+    return (
+        f"an array of dtype {array.dtype}"
+        if isinstance(value, np.ndarray) or hasattr(value, "__array__")
+        else f"a {type(value).__name__} of {array.dtype} values (not only numbers)"
+        if array.dtype == object
+        else f"a {type(value).__name__} that NumPy reads as dtype {array.dtype}"
+    )
 
 
 def positions_argument(value: Any, name: str = "initial_positions", *, where: str = "") -> Any:
