@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import sys
 from types import ModuleType
+from typing import Any
 
 from bnnkit import distributed
 from bnnkit.commands.budget import EXIT_BUDGET, BudgetEnded
@@ -130,118 +131,13 @@ def run_summary(result) -> str:
 
 def method_command(name: str, module: ModuleType) -> Command:
     """The command of one method."""
-    from bnnkit.inference.base import EpochSettings, IterationSettings
-
     cls = module.Config
-    from_source = cls.PROBLEM_FROM_SOURCE
 
     def add_arguments(p: argparse.ArgumentParser) -> None:
-        if from_source:
-            g = p.add_argument_group("checks")
-            g.add_argument("--dataset", default=None, help="if given, must be the MAP run's")
-            g.add_argument(
-                "--model",
-                default=None,
-                help="if given, must be the MAP run's; a model whose module is "
-                "outside bnnkit is imported from that run only if named here",
-            )
-        else:
-            add_problem_arguments(p)
-        add_config_arguments(p.add_argument_group(name), cls)
-        add_run_dir_arguments(p, shard=issubclass(cls, (IterationSettings, EpochSettings)))
-        # Read, and the processes joined, by bnnkit.cli before JAX is first used.
-        add_config_arguments(p.add_argument_group("several hosts"), distributed.Hosts)
-        p.add_argument(
-            "--print-config",
-            action="store_true",
-            help="print the resolved settings as TOML (a file for --config) and "
-            "exit without running",
-        )
+        add_method_arguments(p, name, cls)
 
     def run(args: argparse.Namespace) -> int:
-        from bnnkit import runs
-        from bnnkit.evaluation import check_reference, evaluate
-        from bnnkit.models.imported import trusting_model
-        from bnnkit.report.tables import print_table
-        from bnnkit.runs import budget as run_budget
-        from bnnkit.runs.initial import check_source_problem
-
-        config = config_from_args(args, cls)
-        if from_source:
-            problem = check_source_problem(config, dataset=args.dataset, model=args.model)
-        else:
-            problem = problem_config(args)
-        if args.print_config:
-            from bnnkit.commands.config_file import to_toml
-
-            values = {} if from_source else dataclasses.asdict(problem)
-            print(to_toml({**values, **config.to_dict()}))
-            return 0
-        if args.log_every is not None and args.log_every < 1:
-            raise ConfigError(f"--log-every {args.log_every} must be an integer >= 1")
-        if args.dir is None:
-            raise ConfigError("--dir is required: the run directory to create (or resume)")
-        if args.reference is not None:
-            # Before the run, not after it: a bad reference must not cost a whole run.
-            distributed.first_decides(lambda: check_reference(args.reference, problem.dataset))
-        # A problem taken from the source run is built from that run, as its own (its data
-        # may be the arrays it stored). The model named on this call (--model) may be
-        # imported again to read the source run and this one back; no other.
-        named = args.model if from_source else problem.model
-        with trusting_model(named):
-            result = runs.run(
-                None if from_source else problem,
-                config,
-                args.dir,
-                resume=args.resume,
-                overwrite=args.overwrite,
-                progress=args.progress,
-                log_every=args.log_every,
-                shard=getattr(args, "shard", "auto"),
-            )
-        ended = run_budget.budget_ended(result)
-        if not distributed.is_writer():  # process 0 reports and evaluates the run
-            return EXIT_BUDGET if ended else 0
-        for warning in result.warnings:
-            print(f"bnnkit: warning: {warning}", file=sys.stderr)
-        print(f"{run_summary(result)}; run in {args.dir}")
-        if result.until_converged is not None:
-            print(result.until_converged["outcome"])
-        info = result.record.get("posterior_info", {})
-        if info.get("num_params") is not None:
-            parts = [f"posterior over {info['num_params']} parameters"]
-            if info.get("alpha") is not None:
-                parts.append(f"prior precision {info['alpha']:.4g}")
-            if info.get("log_marginal_likelihood") is not None:
-                parts.append(f"log marginal likelihood {info['log_marginal_likelihood']:.6g}")
-            print("; ".join(parts))
-        kept = len(result.run_dir.sample_units()) if ended else None
-        if args.evaluate and kept == 0:
-            # Not an error: the stop line below says how to go on.
-            print(
-                "nothing to evaluate yet: no sample was kept before the time budget ended; "
-                "the continued run is evaluated when it ends"
-            )
-        elif args.evaluate:
-            with trusting_model(named):
-                evaluation = evaluate(args.dir, reference=args.reference)
-            for differ in evaluation.get("reference", {}).get("settings_differ", ()):
-                print(
-                    f"bnnkit: warning: the reference run targets another posterior: {differ}",
-                    file=sys.stderr,
-                )
-            print_table(evaluation, title=f"{config.label} on {problem.dataset}")
-        if ended:  # after the report: bnnkit.cli prints the continuing command, exits 3
-            until = result.until_converged
-            raise BudgetEnded(
-                run_budget.progress(
-                    result.record,
-                    kept,
-                    max_time=getattr(config, "max_time", None),
-                    mixed=None if until is None else until["holds"],
-                )
-            )
-        return 0
+        return run_method(args, cls)
 
     return Command(
         help=summary(module),
@@ -249,3 +145,135 @@ def method_command(name: str, module: ModuleType) -> Command:
         run=run,
         docs=f"reference/methods/{name}.md",
     )
+
+
+def add_method_arguments(p: argparse.ArgumentParser, name: str, cls: type) -> None:
+    """The flags of method ``name``'s command: the problem's (or, for a method whose problem
+    comes from its source run, ``--dataset`` and ``--model`` as checks), its Config's, the run
+    directory's and the hosts'."""
+    from bnnkit.inference.base import EpochSettings, IterationSettings
+
+    if cls.PROBLEM_FROM_SOURCE:
+        g = p.add_argument_group("checks")
+        g.add_argument("--dataset", default=None, help="if given, must be the MAP run's")
+        g.add_argument(
+            "--model",
+            default=None,
+            help="if given, must be the MAP run's; a model whose module is "
+            "outside bnnkit is imported from that run only if named here",
+        )
+    else:
+        add_problem_arguments(p)
+    add_config_arguments(p.add_argument_group(name), cls)
+    add_run_dir_arguments(p, shard=issubclass(cls, (IterationSettings, EpochSettings)))
+    # Read, and the processes joined, by bnnkit.cli before JAX is first used.
+    add_config_arguments(p.add_argument_group("several hosts"), distributed.Hosts)
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved settings as TOML (a file for --config) and exit without running",
+    )
+
+
+def run_method(args: argparse.Namespace, cls: type) -> int:
+    """Run the method of Config class ``cls`` on the parsed flags, then report and evaluate
+    the run (process 0); the exit code.
+
+    Raises:
+        BudgetEnded: the run's time budget stopped it, after its report.
+    """
+    from bnnkit import runs
+    from bnnkit.evaluation import check_reference
+    from bnnkit.models.imported import trusting_model
+    from bnnkit.runs import budget as run_budget
+    from bnnkit.runs.initial import check_source_problem
+
+    from_source = cls.PROBLEM_FROM_SOURCE
+    config = config_from_args(args, cls)
+    if from_source:
+        problem = check_source_problem(config, dataset=args.dataset, model=args.model)
+    else:
+        problem = problem_config(args)
+    if args.print_config:
+        from bnnkit.commands.config_file import to_toml
+
+        values = {} if from_source else dataclasses.asdict(problem)
+        print(to_toml({**values, **config.to_dict()}))
+        return 0
+    if args.log_every is not None and args.log_every < 1:
+        raise ConfigError(f"--log-every {args.log_every} must be an integer >= 1")
+    if args.dir is None:
+        raise ConfigError("--dir is required: the run directory to create (or resume)")
+    if args.reference is not None:
+        # Before the run, not after it: a bad reference must not cost a whole run.
+        distributed.first_decides(lambda: check_reference(args.reference, problem.dataset))
+    # A problem taken from the source run is built from that run, as its own (its data
+    # may be the arrays it stored). The model named on this call (--model) may be
+    # imported again to read the source run and this one back; no other.
+    named = args.model if from_source else problem.model
+    with trusting_model(named):
+        result = runs.run(
+            None if from_source else problem,
+            config,
+            args.dir,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            progress=args.progress,
+            log_every=args.log_every,
+            shard=getattr(args, "shard", "auto"),
+        )
+    ended = run_budget.budget_ended(result)
+    if not distributed.is_writer():  # process 0 reports and evaluates the run
+        return EXIT_BUDGET if ended else 0
+    kept = len(result.run_dir.sample_units()) if ended else None
+    _report(args, config, problem, result, named, kept)
+    if ended:  # after the report: bnnkit.cli prints the continuing command, exits 3
+        until = result.until_converged
+        raise BudgetEnded(
+            run_budget.progress(
+                result.record,
+                kept,
+                max_time=getattr(config, "max_time", None),
+                mixed=None if until is None else until["holds"],
+            )
+        )
+    return 0
+
+
+def _report(
+    args: argparse.Namespace, config: Any, problem: Any, result: Any, named: Any, kept: int | None
+) -> None:
+    """What the run did, then its evaluation table unless ``--no-evaluate`` (``kept``: the
+    samples kept by a run its budget stopped, ``None`` for one that ended)."""
+    from bnnkit.evaluation import evaluate
+    from bnnkit.models.imported import trusting_model
+    from bnnkit.report.tables import print_table
+
+    for warning in result.warnings:
+        print(f"bnnkit: warning: {warning}", file=sys.stderr)
+    print(f"{run_summary(result)}; run in {args.dir}")
+    if result.until_converged is not None:
+        print(result.until_converged["outcome"])
+    info = result.record.get("posterior_info", {})
+    if info.get("num_params") is not None:
+        parts = [f"posterior over {info['num_params']} parameters"]
+        if info.get("alpha") is not None:
+            parts.append(f"prior precision {info['alpha']:.4g}")
+        if info.get("log_marginal_likelihood") is not None:
+            parts.append(f"log marginal likelihood {info['log_marginal_likelihood']:.6g}")
+        print("; ".join(parts))
+    if args.evaluate and kept == 0:
+        # Not an error: the stop line below says how to go on.
+        print(
+            "nothing to evaluate yet: no sample was kept before the time budget ended; "
+            "the continued run is evaluated when it ends"
+        )
+    elif args.evaluate:
+        with trusting_model(named):
+            evaluation = evaluate(args.dir, reference=args.reference)
+        for differ in evaluation.get("reference", {}).get("settings_differ", ()):
+            print(
+                f"bnnkit: warning: the reference run targets another posterior: {differ}",
+                file=sys.stderr,
+            )
+        print_table(evaluation, title=f"{config.label} on {problem.dataset}")
