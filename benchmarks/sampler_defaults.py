@@ -62,6 +62,7 @@ import importlib.util
 import json
 import math
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -74,12 +75,19 @@ import bnnkit
 from bnnkit.inference import hmc, nuts
 
 HERE = Path(__file__).resolve().parent
-# The per-parameter diagnostics of this checkout, also under --before (older code lacks them).
-_spec = importlib.util.spec_from_file_location(
-    "mcmc_diagnostics", HERE.parent / "src/bnnkit/metrics/mcmc.py"
-)
-mcmc = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(mcmc)
+
+
+def _load_metrics(name, file):
+    spec = importlib.util.spec_from_file_location(name, HERE.parent / "src/bnnkit/metrics" / file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The per-parameter diagnostics of this checkout, also under --before (older code lacks them):
+# first their estimators, under the name the diagnostics import them by.
+sys.modules.setdefault("bnnkit.metrics.mcmc_blocks", _load_metrics("mcmc_blocks", "mcmc_blocks.py"))
+mcmc = _load_metrics("mcmc_diagnostics", "mcmc.py")
 
 NUM_CHAINS = 4
 SAMPLERS = ("default", "mass", "chees", "nuts", "blackjax")
