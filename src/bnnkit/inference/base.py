@@ -182,8 +182,8 @@ class RunSettings:
     states another (``API_NAME = "Ensemble"``), and a Config never takes its parent's (the
     ensemble's extends SGD's); being a class's name, it starts with a capital letter.
 
-    A run may start from another run (:meth:`source_run`); ``SOURCE_FLAG`` and
-    ``SOURCE_NAME`` name that run in messages, ``SOURCE_METHODS`` restricts its method, and
+    A run may start from another run (:meth:`source_run`), named by the setting
+    ``SOURCE_FIELD``; ``SOURCE_FLAG`` and ``SOURCE_NAME`` name that run in messages, ``SOURCE_METHODS`` restricts its method, and
     ``PROBLEM_FROM_SOURCE`` says the problem is that run's (no data or model flags of its own).
 
     A subclass's own ``__post_init__`` runs after every value has been checked against its
@@ -194,6 +194,7 @@ class RunSettings:
     METHOD: ClassVar[str] = ""
     API_NAME: ClassVar[str] = ""
     SOURCE_FLAG: ClassVar[str] = "--init-checkpoint"
+    SOURCE_FIELD: ClassVar[str] = "init_checkpoint"
     SOURCE_NAME: ClassVar[str] = "run given to --init-checkpoint"
     SOURCE_METHODS: ClassVar[tuple[str, ...] | None] = None
     PROBLEM_FROM_SOURCE: ClassVar[bool] = False

@@ -12,7 +12,7 @@ what a run of runs needs above them, the same way for every recipe:
    holding the recipe's settings, its stages and their outcomes, with the statuses of a
    single run: "starting", "running", "stopped", "finished", "diverged";
 3. the stages run in order on one problem, built once and handed down; a stage that starts
-   from another (``starts_from``) is given that stage's folder as its ``init_checkpoint``;
+   from another (``starts_from``) is given that stage's folder as its source run;
 4. each stage's outcome is lifted into the parent: a stage stopped by its time budget (or
    extended ``until_converged`` without mixing) stops the composite there, a stage that
    diverged marks it diverged; ``resume`` continues it, bit for bit the uninterrupted one;
@@ -48,7 +48,7 @@ from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.inference.base import RunSettings
 from bnnkit.runs import faults
-from bnnkit.runs.composite_folder import RECORD_FILES, check_folder, stage_dir
+from bnnkit.runs.composite_folder import check_folder, record_name, stage_dir
 from bnnkit.runs.directory import RUN_FILE, RunDir, now
 from bnnkit.runs.lock import LOCK_FILE
 
@@ -63,7 +63,7 @@ class Stage:
     Attributes:
         name: its folder inside the composite (and how it is opened: :func:`stage_dir`).
         config: the method's Config.
-        starts_from: the stage whose run it starts from (its ``init_checkpoint``), if any.
+        starts_from: the stage whose run it starts from (its source run), if any.
     """
 
     name: str
@@ -76,7 +76,8 @@ class Recipe:
     """What a composite is: its kind, its settings and its stages.
 
     Attributes:
-        kind: ``"reference"``, ...; its parent record is :data:`RECORD_FILES` ``[kind]``.
+        kind: ``"reference"``, ...; its parent record is
+            :func:`~bnnkit.runs.composite_folder.record_name` of it.
         problem: the problem every stage runs on.
         settings: the recipe's own settings (a frozen dataclass of :func:`bnnkit.settings.setting`
             fields, so that a refusal names their flags).
@@ -92,7 +93,7 @@ class Recipe:
 
     @property
     def record_file(self) -> str:
-        return RECORD_FILES[self.kind]
+        return record_name(self.kind)
 
     def record(self) -> dict[str, Any]:
         """The parent record's settings part, as JSON holds it."""
@@ -175,13 +176,14 @@ def resume_refusal(stored: Any, recipe: Recipe) -> str | None:
 
 def configured(recipe: Recipe, folder: Path) -> list[tuple[Stage, RunSettings]]:
     """Each stage with its Config as it runs in ``folder``: one that starts from another stage
-    gets that stage's folder (absolute: a run reads its source from any working folder)."""
+    gets that stage's folder as its source (its Config's ``SOURCE_FIELD``: ``init_checkpoint``,
+    Laplace's ``map_run``), absolute, as a run reads its source from any working folder."""
     out = []
     for stage in recipe.stages:
         config = stage.config
         if stage.starts_from is not None:
             source = os.fspath(stage_dir(folder, stage.starts_from).absolute())
-            config = dataclasses.replace(config, init_checkpoint=source)
+            config = dataclasses.replace(config, **{type(config).SOURCE_FIELD: source})
         out.append((stage, config))
     return out
 
@@ -255,12 +257,14 @@ def _stage_refusal(record: dict, problem: dict, config: RunSettings) -> str | No
 
 
 def _differs(record: dict, built: Any, config: RunSettings) -> bool:
-    """Whether ``config`` differs from the stage's stored settings (in settings a resume may
-    change: the refusal checked the others), its source compared by identity."""
+    """Whether ``config`` differs from the stage's stored settings in those a resume may
+    change (the refusal has checked the others, the source among them: the same path, or the
+    same run by identity under another)."""
     stored = type(config).current_names(record.get("method_config") or {})
     given = json.loads(json.dumps(config.to_dict()))
-    if config.source_run() is not None:
-        given["init_checkpoint"] = stored.get("init_checkpoint")
+    field = type(config).SOURCE_FIELD
+    if given.get(field) is not None:
+        given[field] = stored.get(field)
     return stored != given
 
 

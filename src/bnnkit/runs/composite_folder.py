@@ -17,11 +17,21 @@ from typing import Any
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
-from bnnkit.runs.directory import COMPOSITE_RECORDS, RUN_FILE
+from bnnkit.runs.directory import COMPOSITE_FILE, COMPOSITE_RECORDS, RUN_FILE
 from bnnkit.runs.lock import LOCK_FILE
 
-#: The parent record files of the composites bnnkit makes, by kind.
-RECORD_FILES = COMPOSITE_RECORDS
+#: Every name a composite's parent record may have.
+RECORD_NAMES = (*COMPOSITE_RECORDS.values(), COMPOSITE_FILE)
+
+
+def record_name(kind: str) -> str:
+    """The parent record's file name of a composite of ``kind``.
+
+    Example:
+        >>> record_name("reference"), record_name("multiswag")
+        ('reference.json', 'composite.json')
+    """
+    return COMPOSITE_RECORDS.get(kind, COMPOSITE_FILE)
 
 
 def stage_dir(folder: str | os.PathLike, name: str) -> Path:
@@ -34,7 +44,7 @@ def record_file(folder: str | os.PathLike) -> Path | None:
     folder = Path(folder)
     if (folder / RUN_FILE).exists():
         return None
-    for name in RECORD_FILES.values():
+    for name in RECORD_NAMES:
         if (folder / name).is_file():
             return folder / name
     return None
@@ -50,7 +60,7 @@ def read_record(folder: str | os.PathLike) -> dict[str, Any]:
     if file is None:
         raise ConfigError(f"{os.fspath(folder)!r} holds no composite run ({_record_names()})")
     record = storage.read_json(file)
-    if not isinstance(record, dict) or record.get("kind") not in RECORD_FILES:
+    if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
         raise ConfigError(f"{str(file)!r} is damaged: not the record of a composite run")
     return record
 
@@ -65,7 +75,7 @@ def stage_names(record: dict[str, Any]) -> list[str]:
 
 
 def _record_names() -> str:
-    return " or ".join(sorted(RECORD_FILES.values()))
+    return " or ".join(sorted(RECORD_NAMES))
 
 
 def check_folder(
@@ -82,7 +92,7 @@ def check_folder(
     """
     from bnnkit.runs.directory import check_outside_runs
 
-    what, record = f"a folder made by bnnkit {kind}", RECORD_FILES[kind]
+    what, record = f"a folder made by bnnkit {kind}", record_name(kind)
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite exclude each other; allowed: one of them")
     if folder.exists() and not folder.is_dir():

@@ -80,8 +80,10 @@ TEMPORARY = (".*.tmp", f"{SAMPLES_DIR}/.*.tmp")
 #: ``ensemble/`` and its sampler's run in :data:`REFERENCE_CHAINS`; it reads as the latter.
 REFERENCE_FILE = "reference.json"
 REFERENCE_CHAINS = "chains"
-#: The parent record of each kind of composite run (:mod:`bnnkit.runs.composite`).
+#: The parent record of a composite run (:mod:`bnnkit.runs.composite`): a reference's keeps the
+#: name it had before composites had a name of their own; every other kind's is the default.
 COMPOSITE_RECORDS = {"reference": REFERENCE_FILE}
+COMPOSITE_FILE = "composite.json"
 
 
 def resolve_reference(path: str | os.PathLike) -> Path:
@@ -579,7 +581,7 @@ def enclosing_run(path: str | os.PathLike) -> Path | None:
         ):
             return folder
         if not (folder / RUN_FILE).exists() and any(
-            (folder / name).is_file() for name in COMPOSITE_RECORDS.values()
+            (folder / name).is_file() for name in (*COMPOSITE_RECORDS.values(), COMPOSITE_FILE)
         ):
             return folder
     return None

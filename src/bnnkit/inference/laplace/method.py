@@ -94,6 +94,7 @@ class Config(RunSettings):
     METHOD: ClassVar[str] = "laplace"
     API_NAME: ClassVar[str] = "Laplace"
     SOURCE_FLAG: ClassVar[str] = "--map-run"
+    SOURCE_FIELD: ClassVar[str] = "map_run"
     SOURCE_NAME: ClassVar[str] = "MAP run"
     SOURCE_METHODS: ClassVar[tuple[str, ...]] = ("sgd", "ensemble")
     PROBLEM_FROM_SOURCE: ClassVar[bool] = True
