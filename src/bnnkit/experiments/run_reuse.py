@@ -9,7 +9,7 @@ interrupted sweep continues where it stopped and a finished one only redraws its
 Example:
     >>> import tempfile
     >>> from bnnkit.inference import hmc
-    >>> from bnnkit.problem import ProblemConfig
+    >>> from bnnkit.problem import Problem, ProblemConfig
     >>> problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
     >>> config = hmc.Config(step_size=1e-3, trajectory_len=0.01, num_iterations=2)
     >>> folder = tempfile.mkdtemp() + "/run"
@@ -22,14 +22,13 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bnnkit.errors import ConfigError
-from bnnkit.problem import ProblemConfig
+from bnnkit.problem import Problem, ProblemConfig
 
 
 def run_status(run_dir: str | os.PathLike) -> str | None:
@@ -43,19 +42,8 @@ def run_status(run_dir: str | os.PathLike) -> str | None:
     return record.get("status") if isinstance(record, dict) else None
 
 
-def _settings_differ(record: dict, problem: ProblemConfig, config: Any) -> list[str]:
-    """Settings (problem and method) in which a stored run differs from the one asked for."""
-    stored = {
-        **record.get("problem", {}),
-        **type(config).current_names(record.get("method_config", {})),
-    }
-    # Through JSON, as run.json holds them: tuples become lists, and so on.
-    given = json.loads(json.dumps({**dataclasses.asdict(problem), **config.to_dict()}))
-    return sorted(k for k in set(stored) | set(given) if stored.get(k) != given.get(k))
-
-
 def run_or_reuse(
-    problem: ProblemConfig,
+    problem: ProblemConfig | Problem | None,
     config: Any,
     run_dir: str | os.PathLike,
     *,
@@ -65,9 +53,11 @@ def run_or_reuse(
 ) -> bool:
     """Make the run of ``config`` on ``problem`` in ``run_dir`` unless it is there, finished.
 
-    A finished run of the same settings is left alone; one that differs only in settings a
-    resume may change (more iterations, say) is extended; one cut off is resumed; an empty or
-    never-started directory gets a new run (:func:`bnnkit.runs.run`).
+    What is there is judged as a composite run judges its stages
+    (:func:`bnnkit.runs.composite.stage_action`): a finished run of the same settings, its
+    files intact, is left alone; one that differs only in settings a resume may change (more
+    iterations, say) is extended; one cut off or stopped is resumed; an empty or never-started
+    directory gets a new run (:func:`bnnkit.runs.run`). The problem is built once, here.
 
     With ``overwrite`` a run that is there is replaced instead (under its lock, as
     :func:`bnnkit.runs.run` replaces runs).
@@ -76,43 +66,37 @@ def run_or_reuse(
         Whether anything ran (False: a finished run was reused).
 
     Raises:
-        ConfigError: ``run_dir`` holds a run of other settings (a resume may not change them),
-            or anything :func:`bnnkit.runs.run` refuses.
+        ConfigError: ``run_dir`` holds a run this call cannot continue (another method, other
+            settings a resume may not change, damaged files), or anything
+            :func:`bnnkit.runs.run` refuses.
     """
     from bnnkit import runs
-    from bnnkit.runs import RunDir
-    from bnnkit.runs.initial import with_chains
+    from bnnkit.problem import build
+    from bnnkit.runs.composite import Stage, stage_action
+    from bnnkit.runs.initial import problem_of_run, with_chains
 
+    run_dir = Path(run_dir)
     status = run_status(run_dir)
     if status in ("running", "stopped", "finished"):
         config = with_chains(config)  # as the stored run recorded it
+    if isinstance(problem, ProblemConfig):
+        problem = build(problem)
+    elif problem is None:
+        problem = problem_of_run(config)
     if overwrite and status is not None:
-        runs.run(problem, config, Path(run_dir), overwrite=True, progress=progress, on_unit=on_unit)
+        runs.run(problem, config, run_dir, overwrite=True, progress=progress, on_unit=on_unit)
         return True
-    if status in ("running", "stopped", "finished"):
-        record = RunDir(run_dir).read_record()
-        if record.get("method") != config.METHOD:
-            raise ConfigError(
-                f"{os.fspath(run_dir)!r} holds a {record.get('method')!r} run, "
-                f"not {config.METHOD!r}; allowed: an --out of this experiment"
-            )
-        differ = _settings_differ(record, problem, config)
-        fixed = [k for k in differ if k not in type(config).resumable()]
-        if fixed:
-            raise ConfigError(
-                f"{os.fspath(run_dir)!r} holds a run with another {fixed[0]} than this "
-                "experiment asks for; allowed: the same settings, or another --out"
-            )
-        if status == "finished" and not differ:
-            return False
-    # "starting" is a run that never started: runs.run starts it afresh.
+    try:
+        action = stage_action(problem, Stage(run_dir.name, config), config, run_dir)
+    except ConfigError as err:
+        raise ConfigError(
+            f"{os.fspath(run_dir)!r} holds a run this experiment cannot continue: {err}; "
+            "allowed: the same settings, or another --out"
+        ) from None
+    if action == "reuse":
+        return False
     runs.run(
-        problem,
-        config,
-        Path(run_dir),
-        resume=status in ("running", "stopped", "finished"),
-        progress=progress,
-        on_unit=on_unit,
+        problem, config, run_dir, resume=action == "resume", progress=progress, on_unit=on_unit
     )
     return True
 
