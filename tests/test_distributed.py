@@ -329,7 +329,7 @@ def test_sample_on_two_processes_writes_on_process_0_and_resumes_bit_for_bit(tmp
 
     from bnnkit.inference import hmc
     from bnnkit.runs import load_chains, sample
-    from bnnkit.runs.directory import verify
+    from bnnkit.runs.verification import verify
 
     config = hmc.Config(
         step_size=0.3,

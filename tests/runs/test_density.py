@@ -12,7 +12,7 @@ import pytest
 from bnnkit.errors import ConfigError
 from bnnkit.inference import hmc, nuts, sgd
 from bnnkit.runs import faults, load_chains, sample
-from bnnkit.runs.directory import verify
+from bnnkit.runs.verification import verify
 from mcmc_checks import assert_gaussian_moments
 
 # A correlated 3-d Gaussian with scales over two orders of magnitude, split over two leaves.

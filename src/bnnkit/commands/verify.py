@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from bnnkit.errors import ConfigError
     from bnnkit.runs import composite_folder as composite
-    from bnnkit.runs.directory import DATA_FINDING, verify
+    from bnnkit.runs.verification import DATA_FINDING, verify
 
     kind = composite.record_file(args.run_dir)
     if args.trust_model is not None:

@@ -207,7 +207,7 @@ def stage_action(built: Any, stage: Stage, config: RunSettings, run_dir: Path) -
             change, a run that diverged, or a finished run whose files are damaged; named
             with the stage.
     """
-    from bnnkit.runs.directory import verify
+    from bnnkit.runs.verification import verify
 
     rundir = RunDir(run_dir)
     if not rundir.run_file.is_file():

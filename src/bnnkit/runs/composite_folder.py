@@ -125,7 +125,7 @@ def verify(folder: str | os.PathLike) -> tuple[list[Any], str]:
             is writing it.
     """
     from bnnkit.runs import lock
-    from bnnkit.runs.directory import verify as verify_run
+    from bnnkit.runs.verification import verify as verify_run
     from bnnkit.runs.manifest import Finding
 
     folder = Path(folder)
