@@ -204,7 +204,7 @@ def test_climbing_chains_are_rising_and_the_verdict_says_what_to_do():
 def test_stuck_advice_follows_the_step_size_the_chains_ran_at():
     from bnnkit.inference.base import Loop
     from bnnkit.metrics.convergence import sampler_warning
-    from bnnkit.runs.lifecycle import SamplerTally
+    from bnnkit.runs.tally import SamplerTally
 
     # The README's old first example: --step-size 1e-5, adaptation raised it to 1.4e-4 in 10
     # burn-in iterations, then acceptance 0.027 with 279 of 360 transitions divergent.

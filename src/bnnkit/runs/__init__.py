@@ -16,7 +16,7 @@
 
 from bnnkit.runs.density import Chains, sample
 from bnnkit.runs.directory import RunDir
-from bnnkit.runs.lifecycle import evaluation_key
+from bnnkit.runs.keys import evaluation_key
 from bnnkit.runs.loop import RunResult, run
 from bnnkit.runs.stored import StoredRun, load_chains, load_run
 
