@@ -1,86 +1,119 @@
-"""Summary tables of an evaluation, for the terminal (rich) and as markdown."""
+"""Summary tables of an evaluation, for the terminal (rich) and as markdown, and long tables of
+measurements as markdown and CSV.
+
+The rows of an evaluation come in groups, one function each, in the order of the evaluation's
+sections (:mod:`bnnkit.evaluation.sections`): a new section's keys get their rows from one new
+function listed in :func:`rows`. Keys an older evaluation lacks give no rows, so an
+``evaluation.json`` stored by an earlier bnnkit still reads.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from bnnkit.metrics.convergence import chain_line
+from bnnkit.metrics.verdict_sentences import chain_line
 
 
 def rows(result: dict[str, Any], *, full: bool = True) -> list[tuple[str, str]]:
-    """(quantity, value) rows of an evaluation dict from :func:`bnnkit.evaluation.evaluate`.
+    """(quantity, value) rows of an evaluation dict from :func:`bnnkit.evaluation.evaluate`,
+    one group per part of it, in the order of its sections.
 
     Args:
         result: the evaluation.
         full: every row (the report, markdown); ``False`` for the terminal's table, which
             shows the prior check only where it warns (:func:`prior_check_rows`).
     """
-    out = [
-        ("dataset", result["dataset"]),
-        ("model", result["model"]),
-        *(
-            [
-                (
-                    "covariate shift",
-                    f"{result['corruption']['name']}, severity {result['corruption']['severity']}",
-                )
-            ]
-            if "corruption" in result
-            else []
-        ),
-        ("chains x kept samples", f"{result['num_chains']} x {result['num_samples_per_chain']}"),
+    return [
+        *_run_rows(result),
+        *prior_check_rows(result, full=full),
+        *_sampler_rows(result),
+        *_diagnostics_rows(result),
+        *_verdict_rows(result),
+        *_reference_rows(result),
+        *posthoc_rows(result),
     ]
-    for name, value in result["test"].items():
-        out.append((f"test {name}", f"{value:.4f}"))
-    out += prior_check_rows(result, full=full)
+
+
+def _run_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """What was evaluated, under which shift, and the test metrics."""
+    out = [("dataset", result["dataset"]), ("model", result["model"])]
+    if "corruption" in result:
+        shift = result["corruption"]
+        out.append(("covariate shift", f"{shift['name']}, severity {shift['severity']}"))
+    out.append(
+        ("chains x kept samples", f"{result['num_chains']} x {result['num_samples_per_chain']}")
+    )
+    out += [(f"test {name}", f"{value:.4f}") for name, value in result["test"].items()]
+    return out
+
+
+def _sampler_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """A Markov chain sampler's statistics after burn-in."""
     sampler = result.get("sampler")
-    if sampler:
-        out.append(("acceptance rate (after burn-in)", f"{sampler['acceptance_rate']:.3f}"))
-        out.append(("divergences (after burn-in)", str(sampler["num_divergent"])))
-        if sampler.get("num_capped"):
-            out.append(
-                (
-                    "capped trajectories (after burn-in)",
-                    f"{sampler['num_capped']} "
-                    f"({sampler['num_capped'] / sampler['num_transitions']:.0%})",
-                )
-            )
-        out.append(("step size per chain", ", ".join(f"{s:.2e}" for s in sampler["step_size"])))
+    if not sampler:
+        return []
+    out = [
+        ("acceptance rate (after burn-in)", f"{sampler['acceptance_rate']:.3f}"),
+        ("divergences (after burn-in)", str(sampler["num_divergent"])),
+    ]
+    if sampler.get("num_capped"):
+        share = sampler["num_capped"] / sampler["num_transitions"]
         out.append(
-            ("leapfrog steps per iteration", ", ".join(str(n) for n in sampler["num_leapfrog"]))
+            ("capped trajectories (after burn-in)", f"{sampler['num_capped']} ({share:.0%})")
         )
-        out.append(
-            (
-                "seconds per iteration (mean after burn-in)",
-                f"{sampler['seconds_per_iteration']:.3f}",
-            )
-        )
-    diag = result.get("diagnostics")
+    return [
+        *out,
+        ("step size per chain", ", ".join(f"{s:.2e}" for s in sampler["step_size"])),
+        ("leapfrog steps per iteration", ", ".join(str(n) for n in sampler["num_leapfrog"])),
+        (
+            "seconds per iteration (mean after burn-in)",
+            f"{sampler['seconds_per_iteration']:.3f}",
+        ),
+    ]
+
+
+def _diagnostics_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Split R-hat and ESS per space, or why there are none."""
     if result.get("independent_draws"):
         # R-hat and ESS measure Markov chains; draws from an approximation are independent.
-        out.append(("split R-hat, ESS", "– (independent draws)"))
-    elif diag:
-        for space in ("weights", "function"):
-            r, e = diag[space]["rhat"], diag[space]["ess"]
-            out.append(
-                (
-                    f"split R-hat, {space} (median / p90 / max)",
-                    f"{r['median']:.3f} / {r['p90']:.3f} / {r['max']:.3f}",
-                )
+        return [("split R-hat, ESS", "– (independent draws)")]
+    diag = result.get("diagnostics")
+    if not diag:
+        return []
+    out = []
+    for space in ("weights", "function"):
+        r, e = diag[space]["rhat"], diag[space]["ess"]
+        out.append(
+            (
+                f"split R-hat, {space} (median / p90 / max)",
+                f"{r['median']:.3f} / {r['p90']:.3f} / {r['max']:.3f}",
             )
-            out.append((f"ESS, {space} (min / median)", f"{e['min']:.1f} / {e['median']:.1f}"))
+        )
+        out.append((f"ESS, {space} (min / median)", f"{e['min']:.1f} / {e['median']:.1f}"))
+    return out
+
+
+def _verdict_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The convergence verdict: converged or not, its level, each chain, problems, advice."""
     verdict = result.get("convergence")
-    if verdict:
-        out.append(("converged (function space)", "yes" if verdict["converged"] else "NO"))
-        if "level" in verdict:  # evaluations stored before the three outcomes lack it
-            out.append(("  verdict", f"{verdict['level']}: {verdict['summary']}"))
-            out += [
-                (f"  chain {check['chain']}", chain_line(check))
-                for check in verdict.get("within") or ()
-            ]
-        out += [("  problem", problem) for problem in verdict["problems"]]
-        out += [("  to do", advice) for advice in verdict["advice"]]
-        out += [("  warning", warning) for warning in verdict.get("warnings", ())]
+    if not verdict:
+        return []
+    out = [("converged (function space)", "yes" if verdict["converged"] else "NO")]
+    if "level" in verdict:  # evaluations stored before the three outcomes lack it
+        out.append(("  verdict", f"{verdict['level']}: {verdict['summary']}"))
+        out += [
+            (f"  chain {check['chain']}", chain_line(check))
+            for check in verdict.get("within") or ()
+        ]
+    out += [("  problem", problem) for problem in verdict["problems"]]
+    out += [("  to do", advice) for advice in verdict["advice"]]
+    out += [("  warning", warning) for warning in verdict.get("warnings", ())]
+    return out
+
+
+def _reference_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The comparisons with a reference run and with a table of reference probabilities."""
+    out = []
     ref = result.get("reference")
     if ref:
         for name, value in ref.items():
@@ -94,7 +127,7 @@ def rows(result: dict[str, Any], *, full: bool = True) -> list[tuple[str, str]]:
         if "order" in probs:
             out.append(("  its test-set order", probs["order"]))
             out.append(("  bnnkit's test-set order", probs["bnnkit_order"]))
-    return out + posthoc_rows(result)
+    return out
 
 
 def prior_check_rows(result: dict[str, Any], *, full: bool = True) -> list[tuple[str, str]]:
