@@ -193,70 +193,11 @@ def contour_figure(
     import matplotlib
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.colors
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
-    grid_u, grid_v = np.meshgrid(np.asarray(u), np.asarray(v), indexing="ij")
-    z = np.ma.masked_invalid(np.asarray(values, np.float64))
     fig, ax = plt.subplots(figsize=(6.6, 5.0))
-    scale = colour_scale(z.filled(np.nan))
-    if scale is not None:
-        # One colour per band, not per value: with quantile levels a linear map would give
-        # the bands near the maximum almost the same colour.
-        norm = matplotlib.colors.BoundaryNorm(scale.levels, ncolors=256, extend="min")
-        clipped = np.ma.maximum(z, scale.levels[0])  # the clipped values take the lowest band
-        filled = ax.contourf(
-            grid_u,
-            grid_v,
-            clipped,
-            levels=scale.levels,
-            cmap="viridis",
-            norm=norm,
-            alpha=0.8,
-            zorder=0,
-            extend="min",
-        )
-        ax.contour(
-            grid_u,
-            grid_v,
-            clipped,
-            levels=filled.levels,
-            colors="k",
-            linewidths=0.4,
-            alpha=0.5,
-            zorder=1,
-        )
-        if scale.clipped > 0:  # under the colour bar's arrow, which stands for them
-            fig.text(
-                0.99,
-                0.045,
-                f"▼ below {scale.label(scale.levels[0])}: "
-                f"{scale.clipped:.0%} of the grid,\nin the lowest colour",
-                fontsize=7,
-                ha="right",
-                va="bottom",
-            )
-        bar = fig.colorbar(
-            filled,
-            ax=ax,
-            label=value_label,
-            ticks=scale.ticks,
-            format=matplotlib.ticker.FuncFormatter(lambda x, _: scale.label(x)),
-        )
-        bar.ax.yaxis.get_offset_text().set_visible(False)
-    points = np.asarray(points, np.float64)
-    ax.plot(points[:, 0], points[:, 1], "o", color="tab:red", ms=9, markeredgecolor="k", zorder=2)
-    for name, (x, y) in zip(NAMES, points, strict=False):
-        ax.annotate(
-            name,
-            (x, y),
-            textcoords="offset points",
-            xytext=(7, 7),
-            fontsize=12,
-            fontweight="bold",
-            zorder=3,
-        )
+    _draw_contours(fig, ax, u, v, values, value_label)
+    _mark_points(ax, points)
     ax.set_xlabel("along B − A" + (f" (units of ‖B − A‖ = {u_norm:.3g})" if u_norm else ""))
     ax.set_ylabel(
         "towards C, orthogonal to B − A" + (f" (units of {v_norm:.3g})" if v_norm else "")
@@ -272,6 +213,82 @@ def contour_figure(
             ha="left",
             va="bottom",
         )
-    # Fixed margins: tight_layout measures every tick label and would double the drawing time.
+    # Fixed margins: tight_layout would measure every tick label (docs/performance.md,
+    # Evaluation).
     fig.subplots_adjust(left=0.11, right=0.88, bottom=0.14 if labels else 0.11, top=0.93)
     return fig
+
+
+def _draw_contours(
+    fig: Any, ax: Any, u: np.ndarray, v: np.ndarray, values: np.ndarray, value_label: str
+) -> None:
+    """The filled contours at the field's quantile levels, their lines, the colour bar and,
+    where values were clipped into the lowest colour, what was (nothing for a constant
+    field)."""
+    import matplotlib.colors
+    import matplotlib.ticker
+
+    grid_u, grid_v = np.meshgrid(np.asarray(u), np.asarray(v), indexing="ij")
+    z = np.ma.masked_invalid(np.asarray(values, np.float64))
+    scale = colour_scale(z.filled(np.nan))
+    if scale is None:
+        return
+    # One colour per band, not per value: with quantile levels a linear map would give
+    # the bands near the maximum almost the same colour.
+    norm = matplotlib.colors.BoundaryNorm(scale.levels, ncolors=256, extend="min")
+    clipped = np.ma.maximum(z, scale.levels[0])  # the clipped values take the lowest band
+    filled = ax.contourf(
+        grid_u,
+        grid_v,
+        clipped,
+        levels=scale.levels,
+        cmap="viridis",
+        norm=norm,
+        alpha=0.8,
+        zorder=0,
+        extend="min",
+    )
+    ax.contour(
+        grid_u,
+        grid_v,
+        clipped,
+        levels=filled.levels,
+        colors="k",
+        linewidths=0.4,
+        alpha=0.5,
+        zorder=1,
+    )
+    if scale.clipped > 0:  # under the colour bar's arrow, which stands for them
+        fig.text(
+            0.99,
+            0.045,
+            f"▼ below {scale.label(scale.levels[0])}: "
+            f"{scale.clipped:.0%} of the grid,\nin the lowest colour",
+            fontsize=7,
+            ha="right",
+            va="bottom",
+        )
+    bar = fig.colorbar(
+        filled,
+        ax=ax,
+        label=value_label,
+        ticks=scale.ticks,
+        format=matplotlib.ticker.FuncFormatter(lambda x, _: scale.label(x)),
+    )
+    bar.ax.yaxis.get_offset_text().set_visible(False)
+
+
+def _mark_points(ax: Any, points: np.ndarray) -> None:
+    """A, B and C, marked and named."""
+    points = np.asarray(points, np.float64)
+    ax.plot(points[:, 0], points[:, 1], "o", color="tab:red", ms=9, markeredgecolor="k", zorder=2)
+    for name, (x, y) in zip(NAMES, points, strict=False):
+        ax.annotate(
+            name,
+            (x, y),
+            textcoords="offset points",
+            xytext=(7, 7),
+            fontsize=12,
+            fontweight="bold",
+            zorder=3,
+        )
