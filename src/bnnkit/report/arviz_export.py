@@ -152,18 +152,37 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
     import xarray as xr
 
     from bnnkit.evaluation import run_samples
-    from bnnkit.posterior import Samples
-    from bnnkit.predict import predict
-    from bnnkit.runs import RunDir, load_run
+    from bnnkit.runs import load_run
+    from bnnkit.runs.directory import package_version
 
     record, problem, posterior, _ = load_run(run_dir, network=True)
     samples = run_samples(record, posterior)
-    chains, draws = samples.num_chains, samples.num_samples
-    sample_coords = {"chain": np.arange(chains), "draw": np.arange(draws)}
+    coords = {"chain": np.arange(samples.num_chains), "draw": np.arange(samples.num_samples)}
+    groups: dict[str, xr.Dataset] = {"posterior": _posterior_group(samples, coords)}
+    stats = _sample_stats_group(run_dir, posterior, samples, coords)
+    if stats is not None:
+        groups["sample_stats"] = stats
+    groups.update(_predictive_groups(problem, samples, coords))
+    attrs = {
+        "inference_library": "bnnkit",
+        "inference_library_version": package_version(),
+        "method": str(record.get("method", "")),
+        "dataset": problem.dataset.name,
+    }
+    for ds in groups.values():
+        ds.attrs.update(attrs)
+    if int(az.__version__.split(".")[0]) >= 1:
+        return xr.DataTree.from_dict(groups)
+    return az.InferenceData(**groups)
+
+
+def _posterior_group(samples: Any, coords: dict[str, np.ndarray]) -> Any:
+    """Every parameter leaf as a variable with dims ``chain, draw`` and its own."""
+    import xarray as xr
 
     arrays = storage.flatten_tree(samples.params)
     names = variable_names(list(arrays))
-    posterior_ds = xr.Dataset(
+    return xr.Dataset(
         {
             names[path]: (
                 ("chain", "draw", *(f"{names[path]}_dim_{i}" for i in range(a.ndim - 2))),
@@ -171,20 +190,39 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
             )
             for path, a in arrays.items()
         },
-        coords=sample_coords,
+        coords=coords,
     )
 
-    groups: dict[str, xr.Dataset] = {"posterior": posterior_ds}
+
+def _sample_stats_group(
+    run_dir: str | os.PathLike, posterior: Any, samples: Any, coords: dict[str, np.ndarray]
+) -> Any:
+    """The sampler's statistics of the kept iterations, or ``None``: an approximate posterior's
+    draws are no iterations, and a run may log none."""
+    import xarray as xr
+
+    from bnnkit.posterior import Samples
+    from bnnkit.runs import RunDir
+
     rundir = RunDir(run_dir)
     units = rundir.sample_units()
     # Only a sampler's own draws are iterations: one kept unit per draw.
-    if isinstance(posterior, Samples) and len(units) == draws:
-        stats = kept_sample_stats(rundir.read_log(), units, chains)
-        if stats:
-            groups["sample_stats"] = xr.Dataset(
-                {name: (("chain", "draw"), values) for name, values in stats.items()},
-                coords=sample_coords,
-            )
+    if not (isinstance(posterior, Samples) and len(units) == samples.num_samples):
+        return None
+    stats = kept_sample_stats(rundir.read_log(), units, samples.num_chains)
+    if not stats:
+        return None
+    return xr.Dataset(
+        {name: (("chain", "draw"), values) for name, values in stats.items()}, coords=coords
+    )
+
+
+def _predictive_groups(problem: Any, samples: Any, coords: dict[str, np.ndarray]) -> dict:
+    """``posterior_predictive`` (each draw's predictions on the test set) and
+    ``observed_data`` (the test targets, in original units)."""
+    import xarray as xr
+
+    from bnnkit.predict import predict
 
     dataset = problem.dataset
     n_test = len(dataset.x_test)
@@ -193,38 +231,27 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
     point_coords = {"test_point": np.arange(n_test)}
     if prediction.task == "classification":
         probs = prediction.per_sample
-        groups["posterior_predictive"] = xr.Dataset(
+        predictive = xr.Dataset(
             {"y_probs": (("chain", "draw", "test_point", "class"), probs)},
-            coords={**sample_coords, **point_coords, "class": np.arange(probs.shape[-1])},
+            coords={**coords, **point_coords, "class": np.arange(probs.shape[-1])},
         )
         observed = np.asarray(dataset.y_test)
     else:
-        shape = (chains, draws, n_test)
-        groups["posterior_predictive"] = xr.Dataset(
+        shape = (samples.num_chains, samples.num_samples, n_test)
+        predictive = xr.Dataset(
             {
                 "y_mean": (("chain", "draw", "test_point"), prediction.means.reshape(shape)),
                 "y_std": (("chain", "draw", "test_point"), prediction.stds.reshape(shape)),
             },
-            coords={**sample_coords, **point_coords},
+            coords={**coords, **point_coords},
         )
         observed = (
             np.asarray(dataset.y_test, np.float64) * dataset.target_scale + dataset.target_shift
         )
-    groups["observed_data"] = xr.Dataset({"y": (("test_point",), observed)}, coords=point_coords)
-
-    from bnnkit.runs.directory import package_version
-
-    attrs = {
-        "inference_library": "bnnkit",
-        "inference_library_version": package_version(),
-        "method": str(record.get("method", "")),
-        "dataset": dataset.name,
+    return {
+        "posterior_predictive": predictive,
+        "observed_data": xr.Dataset({"y": (("test_point",), observed)}, coords=point_coords),
     }
-    for ds in groups.values():
-        ds.attrs.update(attrs)
-    if int(az.__version__.split(".")[0]) >= 1:
-        return xr.DataTree.from_dict(groups)
-    return az.InferenceData(**groups)
 
 
 def group_names(idata: Any) -> list[str]:
