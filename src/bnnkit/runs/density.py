@@ -7,18 +7,19 @@ one ``jax.vmap`` (named :data:`~bnnkit.inference.adaptation.MEMBERS`, so ChEES c
 chains) inside a compiled ``lax.scan``. Keys follow the driver's scheme: chain m's key at
 iteration u is ``fold_in(fold_in(fold_in(key(seed), 1), m), u)``.
 
-In memory the iterations are one scan. With ``run_dir`` they are chunks of
-``config.checkpoint_every`` iterations, each one call of the same scan over its iterations
-with the same keys, so the stored chains equal the in-memory ones bit for bit. After each chunk
-its kept positions and every iteration's info go to ``samples/chunk_<iterations done>.npz``,
-then every chain's sampler state (adapted step size, mass matrix, adaptation state) to
-``state.npz``, each recorded with its sha256 in the manifest (:mod:`bnnkit.runs.manifest`)
-before it is renamed into place. ``run.json`` holds the method, its Config, the density's
-``name``, the sha256 and shapes of the initial positions and the status; ``resume`` continues
-from the last complete chunk and refuses a damaged or edited directory or other settings; the
-directory's life, the rules over several processes (only process 0 reads and writes it) and the
-sampler warnings are the driver's, from :mod:`bnnkit.runs.lifecycle`, which also says why the
-chunks are files of their own. ``bnnkit verify`` checks such a directory and
+In memory the iterations are one scan. With ``run_dir`` (:mod:`bnnkit.runs.chunks`) they are
+chunks of ``config.checkpoint_every`` iterations, each one call of the same scan over its
+iterations with the same keys, so the stored chains equal the in-memory ones bit for bit.
+After each chunk its kept positions and every iteration's info go to
+``samples/chunk_<iterations done>.npz``, then every chain's sampler state (adapted step size,
+mass matrix, adaptation state) to ``state.npz``, each recorded with its sha256 in the manifest
+(:mod:`bnnkit.runs.manifest`) before it is renamed into place. ``run.json`` holds the method,
+its Config, the density's ``name``, the sha256 and shapes of the initial positions and the
+status; ``resume`` continues from the last complete chunk and refuses a damaged or edited
+directory or other settings; the directory's life, the rules over several processes (only
+process 0 reads and writes it) and the sampler warnings are the driver's, from
+:mod:`bnnkit.runs.lifecycle` and :mod:`bnnkit.runs.tally`; :mod:`bnnkit.runs.chunks` says why
+the chunks are files of their own. ``bnnkit verify`` checks such a directory and
 :func:`bnnkit.runs.load_chains` (:mod:`bnnkit.runs.stored`) reads it back.
 
 The result carries the kept positions, every iteration's sampler info and the convergence
@@ -61,57 +62,31 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import os
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 
-from bnnkit import distributed, storage
+from bnnkit import storage
 from bnnkit.entry_points import check_call
 from bnnkit.errors import ConfigError
 from bnnkit.inference import METHODS
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, RunSettings
-from bnnkit.metrics import convergence
-from bnnkit.metrics.vocabulary import PARAMETERS_PYTHON
-from bnnkit.runs import faults, lifecycle, manifest
+from bnnkit.runs.chains import Chains, chains_of
+from bnnkit.runs.chunks import load_chunks, sample_into
 from bnnkit.runs.directory import RunDir
-from bnnkit.runs.lifecycle import INIT_STREAM, NOISE_STREAM, Lifecycle, SamplerTally, member_keys
+from bnnkit.runs.keys import INIT_STREAM, NOISE_STREAM, member_keys
 from bnnkit.runs.progress import ProgressBar
 from bnnkit.settings import check_dtype
 from bnnkit.types import Params
 
-
-class Chains(NamedTuple):
-    """What :func:`sample` returns.
-
-    Attributes:
-        positions: the kept positions, every leaf shaped (chains, samples, ...).
-        info: the sampler's info of every iteration, burn-in included, (chains, iterations).
-        state: the final sampler state of every chain (adapted step size, mass matrix, ...).
-        convergence: the verdict on the positions (see :mod:`bnnkit.metrics.convergence`).
-        warnings: what a user should act on: a stuck or unstable sampler after burn-in (the
-            driver's warning, :class:`bnnkit.runs.lifecycle.SamplerTally`), already shown
-            when progress was.
-    """
-
-    positions: Params
-    info: Any
-    state: Any
-    convergence: dict[str, Any]
-    warnings: tuple[str, ...] = ()
-
-    def summary(self):
-        """Per-parameter diagnostics of the kept positions: mean, sd, quantiles, MCSE, bulk and
-        tail ESS and rank-normalised R-hat (:func:`bnnkit.metrics.mcmc_summary.summary`)."""
-        from bnnkit.metrics.mcmc_summary import summary
-
-        return summary(self.positions)
+# What sample() returns, and the chunks of a stored run, which bnnkit.runs.stored reads from
+# here with the programs' shapes.
+__all__ = ["Chains", "chains_of", "check_density", "load_chunks", "sample", "shapes"]
 
 
 def check_density(log_density: Callable[[Params], jax.Array], initial_positions: Params) -> None:
@@ -194,6 +169,36 @@ def sample(
             the stored run's, or a damaged or edited file the resume would keep.
     """
     check_call("bnnkit.sample", locals())
+    config, loop, leaves = _checked_config(config, initial_positions)
+    check_density(log_density, initial_positions)
+    check_dtype(config, jnp.result_type(*leaves))
+    init_all, advance = _programs(log_density, config)
+    if run_dir is None:
+        return _in_memory(initial_positions, config, loop, init_all, advance, progress=progress)
+    return sample_into(
+        RunDir(run_dir),
+        initial_positions,
+        config,
+        loop,
+        init_all,
+        advance,
+        resume=resume,
+        overwrite=overwrite,
+        name=name,
+        progress=progress,
+    )
+
+
+def _checked_config(
+    config: RunSettings, initial_positions: Params
+) -> tuple[RunSettings, Loop, list[Any]]:
+    """``config`` with one chain per starting position when it leaves the number open, its
+    loop and the positions' leaves, after refusing what :func:`sample` does not run.
+
+    Raises:
+        ConfigError: a Config of a minibatch method, a setting of the run driver's, or
+            starting positions whose leading axis is not the number of chains.
+    """
     module = METHODS.get(config.METHOD)
     if module is None or config.loop(1).kind != "iterations":
         raise ConfigError(f"sample() runs full-batch samplers (hmc, nuts), not {config.METHOD!r}")
@@ -221,39 +226,36 @@ def sample(
             f"{loop.num_members} on every leaf, got shapes "
             f"{[jnp.shape(leaf) for leaf in leaves]}"
         )
-    check_density(log_density, initial_positions)
-    check_dtype(config, jnp.result_type(*leaves))
-    init_all, advance = _programs(log_density, config)
-    if run_dir is None:
-        bar = ProgressBar(
-            config.METHOD.upper(), loop.num_units, enabled=progress, unit_name="iterations"
-        )
-        state = init_all(initial_positions)
-        state, positions, info = advance(state, 0, loop.num_units)
-        chains = chains_of(
-            jax.tree.map(lambda x: x[:, loop.burn_in :], positions),
-            info,
-            state,
-            loop,
-            config.METHOD,
-        )
-        bar.update(loop.num_units, f"accept {np.mean(info.acceptance_rate):.2f}")
-        for warning in chains.warnings:
-            bar.message(f"bnnkit: warning: {warning}")
-        bar.close()
-        return chains
-    return _sample_into(
-        RunDir(run_dir),
-        initial_positions,
-        config,
-        loop,
-        init_all,
-        advance,
-        resume=resume,
-        overwrite=overwrite,
-        name=name,
-        progress=progress,
+    return config, loop, leaves
+
+
+def _in_memory(
+    initial_positions: Params,
+    config: RunSettings,
+    loop: Loop,
+    init_all: Callable,
+    advance: Callable,
+    *,
+    progress: bool,
+) -> Chains:
+    """:func:`sample` in memory: every iteration in one scan."""
+    bar = ProgressBar(
+        config.METHOD.upper(), loop.num_units, enabled=progress, unit_name="iterations"
     )
+    state = init_all(initial_positions)
+    state, positions, info = advance(state, 0, loop.num_units)
+    chains = chains_of(
+        jax.tree.map(lambda x: x[:, loop.burn_in :], positions),
+        info,
+        state,
+        loop,
+        config.METHOD,
+    )
+    bar.update(loop.num_units, f"accept {np.mean(info.acceptance_rate):.2f}")
+    for warning in chains.warnings:
+        bar.message(f"bnnkit: warning: {warning}")
+    bar.close()
+    return chains
 
 
 def shapes(config: RunSettings, positions: Params) -> tuple[Any, Any, Any]:
@@ -326,225 +328,3 @@ def _build_programs(
 
 
 _cached_programs = functools.lru_cache(maxsize=8)(_build_programs)
-
-
-def chains_of(kept: Params, info: Any, state: Any, loop: Loop, method: str | None = None) -> Chains:
-    """The :class:`Chains` of the kept positions and every iteration's info (chains first),
-    with the verdict and the sampler warnings (``method``'s advice) computed from them."""
-    draws = jax.vmap(jax.vmap(lambda p: ravel_pytree(p)[0]))(kept)
-    after = jax.tree.map(lambda x: np.asarray(x)[:, loop.burn_in :], info)
-    trace = getattr(after, "log_posterior", None)
-    verdict = (
-        convergence.verdict(
-            np.asarray(draws),
-            acceptance_rate=float(np.mean(after.acceptance_rate)),
-            num_divergent=int(np.sum(after.divergent)),
-            log_posterior=None if trace is None else np.asarray(trace),
-            vocabulary=PARAMETERS_PYTHON,
-        )
-        if draws.shape[1] >= 4
-        else {
-            "converged": False,
-            "level": "not-mixed",
-            "problems": ["fewer than 4 kept samples per chain"],
-            "advice": ["run more iterations after burn-in (a larger num_iterations)"],
-        }
-    )
-    tally = SamplerTally(loop, method, PARAMETERS_PYTHON)
-    tally_chunk(tally, 0, info, loop)
-    warning = tally.warning()
-    return Chains(kept, info, state, verdict, () if warning is None else (warning,))
-
-
-def tally_chunk(tally: SamplerTally, first: int, info: Any, loop: Loop) -> None:
-    """Count iterations ``first, first + 1, ...`` of ``info`` (chains first) in ``tally``."""
-    accepted, divergent = np.asarray(info.acceptance_rate), np.asarray(info.divergent)
-    capped = getattr(info, "capped", None)
-    for i in range(accepted.shape[1]):
-        tally.add(
-            {
-                "burn_in": first + i < loop.burn_in,
-                "acceptance_rate": accepted[:, i],
-                "divergent": divergent[:, i],
-                **({} if capped is None else {"capped": np.asarray(capped)[:, i]}),
-            }
-        )
-
-
-def positions_digest(positions: Params) -> str:
-    """The sha256 of a pytree's leaves: each one's path, dtype, shape and bytes, in order.
-
-    Example:
-        >>> positions_digest({"a": np.zeros(2)}) == positions_digest({"a": np.zeros(2)})
-        True
-        >>> positions_digest({"a": np.zeros(2)}) == positions_digest({"a": np.ones(2)})
-        False
-    """
-    digest = hashlib.sha256()
-    for path, leaf in storage.flatten_tree(positions).items():
-        leaf = np.ascontiguousarray(leaf)
-        digest.update(f"{path}|{leaf.dtype.str}|{leaf.shape}|".encode())
-        digest.update(leaf.tobytes())
-    return digest.hexdigest()
-
-
-def _problem(initial_positions: Params, name: str | None) -> dict[str, Any]:
-    """What ``run.json`` records of the density: what a resume must give again."""
-    flat = storage.flatten_tree(initial_positions)
-    return {
-        "log_density": name,
-        "structure": str(jax.tree.structure(initial_positions)),
-        "initial_positions": {
-            path: [list(leaf.shape), leaf.dtype.str] for path, leaf in flat.items()
-        },
-        "initial_positions_sha256": positions_digest(initial_positions),
-    }
-
-
-def _sample_into(
-    rundir: RunDir,
-    initial_positions: Params,
-    config: RunSettings,
-    loop: Loop,
-    init_all: Callable,
-    advance: Callable,
-    *,
-    resume: bool,
-    overwrite: bool,
-    name: str | None,
-    progress: bool,
-) -> Chains:
-    """:func:`sample` into ``rundir``: every check first, then chunk by chunk under its lock."""
-    lifecycle.check_target(rundir, resume=resume, overwrite=overwrite)
-    problem = _problem(initial_positions, name)
-    found = lifecycle.resume_checks(rundir, config, problem, loop, chunks=True) if resume else None
-    # Traced, not run: an error of the density shows here, before anything is written.
-    template = jax.eval_shape(init_all, initial_positions)
-    _, kept_template, info_template = jax.eval_shape(lambda s: advance(s, 0, 1), template)
-    record = None if resume else lifecycle.new_record(config, loop, problem, chunks=True)
-    with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
-        start, state = life.resume_state(template)
-        kept, info = _chunks_before(life, start, kept_template, info_template, loop)
-        if found is not None and life.record["status"] == "finished" and (start == loop.num_units):
-            # Nothing to run: the stored chains, read and checked; nothing is written.
-            return chains_of(_concatenate(kept), _concatenate(info), state, loop, config.METHOD)
-        if not start:
-            state = init_all(initial_positions)
-        life.begin(start, config, loop, iterations_done=start)
-        tally = SamplerTally(
-            loop,
-            config.METHOD,
-            PARAMETERS_PYTHON,
-            given_step_size=getattr(config, "step_size", None),
-        )
-        for part in info:
-            tally_chunk(tally, 0, part, loop)
-        bar = ProgressBar(
-            config.METHOD.upper(),
-            loop.num_units,
-            start,
-            enabled=progress and life.writer,
-            unit_name="iterations",
-        )
-        try:
-            for first in range(start, loop.num_units, loop.save_every):
-                length = min(loop.save_every, loop.num_units - first)
-                state, chunk_positions, chunk_info = advance(state, first, length)
-                chunk_kept = jax.tree.map(
-                    lambda x, f=first: x[:, max(loop.burn_in - f, 0) :], chunk_positions
-                )
-                _save_chunk(life, first, first + length, chunk_kept, chunk_info, state)
-                kept.append(chunk_kept)
-                info.append(chunk_info)
-                tally_chunk(tally, first, chunk_info, loop)
-                bar.update(length, f"accept {np.mean(chunk_info.acceptance_rate):.2f}")
-                warning = tally.news()
-                if warning is not None:
-                    bar.message(f"bnnkit: warning: {warning}")
-        finally:
-            bar.close()
-        life.finish(iterations_done=loop.num_units, **tally.record())
-    return chains_of(_concatenate(kept), _concatenate(info), state, loop, config.METHOD)
-
-
-def _save_chunk(life: Lifecycle, first: int, end: int, kept: Params, info: Any, state: Any) -> None:
-    """Write the chunk of iterations ``first .. end - 1`` (its kept positions and info), then
-    the state after it, each recorded in the manifest before it is renamed into place."""
-    if life.writer:
-        name = manifest.chunk_name(end)
-        storage.save_arrays(
-            life.rundir.path / name,
-            {**storage.flatten_tree(kept, "positions/"), **storage.flatten_tree(info, "info/")},
-            before_rename=life.recorder(name, unit=end, first=first),
-        )
-    life.save_state(state, end)
-    if life.writer:
-        life.rundir.write_record({**life.record, "iterations_done": end})
-    faults.point("unit-done")
-
-
-def _chunks_before(
-    life: Lifecycle, start: int, kept_template: Any, info_template: Any, loop: Loop
-) -> tuple[list[Any], list[Any]]:
-    """The kept positions and info of the iterations before ``start``, as lists of one part
-    (none when ``start`` is 0): read by process 0, handed to every process bit for bit."""
-    if not start:
-        return [], []
-    stored = load_chunks(life.rundir, start, kept_template, info_template) if life.writer else None
-    template = (_along(kept_template, max(start - loop.burn_in, 0)), _along(info_template, start))
-    _, (kept, info) = distributed.from_first(start, stored, template)
-    return [kept], [info]
-
-
-def _along(template: Any, length: int) -> Any:
-    """``template`` (chains, 1, ...) with ``length`` iterations instead of one."""
-    return jax.tree.map(
-        lambda t: jax.ShapeDtypeStruct((t.shape[0], length, *t.shape[2:]), t.dtype), template
-    )
-
-
-def load_chunks(
-    rundir: RunDir, upto: int, positions: Params, info_template: Any
-) -> tuple[Params, Any]:
-    """The kept positions and info of iterations ``0 .. upto - 1`` from the chunk files,
-    each checked against its recorded digest.
-
-    Args:
-        rundir: a :func:`sample` run's directory.
-        upto: the iterations to read.
-        positions: a pytree of the positions' structure.
-        info_template: a pytree of the info's structure.
-
-    Raises:
-        ConfigError: a damaged or edited chunk, or chunks that do not cover those iterations.
-    """
-    lines = sorted(
-        (
-            line
-            for file, line in manifest.Manifest(rundir.manifest_file).latest().items()
-            if manifest.chunk_unit(file) is not None and line["unit"] <= upto
-        ),
-        key=lambda line: line["unit"],
-    )
-    kept, info, done = [], [], 0
-    for line in lines:
-        if line.get("first") != done:
-            break
-        arrays = storage.load_arrays(rundir.path / line["file"], sha256=line["sha256"])
-        if "info/capped" not in arrays and "info/num_leapfrog" in arrays:
-            # Written before samplers reported capped trajectories: none is counted.
-            arrays["info/capped"] = np.zeros(np.shape(arrays["info/num_leapfrog"]), bool)
-        kept.append(storage.unflatten_tree(positions, arrays, "positions/"))
-        info.append(storage.unflatten_tree(info_template, arrays, "info/"))
-        done = line["unit"]
-    if done != upto:
-        raise ConfigError(
-            f"{str(rundir.manifest_file)!r} records no chunk from iteration "
-            f"{done}; `bnnkit verify {rundir.path}` lists every problem"
-        )
-    return _concatenate(kept), _concatenate(info)
-
-
-def _concatenate(parts: list[Any]) -> Any:
-    """Chunks of a chains-first pytree joined along their iteration axis."""
-    return jax.tree.map(lambda *leaves: jnp.concatenate(leaves, axis=1), *parts)
