@@ -97,23 +97,20 @@ def evaluate(
         conformal: α of split conformal prediction calibrated on that set.
         ood: another dataset whose test inputs the predictive should tell apart.
         write: store the result and the predictions in the run.
-        problem: the run's problem, for a run made by :meth:`bnnkit.Problem.from_arrays` whose
-            model cannot be rebuilt in this process (a class of ``__main__``, an ``apply``
-            function); it must be the run's (settings and arrays). Without it, every run is
-            rebuilt from its directory.
+        problem: the run's problem (settings and arrays), for a run made by
+            :meth:`bnnkit.Problem.from_arrays` whose model cannot be rebuilt in this process (a
+            class of ``__main__``, an ``apply`` function); else the run is rebuilt.
         trust_model: (``--model``) allows importing the model the run records when its module
             is outside bnnkit (``"mymod:Net"``), which reading a run never does unasked
             (:func:`bnnkit.runs.load_run`); the reference run may record the same model.
 
     Returns:
         A JSON-serialisable dict, one group of keys per section of
-        :mod:`bnnkit.evaluation.sections` in this order (each section's docstring says what
-        its keys hold): ``run``, ``dataset``, ``model``, ``num_chains``,
-        ``num_samples_per_chain``, ``num_test``, ``test``, ``prior_check``, ``calibration``
-        (classification), ``corruption`` or ``baseline``, ``sampler`` or ``training``,
-        ``independent_draws`` or ``diagnostics`` and ``convergence`` (Markov chains with at
-        least 4 samples each), then where asked ``reference``, ``reference_probs``,
-        ``temperature_scaling``, ``conformal`` and ``ood``.
+        :mod:`bnnkit.evaluation.sections`, in order (each section's docstring says what its
+        keys hold): ``run`` to ``num_test``, ``test``, ``prior_check``, ``calibration``,
+        ``corruption`` or ``baseline``, ``sampler`` or ``training``, ``independent_draws`` or
+        ``diagnostics`` and ``convergence``, then those asked for: ``reference``,
+        ``reference_probs``, ``temperature_scaling``, ``conformal`` and ``ood``.
 
     Example:
         >>> import tempfile
