@@ -1,6 +1,6 @@
 """Epoch time of SGLD, SGHMC and RMSprop-SGHMC relative to SGD, and vmapped vs sequential ensembles.
 
-Every method runs through the same jitted epoch (:func:`bnnkit.runs.loop.make_epoch`: one
+Every method runs through the same jitted epoch (:func:`bnnkit.runs.units.make_epoch`: one
 ``lax.scan`` over the minibatches of a random permutation), on the same model and data, so the
 ratio ``epoch time of X / epoch time of SGD`` measures only the method's own work (noise draws,
 momentum and preconditioner updates). Target: ≤ 1.3. Each SGMCMC variant runs with Gaussian
@@ -37,7 +37,7 @@ from bnnkit import likelihoods, priors
 from bnnkit.inference import sgd, sgmcmc
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import get
-from bnnkit.runs.loop import make_epoch
+from bnnkit.runs.units import make_epoch
 from bnnkit.types import Batch
 
 # Every method on a 100-epoch schedule starting at 1e-6: small enough that nothing diverges,

@@ -2,7 +2,7 @@
 
 Setting: MLP 784-400-400-10 (``mlp_bbb_400``, 478,410 parameters) on 60,000 MNIST-shaped
 inputs, batch 128 (468 steps per epoch), one Monte Carlo sample of the weights per step. SGD and
-VI run through the same jitted epoch (:func:`bnnkit.runs.loop.make_epoch`: one ``lax.scan`` over
+VI run through the same jitted epoch (:func:`bnnkit.runs.units.make_epoch`: one ``lax.scan`` over
 the minibatches of a random permutation), on the same model and data, so the ratio measures only
 what VI adds: the noise draw (one flat normal vector for all parameters), ``μ + softplus(ρ) ε``,
 the gradient with respect to twice as many variational parameters, the KL term and Adam.
@@ -38,7 +38,7 @@ from bnnkit import likelihoods, priors
 from bnnkit.inference import sgd, vi
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import get, num_params
-from bnnkit.runs.loop import make_epoch
+from bnnkit.runs.units import make_epoch
 from bnnkit.types import Batch
 
 try:  # the PyTorch reference beside this file; optional

@@ -12,7 +12,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.inference import ensemble, sgd, sgmcmc
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.problem import ProblemConfig
-from bnnkit.runs.loop import make_epoch, minibatch_indices
+from bnnkit.runs.units import make_epoch, minibatch_indices
 from bnnkit.types import Batch
 
 

@@ -263,43 +263,22 @@ def until_converged(
         gives).
     """
     rundir = RunDir(run_dir)
-    target = config.num_iterations
-    if resume:
-        stored = distributed.first_decides(lambda: _stored_target(rundir, config))
-        target, _ = distributed.from_first(max(target, stored or 0), None, None)
+    target = _first_target(rundir, config, resume=resume)
     blocks: list[dict[str, Any]] = []
     seconds = 0.0
     divergent_before = 0
+    options = dict(
+        progress=progress, log_every=log_every, shard=shard, on_unit=on_unit, deadline=deadline
+    )
     while True:
         block = dataclasses.replace(config, num_iterations=target)
-        result = run_block(
-            problem,
-            block,
-            run_dir,
-            resume=resume,
-            overwrite=overwrite,
-            progress=progress,
-            log_every=log_every,
-            shard=shard,
-            on_unit=on_unit,
-            deadline=deadline,
-        )
+        result = run_block(problem, block, run_dir, resume=resume, overwrite=overwrite, **options)
         resume, overwrite = True, False  # every later block continues this run
         seconds += result.seconds
-        done = (result.record.get("stopped") or {}).get("units_done", target)
-        kept = done - config.num_burn_in
-        verdict, judged = _judge(rundir, problem, kept) if distributed.is_writer() else (None, 0.0)
-        holds = distributed.first_says(verdict is not None and run_verdict.within_holds(verdict))
-        divergent = divergences(rundir) if distributed.is_writer() else (0, 0)
-        blocks.append(
-            {
-                "iterations": done,
-                "seconds": result.seconds,
-                "verdict_seconds": judged,
-                "level": None if verdict is None else verdict["level"],
-                "divergent": divergent[0],
-            }
+        done, kept, verdict, holds, divergent, judged_block = _judged(
+            rundir, problem, result, target, config.num_burn_in
         )
+        blocks.append(judged_block)
         out_of_time = result.stopped is not None or distributed.first_says(
             time.monotonic() >= deadline
         )
@@ -307,45 +286,106 @@ def until_converged(
             break
         following = next_length(target, config.num_burn_in)
         if progress and distributed.is_writer():
-            print(
-                block_summary(
-                    len(blocks),
-                    done,
-                    kept,
-                    verdict,
-                    sampled=result.seconds,
-                    judged=judged,
-                    following=following,
-                    divergent=(*divergent, divergent_before),
-                ),
-                flush=True,
+            lines = _block_lines(
+                len(blocks), judged_block, kept, verdict, following, (*divergent, divergent_before)
             )
+            print(lines, flush=True)
         divergent_before = divergent[0]
         target = following
-    if holds:
-        outcome = f"converged within each chain after {done:,} iterations"
-        if verdict["level"] == "mixed-multimodal":
-            outcome += f" ({verdict['summary']})"
-        outcome = short_lines(outcome)
-    else:
-        outcome = short_lines(
-            f"time budget of {duration(config.max_time)} ended at {done:,} "
-            "iterations before each chain mixed:",
-            *(f"  {line}" for line in verdict_brief(verdict, kept)),
-            *(f"  {line}" for line in divergence_line((*divergent, divergent_before))),
-        )
     summary = {
-        "outcome": outcome,
+        "outcome": _outcome(holds, verdict, done, kept, config, (*divergent, divergent_before)),
         "holds": holds,
         "max_time": config.max_time,
         "growth": GROWTH,
         "blocks": blocks,
     }
-    record = result.record
+    record = _record_summary(rundir, result.record, summary)
+    return dataclasses.replace(
+        result, record=record, seconds=seconds, until_converged={**summary, "verdict": verdict}
+    )
+
+
+def _first_target(rundir: RunDir, config: IterationSettings, *, resume: bool) -> int:
+    """The ``num_iterations`` of the first block: ``config``'s, or for a resume the larger of
+    it and the iterations the stored run's last block asked for (as process 0 reads them)."""
+    target = config.num_iterations
+    if resume:
+        stored = distributed.first_decides(lambda: _stored_target(rundir, config))
+        target, _ = distributed.from_first(max(target, stored or 0), None, None)
+    return target
+
+
+def _judged(
+    rundir: RunDir, problem: problem_lib.Problem, result: Any, target: int, num_burn_in: int
+) -> tuple[int, int, dict[str, Any] | None, bool, tuple[int, int], dict[str, Any]]:
+    """What a block ended at and the verdict on the run so far: the iterations done and kept
+    per chain, the verdict, whether it holds (as process 0 says), the divergences after burn-in
+    so far with the transitions, and the block as ``run.json`` records it."""
+    done = (result.record.get("stopped") or {}).get("units_done", target)
+    kept = done - num_burn_in
+    verdict, judged = _judge(rundir, problem, kept) if distributed.is_writer() else (None, 0.0)
+    holds = distributed.first_says(verdict is not None and run_verdict.within_holds(verdict))
+    divergent = divergences(rundir) if distributed.is_writer() else (0, 0)
+    block = {
+        "iterations": done,
+        "seconds": result.seconds,
+        "verdict_seconds": judged,
+        "level": None if verdict is None else verdict["level"],
+        "divergent": divergent[0],
+    }
+    return done, kept, verdict, holds, divergent, block
+
+
+def _block_lines(
+    number: int,
+    block: dict[str, Any],
+    kept: int,
+    verdict: dict[str, Any] | None,
+    following: int,
+    divergent: tuple[int, int, int],
+) -> str:
+    """:func:`block_summary` of block ``number``, as :func:`_judged` recorded it."""
+    return block_summary(
+        number,
+        block["iterations"],
+        kept,
+        verdict,
+        sampled=block["seconds"],
+        judged=block["verdict_seconds"],
+        following=following,
+        divergent=divergent,
+    )
+
+
+def _outcome(
+    holds: bool,
+    verdict: dict[str, Any] | None,
+    done: int,
+    kept: int,
+    config: IterationSettings,
+    divergent: tuple[int, int, int],
+) -> str:
+    """How the run ended, in lines of at most :data:`WIDTH` columns: each chain mixed, or the
+    time budget ended first and why each chain had not (:func:`verdict_brief`,
+    :func:`divergence_line`)."""
+    if holds:
+        outcome = f"converged within each chain after {done:,} iterations"
+        if verdict["level"] == "mixed-multimodal":
+            outcome += f" ({verdict['summary']})"
+        return short_lines(outcome)
+    return short_lines(
+        f"time budget of {duration(config.max_time)} ended at {done:,} "
+        "iterations before each chain mixed:",
+        *(f"  {line}" for line in verdict_brief(verdict, kept)),
+        *(f"  {line}" for line in divergence_line(divergent)),
+    )
+
+
+def _record_summary(rundir: RunDir, record: dict, summary: dict[str, Any]) -> dict:
+    """``run.json`` with ``summary`` under ``until_converged``, written by process 0 under the
+    lock (the other processes keep ``record``)."""
     with distributed.first_holds(rundir.lock):
         if distributed.is_writer():
             record = {**rundir.read_record(), "until_converged": summary}
             rundir.write_record(record)
-    return dataclasses.replace(
-        result, record=record, seconds=seconds, until_converged={**summary, "verdict": verdict}
-    )
+    return record

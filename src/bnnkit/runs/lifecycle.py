@@ -61,41 +61,23 @@ from bnnkit.inference import _noise
 from bnnkit.inference.base import Loop, RunSettings
 from bnnkit.runs import directory, faults, manifest, sources
 from bnnkit.runs.directory import STATE_FILE, RunDir
-from bnnkit.runs.divergence import DivergenceError, divergence_advice, finite_members, non_finite
-from bnnkit.runs.keys import (
-    AUGMENT_STREAM,
-    DATA_STREAM,
-    INIT_STREAM,
-    NOISE_STREAM,
-    UNIT_KEY,
-    evaluation_key,
-    member_keys,
-)
-from bnnkit.runs.resumable import check_resume, resume_checks, resume_refusal
+from bnnkit.runs.divergence import DivergenceError, divergence_advice
+from bnnkit.runs.keys import UNIT_KEY, evaluation_key
+from bnnkit.runs.resumable import check_resume, resume_refusal
 from bnnkit.runs.signals import Terminated, stopped_by_signals
-from bnnkit.runs.tally import SamplerTally
 
 # Its own names, and those it gave before they had modules of their own, which modules
 # elsewhere import from here.
 __all__ = [
-    "AUGMENT_STREAM",
-    "DATA_STREAM",
-    "INIT_STREAM",
-    "NOISE_STREAM",
     "DivergenceError",
     "Lifecycle",
-    "SamplerTally",
     "Terminated",
     "check_resume",
     "check_target",
     "evaluation_key",
-    "finite_members",
     "load_state",
-    "member_keys",
     "new_record",
-    "non_finite",
     "opened",
-    "resume_checks",
     "resume_refusal",
     "stopped_by_signals",
 ]
