@@ -208,21 +208,21 @@ def draw_log_density(prediction: Prediction, y: np.ndarray) -> np.ndarray:
 
 def output_covariance_fn(posterior, apply):
     """``x -> (outputs, J Λ⁻¹ Jᵀ)`` of the linearised network at θ*, jitted."""
-    from bnnkit.inference.laplace import ggn
+    from bnnkit.inference.laplace import output_covariance as cov
 
     mean = network_variables(posterior.mean)
     dtype = jax.tree.leaves(mean)[0].dtype
     if isinstance(posterior, DiagLaplace):
-        fn = jax.jit(lambda m, v, x: ggn.diag_output_covariance(apply, m, x, v))
+        fn = jax.jit(lambda m, v, x: cov.diag_output_covariance(apply, m, x, v))
         variance = network_variables(posterior.variance())
         return lambda x: fn(mean, variance, x)
     if isinstance(posterior, LastLayerLaplace):
         path = posterior.path
-        fn = jax.jit(lambda m, s, x: ggn.block_output_covariance(apply, m, x, path, s))
+        fn = jax.jit(lambda m, s, x: cov.block_output_covariance(apply, m, x, path, s))
         sqrt_cov = posterior.sqrt_cov.astype(dtype)
         return lambda x: fn(mean, sqrt_cov, x)
     if isinstance(posterior, KFACLaplace):
-        fn = jax.jit(lambda m, layers, x: ggn.kfac_output_covariance(apply, m, x, layers))
+        fn = jax.jit(lambda m, layers, x: cov.kfac_output_covariance(apply, m, x, layers))
         layers = jax.tree.map(lambda a: jnp.asarray(a, dtype), posterior.layers)
         return lambda x: fn(mean, layers, x)
     raise TypeError(f"no linearised predictive for {type(posterior).__name__}")

@@ -18,7 +18,7 @@ from scipy.optimize import minimize_scalar
 from bnnkit import likelihoods, models, priors
 from bnnkit.inference import laplace
 from bnnkit.inference.laplace import ggn as curvature
-from bnnkit.inference.laplace import prior_curvature
+from bnnkit.inference.laplace import output_covariance, prior_curvature
 from bnnkit.inference.laplace.evidence import damp
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.param_blocks import get_block
@@ -317,7 +317,7 @@ def test_output_covariances_equal_brute_force(net):
             path = ("params", "Conv_0")
             index = np.asarray(ravel_pytree(get_block(unravel_index(params), path))[0])
             sqrt_cov = np.random.default_rng(1).normal(size=(index.size, index.size))
-            _, got = curvature.block_output_covariance(
+            _, got = output_covariance.block_output_covariance(
                 module.apply, params, x, path, sqrt_cov, max_elements=200
             )
             jb = jac[:, :, index]
