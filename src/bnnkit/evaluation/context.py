@@ -5,8 +5,8 @@ the rebuilt problem and the posterior of every kept unit), and whatever the opti
 besides (a reference run, a table of reference probabilities, the held-out validation set,
 another dataset's inputs, corrupted test images), and forms the run's test predictive. Every
 refusal comes from here, before any section computes, so that a wrong flag costs no predictive;
-the sections (:mod:`bnnkit.evaluation.sections`) then only compute. What is dear and not always
-needed (the run's log, the validation predictive) is read or formed on first use.
+the sections (:mod:`bnnkit.evaluation.sections`) then only compute. What costs time and is not
+always needed (the run's log, the validation predictive) is read or formed on first use.
 """
 
 from __future__ import annotations

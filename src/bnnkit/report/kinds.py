@@ -4,7 +4,8 @@ A kind is recognised by its marker files (a run directory: ``run.json`` naming a
 an experiment: the files its write function leaves) and turned into a
 :class:`~bnnkit.report.sections.Section` by a small function that reads what the command
 already wrote: the experiments' markdown tables and PNGs, and for a run the evaluation
-:func:`bnnkit.evaluation.evaluate` stored (or computes, without writing, when it has none).
+:func:`bnnkit.evaluation.evaluate` stored (or computes, without writing, when it has none):
+:mod:`bnnkit.report.run_report`.
 
 Example:
     >>> import tempfile
