@@ -15,7 +15,8 @@ import bnnkit
 from bnnkit.cli import main
 from bnnkit.errors import ConfigError
 from bnnkit.inference import hmc, nuts
-from bnnkit.inference.adaptation import MEMBERS, pooled_chains
+from bnnkit.inference.adaptation import MEMBERS
+from bnnkit.inference.chees import pooled_chains
 from bnnkit.metrics import mcmc
 from bnnkit.runs import faults
 from mcmc_checks import assert_gaussian_moments

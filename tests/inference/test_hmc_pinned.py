@@ -59,7 +59,7 @@ class TinyMLP(nn.Module):
 
 
 # 30 iterations, 26 of burn-in: long enough for one of Stan's slow windows to close (10 fast,
-# 5 slow, 10 fast at the end, scaled by adaptation.window_schedule), so M⁻¹ changes in "mass"
+# 5 slow, 10 fast at the end, scaled by mass_windows.window_schedule), so M⁻¹ changes in "mass"
 # and "chees", and the paper mode's dual averaging restarts at iteration 13.
 COMMON = dict(
     step_size=0.05, trajectory_len=0.3, num_iterations=30, num_burn_in=26, max_num_leapfrog_steps=20
@@ -88,7 +88,7 @@ CASES = {
 # With two chains both loops give the same bits (tests/inference/test_hmc_integrator.py).
 # The modes that search a first step size ("mass", "chees", "nuts", "auto") since the search
 # returns the largest ε seen to accept rather than the first one past the target
-# (adaptation.reasonable_step_size).
+# (step_size_search.reasonable_step_size).
 AVX512 = {
     "none-scan": "fb26ca90b16e86fd4ecab476863137ff43406c64e8ecd5c9680b90e00b419b17",
     "none-host": "fb26ca90b16e86fd4ecab476863137ff43406c64e8ecd5c9680b90e00b419b17",

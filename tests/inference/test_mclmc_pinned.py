@@ -3,9 +3,9 @@ readjustment, autocorrelation) and its sampling, unadjusted and adjusted, with e
 preconditioner, on one chain and on two.
 
 The expected digests were produced by the MCLMC of ``main`` before its kernel and its tuner
-were split into modules of their own (``inference/mclmc.py`` into ``mclmc_kernel.py`` and
-``mclmc_tuning.py``), by running :func:`pinned_digest` of this file with that version's own
-interpreter::
+were split into modules of their own (``inference/mclmc.py`` into ``mclmc_state.py``,
+``mclmc_kernel.py`` and ``mclmc_tuning.py``), by running :func:`pinned_digest` of this file with
+that version's own interpreter::
 
     cd <checkout of that version> && .venv/bin/python -c "import sys; \\
         sys.path[:0] = ['<this worktree>/tests', '<this worktree>/tests/inference']; \\

@@ -189,7 +189,7 @@ class MCLMCTuning(NamedTuple):
 
 def centred_averaging(step_size: jax.Array) -> DualAveragingAdaptationState:
     """Dual averaging of log ε centred on ε itself (not Stan's 10ε, which throws a chain into
-    divergences; as :class:`bnnkit.inference.adaptation.Windows`)."""
+    divergences; as :class:`bnnkit.inference.mass_windows.Windows`)."""
     da_init, _, _ = dual_averaging_adaptation(target=0.5)  # the target is not in the state
     dtype = jnp.result_type(step_size)
     state = da_init(step_size)._replace(mu=jnp.log(step_size))

@@ -12,7 +12,7 @@ a fast window of dual averaging on ε towards ``target_accept_rate``, then slow 
 twice as long as the last, that estimate ``M⁻¹`` as the regularised sample variance of the
 chain's positions (Welford) and restart the averaging, and a last fast window. At the end of
 burn-in ε freezes at its average and ``M⁻¹`` at the last window's estimate
-(:func:`~bnnkit.inference.adaptation.window_adaptation`, the windows of HMC's ``"mass"``
+(:func:`~bnnkit.inference.mass_windows.window_adaptation`, the windows of HMC's ``"mass"``
 mode). All of it lives in the state, advanced one iteration at a time, so a run resumes bit for
 bit.
 
@@ -43,13 +43,9 @@ import numpy as np
 from blackjax.mcmc import integrators, metrics, termination, trajectory
 from blackjax.mcmc.nuts import NUTSInfo as BlackJAXNUTSInfo
 
-from bnnkit.inference.adaptation import (
-    Adaptation,
-    Tuning,
-    WindowState,
-    window_adaptation,
-)
+from bnnkit.inference.adaptation import Adaptation, Tuning
 from bnnkit.inference.base import HamiltonianSettings, Method
+from bnnkit.inference.mass_windows import WindowState, window_adaptation
 from bnnkit.posterior import Samples
 from bnnkit.settings import Exclusive, setting
 from bnnkit.types import Batch, Key, Params
@@ -146,66 +142,74 @@ def bounded_kernel(divergence_threshold: float = 1000.0, *, max_tree_depth: int 
         (True, 0)
     """
 
-    def kernel(
-        rng_key: Key,
-        state,
-        logdensity_fn: Callable,
-        step_size: jax.Array,
-        inverse_mass_matrix: jax.Array,
-        depth: jax.Array,
-    ):
-        metric = metrics.default_metric(inverse_mass_matrix)
-        integrator = integrators.velocity_verlet(logdensity_fn, metric.kinetic_energy)
-        new_checkpoints, update_checkpoints, is_criterion_met = termination.iterative_uturn_numpyro(
-            metric.check_turning
-        )
-        expand = trajectory.dynamic_multiplicative_expansion(
-            trajectory.dynamic_progressive_integration(
-                integrator,
-                metric.kinetic_energy,
-                update_checkpoints,
-                is_criterion_met,
-                divergence_threshold,
-            ),
-            metric.check_turning,
-            depth,
-        )
-        key_momentum, key_integrator = jax.random.split(rng_key, 2)
-        position, logdensity, logdensity_grad = state
-        momentum = metric.sample_momentum(key_momentum, position)
-        start = integrators.IntegratorState(position, momentum, logdensity, logdensity_grad)
-        energy = -start.logdensity + metric.kinetic_energy(start.momentum)
-        expansion, (is_diverging, is_turning) = expand(
-            key_integrator,
-            trajectory.DynamicExpansionState(
-                0,
-                blackjax.mcmc.proposal.Proposal(start, energy, 0.0, -np.inf),
-                trajectory.Trajectory(start, start, start.momentum, 0),
-                new_checkpoints(start, max_tree_depth),
-            ),
-            energy,
-            step_size,
-        )
-        num_doublings, sampled, whole, _ = expansion
-        # The average acceptance over the whole trajectory, subtrees rejected or not.
-        acceptance = jnp.exp(sampled.sum_log_p_accept) / jnp.maximum(whole.num_states, 1)
-        info = BlackJAXNUTSInfo(
-            start.momentum,
-            is_diverging,
-            is_turning,
-            sampled.energy,
-            whole.leftmost_state,
-            whole.rightmost_state,
-            num_doublings,
-            whole.num_states,
-            acceptance,
-        )
-        moved = blackjax.mcmc.hmc.HMCState(
-            sampled.state.position, sampled.state.logdensity, sampled.state.logdensity_grad
-        )
-        return moved, info
+    return functools.partial(
+        bounded_transition, divergence_threshold=divergence_threshold, max_tree_depth=max_tree_depth
+    )
 
-    return kernel
+
+def bounded_transition(
+    rng_key: Key,
+    state,
+    logdensity_fn: Callable,
+    step_size: jax.Array,
+    inverse_mass_matrix: jax.Array,
+    depth: jax.Array,
+    *,
+    divergence_threshold: float,
+    max_tree_depth: int,
+):
+    """One NUTS transition from ``state`` whose tree is at most ``depth`` deep (the kernel of
+    :func:`bounded_kernel`, its U-turn checkpoints sized by ``max_tree_depth``)."""
+    metric = metrics.default_metric(inverse_mass_matrix)
+    integrator = integrators.velocity_verlet(logdensity_fn, metric.kinetic_energy)
+    new_checkpoints, update_checkpoints, is_criterion_met = termination.iterative_uturn_numpyro(
+        metric.check_turning
+    )
+    expand = trajectory.dynamic_multiplicative_expansion(
+        trajectory.dynamic_progressive_integration(
+            integrator,
+            metric.kinetic_energy,
+            update_checkpoints,
+            is_criterion_met,
+            divergence_threshold,
+        ),
+        metric.check_turning,
+        depth,
+    )
+    key_momentum, key_integrator = jax.random.split(rng_key, 2)
+    position, logdensity, logdensity_grad = state
+    momentum = metric.sample_momentum(key_momentum, position)
+    start = integrators.IntegratorState(position, momentum, logdensity, logdensity_grad)
+    energy = -start.logdensity + metric.kinetic_energy(start.momentum)
+    expansion, (is_diverging, is_turning) = expand(
+        key_integrator,
+        trajectory.DynamicExpansionState(
+            0,
+            blackjax.mcmc.proposal.Proposal(start, energy, 0.0, -np.inf),
+            trajectory.Trajectory(start, start, start.momentum, 0),
+            new_checkpoints(start, max_tree_depth),
+        ),
+        energy,
+        step_size,
+    )
+    num_doublings, sampled, whole, _ = expansion
+    # The average acceptance over the whole trajectory, subtrees rejected or not.
+    acceptance = jnp.exp(sampled.sum_log_p_accept) / jnp.maximum(whole.num_states, 1)
+    info = BlackJAXNUTSInfo(
+        start.momentum,
+        is_diverging,
+        is_turning,
+        sampled.energy,
+        whole.leftmost_state,
+        whole.rightmost_state,
+        num_doublings,
+        whole.num_states,
+        acceptance,
+    )
+    moved = blackjax.mcmc.hmc.HMCState(
+        sampled.state.position, sampled.state.logdensity, sampled.state.logdensity_grad
+    )
+    return moved, info
 
 
 def init(
