@@ -230,10 +230,12 @@ def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, mon
     # The chains of a reference run through the one driver: the stuck-or-unstable warnings it
     # prints while they sample must name bnnkit reference's flags, not the sampler's. A run in
     # a folder's chains/ beside its reference.json is a reference's chains, as the readers
-    # judge it (bnnkit.runs.verdict.run_command); the tally the driver builds is watched.
+    # judge it (bnnkit.runs.verdict.run_command); the tally the driver builds is watched. A
+    # stage is opened only under its composite's lock.
     from bnnkit.inference import hmc
     from bnnkit.metrics.vocabulary import command_settings
     from bnnkit.problem import ProblemConfig
+    from bnnkit.runs import lock
     from bnnkit.runs import loop as driver
 
     folder = tmp_path / "ref"
@@ -249,7 +251,8 @@ def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, mon
     monkeypatch.setattr(driver, "SamplerTally", watched)
     config = hmc.Config(step_size=1e-3, trajectory_len=0.01, num_iterations=2, num_burn_in=1)
     problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
-    driver.run(problem, config, folder / "chains", progress=False)
+    with lock.hold(folder):  # as the reference holds its folder while its stages run
+        driver.run(problem, config, folder / "chains", progress=False)
     assert [t.vocabulary.settings for t in made] == [
         command_settings("reference", from_ensemble=True)
     ]
