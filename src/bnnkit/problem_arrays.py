@@ -37,6 +37,7 @@ ARRAY_NAMES = ("x_train", "y_train", "x_test", "y_test", "x_val", "y_val")
 #: name data or a model (it is given them as objects).
 ARRAY_SETTINGS = (
     "noise_std",
+    "min_noise_std",
     "weight_decay",
     "temperature",
     "float64",

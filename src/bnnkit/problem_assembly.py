@@ -225,6 +225,12 @@ def assemble(
                 f"--noise-prior {config.noise_prior} infers the noise std; "
                 f"allowed: it or --noise-std {noise_std}, not both"
             )
+        if config.min_noise_std is not None:
+            raise ConfigError(
+                f"--noise-prior {config.noise_prior} infers one noise std; "
+                f"--min-noise-std {config.min_noise_std} floors the std a network outputs: "
+                "give one or the other"
+            )
         # One output (the mean); the std comes from each position (LogPosterior.likelihood_for).
         noise_std = 1.0
     likelihood = likelihoods.make(
@@ -232,6 +238,7 @@ def assemble(
         task=dataset.task,
         num_classes=dataset.num_classes,
         noise_std=noise_std,
+        min_std=config.min_noise_std,
     )
     example = np.asarray(dataset.x_train[:1])
     example = (

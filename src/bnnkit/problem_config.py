@@ -63,6 +63,11 @@ class ProblemConfig:
             on them.
         dropout_rate: p of a dropout model (``*_dropout``; default
             :data:`bnnkit.models.registry.DEFAULT_DROPOUT_RATE`); refused for other models.
+        min_noise_std: the floor ``σ_min`` of the std a heteroscedastic network outputs,
+            ``σ = σ_min + softplus(f₂)``, in the units the model sees (standardised for the
+            UCI sets, where it is a fraction of the training targets' sd); ``None``:
+            :data:`bnnkit.likelihoods.MIN_STD`, which only keeps σ off zero. A run recorded
+            before the setting existed reads back as ``None``, the posterior it sampled.
     """
 
     dataset: str = setting(
@@ -147,6 +152,13 @@ class ProblemConfig:
         "every layer, in [0, 1) (default 0.1); other models have no dropout",
         bounds=(0.0, Exclusive(1.0)),
     )
+    min_noise_std: float | None = setting(
+        None,
+        help="floor of the noise std the network outputs, σ = X + softplus(f2), in the units "
+        "the model sees (0.05: a twentieth of standardised targets' sd); default: 1e-6, "
+        "which only keeps σ off zero",
+        bounds=(Exclusive(0.0), None),
+    )
 
     def __post_init__(self) -> None:
         check_numbers(self)
@@ -189,6 +201,7 @@ POSTERIOR_SETTINGS = (
     "model_args",
     "likelihood",
     "noise_std",
+    "min_noise_std",
     "noise_prior",
     "weight_decay",
     "prior",
@@ -204,6 +217,7 @@ POSTERIOR_SETTINGS = (
 #: How a setting left unset reads in a message, where ``None`` would say nothing.
 UNSET = {
     "noise_std": "learned (the network outputs its std)",
+    "min_noise_std": "1e-06 (keeps the std off zero)",
     "likelihood": "by task",
     "prior": "Gaussian of --weight-decay",
     "bias_prior": "as --prior",

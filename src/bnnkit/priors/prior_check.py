@@ -22,7 +22,10 @@ becomes stationary (Wong-Toi et al. 2023, "Understanding pathologies of deep het
 regression"). No recorded target is measured to better than a thousandth of its spread, so
 a σ below that claims a precision the data cannot have, and a well-posed prior puts
 essentially none of its mass there; the 1e-6 that keeps the softplus std off zero
-(:data:`bnnkit.likelihoods.MIN_STD`) is no floor in this sense.
+(:data:`bnnkit.likelihoods.MIN_STD`) is no floor in this sense. The σ measured is the one the
+run's likelihood computes (:meth:`~bnnkit.problem.Problem.likelihood_at`), with the floor it
+adds to a network's softplus std (``--min-noise-std``): a floor at or above the check's leaves
+no mass below it.
 
 Why :data:`THRESHOLD` (1 % of the prior mass): the pathological default (the paper's N(0, 1)
 on a heteroscedastic MLP) puts tens of percent there and a prior of variance 1/30 none
@@ -345,7 +348,8 @@ def _warning(result: PriorCheck) -> str | None:
     if result.share_below_floor is None or not result.share_below_floor > THRESHOLD:
         return None
     cause = {
-        "network": "fix the noise (--noise-std, in the targets' units the model sees), "
+        "network": "floor the network's noise std (--min-noise-std 0.05, in the targets' "
+        "units the model sees), fix the noise (--noise-std), "
         "infer one noise std under a prior (--noise-prior), or use a tighter "
         "prior (--prior gaussian:scale=0.2, or --weight-decay 30)",
         "inferred": "use a noise prior with less mass near zero (--noise-prior "
