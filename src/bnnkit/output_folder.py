@@ -62,7 +62,7 @@ def check(
             ``settings_file``, a non-empty folder without either flag, or ``overwrite`` of a
             folder without ``settings_file``.
     """
-    from bnnkit.runs.directory import check_outside_runs
+    from bnnkit.runs.placement import check_outside_runs
 
     given = os.fspath(out)
     path = Path(given)

@@ -238,12 +238,12 @@ def test_load_run_reads_both_kinds_and_each_reader_refuses_the_other(finished, t
 def test_the_recorded_version_is_the_installed_distributions(monkeypatch):
     import importlib.metadata
 
-    from bnnkit.runs import directory
+    from bnnkit.runs import provenance
 
-    assert directory.versions()["bnnkit"] == importlib.metadata.version("bnnkit")
+    assert provenance.versions()["bnnkit"] == importlib.metadata.version("bnnkit")
 
     def not_installed(name):
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "version", not_installed)
-    assert directory.package_version() == "unknown"
+    assert provenance.package_version() == "unknown"

@@ -17,7 +17,7 @@ import numpy as np
 from bnnkit import posthoc, storage
 from bnnkit.errors import ConfigError
 from bnnkit.runs import RunDir
-from bnnkit.runs.directory import check_outside_runs
+from bnnkit.runs.placement import check_outside_runs
 from bnnkit.runs.stored import kept_samples
 
 

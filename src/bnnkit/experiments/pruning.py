@@ -237,7 +237,8 @@ def prune_run(
     """
     from bnnkit.report import pruning_plots
     from bnnkit.runs import RunDir, load_run
-    from bnnkit.runs.directory import PRUNING_DIR, check_outside_runs
+    from bnnkit.runs.directory import PRUNING_DIR
+    from bnnkit.runs.placement import check_outside_runs
 
     fractions = check_fractions(DEFAULT_FRACTIONS if fractions is None else fractions)
     own = Path(run_dir) / PRUNING_DIR

@@ -153,7 +153,7 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
 
     from bnnkit.evaluation import run_samples
     from bnnkit.runs import load_run
-    from bnnkit.runs.directory import package_version
+    from bnnkit.runs.provenance import package_version
 
     record, problem, posterior, _ = load_run(run_dir, network=True)
     samples = run_samples(record, posterior)

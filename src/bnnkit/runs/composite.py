@@ -49,8 +49,9 @@ from bnnkit.errors import ConfigError
 from bnnkit.inference.base import RunSettings
 from bnnkit.runs import faults
 from bnnkit.runs.composite_folder import check_folder, record_name, stage_dir
-from bnnkit.runs.directory import RUN_FILE, RunDir, now
+from bnnkit.runs.directory import RUN_FILE, RunDir
 from bnnkit.runs.lock import LOCK_FILE
+from bnnkit.runs.provenance import now
 
 #: The parent record's statuses, those of a single run.
 STATUSES = ("starting", "running", "stopped", "finished", "diverged")

@@ -90,7 +90,7 @@ def check_folder(
             holding no composite of this kind; ``overwrite`` of a folder holding what no
             composite of this kind writes.
     """
-    from bnnkit.runs.directory import check_outside_runs
+    from bnnkit.runs.placement import check_outside_runs
 
     what, record = f"a folder made by bnnkit {kind}", record_name(kind)
     if resume and overwrite:
@@ -125,8 +125,8 @@ def verify(folder: str | os.PathLike) -> tuple[list[Any], str]:
             is writing it.
     """
     from bnnkit.runs import lock
-    from bnnkit.runs.verification import verify as verify_run
     from bnnkit.runs.manifest import Finding
+    from bnnkit.runs.verification import verify as verify_run
 
     folder = Path(folder)
     record = read_record(folder)

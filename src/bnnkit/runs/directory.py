@@ -35,26 +35,19 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
-import hashlib
-import importlib.metadata
 import json
 import os
-import platform
 import stat
-import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.runs import lock as _lock
-from bnnkit.runs import manifest
 from bnnkit.runs.lock import LOCK_FILE
 from bnnkit.runs.manifest import MANIFEST_FILE
+from bnnkit.runs.provenance import settings_digest
 
 RUN_FILE = "run.json"
 #: The arrays of a problem made in memory: ``bnnkit.problem.DATA_FILE`` (not imported here,
@@ -70,8 +63,6 @@ LAYOUT = 3
 #: Layouts this version reads (2: the one driver, before the manifest); none at all is the
 #: layout before the one driver.
 KNOWN_LAYOUTS = (2, 3)
-#: The parts of ``run.json`` that decide what a run computes; their digest detects an edit.
-SETTINGS_KEYS = ("method", "layout", "problem", "method_config", "loop", "dataset", "manifest")
 #: What ``run.json`` of a run of the current layout must hold, and of which type.
 REQUIRED = {"method": str, "problem": dict, "method_config": dict, "loop": dict, "status": str}
 #: Temporary files of atomic writes (see :func:`bnnkit.storage.atomic_write_bytes`).
@@ -113,75 +104,6 @@ PRUNING_DIR = "pruning"
 #: The entries a run directory's owner writes at its top level (besides ``evaluation*.json``);
 #: ``samples/`` and ``predictions/`` are bnnkit's through and through.
 OWN_FILES = (LOCK_FILE, RUN_FILE, STATE_FILE, LOG_FILE, MANIFEST_FILE, "laplace.npz")
-
-
-def settings_digest(record: Mapping[str, Any]) -> str:
-    """The sha256 of the settings ``record`` stores (canonical JSON of :data:`SETTINGS_KEYS`).
-
-    Example:
-        >>> settings_digest({"method": "hmc"}) == settings_digest({"method": "hmc", "git": "x"})
-        True
-    """
-    settings = {k: record.get(k) for k in SETTINGS_KEYS}
-    for key in (manifest.IDENTITY_KEY, manifest.HEAD_KEY):
-        if key in record:
-            # Where the manifest's chain starts and, once finished, ends: only runs made since
-            # the chain have them, so the digests of older runs are what they were.
-            settings[key] = record[key]
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
-
-
-def git_hash() -> str | None:
-    """The source tree's commit, when bnnkit runs from a git checkout."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def package_version() -> str:
-    """The installed bnnkit distribution's version (``"unknown"`` when bnnkit runs from a
-    source tree that was never installed).
-
-    Example:
-        >>> package_version() != ""
-        True
-    """
-    try:
-        return importlib.metadata.version("bnnkit")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def versions() -> dict[str, str]:
-    """Versions of bnnkit, its numerical dependencies and Python, and the JAX backend."""
-    import blackjax
-    import flax
-    import jax
-    import optax
-
-    return {
-        "bnnkit": package_version(),
-        "jax": jax.__version__,
-        "flax": flax.__version__,
-        "optax": optax.__version__,
-        "blackjax": blackjax.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "backend": jax.default_backend(),
-    }
-
-
-def now() -> str:
-    """The current UTC time, ISO 8601 to the second."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 class RunDir:
@@ -369,8 +291,10 @@ class RunDir:
         if not self.given.strip():
             raise ConfigError("--dir '' names no directory; allowed: a path")
         self.check_links()
+        from bnnkit.runs.placement import composite_held_here, enclosing_run
+
         enclosing = enclosing_run(self.path.parent)
-        if enclosing is not None and not _composite_held_here(enclosing):
+        if enclosing is not None and not composite_held_here(enclosing):
             raise ConfigError(
                 f"run directory {self.given!r} is inside the run directory "
                 f"{str(enclosing)!r}; allowed: a path outside every other run"
@@ -560,78 +484,3 @@ class RunDir:
                 yield
             finally:
                 self.remove_temporary()
-
-
-def enclosing_run(path: str | os.PathLike) -> Path | None:
-    """The run directory ``path`` is or lies inside (links resolved), if any.
-
-    A folder is a run directory when it holds ``run.json`` and one more file or folder that
-    only runs have (``samples/``, the manifest, the state or the lock); a composite run's
-    folder (its parent record, and no ``run.json``) is one too.
-
-    Example:
-        >>> import tempfile
-        >>> enclosing_run(tempfile.mkdtemp() + "/out.npz") is None
-        True
-    """
-    current = Path(os.path.realpath(path))
-    for folder in (current, *current.parents):
-        if (folder / RUN_FILE).is_file() and any(
-            (folder / name).exists() for name in (SAMPLES_DIR, MANIFEST_FILE, STATE_FILE, LOCK_FILE)
-        ):
-            return folder
-        if not (folder / RUN_FILE).exists() and any(
-            (folder / name).is_file() for name in (*COMPOSITE_RECORDS.values(), COMPOSITE_FILE)
-        ):
-            return folder
-    return None
-
-
-def _composite_held_here(folder: Path) -> bool:
-    """Whether ``folder`` is a composite run whose lock this process holds: it opens its own
-    stages there (:mod:`bnnkit.runs.composite`), and nobody else may."""
-    if (folder / RUN_FILE).exists():
-        return False
-    who = _lock.holder(folder)
-    return who is not None and who.get("pid") == os.getpid()
-
-
-def check_outside_runs(path: str | os.PathLike, flag: str) -> None:
-    """Refuse an output path inside a run directory: it could replace the run's own files
-    (``samples RUN --out RUN/state.npz``), and a run directory holds only what its run writes.
-
-    Raises:
-        ConfigError: naming the flag, the path and the run directory.
-    """
-    run = enclosing_run(path)
-    if run is not None:
-        raise ConfigError(
-            f"{flag} {os.fspath(path)!r} is inside the run directory "
-            f"{str(run)!r}, which holds only what its run writes; allowed: a "
-            "path outside every run directory"
-        )
-
-
-def check_same_settings(
-    stored: Mapping[str, Any],
-    given: Mapping[str, Any],
-    may_change: frozenset[str] | set[str] = frozenset(),
-) -> None:
-    """Refuse a ``--resume`` whose settings differ from the stored run's, naming the first.
-
-    Raises:
-        ConfigError: a setting outside ``may_change`` differs.
-
-    Example:
-        >>> check_same_settings({"a": 1, "n": 5}, {"a": 1, "n": 9}, {"n"})
-        >>> check_same_settings({"a": 1}, {"a": 2})
-        Traceback (most recent call last):
-        ...
-        bnnkit.errors.ConfigError: --resume with a different config: a was 1 in the stored run ...
-    """
-    for key in sorted(set(stored) | set(given)):
-        if key not in may_change and stored.get(key) != given.get(key):
-            raise ConfigError(
-                f"--resume with a different config: {key} was {stored.get(key)!r} in the stored "
-                f"run but is {given.get(key)!r} now"
-            )

@@ -59,7 +59,7 @@ from bnnkit import distributed, storage
 from bnnkit.errors import ConfigError
 from bnnkit.inference import _noise
 from bnnkit.inference.base import Loop, RunSettings
-from bnnkit.runs import directory, faults, manifest, sources
+from bnnkit.runs import directory, faults, manifest, provenance, sources
 from bnnkit.runs.directory import STATE_FILE, RunDir
 from bnnkit.runs.divergence import DivergenceError, divergence_advice
 from bnnkit.runs.keys import UNIT_KEY, evaluation_key
@@ -100,10 +100,10 @@ def new_record(config: RunSettings, loop: Loop, problem: dict, **more: Any) -> d
         "loop": dataclasses.asdict(loop),
         "manifest": True,
         **more,
-        "versions": directory.versions(),
-        "git": directory.git_hash(),
+        "versions": provenance.versions(),
+        "git": provenance.git_hash(),
         "gaussian_noise": _noise.GENERATOR,
-        "started": directory.now(),
+        "started": provenance.now(),
     }
     # The run it starts from, by identity, so that a resume finds it under another path.
     source = sources.source_record(config)
@@ -112,7 +112,7 @@ def new_record(config: RunSettings, loop: Loop, problem: dict, **more: Any) -> d
     # Where the manifest's chain starts: fixed once, so that a resume that extends the
     # settings keeps the chain of the lines it keeps.
     record[manifest.IDENTITY_KEY] = manifest.identity(
-        directory.settings_digest(record), getattr(config, "seed", None)
+        provenance.settings_digest(record), getattr(config, "seed", None)
     )
     return record
 
@@ -319,14 +319,14 @@ class Lifecycle:
         saved; ``--resume`` continues it), with the reason in a sentence."""
         self.record.update(
             status="stopped",
-            stopped={"reason": reason, "units_done": units_done, "at": directory.now()},
+            stopped={"reason": reason, "units_done": units_done, "at": provenance.now()},
         )
         if self.writer:
             self.rundir.write_record(self.record)
 
     def finish(self, **more: Any) -> None:
         """Mark the run "finished" (with ``more``) and compact the manifest."""
-        self.record.update(status="finished", finished=directory.now(), **more)
+        self.record.update(status="finished", finished=provenance.now(), **more)
         if self.writer:
             self.files.rewrite(self.files.latest().values())
             if self.files.anchor is not None:

@@ -82,7 +82,7 @@ def check_resume(record: dict, config: RunSettings, problem: dict) -> None:
             f"with {_noise.GENERATOR!r}, so it cannot continue the same stream; "
             "start it again with --overwrite"
         )
-    directory.check_same_settings(
+    check_same_settings(
         {**record["problem"], **stored}, {**problem, **config_dict}, type(config).resumable()
     )
 
@@ -221,3 +221,28 @@ def resume_checks(
         return resume_point(rundir, record, loop, template)
 
     return distributed.first_decides(checks)
+
+
+def check_same_settings(
+    stored: Mapping[str, Any],
+    given: Mapping[str, Any],
+    may_change: frozenset[str] | set[str] = frozenset(),
+) -> None:
+    """Refuse a ``--resume`` whose settings differ from the stored run's, naming the first.
+
+    Raises:
+        ConfigError: a setting outside ``may_change`` differs.
+
+    Example:
+        >>> check_same_settings({"a": 1, "n": 5}, {"a": 1, "n": 9}, {"n"})
+        >>> check_same_settings({"a": 1}, {"a": 2})
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: --resume with a different config: a was 1 in the stored run ...
+    """
+    for key in sorted(set(stored) | set(given)):
+        if key not in may_change and stored.get(key) != given.get(key):
+            raise ConfigError(
+                f"--resume with a different config: {key} was {stored.get(key)!r} in the stored "
+                f"run but is {given.get(key)!r} now"
+            )
