@@ -125,7 +125,7 @@ def test_a_resume_checks_a_finished_stage_before_reusing_it(made, tmp_path):
     # The ensemble's last kept draw is gone; its state is past it, so no resume recomputes it.
     sorted((folder / "ensemble" / "samples").iterdir())[-1].unlink()
     before = snapshot(folder)
-    with pytest.raises(ConfigError, match="stage 'ensemble' .* is damaged: samples/sample_"):
+    with pytest.raises(ConfigError, match=r"stage 'ensemble' .* is damaged: samples/sample_"):
         reference(PROBLEM, CONFIG, folder, resume=True, progress=False)
     assert snapshot(folder) == before
 

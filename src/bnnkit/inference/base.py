@@ -183,8 +183,9 @@ class RunSettings:
     ensemble's extends SGD's); being a class's name, it starts with a capital letter.
 
     A run may start from another run (:meth:`source_run`), named by the setting
-    ``SOURCE_FIELD``; ``SOURCE_FLAG`` and ``SOURCE_NAME`` name that run in messages, ``SOURCE_METHODS`` restricts its method, and
-    ``PROBLEM_FROM_SOURCE`` says the problem is that run's (no data or model flags of its own).
+    ``SOURCE_FIELD``; ``SOURCE_FLAG`` and ``SOURCE_NAME`` name that run in messages,
+    ``SOURCE_METHODS`` restricts its method, and ``PROBLEM_FROM_SOURCE`` says the problem is
+    that run's (no data or model flags of its own).
 
     A subclass's own ``__post_init__`` runs after every value has been checked against its
     field's type (:func:`~bnnkit.settings.check_numbers`), so its rules between settings may
