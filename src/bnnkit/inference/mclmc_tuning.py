@@ -43,12 +43,12 @@ started from different members of an ensemble tune each to its own mode.
    freezes at the end of the tuning (the adjusted one at its dual average).
 
 **Why not an** :class:`~bnnkit.inference.adaptation.Adaptation`. That interface is one update
-per iteration, after one HMC or NUTS transition, from BlackJAX's info, answering ε, τ and M⁻¹.
-This tuner advances inside the iteration's ``lax.scan`` after every transition (the step size
-predictor and the ε-weighted Welford sums), and again at the iteration's end (Σ and L, from a
-trace kept out of the scan's carry), with a state of its own that stored runs read back by
-field (:class:`MCLMCTuning`). Put behind ``update`` it would need a second hook and another
-state layout, which would change the stored states, and with them the run's bits.
+per iteration, after one HMC or NUTS transition and from BlackJAX's info, answering ε, τ and M⁻¹
+for the next iteration. This tuner advances after every transition inside the iteration's
+``lax.scan`` (the step size predictor or dual averaging, the ε-weighted Welford sums, v at that
+transition), and once more at the iteration's end (Σ and L, from a trace kept out of the scan's
+carry). Putting it behind ``update`` would take a second, end-of-iteration hook that no other
+sampler has and an ``iteration`` that counts transitions, so it keeps a tuner of its own.
 """
 
 from __future__ import annotations
