@@ -233,7 +233,7 @@ def run_method(args: argparse.Namespace, cls: type) -> int:
             run_budget.progress(
                 result.record,
                 kept,
-                max_time=getattr(config, "max_time", None),
+                max_time=config.budget().max_time,
                 mixed=None if until is None else until["holds"],
             )
         )

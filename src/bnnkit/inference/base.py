@@ -240,6 +240,14 @@ class RunSettings:
         """Whether the run draws Gaussian noise (:data:`bnnkit.inference._noise.GENERATOR`)."""
         return False
 
+    def budget(self) -> Budget:
+        """How long the driver runs this call and whether it extends the run until it mixes:
+        the driver's settings, the same for every method (a method without them has none)."""
+        return Budget(
+            max_time=getattr(self, "max_time", None),
+            until_converged=bool(getattr(self, "until_converged", False)),
+        )
+
     def source_run(self) -> str | None:
         """A run whose parameters start this one (``RUN`` or ``RUN:SAMPLE``), if any."""
         return getattr(self, "init_checkpoint", None)
@@ -264,6 +272,21 @@ class RunSettings:
     def resumable(cls) -> set[str]:
         """Fields that may differ on ``--resume``."""
         return {f.name for f in dataclasses.fields(cls) if f.metadata.get("resumable")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """The driver's settings of a run (:meth:`RunSettings.budget`): never what a sample is, so
+    a resume may change them.
+
+    Attributes:
+        max_time: seconds this call may run before it stops cleanly, resumable (``None``: no
+            limit).
+        until_converged: extend the run in blocks until every chain mixes or ``max_time`` ends.
+    """
+
+    max_time: float | None = None
+    until_converged: bool = False
 
 
 def max_time_setting() -> Any:

@@ -419,7 +419,7 @@ def _stage_status(record: dict[str, Any], config: RunSettings) -> str:
     when it was extended until its chains mix and they did not; "finished" otherwise."""
     if record.get("status") == "stopped":
         return "stopped"
-    until = record.get("until_converged") if getattr(config, "until_converged", False) else None
+    until = record.get("until_converged") if config.budget().until_converged else None
     if isinstance(until, dict) and until.get("holds") is False:
         return "stopped"
     return "finished"

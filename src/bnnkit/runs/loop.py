@@ -183,9 +183,9 @@ def run(
         ConfigError: any bad input, named in one line, before anything is written.
     """
     check_call("bnnkit.run", locals())
-    max_time = getattr(config, "max_time", None)
-    deadline = None if max_time is None else time.monotonic() + max_time
-    if getattr(config, "until_converged", False):
+    budget = config.budget()
+    deadline = None if budget.max_time is None else time.monotonic() + budget.max_time
+    if budget.until_converged:
         # Built here, once: every block and every verdict runs on this one problem.
         return until_converged(
             built_problem(problem, config),
