@@ -31,7 +31,7 @@ ARGV = [
     "--num-tuning",
     "4",
     "--num-samples",
-    "6",
+    "8",
     "--ensemble-steps",
     "20",
     "--no-progress",
