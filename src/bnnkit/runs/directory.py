@@ -19,13 +19,12 @@ Every write goes through :mod:`bnnkit.storage` (atomic, pickle-free). The lock
 write after its lock is ``run.json`` with status "starting"; a directory that holds nothing
 more than that (or only a stale lock and an empty ``samples/``) is a run that never started
 and may be started afresh. Everything a run's path or flags could get wrong is checked by
-:meth:`RunDir.check_target` before anything is written, a folder where a run keeps a file
-included (:meth:`RunDir.misplaced`).
+:func:`bnnkit.runs.placement.check_target` before anything is written, a folder where a run
+keeps a file included (:meth:`RunDir.misplaced`).
 
 Example:
     >>> import tempfile
     >>> rundir = RunDir(tempfile.mkdtemp() + "/run")
-    >>> rundir.check_target(resume=False, overwrite=False)
     >>> with rundir.lock():
     ...     rundir.prepare(overwrite=False)
     >>> rundir.sample_file(3).name
@@ -277,82 +276,14 @@ class RunDir:
             record["settings_sha256"] = settings_digest(record)
         storage.write_json(self.run_file, record)
 
-    def check_target(self, *, resume: bool, overwrite: bool) -> None:
-        """Check, writing nothing, that a run may start (or continue) in this directory.
-
-        Raises:
-            ConfigError: an empty path, a file in the way, a folder that cannot be written,
-                both ``resume`` and ``overwrite``, ``resume`` of a directory that holds no run,
-                a non-empty directory without either flag, ``overwrite`` of something that is
-                not a run, or a directory another live process is writing.
-        """
-        if resume and overwrite:
-            raise ConfigError("--resume and --overwrite exclude each other; allowed: one of them")
-        if not self.given.strip():
-            raise ConfigError("--dir '' names no directory; allowed: a path")
-        self.check_links()
-        from bnnkit.runs.placement import composite_held_here, enclosing_run
-
-        enclosing = enclosing_run(self.path.parent)
-        if enclosing is not None and not composite_held_here(enclosing):
-            raise ConfigError(
-                f"run directory {self.given!r} is inside the run directory "
-                f"{str(enclosing)!r}; allowed: a path outside every other run"
-            )
-        if self.path.exists() and not self.path.is_dir():
-            raise ConfigError(
-                f"run directory {self.given!r} is a file; allowed: a directory "
-                "or a path that does not exist yet"
-            )
-        existing = self.path.absolute()
-        while not existing.exists():
-            existing = existing.parent
-        if not existing.is_dir():
-            raise ConfigError(
-                f"run directory {self.given!r} cannot be created: "
-                f"{str(existing)!r} is a file, not a folder"
-            )
-        if not os.access(existing, os.W_OK | os.X_OK):
-            raise ConfigError(
-                f"run directory {self.given!r} cannot be written: "
-                f"{str(existing)!r} does not allow this user to write"
-            )
-        if self.samples_dir.is_dir() and not os.access(self.samples_dir, os.W_OK | os.X_OK):
-            raise ConfigError(
-                f"run directory {self.given!r} cannot be written: "
-                f"{str(self.samples_dir)!r} does not allow this user to write"
-            )
-        if resume:
-            if not self.run_file.is_file():
-                raise ConfigError(f"nothing to resume: {self.given!r} holds no {RUN_FILE}")
-        elif self.exists() and not self.never_started():
-            if not overwrite:
-                raise ConfigError(
-                    f"run directory {self.given!r} is not empty; pass --resume to continue it "
-                    "or --overwrite to replace it"
-                )
-            if not self.run_file.is_file():
-                raise ConfigError(
-                    f"refusing to overwrite {self.given!r}: it is not empty and holds no "
-                    f"{RUN_FILE}, so it is not a bnnkit run"
-                )
-        who = _lock.holder(self.path) if self.path.is_dir() else None
-        if who is not None:
-            since = f" since {who['since']}" if who.get("since") else ""
-            raise ConfigError(
-                f"run directory {self.given!r} is in use by process {who.get('pid')}{since}; "
-                "allowed: one writing process at a time (wait for it to finish or stop it)"
-            )
-        # Last: a run in use is named as such, whatever is in its folder.
-        self.check_layout()
-
     def prepare(self, *, overwrite: bool) -> None:
         """Under the lock: clear what ``overwrite`` replaces (or a run that never started)
         and create ``samples/``.
 
         Raises:
-            ConfigError: the directory changed since :meth:`check_target` into one that may not
-                be started afresh.
+            ConfigError: the directory changed since
+                :func:`~bnnkit.runs.placement.check_target` into one that may not be started
+                afresh.
         """
         if self.exists():
             if not (overwrite and self.run_file.is_file()) and not self.never_started():

@@ -59,7 +59,7 @@ from bnnkit import distributed, storage
 from bnnkit.errors import ConfigError
 from bnnkit.inference import _noise
 from bnnkit.inference.base import Loop, RunSettings
-from bnnkit.runs import directory, faults, manifest, provenance, sources
+from bnnkit.runs import directory, faults, manifest, placement, provenance, sources
 from bnnkit.runs.directory import STATE_FILE, RunDir
 from bnnkit.runs.divergence import DivergenceError, divergence_advice
 from bnnkit.runs.keys import UNIT_KEY, evaluation_key
@@ -118,8 +118,11 @@ def new_record(config: RunSettings, loop: Loop, problem: dict, **more: Any) -> d
 
 
 def check_target(rundir: RunDir, *, resume: bool, overwrite: bool) -> None:
-    """:meth:`RunDir.check_target` on process 0; every process raises if it refused."""
-    distributed.first_decides(lambda: rundir.check_target(resume=resume, overwrite=overwrite))
+    """:func:`bnnkit.runs.placement.check_target` on process 0; every process raises if it
+    refused."""
+    distributed.first_decides(
+        lambda: placement.check_target(rundir, resume=resume, overwrite=overwrite)
+    )
 
 
 def load_state(rundir: RunDir, template: Any, sha256: str | None) -> tuple[int, Any]:

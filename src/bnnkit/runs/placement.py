@@ -1,6 +1,11 @@
 """Where a run or an output may go: nowhere inside another run directory or run made of runs,
 whose folder holds only what its run writes (so no export replaces one of its files); only a
-composite run opens its own stages inside its folder, under its lock.
+composite run opens its own stages inside its folder, under its lock. :func:`check_target` is
+every check of a run's directory before anything is written.
+
+Example:
+    >>> import tempfile
+    >>> check_target(RunDir(tempfile.mkdtemp() + "/run"), resume=False, overwrite=False)
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from bnnkit.runs.directory import (
     RUN_FILE,
     SAMPLES_DIR,
     STATE_FILE,
+    RunDir,
 )
 from bnnkit.runs.lock import LOCK_FILE
 
@@ -69,3 +75,71 @@ def check_outside_runs(path: str | os.PathLike, flag: str) -> None:
             f"{str(run)!r}, which holds only what its run writes; allowed: a "
             "path outside every run directory"
         )
+
+
+def check_target(rundir: RunDir, *, resume: bool, overwrite: bool) -> None:
+    """Check, writing nothing, that a run may start (or continue) in ``rundir``.
+
+    Raises:
+        ConfigError: an empty path, a file in the way, a folder that cannot be written,
+            both ``resume`` and ``overwrite``, ``resume`` of a directory that holds no run,
+            a non-empty directory without either flag, ``overwrite`` of something that is
+            not a run, or a directory another live process is writing.
+    """
+    if resume and overwrite:
+        raise ConfigError("--resume and --overwrite exclude each other; allowed: one of them")
+    if not rundir.given.strip():
+        raise ConfigError("--dir '' names no directory; allowed: a path")
+    rundir.check_links()
+    enclosing = enclosing_run(rundir.path.parent)
+    if enclosing is not None and not composite_held_here(enclosing):
+        raise ConfigError(
+            f"run directory {rundir.given!r} is inside the run directory "
+            f"{str(enclosing)!r}; allowed: a path outside every other run"
+        )
+    if rundir.path.exists() and not rundir.path.is_dir():
+        raise ConfigError(
+            f"run directory {rundir.given!r} is a file; allowed: a directory "
+            "or a path that does not exist yet"
+        )
+    existing = rundir.path.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(
+            f"run directory {rundir.given!r} cannot be created: "
+            f"{str(existing)!r} is a file, not a folder"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"run directory {rundir.given!r} cannot be written: "
+            f"{str(existing)!r} does not allow this user to write"
+        )
+    if rundir.samples_dir.is_dir() and not os.access(rundir.samples_dir, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"run directory {rundir.given!r} cannot be written: "
+            f"{str(rundir.samples_dir)!r} does not allow this user to write"
+        )
+    if resume:
+        if not rundir.run_file.is_file():
+            raise ConfigError(f"nothing to resume: {rundir.given!r} holds no {RUN_FILE}")
+    elif rundir.exists() and not rundir.never_started():
+        if not overwrite:
+            raise ConfigError(
+                f"run directory {rundir.given!r} is not empty; pass --resume to continue it "
+                "or --overwrite to replace it"
+            )
+        if not rundir.run_file.is_file():
+            raise ConfigError(
+                f"refusing to overwrite {rundir.given!r}: it is not empty and holds no "
+                f"{RUN_FILE}, so it is not a bnnkit run"
+            )
+    who = _lock.holder(rundir.path) if rundir.path.is_dir() else None
+    if who is not None:
+        since = f" since {who['since']}" if who.get("since") else ""
+        raise ConfigError(
+            f"run directory {rundir.given!r} is in use by process {who.get('pid')}{since}; "
+            "allowed: one writing process at a time (wait for it to finish or stop it)"
+        )
+    # Last: a run in use is named as such, whatever is in its folder.
+    rundir.check_layout()
