@@ -33,8 +33,8 @@ class Gaussian:
 
     ``min_std`` is the heteroscedastic std's floor, in the same units: the default
     :data:`MIN_STD` only keeps σ off zero, while a floor at a fraction of the targets' spread
-    (``0.05`` on standardised targets) bounds the ``-log σ`` a network can gain by passing
-    through its training points, so the posterior cannot sharpen without end.
+    bounds the ``-log σ`` a network can gain by passing through its training points, so the
+    posterior cannot sharpen without end.
 
     Example:
         >>> outputs = jnp.array([[0.0, -30.0]])

@@ -155,8 +155,8 @@ class ProblemConfig:
     min_noise_std: float | None = setting(
         None,
         help="floor of the noise std the network outputs, σ = X + softplus(f2), in the units "
-        "the model sees (0.05: a twentieth of standardised targets' sd); default: 1e-6, "
-        "which only keeps σ off zero",
+        "the model sees (a fraction of the targets' sd, which is 1 once standardised); "
+        "default: 1e-6, which only keeps σ off zero",
         bounds=(Exclusive(0.0), None),
     )
 

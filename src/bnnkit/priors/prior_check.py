@@ -348,8 +348,8 @@ def _warning(result: PriorCheck) -> str | None:
     if result.share_below_floor is None or not result.share_below_floor > THRESHOLD:
         return None
     cause = {
-        "network": "floor the network's noise std (--min-noise-std 0.05, in the targets' "
-        "units the model sees), fix the noise (--noise-std), "
+        "network": "floor the network's noise std (--min-noise-std, a fraction of the "
+        "targets' sd in the units the model sees), fix the noise (--noise-std), "
         "infer one noise std under a prior (--noise-prior), or use a tighter "
         "prior (--prior gaussian:scale=0.2, or --weight-decay 30)",
         "inferred": "use a noise prior with less mass near zero (--noise-prior "
