@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+# The command line caches compiled programs in the user's cache folder; the tests call it in
+# this process and must not write there (make test gives JAX a cache of its own instead).
+os.environ.setdefault("BNNKIT_COMPILE_CACHE", "off")
+
 
 @pytest.fixture(scope="session")
 def shared_data_dir() -> Path:

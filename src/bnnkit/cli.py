@@ -270,7 +270,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bnnkit: error: {_one_line(err)}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    from bnnkit.compile_cache import enable_for_command_line
     from bnnkit.runs.lifecycle import Terminated, stopped_by_signals
+
+    enable_for_command_line()  # a second run loads what the first compiled
 
     # Only commands that continue what was cut off (a run, a surface) advise --resume.
     resumes = hasattr(args, "resume")
