@@ -35,7 +35,7 @@ import math
 import numbers
 import os
 import reprlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
@@ -233,71 +233,6 @@ def callable_argument(
     return value
 
 
-def problem_argument(
-    value: Any,
-    name: str = "problem",
-    *,
-    where: str = "",
-    optional: bool = False,
-    built_only: bool = False,
-) -> Any:
-    """A :class:`~bnnkit.problem.ProblemConfig` or a built :class:`~bnnkit.problem.Problem`
-    (only the latter with ``built_only``); ``None`` where ``optional``.
-
-    Example:
-        >>> problem_argument("yacht_0", where="bnnkit.run")
-        Traceback (most recent call last):
-        ...
-        bnnkit.errors.ConfigError: bnnkit.run: problem='yacht_0' is a str; allowed: \
-bnnkit.ProblemConfig('yacht_0', MODEL) or a bnnkit.Problem (bnnkit.Problem.from_arrays)
-    """
-    from bnnkit.problem import Problem, ProblemConfig
-
-    kinds = (Problem,) if built_only else (Problem, ProblemConfig)
-    if (value is None and optional) or isinstance(value, kinds):
-        return value
-    config = (
-        ""
-        if built_only
-        else f"bnnkit.ProblemConfig({value!r}, MODEL) or "
-        if isinstance(value, str)
-        else "a bnnkit.ProblemConfig(DATASET, MODEL) or "
-    )
-    allowed = f"{config}a bnnkit.Problem (bnnkit.Problem.from_arrays)"
-    if optional:
-        allowed += (
-            " or None (the run's own)"
-            if built_only
-            else " or None (the problem of the run the config starts from)"
-        )
-    refuse(value, name, allowed, where=where)
-
-
-def config_argument(value: Any, name: str = "config", *, where: str = "") -> Any:
-    """A method's Config instance (``bnnkit.HMC(...)``, ``bnnkit.SGD(...)``, ...).
-
-    Example:
-        >>> from bnnkit.inference import hmc
-        >>> config_argument(hmc.Config, where="bnnkit.run")
-        Traceback (most recent call last):
-        ...
-        bnnkit.errors.ConfigError: bnnkit.run: config=bnnkit.HMC is a class, not an \
-instance; allowed: a method's Config with its settings, such as bnnkit.HMC(step_size=..., \
-trajectory_len=...)
-    """
-    from bnnkit.inference.base import RunSettings
-
-    if isinstance(value, RunSettings):
-        return value
-    refuse(
-        value,
-        name,
-        "a method's Config with its settings, such as bnnkit.HMC(step_size=..., "
-        "trajectory_len=...)",
-        where=where,
-    )
-
-
 def _dtype_words(kinds: str) -> str:
     words = list(dict.fromkeys(_KIND_WORDS[k] for k in kinds))
     return " or ".join(words)
@@ -417,3 +352,30 @@ def positions_argument(value: Any, name: str = "initial_positions", *, where: st
         leaf_name = f"{name}{'[' + repr(path_to_str(path)) + ']' if path else ''}"
         array_argument(leaf, leaf_name, where=where, kinds="biuf")
     return value
+
+
+def with_options(check: Callable[..., Any], **options: Any) -> Callable[[Any, str, str], Any]:
+    """``check`` as a row of a table of checks: called with (value, name, where)."""
+    return lambda value, name, where: check(value, name, where=where, **options)
+
+
+def check_arguments(
+    where: str,
+    arguments: Mapping[str, Any],
+    checks: Mapping[str, Callable[[Any, str, str], Any]],
+) -> None:
+    """Check an entry point's arguments, each by its row of ``checks``; called first thing in
+    the entry point on its ``locals()`` (:mod:`bnnkit.entry_points` holds every entry point's
+    table).
+
+    Raises:
+        ConfigError: the first argument of a kind it does not take, in one line.
+
+    Example:
+        >>> check_arguments("f", {"n": "3"}, {"n": with_options(count_argument)})
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: f: n='3' is a str; allowed: an integer >= 1
+    """
+    for name, check in checks.items():
+        check(arguments[name], name, where)

@@ -1,7 +1,10 @@
 """Which check each argument of each public entry point gets (:data:`ENTRY_POINTS`), and
 :func:`check_call`, which an entry point calls first thing on its ``locals()``.
 
-The checks themselves, one per kind of value, are :mod:`bnnkit.arguments`'.
+The checks themselves, one per kind of value, are :mod:`bnnkit.arguments`'; those that know
+bnnkit's own types (a problem, a method's Config) are here, above the modules that define them.
+The entry points below those modules (building a problem, loading a dataset) keep their rows
+beside them and check with :func:`bnnkit.arguments.check_arguments`; the table holds them too.
 """
 
 from __future__ import annotations
@@ -9,22 +12,84 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from bnnkit import data
+from bnnkit import problem as problem_lib
 from bnnkit.arguments import (
     callable_argument,
-    config_argument,
+    check_arguments,
     count_argument,
     flag_argument,
     number_argument,
     path_argument,
     positions_argument,
-    problem_argument,
     refuse,
     text_argument,
 )
+from bnnkit.arguments import with_options as _optional
+from bnnkit.inference.base import RunSettings
 
 
-def _optional(check: Callable[..., Any], **options: Any) -> Callable[[Any, str, str], Any]:
-    return lambda value, name, where: check(value, name, where=where, **options)
+def problem_argument(
+    value: Any,
+    name: str = "problem",
+    *,
+    where: str = "",
+    optional: bool = False,
+    built_only: bool = False,
+) -> Any:
+    """A :class:`~bnnkit.problem.ProblemConfig` or a built :class:`~bnnkit.problem.Problem`
+    (only the latter with ``built_only``); ``None`` where ``optional``.
+
+    Example:
+        >>> problem_argument("yacht_0", where="bnnkit.run")
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: bnnkit.run: problem='yacht_0' is a str; allowed: \
+bnnkit.ProblemConfig('yacht_0', MODEL) or a bnnkit.Problem (bnnkit.Problem.from_arrays)
+    """
+    kinds = (
+        (problem_lib.Problem,) if built_only else (problem_lib.Problem, problem_lib.ProblemConfig)
+    )
+    if (value is None and optional) or isinstance(value, kinds):
+        return value
+    config = (
+        ""
+        if built_only
+        else f"bnnkit.ProblemConfig({value!r}, MODEL) or "
+        if isinstance(value, str)
+        else "a bnnkit.ProblemConfig(DATASET, MODEL) or "
+    )
+    allowed = f"{config}a bnnkit.Problem (bnnkit.Problem.from_arrays)"
+    if optional:
+        allowed += (
+            " or None (the run's own)"
+            if built_only
+            else " or None (the problem of the run the config starts from)"
+        )
+    refuse(value, name, allowed, where=where)
+
+
+def config_argument(value: Any, name: str = "config", *, where: str = "") -> Any:
+    """A method's Config instance (``bnnkit.HMC(...)``, ``bnnkit.SGD(...)``, ...).
+
+    Example:
+        >>> from bnnkit.inference import hmc
+        >>> config_argument(hmc.Config, where="bnnkit.run")
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: bnnkit.run: config=bnnkit.HMC is a class, not an \
+instance; allowed: a method's Config with its settings, such as bnnkit.HMC(step_size=..., \
+trajectory_len=...)
+    """
+    if isinstance(value, RunSettings):
+        return value
+    refuse(
+        value,
+        name,
+        "a method's Config with its settings, such as bnnkit.HMC(step_size=..., "
+        "trajectory_len=...)",
+        where=where,
+    )
 
 
 #: Each public entry point's arguments and the check each gets (``where`` is the key).
@@ -69,12 +134,8 @@ ENTRY_POINTS: dict[str, dict[str, Callable[[Any, str, str], Any]]] = {
     "bnnkit.load_chains": {
         "run_dir": _optional(path_argument),
     },
-    "bnnkit.build_problem": {
-        "config": lambda value, name, where: _problem_config(value, name, where),
-    },
-    "bnnkit.load_dataset": {
-        "name": _optional(text_argument),
-    },
+    "bnnkit.build_problem": problem_lib.BUILD_CHECKS,
+    "bnnkit.load_dataset": data.LOAD_CHECKS,
 }
 
 
@@ -86,14 +147,6 @@ def _alpha(value: Any, name: str, where: str) -> float | None:
     if alpha is not None:
         check_alpha(alpha)
     return alpha
-
-
-def _problem_config(value: Any, name: str, where: str) -> Any:
-    from bnnkit.problem import ProblemConfig
-
-    if isinstance(value, ProblemConfig):
-        return value
-    refuse(value, name, "a bnnkit.ProblemConfig(DATASET, MODEL)", where=where)
 
 
 def check_call(where: str, arguments: Mapping[str, Any]) -> None:
@@ -114,5 +167,4 @@ def check_call(where: str, arguments: Mapping[str, Any]) -> None:
         bnnkit.errors.ConfigError: bnnkit.export_samples: out=3 is an int; allowed: a path (a \
 str or an os.PathLike such as pathlib.Path)
     """
-    for name, check in ENTRY_POINTS[where].items():
-        check(arguments[name], name, where)
+    check_arguments(where, arguments, ENTRY_POINTS[where])

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bnnkit import data, storage
-from bnnkit.entry_points import check_call
+from bnnkit.arguments import check_arguments, refuse
 from bnnkit.errors import ConfigError
 from bnnkit.models import imported
 from bnnkit.problem_arrays import (
@@ -68,6 +68,17 @@ __all__ = [
 ]
 
 
+def _problem_config(value: Any, name: str, where: str) -> ProblemConfig:
+    if isinstance(value, ProblemConfig):
+        return value
+    refuse(value, name, "a bnnkit.ProblemConfig(DATASET, MODEL)", where=where)
+
+
+#: :func:`build`'s arguments and the check each gets (a row of
+#: :data:`bnnkit.entry_points.ENTRY_POINTS`).
+BUILD_CHECKS = {"config": _problem_config}
+
+
 def build(config: ProblemConfig) -> Problem:
     """Load the data and build model, likelihood, prior and log posterior from ``config``.
 
@@ -81,7 +92,7 @@ def build(config: ProblemConfig) -> Problem:
         >>> float(problem.log_posterior(params, problem.train_batch()))
         -1365.4
     """
-    check_call("bnnkit.build_problem", locals())
+    check_arguments("bnnkit.build_problem", locals(), BUILD_CHECKS)
     if config.dataset.startswith(ARRAYS_PREFIX):
         raise ConfigError(
             f"dataset {config.dataset!r} was arrays in memory: rebuild it from "

@@ -13,9 +13,9 @@ import os
 from collections.abc import Callable
 from typing import NamedTuple
 
+from bnnkit.arguments import check_arguments, text_argument, with_options
 from bnnkit.data import cifar, cifar_jpeg_proxy, imdb, mnist, npz, splits, uci
 from bnnkit.data.dataset import Dataset, Standardizer, standardize
-from bnnkit.entry_points import check_call
 from bnnkit.errors import ConfigError
 
 
@@ -111,6 +111,11 @@ def available() -> list[str]:
     return [name for loader in LOADERS.values() for name in loader.names()]
 
 
+#: :func:`load`'s arguments and the check each gets (a row of
+#: :data:`bnnkit.entry_points.ENTRY_POINTS`).
+LOAD_CHECKS = {"name": with_options(text_argument)}
+
+
 def load(name: str, *, standardize_data: bool | None = None, **options) -> Dataset:
     """Load a dataset by registry name or by ``.npz`` path.
 
@@ -132,7 +137,7 @@ def load(name: str, *, standardize_data: bool | None = None, **options) -> Datas
         >>> ds.task, ds.num_train
         ('regression', 277)
     """
-    check_call("bnnkit.load_dataset", locals())
+    check_arguments("bnnkit.load_dataset", locals(), LOAD_CHECKS)
     if name.endswith(".npz") or os.sep in name:
         dataset = npz.load(name, standardize_data=bool(standardize_data))
         kwargs = _options(name, options, ("subset_train_to", "data_dir", "validation_size"))
