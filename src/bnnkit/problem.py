@@ -36,10 +36,10 @@ from bnnkit.problem_arrays import (
     ARRAY_SETTINGS,
     ARRAYS_PREFIX,
     DATA_FILE,
+    array_parts,
     arrays_sha256,
-    from_checked_arrays,
 )
-from bnnkit.problem_assembly import Problem, assemble, enable_float64, subset_train
+from bnnkit.problem_assembly import Problem, assemble, assembled, enable_float64, subset_train
 from bnnkit.problem_config import (
     DATA_SETTINGS,
     POSTERIOR_SETTINGS,
@@ -163,12 +163,14 @@ def build_recorded(
     if imported.is_in_memory(config.model):
         imported.module_from_path(config.model, None, num_outputs=0)  # raises, saying how
     settings = {name: getattr(config, name) for name in ARRAY_SETTINGS}
-    return from_checked_arrays(
-        arrays,
-        model=config.model,
-        likelihood=config.likelihood,
-        params=None,
-        settings={**settings, "model_args": config.model_args},
+    return assembled(
+        array_parts(
+            arrays,
+            model=config.model,
+            likelihood=config.likelihood,
+            params=None,
+            settings={**settings, "model_args": config.model_args},
+        )
     )
 
 

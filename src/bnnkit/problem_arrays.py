@@ -11,10 +11,9 @@ arrays (:data:`DATA_FILE`) and the model's import path, and
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -23,7 +22,6 @@ from bnnkit.arguments import array_argument
 from bnnkit.data.npz import from_arrays as dataset_from_arrays
 from bnnkit.errors import ConfigError
 from bnnkit.models import imported
-from bnnkit.problem_assembly import Problem, assemble, subset_train
 from bnnkit.problem_config import ProblemConfig
 
 #: The dataset name of a problem made from arrays in memory: ``arrays:`` and the first 16 hex
@@ -79,9 +77,10 @@ def from_given(
     likelihood: str | None,
     params: Any,
     settings: Mapping[str, Any],
-) -> Problem:
+) -> ArrayParts:
     """:meth:`Problem.from_arrays` on the values as the user gave them: the settings' names,
-    the validation pair and each array's kind checked at the door."""
+    the validation pair and each array's kind checked at the door; the parts a problem is
+    assembled from (:func:`bnnkit.problem_assembly.assembled`)."""
     unknown = sorted(set(settings) - set(ARRAY_SETTINGS) - {"model_args"})
     if unknown:
         raise ConfigError(
@@ -97,21 +96,30 @@ def from_given(
         for k, v in given.items()
         if v is not None or k not in ("x_val", "y_val")
     }
-    return from_checked_arrays(
+    return array_parts(
         checked, model=model, likelihood=likelihood, params=params, settings=settings
     )
 
 
-def from_checked_arrays(
+class ArrayParts(NamedTuple):
+    """What a problem made from arrays is assembled from: its settings, its dataset, how its
+    model is made (``None``: from its import path) and the arrays themselves."""
+
+    config: ProblemConfig
+    dataset: Any
+    maker: Any
+    arrays: dict[str, np.ndarray]
+
+
+def array_parts(
     arrays: dict[str, np.ndarray],
     *,
     model: Any,
     likelihood: str | None,
     params: Any,
     settings: Mapping[str, Any],
-) -> Problem:
-    """:meth:`Problem.from_arrays` on checked names: the dataset, the model's record, the
-    assembly."""
+) -> ArrayParts:
+    """:meth:`Problem.from_arrays` on checked names: the dataset and the model's record."""
     digest = arrays_sha256(arrays)
     name = ARRAYS_PREFIX + digest[:16]
     dataset = _dataset(arrays, name, digest, standardize=bool(settings.get("standardize")))
@@ -123,9 +131,7 @@ def from_checked_arrays(
         model_args=model_args,
         **{k: v for k, v in settings.items() if k != "model_args"},
     )
-    dataset = subset_train(dataset, config.subset_train_to)
-    problem = assemble(config, dataset, maker)
-    return dataclasses.replace(problem, arrays=arrays)
+    return ArrayParts(config, dataset, maker, arrays)
 
 
 def _dataset(

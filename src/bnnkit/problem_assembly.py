@@ -108,14 +108,16 @@ class Problem:
         """
         from bnnkit.problem_arrays import from_given
 
-        return from_given(
-            {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test},
-            x_val,
-            y_val,
-            model=model,
-            likelihood=likelihood,
-            params=params,
-            settings=settings,
+        return assembled(
+            from_given(
+                {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test},
+                x_val,
+                y_val,
+                model=model,
+                likelihood=likelihood,
+                params=params,
+                settings=settings,
+            )
         )
 
     def apply(self, params: Params, x: jax.Array, *, key: Key | None = None) -> jax.Array:
@@ -207,12 +209,15 @@ def _model(
     return model
 
 
-def assemble(
-    config: ProblemConfig, dataset: data.Dataset, maker: Callable[[int], models.Model] | None = None
-) -> Problem:
-    """Model, likelihood, prior and log posterior on a loaded dataset."""
-    dtype = enable_float64(config)
-    _check_finite(dataset)
+def _likelihood_noise_std(config: ProblemConfig, dataset: data.Dataset) -> float | None:
+    """The likelihood's fixed noise std: ``--noise-std``, or 1 where ``--noise-prior`` infers
+    it (one output, the mean; the std comes from each position, LogPosterior.likelihood_for),
+    or ``None`` (the network outputs it).
+
+    Raises:
+        ConfigError: ``--noise-prior`` off a Gaussian regression, or with ``--noise-std`` or
+            ``--min-noise-std``.
+    """
     noise_std = config.noise_std
     if config.noise_prior is not None:
         if dataset.task != "regression" or config.likelihood not in (None, "gaussian"):
@@ -231,8 +236,17 @@ def assemble(
                 f"--min-noise-std {config.min_noise_std} floors the std a network outputs: "
                 "give one or the other"
             )
-        # One output (the mean); the std comes from each position (LogPosterior.likelihood_for).
         noise_std = 1.0
+    return noise_std
+
+
+def assemble(
+    config: ProblemConfig, dataset: data.Dataset, maker: Callable[[int], models.Model] | None = None
+) -> Problem:
+    """Model, likelihood, prior and log posterior on a loaded dataset."""
+    dtype = enable_float64(config)
+    _check_finite(dataset)
+    noise_std = _likelihood_noise_std(config, dataset)
     likelihood = likelihoods.make(
         config.likelihood,
         task=dataset.task,
@@ -298,3 +312,11 @@ def _describe(likelihood: likelihoods.Likelihood, noise_std: float | None) -> st
     if likelihood.name == "gaussian" and noise_std is None:
         return "gaussian (a mean and a softplus std per example; fix noise_std for one output)"
     return f"{likelihood.name} ({likelihood.num_outputs} output(s) per example)"
+
+
+def assembled(parts: Any) -> Problem:
+    """The problem of a :class:`bnnkit.problem_arrays.ArrayParts`: its training set cut as
+    its settings say, assembled as a named dataset's, with its arrays kept for the run."""
+    dataset = subset_train(parts.dataset, parts.config.subset_train_to)
+    problem = assemble(parts.config, dataset, parts.maker)
+    return dataclasses.replace(problem, arrays=parts.arrays)
