@@ -19,7 +19,7 @@ import pytest
 
 from bnnkit.inference import METHODS
 from bnnkit.metrics import convergence
-from bnnkit.metrics.vocabulary import cli_vocabulary, command_parser
+from bnnkit.metrics.vocabulary import cli_vocabulary
 
 #: The commands that make a run the verdict judges.
 RUN_COMMANDS = (*METHODS, "reference")
@@ -153,9 +153,20 @@ def base_argv(parser) -> list[str]:
     return argv
 
 
+def command_parser(command: str):
+    """The parser of ``bnnkit COMMAND``, as the command line builds it."""
+    import argparse
+
+    from bnnkit.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return commands.choices[command]
+
+
 @pytest.mark.parametrize("command", RUN_COMMANDS)
 def test_every_suggestion_parses_with_the_command_that_made_the_run(command):
-    parser = command_parser(command)
+    parser = command_parser(command)  # the command line's own parser, not the flag table
     base = base_argv(parser)
     parser.parse_args(base)  # the flags every run needs are these
     texts = advice_of(command)

@@ -139,7 +139,13 @@ def evaluate(
     context = load(run_dir, options, problem)
     result = run_sections(context, SECTIONS)
     if write:
-        files.write(context)
+        files.write(
+            context.run_dir,
+            context.options.suffix,
+            context.prediction,
+            context.arrays,
+            context.result,
+        )
     return result
 
 

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.evaluation.checks import check_writable_folder
 from bnnkit.runs import RunDir
 from bnnkit.runs.directory import PREDICTIONS_DIR
-
-if TYPE_CHECKING:
-    from bnnkit.evaluation.context import Context
 
 
 def ood_file(dataset: str, suffix: str = "") -> str:
@@ -60,21 +58,25 @@ def check_writes(rundir: RunDir, suffix: str) -> None:
             )
 
 
-def write(context: Context) -> None:
-    """Store an evaluation in its run: the test predictive, the sections' arrays, then the
-    result."""
-    rundir = RunDir(context.run_dir)
-    suffix = context.options.suffix
+def write(
+    run_dir: Any,
+    suffix: str,
+    prediction: Any,
+    extras: Mapping[str, Mapping[str, Any]],
+    result: Mapping[str, Any],
+) -> None:
+    """Store an evaluation in its run: the test predictive, the sections' arrays (``extras``,
+    by file name), then the result."""
+    rundir = RunDir(run_dir)
     rundir.check_links()  # again, just before writing
     (rundir.path / PREDICTIONS_DIR).mkdir(exist_ok=True)
-    prediction = context.prediction
     arrays = (
         {"probs": prediction.probs}
         if prediction.task == "classification"
         else {"means": prediction.means, "stds": prediction.stds}
     )
     storage.save_arrays(rundir.path / PREDICTIONS_DIR / f"test{suffix}.npz", arrays)
-    for name, extra in context.arrays.items():
+    for name, extra in extras.items():
         storage.save_arrays(rundir.path / PREDICTIONS_DIR / name, extra)
     # Last: an evaluation.json says every file of the evaluation is in place.
-    storage.write_json(rundir.path / f"evaluation{suffix}.json", context.result)
+    storage.write_json(rundir.path / f"evaluation{suffix}.json", result)

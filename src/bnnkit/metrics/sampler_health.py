@@ -190,10 +190,10 @@ def capped_advice(method: str | None, command: str | None = None) -> str:
         >>> capped_advice("hmc", "reference")
         'standardise badly scaled or strongly correlated parameters'
     """
-    from bnnkit.metrics.vocabulary import command_parser
+    from bnnkit.metrics.vocabulary import command_flags
 
     cap, why = CAP_FLAGS.get(str(method), CAP_FLAGS["hmc"])
-    if command is not None and cap not in command_parser(command)._option_string_actions:
+    if command is not None and cap not in command_flags(command):
         return _RESCALE
     return f"raise {cap}{why}, or {_RESCALE}"
 

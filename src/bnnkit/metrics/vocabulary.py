@@ -17,9 +17,9 @@ Example:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
+import json
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,35 +128,41 @@ BUDGET_UNITS = {
 
 
 @functools.cache
-def command_parser(command: str) -> argparse.ArgumentParser:
-    """The parser of ``bnnkit COMMAND``, built as :func:`bnnkit.cli.build_parser` builds it.
+def _table() -> dict[str, dict[str, list[str] | None]]:
+    from importlib import resources
+
+    text = resources.files("bnnkit.metrics").joinpath("command_flags.json").read_text()
+    return json.loads(text)
+
+
+def command_flags(command: str) -> dict[str, list[str] | None]:
+    """The flags ``bnnkit COMMAND`` takes, each with its allowed values (``None``: any), as its
+    parser has them (:mod:`bnnkit.commands.flag_table` writes and checks the table).
 
     Raises:
         ConfigError: no such command.
+
+    Example:
+        >>> command_flags("reference")["--sampler"], "--members" in command_flags("hmc")
+        (['mclmc', 'hmc', 'nuts'], False)
     """
-    from bnnkit.cli import build_parser
     from bnnkit.errors import ConfigError
 
-    parser = build_parser()
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            if command in action.choices:
-                return action.choices[command]
-            raise ConfigError(
-                f"no bnnkit command {command!r}; allowed: {', '.join(action.choices)}"
-            )
-    raise AssertionError("bnnkit's parser has no commands")
+    flags = _table()
+    if command not in flags:
+        raise ConfigError(f"no bnnkit command {command!r}; allowed: {', '.join(flags)}")
+    return flags[command]
 
 
-def _accepted(parser: argparse.ArgumentParser, key: str) -> str | None:
-    return next((f for f in CANDIDATES[key] if f in parser._option_string_actions), None)
+def _accepted(flags: dict[str, list[str] | None], key: str) -> str | None:
+    return next((f for f in CANDIDATES[key] if f in flags), None)
 
 
-def _choice(parser: argparse.ArgumentParser, flag: str | None, value: str) -> str | None:
-    """``FLAG VALUE`` when the parser takes ``value`` for ``flag``."""
+def _choice(flags: dict[str, list[str] | None], flag: str | None, value: str) -> str | None:
+    """``FLAG VALUE`` when the command takes ``value`` for ``flag``."""
     if flag is None:
         return None
-    choices = parser._option_string_actions[flag].choices
+    choices = flags[flag]
     return f"{flag} {value}" if choices is None or value in choices else None
 
 
@@ -178,8 +184,8 @@ def command_settings(command: str, *, from_ensemble: bool = False) -> Settings:
         >>> command_settings("hmc").resume
         '--resume with a larger --num-iterations'
     """
-    parser = command_parser(command)
-    names = {key: _accepted(parser, key) for key in CANDIDATES}
+    flags = command_flags(command)
+    names = {key: _accepted(flags, key) for key in CANDIDATES}
     budget = names["budget"]
     until = (
         f"{names['until_converged']} --max-time {ADVICE_DURATION}"
@@ -210,9 +216,9 @@ def command_settings(command: str, *, from_ensemble: bool = False) -> Settings:
         num_burn_in=names["num_burn_in"],
         num_chains=names["num_chains"],
         step_size=names["step_size"],
-        adapt_mass=_choice(parser, names["adapt"], "mass"),
+        adapt_mass=_choice(flags, names["adapt"], "mass"),
         target_accept_rate=names["target_accept_rate"],
-        adapt_none=_choice(parser, names["adapt"], "none"),
+        adapt_none=_choice(flags, names["adapt"], "none"),
         resume=None if budget is None else f"--resume with a larger {budget}",
         finish=FLAGS.finish,
         until_converged=until,
