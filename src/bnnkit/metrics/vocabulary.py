@@ -143,8 +143,10 @@ def command_flags(command: str) -> dict[str, list[str] | None]:
         ConfigError: no such command.
 
     Example:
-        >>> command_flags("reference")["--sampler"], "--members" in command_flags("hmc")
-        (['mclmc', 'hmc', 'nuts'], False)
+        >>> command_flags("samples")["--format"], command_flags("hmc")["--num-iterations"]
+        (['npz', 'netcdf'], None)
+        >>> "--members" in command_flags("hmc"), "--members" in command_flags("reference")
+        (False, True)
     """
     from bnnkit.errors import ConfigError
 
