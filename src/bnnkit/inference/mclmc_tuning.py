@@ -10,17 +10,18 @@ started from different members of an ensemble tune each to its own mode.
 
 1. ε (the rest of the tuning, 0.75 with the defaults). Unadjusted: after every step the
    predictor of BlackJAX's ``make_L_step_size_adaptation``, as MILE uses it
-   (:func:`predict_step_size`): with ``ξ = ΔE² / (d v)``, running averages of ``ξ/ε⁶``
-   weighted by ``w = exp(−½ (log ξ / (6 · trust_in_estimate))²)`` and decayed by
-   ``(N − 1)/(N + 1)`` per step (N = ``num_effective_samples``) give
-   ``ε = (Σ w ξ/ε⁶ / Σ w)^(−1/6)``, since the energy variance grows as ε⁶; ε stays below 0.8
-   times the last step size whose energy was not finite. The desired energy variance per
-   dimension v decays linearly from ``energy_var_start`` 0.5 to ``energy_var_end`` 0.1 over
-   parts 1 and 2 and stays there (:func:`energy_var_target`): MILE's schedule (Sommer et al.,
-   ICLR 2025), which a network's model average tolerates. BlackJAX's default v = 5·10⁻⁴ is far
-   stricter: its step sizes are several times smaller and chains move that much slower per
-   gradient, for a bias (:mod:`bnnkit.inference.mclmc`) the model average of a network does not
-   notice. Adjusted: dual averaging of ε (:func:`centred_averaging`), and trajectories of
+   (:func:`predict_step_size`): with ``ξ = ΔE² / (d v)``, running averages of ``ξ/ε⁶`` weighted
+   by ``w = exp(−½ (log ξ / (6 · trust_in_estimate))²)`` and decayed by ``(N − 1)/(N + 1)`` per
+   step (N = ``num_effective_samples``) give ``ε = (Σ w ξ/ε⁶ / Σ w)^(−1/6)``, since the energy
+   variance grows as ε⁶, with each step's ξ clipped at :data:`SPIKE_CLIP` times the ξ the
+   average predicts for it (below, "Energy spikes"); ε stays below 0.8 times the last step size
+   whose energy was not finite. The desired energy variance per dimension v decays linearly from
+   ``energy_var_start`` 0.5 to ``energy_var_end`` 0.1 over parts 1 and 2 and stays there
+   (:func:`energy_var_target`): MILE's schedule (Sommer et al., ICLR 2025), which a network's
+   model average tolerates. BlackJAX's default v = 5·10⁻⁴ is far stricter: its step sizes are
+   several times smaller and chains move that much slower per gradient, for a bias
+   (:mod:`bnnkit.inference.mclmc`) the model average of a network does not notice. Adjusted:
+   dual averaging of ε (:func:`centred_averaging`), and trajectories of
    ``tuning_trajectory_steps`` steps on average (BlackJAX's MAMS tuner's 2) while L is unknown.
 2. ``variance_fraction`` (0.1): ε goes on tuning while the positions' (and gradients')
    variances are gathered (:func:`welford`, each step weighted by its ε, as BlackJAX does). At
@@ -41,6 +42,31 @@ started from different members of an ensemble tune each to its own mode.
    recorded coordinate's effective sample size (:func:`autocorrelation_length`; BlackJAX's
    ``make_adaptation_L``, ``l_factor · ε · τ_int`` in steps, l_factor 0.4). ε tunes here too and
    freezes at the end of the tuning (the adjusted one at its dual average).
+
+**Energy spikes.** On a network posterior most steps' energy errors are small, and now and
+then one is orders of magnitude larger (the step crosses a sharp region, e.g. where a
+heteroscedastic network's noise scale is small). BlackJAX's weight does not bound what such a
+step does to the average: it falls off in log ξ, slowly, while the value averaged is ξ itself,
+so a step with ξ in the thousands keeps much of its weight and outweighs every other step in
+the predictor's memory together. ε then drops several-fold and grows back over the next
+hundreds of steps, and a chain whose burn-in ends in such a dip samples with the small ε, for
+fewer effective samples per gradient. So each step's ξ enters the average winsorised (a
+Huber-type clip of the value, the weight left as BlackJAX's) at ``SPIKE_CLIP`` times the ξ
+that the average predicts for that step, ``ε⁶ Σ w ξ/ε⁶ / Σ w`` (about 1: the predictor sets ε
+so; less while ε is capped): one step can then raise the average by at most
+``SPIKE_CLIP · w / Σ w`` of it. A clip, not a running median or trimmed mean, because
+
+- it keeps the state: the same two running sums, which stored runs read back;
+- it keeps BlackJAX's estimator where there are no spikes: a Gaussian ΔE at the target
+  variance has a chance of about 10⁻²³ per step of reaching ``SPIKE_CLIP``;
+- and it bounds a spike's share without ignoring it, as a median or an adjusted phase
+  that rejects spikes would. On a network the sharp regions are real, and more of the steps
+  meet them as ε grows: spikes that recur hold ε down (each clipped step still raises the
+  average), where a rule blind to them lets ε grow until a large share of steps are cut off
+  as divergences.
+
+The first step of the tuning, and the first after the preconditioner is set and the predictor
+restarts, have no average to be clipped against and enter it whole.
 
 **Why not an** :class:`~bnnkit.inference.adaptation.Adaptation`. That interface is one update
 per iteration, after one HMC or NUTS transition and from BlackJAX's info, answering ε, τ and M⁻¹
@@ -65,6 +91,12 @@ from blackjax.diagnostics import effective_sample_size
 if TYPE_CHECKING:
     from bnnkit.inference.mclmc import Config
     from bnnkit.inference.mclmc_state import MCLMCState
+
+#: The most one step's ξ counts for in the step size predictor's average, as a multiple of the
+#: ξ the average predicts for that step (the module's "Energy spikes"): far above what a
+#: Gaussian energy error reaches, and low enough that a lone spike shrinks ε by a bounded
+#: share, ``(1 + SPIKE_CLIP · w / Σ w)^(1/6)`` at most.
+SPIKE_CLIP = 100.0
 
 
 class Schedule(NamedTuple):
@@ -224,7 +256,8 @@ def predict_step_size(
     tuner: Tuner,
 ) -> tuple[MCLMCTuning, jax.Array]:
     """BlackJAX's step size predictor (``make_L_step_size_adaptation``) after one step, in
-    log space so that ε⁶ cannot underflow: the new state and the next ε.
+    log space so that ε⁶ cannot underflow, with the step's ξ clipped at :data:`SPIKE_CLIP`
+    times the predicted one: the new state and the next ε.
 
     Example:
         >>> from bnnkit.inference.mclmc import Config
@@ -249,10 +282,19 @@ def predict_step_size(
         jnp.logaddexp(2.0 * jnp.log(jnp.abs(change)) - jnp.log(dim * energy_var), math.log(1e-8)),
     )
     log_w = -0.5 * jnp.square(log_xi / (6.0 * tuner.trust_in_estimate))
+    log_step = jnp.log(step_size)
+    # A spike enters the average at SPIKE_CLIP times the ξ the average predicts for this step
+    # (the weight stays its own); nothing is predicted before the first step or a restart.
+    log_predicted = tuning.log_estimate - tuning.log_weight + 6.0 * log_step
+    log_clipped = jnp.where(
+        jnp.isfinite(log_predicted),
+        jnp.minimum(log_xi, log_predicted + math.log(SPIKE_CLIP)),
+        log_xi,
+    )
     log_decay = math.log(tuner.decay)
     log_weight = jnp.logaddexp(log_decay + tuning.log_weight, log_w)
     log_estimate = jnp.logaddexp(
-        log_decay + tuning.log_estimate, log_w + log_xi - 6.0 * jnp.log(step_size)
+        log_decay + tuning.log_estimate, log_w + log_clipped - 6.0 * log_step
     )
     # A non-finite energy caps ε below the step size that produced it (BlackJAX: 0.8).
     step_size_max = jnp.where(finite, tuning.step_size_max, 0.8 * step_size)
