@@ -36,22 +36,29 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bnnkit import posthoc
-from bnnkit.evaluation.comparison import compare, compare_probs
+from bnnkit.errors import ConfigError
+from bnnkit.evaluation.comparison import compare, compare_probs, noise_floor
 from bnnkit.evaluation.context import Context
 from bnnkit.evaluation.files import ood_file
 from bnnkit.evaluation.predictions import run_prediction, weight_draws
-from bnnkit.metrics import baseline, convergence, diagnostics, predictive
+from bnnkit.metrics import baseline, convergence, diagnostics, levels, predictive
 from bnnkit.metrics.mcmc import MIN_DRAWS
 from bnnkit.metrics.predictive import metrics_for
+from bnnkit.models import imported
 from bnnkit.posterior import Samples
+from bnnkit.predict import Prediction, draw_log_density
 from bnnkit.priors import prior_check
 from bnnkit.runs import RunDir
 from bnnkit.runs import verdict as run_verdict
+from bnnkit.runs.directory import REFERENCE_FILE
+from bnnkit.runs.sources import split_source
+from bnnkit.runs.stored import load_run
 
 #: A measure of an evaluation: the keys it adds to the result, in order.
 Section = Callable[[Context], dict[str, Any]]
@@ -204,7 +211,9 @@ def convergence_verdict(context: Context) -> dict[str, Any]:
 def reference_comparison(context: Context) -> dict[str, Any]:
     """``reference`` (``--reference``): the reference run, how close the predictive is to its
     (:func:`bnnkit.evaluation.comparison.compare`), and ``settings_differ``, each posterior
-    setting (such as ``--noise-std``) in which the reference run differs."""
+    setting (such as ``--noise-std``) in which the reference run differs; then
+    ``reference_noise_floor``, the same scores between two halves of the reference's own chains
+    (:func:`bnnkit.evaluation.comparison.noise_floor`), beside which the method's are read."""
     ref = context.reference
     if ref is None:
         return {}
@@ -214,8 +223,77 @@ def reference_comparison(context: Context) -> dict[str, Any]:
             "run": str(context.options.reference),
             **compare(context.prediction, theirs),
             "settings_differ": ref.settings_differ,
-        }
+        },
+        "reference_noise_floor": noise_floor(context.prediction, theirs, context.y_test),
     }
+
+
+def own_ensemble(context: Context) -> tuple[Prediction | None, str | None]:
+    """The predictive of the run's own deep ensemble at the test inputs, and where it is: the
+    run its chains started from (``--init-checkpoint``; a reference's ``ensemble/`` stage,
+    looked for beside its chains first, so that a moved reference finds its own) when that is
+    an ensemble that can be read; ``(None, None)`` otherwise."""
+    source = (context.record.get("method_config") or {}).get("init_checkpoint")
+    if not source:
+        return None, None
+    path = Path(split_source(source)[0])
+    chains = RunDir(context.run_dir).path
+    beside = chains.parent / path.name
+    for candidate in (beside, path) if (chains.parent / REFERENCE_FILE).is_file() else (path,):
+        if not RunDir(candidate).run_file.is_file():
+            continue
+        stored = _read_ensemble(candidate, context)
+        if stored is None:
+            return None, None
+        record, problem, posterior = stored
+        return run_prediction(record, problem, posterior, context.x_test), str(candidate)
+    return None, None
+
+
+def _read_ensemble(path: Path, context: Context) -> tuple[dict, Any, Any] | None:
+    """An ensemble run's record, problem and posterior: on the run's own problem where it is
+    the ensemble's (a reference's is; no data loaded again), else rebuilt; ``None`` for a run
+    of another method, or one that cannot be read."""
+    try:
+        if RunDir(path).read_record().get("method") != "ensemble":
+            return None
+    except ConfigError:
+        return None
+    with imported.trusting_model(context.options.trust_model):
+        for problem in (context.problem, None):
+            try:
+                record, built, posterior, _ = load_run(path, network=True, problem=problem)
+            except ConfigError:
+                continue
+            return record, built, posterior
+    return None
+
+
+def reference_levels(context: Context) -> dict[str, Any]:
+    """``levels``: whether the run is a reference, in four levels — ``L0`` numerics, ``L1``
+    stationary chains, ``L2`` reproducible halves (against the run's own deep ensemble,
+    :func:`own_ensemble`), ``L3`` plateau — and the verdict (certified, reproducible, or not a
+    reference) with what to do (:mod:`bnnkit.metrics.levels`); for Markov chains with at least
+    4 samples each."""
+    if not _markov_chains(context):
+        return {}
+    rundir = RunDir(context.run_dir)
+    record = context.record
+    ensemble, where = own_ensemble(context)
+    found = levels.judge(
+        context.prediction,
+        context.y_test,
+        draw_log_density(context.prediction, context.y_test),
+        kept=run_verdict.kept_lines(context.log),
+        method=record.get("method"),
+        method_config=record.get("method_config") or {},
+        log_posterior=run_verdict.log_posterior_trace(context.log),
+        ensemble=ensemble,
+        ensemble_run=where,
+        vocabulary=run_verdict.run_vocabulary(rundir, record),
+        command=run_verdict.run_command(rundir, record),
+    )
+    return {"levels": found}
 
 
 def reference_probs(context: Context) -> dict[str, Any]:
@@ -277,6 +355,7 @@ SECTIONS: tuple[Section, ...] = (
     independent_draws,
     chain_diagnostics,
     convergence_verdict,
+    reference_levels,
     reference_comparison,
     reference_probs,
     temperature_scaling,
