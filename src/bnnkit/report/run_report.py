@@ -4,10 +4,11 @@ A run's section reads what the run and its evaluation already hold: its method, 
 settings, the evaluation :func:`bnnkit.evaluation.evaluate` stored beside it (or computes,
 without writing, when it has none or the run changed since), the table of its rows
 (:func:`bnnkit.report.tables.rows`), the convergence verdict with each chain's checks, and the
-figures drawn from the evaluation: the reliability diagram, the OOD score histograms and each
-chain's running log predictive density. The figures are drawn in the report, never written
-into the run, so a report changes nothing in the folders it reads. A reference folder
-(``bnnkit reference``) reads as its chains, a run.
+figures drawn from the evaluation: the reliability diagram, the OOD score histograms, each
+chain's running log predictive density and the histogram of R-hat within chains per test point
+(the reference levels', :mod:`bnnkit.metrics.levels`). The figures are drawn in the report,
+never written into the run, so a report changes nothing in the folders it reads. A reference
+folder (``bnnkit reference``) reads as its chains, a run.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ RELIABILITY_FILE = "reliability.png"
 OOD_FILE = "ood_scores.png"
 #: The name a run's running log predictive density plot has in a report (drawn there too).
 RUNNING_LPD_FILE = "running_lpd.png"
+#: The name of the histogram of a run's R-hat within chains per test point, in a report.
+RHAT_WITHIN_FILE = "rhat_within.png"
 
 
 def is_run(folder: Path) -> bool:
@@ -48,7 +51,9 @@ def _evaluation(folder: Path) -> dict[str, Any]:
         result = storage.read_json(stored)
         # An evaluation stored before classification ones carried their calibration bins is
         # recomputed, so that the run still gets its reliability diagram.
-        if "calibration" in result or "accuracy" not in result.get("test", {}):
+        # So is one of Markov chains stored before the reference levels were judged.
+        current = "calibration" in result or "accuracy" not in result.get("test", {})
+        if current and ("levels" in result or "convergence" not in result):
             return result
     return evaluate(folder, write=False)
 
@@ -155,7 +160,8 @@ def run_section(folder: Path) -> Section:
         tuple(blocks),
         _reliability(folder, record["method"], result)
         + _ood_histograms(folder, record["method"], result)
-        + _running_lpd(folder, result),
+        + _running_lpd(folder, result)
+        + _rhat_within(folder, result),
     )
 
 
@@ -253,6 +259,29 @@ def _running_lpd(folder: Path, result: dict[str, Any]) -> tuple[Figure, ...]:
             "the model average of its first t kept draws, scored on the test set (nats "
             "per point). A chain that has mixed levels off; the verdict asks the model "
             "averages of its two halves to agree (the dotted line marks the middle).",
+            png=png,
+        ),
+    )
+
+
+def _rhat_within(folder: Path, result: dict[str, Any]) -> tuple[Figure, ...]:
+    # Drawn here from the histogram the reference levels store, like the running LPD.
+    from bnnkit.report.convergence_plots import rhat_histograms_png
+
+    histogram = ((result.get("levels") or {}).get("L1") or {}).get("rhat_histogram")
+    if not histogram:
+        return ()
+    png = rhat_histograms_png(
+        {"R-hat within chains (worst chain per test point)": histogram},
+        title=f"test set of {result['dataset']}",
+    )
+    return (
+        Figure(
+            folder / RHAT_WITHIN_FILE,
+            "R-hat within chains per test point: each chain's kept draws cut into 4 "
+            "consecutive pieces taken as chains, the worst chain's value at each test point "
+            "(level 1 of the reference levels asks 95 % of them below 1.1 in every chain; the "
+            "dotted line). Bins are of unequal width; the last is open.",
             png=png,
         ),
     )

@@ -29,6 +29,7 @@ def rows(result: dict[str, Any], *, full: bool = True) -> list[tuple[str, str]]:
         *_sampler_rows(result),
         *_diagnostics_rows(result),
         *_verdict_rows(result),
+        *levels_rows(result),
         *_reference_rows(result),
         *posthoc_rows(result),
     ]
@@ -111,14 +112,149 @@ def _verdict_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+#: How each level's status reads in a table.
+_MARKS = {"pass": "pass", "fail": "FAIL", "not recorded": "not recorded"}
+#: The widest bar of the R-hat histogram, in characters.
+_BAR = 24
+
+
+def rhat_histogram_rows(histogram: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """A compact text histogram of R-hat values (a level's ``rhat_histogram``): one row per
+    bin that holds any, its range and a bar of ``█`` with its count.
+
+    Example:
+        >>> h = {"edges": [1.0, 1.01, 1.02, 3.0], "counts": [30, 0, 1], "undefined": 0}
+        >>> for row in rhat_histogram_rows(h):
+        ...     print(row)
+        ('    R-hat < 1.01', '████████████████████████ 30')
+        ('    R-hat ≥ 1.02', '█ 1')
+    """
+    if not histogram:
+        return []
+    edges, counts = histogram["edges"], histogram["counts"]
+    most = max(max(counts), 1)
+    out = []
+    for i, count in enumerate(counts):
+        if not count:
+            continue
+        if i == 0:
+            span = f"< {edges[1]:g}"
+        elif i == len(counts) - 1:
+            span = f"≥ {edges[i]:g}"
+        else:
+            span = f"{edges[i]:g} – {edges[i + 1]:g}"
+        out.append((f"    R-hat {span}", "█" * max(1, round(_BAR * count / most)) + f" {count}"))
+    if histogram.get("undefined"):
+        out.append(("    R-hat undefined", f"{histogram['undefined']} (constant)"))
+    return out
+
+
+def _numerics_line(found: dict[str, Any]) -> str:
+    """Level 0's figures in a line."""
+    if found.get("kind") == "energy":
+        return (
+            f"energy error {max(found['energy_ratio']):.3g}× its target "
+            f"{found['energy_var_target']:g} (median, worst chain), spikes "
+            f"{max(found['spike_share']):.1%} of kept iterations"
+        )
+    line = f"divergences {found['divergent_share']:.1%} of kept iterations"
+    if found.get("acceptance_rate") is not None:
+        line += f", acceptance {found['acceptance_rate']:.3f}"
+    return line
+
+
+def _stationarity_line(found: dict[str, Any]) -> str:
+    """Level 1's figures in a line."""
+    chains = found.get("chains")
+    if not chains:
+        return found["problems"][0] if found["problems"] else ""
+    ok = sum(c["stationary"] for c in chains)
+    ess = [c["ess_p5"] for c in chains if c["ess_p5"] is not None]
+    worst = f", smallest ESS {min(ess):.0f}" if ess else ""
+    rhat = min(c["rhat_share_below"] for c in chains)
+    return f"{ok} of {len(chains)} chains stationary{worst}, R-hat within ≥ {rhat:.0%}"
+
+
+def _halves_line(found: dict[str, Any]) -> str:
+    """Level 2's figures in a line."""
+    apart = found.get("halves")
+    if not apart:
+        return found["problems"][0] if found["problems"] else ""
+    name = "wasserstein_1" if "wasserstein_1" in apart else "total_variation"
+    short = {"wasserstein_1": "W₁", "total_variation": "TV"}[name]
+    line = f"{short} {apart[name]:.3g} between halves"
+    theirs = found.get("ensemble")
+    if theirs:
+        share = apart[name] / theirs[name] if theirs[name] else float("inf")
+        line += f", {share:.0%} of the run's {theirs[name]:.3g} to its ensemble"
+    else:
+        line += f" (at most {found['tolerances'][name]:.3g}; no ensemble to compare)"
+    return line + f"; LPD {apart['lpd_difference']:+.4f}"
+
+
+def _plateau_line(found: dict[str, Any]) -> str:
+    """Level 3's figures in a line."""
+    line = f"test LPD moves {found['lpd']['change']:+.4f}"
+    if "std" in found:
+        std = found["std"]
+        line += f", mean predictive std {std['change'] / std['all']:+.2%}" if std["all"] else ""
+    else:
+        line += f", mean entropy {found['entropy']['change']:+.4f}"
+    return line + " with the first half of the draws"
+
+
+def levels_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The reference levels (``levels``, :mod:`bnnkit.metrics.levels`): the verdict, each
+    level's status and figures, the histogram of R-hat within chains per test point, what
+    failed and what to do; nothing for an evaluation stored before the levels."""
+    found = result.get("levels")
+    if not found:
+        return []
+    from bnnkit.metrics.levels import LEVELS, NAMES
+
+    lines = {
+        "L0": _numerics_line,
+        "L1": _stationarity_line,
+        "L2": _halves_line,
+        "L3": _plateau_line,
+    }
+    out = [("reference levels", f"{found['verdict']}: {found['summary']}")]
+    for level in LEVELS:
+        status = found[level]["status"]
+        detail = (
+            found[level].get("why", "") if status == "not recorded" else lines[level](found[level])
+        )
+        out.append((f"  {level} {NAMES[level]}", f"{_MARKS[status]}: {detail}"))
+        if level == "L1" and found[level].get("rhat_histogram"):
+            out.append(("  R-hat within chains per test point (worst chain)", ""))
+            out += rhat_histogram_rows(found[level]["rhat_histogram"])
+        if level == "L2" and (found[level].get("note")):
+            out.append(("  L2 note", found[level]["note"]))
+    out += [("  problem", problem) for problem in found["problems"]]
+    out += [("  to do", advice) for advice in found["advice"]]
+    return out
+
+
 def _reference_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """The comparisons with a reference run and with a table of reference probabilities."""
     out = []
     ref = result.get("reference")
     if ref:
+        floor = result.get("reference_noise_floor") or {}
         for name, value in ref.items():
             if name not in ("run", "settings_differ"):
                 out.append((f"vs reference: {name}", f"{value:.4f}"))
+                if isinstance(floor.get(name), float):
+                    out.append(("  noise floor (reference half vs half)", f"{floor[name]:.4f}"))
+        if "method_lpd_difference" in floor:
+            out.append(
+                ("vs reference: test LPD difference", f"{floor['method_lpd_difference']:+.4f}")
+            )
+            out.append(
+                ("  noise floor (reference half vs half)", f"{floor['lpd_difference']:+.4f}")
+            )
+        if floor.get("note"):
+            out.append(("  noise floor", floor["note"]))
         out += [("  reference differs", d) for d in ref.get("settings_differ", ())]
     probs = result.get("reference_probs")
     if probs:
