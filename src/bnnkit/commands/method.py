@@ -277,3 +277,7 @@ def _report(
                 file=sys.stderr,
             )
         print_table(evaluation, title=f"{config.label} on {problem.dataset}")
+        if evaluation.get("levels"):  # the last line: is this run a reference?
+            from bnnkit.metrics.levels import line
+
+            print(line(evaluation["levels"]))

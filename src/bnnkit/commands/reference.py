@@ -71,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
                 title=f"reference ({config.sampler} from {config.members} ensemble "
                 f"members) on {problem.dataset}",
             )
+            if result.evaluation.get("levels"):  # the last line: is it a reference?
+                from bnnkit.metrics.levels import line
+
+                print(line(result.evaluation["levels"]))
         else:
             print(
                 "nothing to evaluate yet: no sample was kept before the time budget ended; "
