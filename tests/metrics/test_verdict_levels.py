@@ -1,6 +1,8 @@
 """The three outcomes of the verdict on synthetic chains: converged, mixed-multimodal (each chain
 mixed, the chains in K modes) and not-mixed (the failing chains named), in regression and
 classification shapes; and the words it uses for a plain density, from Python and the CLI.
+Then the calibration of the reference levels (certified, reproducible, not a reference) on runs
+of real samplers, at the end.
 
 The synthetic chains are stationary AR(1) series with autocorrelation ρ = 0.3 (ESS ≈ N(1 − ρ)/
 (1 + ρ) ≈ 0.54 N), N = 500 draws per chain: every check that should pass has a margin far
@@ -12,13 +14,18 @@ errors, as each test says.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 import bnnkit
+from bnnkit.cli import main
+from bnnkit.evaluation import evaluate
 from bnnkit.inference import hmc
-from bnnkit.metrics import convergence, modes, within_chain
+from bnnkit.metrics import convergence, halves, modes, numerics, plateau, within_chain
 from bnnkit.metrics.vocabulary import PARAMETERS_CLI, PARAMETERS_PYTHON
+from bnnkit.problem import ProblemConfig
 
 NOISE = 0.5  # the synthetic regression's observation noise
 
@@ -185,3 +192,115 @@ def test_sample_speaks_of_parameters_and_config_fields():
     text = " ".join(verdict["problems"] + verdict["advice"] + [verdict["summary"]])
     assert "of parameters" in text and "num_chains" in text and "num_iterations" in text
     assert "--" not in text and "test prediction" not in text and "model average" not in text
+
+
+# Calibration of the reference levels (bnnkit.metrics.levels) on runs of real samplers: a
+# linear model on yacht split 0 with the noise std fixed at 0.35 (standardised targets), whose
+# posterior is Gaussian, so that every level has a known answer.
+#
+# - L0: tuned MCLMC's energy errors are Gaussian at its target, so the bulk's ratio to the
+#   target is near 1 (a median of 10 steps' χ²₁/10, about 0.93) and spikes have probability
+#   ~1e-16 per iteration; an untuned step 0.2 (no burn-in) reads tens of times the target.
+# - L2: the halves' W₁ is the Monte Carlo error of their means: with fixed noise each half's
+#   predictive is nearly Gaussian, so W₁ ≈ |Δμ_i| and E|Δμ_i| = √(2/π) sd_i √(1/ESS_a +
+#   1/ESS_b) (sd_i the spread of the draws' means at point i, ESS of each half the sum of its
+#   chains'). The long reference's measured W₁ is checked against that prediction; with 1,200
+#   draws per chain it is about a fifth of the run's distance to its ensemble, 40 % of
+#   :data:`bnnkit.metrics.halves.RATIO`; a tenth of the draws has √10 times the error, past it.
+# - L1: a tenth of the draws (120 per chain, each chain's ESS at its 5 % slowest prediction
+#   about 40 to 100) is near the within-chain bar of 50; the long run's (800 to 1,000) far
+#   above it.
+
+LINEAR = ProblemConfig("yacht_0", "linear", noise_std=0.35)
+
+
+def mclmc_levels(run_dir, capsys, *flags):
+    """Run ``bnnkit mclmc`` with ``flags`` on the linear problem; its levels and its last
+    printed line."""
+    argv = ["mclmc", "--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.35"]
+    argv += ["--num-chains", "2", *flags, "--dir", str(run_dir), "--no-progress"]
+    assert main(argv) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    return evaluate(run_dir, write=False)["levels"], last
+
+
+def test_an_over_stepped_mclmc_fails_numerics(tmp_path, capsys):
+    over, last = mclmc_levels(
+        tmp_path / "over",
+        capsys,
+        "--num-iterations",
+        "80",
+        "--num-burn-in",
+        "0",
+        "--step-size",
+        "0.2",
+    )
+    assert over["L0"]["status"] == "fail" and over["verdict"] == "not a reference"
+    assert min(over["L0"]["energy_ratio"]) > 10 * numerics.MAX_ENERGY_RATIO  # ~30× on yacht
+    assert min(over["L0"]["spike_share"]) > 0.5
+    # The last line of the run's output says so, in the flags of bnnkit mclmc.
+    assert last.startswith("reference levels: not a reference (L0 FAIL")
+    assert "--energy-var-end" in last and "--num-burn-in" in last
+    # A run whose log holds no energy errors (as MCLMC's did before it logged them) still
+    # evaluates, with level 0 "not recorded" and the other levels as they are.
+    log = tmp_path / "over" / "metrics.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    log.write_text(
+        "".join(
+            json.dumps({k: v for k, v in line.items() if k != "energy_var"}) + "\n"
+            for line in lines
+        )
+    )
+    older = evaluate(tmp_path / "over", write=False)["levels"]
+    assert older["L0"]["status"] == "not recorded" and "L0" in older["failed"]
+    assert older["L1"] == over["L1"] and older["L2"] == over["L2"]
+
+
+def predicted_w1(folder, kept):
+    """The halves' W₁ the Monte Carlo error of their means predicts, from each chain's ESS, on
+    the first ``kept`` draws of each chain."""
+    import math
+
+    from bnnkit.evaluation.predictions import run_prediction
+    from bnnkit.metrics import mcmc
+    from bnnkit.runs.stored import load_run
+
+    stored = load_run(folder / "chains", network=True)
+    f = run_prediction(
+        stored.record, stored.problem, stored.posterior, stored.problem.dataset.x_test
+    ).per_sample[:, :kept]
+    ess = np.stack([mcmc.ess_mean(chain[None], split=False) for chain in f])
+    half = f.shape[0] // 2
+    spread = f.reshape(-1, f.shape[-1]).std(axis=0)
+    error = spread * np.sqrt(1 / ess[:half].sum(0) + 1 / ess[half:].sum(0))
+    return float(np.mean(math.sqrt(2 / math.pi) * error))
+
+
+@pytest.mark.slow
+def test_a_long_fixed_noise_reference_is_certified_and_a_tenth_of_it_is_not(tmp_path):
+    from bnnkit.experiments.reference import Config, reference
+
+    folder = tmp_path / "ref"
+
+    def made(num_samples, resume):
+        config = Config(members=4, num_tuning=200, num_samples=num_samples, ensemble_steps=200)
+        return reference(LINEAR, config, folder, resume=resume, progress=False).evaluation
+
+    tenth = made(120, False)["levels"]  # the first 120 draws of the long chains, bit for bit
+    tenth_w1 = predicted_w1(folder, 120)
+    long = made(1200, True)["levels"]
+    assert long["verdict"] == "certified", long["problems"]
+    # Tuned, the energy errors sit at their target, without a spike (see above).
+    assert all(0.5 < r < numerics.MAX_ENERGY_RATIO for r in long["L0"]["energy_ratio"])
+    assert max(long["L0"]["spike_share"]) <= numerics.MAX_SPIKE_SHARE
+    assert tenth["verdict"] != "certified" and "L2" in tenth["failed"]
+    for found, predicted in ((tenth, tenth_w1), (long, predicted_w1(folder, 1200))):
+        # The halves' distance is their Monte Carlo error (within a factor 2: the 31 test
+        # points of a 7-parameter model are about 7 independent ones).
+        assert 0.5 < found["L2"]["halves"]["wasserstein_1"] / predicted < 2.0
+    ratio = long["L2"]["halves"]["wasserstein_1"] / long["L2"]["ensemble"]["wasserstein_1"]
+    assert ratio < 0.6 * halves.RATIO  # about 0.2: a margin of 2.5 on the threshold
+    assert long["L2"]["ensemble"]["run"].endswith("ensemble")
+    assert all(c["ess_p5"] > 4 * within_chain.MIN_CHAIN_ESS for c in long["L1"]["chains"])
+    assert sum(long["L1"]["rhat_histogram"]["counts"]) == 31
+    assert abs(long["L3"]["lpd"]["change"]) < plateau.LPD_TOLERANCE
