@@ -114,7 +114,8 @@ def verdict(found: dict[str, dict[str, Any]], vocabulary: Vocabulary = FUNCTION_
             problems.append(f"{level} ({NAMES[level]}) not recorded: {what.get('why')}")
             continue
         problems += [f"{level} ({NAMES[level]}): {p}" for p in what["problems"]]
-        advice += _advice(level, what, vocabulary)
+        if not (level == "L3" and "L1" in failed):  # L1's advice, more draws, covers it
+            advice += _advice(level, what, vocabulary)
     return {
         "verdict": outcome,
         "summary": _summary(outcome, failed, found),
