@@ -58,8 +58,10 @@ DRIFT_Z = LPD_Z
 #: within-chain verdict's (tables report it to two decimals), the mean log noise std's is 1 %
 #: of the std. The log posterior has none (its scale is the data's size).
 DRIFT_TOLERANCE = {"log posterior": 0.0, "test LPD": LPD_TOLERANCE, "mean log noise std": 0.01}
-#: Bin edges of the R-hat histogram (the last bin is open).
-RHAT_EDGES = (1.0, 1.01, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0)
+#: Bin edges of the R-hat histogram: equal bins of 0.02 from 1 to 1.2 (the within-chain
+#: threshold, 1.1, in the middle), then one more of the same width that holds every value above
+#: 1.2 (values below 1 count in the first).
+RHAT_EDGES = tuple(round(1.0 + 0.02 * i, 2) for i in range(12))
 
 
 def quarter_drift(trace: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -98,25 +100,24 @@ def quarter_drift(trace: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rhat_histogram(rhat: np.ndarray) -> dict[str, Any]:
-    """A histogram of R-hat values on :data:`RHAT_EDGES` (values below 1 in the first bin, the
-    last bin open, its upper edge the largest value or 3): ``edges``, ``counts``, ``log_bins``
-    (False) and ``undefined`` (NaN: a prediction that does not vary), as
+    """A histogram of R-hat values on :data:`RHAT_EDGES` (its last bin holds every value above
+    its lower edge, ``open``): ``edges``, ``counts``, ``log_bins`` (False), ``undefined`` (NaN:
+    a prediction that does not vary) and ``open``, as
     :func:`bnnkit.report.convergence_plots.rhat_histograms_png` draws them.
 
     Example:
         >>> rhat_histogram(np.array([1.001, 1.03, 1.3, np.nan]))["counts"]
-        [1, 0, 1, 0, 0, 1, 0, 0]
+        [1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1]
     """
     values = np.asarray(rhat, np.float64).ravel()
     finite = values[np.isfinite(values)]
-    top = max(3.0, float(finite.max()) if finite.size else 0.0)
-    edges = [*RHAT_EDGES, top]
-    counts, _ = np.histogram(np.clip(finite, edges[0], top), bins=edges)
+    counts, _ = np.histogram(np.clip(finite, RHAT_EDGES[0], RHAT_EDGES[-1]), bins=RHAT_EDGES)
     return {
-        "edges": edges,
+        "edges": list(RHAT_EDGES),
         "counts": [int(c) for c in counts],
         "log_bins": False,
         "undefined": int(values.size - finite.size),
+        "open": True,
     }
 
 

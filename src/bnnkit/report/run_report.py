@@ -281,7 +281,7 @@ def _rhat_within(folder: Path, result: dict[str, Any]) -> tuple[Figure, ...]:
             "R-hat within chains per test point: each chain's kept draws cut into 4 "
             "consecutive pieces taken as chains, the worst chain's value at each test point "
             "(level 1 of the reference levels asks 95 % of them below 1.1 in every chain; the "
-            "dotted line). Bins are of unequal width; the last is open.",
+            "dotted line). The last bin holds every value above 1.2.",
             png=png,
         ),
     )

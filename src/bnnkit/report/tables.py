@@ -123,11 +123,11 @@ def rhat_histogram_rows(histogram: dict[str, Any] | None) -> list[tuple[str, str
     bin that holds any, its range and a bar of ``█`` with its count.
 
     Example:
-        >>> h = {"edges": [1.0, 1.01, 1.02, 3.0], "counts": [30, 0, 1], "undefined": 0}
+        >>> h = {"edges": [1.0, 1.02, 1.04, 1.06], "counts": [30, 0, 1], "undefined": 0}
         >>> for row in rhat_histogram_rows(h):
         ...     print(row)
-        ('    R-hat < 1.01', '████████████████████████ 30')
-        ('    R-hat ≥ 1.02', '█ 1')
+        ('    R-hat < 1.02', '████████████████████████ 30')
+        ('    R-hat ≥ 1.04', '█ 1')
     """
     if not histogram:
         return []
