@@ -224,7 +224,7 @@ PARTS = dict(
 def test_resume_is_bit_exact_during_tuning_and_sampling(adjusted, tmp_path):
     problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
     config = mclmc.Config(adjusted=adjusted, **PARTS)
-    schedule = mclmc_tuning.Schedule.of(config)
+    schedule = mclmc.schedule(config)
     assert (
         schedule.variance_start,
         schedule.variance_end,
@@ -293,7 +293,7 @@ def test_chains_start_from_the_members_of_an_ensemble(tmp_path):
 def test_step_size_shrinks_on_an_energy_error_whose_square_overflows_float32():
     """From a sharp mode the first step's ΔE can be finite (1e25) while ΔE² is not in float32;
     the predictor must shrink ε by ξ^(−1/6), as for any other error, not turn it NaN."""
-    tuner = mclmc_tuning.Tuner.of(mclmc.Config())
+    tuner = mclmc.tuner(mclmc.Config())
     fresh = mclmc_tuning.MCLMCTuning(
         *[jnp.asarray(v, jnp.float32) for v in (-jnp.inf, -jnp.inf, jnp.inf)], *[None] * 9
     )

@@ -27,7 +27,7 @@ TOLERANCE = 0.15
 def predicted_steps(z: jax.Array) -> tuple[np.ndarray, float]:
     """The step sizes the predictor gives along the stream ``z`` (from ε = 0.5, ε* = 1), and
     its weight sum ``Σ w`` after the last step."""
-    tuner = mclmc_tuning.Tuner.of(mclmc.Config())
+    tuner = mclmc.tuner(mclmc.Config())
     fresh = mclmc_tuning.MCLMCTuning(
         *[jnp.asarray(v, jnp.float32) for v in (-jnp.inf, -jnp.inf, jnp.inf)], *[None] * 9
     )
@@ -73,7 +73,7 @@ def test_one_spike_in_a_thousand_steps_leaves_the_tuned_step_within_its_bound():
     # (about 72, of at most (N + 1)/2 = 75.5), rounded up. The same z drive both streams, and
     # under the ε³ law a step's ξ/ε⁶ does not depend on ε, so the spike's share is all that
     # differs.
-    decay = mclmc_tuning.Tuner.of(mclmc.Config()).decay
+    decay = mclmc.tuner(mclmc.Config()).decay
     bound = 1.0 - (1.0 + mclmc_tuning.SPIKE_CLIP / (decay * weight)) ** (-1.0 / 6.0)
     assert bound <= TOLERANCE, bound
     # Without spikes the clip never acts (a Gaussian ΔE reaches SPIKE_CLIP times its variance

@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -259,6 +260,52 @@ class Config(IterationSettings):
         return "MCLMC-adjusted" if self.adjusted else "MCLMC"
 
 
+def schedule(config: Config) -> Schedule:
+    """The tuning's schedule under ``config`` (:class:`~bnnkit.inference.mclmc_tuning.Schedule`).
+
+    Example:
+        >>> schedule(Config(num_iterations=300, num_burn_in=200, autocorrelation_draws=100))[:7]
+        (10, 200, 150, 170, 180, 100, 2)
+    """
+    burn_in, steps = config.num_burn_in, config.steps_per_iteration
+    autocorrelation = round(config.autocorrelation_fraction * burn_in)
+    readjust = round(config.readjust_fraction * burn_in)
+    variance = min(round(config.variance_fraction * burn_in), burn_in - autocorrelation - readjust)
+    variance_end = burn_in - autocorrelation - readjust
+    start = burn_in - autocorrelation
+    transitions = autocorrelation * steps
+    stride = max(1, math.ceil(transitions / config.autocorrelation_draws))
+    rows = transitions // stride
+    return Schedule(
+        steps,
+        burn_in,
+        variance_end - variance,
+        variance_end,
+        start,
+        rows if rows >= 2 else 0,
+        stride,
+        config.energy_var_start,
+        config.energy_var_end,
+    )
+
+
+def tuner(config: Config) -> Tuner:
+    """The tuning's constants under ``config`` (:class:`~bnnkit.inference.mclmc_tuning.Tuner`)."""
+    n = config.num_effective_samples
+    return Tuner(
+        config.adjusted,
+        config.preconditioner,
+        config.l_factor,
+        config.trust_in_estimate,
+        (n - 1.0) / (n + 1.0),
+        config.energy_var_max_ratio,
+        config.target_accept_rate,
+        config.divergence_threshold,
+        config.max_trajectory_steps,
+        config.tuning_trajectory_steps,
+    )
+
+
 def posterior(kept: MCLMCState) -> Samples:
     """The kept states' positions as samples of one chain."""
     return Samples.from_single_chain(kept.position)
@@ -280,17 +327,17 @@ def build(log_posterior: Callable, config: Config) -> Method:
         A :class:`~bnnkit.inference.base.Method` whose ``posterior`` returns
         :class:`~bnnkit.posterior.Samples`.
     """
-    schedule = Schedule.of(config)
+    plan = schedule(config)
     return Method(
         init=functools.partial(
             init,
             log_posterior=log_posterior,
-            schedule=schedule,
+            schedule=plan,
             step_size=config.step_size,
             coordinates=config.autocorrelation_coordinates,
         ),
         step=functools.partial(
-            step, log_posterior=log_posterior, schedule=schedule, tuner=Tuner.of(config)
+            step, log_posterior=log_posterior, schedule=plan, tuner=tuner(config)
         ),
         posterior=posterior,
         position=position,

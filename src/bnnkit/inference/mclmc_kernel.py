@@ -36,7 +36,7 @@ from blackjax.util import generate_unit_vector
 from jax.flatten_util import ravel_pytree
 
 from bnnkit.inference.adaptation import any_chain
-from bnnkit.inference.mclmc_state import MCLMCInfo, MCLMCState
+from bnnkit.inference.mclmc_state import MCLMCInfo, MCLMCState, set_preconditioner
 from bnnkit.inference.mclmc_tuning import (
     MCLMCTuning,
     Schedule,
@@ -45,7 +45,6 @@ from bnnkit.inference.mclmc_tuning import (
     energy_var_target,
     predict_step_size,
     record,
-    set_preconditioner,
     welford,
 )
 from bnnkit.types import Batch, Key

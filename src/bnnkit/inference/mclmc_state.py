@@ -13,11 +13,12 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from blackjax.adaptation.metric_estimators import fisher_score_diagonal_from_moments
 from blackjax.util import generate_unit_vector
 from jax.flatten_util import ravel_pytree
 
 from bnnkit.errors import ConfigError
-from bnnkit.inference.mclmc_tuning import MCLMCTuning, Schedule, centred_averaging
+from bnnkit.inference.mclmc_tuning import MCLMCTuning, Schedule, Tuner, centred_averaging
 from bnnkit.types import Batch, Key, Params
 
 
@@ -129,4 +130,38 @@ def init(
         inverse_mass_matrix=jnp.ones(dim, dtype),
         tuning=tuning,
         iteration=jnp.zeros((), jnp.int32),
+    )
+
+
+def set_preconditioner(state: MCLMCState, dim: int, tuner: Tuner) -> MCLMCState:
+    """At the end of the variance part: Σ (``tuner.preconditioner``) and L from the
+    positions' variance, and the step size tuning restarted in the new units."""
+    tuning = state.tuning
+    weight = jnp.where(tuning.variance_weight > 0, tuning.variance_weight, 1.0)
+    variance = tuning.m2 / weight
+    if tuner.preconditioner == "fisher":
+        # √(Var[θ]/Var[∇ log p]): exact for a Gaussian whatever the chain has explored.
+        variance = fisher_score_diagonal_from_moments(variance, tuning.gradient_m2 / weight)
+    valid = jnp.logical_and(jnp.isfinite(variance), variance > 0)
+    usable = jnp.logical_and(tuning.variance_weight > 0, jnp.any(valid))
+    # A coordinate without a usable variance takes the mean of the others.
+    fallback = jnp.sum(jnp.where(valid, variance, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
+    variance = jnp.where(valid, variance, fallback)
+    if tuner.preconditioner == "none":
+        inverse_mass = state.inverse_mass_matrix
+        L = jnp.where(usable, jnp.sqrt(jnp.sum(variance)), state.L)
+    else:
+        inverse_mass = jnp.where(usable, variance, state.inverse_mass_matrix)
+        L = jnp.where(usable, jnp.asarray(math.sqrt(dim), variance.dtype), state.L)
+        dtype = state.step_size.dtype
+        tuning = tuning._replace(
+            log_weight=jnp.asarray(-jnp.inf, dtype),
+            log_estimate=jnp.asarray(-jnp.inf, dtype),
+            step_size_max=jnp.asarray(jnp.inf, dtype),
+            averaging=centred_averaging(state.step_size),
+        )
+    return state._replace(
+        inverse_mass_matrix=inverse_mass.astype(state.L.dtype),
+        L=L.astype(state.L.dtype),
+        tuning=tuning,
     )

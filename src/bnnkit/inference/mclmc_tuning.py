@@ -25,8 +25,9 @@ started from different members of an ensemble tune each to its own mode.
    ``tuning_trajectory_steps`` steps on average (BlackJAX's MAMS tuner's 2) while L is unknown.
 2. ``variance_fraction`` (0.1): ε goes on tuning while the positions' (and gradients')
    variances are gathered (:func:`welford`, each step weighted by its ε, as BlackJAX does). At
-   the end Σ is set (``preconditioner``, :func:`set_preconditioner`) and L = √d, the radius of
-   a standard Gaussian's typical set in the whitened units; without a preconditioner
+   the end Σ is set (``preconditioner``,
+   :func:`~bnnkit.inference.mclmc_state.set_preconditioner`) and L = √d, the radius of a
+   standard Gaussian's typical set in the whitened units; without a preconditioner
    L = √(Σᵢ Var θᵢ). The step size tuning restarts (the predictor, or dual averaging centred on
    the current ε), ε being in new units. ``"fisher"`` (the default) sets
    Σᵢ = √(Var θᵢ / Var ∂ᵢ log p) (nutpie's estimator, HMC's ``--mass-estimator`` default),
@@ -80,17 +81,12 @@ sampler has and an ``iteration`` that counts transitions, so it keeps a tuner of
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from blackjax.adaptation.metric_estimators import fisher_score_diagonal_from_moments
 from blackjax.adaptation.step_size import DualAveragingAdaptationState, dual_averaging_adaptation
 from blackjax.diagnostics import effective_sample_size
-
-if TYPE_CHECKING:
-    from bnnkit.inference.mclmc import Config
-    from bnnkit.inference.mclmc_state import MCLMCState
 
 #: The most one step's ξ counts for in the step size predictor's average, as a multiple of the
 #: ξ the average predicts for that step (the module's "Energy spikes"): far above what a
@@ -123,39 +119,6 @@ class Schedule(NamedTuple):
     energy_var_start: float
     energy_var_end: float
 
-    @classmethod
-    def of(cls, config: Config) -> Schedule:
-        """The schedule of ``config``.
-
-        Example:
-            >>> from bnnkit.inference.mclmc import Config
-            >>> Schedule.of(Config(num_iterations=300, num_burn_in=200,
-            ...                    autocorrelation_draws=100))[:7]
-            (10, 200, 150, 170, 180, 100, 2)
-        """
-        burn_in, steps = config.num_burn_in, config.steps_per_iteration
-        autocorrelation = round(config.autocorrelation_fraction * burn_in)
-        readjust = round(config.readjust_fraction * burn_in)
-        variance = min(
-            round(config.variance_fraction * burn_in), burn_in - autocorrelation - readjust
-        )
-        variance_end = burn_in - autocorrelation - readjust
-        start = burn_in - autocorrelation
-        transitions = autocorrelation * steps
-        stride = max(1, math.ceil(transitions / config.autocorrelation_draws))
-        rows = transitions // stride
-        return cls(
-            steps,
-            burn_in,
-            variance_end - variance,
-            variance_end,
-            start,
-            rows if rows >= 2 else 0,
-            stride,
-            config.energy_var_start,
-            config.energy_var_end,
-        )
-
 
 class Tuner(NamedTuple):
     """The tuning's constants (static; see :class:`~bnnkit.inference.mclmc.Config`)."""
@@ -170,22 +133,6 @@ class Tuner(NamedTuple):
     divergence_threshold: float
     max_trajectory_steps: int
     tuning_trajectory_steps: float
-
-    @classmethod
-    def of(cls, config: Config) -> Tuner:
-        n = config.num_effective_samples
-        return cls(
-            config.adjusted,
-            config.preconditioner,
-            config.l_factor,
-            config.trust_in_estimate,
-            (n - 1.0) / (n + 1.0),
-            config.energy_var_max_ratio,
-            config.target_accept_rate,
-            config.divergence_threshold,
-            config.max_trajectory_steps,
-            config.tuning_trajectory_steps,
-        )
 
 
 class MCLMCTuning(NamedTuple):
@@ -234,8 +181,8 @@ def energy_var_target(step: jax.Array, schedule: Schedule) -> jax.Array:
     iterations, then ``energy_var_end``.
 
     Example:
-        >>> from bnnkit.inference.mclmc import Config
-        >>> schedule = Schedule.of(Config(num_iterations=300, num_burn_in=200))
+        >>> from bnnkit.inference.mclmc import Config, schedule, tuner
+        >>> schedule = schedule(Config(num_iterations=300, num_burn_in=200))
         >>> [round(float(energy_var_target(jnp.int32(s), schedule)), 3) for s in (0, 850, 1700)]
         [0.5, 0.3, 0.1]
     """
@@ -260,8 +207,8 @@ def predict_step_size(
     times the predicted one: the new state and the next ε.
 
     Example:
-        >>> from bnnkit.inference.mclmc import Config
-        >>> tuner = Tuner.of(Config())
+        >>> from bnnkit.inference.mclmc import Config, schedule, tuner
+        >>> tuner = tuner(Config())
         >>> tuning = MCLMCTuning(*[jnp.asarray(v) for v in (-jnp.inf, -jnp.inf, jnp.inf)],
         ...                      *[None] * 9)
         >>> # ΔE² = 4·d·v: the energy error is 4 times the target's variance, ε shrinks by 4^(1/6)
@@ -349,40 +296,6 @@ def record(
     # A transition that is not due writes nowhere: its row is past the end, and dropped.
     row = jnp.where(due, (transition + 1) // schedule.stride - 1, schedule.rows)
     return tuning._replace(trace=tuning.trace.at[row].set(recorded, mode="drop"))
-
-
-def set_preconditioner(state: MCLMCState, dim: int, tuner: Tuner) -> MCLMCState:
-    """At the end of the variance part: Σ (``tuner.preconditioner``) and L from the
-    positions' variance, and the step size tuning restarted in the new units."""
-    tuning = state.tuning
-    weight = jnp.where(tuning.variance_weight > 0, tuning.variance_weight, 1.0)
-    variance = tuning.m2 / weight
-    if tuner.preconditioner == "fisher":
-        # √(Var[θ]/Var[∇ log p]): exact for a Gaussian whatever the chain has explored.
-        variance = fisher_score_diagonal_from_moments(variance, tuning.gradient_m2 / weight)
-    valid = jnp.logical_and(jnp.isfinite(variance), variance > 0)
-    usable = jnp.logical_and(tuning.variance_weight > 0, jnp.any(valid))
-    # A coordinate without a usable variance takes the mean of the others.
-    fallback = jnp.sum(jnp.where(valid, variance, 0.0)) / jnp.maximum(jnp.sum(valid), 1)
-    variance = jnp.where(valid, variance, fallback)
-    if tuner.preconditioner == "none":
-        inverse_mass = state.inverse_mass_matrix
-        L = jnp.where(usable, jnp.sqrt(jnp.sum(variance)), state.L)
-    else:
-        inverse_mass = jnp.where(usable, variance, state.inverse_mass_matrix)
-        L = jnp.where(usable, jnp.asarray(math.sqrt(dim), variance.dtype), state.L)
-        dtype = state.step_size.dtype
-        tuning = tuning._replace(
-            log_weight=jnp.asarray(-jnp.inf, dtype),
-            log_estimate=jnp.asarray(-jnp.inf, dtype),
-            step_size_max=jnp.asarray(jnp.inf, dtype),
-            averaging=centred_averaging(state.step_size),
-        )
-    return state._replace(
-        inverse_mass_matrix=inverse_mass.astype(state.L.dtype),
-        L=L.astype(state.L.dtype),
-        tuning=tuning,
-    )
 
 
 def autocorrelation_length(tuning: MCLMCTuning, L: jax.Array, l_factor: float) -> jax.Array:
