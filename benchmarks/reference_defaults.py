@@ -2,7 +2,7 @@
 
 ``bnnkit reference`` on ``mlp_regression_small`` (bnn_hmc's heteroscedastic MLP, the std
 ``σ(x) = σ_min + softplus(f₂(x))``) under the default N(0, 1) prior leaves about 30 % of the
-prior mass at a σ below a thousandth of the targets' sd (:mod:`bnnkit.priors.prior_check`):
+prior mass at a σ below a thousandth of the targets' sd (:mod:`bnnkit.prior_check`):
 the posterior can sharpen without end, and no chain looks stationary. Each option below changes
 the problem, not the recipe, and every row runs the same reference (a deep ensemble of
 ``--members``, then one tuned MCLMC chain per member, ``bnnkit reference``'s defaults

@@ -16,11 +16,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bnnkit import likelihoods
+from bnnkit import likelihoods, prior_check
 from bnnkit.commands.flags import add_config_arguments, config_from_args
 from bnnkit.errors import ConfigError
 from bnnkit.inference import sgd
-from bnnkit.priors import prior_check
 from bnnkit.problem import POSTERIOR_SETTINGS, Problem, ProblemConfig, build, differences
 from bnnkit.runs import composite
 from bnnkit.runs.loop import run

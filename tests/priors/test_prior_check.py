@@ -16,11 +16,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bnnkit import likelihoods
+from bnnkit import likelihoods, prior_check
 from bnnkit.errors import ConfigError
 from bnnkit.evaluation import evaluate
 from bnnkit.inference import sgd
-from bnnkit.priors import prior_check
 from bnnkit.problem import Problem, ProblemConfig, build
 from bnnkit.report.tables import rows
 from bnnkit.runs.directory import settings_digest

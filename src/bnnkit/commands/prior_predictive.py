@@ -2,7 +2,7 @@
 
 The flags are :class:`bnnkit.experiments.prior_predictive.Config`'s, plus the prior flags and
 ``--noise-std``. With ``--dataset`` and ``--model`` it first prints the prior check of that
-problem (:mod:`bnnkit.priors.prior_check`), the one every run of it records: the share of the
+problem (:mod:`bnnkit.prior_check`), the one every run of it records: the share of the
 prior mass at a noise std below the floor and the prior predictive's scale against the
 training targets (class probabilities against uniform for a classifier). A regression dataset's
 picture is then the functions of the model on the 1-D input grid, as without ``--dataset``.
@@ -33,9 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _prior_check(config, noise_std: float | None) -> tuple[list[str], bool]:
     """The prior check of ``--dataset`` with ``--model`` (its lines, and whether the dataset
     is regression), printing its warning on stderr."""
+    from bnnkit import prior_check
     from bnnkit import problem as problem_lib
     from bnnkit.experiments import prior_predictive
-    from bnnkit.priors import prior_check
 
     problem = problem_lib.build(prior_predictive.problem_config(config, noise_std))
     found = prior_check.check(problem)

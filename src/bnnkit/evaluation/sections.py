@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from bnnkit import posthoc
+from bnnkit import posthoc, prior_check
 from bnnkit.errors import ConfigError
 from bnnkit.evaluation.comparison import compare, compare_probs, noise_floor
 from bnnkit.evaluation.context import Context
@@ -53,7 +53,6 @@ from bnnkit.metrics.predictive import metrics_for
 from bnnkit.models import imported
 from bnnkit.posterior import Samples
 from bnnkit.predict import Prediction, draw_log_density
-from bnnkit.priors import prior_check
 from bnnkit.runs import RunDir
 from bnnkit.runs import verdict as run_verdict
 from bnnkit.runs.directory import REFERENCE_FILE
@@ -92,7 +91,7 @@ def test_metrics(context: Context) -> dict[str, Any]:
 
 def recorded_prior_check(context: Context) -> dict[str, Any]:
     """``prior_check``: what the prior said against the data before the run
-    (:mod:`bnnkit.priors.prior_check`), as the run recorded it before its chains, or ``None``
+    (:mod:`bnnkit.prior_check`), as the run recorded it before its chains, or ``None``
     for a run made before runs recorded it."""
     return {"prior_check": context.record.get(prior_check.RECORD_KEY)}
 

@@ -137,7 +137,7 @@ def _table() -> dict[str, dict[str, list[str] | None]]:
 
 def command_flags(command: str) -> dict[str, list[str] | None]:
     """The flags ``bnnkit COMMAND`` takes, each with its allowed values (``None``: any), as its
-    parser has them (:mod:`bnnkit.commands.flag_table` writes and checks the table).
+    parser has them (:mod:`bnnkit.flag_table` writes and checks the table).
 
     Raises:
         ConfigError: no such command.

@@ -268,7 +268,7 @@ def _reference_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
 
 def prior_check_rows(result: dict[str, Any], *, full: bool = True) -> list[tuple[str, str]]:
     """Rows of the prior check the run recorded before its chains
-    (:mod:`bnnkit.priors.prior_check`): its figures, its warning and its note; "not recorded"
+    (:mod:`bnnkit.prior_check`): its figures, its warning and its note; "not recorded"
     for a run made before runs recorded it, nothing for an evaluation stored before that.
     With ``full=False`` (the terminal's table), only a check that warns: its figures and its
     warning, so that a run whose prior is sound prints no more than before.
@@ -279,7 +279,7 @@ def prior_check_rows(result: dict[str, Any], *, full: bool = True) -> list[tuple
         >>> prior_check_rows({"prior_check": None}, full=False)
         []
     """
-    from bnnkit.priors.prior_check import PriorCheck
+    from bnnkit.prior_check import PriorCheck
 
     if "prior_check" not in result:
         return []

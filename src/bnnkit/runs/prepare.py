@@ -18,13 +18,12 @@ from typing import Any
 
 import jax
 
-from bnnkit import distributed
+from bnnkit import distributed, prior_check
 from bnnkit import problem as problem_lib
 from bnnkit.errors import ConfigError
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.models import num_params
-from bnnkit.priors import prior_check
 from bnnkit.runs import lifecycle, manifest, resumable
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.initial import positions_from_run, problem_of_run, source_differences

@@ -8,7 +8,7 @@ command line back. So the flags are kept as data beside the vocabulary
 set), written from the parsers by this module and checked against them by the tests
 (``tests/commands/test_flag_table.py``), as the generated documentation pages are:
 
-    python -m bnnkit.commands.flag_table      # rewrite src/bnnkit/metrics/command_flags.json
+    python -m bnnkit.flag_table      # rewrite src/bnnkit/metrics/command_flags.json
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 #: The table the vocabulary reads.
-TABLE_FILE = Path(__file__).resolve().parent.parent / "metrics" / "command_flags.json"
+TABLE_FILE = Path(__file__).resolve().parent / "metrics" / "command_flags.json"
 
 
 def table() -> dict[str, dict[str, list[str] | None]]:
