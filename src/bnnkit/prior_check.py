@@ -348,10 +348,10 @@ def _warning(result: PriorCheck) -> str | None:
     if result.share_below_floor is None or not result.share_below_floor > THRESHOLD:
         return None
     cause = {
-        "network": "floor the network's noise std (--min-noise-std, a fraction of the "
-        "targets' sd in the units the model sees), fix the noise (--noise-std), "
-        "infer one noise std under a prior (--noise-prior), or use a tighter "
-        "prior (--prior gaussian:scale=0.2, or --weight-decay 30)",
+        "network": "use a tighter prior (--weight-decay 30, or --prior gaussian:scale=0.2), "
+        "fix the noise (--noise-std, in the targets' units the model sees), infer one "
+        "noise std under a prior (--noise-prior), or floor the network's std "
+        "(--min-noise-std, a fraction of the targets' sd)",
         "inferred": "use a noise prior with less mass near zero (--noise-prior "
         "lognormal:loc=-1,scale=1) or fix the noise (--noise-std)",
         "fixed": f"fix the noise at or above {result.noise_floor:.3g} (--noise-std)",
