@@ -104,7 +104,10 @@ def scores(evaluation: dict[str, Any]) -> dict[str, Any]:
     verdict = evaluation.get("convergence") or {}
     within = verdict.get("within") or []
     check = evaluation.get("prior_check") or {}
+    levels = evaluation.get("levels") or {}
     return {
+        "reference_level": levels.get("verdict"),
+        "levels_failed": levels.get("failed"),
         "ll": -evaluation["test"]["nll"],
         "rmse": evaluation["test"]["rmse"],
         "level": verdict.get("level"),
@@ -175,9 +178,9 @@ def mean_se(values: list[float]) -> str:
 def table(results: list[dict], option_names: list[str]) -> str:
     """The markdown table: one row per dataset and option."""
     head = (
-        "| dataset | option | splits | test LL | RMSE | s / split | verdict | chains mixed | "
-        "within-chain R-hat share | chain ESS (p5) | prior mass σ < 1e-3 sd |\n"
-        "|---|---|---:|---|---|---:|---|---:|---:|---:|---:|"
+        "| dataset | option | splits | test LL | RMSE | s / split | verdict | levels | "
+        "chains mixed | within-chain R-hat share | chain ESS (p5) | prior mass σ < 1e-3 sd |\n"
+        "|---|---|---:|---|---|---:|---|---|---:|---:|---:|---:|"
     )
     lines = [head]
     for dataset in DATASETS:
@@ -190,12 +193,27 @@ def table(results: list[dict], option_names: list[str]) -> str:
                 f"| {dataset} | {option} | {len(rows)} | {mean_se([r['ll'] for r in rows])} | "
                 f"{mean_se([r['rmse'] for r in rows])} | "
                 f"{statistics.mean(r['seconds'] for r in rows):.0f} | {', '.join(levels)} | "
+                f"{_levels(rows)} | "
                 f"{sum(r['mixed_chains'] for r in rows)}/{sum(r['chains'] for r in rows)} | "
                 f"{_fmt(_median([r['within_rhat_share'] for r in rows]), '.2f')} | "
                 f"{_fmt(_median([r['chain_ess_p5'] for r in rows]), '.1f')} | "
                 f"{_fmt(_mean_share(rows), '.1%')} |"
             )
     return "\n".join(lines)
+
+
+def _levels(rows: list[dict]) -> str:
+    """How many of the rows' references each level verdict judged (and, if not certified,
+    which levels failed most), e.g. ``1 reproducible, 1 not a reference (L1, L2)``."""
+    counts: dict[str, int] = {}
+    failed: dict[str, int] = {}
+    for r in rows:
+        verdict = r.get("reference_level") or "not judged"
+        counts[verdict] = counts.get(verdict, 0) + 1
+        for level in r.get("levels_failed") or []:
+            failed[level] = failed.get(level, 0) + 1
+    text = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+    return text + (f" (failed: {', '.join(sorted(failed))})" if failed else "")
 
 
 def _mean_share(rows: list[dict]) -> float | None:
