@@ -9,8 +9,13 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from cli_checks import stored_files
+
+# Each case starts fresh processes that compile from nothing: end-to-end checks, run with the
+# slow ones.
+pytestmark = pytest.mark.slow
 
 ARGV = [
     "hmc",
