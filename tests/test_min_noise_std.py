@@ -143,9 +143,9 @@ def test_prior_check_measures_the_floored_std():
 
 
 def test_paper_network_with_a_floor_has_no_mass_below_the_check():
-    paper = prior_check.check(build(ProblemConfig(*YACHT)))
+    paper = prior_check.check(build(ProblemConfig(*YACHT, weight_decay=1.0)))
     assert "--min-noise-std" in paper.warning
-    floored = prior_check.check(build(ProblemConfig(*YACHT, min_noise_std=0.05)))
+    floored = prior_check.check(build(ProblemConfig(*YACHT, weight_decay=1.0, min_noise_std=0.05)))
     assert floored.share_below_floor == 0.0 and floored.warning is None
 
 

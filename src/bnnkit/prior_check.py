@@ -348,7 +348,8 @@ def _warning(result: PriorCheck) -> str | None:
     if result.share_below_floor is None or not result.share_below_floor > THRESHOLD:
         return None
     cause = {
-        "network": "use a tighter prior (--weight-decay 30, or --prior gaussian:scale=0.2), "
+        "network": "use a tighter prior (--weight-decay 10, the default of a registered "
+        "regression network, or --prior gaussian:scale=0.3), "
         "fix the noise (--noise-std, in the targets' units the model sees), infer one "
         "noise std under a prior (--noise-prior), or floor the network's std "
         "(--min-noise-std, a fraction of the targets' sd)",

@@ -72,7 +72,10 @@ def test_prior_predictive_scale_is_the_sd_of_the_predicted_mean():
 
 
 def test_paper_heteroscedastic_network_warns_and_fixed_noise_does_not():
-    paper = prior_check.check(build(ProblemConfig("yacht_0", "mlp_regression_small")))
+    # The paper's N(0, 1) on the network that outputs its std (--weight-decay 1).
+    paper = prior_check.check(
+        build(ProblemConfig("yacht_0", "mlp_regression_small", weight_decay=1.0))
+    )
     assert paper.share_below_floor - 4 * paper.share_se > prior_check.THRESHOLD
     assert paper.warning.startswith("the prior puts ")
     for flag in ("--noise-std", "--noise-prior", "--prior", "--weight-decay"):
@@ -83,6 +86,14 @@ def test_paper_heteroscedastic_network_warns_and_fixed_noise_does_not():
     assert fixed.share_below_floor == 0.0 and fixed.warning is None
     # Targets standardised: the floor is a thousandth of their unit sd.
     assert fixed.target_std == pytest.approx(1.0, rel=1e-3)
+
+
+def test_the_default_prior_of_such_a_network_passes_the_check():
+    # Its default precision (10) leaves less than the threshold below the floor, by more than
+    # 4 standard errors of the Monte Carlo share.
+    default = prior_check.check(build(ProblemConfig("yacht_0", "mlp_regression_small")))
+    assert default.share_below_floor + 4 * default.share_se < prior_check.THRESHOLD
+    assert default.warning is None
 
 
 def test_classifier_is_measured_against_uniform():
@@ -108,7 +119,7 @@ def test_bad_sizes_are_refused():
 def test_run_records_the_check_and_evaluate_shows_it(tmp_path, capsys):
     run_dir = tmp_path / "run"
     run(
-        ProblemConfig("yacht_0", "mlp_regression_small"),
+        ProblemConfig("yacht_0", "mlp_regression_small", weight_decay=1.0),  # the paper's
         sgd.Config(init_step_size=1e-4, num_epochs=1, batch_size=64),
         run_dir,
         progress=False,
