@@ -200,9 +200,9 @@ class ProblemConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.weight_decay is None:
-            object.__setattr__(self, "weight_decay", default_weight_decay(self))
         check_numbers(self)
+        if self.weight_decay is None:  # after the check: the model is a name now
+            object.__setattr__(self, "weight_decay", default_weight_decay(self))
         check_dtype(self, np.float64 if self.float64 else np.float32)
         if self.model_args is not None and not imported.is_import_path(self.model):
             raise ConfigError(
