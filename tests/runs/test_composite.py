@@ -146,3 +146,20 @@ def test_the_problem_is_built_once(tmp_path, monkeypatch):
     monkeypatch.setattr(problem_lib, "build", lambda *a, **k: calls.append(a) or real(*a, **k))
     reference(PROBLEM, CONFIG, tmp_path / "ref", progress=False)
     assert len(calls) == 1
+
+
+def test_a_stage_that_diverges_marks_the_reference_and_overwrite_starts_it_again(tmp_path):
+    from bnnkit.runs.lifecycle import DivergenceError
+
+    folder = tmp_path / "ref"
+    wild = Config(**{**SETTINGS, "ensemble_step_size": 1e36})  # the ensemble's SGD overflows
+    with pytest.raises(DivergenceError):
+        reference(PROBLEM, wild, folder, progress=False)
+    record = json.loads((folder / REFERENCE_FILE).read_text())
+    assert record["status"] == "diverged" and record["diverged"]["stage"] == "ensemble"
+    assert not (folder / "chains").exists()
+    # The corrected command replaces it; a resume with the step changed is refused by name.
+    with pytest.raises(ConfigError, match="--ensemble-step-size"):
+        reference(PROBLEM, CONFIG, folder, resume=True, progress=False)
+    reference(PROBLEM, CONFIG, folder, overwrite=True, progress=False)
+    assert json.loads((folder / REFERENCE_FILE).read_text())["status"] == "finished"
