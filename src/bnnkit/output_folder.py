@@ -20,7 +20,9 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from bnnkit.errors import ConfigError
 
@@ -100,3 +102,56 @@ def check(
                 f"refusing to overwrite {given!r}: it is not empty and holds no "
                 f"{settings_file}, so it is not a {what} of bnnkit"
             )
+
+
+def continues(
+    out: str | os.PathLike,
+    settings_file: str,
+    what: str,
+    same: Mapping[str, tuple[str, Any]],
+    *,
+    before: Mapping[str, Any] | None = None,
+) -> bool:
+    """Whether ``out`` continues an earlier output of the same settings, for an output that
+    goes on where it stopped without a ``--resume`` (``bnnkit paper``); a new or empty folder
+    is checked as :func:`check` checks it (writing nothing) and gives ``False``.
+
+    Args:
+        out: the ``--out`` folder.
+        settings_file: the file that marks a folder as this output's.
+        what: the output, for the messages.
+        same: the settings that must match, by their key in ``settings_file``: (flag, value).
+        before: what ``settings_file`` of an older version, without a key, meant by it.
+
+    Raises:
+        ConfigError: ``out`` is a file, holds this output of other settings (naming each
+            setting by its flag and value), or anything :func:`check` refuses.
+
+    Example:
+        >>> import json, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> continues(folder, "paper.json", "paper study", {"scale": ("--scale", "tiny")})
+        False
+        >>> _ = open(f"{folder}/paper.json", "w").write(json.dumps({"scale": "small"}))
+        >>> continues(folder, "paper.json", "paper study", {"scale": ("--scale", "tiny")})
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ConfigError: --out '...' holds a paper study of --scale small; allowed: ...
+    """
+    from bnnkit import storage
+
+    given = os.fspath(out)
+    path = Path(given)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {given!r} is a file; allowed: a folder")
+    if not (path / settings_file).is_file():
+        check(out, settings_file, what, resume=False, overwrite=False, flags=())
+        return False
+    stored = {**(before or {}), **storage.read_json(path / settings_file)}
+    if any(stored.get(key) != value for key, (_, value) in same.items()):
+        named = [f"{flag} {stored.get(key)}" for key, (flag, _) in same.items()]
+        listed = ", ".join(named[:-1]) + (" and " if len(named) > 1 else "") + named[-1]
+        raise ConfigError(
+            f"--out {given!r} holds a {what} of {listed}; allowed: the same, or another --out"
+        )
+    return True

@@ -2,9 +2,10 @@
 the findings and writes the report.
 
 It is cut into named steps (check, record the settings, run each part, write the findings),
-each a function, so that each can be read and changed alone. The output folder's handling
-(refuse a foreign folder, continue an earlier study of the same settings, record them) is
-:func:`_check_out` and :func:`_record_settings` alone, the one place to change it.
+each a function, so that each can be read and changed alone. The output folder is an
+experiment's (:func:`bnnkit.output_folder.continues`: a foreign folder refused, an earlier study
+of the same settings continued), and each run and reference a part makes in it is a run or a
+composite run judged by :func:`bnnkit.runs.composite.stage_action` before it is reused.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from bnnkit import storage
-from bnnkit.errors import ConfigError
 from bnnkit.experiments.paper.layout import (
     FINDING_FIGURE,
     FINDINGS_FILE,
@@ -55,28 +55,16 @@ class Study:
 
 def _check_out(out: Path, config: Config) -> bool:
     """Whether ``out`` continues an earlier study (of the same scale); refuses other folders."""
-    given = os.fspath(out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {given!r} is a file; allowed: a folder")
-    settings = out / SETTINGS_FILE
-    if settings.is_file():
-        stored = storage.read_json(settings)
-        images = stored.get("images", "cifar10_proxy")
-        if (stored.get("scale"), stored.get("seed"), images) != (
-            config.scale,
-            config.seed,
-            config.images,
-        ):
-            raise ConfigError(
-                f"--out {given!r} holds a study of --scale {stored.get('scale')}, --seed "
-                f"{stored.get('seed')} and --images {images}; allowed: the same, or another "
-                "--out"
-            )
-        return True
     from bnnkit import output_folder
 
-    output_folder.check(out, SETTINGS_FILE, "paper study", resume=False, overwrite=False, flags=())
-    return False
+    same = {
+        "scale": ("--scale", config.scale),
+        "seed": ("--seed", config.seed),
+        "images": ("--images", config.images),
+    }
+    # A study made before the image data was a setting ran on the CIFAR-10 proxy.
+    before = {"images": "cifar10_proxy"}
+    return output_folder.continues(out, SETTINGS_FILE, "paper study", same, before=before)
 
 
 def _record_settings(out: Path, config: Config, continuing: bool) -> None:
