@@ -380,7 +380,9 @@ def _note(result: PriorCheck) -> str | None:
 
 def before_run(problem: Problem, *, announce: bool = True) -> dict[str, Any]:
     """The check a run records before its chains start (:data:`RECORD_KEY` of ``run.json``),
-    its warning printed once on stderr (``bnnkit: warning: ...``) when ``announce``.
+    its warning printed once on stderr (``bnnkit: warning: ...``) when ``announce``; a second
+    run on the same built problem (the next stage of a reference) records the same check and
+    prints nothing again.
 
     Args:
         problem: the run's problem.
@@ -389,10 +391,19 @@ def before_run(problem: Problem, *, announce: bool = True) -> dict[str, Any]:
     Returns:
         :meth:`PriorCheck.to_dict` of :func:`check` at :func:`check_key`.
     """
+    # The stages of a run made of runs share one built problem: checked and told once.
+    known = _checked.get(id(problem))
+    if known is not None and known[0] is problem:
+        return known[1].to_dict()
     result = check(problem)
+    _checked.clear()  # only the latest problem is kept (a problem holds its data)
+    _checked[id(problem)] = (problem, result)
     if announce and result.warning is not None:
         print(f"bnnkit: warning: {result.warning}", file=sys.stderr, flush=True)
     return result.to_dict()
+
+
+_checked: dict[int, tuple[Any, PriorCheck]] = {}
 
 
 def recorded(record: dict[str, Any]) -> PriorCheck | None:

@@ -174,3 +174,16 @@ def test_prior_predictive_command_prints_the_check(tmp_path, capsys):
     assert captured.out.startswith("prior check (") and out.is_file()
     assert main(["prior-predictive", "--noise-std", "0.35", "--out", str(out)]) == 2
     assert "needs --dataset and --model" in capsys.readouterr().err
+
+
+def test_a_reference_tells_its_prior_check_once(tmp_path, capsys):
+    from bnnkit.experiments.reference import Config, reference
+
+    config = Config(sampler="nuts", members=2, num_tuning=4, num_samples=8, ensemble_steps=20)
+    problem = ProblemConfig("yacht_0", "linear", weight_decay=1e-8)  # a prior far too wide
+    reference(problem, config, tmp_path / "ref", progress=False)
+    assert capsys.readouterr().err.count("bnnkit: warning: the prior") == 1
+    # Both stages record it.
+    for stage in ("ensemble", "chains"):
+        record = json.loads((tmp_path / "ref" / stage / "run.json").read_text())
+        assert record[prior_check.RECORD_KEY]["warning"] is not None
