@@ -24,6 +24,9 @@ Targets (float32, written in JAX here; each has exact or quadrature reference mo
   τ ~ half-Cauchy(0, 5), θ_j ~ N(μ, τ²)), sampled in (μ, log τ, θ): the classic funnel of a
   hierarchical model with published data, whose neck NUTS reaches only with small steps. Its
   reference mean of μ and log τ comes from quadrature over log τ (μ and θ integrate out).
+- ``eight_schools_nc``: the same posterior non-centred (θ_j = μ + τ η_j, sampled in
+  (μ, log τ, η)): no funnel, the target every sampler must pass with no knobs; the centred one
+  stays as the case every sampler must be flagged on.
 - ``gauss100``: a 100-d Gaussian with independent scales 10^-2 .. 10^2 (log-spaced).
 - ``boston``: Bayesian linear regression on the raw Boston housing data (bundled with bnnkit;
   13 predictors on their own scales, TAX ~ 400, NOX ~ 0.5; known noise sd 4.7, N(0, 100²)
@@ -91,7 +94,7 @@ mcmc = _load_metrics("mcmc_diagnostics", "mcmc.py")
 
 NUM_CHAINS = 4
 SAMPLERS = ("default", "mass", "chees", "nuts", "blackjax")
-TARGETS = ("income", "eight_schools", "gauss100", "boston")
+TARGETS = ("income", "eight_schools", "eight_schools_nc", "gauss100", "boston")
 STARTS = ("dispersed", "uniform")
 RHAT_FAIL = 1.01
 BIAS_Z = 4.0
@@ -213,9 +216,39 @@ def eight_schools_target():
     return Target("eight_schools", 10, log_density, mean, sd, dispersed)
 
 
+def eight_schools_nc_target():
+    """The same posterior, non-centred: θ_j = μ + τ η_j with η_j ~ N(0, 1), sampled in
+    (μ, log τ, η); the funnel's neck is gone, so a sampler needs no small steps. μ and log τ
+    keep their reference moments."""
+    centred = eight_schools_target()
+    y, sigma = jnp.asarray(EIGHT_Y, jnp.float32), jnp.asarray(EIGHT_SIGMA, jnp.float32)
+
+    def log_density(v):
+        mu, log_tau, eta = v[0], v[1], v[2:]
+        tau = jnp.exp(log_tau)
+        theta = mu + tau * eta
+        return (
+            -0.5 * jnp.sum(((y - theta) / sigma) ** 2)
+            - 0.5 * jnp.sum(eta**2)
+            - 0.5 * (mu / 5) ** 2
+            - jnp.log1p((tau / 5) ** 2)
+            + log_tau
+        )
+
+    def dispersed(key):
+        k1, k2, k3 = jax.random.split(key, 3)
+        mu = 5 * jax.random.normal(k1, (NUM_CHAINS, 1))
+        log_tau = 1 + jax.random.normal(k2, (NUM_CHAINS, 1))
+        eta = jax.random.normal(k3, (NUM_CHAINS, 8))
+        return jnp.concatenate([mu, log_tau, eta], 1)
+
+    return Target("eight_schools_nc", 10, log_density, centred.mean, centred.sd, dispersed)
+
+
 BUILDERS = {
     "income": income_target,
     "eight_schools": eight_schools_target,
+    "eight_schools_nc": eight_schools_nc_target,
     "gauss100": gauss100_target,
     "boston": boston_target,
 }
