@@ -18,9 +18,9 @@ ifneq ($(SHARED_DATA),)
 export BNNKIT_DATA_DIR ?= $(abspath $(SHARED_DATA))
 endif
 
-# Four HMC chains on the bundled UCI concrete data (split 0), HMC's no-knob default: 3 to 7
+# Four HMC chains on the bundled UCI concrete data (split 0), HMC's no-knob default: 3 to 8
 # minutes on 2 CPU cores (2 min 21 s measured on an AVX-512 EPYC, 5 min 26 s on an AVX2 one,
-# 6 min 10 s on an AVX-512 Xeon).
+# 7 min 17 s on an AVX-512 Xeon from a fresh clone, the installation included).
 demo: $(STAMP)
 	$(VENV)/bin/bnnkit hmc --dataset concrete_0 --model mlp_regression_small --noise-std 0.35 \
 	  --num-iterations 800 --num-burn-in 200 --num-chains 4 --seed 0 --dir runs/demo_concrete_0 --overwrite
@@ -48,8 +48,9 @@ test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m "not slow"
 
 # The statistical exactness checks (samplers against exact posteriors), the real-data checks and
-# the whole tiny study (bnnkit paper --scale tiny), and the end-to-end checks: 15 min 25 s on 2
-# idle cores of an AVX-512 Xeon after make test, with the compilation cache make test leaves.
+# the whole tiny study (bnnkit paper --scale tiny), and the end-to-end checks: 17 min 2 s on 2
+# cores of an AVX-512 Xeon after make test (other work shared them a few minutes), with the
+# compilation cache make test leaves.
 test-slow: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m slow
 
