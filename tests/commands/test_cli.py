@@ -97,6 +97,7 @@ def test_resume_with_different_config(tmp_path, capsys):
     assert "is not empty; pass --resume" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a fresh process from start to evaluation
 def test_end_to_end_as_a_subprocess(tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     run_dir = str(tmp_path / "run")

@@ -170,6 +170,10 @@ def pinned_digest(method: str, **settings) -> str:
     return digest.hexdigest()
 
 
+# One case of each update rule every run; their variants with the slow checks.
+EVERY_RUN = ("sgd", "sghmc-clr-prec", "swag", "ivon", "dropout")
+
+
 @pytest.mark.skipif(
     jax.default_backend() != "cpu",
     reason="the digests are of the CPU backend's floating-point results",
@@ -179,6 +183,12 @@ def pinned_digest(method: str, **settings) -> str:
     reason=f"no digests are kept for {processor()}: make them with the command in "
     "this module's docstring from a commit whose digests pass elsewhere",
 )
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize(
+    "case",
+    [
+        case if case in EVERY_RUN else pytest.param(case, marks=pytest.mark.slow)
+        for case in sorted(CASES)
+    ],
+)
 def test_results_equal_the_pinned_ones(case):
     assert pinned_digest(**CASES[case]) == EXPECTED[processor()][case]

@@ -176,6 +176,7 @@ def test_prior_predictive_command_prints_the_check(tmp_path, capsys):
     assert "needs --dataset and --model" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a whole reference
 def test_a_reference_tells_its_prior_check_once(tmp_path, capsys):
     from bnnkit.experiments.reference import Config, reference
 

@@ -54,18 +54,18 @@ def uninterrupted(tmp_path_factory):
     return stages(folder)
 
 
-# Each kill costs a process start and its compilations, so the quick suite keeps one inside a
-# stage and one between stages; the others run with the slow checks.
-SLOW = pytest.mark.slow
+# Each kill costs two process starts and their compilations: they run with the slow checks (the
+# quick suite kills single runs, tests/runs/test_kill.py, at the points a stage is made of).
+pytestmark = pytest.mark.slow
 KILLS = [
-    pytest.param("composite-started", marks=SLOW),
-    pytest.param("ensemble/started", marks=SLOW),
-    pytest.param("ensemble/state-recorded:1", marks=SLOW),
+    "composite-started",
+    "ensemble/started",
+    "ensemble/state-recorded:1",
     "stage-done:1",
-    pytest.param("chains/locked", marks=SLOW),
+    "chains/locked",
     "chains/sample-recorded:2",
-    pytest.param("chains/state-recorded:1", marks=SLOW),
-    pytest.param("stage-done:2", marks=SLOW),
+    "chains/state-recorded:1",
+    "stage-done:2",
 ]
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bnnkit.cli import main
 from bnnkit.evaluation import evaluate
 from bnnkit.inference import ensemble, laplace
@@ -29,6 +31,7 @@ def recipe() -> composite.Recipe:
     return composite.Recipe("ensemble-laplace", PROBLEM, members, stages)
 
 
+@pytest.mark.slow  # an ensemble and a Laplace made, resumed, verified and evaluated
 def test_a_new_kind_is_a_recipe(tmp_path, capsys):
     folder = tmp_path / "mixture"
     result = composite.run(recipe(), folder, progress=False)

@@ -235,6 +235,7 @@ def check_minibatch_methods(out: dict, names: tuple[str, ...]) -> None:
                     )
 
 
+@pytest.mark.slow  # an ensemble run twice, on one device and on several
 def test_sharded_ensemble_matches_one_device(tmp_path):
     names = ("ensemble",)
     check_minibatch_methods(run_minibatch_methods(tmp_path, names), names)
