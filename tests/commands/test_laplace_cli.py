@@ -46,6 +46,7 @@ def laplace_args(map_run, out, *extra):
     return ["laplace", "--map-run", str(map_run), "--dir", str(out), "--no-progress", *extra]
 
 
+@pytest.mark.slow  # three Laplace runs through the command line, and their evaluation
 def test_laplace_runs_store_resume_and_evaluate(map_run, tmp_path, capsys):
     diag, last = tmp_path / "diag", tmp_path / "last"
     args = laplace_args(

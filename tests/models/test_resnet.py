@@ -89,6 +89,7 @@ def test_he_normal_initialisation(build):
     np.testing.assert_array_equal(params[biggest]["bias"], 0.0)
 
 
+@pytest.mark.slow  # two ResNet-20s built and run on the CPU
 def test_swish_and_relu_variants_differ_only_in_activation(build):
     relu = build("resnet20_frn", 10, (32, 32, 3), False)
     swish = build("resnet20_frn_swish", 10, (32, 32, 3), False)
