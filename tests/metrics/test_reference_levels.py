@@ -177,6 +177,17 @@ def test_unadjusted_mclmc_is_judged_by_its_energy_errors_and_spikes():
     found = numerics.numerics(lines("energy_var", spiky), "mclmc", {"energy_var_end": target})
     assert found["status"] == "fail" and found["spike_share"][1] == 0.05
     assert "chain 1 (5.0%)" in found["problems"][0]
+    # Spikes alone keep the run from certified, not from reproducible; steps cut off, or a bulk
+    # above its target, are numerics that failed.
+    assert found["spikes_only"] and found["cut_share"] == [0.0, 0.0]
+    assert not over["spikes_only"]
+    cut = lines("energy_var", energy)
+    for line in cut[::20]:
+        line["divergent"] = [False, True]
+    broken = numerics.numerics(cut, "mclmc", {"energy_var_end": target})
+    assert broken["status"] == "fail" and not broken["spikes_only"]
+    assert broken["cut_share"][1] == 0.05 and "chain 1 (5.0%)" in broken["problems"][0]
+    assert "integration failed" in broken["problems"][0]
 
 
 def test_numerics_not_logged_are_not_recorded():
@@ -256,6 +267,19 @@ def test_the_verdict_of_the_levels(failing, expected):
     assert text.startswith(f"reference levels: {expected} (")
     if "L1" in failing:
         assert "--resume with a larger --num-samples" in text and "--until-converged" in text
+
+
+def test_energy_spikes_alone_leave_a_run_reproducible_never_certified():
+    found = {level: PASS for level in levels.LEVELS}
+    spikes = {"status": "fail", "problems": ["energy spikes"], "advice": ["y"]}
+    found["L0"] = {**spikes, "spikes_only": True}
+    assert levels.verdict(found)["verdict"] == "reproducible"
+    found["L1"] = {"status": "fail", "problems": ["x"], "advice": ["y"]}
+    v = levels.verdict(found)
+    assert v["verdict"] == "reproducible" and v["failed"] == ["L0", "L1"]
+    assert "L0 (numerics) failed" in v["summary"]
+    found["L0"] = {**spikes, "spikes_only": False}
+    assert levels.verdict(found)["verdict"] == "not a reference"
 
 
 def test_a_level_not_recorded_is_named_and_keeps_the_run_from_its_verdict():

@@ -19,7 +19,9 @@ levels, each a module of its own:
 
 The verdict (:data:`VERDICTS`): **certified** when all four pass; **reproducible** when L0, L2
 and L3 pass — good enough to rank approximations, though some chain has not settled on its
-own; otherwise **not a reference**, naming what failed. The advice names the flags of the
+own (an unadjusted chain whose L0 failed on energy spikes alone, ``spikes_only``, counts as
+passing L0 here, never for certified: :mod:`bnnkit.metrics.numerics`); otherwise **not a
+reference**, naming what failed. The advice names the flags of the
 command that made the run (:class:`~bnnkit.metrics.vocabulary.Vocabulary`): more draws
 (``--resume`` with a larger budget, or ``--until-converged --max-time``) for L1, L2 and L3,
 more chains for L2, a smaller step for L0.
@@ -101,9 +103,10 @@ def verdict(found: dict[str, dict[str, Any]], vocabulary: Vocabulary = FUNCTION_
         ``advice``, the four levels by name, and the ``thresholds``.
     """
     failed = [level for level in LEVELS if found[level]["status"] != "pass"]
+    blocking = [level for level in failed if not found[level].get("spikes_only")]
     if not failed:
         outcome = "certified"
-    elif not set(failed) & set(REPRODUCIBLE):
+    elif not set(blocking) & set(REPRODUCIBLE):
         outcome = "reproducible"
     else:
         outcome = "not a reference"
