@@ -180,6 +180,8 @@ def run_split(dataset: str, split: int, root: str) -> dict:
             "converged": verdict.get("converged"),
             "within_chain": _within_holds(verdict),
             "modes": (verdict.get("modes") or {}).get("count"),
+            "reference_level": scores.get("levels", {}).get("verdict"),
+            "levels_failed": scores.get("levels", {}).get("failed"),
             "chains": scores["num_chains"],
             "samples_per_chain": scores["num_samples_per_chain"],
         },
@@ -201,6 +203,18 @@ def _within_holds(verdict: dict) -> bool | None:
     return None if level is None else level in ("converged", "mixed-multimodal")
 
 
+#: The reference levels' verdicts (:data:`bnnkit.metrics.levels.VERDICTS`), best first.
+LEVEL_VERDICTS = ("certified", "reproducible", "not a reference")
+
+
+def _level_counts(refs: list[dict]) -> str:
+    """Certified / reproducible / not a reference among ``refs``; "—" for splits made before
+    the levels were recorded."""
+    if not all(r.get("reference_level") for r in refs):
+        return "—"
+    return " / ".join(str(sum(r["reference_level"] == v for r in refs)) for v in LEVEL_VERDICTS)
+
+
 def mean_se(values: list[float]) -> tuple[float, float]:
     """Mean and standard error over splits (0 for one split)."""
     a = np.asarray(values, float)
@@ -212,11 +226,12 @@ def table(results: dict[str, list[dict]]) -> tuple[str, dict]:
     cols = ["Reference", "Ensemble", "PBP", "MC dropout", "Deep ensembles"]
     lines = [
         "| dataset | splits | chains × draws | within-chain verdict | modes (median) | "
+        "reference levels (C / R / N) | "
         + " | ".join(f"RMSE {c}" for c in cols)
         + " | "
         + " | ".join(f"LL {c}" for c in cols)
         + " | s / split |",
-        "|" + "---|" * (6 + 2 * len(cols)),
+        "|" + "---|" * (7 + 2 * len(cols)),
     ]
     summary = {}
     for dataset, splits in results.items():
@@ -243,7 +258,7 @@ def table(results: dict[str, list[dict]]) -> tuple[str, dict]:
 
         lines.append(
             f"| {dataset} | {len(splits)} | {shape} | {within}/{len(splits)} | "
-            f"{modes:g} | "
+            f"{modes:g} | {_level_counts(refs)} | "
             + " | ".join(fmt(cells[c][0]) for c in cols)
             + " | "
             + " | ".join(fmt(cells[c][1]) for c in cols)
@@ -256,6 +271,9 @@ def table(results: dict[str, list[dict]]) -> tuple[str, dict]:
             "levels": {
                 lvl: sum(r["level"] == lvl for r in refs)
                 for lvl in sorted({r["level"] for r in refs}, key=str)
+            },
+            "reference_levels": {
+                v: sum(r.get("reference_level") == v for r in refs) for v in LEVEL_VERDICTS
             },
             "ours": {k: {"rmse": v[0], "ll": v[1]} for k, v in ours.items()},
             "published": {k: {"rmse": v[0], "ll": v[1]} for k, v in PUBLISHED[dataset].items()},
@@ -312,7 +330,8 @@ def main() -> None:
             ref = result["reference"]
             print(
                 f"{dataset} split {split}: reference RMSE {ref['rmse']:.3f} LL {ref['ll']:.3f} "
-                f"({ref['level']}, {ref['modes']} modes), ensemble LL "
+                f"({ref['level']}, {ref['modes']} modes; {ref.get('reference_level')}), "
+                "ensemble LL "
                 f"{result['ensemble']['ll']:.3f}, {ref['seconds']:.0f} + "
                 f"{result['ensemble']['seconds']:.0f} s [{time.perf_counter() - t0:.0f} s]",
                 flush=True,
@@ -338,7 +357,9 @@ def main() -> None:
         "over the splits; published columns as printed (see the script for the sources). "
         "'within-chain verdict': splits where every chain passed its within-chain checks "
         "(converged, or mixed within each chain with the chains in distinct modes, which the "
-        "model average pools). 's / split': the reference's own time per split, ensemble and "
+        "model average pools). 'reference levels': splits certified / reproducible / not a "
+        "reference (docs/concepts/reference.md, 'Is it a reference? Four levels'). "
+        "'s / split': the reference's own time per split, ensemble and "
         "chains and evaluation, one CPU thread per split when run with several workers.\n\n"
     )
     (out / "table.md").write_text(preamble + text)

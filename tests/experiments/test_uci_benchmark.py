@@ -98,3 +98,20 @@ def test_table_gives_mean_and_standard_error_over_splits(bench):
     row = next(line for line in text.splitlines() if line.startswith("| yacht"))
     assert f"{mean:.3f} ± {se:.3f}" in row and "| 4/5 |" in row
     assert "1.020 ± 0.050" in row  # PBP's published RMSE sits beside ours
+    assert "| — |" in row  # splits made before the reference levels were recorded
+
+
+def test_table_counts_the_reference_levels(bench):
+    rng = np.random.default_rng(2)
+    verdicts = ("reproducible", "not a reference", "reproducible", "certified")
+    splits = [fake_split(bench, s, rng) for s in range(4)]
+    for split, verdict in zip(splits, verdicts, strict=True):
+        split["reference"]["reference_level"] = verdict
+    text, summary = bench.table({"yacht": splits})
+    assert summary["yacht"]["reference_levels"] == {
+        "certified": 1,
+        "reproducible": 2,
+        "not a reference": 1,
+    }
+    row = next(line for line in text.splitlines() if line.startswith("| yacht"))
+    assert "| 1 / 2 / 1 |" in row
