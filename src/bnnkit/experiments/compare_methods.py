@@ -128,7 +128,9 @@ class Config:
 class Comparison:
     """The table rows per setting (``rows[name]``: one dict per method, HMC first, with the
     test metrics, the closeness to HMC, ``seconds``, a ``note`` and, for classification, the
-    ``calibration`` bins of its test predictive) and each problem."""
+    ``calibration`` bins of its test predictive; the reference's row also its ``level``, of the
+    convergence verdict, and ``levels``, its reference levels' verdict of
+    :data:`bnnkit.metrics.levels.VERDICTS`) and each problem."""
 
     rows: dict[str, list[dict[str, Any]]]
     problems: dict[str, dict[str, Any]]
@@ -261,6 +263,8 @@ def _reference_row(
         **_calibration(ref),
         "seconds": seconds,
         "level": level,
+        # Its reference levels' verdict (bnnkit.metrics.levels), None where none was judged.
+        "levels": (ref.get("levels") or {}).get("verdict"),
         "note": f"{made}; acc. {sampler['acceptance_rate']:.2f}, step {step:.2g}, "
         f"{sampler['num_divergent']} div.; verdict {level}",
     }

@@ -235,9 +235,10 @@ def prior_specs(s: float) -> list[tuple[str, str, str]]:
 class PriorSweep:
     """One row per dataset and prior (``dataset``, ``prior``, ``spec``, ``key`` (of
     :data:`PRIOR_KEYS`), the test metrics,
-    ``acceptance``, ``divergences``, ``rhat_function_max``, ``seconds``, ``num_test`` and
-    ``level``, the run's convergence level of :data:`bnnkit.metrics.convergence.LEVELS`) and
-    the settings."""
+    ``acceptance``, ``divergences``, ``rhat_function_max``, ``seconds``, ``num_test``,
+    ``level``, the run's convergence level of :data:`bnnkit.metrics.convergence.LEVELS`, and
+    ``levels``, its reference levels' verdict of :data:`bnnkit.metrics.levels.VERDICTS` or
+    None) and the settings."""
 
     rows: list[dict[str, Any]]
     settings: dict[str, Setting]
@@ -292,6 +293,7 @@ def run_one(
         "seconds": run_seconds(run_dir),
         "num_test": evaluation["num_test"],
         "level": reference_level(evaluation.get("convergence")),
+        "levels": (evaluation.get("levels") or {}).get("verdict"),
     }
     if progress:
         print(

@@ -284,9 +284,10 @@ def _dir_name(label: str, temperature: float) -> str:
 @dataclasses.dataclass(frozen=True)
 class TemperatureSweep:
     """One row per line and temperature: ``line``, ``method``, ``augment``, ``temperature``,
-    the test metrics (accuracy/NLL/ECE or RMSE/NLL), ``seconds``, ``run`` and ``level`` (the
-    HMC run's convergence level of :data:`bnnkit.metrics.convergence.LEVELS`, None for SGMCMC);
-    and ``task``."""
+    the test metrics (accuracy/NLL/ECE or RMSE/NLL), ``seconds``, ``run``, ``level`` (the
+    HMC run's convergence level of :data:`bnnkit.metrics.convergence.LEVELS`, None for SGMCMC)
+    and ``levels`` (its reference levels' verdict of :data:`bnnkit.metrics.levels.VERDICTS`,
+    None where none was judged); and ``task``."""
 
     rows: list[dict[str, Any]]
     task: str
@@ -378,6 +379,8 @@ def temperature_sweep(
                 "run": str(run_dir.relative_to(out)),
                 # The sampler's convergence level (None for SGMCMC, which has none).
                 "level": reference_level(evaluation.get("convergence")),
+                # Its reference levels' verdict (None where none was judged).
+                "levels": (evaluation.get("levels") or {}).get("verdict"),
             }
         )
         storage.write_json(out / RESULTS_FILE, {"task": task, "rows": rows})
