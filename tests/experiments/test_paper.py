@@ -114,6 +114,127 @@ def test_findings_read_the_level_of_each_part_s_hmc_runs(tmp_path):
     assert "| mixed-multimodal | reproduced" in table and "not assessable" in table
 
 
+def _yacht(hmc_nll: float, sgd_nll: float | None, level: str = "converged") -> dict:
+    # A regression setting's rows: the reference, SGD (None: not run) and the ensemble.
+    rows = [
+        {"method": "HMC (reference)", "rmse": 0.5, "nll": hmc_nll, "level": level},
+        {"method": "SGD", "rmse": 0.7, "nll": sgd_nll},
+        {"method": "Deep ensemble (K=5)", "rmse": 0.6, "nll": 1.3},
+    ]
+    if sgd_nll is None:
+        rows[1] = {"method": "SGD", "note": "left out"}
+    return {"problem": {}, "rows": rows}
+
+
+def test_finding_one_scores_the_regression_setting_beside_the_images():
+    # The images reproduce it (HMC 0.6 below SGD 0.9 and the ensemble 0.7); yacht decides.
+    compare = {**_compare(0.6, 0.2), "yacht": _yacht(1.2, 1.4)}
+    found = paper.finding_hmc_beats_standard(compare)
+    assert found.verdict == "reproduced"
+    assert found.measured.endswith(
+        "; yacht: NLL reference 1.200, SGD 1.400, ensemble 1.300; RMSE 0.500 / 0.700 / 0.600"
+    )
+    assert found.measured.startswith("mnist: NLL reference 0.600")
+    # Yacht's reference above SGD's NLL: not reproduced, though the images still are.
+    compare["yacht"] = _yacht(1.5, 1.4)
+    assert paper.finding_hmc_beats_standard(compare).verdict == "not reproduced"
+    # On yacht alone, its figures carry the verdict.
+    assert paper.finding_hmc_beats_standard({"yacht": _yacht(1.2, 1.4)}).verdict == "reproduced"
+    assert paper.finding_hmc_beats_standard({"yacht": _yacht(1.5, 1.4)}).verdict == "not reproduced"
+    # SGD not run on yacht: said so, and the verdict is the images' alone.
+    compare["yacht"] = _yacht(1.5, None)
+    found = paper.finding_hmc_beats_standard(compare)
+    assert found.verdict == "reproduced"
+    assert "yacht: NLL reference 1.500, SGD not run, ensemble 1.300" in found.measured
+    assert "RMSE 0.500 / not run / 0.600 (not judged: a method did not run)" in found.measured
+    found = paper.finding_hmc_beats_standard({"yacht": _yacht(1.5, None)})
+    assert found.verdict == "not measured" and "SGD not run" in found.measured
+
+
+def test_finding_one_judges_a_regression_reference_only_where_it_can_carry_a_verdict():
+    # Yacht's chains did not mix: shown, not judged, and the images' verdict stands.
+    compare = {**_compare(0.6, 0.2), "yacht": _yacht(1.5, 1.4, "not-mixed")}
+    found = paper.finding_hmc_beats_standard(compare)
+    assert found.verdict == "reproduced"
+    assert found.measured.endswith(
+        "(not judged: its reference's chains did not mix or were not judged)"
+    )
+    assert paper.beats_standard_settings(compare) == ["mnist"]
+    # The reference levels find it reproducible: judged, and its worse NLL decides.
+    compare["yacht"]["rows"][0]["levels"] = "reproducible"
+    assert paper.beats_standard_settings(compare) == ["mnist", "yacht"]
+    assert paper.finding_hmc_beats_standard(compare).verdict == "not reproduced"
+    # Alone and unmixed, yacht carries the finding, whose level then withholds the verdict.
+    compare = {"yacht": _yacht(1.2, 1.4, "not-mixed")}
+    assert paper.beats_standard_settings(compare) == ["yacht"]
+    found = paper.assessed(paper.finding_hmc_beats_standard(compare), ["not-mixed"])
+    assert found.verdict == "not assessable"
+
+
+def test_the_reference_levels_vouch_for_a_reference_whose_chains_did_not_mix():
+    found = paper.finding_hmc_beats_standard(_compare(0.6, 0.2))
+    assert paper.weakest_verdict(["certified", "reproducible"]) == "reproducible"
+    assert paper.weakest_verdict(["reproducible", "not a reference"]) == "not a reference"
+    assert paper.weakest_verdict(["not a reference", None]) == paper.NOT_RECORDED
+    # Reproducible references carry the verdict even where their chains did not mix, and say so.
+    vouched = paper.assessed(found, ["converged", "not-mixed"], ["certified", "reproducible"])
+    assert (vouched.verdict, vouched.reference, vouched.reference_levels) == (
+        "reproduced",
+        "not-mixed",
+        "reproducible",
+    )
+    assert vouched.caveat.startswith("reference reproducible; its HMC reference failed")
+    # Not a reference, or not recorded: withheld exactly as before.
+    for verdicts in (["certified", "not a reference"], ["certified", None], None):
+        withheld = paper.assessed(found, ["converged", "not-mixed"], verdicts)
+        assert withheld.verdict == "not assessable", verdicts
+    # Mixed chains keep their verdict whatever the levels; a certified one says so.
+    certified = paper.assessed(found, ["converged"], ["certified"])
+    assert (certified.verdict, certified.caveat) == ("reproduced", "reference certified")
+    plain = paper.assessed(found, ["converged"], ["not a reference"])
+    assert (plain.verdict, plain.caveat, plain.reference_levels) == (
+        "reproduced",
+        "",
+        "not a reference",
+    )
+    table = paper.findings_markdown([vouched, plain], "tiny")
+    assert "| reproducible | not-mixed | reproduced (reference reproducible; its HMC" in table
+    assert "| not a reference | converged | reproduced |" in table
+
+
+def test_findings_name_the_weakest_reference_levels_of_each_part_s_runs(tmp_path):
+    for part in ("compare_methods", "temperature", "prior_sweep"):
+        (tmp_path / part).mkdir(parents=True)
+    compare = {**_compare(0.6, 0.2), "yacht": _yacht(1.2, 1.4)}
+    compare["mnist"]["rows"][0].update(level="converged", levels="certified")
+    compare["yacht"]["rows"][0]["levels"] = "reproducible"
+    storage.write_json(tmp_path / "compare_methods" / "results.json", compare)
+    rows = _temperature({1.0: 0.50, 0.1: 0.55}, {1.0: 0.6, 0.1: 0.6}, {1.0: 0.6, 0.1: 0.5})["rows"]
+    for r in rows:
+        r["method"] = "hmc" if r["line"] == "HMC" else "sgmcmc"
+        r["level"] = "converged" if r["method"] == "hmc" else None
+        r["levels"] = {1.0: "certified", 0.1: "not a reference"}[r["temperature"]]
+    storage.write_json(tmp_path / "temperature" / "results.json", {"rows": rows})
+    # A prior sweep evaluated before the levels existed: its rows have none.
+    storage.write_json(
+        tmp_path / "prior_sweep" / "results.json",
+        [{"dataset": "yacht", "rmse": r, "level": "converged"} for r in (1.0, 1.05)],
+    )
+    by = {f.number: f for f in paper.findings(tmp_path)}
+    # Finding 1 rests on MNIST's reference and yacht's: the weaker of the two.
+    assert (by[1].verdict, by[1].reference_levels) == ("reproduced", "reproducible")
+    assert by[1].caveat == "reference reproducible"
+    # Findings 2 and 6 rest on MNIST's alone.
+    assert (by[2].reference_levels, by[6].reference_levels) == ("certified", "certified")
+    assert by[6].caveat == "reference certified"
+    # The temperature sweep's HMC runs: T = 0.1 is not a reference, so neither is the sweep.
+    assert (by[3].verdict, by[3].reference_levels) == ("reproduced", "not a reference")
+    assert (by[4].verdict, by[4].reference_levels) == ("reproduced", paper.NOT_RECORDED)
+    table = paper.findings_markdown(list(by.values()), "tiny")
+    assert "| reproducible | converged | reproduced (reference reproducible) |" in table
+    assert "| not recorded | converged | reproduced |" in table
+
+
 def test_finding_six_compares_ensemble_and_sgld_total_variation():
     assert paper.finding_ensembles_close(_compare(0.6, 0.43)).verdict == "reproduced"  # ≤ 1.1×
     assert paper.finding_ensembles_close(_compare(0.6, 0.45)).verdict == "not reproduced"
@@ -395,9 +516,12 @@ def test_tiny_study_end_to_end(shared_data_dir, tmp_path, capsys):
     for f in items:
         assert set(f) == fields
         # Every finding has its data at the tiny scale (its verdict may go either way), and
-        # it is withheld exactly when its HMC runs did not mix or were not judged.
+        # it is withheld exactly when its HMC runs did not mix or were not judged and the
+        # reference levels do not vouch for them.
         assert f["verdict"] in ("reproduced", "not reproduced", "not assessable"), f
-        assert (f["verdict"] == "not assessable") == (f["reference"] in paper.UNASSESSABLE), f
+        assert (f["verdict"] == "not assessable") == (
+            f["reference"] in paper.UNASSESSABLE and f["reference_levels"] not in paper.VOUCHED
+        ), f
     report = (out / paper.REPORT_DIR / "report.md").read_text()
     assert "The paper's findings" in report
     # Each finding has its figure, and the report shows it with the verdict under it.

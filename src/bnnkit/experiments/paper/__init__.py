@@ -31,8 +31,10 @@ machine has, then scores the paper's findings and writes one report:
 
 Every HMC reference is made the way ``bnnkit reference`` makes one
 (:mod:`~bnnkit.experiments.reference`): a deep ensemble, then one HMC chain from each member,
-tuned on its own; each finding names the convergence level its references reached and is
-"not assessable" when one failed the within-chain verdict. The image networks have the prior
+tuned on its own; each finding names the convergence level its references reached and their
+reference levels' verdict (certified, reproducible, not a reference:
+:mod:`bnnkit.metrics.levels`), and is "not assessable" when one failed the within-chain
+verdict and the levels do not vouch for it. The image networks have the prior
 :data:`IMAGE_PRIOR`, fixed by a rule before any data are seen. The CIFAR-10 proxy
 (``cifar10_proxy``) is a lossy JPEG copy of CIFAR-10: fine for the qualitative questions asked
 of it here, never a source of CIFAR-10 numbers.
@@ -49,8 +51,9 @@ The study has three jobs, each in modules of its own, all re-exported here:
   choices every scale shares) and :mod:`~bnnkit.experiments.paper.part_settings` (each
   part's settings at a scale);
 - what it concludes: :mod:`~bnnkit.experiments.paper.levels` (the convergence levels a
-  finding rests on), :mod:`~bnnkit.experiments.paper.verdicts` (the six findings and their
-  verdicts) and :mod:`~bnnkit.experiments.paper.results` (a study folder's findings and
+  finding rests on), :mod:`~bnnkit.experiments.paper.method_rows` (the compare-methods table
+  as the findings read it), :mod:`~bnnkit.experiments.paper.verdicts` (the six findings and
+  their verdicts) and :mod:`~bnnkit.experiments.paper.results` (a study folder's findings and
   figures);
 - how it runs: :mod:`~bnnkit.experiments.paper.study` (the driver, :func:`paper`) and
   :mod:`~bnnkit.experiments.paper.layout` (the folder's file names).
@@ -67,14 +70,19 @@ from bnnkit.experiments.paper.layout import (
     SETTINGS_FILE,
 )
 from bnnkit.experiments.paper.levels import (
+    LEVELS_VERDICTS,
+    NOT_RECORDED,
     REFERENCE_LEVELS,
     UNASSESSABLE,
     UNJUDGED,
     UNJUDGED_PRIORS,
+    VOUCHED,
     judged_prior_rows,
     judged_temperature_rows,
     weakest_level,
+    weakest_verdict,
 )
+from bnnkit.experiments.paper.method_rows import STANDARD, beats_standard_settings
 from bnnkit.experiments.paper.part_settings import (
     bbb_config,
     compare_settings,
@@ -120,23 +128,28 @@ __all__ = [
     "FINDING_FIGURE",
     "IMAGE_DATASETS",
     "IMAGE_PRIOR",
+    "LEVELS_VERDICTS",
+    "NOT_RECORDED",
     "PARTS",
     "REFERENCE_LEVELS",
     "REPORT_DIR",
     "SCALES",
     "SETTINGS_FILE",
+    "STANDARD",
     "TEMPERATURE_CHAINS",
     "TINY_METHODS",
     "UNASSESSABLE",
     "UNJUDGED",
     "UNJUDGED_PRIORS",
     "VERDICTS",
+    "VOUCHED",
     "Config",
     "Finding",
     "Scale",
     "Study",
     "assessed",
     "bbb_config",
+    "beats_standard_settings",
     "compare_settings",
     "finding_ensembles_close",
     "finding_figures",
@@ -154,4 +167,5 @@ __all__ = [
     "prior_settings",
     "temperature_config",
     "weakest_level",
+    "weakest_verdict",
 ]

@@ -2,6 +2,10 @@
 compare: a finding is only as good as the weakest reference under it, and a run whose chains
 did not mix says nothing about its posterior, so it is left out of a comparison or withholds
 the verdict.
+
+Beside the within-chain level, each run has its reference levels' verdict
+(:mod:`bnnkit.metrics.levels`: certified, reproducible, or not a reference), and a finding
+names the weakest of those too (:func:`weakest_verdict`).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bnnkit.metrics import levels as reference_levels
 from bnnkit.metrics.convergence import FEW_DRAWS
 
 #: The level of a run without a verdict (too few kept draws, or results written before the
@@ -35,6 +40,32 @@ def weakest_level(levels: Sequence[str | None]) -> str:
     """
     order = REFERENCE_LEVELS
     known = [level if level in order else UNJUDGED for level in levels]
+    return max(known, key=order.index, default="")
+
+
+#: The levels' verdict of a run evaluated before the reference levels existed (or without
+#: them: too few draws to judge).
+NOT_RECORDED = "not recorded"
+#: Every levels' verdict a reference can have, best first: those of
+#: :data:`bnnkit.metrics.levels.VERDICTS`, then :data:`NOT_RECORDED`.
+LEVELS_VERDICTS = (*reference_levels.VERDICTS, NOT_RECORDED)
+#: The levels' verdicts that vouch for a reference: another run would reproduce its model
+#: average well within the distances the findings compare.
+VOUCHED = ("certified", "reproducible")
+
+
+def weakest_verdict(verdicts: Sequence[str | None]) -> str:
+    """The weakest of some runs' reference levels' verdicts (:data:`LEVELS_VERDICTS`;
+    ``None``: a run without them, :data:`NOT_RECORDED`); "" for no run.
+
+    Example:
+        >>> weakest_verdict(["certified", "reproducible"]), weakest_verdict([])
+        ('reproducible', '')
+        >>> weakest_verdict(["not a reference", None]), weakest_verdict(["certified"])
+        ('not recorded', 'certified')
+    """
+    order = LEVELS_VERDICTS
+    known = [verdict if verdict in order else NOT_RECORDED for verdict in verdicts]
     return max(known, key=order.index, default="")
 
 

@@ -19,11 +19,14 @@ from bnnkit.experiments.paper.levels import (
     judged_prior_rows,
     judged_temperature_rows,
 )
+from bnnkit.experiments.paper.method_rows import (
+    beats_standard_settings,
+    classification_settings,
+    reference_row,
+    sgld_settings,
+)
 from bnnkit.experiments.paper.verdicts import (
     Finding,
-    _classification_settings,
-    _reference_row,
-    _sgld_settings,
     assessed,
     finding_ensembles_close,
     finding_hmc_beats_standard,
@@ -34,16 +37,28 @@ from bnnkit.experiments.paper.verdicts import (
 )
 
 
-def _reference_level(compare: Mapping[str, Any], name: str) -> list[str | None]:
-    """The convergence level of setting ``name``'s HMC reference, as the compare-methods table
-    recorded it ([] when the setting did not run; [None] when no level was recorded)."""
+def _reference_field(compare: Mapping[str, Any], name: str, key: str) -> list[str | None]:
+    """Field ``key`` of setting ``name``'s HMC reference row in the compare-methods table
+    (``level``: its within-chain level; ``levels``: its reference levels' verdict): [] when
+    the setting or its reference did not run, [None] when the field was not recorded."""
     rows = (compare.get(name) or {}).get("rows") or []
-    found = _reference_row(rows)
-    return [] if found is None else [found.get("level")]
+    found = reference_row(rows)
+    return [] if found is None else [found.get(key)]
+
+
+def _references(compare: Mapping[str, Any], names: list[str]) -> tuple[list, list]:
+    """The within-chain levels and the reference levels' verdicts of settings ``names``'
+    references, in the same order."""
+    return (
+        [level for name in names for level in _reference_field(compare, name, "level")],
+        [verdict for name in names for verdict in _reference_field(compare, name, "levels")],
+    )
 
 
 def findings(out: str | os.PathLike) -> list[Finding]:
-    """Score the paper's findings from the results written in ``out`` by :func:`paper`."""
+    """Score the paper's findings from the results written in ``out`` by :func:`paper`, each
+    with the within-chain levels and the reference levels' verdicts of the runs it rests on
+    (``level`` and ``levels`` in each part's rows)."""
     out = Path(out)
 
     def read(*parts: str) -> Any:
@@ -51,33 +66,39 @@ def findings(out: str | os.PathLike) -> list[Finding]:
         return storage.read_json(file) if file.is_file() else None
 
     compare = read("compare_methods", "results.json") or {}
-    classification = _classification_settings(compare)
-    mnist_hmc = _reference_level(compare, "mnist")
-    image_hmc = [level for name in classification for level in _reference_level(compare, name)]
-    sgld_hmc = [
-        level for name in _sgld_settings(compare) for level in _reference_level(compare, name)
-    ]
-    converged = None if not mnist_hmc or mnist_hmc[0] is None else mnist_hmc[0] not in UNASSESSABLE
+    mnist_hmc = _references(compare, ["mnist"])
+    converged = (
+        None if not mnist_hmc[0] or mnist_hmc[0][0] is None else mnist_hmc[0][0] not in UNASSESSABLE
+    )
     temperature = read("temperature", "results.json")
     prior = read("prior_sweep", "results.json")
     shift = read("shift", "shift_table.json")
     images = (read(SETTINGS_FILE) or {}).get("images", "cifar10_proxy")
-    shift_hmc = _reference_level(compare, images) or mnist_hmc
-    temperature_hmc = [
-        r.get("level")
+    shift_hmc = (
+        _references(compare, [images]) if _reference_field(compare, images, "level") else mnist_hmc
+    )
+    temperature_rows = [
+        r
         for r in judged_temperature_rows((temperature or {}).get("rows") or [])[0]
         if r.get("method") == "hmc"
     ]
-    prior_hmc = [r.get("level") for r in judged_prior_rows(prior or [])[0]]
+    prior_rows = judged_prior_rows(prior or [])[0]
+
+    def rows_hmc(rows: list) -> tuple[list, list]:
+        return [r.get("level") for r in rows], [r.get("levels") for r in rows]
+
     return [
-        assessed(finding_hmc_beats_standard(compare, converged), image_hmc),
         assessed(
-            finding_one_long_chain(read("convergence", "convergence.json"), converged), mnist_hmc
+            finding_hmc_beats_standard(compare, converged),
+            *_references(compare, beats_standard_settings(compare)),
         ),
-        assessed(finding_no_cold_posterior(temperature), temperature_hmc),
-        assessed(finding_prior_robust(prior), prior_hmc),
-        assessed(finding_poor_under_shift((shift or {}).get("rows")), shift_hmc),
-        assessed(finding_ensembles_close(compare), sgld_hmc),
+        assessed(
+            finding_one_long_chain(read("convergence", "convergence.json"), converged), *mnist_hmc
+        ),
+        assessed(finding_no_cold_posterior(temperature), *rows_hmc(temperature_rows)),
+        assessed(finding_prior_robust(prior), *rows_hmc(prior_rows)),
+        assessed(finding_poor_under_shift((shift or {}).get("rows")), *shift_hmc),
+        assessed(finding_ensembles_close(compare), *_references(compare, sgld_settings(compare))),
     ]
 
 
@@ -94,7 +115,7 @@ def finding_figures(out: str | os.PathLike) -> dict[int, bytes]:
         return storage.read_json(file) if file.is_file() else None
 
     compare = read("compare_methods", "results.json") or {}
-    classification = {name: compare[name]["rows"] for name in _classification_settings(compare)}
+    classification = {name: compare[name]["rows"] for name in classification_settings(compare)}
     figures: dict[int, bytes] = {}
     if classification:
         figures[1] = plots.methods_png(classification)

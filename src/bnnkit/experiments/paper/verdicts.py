@@ -4,6 +4,13 @@ Each ``finding_*`` function reads one part's results (as the experiment wrote th
 says whether they reproduce the paper's claim, with a rule written in its docstring;
 :func:`assessed` then withholds the verdict when the HMC reference under the figures did not
 mix. :func:`findings_markdown` is the table of ``findings.md``.
+
+The within-chain level asks whether each chain mixed; the reference levels
+(:mod:`bnnkit.metrics.levels`) ask what ranking approximations needs: whether another run
+would reproduce the reference's model average. Each finding names the weakest levels' verdict
+of its references ("not recorded": evaluated before the levels existed); a verdict on
+reproducible or certified references says so, and is given even where their chains did not
+mix, since their model average is what the findings compare.
 """
 
 from __future__ import annotations
@@ -14,27 +21,42 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bnnkit.experiments.paper.levels import (
+    NOT_RECORDED,
     UNASSESSABLE,
     UNJUDGED_PRIORS,
+    VOUCHED,
     judged_prior_rows,
     judged_temperature_rows,
     weakest_level,
+    weakest_verdict,
+)
+from bnnkit.experiments.paper.method_rows import (
+    STANDARD,
+    beats_standard_settings,
+    classification_settings,
+    ran,
+    reference_row,
+    regression_settings,
+    rows_by_method,
+    sgld_settings,
 )
 from bnnkit.experiments.paper.scales import SCALES
 from bnnkit.metrics.convergence import FEW_DRAWS
 
 #: The verdicts a finding can have. "not assessable": its figures rest on an HMC reference
-#: that failed the within-chain verdict or was not judged, so they say nothing about the
-#: posterior.
+#: that failed the within-chain verdict or was not judged, and that the reference levels do
+#: not vouch for, so they say nothing about the posterior.
 VERDICTS = ("reproduced", "not reproduced", "not assessable", "not measured")
 
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """One finding of the paper: its claim, the figures measured here, the verdict (one of
-    :data:`VERDICTS`) with the reason, and ``reference``: the weakest convergence level
-    (:data:`REFERENCE_LEVELS`) of the HMC runs its figures rest on ("" when they rest on
-    none)."""
+    :data:`VERDICTS`) with what qualifies it (``caveat``: first "reference reproducible" or
+    "reference certified" where the levels vouch for its references), ``reference``: the
+    weakest convergence level (:data:`REFERENCE_LEVELS`) of the HMC runs its figures rest
+    on, and ``reference_levels``: the weakest of their reference levels' verdicts
+    (:data:`LEVELS_VERDICTS`); each "" when they rest on none."""
 
     number: int
     claim: str
@@ -42,36 +64,55 @@ class Finding:
     verdict: str
     caveat: str = ""
     reference: str = ""
+    reference_levels: str = ""
 
 
-def assessed(finding: Finding, levels: Sequence[str | None]) -> Finding:
-    """``finding`` with the level of the HMC runs it rests on; "not assessable" when one of
-    them failed the within-chain verdict or has none (its figures are kept, its verdict is
-    withheld).
+def assessed(
+    finding: Finding,
+    levels: Sequence[str | None],
+    verdicts: Sequence[str | None] | None = None,
+) -> Finding:
+    """``finding`` with the level and the reference levels' verdict of the HMC runs it rests
+    on (``verdicts``, one per run of ``levels``; ``None``: none recorded). "Not assessable"
+    when one of them failed the within-chain verdict or has none, unless the levels vouch for
+    every one (:data:`VOUCHED`): its figures are kept, its verdict is withheld. A verdict on
+    references the levels vouch for names their verdict first in the caveat.
 
     Example:
         >>> found = Finding(1, "claim", "figures", "reproduced")
         >>> assessed(found, ["not-mixed"]).verdict, assessed(found, ["converged"]).verdict
         ('not assessable', 'reproduced')
+        >>> vouched = assessed(found, ["not-mixed"], ["reproducible"])
+        >>> vouched.verdict, vouched.caveat[:22]
+        ('reproduced', 'reference reproducible')
     """
     level = weakest_level(levels)
-    finding = dataclasses.replace(finding, reference=level)
-    if level == FEW_DRAWS and finding.verdict != "not measured":
-        return dataclasses.replace(
-            finding,
-            caveat=(
-                "each chain of its HMC reference mixed and the chains agree, but their pooled "
-                "draws are fewer than the verdict asks (ESS < 100 at the worst test point): the "
-                "figures carry more Monte Carlo error"
-            ),
-        )
-    if level not in UNASSESSABLE or finding.verdict == "not measured":
+    verdict = weakest_verdict([None] * len(levels) if verdicts is None else verdicts)
+    finding = dataclasses.replace(finding, reference=level, reference_levels=verdict)
+    if finding.verdict == "not measured":
         return finding
+    vouched = verdict in VOUCHED
+    notes = [f"reference {verdict}"] if vouched else []
+    if level == FEW_DRAWS:
+        notes.append(
+            "each chain of its HMC reference mixed and the chains agree, but their pooled "
+            "draws are fewer than the verdict asks (ESS < 100 at the worst test point): the "
+            "figures carry more Monte Carlo error"
+        )
+        return dataclasses.replace(finding, caveat="; ".join(notes))
+    if level not in UNASSESSABLE:
+        return dataclasses.replace(finding, caveat=_joined(*notes, finding.caveat))
     why = (
         "failed the within-chain verdict: its chains did not mix"
         if level == "not-mixed"
         else "has no convergence verdict (too few kept draws to judge)"
     )
+    if vouched:
+        notes.append(
+            f"its HMC reference {why}, but the reference levels find its model average "
+            "reproducible, which is what the figures compare"
+        )
+        return dataclasses.replace(finding, caveat=_joined(*notes, finding.caveat))
     return dataclasses.replace(
         finding,
         verdict="not assessable",
@@ -79,31 +120,55 @@ def assessed(finding: Finding, levels: Sequence[str | None]) -> Finding:
     )
 
 
-def _rows_by_method(rows: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
-    return {r["method"]: r for r in rows}
-
-
-def _classification_settings(compare: Mapping[str, Any]) -> list[str]:
-    # compare-methods' results.json: {setting: {"problem": ..., "rows": [...]}}.
-    return [
-        name
-        for name, setting_ in compare.items()
-        if setting_["rows"] and "accuracy" in setting_["rows"][0]
-    ]
-
-
-def _sgld_settings(compare: Mapping[str, Any]) -> list[str]:
-    # The classification settings that ran SGLD (the CIFAR-10 proxy runs only SGD and the
-    # ensemble against HMC).
-    return [
-        name
-        for name in _classification_settings(compare)
-        if any(r["method"] == "SGLD" for r in compare[name]["rows"])
-    ]
+def _joined(*parts: str) -> str:
+    return "; ".join(part for part in parts if part)
 
 
 def _verdict(ok: bool) -> str:
     return "reproduced" if ok else "not reproduced"
+
+
+def _picked(sgd: Mapping[str, Any] | None) -> str:
+    # The point estimates' prior, where it was picked on validation data.
+    return (
+        f" (their prior {sgd['prior']}, picked on validation)" if (sgd or {}).get("prior") else ""
+    )
+
+
+def _image_line(name: str, rows: Sequence[Mapping[str, Any]]) -> tuple[str, bool]:
+    # A classification setting's figures, and whether the reference's NLL is below both.
+    by = rows_by_method(rows)
+    hmc = reference_row(rows)
+    sgd, ens = (by[m] for m in STANDARD)
+    line = (
+        f"{name}: NLL reference {hmc['nll']:.3f}, SGD {sgd['nll']:.3f}, ensemble "
+        f"{ens['nll']:.3f}; accuracy {hmc['accuracy']:.3f} / {sgd['accuracy']:.3f}"
+        f" / {ens['accuracy']:.3f}{_picked(sgd)}"
+    )
+    return line, hmc["nll"] < sgd["nll"] and hmc["nll"] < ens["nll"]
+
+
+def _regression_line(
+    name: str, rows: Sequence[Mapping[str, Any]], judged: bool
+) -> tuple[str, bool | None]:
+    # A regression setting's figures ("not run" for a method without them) and, where it is
+    # judged, whether the reference's NLL is below both; else why it is not.
+    by = rows_by_method(rows)
+    hmc, sgd, ens = reference_row(rows), *(by.get(m) for m in STANDARD)
+
+    def figure(row: Mapping[str, Any] | None, key: str) -> str:
+        return f"{row[key]:.3f}" if ran(row) and key in row else "not run"
+
+    line = (
+        f"{name}: NLL reference {figure(hmc, 'nll')}, SGD {figure(sgd, 'nll')}, ensemble "
+        f"{figure(ens, 'nll')}; RMSE {figure(hmc, 'rmse')} / {figure(sgd, 'rmse')}"
+        f" / {figure(ens, 'rmse')}{_picked(sgd)}"
+    )
+    if judged:
+        return line, hmc["nll"] < sgd["nll"] and hmc["nll"] < ens["nll"]
+    if ran(hmc) and ran(sgd) and ran(ens):
+        return line + " (not judged: its reference's chains did not mix or were not judged)", None
+    return line + " (not judged: a method did not run)", None
 
 
 def finding_hmc_beats_standard(
@@ -111,28 +176,28 @@ def finding_hmc_beats_standard(
 ) -> Finding:
     """(1) The HMC model average beats standard training (SGD) and deep ensembles.
 
-    Reproduced when, on every classification setting, HMC's test NLL is below SGD's and the
-    deep ensemble's.
+    Reproduced when, on every setting judged (:func:`beats_standard_settings`: every
+    classification setting, and each regression setting where SGD and the ensemble ran and
+    whose reference can carry a verdict), the reference's test NLL is below SGD's and the
+    deep ensemble's. Accuracy (classification) and RMSE (regression) are reported beside it,
+    not judged; a regression setting not judged is shown, with why.
     """
     claim = (
         "BNNs (HMC) can outperform standard training and deep ensembles in accuracy and likelihood"
     )
-    names = _classification_settings(compare)
-    if not names:
-        return Finding(1, claim, "no classification setting ran", "not measured")
-    parts, ok = [], True
-    for name in names:
-        by = _rows_by_method(compare[name]["rows"])
-        hmc = _reference_row(compare[name]["rows"])
-        sgd, ens = by["SGD"], by["Deep ensemble (K=5)"]
-        ok &= hmc["nll"] < sgd["nll"] and hmc["nll"] < ens["nll"]
-        parts.append(
-            f"{name}: NLL reference {hmc['nll']:.3f}, SGD {sgd['nll']:.3f}, ensemble "
-            f"{ens['nll']:.3f}; accuracy {hmc['accuracy']:.3f} / {sgd['accuracy']:.3f}"
-            f" / {ens['accuracy']:.3f}"
-            + (f" (their prior {sgd['prior']}, picked on validation)" if sgd.get("prior") else "")
-        )
-    return Finding(1, claim, "; ".join(parts), _verdict(ok), _convergence_caveat(converged))
+    judged = beats_standard_settings(compare)
+    lines = [_image_line(name, compare[name]["rows"]) for name in classification_settings(compare)]
+    lines += [
+        _regression_line(name, compare[name]["rows"], name in judged)
+        for name in regression_settings(compare)
+    ]
+    if not lines:
+        return Finding(1, claim, "no classification or regression setting ran", "not measured")
+    parts = "; ".join(line for line, _ in lines)
+    beats = [ok for _, ok in lines if ok is not None]
+    if not beats:
+        return Finding(1, claim, parts, "not measured")
+    return Finding(1, claim, parts, _verdict(all(beats)), _convergence_caveat(converged))
 
 
 def finding_one_long_chain(
@@ -319,12 +384,12 @@ def finding_ensembles_close(compare: Mapping[str, Any]) -> Finding:
         "cheaper methods differ from HMC; deep ensembles are about as close to HMC as "
         "SGLD, and closer than mean-field VI"
     )
-    names = _sgld_settings(compare)
+    names = sgld_settings(compare)
     if not names:
         return Finding(6, claim, "no classification setting ran SGLD", "not measured")
     parts, ok, priors = [], True, []
     for name in names:
-        by = _rows_by_method(compare[name]["rows"])
+        by = rows_by_method(compare[name]["rows"])
         ens, sgld, mfvi = by["Deep ensemble (K=5)"], by["SGLD"], by.get("MFVI")
         ok &= ens["total_variation"] <= 1.1 * sgld["total_variation"]
         line = (
@@ -352,13 +417,6 @@ def _convergence_caveat(converged: bool | None) -> str:
     return "the HMC reference did not pass the convergence verdict"
 
 
-def _reference_row(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    # The reference's row ("HMC (reference)", "MCLMC (reference)"): the table's first.
-    from bnnkit.experiments.compare_methods import REFERENCE_SUFFIX
-
-    return next((r for r in rows if r.get("method", "").endswith(REFERENCE_SUFFIX)), None)
-
-
 def findings_markdown(items: Sequence[Finding], scale: str) -> str:
     """The findings as a markdown table, with the scale they were measured at."""
     lines = [
@@ -369,14 +427,22 @@ def findings_markdown(items: Sequence[Finding], scale: str) -> str:
         "A finding whose HMC reference failed the within-chain verdict (its chains did "
         "not mix), or was not judged, is *not assessable*: its figures are shown, but "
         "they do not describe the posterior, so they neither reproduce the paper nor "
-        "contradict it.",
+        "contradict it; unless the reference levels find the reference reproducible or "
+        "certified (another run would reproduce its model average, which is what the "
+        "figures compare), as its verdict then says.",
         "",
-        "| # | the paper finds | measured here | HMC reference | verdict |",
-        "|---|---|---|---|---|",
+        "*reference levels*: the weakest reference levels' verdict of the references a "
+        "finding rests on (certified, reproducible, not a reference; "
+        f"{NOT_RECORDED} for a run evaluated before the levels existed); *HMC reference*: "
+        "the weakest of their within-chain levels.",
+        "",
+        "| # | the paper finds | measured here | reference levels | HMC reference | verdict |",
+        "|---|---|---|---|---|---|",
     ]
     for f in items:
         verdict = f.verdict + (f" ({f.caveat})" if f.caveat else "")
         lines.append(
-            f"| {f.number} | {f.claim} | {f.measured} | {f.reference or '—'} | {verdict} |"
+            f"| {f.number} | {f.claim} | {f.measured} | {f.reference_levels or '—'} | "
+            f"{f.reference or '—'} | {verdict} |"
         )
     return "\n".join(lines) + "\n"
