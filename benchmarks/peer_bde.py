@@ -31,6 +31,7 @@ chains of the ESS at a chain's 5 % slowest test predictions.
     python benchmarks/peer_bde.py --peer-python /path/to/bde-venv/bin/python \\
         [--datasets yacht boston energy concrete wine-quality-red] [--splits 5] \\
         [--out benchmarks/results/peer_bde.json]
+    python benchmarks/peer_bde.py --contenders default --compile-cache  # a user's later runs
     python benchmarks/peer_bde.py --combine A.json B.json  # one table of runs made apart
 
 Where every test target is a whole number (wine-quality-red's scores of 3 to 8), each row also
@@ -52,6 +53,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -97,6 +99,16 @@ mean = raw[..., 0].reshape(-1, len(xt)) * ys + ym
 std = (softplus(raw[..., 1]) + 1e-6).reshape(-1, len(xt)) * ys  # the peer's own link
 np.savez(sys.argv[3], mean=mean, std=std)
 """
+
+
+#: The contenders by key: their name in the table, and (model, flags) for bnnkit's (``None``:
+#: the peer). Like for like takes the peer's N(0, 1) prior, which is not bnnkit's default on a
+#: network that outputs its noise std.
+CONTENDERS = {
+    "peer": ("peer (MILE, 2x16)", None),
+    "like": ("bnnkit, like for like (2x16)", ("mlp_regression_2x16", ("--weight-decay", "1"))),
+    "default": ("bnnkit (default model)", ("mlp_regression_small", ())),
+}
 
 
 def peer_available(python: str) -> bool:
@@ -187,7 +199,13 @@ def within_summary(mixed: list[bool], ess_p5: list[float]) -> dict:
 
 
 def run_bnnkit(
-    dataset: str, split: int, model: str, seed: int, workdir: Path, extra: tuple[str, ...] = ()
+    dataset: str,
+    split: int,
+    model: str,
+    seed: int,
+    workdir: Path,
+    extra: tuple[str, ...] = (),
+    cache: str = "off",
 ) -> dict:
     folder = workdir / f"ref_{model}"
     command = [
@@ -209,7 +227,7 @@ def run_bnnkit(
         *extra,
     ]
     t0 = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=_threads())
+    done = subprocess.run(command, capture_output=True, text=True, env=_threads(cache))
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(
@@ -235,16 +253,18 @@ def run_bnnkit(
     }
 
 
-def _threads() -> dict[str, str]:
-    """The same CPU threads for every contender."""
-    # Every contender compiles its programs in every run: bnnkit's command-line compilation
-    # cache (on by default, a user's second run) is off here, as the peer has none.
+def _threads(cache: str = "off") -> dict[str, str]:
+    """The same CPU threads for every contender, and bnnkit's compilation cache (``off``, or
+    the folder of one made for this benchmark)."""
+    # By default every contender compiles its programs in every run: bnnkit's command-line
+    # compilation cache (on by default, a user's second run) is off, as the peer has none.
+    # --compile-cache measures bnnkit as a user's runs after their first meet it.
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
     return {
         **env,
         "OMP_NUM_THREADS": "2",
         "TF_CPP_MIN_LOG_LEVEL": "3",
-        "BNNKIT_COMPILE_CACHE": "off",
+        "BNNKIT_COMPILE_CACHE": cache,
     }
 
 
@@ -314,6 +334,20 @@ def main() -> None:
     parser.add_argument("--first-split", type=int, default=0)
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument(
+        "--contenders",
+        nargs="+",
+        default=list(CONTENDERS),
+        choices=list(CONTENDERS),
+        help="which contenders run (default: all three)",
+    )
+    parser.add_argument(
+        "--compile-cache",
+        action="store_true",
+        help="bnnkit with its command-line compilation cache on, in a folder new to this "
+        "benchmark: each dataset's first split compiles, the later ones reuse the programs "
+        "(a user's runs after their first)",
+    )
+    parser.add_argument(
         "--combine",
         nargs="+",
         default=None,
@@ -336,13 +370,12 @@ def main() -> None:
             "skipped (install it in its own virtual environment and pass --peer-python)"
         )
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
-    # (model, flags): like for like takes the peer's N(0, 1) prior, which is not bnnkit's
-    # default on a network that outputs its noise std.
     contenders = {
-        "peer (MILE, 2x16)": None,
-        "bnnkit, like for like (2x16)": ("mlp_regression_2x16", ("--weight-decay", "1")),
-        "bnnkit (default model)": ("mlp_regression_small", ()),
+        name + (", compile cache" if args.compile_cache and model else ""): model
+        for key, (name, model) in CONTENDERS.items()
+        if key in args.contenders
     }
+    cache = tempfile.mkdtemp(prefix="bnnkit-peer-cache-") if args.compile_cache else "off"
     results: dict = {d: {name: [] for name in contenders} for d in args.datasets}
     for split in range(args.first_split, args.first_split + args.splits):
         for dataset in args.datasets:
@@ -353,7 +386,9 @@ def main() -> None:
                             continue
                         row = run_peer(args.peer_python, dataset, split, split, Path(tmp))
                     else:
-                        row = run_bnnkit(dataset, split, model[0], split, Path(tmp), model[1])
+                        row = run_bnnkit(
+                            dataset, split, model[0], split, Path(tmp), model[1], cache
+                        )
                     results[dataset][name].append({"split": split, **row})
                     integer = (
                         f" (integer score {row['ll_integer']:.3f})" if "ll_integer" in row else ""
@@ -367,6 +402,8 @@ def main() -> None:
                     )
             if args.out:
                 Path(args.out).write_text(json.dumps(results, indent=2))
+    if args.compile_cache:
+        shutil.rmtree(cache, ignore_errors=True)
     print(table(results))
 
 
