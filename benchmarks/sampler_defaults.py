@@ -60,6 +60,7 @@ on every target, and >= BlackJAX NUTS's wherever that converges. Compare within 
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import importlib.util
 import json
@@ -203,16 +204,10 @@ def eight_schools_target():
             + log_tau
         )
 
-    def dispersed(key):
-        k1, k2, k3 = jax.random.split(key, 3)
-        mu = 5 * jax.random.normal(k1, (NUM_CHAINS, 1))
-        log_tau = 1 + jax.random.normal(k2, (NUM_CHAINS, 1))
-        theta = mu + 5 * jax.random.normal(k3, (NUM_CHAINS, 8))
-        return jnp.concatenate([mu, log_tau, theta], 1)
-
     mean = np.full(10, np.nan)
     sd = np.full(10, np.nan)
     mean[:2], sd[:2] = (e_mu, e_lt), (sd_mu, sd_lt)
+    dispersed = functools.partial(eight_schools_starts, centred=True)
     return Target("eight_schools", 10, log_density, mean, sd, dispersed)
 
 
@@ -235,14 +230,18 @@ def eight_schools_nc_target():
             + log_tau
         )
 
-    def dispersed(key):
-        k1, k2, k3 = jax.random.split(key, 3)
-        mu = 5 * jax.random.normal(k1, (NUM_CHAINS, 1))
-        log_tau = 1 + jax.random.normal(k2, (NUM_CHAINS, 1))
-        eta = jax.random.normal(k3, (NUM_CHAINS, 8))
-        return jnp.concatenate([mu, log_tau, eta], 1)
-
+    dispersed = functools.partial(eight_schools_starts, centred=False)
     return Target("eight_schools_nc", 10, log_density, centred.mean, centred.sd, dispersed)
+
+
+def eight_schools_starts(key, *, centred: bool):
+    """Dispersed starts of the eight schools, one row per chain: μ ~ N(0, 5²), log τ ~ N(1, 1),
+    and θ ~ N(μ, 5²) (centred) or η ~ N(0, 1) (non-centred), from the same three keys."""
+    k1, k2, k3 = jax.random.split(key, 3)
+    mu = 5 * jax.random.normal(k1, (NUM_CHAINS, 1))
+    log_tau = 1 + jax.random.normal(k2, (NUM_CHAINS, 1))
+    z = jax.random.normal(k3, (NUM_CHAINS, 8))
+    return jnp.concatenate([mu, log_tau, mu + 5 * z if centred else z], 1)
 
 
 BUILDERS = {
