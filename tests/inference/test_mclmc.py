@@ -305,3 +305,35 @@ def test_step_size_shrinks_on_an_energy_error_whose_square_overflows_float32():
     # Below the overflow the same formula holds (the direct branch).
     _, small = mclmc_tuning.predict_step_size(fresh, eps, jnp.float32(1e10), True, dim, v, tuner)
     assert float(small) == pytest.approx(10.0 ** (-20.0 / 6.0), rel=1e-5)
+
+
+def test_a_step_past_the_energy_cap_is_taken_again_shorter_instead_of_undone():
+    """With ε fixed at 1 (no tuning, no preconditioner) on the spread Gaussian, whose stiffest
+    scale is 0.01, every step's energy error passes the cap. Undone at once (BlackJAX's
+    handling, ``step_retries=0``), each step leaves the chain where it was, so it never moves;
+    retried with ε/2, ε/4, ..., each step is resolved by a shorter one, none is undone, the
+    chain moves, and the extra steps are logged and counted as gradients. Exact counts, not
+    statistics: with ε = 0.2 no step passes the cap, with ε = 1 every one does."""
+    init = {"x": jnp.asarray(np.random.default_rng(0).normal(size=(2, 100)) * SCALES)}
+    found = {}
+    for retries in (0, 4):
+        config = mclmc.Config(
+            num_iterations=40,
+            num_burn_in=0,
+            step_size=1.0,
+            preconditioner="none",
+            num_chains=2,
+            step_retries=retries,
+        )
+        _, kept, info = run_chains(
+            mclmc.build(spread_gaussian, config), config, init, jax.random.PRNGKey(1)
+        )
+        found[retries] = (np.asarray(kept["x"]), info)
+    steps = 2 * 40 * 10  # chains x iterations x steps per iteration
+    frozen, info = found[0]
+    assert int(info.num_divergent.sum()) == steps and int(info.num_retried.sum()) == 0
+    assert np.all(frozen == frozen[:, :1])
+    moving, info = found[4]
+    assert int(info.num_divergent.sum()) == 0 and int(info.num_retried.sum()) == steps
+    assert int(info.num_leapfrog.sum()) > steps
+    assert np.all(np.abs(np.diff(moving, axis=1)).max(axis=(1, 2)) > 0)

@@ -11,11 +11,15 @@ interpreter of the version that made them::
         [print(name, t.pinned_digest(**case)) for name, case in t.CASES.items()]"
 
 The unadjusted cases' (``default``, ``default-one-chain``, ``variance``, ``none``) by the MCLMC
-whose step size predictor clips each step's ξ at ``mclmc_tuning.SPIKE_CLIP`` times the
-predicted one (the commit that added it, with these digests); the adjusted cases', which that
-predictor does not touch, by the MCLMC of ``main`` before its kernel and its tuner were split
-into modules of their own (``inference/mclmc.py`` into ``mclmc_state.py``, ``mclmc_kernel.py``
-and ``mclmc_tuning.py``), and the clipping version reproduces them.
+that takes a step whose energy error passes the cap again with a shorter one
+(``Config.step_retries``; the commit that added it, with these digests). ``no-retries``
+(``step_retries=0``) keeps the digest of the MCLMC before it, whose step size predictor clips
+each step's ξ at ``mclmc_tuning.SPIKE_CLIP`` times the predicted one: without retries a run is
+that version's bit for bit (``default-one-chain`` never passes the cap and kept its digest too).
+The adjusted cases', which neither change touches, by the MCLMC of ``main`` before its kernel
+and its tuner were split into modules of their own (``inference/mclmc.py`` into
+``mclmc_state.py``, ``mclmc_kernel.py`` and ``mclmc_tuning.py``); both later versions reproduce
+them.
 
 A digest is the sha256 of the bytes of every iteration's positions and diagnostics (the info
 fields of :data:`PINNED_INFO`, in that order) and of the last full state (every leaf, in the
@@ -61,16 +65,18 @@ CASES = {
     "default-one-chain": dict(num_chains=1),
     "variance": dict(num_chains=2, preconditioner="variance"),
     "none": dict(num_chains=2, preconditioner="none"),
+    "no-retries": dict(num_chains=2, step_retries=0),
     "adjusted": dict(num_chains=2, adjusted=True),
     "adjusted-one-chain": dict(num_chains=1, adjusted=True),
     "adjusted-none": dict(num_chains=2, adjusted=True, preconditioner="none"),
 }
 # Made on an Intel Xeon with AVX-512 (the command in the module docstring).
 INTEL_AVX512 = {
-    "default": "c2de8606e4c30ddf4f9d43b6a18e9dc9b953788f3903e5393d83fd14b318121b",
+    "default": "7f81424c1684b1225eb91448214e3149b0efe273fef422717c82dce3f210b9ff",
     "default-one-chain": "86dd77867aeaa1a72d75083523dbbd7086b807465ee1eb4299735ea942c554db",
-    "variance": "9191b06554e70e6996077792c673c37019fb4c198ccf9a4695ae842713d1371f",
-    "none": "c4d7edb10a476bd04427efcadf59e17d8ed161bfbebc942529136513e8deb676",
+    "variance": "288d958464d0f749e5ad58a7e492e147fedfb9a77ef9e116fa957b5450f5718f",
+    "none": "097b7e9647cb96351b87e9161fbbcb767f330e68d2a2e8e5ccb9df42e4948fe1",
+    "no-retries": "c2de8606e4c30ddf4f9d43b6a18e9dc9b953788f3903e5393d83fd14b318121b",
     "adjusted": "a06e966e7eae4cb3b4bb6726c892c60d35af252b2d9bee0f10f35dfac3af950c",
     "adjusted-one-chain": "7c53c9765d3f3ced9335eb4eafe62d15a44a9367a01fae7b2cb04fc9bed261e8",
     "adjusted-none": "b0b1ae27cdb8e7567669842c27898801d95415656f98fc4a9393acd87b53098d",

@@ -188,6 +188,16 @@ def test_unadjusted_mclmc_is_judged_by_its_energy_errors_and_spikes():
     assert broken["status"] == "fail" and not broken["spikes_only"]
     assert broken["cut_share"][1] == 0.05 and "chain 1 (5.0%)" in broken["problems"][0]
     assert "integration failed" in broken["problems"][0]
+    # A step a shorter retry resolved is a spike (the tuned ε failed there), not a cut-off.
+    retried = lines("energy_var", energy)
+    for line in retried:
+        line["num_retried"] = [0, 0]
+    for line in retried[::20]:
+        line["num_retried"] = [0, 2]
+    resolved = numerics.numerics(retried, "mclmc", {"energy_var_end": target})
+    assert resolved["status"] == "fail" and resolved["spikes_only"]
+    assert resolved["cut_share"] == [0.0, 0.0] and resolved["retry_share"] == [0.0, 0.05]
+    assert resolved["spike_share"][1] == 0.05 and "taken again shorter" in resolved["problems"][0]
 
 
 def test_numerics_not_logged_are_not_recorded():

@@ -220,9 +220,15 @@ class Config(IterationSettings):
     )
     energy_var_max_ratio: float = setting(
         1000.0,
-        help="an unadjusted step with ΔE² above this many times d·v is cut off (a "
-        "divergence; BlackJAX's desired_energy_var_max_ratio)",
+        help="an unadjusted step with ΔE² above this many times d·v is cut off (BlackJAX's "
+        "desired_energy_var_max_ratio): taken again shorter, or undone (a divergence)",
         bounds=POSITIVE,
+    )
+    step_retries: int = setting(
+        4,
+        help="an unadjusted step cut off is taken again from the same point with ε/2, ε/4, ... "
+        "up to this many times before it is undone (0: undone at once, as BlackJAX does)",
+        bounds=(0, None),
     )
     target_accept_rate: float = setting(
         0.9, help="acceptance rate of --adjusted, in (0, 1)", bounds=(Exclusive(0), Exclusive(1))
@@ -299,6 +305,7 @@ def tuner(config: Config) -> Tuner:
         config.trust_in_estimate,
         (n - 1.0) / (n + 1.0),
         config.energy_var_max_ratio,
+        config.step_retries,
         config.target_accept_rate,
         config.divergence_threshold,
         config.max_trajectory_steps,

@@ -8,11 +8,14 @@ tuning's end-of-part updates. The tuning itself is :mod:`bnnkit.inference.mclmc_
 chain's state :mod:`bnnkit.inference.mclmc_state`'s; the method, its settings and its description
 are :mod:`bnnkit.inference.mclmc`'s.
 
-A step whose energy is not finite is reverted and its velocity redrawn (BlackJAX's
-``handle_nans``); an unadjusted step with ``ΔE² > energy_var_max_ratio · d · v`` is cut off the
-same way (``handle_high_energy``); an adjusted trajectory whose energy error exceeds
-``divergence_threshold`` nats is rejected. Each is a divergence, logged per iteration
-(``divergent``: whether one happened; ``num_divergent``: how many).
+An unadjusted step whose energy is not finite, or whose ``ΔE² > energy_var_max_ratio · d · v``,
+is taken again from the same point with ε/2, then ε/4, ... up to ``step_retries`` times
+(:func:`unadjusted_move`), and the first of them that is finite and within the cap is the step;
+when none is, the step is reverted and its velocity redrawn (BlackJAX's ``handle_nans`` and
+``handle_high_energy``). An adjusted trajectory whose energy error exceeds
+``divergence_threshold`` nats is rejected. A step undone and a rejected trajectory are
+divergences, logged per iteration (``divergent``: whether one happened; ``num_divergent``: how
+many; ``num_retried``: the steps taken again, unadjusted).
 """
 
 from __future__ import annotations
@@ -106,6 +109,7 @@ class Sums(NamedTuple):
     steps: jax.Array
     energy: jax.Array
     finite: jax.Array
+    retried: jax.Array
 
 
 class Move(NamedTuple):
@@ -118,7 +122,8 @@ class Move(NamedTuple):
         change: its energy error ΔE (0 where not finite).
         divergent: whether it diverged.
         accept: its acceptance probability (1 unadjusted).
-        num_steps: its integrator steps.
+        num_steps: its integrator steps (a step taken again counts each time).
+        retried: whether it was taken again with a shorter step (unadjusted).
         tuned: the tuning state after it.
         next_eps, next_length: the step size and L it proposes for the next transition.
         weight_ok: whether its position counts in the variance part's statistics.
@@ -130,6 +135,7 @@ class Move(NamedTuple):
     divergent: jax.Array
     accept: jax.Array
     num_steps: jax.Array
+    retried: jax.Array
     tuned: MCLMCTuning
     next_eps: jax.Array
     next_length: jax.Array
@@ -173,8 +179,19 @@ def adjusted_move(
         state.iteration < schedule.variance_end, tuner.tuning_trajectory_steps * next_eps, L
     )
     weight_ok = jnp.ones((), bool)  # a rejected trajectory's start is a draw too
+    retried = jnp.zeros((), bool)
     return Move(
-        new, finite, change, divergent, accept, num_steps, tuned, next_eps, next_L, weight_ok
+        new,
+        finite,
+        change,
+        divergent,
+        accept,
+        num_steps,
+        retried,
+        tuned,
+        next_eps,
+        next_L,
+        weight_ok,
     )
 
 
@@ -189,28 +206,81 @@ def unadjusted_move(
     tuner: Tuner,
     dim: int,
 ) -> Move:
-    """One step of BlackJAX's MCLMC kernel at transition ``step`` (counted from the start), cut
-    off where its energy error is too high, and the step size predictor on its ΔE."""
+    """One step of BlackJAX's MCLMC kernel at transition ``step`` (counted from the start),
+    taken again with a shorter step where its energy error is too high, and the step size
+    predictor on the first try's ΔE.
+
+    A step whose energy is not finite or whose ``ΔE²`` exceeds ``energy_var_max_ratio · d · v``
+    is tried again from the same point with ε/2ʲ, j = 1, ..., ``step_retries`` (each try with a
+    key of its own), and the first try that is finite and within the cap is the step; where
+    none is, the step is undone and the velocity redrawn (BlackJAX's ``handle_high_energy``),
+    a divergence. Undoing leaves a chain where a sharp region begins: on a heteroscedastic
+    network, where its noise std is small, every step of the tuned ε from there can exceed the
+    cap, and such a chain stays on one point for the rest of the run (measured in
+    ``docs/concepts/reference.md``). A shorter step there is the integrator resolving the
+    region: the unadjusted sampler's bias falls with ε, and no Metropolis balance is there to
+    keep (delayed-rejection HMC, Modi, Barnett & Carpenter 2023, does the same with its
+    correction). The tuning still sees the first try, so that ε keeps answering to the energy
+    errors of its own steps; a retry is logged (``num_retried``) and its gradients counted.
+    """
     eps, L, tuning = state.step_size, state.L, state.tuning
     energy_var = energy_var_target(step, schedule)
     key_kernel, key_cut = jax.random.split(key)
     kernel = blackjax.mcmc.mclmc.build_kernel(integrator=isokinetic_mclachlan)
     new, info = kernel(key_kernel, current, logdensity_fn, state.inverse_mass_matrix, L, eps)
-    finite = info.nonans
     cutoff = jnp.sqrt(tuner.energy_var_max_ratio * dim * energy_var)
-    cut = jnp.abs(info.energy_change) > cutoff  # False for a non-finite energy (zeroed)
+
+    def failed(info) -> jax.Array:
+        # A non-finite energy is zeroed by the kernel: ``nonans`` tells it apart.
+        return jnp.logical_or(jnp.logical_not(info.nonans), jnp.abs(info.energy_change) > cutoff)
+
+    first = info
+    tries = jnp.zeros((), jnp.int32)
+    if tuner.step_retries:
+
+        def again(carry):
+            tries, _, info = carry
+            return jnp.logical_and(failed(info), tries < tuner.step_retries)
+
+        def shorter(carry):
+            tries = carry[0] + 1
+            short = eps * jnp.exp2(-tries.astype(eps.dtype))
+            new, info = kernel(
+                jax.random.fold_in(key_kernel, tries),
+                current,
+                logdensity_fn,
+                state.inverse_mass_matrix,
+                L,
+                short,
+            )
+            return tries, new, info
+
+        # Under vmap the loop runs while any chain retries, the others' tries masked: a retry
+        # costs every chain a step, and is rare.
+        tries, new, info = jax.lax.while_loop(again, shorter, (tries, new, info))
+    divergent = failed(info)
     new, _ = blackjax.mcmc.mclmc.handle_high_energy(current, new, info, key_cut, cutoff)
+    finite = info.nonans
     change = jnp.where(finite, info.energy_change, 0.0)
-    divergent = jnp.logical_or(jnp.logical_not(finite), cut)
     accept = jnp.ones((), eps.dtype)
-    num_steps = jnp.ones((), jnp.int32)
+    num_steps = 1 + tries
     tuned, next_eps = predict_step_size(
-        tuning, eps, info.energy_change, finite, dim, energy_var, tuner
+        tuning, eps, first.energy_change, first.nonans, dim, energy_var, tuner
     )
     next_L = L
     weight_ok = jnp.logical_not(divergent)
     return Move(
-        new, finite, change, divergent, accept, num_steps, tuned, next_eps, next_L, weight_ok
+        new,
+        finite,
+        change,
+        divergent,
+        accept,
+        num_steps,
+        tries > 0,
+        tuned,
+        next_eps,
+        next_L,
+        weight_ok,
     )
 
 
@@ -259,6 +329,7 @@ def accumulate(sums: Sums, move: Move, dim: int) -> Sums:
         sums.steps + move.num_steps,
         sums.energy + jnp.where(counted, jnp.square(move.change) / dim, 0.0),
         sums.finite + counted.astype(jnp.int32),
+        sums.retried + move.retried.astype(jnp.int32),
     )
 
 
@@ -324,6 +395,7 @@ def transitions(
         jnp.zeros((), jnp.int32),
         jnp.zeros((), jnp.int32),
         jnp.zeros((), dtype),
+        jnp.zeros((), jnp.int32),
         jnp.zeros((), jnp.int32),
     )
     body = functools.partial(
@@ -436,4 +508,5 @@ def step(
         L=state.L,
         energy_var=sums.energy / steps,
         log_posterior=new.logdensity,
+        num_retried=sums.retried,
     )

@@ -65,6 +65,9 @@ class MCLMCInfo(NamedTuple):
         energy_var: mean of ΔE²/d over the iteration's transitions that did not diverge (per
             step unadjusted, where ε is tuned on it; per trajectory adjusted).
         log_posterior: tempered log posterior at the iteration's end.
+        num_retried: the iteration's steps taken again with a shorter step for an energy
+            error past the cap (unadjusted; 0 adjusted). Last, so that the earlier keys keep
+            their order; runs made before it was logged lack it.
     """
 
     acceptance_rate: jax.Array
@@ -75,6 +78,7 @@ class MCLMCInfo(NamedTuple):
     L: jax.Array
     energy_var: jax.Array
     log_posterior: jax.Array
+    num_retried: jax.Array
 
 
 def init(

@@ -129,6 +129,7 @@ class Tuner(NamedTuple):
     trust_in_estimate: float
     decay: float
     energy_var_max_ratio: float
+    step_retries: int
     target_accept_rate: float
     divergence_threshold: float
     max_trajectory_steps: int

@@ -20,9 +20,11 @@ it logged per iteration after burn-in.
     ``ΔE²/(d v)`` is a tenth of a χ²₁₀, past 10 with probability about 1e-16: a spike is a
     step from outside that bulk, where the unadjusted chain is biased most. Their share of
     kept iterations must be at most :data:`MAX_SPIKE_SHARE`;
-  - cut-off steps: an iteration that cut a step off (``ΔE²`` beyond ``energy_var_max_ratio``
-    times its target, or not finite): the integration failed there. At most
-    :data:`MAX_SPIKE_SHARE` of kept iterations too.
+  - cut-off steps: an iteration that undid a step (``ΔE²`` beyond ``energy_var_max_ratio``
+    times its target, or not finite, at ε and at every shorter step retried,
+    ``num_divergent``): the integration failed there. At most :data:`MAX_SPIKE_SHARE` of kept
+    iterations too. A step that a shorter retry resolved (``num_retried``) counts as a spike:
+    the tuned ε failed there.
 
   Spikes alone fail level 0, so the run is never certified, but leave it ``spikes_only``: the
   verdict can still call it reproducible (:mod:`bnnkit.metrics.levels`). On a network's
@@ -210,9 +212,13 @@ def _energy(
     target = float(method_config.get("energy_var_end") or DEFAULT_ENERGY_VAR)
     energy = np.asarray([line["energy_var"] for line in kept], np.float64)  # (iterations, chains)
     cut = np.asarray([line["divergent"] for line in kept], bool)
+    # Runs made before steps were retried log no retries (their cut-off steps were undone).
+    retried = (
+        np.asarray([line.get("num_retried", [0] * len(line["divergent"])) for line in kept]) > 0
+    )
     ratio = np.median(energy, axis=0) / target
     failed = (cut | ~np.isfinite(energy)).mean(axis=0)
-    spikes = ((energy > SPIKE_FACTOR * target) | cut | ~np.isfinite(energy)).mean(axis=0)
+    spikes = ((energy > SPIKE_FACTOR * target) | cut | retried | ~np.isfinite(energy)).mean(axis=0)
     problems = []
     bulky = np.flatnonzero(~(ratio <= MAX_ENERGY_RATIO))
     if bulky.size:
@@ -234,7 +240,7 @@ def _energy(
     if spiky.size:
         problems.append(
             "energy spikes (an iteration's ΔE²/d above "
-            f"{SPIKE_FACTOR:g}× the target, or a step cut off) in chain "
+            f"{SPIKE_FACTOR:g}× the target, or a step cut off or taken again shorter) in chain "
             + ", ".join(f"{c} ({spikes[c]:.1%})" for c in spiky)
             + f" of kept iterations (at most {MAX_SPIKE_SHARE:.0%})"
             + ("" if hard else ": not certified, though the model average may still rank")
@@ -247,6 +253,7 @@ def _energy(
         "energy_ratio": [float(r) for r in ratio],
         "spike_share": [float(s) for s in spikes],
         "cut_share": [float(s) for s in failed],
+        "retry_share": [float(s) for s in retried.mean(axis=0)],
         "problems": problems,
         "advice": [energy_advice(target, vocabulary, command, spikes=not bulky.size)]
         if problems
