@@ -267,20 +267,18 @@ def unadjusted_move(
     tuned, next_eps = predict_step_size(
         tuning, eps, first.energy_change, first.nonans, dim, energy_var, tuner
     )
-    next_L = L
-    weight_ok = jnp.logical_not(divergent)
     return Move(
-        new,
-        finite,
-        change,
-        divergent,
-        accept,
-        num_steps,
-        tries > 0,
-        tuned,
-        next_eps,
-        next_L,
-        weight_ok,
+        new=new,
+        finite=finite,
+        change=change,
+        divergent=divergent,
+        accept=accept,
+        num_steps=num_steps,
+        retried=tries > 0,
+        tuned=tuned,
+        next_eps=next_eps,
+        next_length=L,
+        weight_ok=jnp.logical_not(divergent),
     )
 
 
