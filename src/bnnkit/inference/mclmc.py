@@ -35,9 +35,10 @@ started from different members of an ensemble (``--init-checkpoint``) tune each 
 mode.
 
 **Modules.** This one is the method: its settings (:class:`Config`) and :func:`build`. The
-chain's state and its start are :mod:`bnnkit.inference.mclmc_state`'s, a transition and an
-iteration :mod:`bnnkit.inference.mclmc_kernel`'s (with what counts as a divergence), and the
-tuning's schedule of ε, Σ and L, part by part, :mod:`bnnkit.inference.mclmc_tuning`'s.
+chain's state and its start are :mod:`bnnkit.inference.mclmc_state`'s, a transition (with
+what counts as a divergence) :mod:`bnnkit.inference.mclmc_moves`'s, an iteration
+:mod:`bnnkit.inference.mclmc_kernel`'s, and the tuning's schedule of ε, Σ and L, part by
+part, :mod:`bnnkit.inference.mclmc_tuning`'s.
 
 **Bias of the unadjusted sampler.** Without the Metropolis correction the chain samples a
 distribution near the posterior, not the posterior. A second-order integrator keeps a shadow
