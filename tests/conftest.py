@@ -10,6 +10,9 @@ import pytest
 # The command line caches compiled programs in the user's cache folder; the tests call it in
 # this process and must not write there (make test gives JAX a cache of its own instead).
 os.environ.setdefault("BNNKIT_COMPILE_CACHE", "off")
+# The command line asks JAX for one CPU device per core; the tests compare runs made by
+# commands in other processes with runs made in this one (one device), bit for bit.
+os.environ.setdefault("BNNKIT_CPU_DEVICES", "1")
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,7 @@ import io
 import signal
 import sys
 
+from bnnkit import cpu_devices
 from bnnkit.commands import COMMANDS, GROUPS, OTHER_COMMANDS, config_file, groups
 from bnnkit.commands.budget import EXIT_BUDGET, BudgetEnded, command_line, resume_argv
 from bnnkit.errors import ConfigError
@@ -185,7 +186,10 @@ def join_processes(argv: list[str]) -> None:
     parser = _Parser(prog=f"bnnkit {command}", add_help=False)
     add_config_arguments(parser, distributed.Hosts)
     known, _ = parser.parse_known_args(argv)
-    distributed.initialize(config_from_args(known, distributed.Hosts))
+    hosts = config_from_args(known, distributed.Hosts)
+    if not hosts.wanted():  # several processes keep one CPU device each
+        cpu_devices.enable_for_command_line()
+    distributed.initialize(hosts)
 
 
 def _one_line(text: str) -> str:
@@ -262,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = [a for a in argv if a != DEBUG_FLAG]
     try:
         join_processes(argv)
+        # Before the parser (importing the methods' libraries may start JAX), for the
+        # commands join_processes left alone.
+        cpu_devices.enable_for_command_line()
         parser = build_parser()
         _apply_config_file(parser, argv)
     except ConfigError as err:

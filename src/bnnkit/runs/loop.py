@@ -73,6 +73,7 @@ from bnnkit.runs.prepare import (
     initial_params,
     member_init,
     method_module,
+    placement_notes,
     resume_or_record,
     source_notes,
 )
@@ -252,6 +253,7 @@ def run_block(
     # Everything the run needs is checked here, by tracing, before the directory is touched.
     template = jax.eval_shape(init_all, init_keys, first)
     found, record = resume_or_record(rundir, built, config, loop, method, template, resume=resume)
+    notes = (*notes, *placement_notes(rundir, record, placements))
     with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
         _store_arrays(life, built)
         return _run_locked(

@@ -24,7 +24,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.models import num_params
-from bnnkit.runs import lifecycle, manifest, resumable
+from bnnkit.runs import lifecycle, manifest, resumable, sharding
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.initial import positions_from_run, problem_of_run, source_differences
 
@@ -172,3 +172,15 @@ def driver_record(
             **{k: v for k, v in built.dataset.info.items() if isinstance(v, (str, int, float))},
         },
     )
+
+
+def placement_notes(rundir: RunDir, record: dict | None, placements) -> tuple[str, ...]:
+    """Record in a new run's ``record`` the devices it runs on; for a resume (``record`` is
+    ``None``), the warning when they differ from those it was made on
+    (:func:`bnnkit.runs.sharding.resume_note`)."""
+    where = sharding.described(placements)
+    if record is not None:
+        record[sharding.RECORD_KEY] = where
+        return ()
+    note = sharding.resume_note(rundir.read_record().get(sharding.RECORD_KEY), where)
+    return () if note is None else (note,)

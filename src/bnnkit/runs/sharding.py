@@ -74,3 +74,56 @@ def check_mode(shard: str) -> None:
     """Raises ConfigError for a mode outside :data:`SHARD_MODES`."""
     if shard not in SHARD_MODES:
         raise ConfigError(f"unknown --shard {shard!r}; allowed: {', '.join(SHARD_MODES)}")
+
+
+#: The key of ``run.json`` that records the devices a run ran on.
+RECORD_KEY = "devices"
+
+
+def described(placements) -> dict:
+    """What ``run.json`` records of where a run ran: the platform, the number of devices its
+    state was placed on, and what it split over them (``"chains"``, ``"data"`` or ``"none"``).
+
+    Example:
+        >>> described(None)["devices"], described(None)["split"]
+        (1, 'none')
+    """
+    if placements is None:
+        return {"platform": jax.default_backend(), "devices": 1, "split": "none"}
+    members = placements[0]
+    return {
+        "platform": jax.default_backend(),
+        "devices": int(members.mesh.size),
+        "split": "chains" if members.spec == PartitionSpec("d") else "data",
+    }
+
+
+def resume_note(recorded: dict | None, now: dict) -> str | None:
+    """A warning for a resume placed otherwise than the run was made (``None``: the same, or
+    a run made before runs recorded it): XLA compiles a smaller batch of chains, or a sum over
+    devices, to other roundings, so the run goes on as a valid chain, not bit for bit.
+
+    Example:
+        >>> made = {"platform": "cpu", "devices": 2, "split": "chains"}
+        >>> resume_note(made, made) is None
+        True
+        >>> note = resume_note(made, {"platform": "cpu", "devices": 1, "split": "none"})
+        >>> note.split(":")[0]
+        'the run was made on 2 cpu devices (chains split over them) and goes on on 1 cpu device'
+    """
+    if recorded is None or recorded == now:
+        return None
+
+    def where(d: dict) -> str:
+        split = f" ({d['split']} split over them)" if d.get("split") not in (None, "none") else ""
+        plural = "s" if d.get("devices") != 1 else ""
+        return f"{d.get('devices')} {d.get('platform')} device{plural}{split}"
+
+    hint = ""
+    if recorded.get("platform") == "cpu":
+        n = recorded.get("devices")
+        hint = f" (BNNKIT_CPU_DEVICES={n} gives the command line {n} CPU device{'s' * (n != 1)})"
+    return (
+        f"the run was made on {where(recorded)} and goes on on {where(now)}: its draws from "
+        f"here are a valid continuation, not bit for bit an uninterrupted run's{hint}"
+    )
