@@ -19,7 +19,10 @@ For every dataset and standard split, one after the other on the same machine:
   (``mlp_regression_small``).
 
 Each runs in a fresh interpreter, timed from its start to its predictions (imports and
-compilation included, as a user waits for them), on the same 2 threads. All three are scored
+compilation included, as a user waits for them), on the same 2 threads and the same number of
+JAX CPU devices (``--devices``, by default bnnkit's command-line default, one per core: the
+peer gets them as its README says, ``XLA_FLAGS=--xla_force_host_platform_device_count=N``,
+and spreads its members over them; bnnkit splits its chains over them). All three are scored
 by the same code: test log-likelihood per point of the equal-weight mixture of every draw's
 Gaussian, and RMSE of the predictive mean, in the target's original units. Both are judged by
 the same within-chain checks too (:func:`bnnkit.metrics.within_chain.check_chains`: each
@@ -61,6 +64,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from bnnkit import cpu_devices
 
 DATASETS = ("yacht", "boston", "energy", "concrete", "wine-quality-red")
 #: The peer's README regression example.
@@ -137,7 +142,9 @@ def split_arrays(dataset: str, split: int) -> dict[str, np.ndarray]:
     }
 
 
-def run_peer(python: str, dataset: str, split: int, seed: int, workdir: Path) -> dict:
+def run_peer(
+    python: str, dataset: str, split: int, seed: int, workdir: Path, devices: int = 1
+) -> dict:
     from bnnkit.metrics.predictive import nll_gaussian_mixture, rmse
 
     arrays = split_arrays(dataset, split)
@@ -149,7 +156,7 @@ def run_peer(python: str, dataset: str, split: int, seed: int, workdir: Path) ->
         [python, "-c", PEER_SCRIPT, str(data), json.dumps(settings), str(out)],
         capture_output=True,
         text=True,
-        env=_threads(),
+        env=_threads(devices=devices, peer=True),
     )
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
@@ -206,6 +213,7 @@ def run_bnnkit(
     workdir: Path,
     extra: tuple[str, ...] = (),
     cache: str = "off",
+    devices: int = 1,
 ) -> dict:
     folder = workdir / f"ref_{model}"
     command = [
@@ -227,7 +235,9 @@ def run_bnnkit(
         *extra,
     ]
     t0 = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=_threads(cache))
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=_threads(cache, devices=devices)
+    )
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         raise RuntimeError(
@@ -253,15 +263,19 @@ def run_bnnkit(
     }
 
 
-def _threads(cache: str = "off") -> dict[str, str]:
-    """The same CPU threads for every contender, and bnnkit's compilation cache (``off``, or
-    the folder of one made for this benchmark)."""
+def _threads(cache: str = "off", *, devices: int = 1, peer: bool = False) -> dict[str, str]:
+    """The same CPU threads and JAX CPU devices for every contender, and bnnkit's compilation
+    cache (``off``, or the folder of one made for this benchmark)."""
     # By default every contender compiles its programs in every run: bnnkit's command-line
     # compilation cache (on by default, a user's second run) is off, as the peer has none.
     # --compile-cache measures bnnkit as a user's runs after their first meet it.
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
+    env.pop("XLA_FLAGS", None)
+    if peer and devices > 1:  # as the peer's README asks, before JAX starts
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     return {
         **env,
+        cpu_devices.ENV: str(devices),
         "OMP_NUM_THREADS": "2",
         "TF_CPP_MIN_LOG_LEVEL": "3",
         "BNNKIT_COMPILE_CACHE": cache,
@@ -348,6 +362,13 @@ def main() -> None:
         "(a user's runs after their first)",
     )
     parser.add_argument(
+        "--devices",
+        type=int,
+        default=cpu_devices.device_count({}),
+        help="JAX CPU devices for every contender (default: bnnkit's command-line default, "
+        "one per core, a power of two at most 8; 1: one device each)",
+    )
+    parser.add_argument(
         "--combine",
         nargs="+",
         default=None,
@@ -369,7 +390,10 @@ def main() -> None:
             f"sklearn-contrib-bde is not importable by {args.peer_python}: the peer is "
             "skipped (install it in its own virtual environment and pass --peer-python)"
         )
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"{args.devices} JAX CPU device(s) per contender"
+    )
     contenders = {
         name + (", compile cache" if args.compile_cache and model else ""): model
         for key, (name, model) in CONTENDERS.items()
@@ -384,10 +408,19 @@ def main() -> None:
                     if model is None:
                         if not have_peer:
                             continue
-                        row = run_peer(args.peer_python, dataset, split, split, Path(tmp))
+                        row = run_peer(
+                            args.peer_python, dataset, split, split, Path(tmp), args.devices
+                        )
                     else:
                         row = run_bnnkit(
-                            dataset, split, model[0], split, Path(tmp), model[1], cache
+                            dataset,
+                            split,
+                            model[0],
+                            split,
+                            Path(tmp),
+                            model[1],
+                            cache,
+                            args.devices,
                         )
                     results[dataset][name].append({"split": split, **row})
                     integer = (
