@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -72,24 +73,11 @@ def test_a_new_process_gets_one_device_per_core_unless_xla_flags_name_a_count():
     assert given["set"] is None and given["devices"] == 3
 
 
-ARGV = [
-    "hmc",
-    "--dataset",
-    "yacht_0",
-    "--model",
-    "linear",
-    "--noise-std",
-    "0.5",
-    "--num-chains",
-    "2",
-    "--num-burn-in",
-    "1",
-    "--step-size",
-    "1e-3",
-    "--trajectory-len",
-    "3e-3",
-    "--no-progress",
-]
+# A tiny run of two chains, which two devices split.
+ARGV = shlex.split(
+    "hmc --dataset yacht_0 --model linear --noise-std 0.5 --num-chains 2 --num-burn-in 1 "
+    "--step-size 1e-3 --trajectory-len 3e-3 --no-progress"
+)
 
 
 def test_a_run_records_its_devices_and_a_resume_on_others_says_so(tmp_path, capsys):
