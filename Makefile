@@ -20,7 +20,8 @@ endif
 
 # Four HMC chains on the bundled UCI concrete data (split 0), HMC's no-knob default: 3 to 8
 # minutes on 2 CPU cores (2 min 21 s measured on an AVX-512 EPYC, 5 min 26 s on an AVX2 one,
-# 7 min 17 s on an AVX-512 Xeon from a fresh clone, the installation included).
+# 7 min 17 s on an AVX-512 Xeon from a fresh clone, the installation included; 5 min 12 s there
+# since the chains are split over the cores).
 demo: $(STAMP)
 	$(VENV)/bin/bnnkit hmc --dataset concrete_0 --model mlp_regression_small --noise-std 0.35 \
 	  --num-iterations 800 --num-burn-in 200 --num-chains 4 --seed 0 --dir runs/demo_concrete_0 --overwrite
