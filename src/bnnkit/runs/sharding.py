@@ -17,6 +17,9 @@ ensembles, SGMCMC, VI) alike:
 Example:
     >>> placement("none", num_chains=4, num_data=100) is None
     True
+    >>> two = [jax.devices()[0]] * 2  # 3 chains do not divide over 2 devices, nor may the data
+    >>> placement("auto", num_chains=3, num_data=100, devices=two, auto_data=False) is None
+    True
 """
 
 from __future__ import annotations
@@ -31,7 +34,13 @@ SHARD_MODES = ("auto", "chains", "data", "none")
 
 
 def placement(
-    shard: str, num_chains: int, num_data: int, devices=None, *, data_label: str = "data"
+    shard: str,
+    num_chains: int,
+    num_data: int,
+    devices=None,
+    *,
+    data_label: str = "data",
+    auto_data: bool = True,
 ):
     """Shardings for (chain-stacked state, training batch), or ``None`` for one device.
 
@@ -40,11 +49,12 @@ def placement(
 
     Args:
         shard: ``"chains"``, ``"data"``, ``"none"`` or ``"auto"`` (chains if they divide evenly
-            over the devices, else data if the examples do, else none).
+            over the devices, else data if the examples do and ``auto_data``, else none).
         num_chains: chains run together.
         num_data: training examples (full batch) or examples per minibatch.
         devices: defaults to ``jax.devices()``.
         data_label: what ``num_data`` counts, for the error message.
+        auto_data: whether ``"auto"`` may split the data.
 
     Raises:
         ConfigError: an unknown mode, or a split that does not divide evenly.
@@ -55,7 +65,8 @@ def placement(
     if shard == "none" or n == 1:
         return None
     if shard == "auto":
-        shard = "chains" if num_chains % n == 0 else "data" if num_data % n == 0 else "none"
+        data = auto_data and num_data % n == 0
+        shard = "chains" if num_chains % n == 0 else "data" if data else "none"
         if shard == "none":
             return None
     count = num_chains if shard == "chains" else num_data
