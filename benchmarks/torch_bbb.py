@@ -21,9 +21,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
-import os
 import statistics
 import time
+
+from bnnkit.cpu_devices import usable_cores
 
 try:
     import torch
@@ -32,11 +33,6 @@ except ImportError:  # the benchmark is optional
     torch = None
 
 SIZES = (784, 400, 400, 10)
-
-
-def cores() -> int:
-    """The CPUs this process may run on (the threads XLA's CPU backend uses)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def make_layers(sigma_init: float = 1e-3, device: str = "cpu"):
@@ -93,7 +89,7 @@ def time_epochs(repeats: int, num_train: int = 60_000, batch_size: int = 128, de
     """
     if torch is None or (device == "cuda" and not torch.cuda.is_available()):
         return None
-    torch.set_num_threads(cores())
+    torch.set_num_threads(usable_cores())  # the threads XLA's CPU backend uses
     torch.manual_seed(0)
     x = torch.randn(num_train, SIZES[0], device=device)
     y = torch.randint(0, SIZES[-1], (num_train,), device=device)
