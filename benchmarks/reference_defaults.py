@@ -183,10 +183,12 @@ def mean_se(values: list[float]) -> str:
 
 
 def table(results: list[dict], option_names: list[str]) -> str:
-    """The markdown table: one row per dataset and option."""
+    """The markdown table: one row per dataset and option; then the level counts of each
+    option over every dataset."""
     head = (
-        "| dataset | option | splits | test LL | RMSE | s / split | verdict | levels | "
-        "chains mixed | within-chain R-hat share | chain ESS (p5) | prior mass σ < 1e-3 sd |\n"
+        "| dataset | option | splits | test LL | RMSE | s / split | verdict | "
+        "levels C/R/N (failed) | chains mixed | within-chain R-hat share | chain ESS (p5) | "
+        "prior mass σ < 1e-3 sd |\n"
         "|---|---|---:|---|---|---:|---|---|---:|---:|---:|---:|"
     )
     lines = [head]
@@ -206,21 +208,27 @@ def table(results: list[dict], option_names: list[str]) -> str:
                 f"{_fmt(_median([r['chain_ess_p5'] for r in rows]), '.1f')} | "
                 f"{_fmt(_mean_share(rows), '.1%')} |"
             )
+    lines += ["", "| option | splits | levels C/R/N (failed) |", "|---|---:|---|"]
+    for option in option_names:
+        rows = [r for r in results if r["option"] == option]
+        if rows:
+            lines.append(f"| {option} | {len(rows)} | {_levels(rows)} |")
     return "\n".join(lines)
 
 
 def _levels(rows: list[dict]) -> str:
-    """How many of the rows' references each level verdict judged (and, if not certified,
-    which levels failed most), e.g. ``1 reproducible, 1 not a reference (L1, L2)``."""
-    counts: dict[str, int] = {}
+    """The references certified / reproducible / not a reference, and how often each level
+    failed, e.g. ``0 / 3 / 2 (L0 5, L1 5, L3 2)``."""
+    verdicts = [r.get("reference_level") for r in rows]
+    counts = " / ".join(
+        str(verdicts.count(v)) for v in ("certified", "reproducible", "not a reference")
+    )
     failed: dict[str, int] = {}
     for r in rows:
-        verdict = r.get("reference_level") or "not judged"
-        counts[verdict] = counts.get(verdict, 0) + 1
         for level in r.get("levels_failed") or []:
             failed[level] = failed.get(level, 0) + 1
-    text = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-    return text + (f" (failed: {', '.join(sorted(failed))})" if failed else "")
+    shown = ", ".join(f"{level} {n}" for level, n in sorted(failed.items()))
+    return counts + (f" ({shown})" if shown else "")
 
 
 def _mean_share(rows: list[dict]) -> float | None:
