@@ -36,6 +36,7 @@ reused and one cut off is resumed.
 
     BNNKIT_DATA_DIR=... python benchmarks/reference_defaults.py --root DIR [--splits 2]
         [--workers 2] [--members 4] [--floor 0.01] [--options baseline A B C D default]
+        [--num-tuning T] [--num-samples K]
         [--out benchmarks/results/reference_defaults] [--reevaluate | --table-only]
 """
 
@@ -80,9 +81,12 @@ def options(floor: float) -> dict[str, dict[str, Any]]:
     }
 
 
-def folder_name(option: str, settings: dict[str, Any]) -> str:
-    """The reference folder of an option, named by its settings (another floor: another one)."""
+def folder_name(option: str, settings: dict[str, Any], budget: tuple = (None, None)) -> str:
+    """The reference folder of an option, named by its settings (another floor: another one)
+    and by the chains' budget (tuning, kept) where it is not the reference's default."""
     parts = [option] + [f"{k}={v}" for k, v in sorted(settings.items())]
+    named = zip(("tuning", "kept"), budget, strict=True)
+    parts += [f"{k}={v}" for k, v in named if v is not None]
     return "_".join(parts).replace(":", "-").replace(",", "-")
 
 
@@ -139,15 +143,19 @@ def run_one(dataset: str, split: int, option: str, settings: dict, args: dict) -
     from bnnkit.problem import ProblemConfig
 
     base = Path(args["root"]) / f"{dataset}_{split}"
-    folder = base / folder_name(option, settings)
+    budget = (args["num_tuning"], args["num_samples"])
+    folder = base / folder_name(option, settings, budget)
     problem = ProblemConfig(f"{dataset}_{split}", MODEL, **settings)
     t0 = time.perf_counter()
     ran = False
     if not args["reevaluate"]:
-        ran = reference_or_reuse(problem, Config(members=args["members"]), folder, progress=False)
+        config = Config(
+            members=args["members"], num_tuning=args["num_tuning"], num_samples=args["num_samples"]
+        )
+        ran = reference_or_reuse(problem, config, folder, progress=False)
     evaluation = evaluate(folder)
     wall = time.perf_counter() - t0
-    before = stored(Path(args["root"]), dataset, split, option, settings) or {}
+    before = stored(Path(args["root"]), dataset, split, option, settings, budget) or {}
     result = {
         "dataset": dataset,
         "split": split,
@@ -165,9 +173,11 @@ def run_one(dataset: str, split: int, option: str, settings: dict, args: dict) -
     return result
 
 
-def stored(root: Path, dataset: str, split: int, option: str, settings: dict) -> dict | None:
+def stored(
+    root: Path, dataset: str, split: int, option: str, settings: dict, budget: tuple = (None, None)
+) -> dict | None:
     """A finished reference's stored figures, if any."""
-    path = root / f"{dataset}_{split}" / f"{folder_name(option, settings)}.json"
+    path = root / f"{dataset}_{split}" / f"{folder_name(option, settings, budget)}.json"
     return json.loads(path.read_text()) if path.is_file() else None
 
 
@@ -251,6 +261,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--floor", type=float, default=FLOOR, help="--min-noise-std of B, C")
     parser.add_argument("--members", type=int, default=4, help="ensemble members = chains")
     parser.add_argument("--workers", type=int, default=2, help="references run in parallel")
+    parser.add_argument("--num-tuning", type=int, default=None, help="tuning iterations per chain")
+    parser.add_argument("--num-samples", type=int, default=None, help="kept iterations per chain")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--reevaluate", action="store_true", help="score the folders again")
     mode.add_argument("--table-only", action="store_true", help="table what is stored")
@@ -272,10 +284,17 @@ def main() -> None:
         for o, settings in chosen.items()
     ]
     root = Path(args.root)
-    shared = {"root": str(root), "members": args.members, "reevaluate": args.reevaluate}
+    shared = {
+        "root": str(root),
+        "members": args.members,
+        "num_tuning": args.num_tuning,
+        "num_samples": args.num_samples,
+        "reevaluate": args.reevaluate,
+    }
     results = []
     if args.table_only:
-        results = [r for r in (stored(root, *job) for job in jobs) if r is not None]
+        budget = (args.num_tuning, args.num_samples)
+        results = [r for r in (stored(root, *job, budget) for job in jobs) if r is not None]
         jobs = []
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -301,6 +320,7 @@ def main() -> None:
         "floor": args.floor,
         "noise_prior": NOISE_PRIOR,
         "members": args.members,
+        "budget": {"num_tuning": args.num_tuning, "num_samples": args.num_samples},
         "options": chosen,
         "versions": versions(),
         "results": results,
