@@ -4,7 +4,7 @@ Each of the six findings of the paper's abstract gets the figures it rests on an
 and everything goes into one report (``report/report.md`` and a self-contained
 ``report/report.html``). The same as ``bnnkit paper --scale SCALE --out DIR``.
 
-    python examples/paper_study.py --scale small   # about 72 minutes on 2 CPU cores
+    python examples/paper_study.py --scale small   # about an hour on 2 CPU cores
     python examples/paper_study.py --small         # --scale tiny: a pipeline check, minutes
 
 It needs MNIST (and Fashion-MNIST at --scale full): from --data-dir or $BNNKIT_DATA_DIR when

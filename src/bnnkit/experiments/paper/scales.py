@@ -229,7 +229,7 @@ class Config:
     scale: str = setting(
         "tiny",
         choices=tuple(SCALES),
-        help="tiny: a pipeline check in minutes; small: about 72 minutes on 2 "
+        help="tiny: a pipeline check in minutes; small: about an hour on 2 "
         "CPU cores; full: for an accelerator",
     )
     data_dir: str | None = setting(
