@@ -58,15 +58,32 @@ def rmse_between_predictions(run_dir, reference_dir) -> float:
     return float(np.sqrt(np.mean((means[0] - means[1]) ** 2)))
 
 
+def stored_units(rundir) -> dict[int, dict[str, np.ndarray]]:
+    """Each kept unit's arrays, as one file per unit holds them: a block's file
+    (``sample_<first>-<last>.npz``) is cut into its units along the sample axis, so that runs
+    whose blocks fell apart differently compare unit by unit."""
+    out = {}
+    for first, path in rundir.sample_files().items():
+        arrays = storage.load_arrays(path)
+        last = int(path.stem.partition("-")[2] or first)
+        for i, unit in enumerate(range(first, last + 1)):
+            out[unit] = {
+                k: (v if k.startswith("__") or last == first else v[:, i : i + 1])
+                for k, v in arrays.items()
+            }
+    return out
+
+
 def stored_files(run_dir) -> dict[str, np.ndarray]:
     """Every array of a run's samples and state, keyed ``UNIT/key`` and ``state/key``."""
     from bnnkit.runs.directory import RunDir
 
     rundir = RunDir(run_dir)
-    out = {}
-    for unit in rundir.sample_units():
-        for key, value in storage.load_arrays(rundir.sample_file(unit)).items():
-            out[f"{unit}/{key}"] = value
+    out = {
+        f"{unit}/{key}": value
+        for unit, arrays in stored_units(rundir).items()
+        for key, value in arrays.items()
+    }
     for key, value in storage.load_arrays(rundir.state_file).items():
         out[f"state/{key}"] = value
     return out

@@ -32,6 +32,7 @@ import pytest
 from bnnkit import distributed, storage
 from bnnkit.cli import main
 from bnnkit.errors import ConfigError
+from cli_checks import stored_units
 
 CLUSTER_VARIABLES = (
     "SLURM_JOB_ID",
@@ -204,10 +205,8 @@ def _arrays(run_dir) -> dict[str, np.ndarray]:
 
     rundir = RunDir(run_dir)
     out = {f"state/{k}": v for k, v in storage.load_arrays(rundir.state_file).items()}
-    for unit in rundir.sample_units():
-        out.update(
-            {f"{unit}/{k}": v for k, v in storage.load_arrays(rundir.sample_file(unit)).items()}
-        )
+    for unit, arrays in stored_units(rundir).items():
+        out.update({f"{unit}/{k}": v for k, v in arrays.items()})
     return out
 
 

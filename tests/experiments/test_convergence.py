@@ -13,13 +13,13 @@ from bnnkit.evaluation import evaluate
 from bnnkit.experiments import convergence
 from bnnkit.metrics.diagnostics import split_rhat
 from bnnkit.runs import RunDir
-from cli_checks import run_ok
+from cli_checks import run_ok, stored_units
 
 
 def stored_weights(run_dir) -> np.ndarray:
     """(chains, samples, parameters) read straight from the sample files, one per iteration."""
     rundir = RunDir(run_dir)
-    units = [storage.load_arrays(rundir.sample_file(u)) for u in rundir.sample_units()]
+    units = list(stored_units(rundir).values())
     keys = sorted(k for k in units[0] if k.startswith("params/"))
     per_key = [np.concatenate([u[k] for u in units], axis=1) for k in keys]
     return np.concatenate([a.reshape((*a.shape[:2], -1)) for a in per_key], axis=-1)

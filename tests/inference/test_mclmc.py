@@ -18,6 +18,7 @@ from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.metrics import diagnostics
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import RunDir
+from cli_checks import stored_units
 from conjugate import conjugate_problem, linear_draws
 from mcmc_checks import assert_expectations, assert_gaussian_moments, z_threshold
 
@@ -195,11 +196,7 @@ def test_no_statistic_crosses_chains(adjusted):
 
 def stored(run_dir) -> dict[str, np.ndarray]:
     rundir = RunDir(run_dir)
-    out = {
-        f"{u}/{k}": v
-        for u in rundir.sample_units()
-        for k, v in storage.load_arrays(rundir.sample_file(u)).items()
-    }
+    out = {f"{u}/{k}": v for u, arrays in stored_units(rundir).items() for k, v in arrays.items()}
     out.update({f"state/{k}": v for k, v in storage.load_arrays(rundir.state_file).items()})
     return out
 
@@ -264,7 +261,7 @@ def test_chains_start_from_the_members_of_an_ensemble(tmp_path):
         progress=False,
     )
     source = RunDir(tmp_path / "ensemble")
-    members = storage.load_arrays(source.sample_file(source.sample_units()[-1]))
+    members = stored_units(source)[source.sample_units()[-1]]
     # One step of length 1e-6 from each member: chain k's first draw lies within 1e-6 of
     # member k (an isokinetic step moves the position by ε in norm, identity preconditioner).
     config = mclmc.Config(
@@ -277,7 +274,7 @@ def test_chains_start_from_the_members_of_an_ensemble(tmp_path):
     )
     runs.run(problem, config, tmp_path / "mclmc", progress=False)
     run = RunDir(tmp_path / "mclmc")
-    draws = storage.load_arrays(run.sample_file(run.sample_units()[0]))
+    draws = stored_units(run)[run.sample_units()[0]]
     names = [k for k in members if not k.startswith("__")]
     flat = {
         name: np.concatenate([np.asarray(a[name]).reshape(3, -1) for a in (members, draws)], axis=0)

@@ -19,6 +19,7 @@ from bnnkit.problem import ProblemConfig
 from bnnkit.runs import RunDir
 from bnnkit.runs.stored import combine
 from bnnkit.types import Batch
+from cli_checks import stored_units
 from conjugate import conjugate_problem, linear_draws
 from mcmc_checks import assert_gaussian_moments
 
@@ -184,11 +185,7 @@ def test_method_protocol(name, tmp_path):
 def stored_run(run_dir) -> dict[str, np.ndarray]:
     """Every array a run stored: each kept unit's posterior and the last state."""
     rundir = RunDir(run_dir)
-    out = {
-        f"{u}/{k}": v
-        for u in rundir.sample_units()
-        for k, v in storage.load_arrays(rundir.sample_file(u)).items()
-    }
+    out = {f"{u}/{k}": v for u, arrays in stored_units(rundir).items() for k, v in arrays.items()}
     out.update({f"state/{k}": v for k, v in storage.load_arrays(rundir.state_file).items()})
     return out
 

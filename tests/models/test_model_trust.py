@@ -29,6 +29,7 @@ from bnnkit.models.imported import load_class, trusting_model
 from bnnkit.problem import ProblemConfig, build
 from bnnkit.runs import RunDir, load_run
 from bnnkit.runs.directory import settings_digest
+from cli_checks import stored_units
 
 MODULE = """\
 import flax.linen as nn
@@ -157,7 +158,7 @@ def test_samples_exports_the_arrays_without_the_model(shipped, tmp_path, monkeyp
     assert not shipped.marker.exists() and "mymod" not in sys.modules
     exported = storage.load_arrays(out)
     rundir = RunDir(shipped.run)
-    units = [storage.load_arrays(rundir.sample_file(u)) for u in rundir.sample_units()]
+    units = list(stored_units(rundir).values())
     assert len(units) == 4  # 6 iterations, 2 of burn-in
     assert sorted(exported) == sorted(k for k in units[0] if not k.startswith("__"))
     for key, value in exported.items():

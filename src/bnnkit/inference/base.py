@@ -104,6 +104,11 @@ class Method(NamedTuple):
             way (so a resumed run stays bit-exact). It is the hook for a method whose
             iteration is driven from the host: HMC's leapfrog loop on XLA:CPU
             (:mod:`bnnkit.inference.host_leapfrog`). ``None``: the driver vmaps ``step``.
+        draw: optional ``(state) -> state`` keeping only what ``posterior`` reads of a state
+            (:func:`position_only`, for a sampler whose kept draw is its position). With it,
+            the run driver runs a sampler's iterations in blocks, each one compiled scan that
+            returns every iteration's draw (:mod:`bnnkit.runs.blocks`), instead of one
+            dispatch per iteration; ``None``: one iteration per dispatch.
     """
 
     init: Callable[[Key, Params, Batch | None], State]
@@ -111,6 +116,23 @@ class Method(NamedTuple):
     posterior: Callable[[State], Posterior]
     position: Callable[[State], Params]
     step_members: Callable[[Key, State, Batch], tuple[State, Info]] | None = None
+    draw: Callable[[State], State] | None = None
+
+
+def position_only(state: State) -> State:
+    """A sampler's state (a NamedTuple) with only its ``position``, every other field ``None``:
+    the draw a block of iterations returns for each iteration (``Method.draw``), a fraction of
+    the whole state, which holds momenta, gradients and the tuning's statistics.
+
+    Example:
+        >>> from typing import NamedTuple
+        >>> class S(NamedTuple):
+        ...     position: int
+        ...     momentum: int
+        >>> position_only(S(1, 2))
+        S(position=1, momentum=None)
+    """
+    return type(state)(**{f: (state.position if f == "position" else None) for f in state._fields})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -109,7 +109,7 @@ from typing import ClassVar
 from bnnkit.errors import ConfigError
 from bnnkit.inference import host_leapfrog
 from bnnkit.inference.adaptation import halton_bits
-from bnnkit.inference.base import HamiltonianSettings, Method
+from bnnkit.inference.base import HamiltonianSettings, Method, position_only
 from bnnkit.inference.chees import MIN_POOLED_CHAINS
 from bnnkit.inference.hmc_kernel import HMCState, init, step, trajectory_steps
 from bnnkit.inference.hmc_modes import ADAPT_MODES, hmc_adaptation
@@ -389,6 +389,7 @@ def build(log_posterior: Callable, config: Config) -> Method:
         step=iteration,
         posterior=posterior,
         position=position,
+        draw=position_only,
         step_members=host_leapfrog.build(
             log_posterior,
             config.integrator,

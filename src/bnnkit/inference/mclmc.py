@@ -77,7 +77,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from bnnkit.errors import ConfigError
-from bnnkit.inference.base import IterationSettings, Method
+from bnnkit.inference.base import IterationSettings, Method, position_only
 from bnnkit.inference.mclmc_kernel import step
 from bnnkit.inference.mclmc_state import MCLMCState, init
 from bnnkit.inference.mclmc_tuning import Schedule, Tuner
@@ -349,4 +349,5 @@ def build(log_posterior: Callable, config: Config) -> Method:
         ),
         posterior=posterior,
         position=position,
+        draw=position_only,
     )

@@ -44,7 +44,7 @@ from blackjax.mcmc import integrators, metrics, termination, trajectory
 from blackjax.mcmc.nuts import NUTSInfo as BlackJAXNUTSInfo
 
 from bnnkit.inference.adaptation import Adaptation, Tuning
-from bnnkit.inference.base import HamiltonianSettings, Method
+from bnnkit.inference.base import HamiltonianSettings, Method, position_only
 from bnnkit.inference.mass_windows import WindowState, window_adaptation
 from bnnkit.posterior import Samples
 from bnnkit.settings import Exclusive, setting
@@ -332,4 +332,5 @@ def build(log_posterior: Callable, config: Config) -> Method:
         ),
         posterior=posterior,
         position=position,
+        draw=position_only,
     )

@@ -9,8 +9,10 @@ A run directory holds::
     manifest.jsonl   sha256 and array shapes of every sample and state file, each line
                      chained to the one before it (:mod:`bnnkit.runs.manifest`)
     state.npz        latest full method state of every member (for exact resume)
-    samples/         one file per kept unit (iteration or epoch): the posterior the method
-                     returned there, written by :mod:`bnnkit.posterior.store`
+    samples/         the posteriors the method returned at its kept units, written by
+                     :mod:`bnnkit.posterior.store`: one file per kept unit (iteration or
+                     epoch), ``sample_<unit>.npz``, or per block of a sampler's kept
+                     iterations, ``sample_<first>-<last>.npz``
     metrics.jsonl    one line per unit (acceptance, step size, losses, test metrics, ...)
     evaluation*.json, predictions/   written by ``bnnkit evaluate``
 
@@ -132,8 +134,10 @@ class RunDir:
     def manifest_file(self) -> Path:
         return self.path / MANIFEST_FILE
 
-    def sample_file(self, unit: int) -> Path:
-        return self.samples_dir / f"sample_{unit:07d}.npz"
+    def sample_file(self, unit: int, last: int | None = None) -> Path:
+        """The file of kept unit ``unit``, or of the block of kept units ``unit`` to ``last``."""
+        name = f"sample_{unit:07d}.npz" if last is None else f"sample_{unit:07d}-{last:07d}.npz"
+        return self.samples_dir / name
 
     def links(self) -> list[Path]:
         """Symbolic links where bnnkit writes in this directory: its own files, ``samples/``,
@@ -347,21 +351,34 @@ class RunDir:
                 with contextlib.suppress(FileNotFoundError):
                     f.unlink()
 
-    def sample_units(self) -> list[int]:
-        """Units (iterations or epochs) that have a stored posterior, in order."""
+    def sample_files(self) -> dict[int, Path]:
+        """Every stored posterior's file by the first unit it holds, in order."""
         if not self.samples_dir.is_dir():
-            return []
-        units = []
+            return {}
+        files = {}
         for f in self.samples_dir.glob("sample_*.npz"):
+            first, _, last = f.stem[len("sample_") :].partition("-")
             with contextlib.suppress(ValueError):
-                units.append(int(f.stem.split("_")[1]))
-        return sorted(units)
+                int(last or first)
+                files[int(first)] = f
+        return dict(sorted(files.items()))
+
+    def sample_units(self) -> list[int]:
+        """Units (iterations or epochs) that have a stored posterior, in order (a block's
+        file holds every unit from its first to its last)."""
+        units = []
+        for first, f in self.sample_files().items():
+            last = f.stem.partition("-")[2]
+            units.extend(range(first, int(last or first) + 1))
+        return units
 
     def remove_samples_from(self, unit: int) -> None:
-        """Delete stored posteriors of units ``>= unit`` (recomputed identically on resume)."""
-        for u in self.sample_units():
-            if u >= unit:
-                self.sample_file(u).unlink()
+        """Delete stored posteriors of units ``>= unit`` (recomputed identically on resume):
+        a block's file goes with its first unit, and a state is only saved where a block
+        ends."""
+        for first, f in self.sample_files().items():
+            if first >= unit:
+                f.unlink()
 
     def append_log(self, records: list[dict]) -> None:
         """Append unit records (one JSON line each), flushed and fsynced."""

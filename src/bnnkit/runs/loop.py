@@ -60,7 +60,7 @@ from bnnkit import distributed, storage
 from bnnkit import problem as problem_lib
 from bnnkit.entry_points import check_call
 from bnnkit.inference.base import Loop, Method, RunSettings
-from bnnkit.runs import faults, lifecycle, sharding
+from bnnkit.runs import blocks, faults, lifecycle, sharding
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.divergence import finite_members, non_finite
 from bnnkit.runs.extension import until_converged
@@ -303,44 +303,93 @@ def _run_locked(
     unit by unit to its last, or to the unit after which ``deadline`` has passed."""
     batch = epoch_batch(built, loop, batch, placements)
     start, state = _starting_state(life, config, loop, initial_state, template, placements)
-    step_all = unit_function(method, loop, built, config.seed, placements)
-    finite = jax.jit(lambda s: finite_members(method.position(s), loop.num_members))
     bar = _progress_bar(config, loop, start, progress=progress, log_every=log_every)
     tally = _tally(life, config, loop)
     for note in notes:
         bar.message(f"bnnkit: warning: {note}")
-    log: dict = {}
-    meta: dict = {}
-    stopped = None
-    done = start
+
+    def after_unit(unit: int, log: dict) -> None:
+        tally.add(log)
+        bar.update(1, tally.status(log))
+        warning = tally.news()
+        if warning is not None:
+            bar.message(f"bnnkit: warning: {warning}")
+        if on_unit is not None:
+            on_unit(unit, log)
+
     t0 = time.perf_counter()
     try:
-        for unit in range(start, loop.num_units):
-            t_unit = time.perf_counter()
-            state, info = step_all(state, unit, unit_batch(built, loop, unit, batch))
-            info = jax.device_get(distributed.fetch(info))
-            # Before anything of this unit is kept: a NaN loss or parameter stops the run.
-            broken = non_finite(info, jax.device_get(distributed.fetch(finite(state))))
-            if broken is not None:
-                raise life.diverged(config, loop, unit, *broken)
-            log, meta, save = _record_unit(
-                life, built, method, config, loop, unit, state, info, meta, t_unit
+        if blocks.applies(method, loop):
+            log, meta, done, stopped = blocks.run_blocks(
+                life,
+                method,
+                config,
+                loop,
+                state,
+                start,
+                batch,
+                after_unit=after_unit,
+                deadline=deadline,
             )
-            faults.point("unit-done")
-            tally.add(log)
-            bar.update(1, tally.status(log))
-            warning = tally.news()
-            if warning is not None:
-                bar.message(f"bnnkit: warning: {warning}")
-            if on_unit is not None:
-                on_unit(unit, log)
-            done = unit + 1
-            stopped = _budget_ended(life, loop, deadline, done, state, saved=save)
-            if stopped is not None:
-                break
+        else:
+            log, meta, done, stopped = _unit_by_unit(
+                life,
+                built,
+                method,
+                config,
+                loop,
+                state,
+                start,
+                batch,
+                placements,
+                after_unit=after_unit,
+                deadline=deadline,
+            )
     finally:
         bar.close()
     return _result(life, loop, tally, notes, meta, log, start, done, t0, stopped)
+
+
+def _unit_by_unit(
+    life: Lifecycle,
+    built: problem_lib.Problem,
+    method: Method,
+    config: RunSettings,
+    loop: Loop,
+    state: Any,
+    start: int,
+    batch,
+    placements,
+    *,
+    after_unit: Callable[[int, dict], None],
+    deadline: float | None,
+) -> tuple[dict, dict, int, str | None]:
+    """The run's units from ``start``, one dispatch each (epochs, chunks, a method driven
+    from the host); returns the last log line, member 0's posterior metadata, the units done
+    and why the run stopped before its last (``None``: it did not)."""
+    step_all = unit_function(method, loop, built, config.seed, placements)
+    finite = jax.jit(lambda s: finite_members(method.position(s), loop.num_members))
+    log: dict = {}
+    meta: dict = {}
+    done = start
+    for unit in range(start, loop.num_units):
+        t_unit = time.perf_counter()
+        state, info = step_all(state, unit, unit_batch(built, loop, unit, batch))
+        info = jax.device_get(distributed.fetch(info))
+        # Before anything of this unit is kept: a NaN loss or parameter stops the run.
+        broken = non_finite(info, jax.device_get(distributed.fetch(finite(state))))
+        if broken is not None:
+            raise life.diverged(config, loop, unit, *broken)
+        log, meta, save = _record_unit(
+            life, built, method, config, loop, unit, state, info, meta, t_unit
+        )
+        faults.point("unit-done")
+        after_unit(unit, log)
+        done = unit + 1
+        stopped = _budget_ended(life, loop, deadline, done, state, saved=save)
+        if stopped is not None:
+            return log, meta, done, stopped
+    return log, meta, done, None
 
 
 def _starting_state(

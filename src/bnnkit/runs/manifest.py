@@ -60,6 +60,7 @@ __all__ = [
     "identity",
     "line_digest",
     "sample_name",
+    "sample_range",
     "sample_unit",
 ]
 
@@ -98,19 +99,36 @@ class Check(NamedTuple):
     samples: dict[int, str | None]
 
 
-def sample_name(unit: int) -> str:
-    """A kept unit's file, relative to the run directory."""
-    return f"samples/sample_{unit:07d}.npz"
+def sample_name(unit: int, last: int | None = None) -> str:
+    """A kept unit's file, or that of the kept units ``unit`` to ``last`` (a block of a
+    sampler's iterations, :func:`bnnkit.runs.blocks.run_blocks`), relative to the run
+    directory."""
+    if last is None:
+        return f"samples/sample_{unit:07d}.npz"
+    return f"samples/sample_{unit:07d}-{last:07d}.npz"
+
+
+def sample_range(file: str) -> tuple[int, int] | None:
+    """The first and last unit a sample file's manifest name holds (``None``: not a sample
+    file).
+
+    Example:
+        >>> sample_range("samples/sample_0000500-0000509.npz")
+        (500, 509)
+    """
+    if not (file.startswith("samples/sample_") and file.endswith(".npz")):
+        return None
+    first, _, last = file[len("samples/sample_") : -len(".npz")].partition("-")
+    try:
+        return int(first), int(last or first)
+    except ValueError:
+        return None
 
 
 def sample_unit(file: str) -> int | None:
-    """The unit of a sample file's manifest name (``None``: not a sample file)."""
-    if not (file.startswith("samples/sample_") and file.endswith(".npz")):
-        return None
-    try:
-        return int(file[len("samples/sample_") : -len(".npz")])
-    except ValueError:
-        return None
+    """The first unit of a sample file's manifest name (``None``: not a sample file)."""
+    found = sample_range(file)
+    return None if found is None else found[0]
 
 
 def chunk_name(unit: int) -> str:
@@ -192,7 +210,7 @@ def check(rundir, record: dict, *, hash_samples: bool = True) -> Check:
         A :class:`Check`. Files after the last intact state (written by the units a resume
         recomputes) are findings only when they exist and differ from their line.
     """
-    present = {u: None for u in rundir.sample_units()}
+    present = {u: None for u in rundir.sample_files()}
     if not record.get("manifest"):
         # Written before runs had a manifest: nothing to compare with.
         return Check([], 0, None, present)
@@ -291,10 +309,10 @@ def _sample_findings(
             )
             continue
         samples[unit] = line["sha256"]
+    files = rundir.sample_files()
     for unit in sorted(set(present) - set(recorded)):
-        findings.append(
-            Finding(sample_name(unit), "is not in the manifest", state_ok and unit >= state_unit)
-        )
+        name = f"samples/{files[unit].name}" if unit in files else sample_name(unit)
+        findings.append(Finding(name, "is not in the manifest", state_ok and unit >= state_unit))
     return findings, samples, recorded
 
 
@@ -303,9 +321,13 @@ def _kept_findings(record: dict, recorded: dict[int, dict[str, Any]]) -> list[Fi
     from bnnkit.inference.base import Loop
 
     expected = Loop(**record["loop"]).kept_units()
+    covered = set()
+    for unit, line in recorded.items():
+        first, last = sample_range(line["file"]) or (unit, unit)
+        covered.update(range(first, last + 1))
     return [
         Finding(sample_name(unit), "is missing (the finished run kept it)", False)
-        for unit in sorted(set(expected) - set(recorded))
+        for unit in sorted(set(expected) - covered)
     ]
 
 

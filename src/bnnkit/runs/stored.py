@@ -326,8 +326,8 @@ def kept_samples(
             loads the file).
 
     Returns:
-        ``{unit: sha256}`` (``None`` for a run of an older layout without a manifest); empty
-        when nothing is kept yet.
+        ``{first unit of a file: sha256}`` (``None`` for a run of an older layout without a
+        manifest); empty when nothing is kept yet.
 
     Raises:
         ConfigError: a missing, damaged, edited or unrecorded sample file, in one line.
@@ -371,14 +371,12 @@ def stored_posterior(rundir: RunDir, record: dict, template: Params | None) -> A
                 "allowed: a run with kept samples"
             )
         raise ConfigError(f"run {str(rundir.path)!r} has no kept samples yet")
+    files = rundir.sample_files()
     if template is None:
         first = min(samples)
-        template = stored_template(rundir.sample_file(first), samples[first])
+        template = stored_template(files[first], samples[first])
     return combine(
-        [
-            store.load(rundir.sample_file(u), template, sha256=digest)
-            for u, digest in sorted(samples.items())
-        ]
+        [store.load(files[u], template, sha256=digest) for u, digest in sorted(samples.items())]
     )
 
 

@@ -41,6 +41,25 @@ def store_posterior(
         method.posterior(jax.tree.map(lambda a, m=m: a[m][None], host))
         for m in range(loop.num_members)
     ]
+    finite_posteriors(life, config, loop, unit, members)
+    store.save(
+        life.rundir.sample_file(unit),
+        members,
+        before_rename=life.recorder(manifest.sample_name(unit), unit=unit),
+    )
+    faults.point("sample-written")
+    return members[0].meta()
+
+
+def finite_posteriors(
+    life: Lifecycle, config: RunSettings, loop: Loop, unit: int, members: list
+) -> None:
+    """Refuse to store posteriors of which one holds a NaN or infinite value.
+
+    Raises:
+        DivergenceError: a member's posterior is not finite (a Laplace precision that
+            overflowed, say), naming ``unit`` and the members.
+    """
     broken = [
         m
         for m, posterior in enumerate(members)
@@ -52,13 +71,6 @@ def store_posterior(
     ]
     if broken:
         raise life.diverged(config, loop, unit, ["the posterior"], broken)
-    store.save(
-        life.rundir.sample_file(unit),
-        members,
-        before_rename=life.recorder(manifest.sample_name(unit), unit=unit),
-    )
-    faults.point("sample-written")
-    return members[0].meta()
 
 
 def log_line(unit: int, loop: Loop, info, seconds: float) -> dict[str, Any]:
