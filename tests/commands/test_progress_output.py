@@ -157,10 +157,21 @@ def test_time_estimate_during_burn_in_says_it_is_provisional(monkeypatch):
     for _ in range(10):
         bar.update(1)
     estimates = [line for line in out.getvalue().splitlines() if "left at" in line]
-    # One after the second iteration (burn-in still tunes the step size), one once it ended.
+    # One after the second iteration (burn-in still tunes the step size), one from the speed
+    # of the first iteration after burn-in ended.
     assert len(estimates) == 2, estimates
     assert "for the 8 iterations left" in estimates[0] and "provisional" in estimates[0]
-    assert "for the 4 iterations left" in estimates[1] and "provisional" not in estimates[1]
+    assert "for the 5 iterations left" in estimates[1] and "provisional" not in estimates[1]
+
+
+def test_time_left_says_estimating_until_units_after_the_first_are_measured():
+    out = io.StringIO()
+    bar = progress.ProgressBar("MCLMC", total=100, stream=out, log_every=1)
+    bar.update(1)  # the first block compiles: no speed yet
+    bar.update(40)  # a block of 40
+    lines = out.getvalue().splitlines()
+    assert "left estimating" in lines[0], lines
+    assert re.search(r"left \d+ s", lines[1]), lines
 
 
 def test_resume_summary_counts_the_iterations_this_call_ran(tmp_path, capsys):

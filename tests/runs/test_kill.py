@@ -41,10 +41,42 @@ ARGV = [
 ]
 
 
+# MCLMC runs its iterations in blocks of up to 64 (bnnkit.runs.blocks), one file of draws per
+# block: 180 kept iterations make at least three kept blocks, so a kill at the second block's
+# manifest line falls between blocks' files.
+BLOCKS_ARGV = [
+    "mclmc",
+    "--dataset",
+    "yacht_0",
+    "--model",
+    "linear",
+    "--noise-std",
+    "0.35",
+    "--num-iterations",
+    "200",
+    "--num-burn-in",
+    "20",
+    "--num-chains",
+    "2",
+    "--seed",
+    "3",
+    "--no-progress",
+    "--no-evaluate",
+]
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     path = tmp_path_factory.mktemp("kill") / "full"
     assert main([*ARGV, "--dir", str(path)]) == 0
+    return stored(path)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_blocks(tmp_path_factory):
+    path = tmp_path_factory.mktemp("kill") / "blocks"
+    assert main([*BLOCKS_ARGV, "--dir", str(path)]) == 0
+    assert len(list((path / "samples").glob("sample_*-*.npz"))) >= 3
     return stored(path)
 
 
@@ -66,19 +98,34 @@ KILLS = [
 
 @pytest.mark.parametrize(("point", "then"), KILLS)
 def test_killed_anywhere_then_resumed_bit_for_bit(point, then, tmp_path, uninterrupted, capsys):
+    killed_then_resumed(ARGV, point, then, tmp_path, uninterrupted, capsys)
+
+
+@pytest.mark.parametrize(
+    ("point", "then"),
+    [("sample-recorded:2", "resume"), pytest.param("unit-done:3", "resume", marks=SLOW)],
+)
+def test_a_sampler_run_in_blocks_killed_then_resumed_bit_for_bit(
+    point, then, tmp_path, uninterrupted_blocks, capsys
+):
+    killed_then_resumed(BLOCKS_ARGV, point, then, tmp_path, uninterrupted_blocks, capsys)
+
+
+def killed_then_resumed(argv, point, then, tmp_path, uninterrupted, capsys):
+    """Kill the run ``argv`` makes at ``point``, continue it (``then``), and compare."""
     assert point.split(":")[0] in faults.POINTS
     path = tmp_path / "run"
     env = {**os.environ, faults.ENV: point, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run(
-        [sys.executable, "-m", "bnnkit.cli", *ARGV, "--dir", str(path)],
+        [sys.executable, "-m", "bnnkit.cli", *argv, "--dir", str(path)],
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == -9, done.stderr  # killed at the point, not finished
-    argv = [*ARGV, "--dir", str(path), *(["--resume"] if then == "resume" else [])]
-    assert main(argv) == 0, capsys.readouterr().err
+    again = [*argv, "--dir", str(path), *(["--resume"] if then == "resume" else [])]
+    assert main(again) == 0, capsys.readouterr().err
     got = stored(path)
     assert sorted(got) == sorted(uninterrupted)
     for key, value in uninterrupted.items():

@@ -163,7 +163,6 @@ class Config:
             num_chains=self.members,
             init_checkpoint=source,
             seed=self.seed,
-            checkpoint_every=max(1, iterations // 10),
             until_converged=self.until_converged,
             max_time=self.max_time,
         )

@@ -347,7 +347,8 @@ class IterationSettings(RunSettings):
         1,
         resumable=True,
         aliases=("--save-freq",),
-        help="write the full chain state every N iterations",
+        help="write the full chain state every N iterations (a sampler run in blocks: after a "
+        "block once N iterations and 10 s have passed, at a stop and when interrupted)",
         bounds=UNITS,
     )
     init_checkpoint: str | None = setting(

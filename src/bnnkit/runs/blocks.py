@@ -183,7 +183,7 @@ def run_blocks(
     start: int,
     batch: Any,
     *,
-    after_unit: Callable[[int, dict], None],
+    after_units: Callable[[list[dict]], None],
     deadline: float | None,
 ) -> tuple[dict, dict, int, str | None]:
     """The run's iterations from ``start`` in blocks, each recorded as the module says.
@@ -196,8 +196,8 @@ def run_blocks(
         state: the chains' state after ``start`` units, placed on the devices.
         start: units done.
         batch: the training set, placed.
-        after_unit: called with each unit and its log line, in order, once its block is
-            recorded (the tally, the progress, the caller's ``on_unit``).
+        after_units: called with a block's log lines once the block is recorded (the
+            tally, the progress, the caller's ``on_unit``).
         deadline: a :func:`time.monotonic` time after which the run stops at a block's end.
 
     Returns:
@@ -236,12 +236,12 @@ def run_blocks(
                 row, found = broken
                 if row:  # the finite iterations before it, the same bits again
                     state, _ = block_fn(committed, done, row, batch)
-                    log, meta = _record(life, method, config, loop, block, row, meta, after_unit)
+                    log, meta = _record(life, method, config, loop, block, row, meta, after_units)
                     done, committed = done + row, state
                 if done > clock.saved_unit:
                     _save(life, clock, committed, done)
                 raise life.diverged(config, loop, done, *found)
-            log, meta = _record(life, method, config, loop, block, count, meta, after_unit)
+            log, meta = _record(life, method, config, loop, block, count, meta, after_units)
             done, committed = done + count, state
             clock.per_unit = block.seconds / count
             stopped = _stopped(loop, deadline, done)
@@ -282,10 +282,10 @@ def _record(
     block: Block,
     count: int,
     meta: dict,
-    after_unit: Callable[[int, dict], None],
+    after_units: Callable[[list[dict]], None],
 ) -> tuple[dict, dict]:
     """Keep the first ``count`` units of ``block``: their kept draws in one file, their log
-    lines in one append; then ``after_unit`` for each."""
+    lines in one append; then ``after_units``."""
     t0 = time.perf_counter()
     kept = [u for u in range(block.first, block.first + count) if loop.keeps(u)]
     if kept:
@@ -304,8 +304,7 @@ def _record(
     if life.writer:
         life.rundir.append_log(lines)
     faults.point("unit-done")
-    for line in lines:
-        after_unit(line["iteration"], line)
+    after_units(lines)
     return lines[-1], meta
 
 

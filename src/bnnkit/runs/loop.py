@@ -308,14 +308,16 @@ def _run_locked(
     for note in notes:
         bar.message(f"bnnkit: warning: {note}")
 
-    def after_unit(unit: int, log: dict) -> None:
-        tally.add(log)
-        bar.update(1, tally.status(log))
-        warning = tally.news()
-        if warning is not None:
-            bar.message(f"bnnkit: warning: {warning}")
-        if on_unit is not None:
-            on_unit(unit, log)
+    def after_units(logs: list[dict]) -> None:
+        # Units come one at a time, or a block at once (one update of the bar).
+        for log in logs:
+            tally.add(log)
+            warning = tally.news()
+            if warning is not None:
+                bar.message(f"bnnkit: warning: {warning}")
+            if on_unit is not None:
+                on_unit(log["iteration"], log)
+        bar.update(len(logs), tally.status(logs[-1]))
 
     t0 = time.perf_counter()
     try:
@@ -328,7 +330,7 @@ def _run_locked(
                 state,
                 start,
                 batch,
-                after_unit=after_unit,
+                after_units=after_units,
                 deadline=deadline,
             )
         else:
@@ -342,7 +344,7 @@ def _run_locked(
                 start,
                 batch,
                 placements,
-                after_unit=after_unit,
+                after_units=after_units,
                 deadline=deadline,
             )
     finally:
@@ -361,7 +363,7 @@ def _unit_by_unit(
     batch,
     placements,
     *,
-    after_unit: Callable[[int, dict], None],
+    after_units: Callable[[list[dict]], None],
     deadline: float | None,
 ) -> tuple[dict, dict, int, str | None]:
     """The run's units from ``start``, one dispatch each (epochs, chunks, a method driven
@@ -384,7 +386,7 @@ def _unit_by_unit(
             life, built, method, config, loop, unit, state, info, meta, t_unit
         )
         faults.point("unit-done")
-        after_unit(unit, log)
+        after_units([log])
         done = unit + 1
         stopped = _budget_ended(life, loop, deadline, done, state, saved=save)
         if stopped is not None:

@@ -6,10 +6,12 @@ time elapsed, kept in the order of :data:`KEEP_ORDER` and each whole, never a nu
 half: at 80 columns a sampler's line keeps the acceptance rate, the step size and the
 divergences, at 120 nearly everything. When the output is not a terminal (a log
 file, CI, ``nohup``) it prints a plain line every ``log_every`` units, or by default whenever
-10 % of the units or 30 seconds have passed, so a log shows progress. Either way, once the
-second unit has run (the first one compiles), a run expected to take longer than a minute more
-says how long; while burn-in still tunes the step size (and with it the cost of an iteration)
-that estimate says it is provisional, and a second one follows once burn-in has ended.
+10 % of the units or 30 seconds have passed, so a log shows progress. Either way the time left
+is measured, never guessed: it says "estimating" until units after the first ones (which
+compile) have run, and then a run expected to take longer than a minute more says how long;
+while burn-in still tunes the step size (and with it the cost of an iteration) that estimate
+says it is provisional, and a second one follows once burn-in has ended. Units may come one at
+a time or a block at once (:mod:`bnnkit.runs.blocks`).
 """
 
 from __future__ import annotations
@@ -171,7 +173,11 @@ class _Line:
         return {
             "label": self.label,
             "counter": f"{int(task.completed):>{len(str(total))}}/{total}",
-            "left": "" if task.finished else f"left {clock(task.time_remaining)}",
+            "left": ""
+            if task.finished
+            else "left estimating"
+            if task.fields.get("left") is None
+            else f"left {clock(task.fields['left'])}",
             "elapsed": clock(elapsed),
             "bar": " " * BAR_WIDTH,
         }
@@ -250,7 +256,9 @@ class ProgressBar:
         self.label, self.total, self.done, self.start = label, total, start, start
         self.log_every, self.unit_name = log_every, unit_name
         self.settle_after = settle_after
-        self.t_settled: float | None = None  # when the first steady unit ended
+        self.t_settled: float | None = None  # when burn-in ended
+        self.settled_done = self.first_done = start
+        self.announced = self.announced_settled = False
         self.stream = stream if stream is not None else sys.stdout
         self.t0 = self.last_line = time.perf_counter()
         self.t_first: float | None = None  # when the first (compiling) unit ended
@@ -276,7 +284,7 @@ class ProgressBar:
         line = LineColumn(table_column=Column(ratio=1, no_wrap=True, min_width=0))
         self.progress = Progress(line, transient=False, expand=True, console=console)
         self.task = self.progress.add_task(
-            self.label, total=self.total, completed=self.start, stats=""
+            self.label, total=self.total, completed=self.start, stats="", left=None
         )
         self.progress.start()
 
@@ -290,28 +298,47 @@ class ProgressBar:
             print(text, file=self.stream, flush=True)
 
     def update(self, advance: int = 1, stats: str = "") -> None:
+        """``advance`` more units done (a block of them at once, or one)."""
         if not self.enabled:
             return
         self.done += advance
         now = time.perf_counter()
         if self.t_first is None:
-            self.t_first = now
-        elif self.done == self.start + 2:
-            self._estimate(now, self.t_first, 1)
-        if self.settle_after > self.start + 1 and self.done == self.settle_after + 1:
-            self.t_settled = now
-        elif self.t_settled is not None and self.done == self.settle_after + 2:
-            self._estimate(now, self.t_settled, self.settle_after + 1 - self.start)
+            # The first units compile: the speed is measured from their end.
+            self.t_first, self.first_done = now, self.done
+        elif not self.announced:
+            self.announced = True
+            self._estimate(self._per_unit(now, self.t_first, self.first_done))
+        if self.t_settled is None and self.start < self.settle_after <= self.done:
+            self.t_settled, self.settled_done = now, self.done
+        elif self.t_settled is not None and not self.announced_settled and self.announced:
+            self.announced_settled = True
+            self._estimate(self._per_unit(now, self.t_settled, self.settled_done))
         if self.progress is not None:
-            self.progress.update(self.task, advance=advance, stats=stats)
+            self.progress.update(self.task, advance=advance, stats=stats, left=self._left(now))
         elif self._line_due(now):
             self.last_line, self.line_units = now, self.done
             print(self._line(now, stats), file=self.stream, flush=True)
 
-    def _estimate(self, now: float, since: float, before: int) -> None:
-        """Announce the time left at the speed of the units since ``since`` (``before`` units
-        after the start had run by then; the first unit compiles, so it is never counted)."""
-        per_unit = (now - since) / (self.done - self.start - before)
+    def _per_unit(self, now: float, since: float | None, done_then: int) -> float | None:
+        """Seconds per unit of the units done since ``since`` (when ``done_then`` were), or
+        ``None`` before any was measured."""
+        if since is None or self.done <= done_then:
+            return None
+        return (now - since) / (self.done - done_then)
+
+    def _left(self, now: float) -> float | None:
+        """The time left at the speed measured since the first units (``None``: not yet)."""
+        per_unit = self._per_unit(now, self.t_first, self.first_done)
+        if self.t_settled is not None and self.done > self.settled_done:
+            per_unit = self._per_unit(now, self.t_settled, self.settled_done)
+        return None if per_unit is None else (self.total - self.done) * per_unit
+
+    def _estimate(self, per_unit: float | None) -> None:
+        """Announce the time left at ``per_unit`` seconds a unit (measured after the first,
+        compiling, units)."""
+        if per_unit is None:
+            return
         left = self.total - self.done
         if left * per_unit < ESTIMATE_MIN_SECONDS:
             return
@@ -319,7 +346,7 @@ class ProgressBar:
             f"{self.label}: about {duration(left * per_unit)} for the {left:,} "
             f"{self.unit_name} left at the current speed ({per_unit:.3g} s each)"
         )
-        if self.done <= self.settle_after:
+        if self.done < self.settle_after:
             text += (
                 f"; provisional: burn-in still tunes the step size for "
                 f"{self.settle_after - self.done:,} more, which changes the speed"
@@ -335,19 +362,11 @@ class ProgressBar:
         return self.done - self.line_units >= every or now - self.last_line >= LINE_SECONDS
 
     def _line(self, now: float, stats: str) -> str:
-        elapsed = now - self.t0
-        # After the first (compiling) unit, the speed of the units since then.
-        since_first = self.done - self.start - 1
-        per_unit = (
-            (now - self.t_first) / since_first
-            if since_first > 0 and self.t_first
-            else elapsed / max(self.done - self.start, 1)
-        )
-        left = (self.total - self.done) * per_unit
+        left = self._left(now)
         line = (
             f"{self.label} {self.done:,}/{self.total:,} "
-            f"({100 * self.done // max(self.total, 1)} %) elapsed {duration(elapsed)}, "
-            f"left {duration(left)}"
+            f"({100 * self.done // max(self.total, 1)} %) elapsed {duration(now - self.t0)}, "
+            f"left {'estimating' if left is None else duration(left)}"
         )
         return f"{line} | {stats}" if stats else line
 
