@@ -21,6 +21,10 @@ blocks:
   iterations), at the end, at a stop, and when Ctrl-C or SIGTERM interrupts the next block: a
   resumed run loses at most the block that was running.
 
+The block's program is compiled ahead (:func:`compile_ahead`), in a thread started as soon as
+the run knows its state's shapes, so that it compiles while the run checks its prior, writes
+its record and compiles the chains' start; the first block then finds it compiled.
+
 A non-finite iteration stops the run as before (:func:`bnnkit.runs.divergence.non_finite`):
 the block is run again from its start up to the iteration before, which gives the same bits,
 so that its draws and state are kept and the directory holds the last finite state.
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -48,6 +53,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import SingleDeviceSharding
 
 from bnnkit import distributed
 from bnnkit.inference.adaptation import MEMBERS
@@ -134,6 +140,49 @@ def block_function(method: Method, loop: Loop, seed: int, length: int) -> Callab
 
 
 @dataclasses.dataclass
+class Ahead:
+    """A block's program, compiling in a thread (:func:`compile_ahead`)."""
+
+    function: Callable
+    length: int
+    thread: threading.Thread
+
+    def ready(self) -> Callable:
+        """The program, once its compilation has ended (a failed one is left to the call)."""
+        self.thread.join()
+        return self.function
+
+
+def compile_ahead(
+    method: Method, loop: Loop, config: RunSettings, template: Any, batch: Any, placements
+) -> Ahead | None:
+    """Start compiling the block program of a run in blocks (``None`` for another run).
+
+    The program is lowered for arrays of ``template``'s shapes placed as the run places its
+    state (``placements``, or the default device), which is the key under which JAX keeps the
+    executable: the run's first call of the same function with such arrays finds it there.
+    """
+    if not applies(method, loop):
+        return None
+    length = scan_length(method, template, loop)
+    function = block_function(method, loop, config.seed, length)
+    where = placements[0] if placements is not None else SingleDeviceSharding(jax.devices()[0])
+    spec = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=where), template)
+
+    def compile_now() -> None:
+        # Any failure is the first block's to report, when it compiles again.
+        try:
+            function.lower(spec, 0, 1, batch).compile()
+        except Exception:
+            return
+
+    # A daemon: a run refused after this point exits without waiting for the compiler.
+    thread = threading.Thread(target=compile_now, name="bnnkit-compile-block", daemon=True)
+    thread.start()
+    return Ahead(function, length, thread)
+
+
+@dataclasses.dataclass
 class Clock:
     """How long the blocks took, to size the next one and to time the checkpoints."""
 
@@ -185,6 +234,7 @@ def run_blocks(
     *,
     after_units: Callable[[list[dict]], None],
     deadline: float | None,
+    ahead: Ahead | None = None,
 ) -> tuple[dict, dict, int, str | None]:
     """The run's iterations from ``start`` in blocks, each recorded as the module says.
 
@@ -199,6 +249,8 @@ def run_blocks(
         after_units: called with a block's log lines once the block is recorded (the
             tally, the progress, the caller's ``on_unit``).
         deadline: a :func:`time.monotonic` time after which the run stops at a block's end.
+        ahead: the block program :func:`compile_ahead` started compiling (``None``: it
+            compiles at the first block).
 
     Returns:
         The last log line, member 0's posterior metadata, the units done and why the run
@@ -207,8 +259,11 @@ def run_blocks(
     Raises:
         DivergenceError: an iteration became non-finite (its block's finite part is kept).
     """
-    length = scan_length(method, state, loop)
-    block_fn = block_function(method, loop, config.seed, length)
+    if ahead is None:
+        length = scan_length(method, state, loop)
+        block_fn = block_function(method, loop, config.seed, length)
+    else:
+        length, block_fn = ahead.length, ahead.ready()
     clock = Clock(saved_unit=start)
     log: dict = {}
     meta: dict = {}

@@ -252,6 +252,9 @@ def run_block(
     init_all = member_init(method, init_params)
     # Everything the run needs is checked here, by tracing, before the directory is touched.
     template = jax.eval_shape(init_all, init_keys, first)
+    # A sampler's block program compiles while the run checks and starts (the longest compile
+    # of a reference's chains).
+    ahead = blocks.compile_ahead(method, loop, config, template, batch, placements)
     found, record = resume_or_record(rundir, built, config, loop, method, template, resume=resume)
     notes = (*notes, *placement_notes(rundir, record, placements))
     with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
@@ -271,6 +274,7 @@ def run_block(
             on_unit=on_unit,
             notes=notes,
             deadline=deadline,
+            ahead=ahead,
         )
 
 
@@ -298,6 +302,7 @@ def _run_locked(
     on_unit: Callable[[int, dict], None] | None,
     notes=(),
     deadline: float | None = None,
+    ahead: blocks.Ahead | None = None,
 ) -> RunResult:
     """The run under its lock, from its starting state (a resume's, or ``initial_state()``)
     unit by unit to its last, or to the unit after which ``deadline`` has passed."""
@@ -332,6 +337,7 @@ def _run_locked(
                 batch,
                 after_units=after_units,
                 deadline=deadline,
+                ahead=ahead,
             )
         else:
             log, meta, done, stopped = _unit_by_unit(
