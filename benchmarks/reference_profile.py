@@ -21,15 +21,18 @@ exit, is split into phases that add up to it:
 
 In the same call, once the reference has finished, the **gradient floor**: one jitted
 ``lax.fori_loop`` of as many vmapped gradient evaluations of the same log posterior as one
-iteration makes (``GRADIENTS_PER_STEP`` × the transitions per iteration, of
-:mod:`bnnkit.inference.mclmc`), for as many chains, every chain at the ensemble's first
-member, on the full training set, over the devices split as the chains were. Its compilation
-is excluded: the median of ``--repeats`` calls after one to compile.
+iteration makes (:func:`gradients_per_iteration`: MCLMC's ``GRADIENTS_PER_STEP`` × its
+transitions per iteration, of :mod:`bnnkit.inference.mclmc`; an HMC or NUTS iteration's
+longest trajectory in leapfrog steps, at the median over the tuning or the kept iterations),
+for as many chains, every chain at the ensemble's first member, on the full training set,
+over the devices split as the chains were. Its compilation is excluded: the median of
+``--repeats`` calls after one to compile.
 
 It prints the phases and their shares of the wall time, the largest compilations, and the
-ratios: tuning iteration ÷ floor, kept iteration ÷ tuning iteration, compile ÷ wall. Times
-depend on the machine and on what else it runs (the CPU model and the load average are
-printed and recorded); read the shares and ratios of one run together.
+ratios: a tuning and a kept iteration ÷ their floors, kept iteration ÷ tuning iteration,
+compile ÷ wall. Times depend on the machine and on what else it runs (the CPU model and the
+load average are printed and recorded); read the shares and ratios of one run together.
+``--sampler hmc`` or ``nuts`` in ``--extra`` profiles those chains the same way.
 
     python benchmarks/reference_profile.py [--dataset yacht_0 concrete_0] \\
         [--model mlp_regression_small] [--devices 2] [--seed 0] \\
@@ -279,40 +282,69 @@ def run_reference(command: list[str], devices: int, work: Path) -> tuple[float, 
         check=False,
     )
     wall = time.perf_counter() - t0
+    if done.returncode == 2:  # bad input: bnnkit's own line, which names the value
+        print((done.stderr.strip().splitlines() or ["bad input"])[-1], file=sys.stderr)
+        raise SystemExit(2)
     if done.returncode != 0:
         raise SystemExit(f"bnnkit {shlex.join(command)} failed:\n{done.stderr[-2000:]}")
     return wall, json.loads(record.read_text())
 
 
-def gradient_floor(folder: Path, repeats: int) -> dict:
-    """Seconds of one chains' iteration's worth of vmapped gradients in one jitted loop, at
-    the ensemble's first member, placed over the devices as the reference's chains were."""
+def gradients_per_iteration(method: str, settings: dict, log: list[dict]) -> dict[str, float]:
+    """Gradient evaluations of one iteration of each chain, in the tuning and in the kept
+    iterations: unadjusted MCLMC's ``GRADIENTS_PER_STEP`` × its transitions per iteration; an
+    HMC or NUTS iteration's longest trajectory among the chains (a leapfrog step is one
+    gradient, and vmapped chains wait for the longest), at the median over the phase.
+
+    Example:
+        >>> gradients_per_iteration("mclmc", {"steps_per_iteration": 10}, [])
+        {'tuning': 20, 'kept': 20}
+        >>> log = [{"burn_in": True, "num_leapfrog": n} for n in ([3, 7], [5, 9], [1, 2])]
+        >>> gradients_per_iteration("nuts", {}, [*log, {"burn_in": False, "num_leapfrog": [4, 3]}])
+        {'tuning': 7, 'kept': 4}
+    """
+    if method == "mclmc":
+        from bnnkit.inference import mclmc
+
+        if settings.get("adjusted"):
+            raise SystemExit("the floor counts unadjusted MCLMC's gradients; this ran adjusted")
+        steps = settings.get("steps_per_iteration") or mclmc.DEFAULT_STEPS_PER_ITERATION[False]
+        return {
+            "tuning": mclmc.GRADIENTS_PER_STEP * steps,
+            "kept": mclmc.GRADIENTS_PER_STEP * steps,
+        }
+
+    def longest(line: dict) -> float:
+        steps = line["num_leapfrog"]
+        return max(steps) if isinstance(steps, list) else steps
+
+    return {
+        name: statistics.median(longest(e) for e in lines) if lines else 0
+        for name, lines in (
+            ("tuning", [e for e in log if e.get("burn_in")]),
+            ("kept", [e for e in log if not e.get("burn_in")]),
+        )
+    }
+
+
+def gradient_floor(folder: Path, record: dict, gradients: dict[str, float], repeats: int) -> dict:
+    """Seconds of a tuning and of a kept iteration's ``gradients`` (vmapped, every chain) in
+    one jitted loop, at the ensemble's first member, placed over the devices as the reference's
+    chains (their ``run.json``, ``record``) were."""
     # Imported here, once main has set the devices: importing a sampler starts JAX.
     import jax
 
     from bnnkit import distributed, problem
     from bnnkit.experiments.reference import ENSEMBLE_DIR
-    from bnnkit.inference import mclmc
     from bnnkit.runs import sharding
-    from bnnkit.runs.directory import REFERENCE_CHAINS, RunDir
+    from bnnkit.runs.directory import REFERENCE_CHAINS
     from bnnkit.runs.initial import positions_from_run
     from bnnkit.runs.stored import recorded_problem
     from hmc_overhead import median_time
 
-    chains = RunDir(folder / REFERENCE_CHAINS)
-    record = chains.read_record()
-    settings = record["method_config"]
-    if record["method"] != "mclmc":
-        raise SystemExit(
-            f"the floor counts MCLMC's gradients; this reference ran {record['method']}"
-        )
-    steps = (
-        settings.get("steps_per_iteration")
-        or mclmc.DEFAULT_STEPS_PER_ITERATION[bool(settings.get("adjusted"))]
-    )
-    gradients = mclmc.GRADIENTS_PER_STEP * steps
     num_chains = int(record["loop"]["num_members"])
-    built = problem.build(recorded_problem(record, repr(str(chains.run_file))))
+    where = repr(str(folder / REFERENCE_CHAINS / "run.json"))
+    built = problem.build(recorded_problem(record, where))
     params = positions_from_run(str(folder / ENSEMBLE_DIR), built, num_chains, member=0)
     batch = built.train_batch()
     split = (record.get(sharding.RECORD_KEY) or {}).get("split", "none")
@@ -323,18 +355,23 @@ def gradient_floor(folder: Path, repeats: int) -> dict:
     value_and_grad = jax.vmap(jax.value_and_grad(built.log_posterior), in_axes=(0, None))
 
     @jax.jit
-    def iteration(params, batch):
+    def iteration(params, batch, count):
         def body(_, carry):
             _, g = value_and_grad(carry, batch)
             # A step too small to move, so that no gradient can be hoisted out of the loop.
             return jax.tree.map(lambda p, gi: p + 1e-12 * gi, carry, g)
 
-        return jax.lax.fori_loop(0, gradients, body, params)
+        return jax.lax.fori_loop(0, count, body, params)
 
-    seconds = median_time(lambda: iteration(params, batch), repeats)
+    counts = {phase: max(1, round(count)) for phase, count in gradients.items()}
+    seconds = {
+        count: median_time(lambda count=count: iteration(params, batch, count), repeats)
+        for count in set(counts.values())
+    }
     return {
-        "seconds": seconds,
-        "gradients_per_chain": gradients,
+        "seconds": seconds[counts["tuning"]],
+        "kept_seconds": seconds[counts["kept"]],
+        "gradients_per_chain": counts["tuning"],
         "chains": num_chains,
         "devices": int(jax.device_count()),
         "split": split,
@@ -342,10 +379,11 @@ def gradient_floor(folder: Path, repeats: int) -> dict:
 
 
 def ratios(table: dict[str, float], wall: float, iterations: dict, floor: dict) -> dict:
-    """Tuning iteration ÷ floor, kept ÷ tuning iteration, compile ÷ wall, and each phase's
-    share of the wall time."""
+    """A tuning and a kept iteration ÷ their floors, kept ÷ tuning iteration, compile ÷ wall,
+    and each phase's share of the wall time."""
     return {
         "tuning_iteration_over_floor": iterations["median_tuning"] / floor["seconds"],
+        "kept_iteration_over_floor": iterations["median_kept"] / floor["kept_seconds"],
         "kept_over_tuning_iteration": iterations["median_kept"] / iterations["median_tuning"],
         "compile_over_wall": table["compile"] / wall,
         "shares": {phase: seconds / wall for phase, seconds in table.items()},
@@ -372,11 +410,14 @@ def printed(result: dict) -> str:
         f"chains: {it['num_tuning']} tuning iterations, median {1e3 * it['median_tuning']:.1f} ms "
         f"(first {it['first_tuning']:.1f} s); {it['num_kept']} kept, median "
         f"{1e3 * it['median_kept']:.1f} ms (first {it['first_kept']:.2f} s)",
-        f"gradient floor of an iteration ({floor['chains']} chains x "
+        f"gradient floor of a tuning iteration ({floor['chains']} chains x "
         f"{floor['gradients_per_chain']} gradients, split {floor['split']}): "
-        f"{1e3 * floor['seconds']:.2f} ms",
+        f"{1e3 * floor['seconds']:.2f} ms; gradients per iteration of a chain: "
+        f"{result['gradients_per_iteration']['tuning']:g} tuning, "
+        f"{result['gradients_per_iteration']['kept']:g} kept",
         f"tuning iteration / floor {r['tuning_iteration_over_floor']:.1f}x; kept iteration / "
-        f"tuning iteration {r['kept_over_tuning_iteration']:.2f}x; compile / wall "
+        f"floor {r['kept_iteration_over_floor']:.1f}x; kept iteration / tuning iteration "
+        f"{r['kept_over_tuning_iteration']:.2f}x; compile / wall "
         f"{100 * r['compile_over_wall']:.0f} %",
         f"{result['compilations']} compilations; the largest: "
         + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result["largest"]),
@@ -422,8 +463,14 @@ def profile(dataset: str, args: argparse.Namespace) -> dict:
             "--seed", str(args.seed), "--no-progress", *shlex.split(args.extra),
         ]  # fmt: skip
         wall, child = run_reference([*command, "--dir", str(folder)], args.devices, work)
-        iterations = iteration_times(RunDir(folder / REFERENCE_CHAINS).read_log())
-        floor = gradient_floor(folder, args.repeats)
+        missing = {"ensemble", REFERENCE_CHAINS} - set(child["spans"])
+        if missing:  # the stages are timed by wrapping bnnkit.runs.run
+            raise SystemExit(f"no span recorded for the stage(s) {sorted(missing)}")
+        chains = RunDir(folder / REFERENCE_CHAINS)
+        record, log = chains.read_record(), chains.read_log()
+        iterations = iteration_times(log)
+        gradients = gradients_per_iteration(record["method"], record["method_config"], log)
+        floor = gradient_floor(folder, record, gradients, args.repeats)
     phases = phase_table(wall, child, iterations)
     return {
         "command": shlex.join(command),
@@ -435,6 +482,7 @@ def profile(dataset: str, args: argparse.Namespace) -> dict:
         "stage_seconds": child["seconds"],
         "phases": phases,
         "iterations": iterations,
+        "gradients_per_iteration": gradients,
         "floor": floor,
         "ratios": ratios(phases, wall, iterations, floor),
         "compilations": sum(1 for e in child["events"] if e[0] == COMPILE_EVENT),

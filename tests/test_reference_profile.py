@@ -114,10 +114,12 @@ def test_ratios_and_the_printed_table(profile):
         "first_tuning": 20.0,
         "first_kept": 0.05,
     }
-    floor = {"seconds": 0.01, "gradients_per_chain": 20, "chains": 8, "devices": 2}
-    floor["split"] = "chains"
+    floor = {"seconds": 0.01, "kept_seconds": 0.012, "gradients_per_chain": 20, "chains": 8}
+    floor.update(devices=2, split="chains")
+    gradients = {"tuning": 20, "kept": 24}
     ratios = profile.ratios(table, 13.0, iterations, floor)
     assert ratios["tuning_iteration_over_floor"] == pytest.approx(3.0)
+    assert ratios["kept_iteration_over_floor"] == pytest.approx(3.0)
     assert ratios["kept_over_tuning_iteration"] == pytest.approx(1.2)
     assert ratios["compile_over_wall"] == pytest.approx(4 / 13)
     assert sum(ratios["shares"].values()) == pytest.approx(1.0)
@@ -129,6 +131,7 @@ def test_ratios_and_the_printed_table(profile):
         "wall": 13.0,
         "phases": table,
         "iterations": iterations,
+        "gradients_per_iteration": gradients,
         "floor": floor,
         "ratios": ratios,
         "compilations": 3,
@@ -137,6 +140,27 @@ def test_ratios_and_the_printed_table(profile):
     text = profile.printed(result)
     assert "| writes of kept draws (estimated) | 1.0 | 8 % |" in text
     assert "| compile | 4.0 | 31 % |" in text
-    assert "tuning iteration / floor 3.0x" in text
+    assert "tuning iteration / floor 3.0x; kept iteration / floor 3.0x" in text
+    assert "gradients per iteration of a chain: 20 tuning, 24 kept" in text
     iterations["writes_estimated"] = False
     assert "(estimated)" not in profile.printed(result)
+
+
+def test_gradients_per_iteration(profile):
+    from bnnkit.inference import mclmc
+
+    per_step = mclmc.GRADIENTS_PER_STEP
+    assert profile.gradients_per_iteration("mclmc", {"steps_per_iteration": 4}, []) == {
+        "tuning": 4 * per_step,
+        "kept": 4 * per_step,
+    }
+    default = mclmc.DEFAULT_STEPS_PER_ITERATION[False] * per_step
+    assert profile.gradients_per_iteration("mclmc", {"steps_per_iteration": None}, [])["kept"] == (
+        default
+    )
+    with pytest.raises(SystemExit, match="adjusted"):
+        profile.gradients_per_iteration("mclmc", {"adjusted": True}, [])
+    # One chain logs a number; several, one per chain, and the longest sets the pace.
+    log = [{"burn_in": True, "num_leapfrog": n} for n in (12, [3, 30], [8, 10])]
+    log += [{"burn_in": False, "num_leapfrog": n} for n in ([16, 16], [16, 15])]
+    assert profile.gradients_per_iteration("hmc", {}, log) == {"tuning": 12, "kept": 16}
