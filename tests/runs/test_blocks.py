@@ -54,3 +54,18 @@ def test_an_interrupt_keeps_the_complete_blocks_and_resumes_bit_for_bit(whole, t
     assert sorted(got) == sorted(want)
     for key, value in want.items():
         np.testing.assert_array_equal(got[key], value, err_msg=key)
+
+
+def test_a_program_compiled_ahead_is_the_one_the_run_takes(whole, tmp_path):
+    from bnnkit.problem import build
+    from bnnkit.runs.loop import compile_ahead
+
+    built = build(PROBLEM)
+    compile_ahead(built, CONFIG)
+    assert len(blocks._STARTED) == 1
+    runs.run(built, CONFIG, tmp_path / "run", progress=False)
+    assert not blocks._STARTED  # taken by the run, not compiled again beside it
+    got, want = stored_files(tmp_path / "run"), stored_files(whole)
+    assert sorted(got) == sorted(want)
+    for key, value in want.items():
+        np.testing.assert_array_equal(got[key], value, err_msg=key)

@@ -63,7 +63,7 @@ KILLS = [
     "ensemble/state-recorded:1",
     "stage-done:1",
     "chains/locked",
-    "chains/sample-recorded:2",
+    "chains/sample-recorded:1",
     "chains/state-recorded:1",
     "stage-done:2",
 ]

@@ -21,9 +21,10 @@ blocks:
   iterations), at the end, at a stop, and when Ctrl-C or SIGTERM interrupts the next block: a
   resumed run loses at most the block that was running.
 
-The block's program is compiled ahead (:func:`compile_ahead`), in a thread started as soon as
-the run knows its state's shapes, so that it compiles while the run checks its prior, writes
-its record and compiles the chains' start; the first block then finds it compiled.
+The block's program is compiled ahead (:func:`compile_ahead`), in a thread started once the
+run can no longer be refused, so that it compiles while the run compiles and starts its
+chains (and, for a composite's later stage, while the stages before it run); the first block
+then finds it compiled.
 
 A non-finite iteration stops the run as before (:func:`bnnkit.runs.divergence.non_finite`):
 the block is run again from its start up to the iteration before, which gives the same bits,
@@ -146,6 +147,7 @@ class Ahead:
     function: Callable
     length: int
     thread: threading.Thread
+    problem: Any  # held, so that the id in its key is never another problem's
 
     def ready(self) -> Callable:
         """The program, once its compilation has ended (a failed one is left to the call)."""
@@ -153,21 +155,55 @@ class Ahead:
         return self.function
 
 
+#: Block programs compiling ahead of their run (a composite's later stage), by what makes the
+#: program: the problem, the settings, the loop and the shapes and placements of its inputs.
+_STARTED: dict[tuple, Ahead] = {}
+
+
 def compile_ahead(
-    method: Method, loop: Loop, config: RunSettings, template: Any, batch: Any, placements
+    problem: Any,
+    method: Method,
+    loop: Loop,
+    config: RunSettings,
+    template: Any,
+    batch: Any,
+    placements,
+    *,
+    for_later: bool = False,
 ) -> Ahead | None:
-    """Start compiling the block program of a run in blocks (``None`` for another run).
+    """Start compiling the block program of a run in blocks (``None`` for another run), or
+    take the one that a call ``for_later`` with the same arguments started (a composite
+    starts its later stages' programs while its first stage runs).
 
     The program is lowered for arrays of ``template``'s shapes placed as the run places its
     state (``placements``, or the default device), which is the key under which JAX keeps the
     executable: the run's first call of the same function with such arrays finds it there.
+    The thread is not a daemon: a process that ends while it compiles waits for it (a compiler
+    stopped at exit aborts the process). So a run starts it only once nothing can refuse it.
+
+    Args:
+        problem: the built problem whose ``log_posterior`` ``method`` samples (part of what
+            makes the program: two runs on one problem object with equal settings, loop and
+            inputs run the same program).
+        method: the method.
+        loop: the run's loop.
+        config: its settings.
+        template: the chains' state, or its shapes.
+        batch: the training set as placed.
+        placements: where the members and the data lie (``None``: one device).
+        for_later: keep it for the run that will ask for it, instead of handing it back to
+            the caller's own run.
     """
     if not applies(method, loop):
         return None
-    length = scan_length(method, template, loop)
-    function = block_function(method, loop, config.seed, length)
     where = placements[0] if placements is not None else SingleDeviceSharding(jax.devices()[0])
     spec = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=where), template)
+    key = (id(problem), config, loop, _signature(spec), _signature(batch))
+    started = _STARTED.pop(key, None)
+    if started is not None and started.problem is problem and not for_later:
+        return started
+    length = scan_length(method, template, loop)
+    function = block_function(method, loop, config.seed, length)
 
     def compile_now() -> None:
         # Any failure is the first block's to report, when it compiles again.
@@ -176,10 +212,34 @@ def compile_ahead(
         except Exception:
             return
 
-    # A daemon: a run refused after this point exits without waiting for the compiler.
-    thread = threading.Thread(target=compile_now, name="bnnkit-compile-block", daemon=True)
+    thread = threading.Thread(target=compile_now, name="bnnkit-compile-block")
     thread.start()
-    return Ahead(function, length, thread)
+    ahead = Ahead(function, length, thread, problem)
+    if for_later:
+        _STARTED[key] = ahead
+    return ahead
+
+
+def forget(problem: Any) -> None:
+    """Drop the programs compiled ahead for runs on ``problem`` that no run took (a composite
+    that stopped, or whose stage compiled its own), so that none is kept alive."""
+    for key in [k for k, ahead in _STARTED.items() if ahead.problem is problem]:
+        del _STARTED[key]
+
+
+def _signature(tree: Any) -> tuple:
+    """The shapes, dtypes and placements of a tree's leaves, which with the function make the
+    key of a compiled program."""
+    leaves = jax.tree_util.tree_leaves_with_path(tree)
+    return tuple(
+        (
+            jax.tree_util.keystr(path),
+            leaf.shape,
+            str(leaf.dtype),
+            str(getattr(leaf, "sharding", "")),
+        )
+        for path, leaf in leaves
+    )
 
 
 @dataclasses.dataclass

@@ -36,6 +36,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -359,6 +360,22 @@ def _clear(folder: Path, recipe: Recipe) -> None:
 
 
 def _run_stages(recipe, folder, built, stages, actions, started, progress, describe_stop):
+    from bnnkit.runs import blocks
+    from bnnkit.runs.loop import compile_ahead
+
+    # The later stages' block programs compile while the first stage runs: an optimisation,
+    # so a stage that cannot be compiled ahead is left to compile (and to refuse) itself.
+    for stage, config in stages[1:]:
+        if actions[stage.name] != "reuse":
+            with contextlib.suppress(Exception):
+                compile_ahead(built, config)
+    try:
+        return _each_stage(recipe, folder, built, stages, actions, started, progress, describe_stop)
+    finally:
+        blocks.forget(built)
+
+
+def _each_stage(recipe, folder, built, stages, actions, started, progress, describe_stop):
     from bnnkit import runs
     from bnnkit.runs.lifecycle import DivergenceError
 

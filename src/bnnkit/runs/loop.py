@@ -252,9 +252,6 @@ def run_block(
     init_all = member_init(method, init_params)
     # Everything the run needs is checked here, by tracing, before the directory is touched.
     template = jax.eval_shape(init_all, init_keys, first)
-    # A sampler's block program compiles while the run checks and starts (the longest compile
-    # of a reference's chains).
-    ahead = blocks.compile_ahead(method, loop, config, template, batch, placements)
     found, record = resume_or_record(rundir, built, config, loop, method, template, resume=resume)
     notes = (*notes, *placement_notes(rundir, record, placements))
     with lifecycle.opened(rundir, found, record=record, overwrite=overwrite) as life:
@@ -274,8 +271,29 @@ def run_block(
             on_unit=on_unit,
             notes=notes,
             deadline=deadline,
-            ahead=ahead,
         )
+
+
+def compile_ahead(built: problem_lib.Problem, config: RunSettings, shard: str = "auto") -> None:
+    """Start compiling the block program that :func:`run` of ``config`` on ``built`` will run
+    (:func:`bnnkit.runs.blocks.compile_ahead`), before the run it starts from exists: a
+    composite calls it for its later stages while its first one runs. The chains' start is
+    shaped as the model's initialiser shapes it, which is how a run from another run's
+    positions is shaped too; where anything differs, the run compiles its own.
+
+    Does nothing for a method that does not run in blocks or whose chains are not set.
+    """
+    if getattr(config, "num_chains", 1) is None:
+        return
+    method = method_module(config).build(built.log_posterior, config)
+    loop = config.loop(built.dataset.num_train)
+    if not blocks.applies(method, loop):
+        return
+    batch, placements = placed_batch(built, loop, shard)
+    init_all = member_init(method, jax.vmap(built.init_params))
+    keys = member_keys(config.seed, INIT_STREAM, loop.num_members)
+    template = jax.eval_shape(init_all, keys, batch)
+    blocks.compile_ahead(built, method, loop, config, template, batch, placements, for_later=True)
 
 
 def _store_arrays(life: Lifecycle, built: problem_lib.Problem) -> None:
@@ -302,10 +320,12 @@ def _run_locked(
     on_unit: Callable[[int, dict], None] | None,
     notes=(),
     deadline: float | None = None,
-    ahead: blocks.Ahead | None = None,
 ) -> RunResult:
     """The run under its lock, from its starting state (a resume's, or ``initial_state()``)
     unit by unit to its last, or to the unit after which ``deadline`` has passed."""
+    # Nothing can refuse the run now: a sampler's block program (the longest compile of a
+    # reference's chains) compiles while the chains' start does.
+    ahead = blocks.compile_ahead(built, method, loop, config, template, batch, placements)
     batch = epoch_batch(built, loop, batch, placements)
     start, state = _starting_state(life, config, loop, initial_state, template, placements)
     bar = _progress_bar(config, loop, start, progress=progress, log_every=log_every)
