@@ -320,7 +320,7 @@ def max_time_setting() -> Any:
         metavar="DURATION",
         bounds=(Exclusive(0), None),
         help="stop cleanly, resumable with --resume, once this much wall time has passed in "
-        "this call: seconds, or 90s, 30m, 2h, 1h30m",
+        "this call, compilation included: seconds, or 90s, 30m, 2h, 1h30m",
     )
 
 
