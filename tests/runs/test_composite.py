@@ -67,6 +67,15 @@ def test_a_time_stopped_reference_says_stopped_and_resumes_bit_for_bit(made, tmp
     assert_same(stages(folder), stages(made))
 
 
+def test_a_reference_budget_counts_the_ensemble_before_the_chains(tmp_path):
+    folder = tmp_path / "ref"
+    reference(PROBLEM, Config(**SETTINGS, max_time=3600), folder, progress=False)
+    chains = json.loads((folder / "chains" / "run.json").read_text())
+    # The chains ran with what the ensemble (its compilation included) left of the hour.
+    assert chains["status"] == "finished"
+    assert 0 < chains["method_config"]["max_time"] < 3600
+
+
 def test_every_stage_is_checked_before_a_file_is_written(tmp_path):
     folder = tmp_path / "ref"
     # The chains' iterations (tuning + kept) past the largest count: named by the flags given.

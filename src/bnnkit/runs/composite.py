@@ -375,12 +375,25 @@ def _run_stages(recipe, folder, built, stages, actions, started, progress, descr
         blocks.forget(built)
 
 
+def _left_of_budget(config: RunSettings, start: float) -> RunSettings:
+    """``config`` with what is left since ``start`` (a :func:`time.monotonic` time) of its time
+    budget, when it has one: a composite's budget is the whole call's, so the stages before
+    the one that has it, and their compilation, count in it. At least a millisecond is left:
+    a budget spent before the stage begins stops it after its first iteration."""
+    budget = config.budget().max_time
+    if budget is None:
+        return config
+    return dataclasses.replace(config, max_time=max(budget - (time.monotonic() - start), 1e-3))
+
+
 def _each_stage(recipe, folder, built, stages, actions, started, progress, describe_stop):
     from bnnkit import runs
     from bnnkit.runs.lifecycle import DivergenceError
 
     outcomes: dict[str, Outcome] = {}
-    for stage, config in stages:
+    start = time.monotonic()
+    for stage, given in stages:
+        config = _left_of_budget(given, start)
         run_dir = stage_dir(folder, stage.name)
         action = actions[stage.name]
         t0 = time.perf_counter()
