@@ -6,8 +6,12 @@ command line's CPU devices (``--devices``). Its wall time, from the process's st
 exit, is split into phases that add up to it:
 
 - ``start``: Python, JAX and bnnkit imported;
-- ``compile``: XLA's compilations (the union of JAX's backend-compile event spans, recorded
-  by a :func:`jax.monitoring.register_event_time_span_listener` in the process);
+- ``compile``: XLA's compilations in the main thread (the union of JAX's backend-compile
+  event spans, recorded by a :func:`jax.monitoring.register_event_time_span_listener` in the
+  process); a compilation in another thread (a block program compiled ahead,
+  :mod:`bnnkit.runs.blocks`) runs beside the main thread's work, so it is no phase: it is
+  reported apart (``compile_beside``), and its seconds that the main thread waited for it
+  fall in the stage that waited;
 - ``trace and lower``: tracing and lowering to MLIR outside those compilations;
 - ``ensemble`` and ``evaluation``: the stages' seconds less the compilation within them;
 - ``tuning iterations`` and ``kept iterations``: the chains' log (``chains/metrics.jsonl``,
@@ -84,9 +88,12 @@ CHILD = r"""
 import json, sys, time
 launched, out, argv = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
 import jax.monitoring
+import threading
 events = []
 jax.monitoring.register_event_time_span_listener(
-    lambda event, start, end, **kw: events.append([event, start, end, str(kw.get("fun_name"))])
+    lambda event, start, end, **kw: events.append(
+        [event, start, end, str(kw.get("fun_name")), threading.current_thread().name]
+    )
 )
 from pathlib import Path
 import bnnkit.cpu_devices
@@ -204,7 +211,8 @@ def phase_table(wall: float, child: dict, iterations: dict) -> dict[str, float]:
         wall: seconds from the process's start to its exit.
         child: what :data:`CHILD` recorded: ``launched`` and ``ready`` (epoch seconds),
             ``spans`` of the stages (``ensemble``, ``chains``, ``evaluate``: epoch start and
-            end) and ``events`` ``[event, start, end, name]``.
+            end) and ``events`` ``[event, start, end, name, thread]`` (a thread other than
+            ``MainThread`` compiles beside the main thread; no thread: the main one).
         iterations: :func:`iteration_times` of the chains' log.
 
     Example:
@@ -219,10 +227,9 @@ def phase_table(wall: float, child: dict, iterations: dict) -> dict[str, float]:
         [2.0, 2.0, 0.5, 1.0, 1.5, 1.0, 0.5, 1.0, 1.0, 1.5]
     """
     spans = child["spans"]
-    compiles = [(a, b) for event, a, b, _ in child["events"] if event == COMPILE_EVENT]
-    pipeline = [
-        (a, b) for event, a, b, _ in child["events"] if event in (COMPILE_EVENT, *TRACE_EVENTS)
-    ]
+    main = [e for e in child["events"] if (e[4] if len(e) > 4 else "MainThread") == "MainThread"]
+    compiles = [(a, b) for event, a, b, *_ in main if event == COMPILE_EVENT]
+    pipeline = [(a, b) for event, a, b, *_ in main if event in (COMPILE_EVENT, *TRACE_EVENTS)]
 
     def net(stage: str) -> float:
         if stage not in spans:
@@ -248,9 +255,27 @@ def phase_table(wall: float, child: dict, iterations: dict) -> dict[str, float]:
     return table
 
 
+def compile_beside(child: dict) -> float:
+    """Seconds of compilation in threads other than the main one (the union of their spans),
+    which ran beside the main thread's work.
+
+    Example:
+        >>> compile_beside({"events": [
+        ...     ["/jax/core/compile/backend_compile_duration", 1.0, 4.0, "a", "worker"],
+        ...     ["/jax/core/compile/backend_compile_duration", 2.0, 3.0, "b", "MainThread"]]})
+        3.0
+    """
+    spans = [
+        (e[1], e[2])
+        for e in child["events"]
+        if e[0] == COMPILE_EVENT and len(e) > 4 and e[4] != "MainThread"
+    ]
+    return union_seconds(spans)
+
+
 def largest_compilations(child: dict, count: int = 5) -> list[tuple[str, float]]:
     """The ``count`` longest backend compilations: (program, seconds)."""
-    found = [(name, b - a) for event, a, b, name in child["events"] if event == COMPILE_EVENT]
+    found = [(e[3], e[2] - e[1]) for e in child["events"] if e[0] == COMPILE_EVENT]
     return sorted(found, key=lambda item: -item[1])[:count]
 
 
@@ -420,7 +445,8 @@ def printed(result: dict) -> str:
         f"{r['kept_over_tuning_iteration']:.2f}x; compile / wall "
         f"{100 * r['compile_over_wall']:.0f} %",
         f"{result['compilations']} compilations; the largest: "
-        + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result["largest"]),
+        + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result["largest"])
+        + f"; {result.get('compile_beside', 0.0):.1f} s compiled beside the main thread",
     ]
     return "\n".join(lines)
 
@@ -486,6 +512,7 @@ def profile(dataset: str, args: argparse.Namespace) -> dict:
         "floor": floor,
         "ratios": ratios(phases, wall, iterations, floor),
         "compilations": sum(1 for e in child["events"] if e[0] == COMPILE_EVENT),
+        "compile_beside": compile_beside(child),
         "largest": largest_compilations(child),
     }
 
