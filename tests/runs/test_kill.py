@@ -46,22 +46,9 @@ ARGV = [
 # manifest line falls between blocks' files.
 BLOCKS_ARGV = [
     "mclmc",
-    "--dataset",
-    "yacht_0",
-    "--model",
-    "linear",
-    "--noise-std",
-    "0.35",
-    "--num-iterations",
-    "200",
-    "--num-burn-in",
-    "20",
-    "--num-chains",
-    "2",
-    "--seed",
-    "3",
-    "--no-progress",
-    "--no-evaluate",
+    *ARGV[1:7],  # the data, the model and its noise
+    *["--num-iterations", "200", "--num-burn-in", "20", "--num-chains", "2", "--seed", "3"],
+    *("--no-progress", "--no-evaluate"),
 ]
 
 

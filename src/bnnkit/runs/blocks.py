@@ -283,32 +283,40 @@ class Block:
         return jax.tree.map(lambda a: a[row], self.infos)
 
 
+@dataclasses.dataclass(frozen=True)
+class Drive:
+    """What drives a run's units, one at a time (:mod:`bnnkit.runs.loop`) or in blocks.
+
+    Attributes:
+        life: the open run directory.
+        method: the method.
+        config: its settings.
+        loop: the run's loop.
+        batch: the training set, placed.
+        after_units: called with the log lines of the units just recorded (the tally, the
+            progress, the caller's ``on_unit``).
+        deadline: a :func:`time.monotonic` time after which the run stops at a unit's (a
+            block's) end; ``None``: no time budget.
+    """
+
+    life: Lifecycle
+    method: Method
+    config: RunSettings
+    loop: Loop
+    batch: Any
+    after_units: Callable[[list[dict]], None]
+    deadline: float | None
+
+
 def run_blocks(
-    life: Lifecycle,
-    method: Method,
-    config: RunSettings,
-    loop: Loop,
-    state: Any,
-    start: int,
-    batch: Any,
-    *,
-    after_units: Callable[[list[dict]], None],
-    deadline: float | None,
-    ahead: Ahead | None = None,
+    drive: Drive, state: Any, start: int, *, ahead: Ahead | None = None
 ) -> tuple[dict, dict, int, str | None]:
     """The run's iterations from ``start`` in blocks, each recorded as the module says.
 
     Args:
-        life: the open run directory.
-        method: the method (``applies(method, loop)``).
-        config: its settings.
-        loop: the run's loop.
+        drive: the run (``applies(drive.method, drive.loop)``).
         state: the chains' state after ``start`` units, placed on the devices.
         start: units done.
-        batch: the training set, placed.
-        after_units: called with a block's log lines once the block is recorded (the
-            tally, the progress, the caller's ``on_unit``).
-        deadline: a :func:`time.monotonic` time after which the run stops at a block's end.
         ahead: the block program :func:`compile_ahead` started compiling (``None``: it
             compiles at the first block).
 
@@ -319,9 +327,10 @@ def run_blocks(
     Raises:
         DivergenceError: an iteration became non-finite (its block's finite part is kept).
     """
+    life, loop, batch = drive.life, drive.loop, drive.batch
     if ahead is None:
-        length = scan_length(method, state, loop)
-        block_fn = block_function(method, loop, config.seed, length)
+        length = scan_length(drive.method, state, loop)
+        block_fn = block_function(drive.method, loop, drive.config.seed, length)
     else:
         length, block_fn = ahead.length, ahead.ready()
     clock = Clock(saved_unit=start)
@@ -351,16 +360,16 @@ def run_blocks(
                 row, found = broken
                 if row:  # the finite iterations before it, the same bits again
                     state, _ = block_fn(committed, done, row, batch)
-                    log, meta = _record(life, method, config, loop, block, row, meta, after_units)
+                    log, meta = _record(drive, block, row, meta)
                     done, committed = done + row, state
                 if done > clock.saved_unit:
                     _save(life, clock, committed, done)
-                raise life.diverged(config, loop, done, *found)
-            log, meta = _record(life, method, config, loop, block, count, meta, after_units)
+                raise life.diverged(drive.config, loop, done, *found)
+            log, meta = _record(drive, block, count, meta)
             done, committed = done + count, state
             clock.per_unit = block.seconds / count
-            stopped = _stopped(loop, deadline, done)
-            if done == loop.num_units or stopped is not None or clock.due(done, config):
+            stopped = _stopped(loop, drive.deadline, done)
+            if done == loop.num_units or stopped is not None or clock.due(done, drive.config):
                 _save(life, clock, committed, done)
             if stopped is not None:
                 return log, meta, done, stopped
@@ -389,24 +398,16 @@ def _stopped(loop: Loop, deadline: float | None, done: int) -> str | None:
     return None
 
 
-def _record(
-    life: Lifecycle,
-    method: Method,
-    config: RunSettings,
-    loop: Loop,
-    block: Block,
-    count: int,
-    meta: dict,
-    after_units: Callable[[list[dict]], None],
-) -> tuple[dict, dict]:
+def _record(drive: Drive, block: Block, count: int, meta: dict) -> tuple[dict, dict]:
     """Keep the first ``count`` units of ``block``: their kept draws in one file, their log
-    lines in one append; then ``after_units``."""
+    lines in one append; then ``drive.after_units``."""
+    life, loop = drive.life, drive.loop
     t0 = time.perf_counter()
     kept = [u for u in range(block.first, block.first + count) if loop.keeps(u)]
     if kept:
         rows = [u - block.first for u in kept]
         draws = jax.tree.map(lambda a: np.asarray(a)[rows], block.draws)
-        stored = distributed.first_decides(lambda: _store(life, method, config, loop, kept, draws))
+        stored = distributed.first_decides(lambda: _store(drive, kept, draws))
         meta = stored if life.writer else meta
     written = time.perf_counter() - t0
     lines = [
@@ -419,20 +420,19 @@ def _record(
     if life.writer:
         life.rundir.append_log(lines)
     faults.point("unit-done")
-    after_units(lines)
+    drive.after_units(lines)
     return lines[-1], meta
 
 
-def _store(
-    life: Lifecycle, method: Method, config: RunSettings, loop: Loop, kept: list[int], draws: Any
-) -> dict:
+def _store(drive: Drive, kept: list[int], draws: Any) -> dict:
     """The posteriors of every chain over the kept units ``kept`` (draws stacked on a leading
     axis, chains on the next) in one file and its manifest line."""
+    life, method, loop = drive.life, drive.method, drive.loop
     members = [
         method.posterior(jax.tree.map(lambda a, m=m: a[:, m], draws))
         for m in range(loop.num_members)
     ]
-    finite_posteriors(life, config, loop, kept[0], members)
+    finite_posteriors(life, drive.config, loop, kept[0], members)
     first, last = kept[0], kept[-1]
     store.save(
         life.rundir.sample_file(first, last),

@@ -344,57 +344,31 @@ def _run_locked(
                 on_unit(log["iteration"], log)
         bar.update(len(logs), tally.status(logs[-1]))
 
+    drive = blocks.Drive(life, method, config, loop, batch, after_units, deadline)
     t0 = time.perf_counter()
     try:
         if blocks.applies(method, loop):
-            log, meta, done, stopped = blocks.run_blocks(
-                life,
-                method,
-                config,
-                loop,
-                state,
-                start,
-                batch,
-                after_units=after_units,
-                deadline=deadline,
-                ahead=ahead,
-            )
+            log, meta, done, stopped = blocks.run_blocks(drive, state, start, ahead=ahead)
         else:
-            log, meta, done, stopped = _unit_by_unit(
-                life,
-                built,
-                method,
-                config,
-                loop,
-                state,
-                start,
-                batch,
-                placements,
-                after_units=after_units,
-                deadline=deadline,
-            )
+            log, meta, done, stopped = _unit_by_unit(drive, state, start, built, placements)
     finally:
         bar.close()
     return _result(life, loop, tally, notes, meta, log, start, done, t0, stopped)
 
 
 def _unit_by_unit(
-    life: Lifecycle,
-    built: problem_lib.Problem,
-    method: Method,
-    config: RunSettings,
-    loop: Loop,
-    state: Any,
-    start: int,
-    batch,
-    placements,
-    *,
-    after_units: Callable[[list[dict]], None],
-    deadline: float | None,
+    drive: blocks.Drive, state: Any, start: int, built: problem_lib.Problem, placements
 ) -> tuple[dict, dict, int, str | None]:
     """The run's units from ``start``, one dispatch each (epochs, chunks, a method driven
     from the host); returns the last log line, member 0's posterior metadata, the units done
     and why the run stopped before its last (``None``: it did not)."""
+    life, method, config, loop, batch = (
+        drive.life,
+        drive.method,
+        drive.config,
+        drive.loop,
+        drive.batch,
+    )
     step_all = unit_function(method, loop, built, config.seed, placements)
     finite = jax.jit(lambda s: finite_members(method.position(s), loop.num_members))
     log: dict = {}
@@ -412,9 +386,9 @@ def _unit_by_unit(
             life, built, method, config, loop, unit, state, info, meta, t_unit
         )
         faults.point("unit-done")
-        after_units([log])
+        drive.after_units([log])
         done = unit + 1
-        stopped = _budget_ended(life, loop, deadline, done, state, saved=save)
+        stopped = _budget_ended(life, loop, drive.deadline, done, state, saved=save)
         if stopped is not None:
             return log, meta, done, stopped
     return log, meta, done, None
