@@ -109,16 +109,32 @@ def refuse(
     )
 
 
-def flag_argument(value: Any, name: str, *, where: str = "") -> bool:
-    """``True`` or ``False`` (a NumPy bool too), as a Python bool.
+def flag_argument(value: Any, name: str, *, where: str = "", optional: bool = False) -> bool | None:
+    """``True`` or ``False`` (a NumPy bool too), as a Python bool; ``None`` where
+    ``optional``.
 
     Example:
-        >>> flag_argument(np.bool_(True), "resume")
-        True
+        >>> flag_argument(np.bool_(True), "resume"), flag_argument(None, "x", optional=True)
+        (True, None)
     """
+    if value is None and optional:
+        return None
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    refuse(value, name, "True or False", where=where)
+    refuse(value, name, "True or False" + (" or None" if optional else ""), where=where)
+
+
+def passed_on(value: Any, name: str, *, where: str = "") -> Any:
+    """Any value, unchecked at the door: the entry point passes it on to what judges it (a
+    dataset loader refusing an option it does not know, a reader comparing a pytree's leaves
+    with the stored ones). A row of its own says so, since an argument without a row is an
+    error (:func:`check_arguments`).
+
+    Example:
+        >>> passed_on({"subset_train_to": 100}, "options")
+        {'subset_train_to': 100}
+    """
+    return value
 
 
 def count_argument(
@@ -365,17 +381,27 @@ def check_arguments(
     checks: Mapping[str, Callable[[Any, str, str], Any]],
 ) -> None:
     """Check an entry point's arguments, each by its row of ``checks``; called first thing in
-    the entry point on its ``locals()`` (:mod:`bnnkit.entry_points` holds every entry point's
-    table).
+    the entry point on its ``locals()``, which then hold exactly its signature's parameters
+    (:mod:`bnnkit.entry_points` holds every entry point's table).
+
+    Every argument needs a row: one without is an error of bnnkit's, never skipped unchecked
+    (``tests/test_entry_points.py`` holds each table to its entry point's signature).
 
     Raises:
         ConfigError: the first argument of a kind it does not take, in one line.
+        TypeError: an argument without a row in ``checks``.
 
     Example:
         >>> check_arguments("f", {"n": "3"}, {"n": with_options(count_argument)})
         Traceback (most recent call last):
         ...
         bnnkit.errors.ConfigError: f: n='3' is a str; allowed: an integer >= 1
+        >>> check_arguments("f", {"n": 3, "m": 1}, {"n": with_options(count_argument)})
+        Traceback (most recent call last):
+        ...
+        TypeError: f has no check for its argument 'm'
     """
-    for name, check in checks.items():
-        check(arguments[name], name, where)
+    for name, value in arguments.items():
+        if name not in checks:
+            raise TypeError(f"{where} has no check for its argument {name!r}")
+        checks[name](value, name, where)

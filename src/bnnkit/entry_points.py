@@ -20,6 +20,7 @@ from bnnkit.arguments import (
     count_argument,
     flag_argument,
     number_argument,
+    passed_on,
     path_argument,
     positions_argument,
     refuse,
@@ -92,7 +93,10 @@ trajectory_len=...)
     )
 
 
-#: Each public entry point's arguments and the check each gets (``where`` is the key).
+#: Each public entry point's arguments and the check each gets (``where`` is the key, the
+#: public name). Every parameter of the entry point's signature has a row:
+#: :func:`~bnnkit.arguments.check_arguments` refuses to skip one, and
+#: ``tests/test_entry_points.py`` holds each row set to its signature.
 ENTRY_POINTS: dict[str, dict[str, Callable[[Any, str, str], Any]]] = {
     "bnnkit.run": {
         "problem": _optional(problem_argument, optional=True),
@@ -126,13 +130,16 @@ ENTRY_POINTS: dict[str, dict[str, Callable[[Any, str, str], Any]]] = {
         "ood": _optional(text_argument, optional=True),
         "write": _optional(flag_argument),
         "problem": _optional(problem_argument, optional=True, built_only=True),
+        "trust_model": _optional(text_argument, optional=True),
     },
     "bnnkit.export_samples": {
         "run_dir": _optional(path_argument),
         "out": _optional(path_argument),
+        "trust_model": _optional(text_argument, optional=True),
     },
     "bnnkit.load_chains": {
         "run_dir": _optional(path_argument),
+        "like": _optional(passed_on),  # any pytree; its leaves are compared with the stored
     },
     "bnnkit.build_problem": problem_lib.BUILD_CHECKS,
     "bnnkit.load_dataset": data.LOAD_CHECKS,
