@@ -110,14 +110,8 @@ def refuse(
     Raises:
         ArgumentError: always.
     """
-    raise ArgumentError(
-        where,
-        name,
-        None if value is None else shown(value),
-        what or type_words(value),
-        allowed,
-        " or None" if optional else "",
-    )
+    given = None if value is None else f"{shown(value)} is {what or type_words(value)}"
+    raise ArgumentError(where, name, given, allowed, " or None" if optional else "")
 
 
 def flag_argument(value: Any, name: str, *, where: str = "", optional: bool = False) -> bool | None:

@@ -223,7 +223,7 @@ def in_flag_words(err: ConfigError, parser: argparse.ArgumentParser | None) -> s
     Example:
         >>> p = argparse.ArgumentParser()
         >>> _ = p.add_argument("--conformal", type=float)
-        >>> err = ArgumentError("bnnkit.evaluate", "conformal", "nan", "not finite",
+        >>> err = ArgumentError("bnnkit.evaluate", "conformal", "nan is not finite",
         ...                     "a finite real number", " or None")
         >>> in_flag_words(err, p)
         '--conformal nan is not finite; allowed: a finite real number'

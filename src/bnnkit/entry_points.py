@@ -161,8 +161,8 @@ allowed: a miscoverage level α in (0, 1) (0.1 for 90 % coverage) or None
     allowed = "a miscoverage level α in (0, 1) (0.1 for 90 % coverage)"
     try:
         alpha = number_argument(value, name, where=where, optional=True)
-    except ArgumentError as err:
-        refuse(value, name, allowed, where=where, what=err.what, optional=True)
+    except ArgumentError as err:  # the same refusal, saying what a level is
+        raise ArgumentError(where, name, err.given, allowed, " or None") from None
     if alpha is not None and not 0 < alpha < 1:
         refuse(value, name, allowed, where=where, what="outside (0, 1)", optional=True)
     return alpha

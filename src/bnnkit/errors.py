@@ -21,14 +21,14 @@ class ArgumentError(ConfigError):
     Args:
         where: the entry point (``"bnnkit.evaluate"``); empty for none.
         argument: the parameter's name.
-        shown: the value as a message shows it; ``None`` for the value ``None``.
-        what: what the value is, in words (``"not finite"``, ``"a str"``).
+        given: the value as a message shows it and what it is (``"nan is not finite"``);
+            ``None`` for the value ``None``.
         allowed: what the argument may be, in words every interface shares.
         python_only: what only Python may pass, after ``allowed`` (``" or None"``: a flag left
             out is ``None`` already).
 
     Example:
-        >>> err = ArgumentError("bnnkit.evaluate", "conformal", "nan", "not finite",
+        >>> err = ArgumentError("bnnkit.evaluate", "conformal", "nan is not finite",
         ...                     "a finite real number", " or None")
         >>> str(err)
         'bnnkit.evaluate: conformal=nan is not finite; allowed: a finite real number or None'
@@ -37,21 +37,14 @@ class ArgumentError(ConfigError):
     """
 
     def __init__(
-        self,
-        where: str,
-        argument: str,
-        shown: str | None,
-        what: str,
-        allowed: str,
-        python_only: str = "",
+        self, where: str, argument: str, given: str | None, allowed: str, python_only: str = ""
     ) -> None:
-        self.where, self.argument, self.shown = where, argument, shown
-        self.what, self.allowed = what, allowed
+        self.where, self.argument, self.given, self.allowed = where, argument, given, allowed
         prefix = f"{where}: " if where else ""
-        given = f"{argument} is None" if shown is None else f"{argument}={shown} is {what}"
-        super().__init__(f"{prefix}{given}; allowed: {allowed}{python_only}")
+        named = f"{argument} is None" if given is None else f"{argument}={given}"
+        super().__init__(f"{prefix}{named}; allowed: {allowed}{python_only}")
 
     def naming(self, name: str) -> str:
         """The refusal with the argument called ``name`` (a flag), without the entry point."""
-        given = f"{name} is None" if self.shown is None else f"{name} {self.shown} is {self.what}"
-        return f"{given}; allowed: {self.allowed}"
+        named = f"{name} is None" if self.given is None else f"{name} {self.given}"
+        return f"{named}; allowed: {self.allowed}"

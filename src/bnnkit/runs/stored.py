@@ -133,8 +133,8 @@ def load_run(
         raise ArgumentError(
             "",
             "trust_model",
-            repr(trust_model),
-            f"not the model of the run {str(rundir.path)!r}, which records {given.model!r}",
+            f"{trust_model!r} is not the model of the run {str(rundir.path)!r}, which records "
+            f"{given.model!r}",
             repr(given.model),
             " or None",
         )
