@@ -19,9 +19,9 @@ export BNNKIT_DATA_DIR ?= $(abspath $(SHARED_DATA))
 endif
 
 # Four HMC chains on the bundled UCI concrete data (split 0), HMC's no-knob default: 3 to 8
-# minutes on 2 CPU cores (2 min 21 s measured on an AVX-512 EPYC, 5 min 26 s on an AVX2 one,
-# 7 min 17 s on an AVX-512 Xeon from a fresh clone, the installation included; 5 min 12 s there
-# since the chains are split over the cores).
+# minutes on 2 CPU cores (2 min 21 s measured on an AVX-512 EPYC, 5 min 26 s on an AVX2 one;
+# 5 min 12 s on a 2-core AVX-512 Xeon ("Intel(R) Xeon(R) Processor") from a fresh clone, the
+# installation included, the 4 chains split over the 2 cores; the load then was not noted).
 demo: $(STAMP)
 	$(VENV)/bin/bnnkit hmc --dataset concrete_0 --model mlp_regression_small --noise-std 0.35 \
 	  --num-iterations 800 --num-burn-in 200 --num-chains 4 --seed 0 --dir runs/demo_concrete_0 --overwrite
@@ -43,14 +43,14 @@ TEST_ENV := JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMP
 endif
 
 # Everything but the statistical exactness, real-data and end-to-end checks: 9 min 28 s measured
-# on 2 idle cores of an AVX-512 Xeon from a fresh clone (an empty compilation cache), the real
-# data beside it; a slower processor takes longer.
+# on a 2-core AVX-512 Xeon ("Intel(R) Xeon(R) Processor"), both cores idle, from a fresh clone
+# (an empty compilation cache), the real data beside it; a slower processor takes longer.
 test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m "not slow"
 
 # The statistical exactness checks (samplers against exact posteriors), the real-data checks and
-# the whole tiny study (bnnkit paper --scale tiny), and the end-to-end checks: 17 min 2 s on 2
-# cores of an AVX-512 Xeon after make test (other work shared them a few minutes), with the
+# the whole tiny study (bnnkit paper --scale tiny), and the end-to-end checks: 17 min 2 s on the
+# same 2-core Xeon after make test (other work shared the cores a few minutes), with the
 # compilation cache make test leaves.
 test-slow: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m slow

@@ -251,10 +251,12 @@ ENTRY_POINTS: dict[tuple[str, Callable, str], dict[str, Callable[[Any], bool]]] 
         "conformal": optional(is_number),
         "ood": optional(is_text),
         "problem": lambda v: v is None,
+        "trust_model": optional(is_text),
     },
     ("export_samples", _export_call, "bnnkit.export_samples"): {
         "run_dir": is_path,
         "out": is_path,
+        "trust_model": optional(is_text),
     },
     ("from_arrays", _arrays_call, "Problem.from_arrays"): {
         "x_train": is_array,

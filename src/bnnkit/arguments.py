@@ -19,13 +19,13 @@ Example:
     >>> array_argument([[1.0, 2.0], [3.0]], "x_train", where="Problem.from_arrays")
     Traceback (most recent call last):
     ...
-    bnnkit.errors.ConfigError: Problem.from_arrays: x_train=[[1.0, 2.0], [3.0]] is a ragged \
+    bnnkit.errors.ArgumentError: Problem.from_arrays: x_train=[[1.0, 2.0], [3.0]] is a ragged \
 list (its rows differ in length); allowed: a rectangular array of integers or real numbers \
 (a NumPy or JAX array, or nested lists of equal lengths)
     >>> path_argument(None, "run_dir", where="bnnkit.run")
     Traceback (most recent call last):
     ...
-    bnnkit.errors.ConfigError: bnnkit.run: run_dir is None; allowed: a path (a str or an \
+    bnnkit.errors.ArgumentError: bnnkit.run: run_dir is None; allowed: a path (a str or an \
 os.PathLike such as pathlib.Path)
 """
 
@@ -40,7 +40,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from bnnkit.errors import ConfigError
+from bnnkit.errors import ArgumentError
 
 #: NumPy dtype kinds of the arrays a user gives as data: signed and unsigned integers, reals.
 NUMERIC_KINDS = "iuf"
@@ -87,9 +87,16 @@ def type_words(value: Any) -> str:
 
 
 def refuse(
-    value: Any, name: str, allowed: str, *, where: str = "", what: str | None = None
+    value: Any,
+    name: str,
+    allowed: str,
+    *,
+    where: str = "",
+    what: str | None = None,
+    optional: bool = False,
 ) -> NoReturn:
-    """Raise the one-line refusal of an argument.
+    """Raise the one-line refusal of an argument, in parts, so that the command line can name
+    the flag the value came from (:class:`~bnnkit.errors.ArgumentError`).
 
     Args:
         value: the value given.
@@ -97,28 +104,42 @@ def refuse(
         allowed: what the argument may be, in words.
         where: the entry point, prefixed to the message (``"bnnkit.run"``).
         what: what the value is, in words (default: its type, ``a str``).
+        optional: ``None`` is allowed too, which the Python message adds (a flag left out is
+            ``None`` already, so the command line's does not).
 
     Raises:
-        ConfigError: always.
+        ArgumentError: always.
     """
-    prefix = f"{where}: " if where else ""
-    if value is None:
-        raise ConfigError(f"{prefix}{name} is None; allowed: {allowed}")
-    raise ConfigError(
-        f"{prefix}{name}={shown(value)} is {what or type_words(value)}; allowed: {allowed}"
-    )
+    given = None if value is None else f"{shown(value)} is {what or type_words(value)}"
+    raise ArgumentError(where, name, given, allowed, " or None" if optional else "")
 
 
-def flag_argument(value: Any, name: str, *, where: str = "") -> bool:
-    """``True`` or ``False`` (a NumPy bool too), as a Python bool.
+def flag_argument(value: Any, name: str, *, where: str = "", optional: bool = False) -> bool | None:
+    """``True`` or ``False`` (a NumPy bool too), as a Python bool; ``None`` where
+    ``optional``.
 
     Example:
-        >>> flag_argument(np.bool_(True), "resume")
-        True
+        >>> flag_argument(np.bool_(True), "resume"), flag_argument(None, "x", optional=True)
+        (True, None)
     """
+    if value is None and optional:
+        return None
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    refuse(value, name, "True or False", where=where)
+    refuse(value, name, "True or False", where=where, optional=optional)
+
+
+def passed_on(value: Any, name: str, *, where: str = "") -> Any:
+    """Any value, unchecked at the door: the entry point passes it on to what judges it (a
+    dataset loader refusing an option it does not know, a reader comparing a pytree's leaves
+    with the stored ones). A row of its own says so, since an argument without a row is an
+    error (:func:`check_arguments`).
+
+    Example:
+        >>> passed_on({"subset_train_to": 100}, "options")
+        {'subset_train_to': 100}
+    """
+    return value
 
 
 def count_argument(
@@ -133,11 +154,11 @@ def count_argument(
     """
     if value is None and optional:
         return None
-    allowed = f"an integer >= {low}" + (" or None" if optional else "")
+    allowed = f"an integer >= {low}"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        refuse(value, name, allowed, where=where)
+        refuse(value, name, allowed, where=where, optional=optional)
     if int(value) < low:
-        refuse(value, name, allowed, where=where, what="too small")
+        refuse(value, name, allowed, where=where, what="too small", optional=optional)
     return int(value)
 
 
@@ -153,15 +174,15 @@ def number_argument(
     """
     if value is None and optional:
         return None
-    allowed = "a finite real number" + (" or None" if optional else "")
+    allowed = "a finite real number"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        refuse(value, name, allowed, where=where)
+        refuse(value, name, allowed, where=where, optional=optional)
     try:
         number = float(value)
     except OverflowError:  # an int beyond any float
         number = math.inf
     if not math.isfinite(number):
-        refuse(value, name, allowed, where=where, what="not finite")
+        refuse(value, name, allowed, where=where, what="not finite", optional=optional)
     return number
 
 
@@ -182,11 +203,10 @@ def text_argument(
     if value is None and optional:
         return None
     allowed = "a string" if choices is None else f"one of {', '.join(map(repr, choices))}"
-    allowed += " or None" if optional else ""
     if not isinstance(value, str):
-        refuse(value, name, allowed, where=where)
+        refuse(value, name, allowed, where=where, optional=optional)
     if choices is not None and value not in choices:
-        refuse(value, name, allowed, where=where, what="unknown")
+        refuse(value, name, allowed, where=where, what="unknown", optional=optional)
     return str(value)
 
 
@@ -204,9 +224,7 @@ def path_argument(
     """
     if value is None and optional:
         return None
-    allowed = "a path (a str or an os.PathLike such as pathlib.Path)" + (
-        " or None" if optional else ""
-    )
+    allowed = "a path (a str or an os.PathLike such as pathlib.Path)"
     text = None
     if isinstance(value, str):
         text = value
@@ -216,9 +234,11 @@ def path_argument(
         except TypeError:
             text = None
     if not isinstance(text, str):
-        refuse(value, name, allowed, where=where)
+        refuse(value, name, allowed, where=where, optional=optional)
     if "\0" in text:
-        refuse(value, name, allowed, where=where, what="a path with a NUL character")
+        refuse(
+            value, name, allowed, where=where, what="a path with a NUL character", optional=optional
+        )
     return value
 
 
@@ -229,7 +249,7 @@ def callable_argument(
     if value is None and optional:
         return None
     if not callable(value) or isinstance(value, type):
-        refuse(value, name, "a function" + (" or None" if optional else ""), where=where)
+        refuse(value, name, "a function", where=where, optional=optional)
     return value
 
 
@@ -275,7 +295,7 @@ def array_argument(
         >>> array_argument(np.array(["a", "b"]), "y_train", where="Problem.from_arrays")
         Traceback (most recent call last):
         ...
-        bnnkit.errors.ConfigError: Problem.from_arrays: y_train=array(<U1, shape (2,)) is an \
+        bnnkit.errors.ArgumentError: Problem.from_arrays: y_train=array(<U1, shape (2,)) is an \
 array of dtype <U1; allowed: a rectangular array of integers or real numbers
     """
     if value is None and optional:
@@ -305,7 +325,7 @@ def _as_array(value: Any, name: str, *, where: str, allowed: str, optional: bool
         or hasattr(value, "__array__")
     ) and not isinstance(value, (str, bytes, type))
     if not taken:
-        refuse(value, name, allowed + (" or None" if optional else ""), where=where)
+        refuse(value, name, allowed, where=where, optional=optional)
     try:
         return np.asarray(value)
     except (ValueError, TypeError, OverflowError) as err:
@@ -365,17 +385,27 @@ def check_arguments(
     checks: Mapping[str, Callable[[Any, str, str], Any]],
 ) -> None:
     """Check an entry point's arguments, each by its row of ``checks``; called first thing in
-    the entry point on its ``locals()`` (:mod:`bnnkit.entry_points` holds every entry point's
-    table).
+    the entry point on its ``locals()``, which then hold exactly its signature's parameters
+    (:mod:`bnnkit.entry_points` holds every entry point's table).
+
+    Every argument needs a row: one without is an error of bnnkit's, never skipped unchecked
+    (``tests/test_entry_points.py`` holds each table to its entry point's signature).
 
     Raises:
         ConfigError: the first argument of a kind it does not take, in one line.
+        TypeError: an argument without a row in ``checks``.
 
     Example:
         >>> check_arguments("f", {"n": "3"}, {"n": with_options(count_argument)})
         Traceback (most recent call last):
         ...
-        bnnkit.errors.ConfigError: f: n='3' is a str; allowed: an integer >= 1
+        bnnkit.errors.ArgumentError: f: n='3' is a str; allowed: an integer >= 1
+        >>> check_arguments("f", {"n": 3, "m": 1}, {"n": with_options(count_argument)})
+        Traceback (most recent call last):
+        ...
+        TypeError: f has no check for its argument 'm'
     """
-    for name, check in checks.items():
-        check(arguments[name], name, where)
+    for name, value in arguments.items():
+        if name not in checks:
+            raise TypeError(f"{where} has no check for its argument {name!r}")
+        checks[name](value, name, where)

@@ -3,7 +3,8 @@
 Every failure ends in one line on stderr:
 
 - bad input (a :class:`~bnnkit.errors.ConfigError`, or the operating system refusing a path
-  the user named) prints ``bnnkit: error: ...`` and exits with code 2;
+  the user named) prints ``bnnkit: error: ...`` and exits with code 2; an argument a Python
+  entry point refused is named by the flag it came from (:func:`in_flag_words`);
 - anything unexpected (a bug) prints ``bnnkit: error: unexpected ...; run with --debug for the
   traceback`` and exits with code 1;
 - ``--debug`` (anywhere on the command line) lets the exception through with its traceback;
@@ -32,7 +33,7 @@ import sys
 from bnnkit import cpu_devices
 from bnnkit.commands import COMMANDS, GROUPS, OTHER_COMMANDS, config_file, groups
 from bnnkit.commands.budget import EXIT_BUDGET, BudgetEnded, command_line, resume_argv
-from bnnkit.errors import ConfigError
+from bnnkit.errors import ArgumentError, ConfigError
 
 DEBUG_FLAG = "--debug"
 #: The exit codes, at the end of ``bnnkit --help`` (docs/reference/cli.md says the same).
@@ -205,14 +206,43 @@ def os_error_message(err: OSError) -> str:
     return _one_line(f"{where}{reason}")
 
 
+def _command_parser(
+    parser: argparse.ArgumentParser, command: str | None
+) -> argparse.ArgumentParser | None:
+    """The parser of ``command`` (``None`` for no such command)."""
+    sub = parser._subparsers._group_actions[0].choices if parser._subparsers else {}
+    return sub.get(command)
+
+
+def in_flag_words(err: ConfigError, parser: argparse.ArgumentParser | None) -> str:
+    """The one line of ``err`` in the command line's words: an argument that an entry point
+    refused (:class:`~bnnkit.errors.ArgumentError`, which names the Python parameter) named by
+    the flag its value came from. A command passes each flag's value to the parameter its
+    ``dest`` names; an argument no flag gave keeps its Python name.
+
+    Example:
+        >>> p = argparse.ArgumentParser()
+        >>> _ = p.add_argument("--conformal", type=float)
+        >>> err = ArgumentError("bnnkit.evaluate", "conformal", "nan is not finite",
+        ...                     "a finite real number", " or None")
+        >>> in_flag_words(err, p)
+        '--conformal nan is not finite; allowed: a finite real number'
+    """
+    if isinstance(err, ArgumentError) and parser is not None:
+        for action in parser._actions:
+            if action.dest == err.argument:
+                long = [s for s in action.option_strings if s.startswith("--")]
+                return _one_line(err.naming(long[0] if long else action.metavar or action.dest))
+    return _one_line(err)
+
+
 def _apply_config_file(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     """Defaults of the command's flags from its ``--config`` file, if one is given."""
     path = config_file.config_path(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
-    sub = parser._subparsers._group_actions[0].choices if parser._subparsers else {}
-    if path is None or command not in sub:
+    parser_of_command = _command_parser(parser, command)
+    if path is None or parser_of_command is None:
         return
-    parser_of_command = sub[command]
     dests = {a.dest for a in parser_of_command._actions}
     values = config_file.read(path, command, problem="temperature" in dests)
     config_file.apply(parser_of_command, values, f"{config_file.FLAG} {path}")
@@ -294,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         if debug:
             raise
-        print(f"bnnkit: error: {_one_line(err)}", file=sys.stderr)
+        message = in_flag_words(err, _command_parser(parser, args.command))
+        print(f"bnnkit: error: {message}", file=sys.stderr)
         return 2
     except OSError as err:
         # A path the user gave that the system refuses (not writable, a file in the way).

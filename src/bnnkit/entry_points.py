@@ -20,12 +20,14 @@ from bnnkit.arguments import (
     count_argument,
     flag_argument,
     number_argument,
+    passed_on,
     path_argument,
     positions_argument,
     refuse,
     text_argument,
 )
 from bnnkit.arguments import with_options as _optional
+from bnnkit.errors import ArgumentError
 from bnnkit.inference.base import RunSettings
 
 
@@ -44,7 +46,7 @@ def problem_argument(
         >>> problem_argument("yacht_0", where="bnnkit.run")
         Traceback (most recent call last):
         ...
-        bnnkit.errors.ConfigError: bnnkit.run: problem='yacht_0' is a str; allowed: \
+        bnnkit.errors.ArgumentError: bnnkit.run: problem='yacht_0' is a str; allowed: \
 bnnkit.ProblemConfig('yacht_0', MODEL) or a bnnkit.Problem (bnnkit.Problem.from_arrays)
     """
     kinds = (
@@ -77,7 +79,7 @@ def config_argument(value: Any, name: str = "config", *, where: str = "") -> Any
         >>> config_argument(hmc.Config, where="bnnkit.run")
         Traceback (most recent call last):
         ...
-        bnnkit.errors.ConfigError: bnnkit.run: config=bnnkit.HMC is a class, not an \
+        bnnkit.errors.ArgumentError: bnnkit.run: config=bnnkit.HMC is a class, not an \
 instance; allowed: a method's Config with its settings, such as bnnkit.HMC(step_size=..., \
 trajectory_len=...)
     """
@@ -92,7 +94,10 @@ trajectory_len=...)
     )
 
 
-#: Each public entry point's arguments and the check each gets (``where`` is the key).
+#: Each public entry point's arguments and the check each gets (``where`` is the key, the
+#: public name). Every parameter of the entry point's signature has a row:
+#: :func:`~bnnkit.arguments.check_arguments` refuses to skip one, and
+#: ``tests/test_entry_points.py`` holds each row set to its signature.
 ENTRY_POINTS: dict[str, dict[str, Callable[[Any, str, str], Any]]] = {
     "bnnkit.run": {
         "problem": _optional(problem_argument, optional=True),
@@ -126,13 +131,16 @@ ENTRY_POINTS: dict[str, dict[str, Callable[[Any, str, str], Any]]] = {
         "ood": _optional(text_argument, optional=True),
         "write": _optional(flag_argument),
         "problem": _optional(problem_argument, optional=True, built_only=True),
+        "trust_model": _optional(text_argument, optional=True),
     },
     "bnnkit.export_samples": {
         "run_dir": _optional(path_argument),
         "out": _optional(path_argument),
+        "trust_model": _optional(text_argument, optional=True),
     },
     "bnnkit.load_chains": {
         "run_dir": _optional(path_argument),
+        "like": _optional(passed_on),  # any pytree; its leaves are compared with the stored
     },
     "bnnkit.build_problem": problem_lib.BUILD_CHECKS,
     "bnnkit.load_dataset": data.LOAD_CHECKS,
@@ -140,12 +148,23 @@ ENTRY_POINTS: dict[str, dict[str, Callable[[Any, str, str], Any]]] = {
 
 
 def _alpha(value: Any, name: str, where: str) -> float | None:
-    """A miscoverage level: a number (:func:`number_argument`) in (0, 1)."""
-    from bnnkit.posthoc import check_alpha
+    """A miscoverage level: a finite number (:func:`number_argument`) in (0, 1); ``None`` for
+    none. A value refused as a number is refused as a level, saying what a level is.
 
-    alpha = number_argument(value, name, where=where, optional=True)
-    if alpha is not None:
-        check_alpha(alpha)
+    Example:
+        >>> _alpha(1.5, "conformal", "bnnkit.evaluate")
+        Traceback (most recent call last):
+        ...
+        bnnkit.errors.ArgumentError: bnnkit.evaluate: conformal=1.5 is outside (0, 1); \
+allowed: a miscoverage level α in (0, 1) (0.1 for 90 % coverage) or None
+    """
+    allowed = "a miscoverage level α in (0, 1) (0.1 for 90 % coverage)"
+    try:
+        alpha = number_argument(value, name, where=where, optional=True)
+    except ArgumentError as err:  # the same refusal, saying what a level is
+        raise ArgumentError(where, name, err.given, allowed, " or None") from None
+    if alpha is not None and not 0 < alpha < 1:
+        refuse(value, name, allowed, where=where, what="outside (0, 1)", optional=True)
     return alpha
 
 
@@ -164,7 +183,7 @@ def check_call(where: str, arguments: Mapping[str, Any]) -> None:
         >>> check_call("bnnkit.export_samples", {"run_dir": "runs/hmc", "out": 3})
         Traceback (most recent call last):
         ...
-        bnnkit.errors.ConfigError: bnnkit.export_samples: out=3 is an int; allowed: a path (a \
+        bnnkit.errors.ArgumentError: bnnkit.export_samples: out=3 is an int; allowed: a path (a \
 str or an os.PathLike such as pathlib.Path)
     """
     check_arguments(where, arguments, ENTRY_POINTS[where])

@@ -22,6 +22,7 @@ from bnnkit.arguments import array_argument
 from bnnkit.data.npz import from_arrays as dataset_from_arrays
 from bnnkit.errors import ConfigError
 from bnnkit.models import imported
+from bnnkit.priors.spec import PRIOR_FIELDS
 from bnnkit.problem_config import ProblemConfig
 
 #: The dataset name of a problem made from arrays in memory: ``arrays:`` and the first 16 hex
@@ -42,10 +43,7 @@ ARRAY_SETTINGS = (
     "standardize",
     "subset_train_to",
     "chunk_size",
-    "prior",
-    "bias_prior",
-    "layer_priors",
-    "noise_prior",
+    *PRIOR_FIELDS,
 )
 
 

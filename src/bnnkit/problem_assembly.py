@@ -22,6 +22,7 @@ from bnnkit import data, likelihoods, models, priors
 from bnnkit.errors import ConfigError
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import imported
+from bnnkit.priors.spec import PRIOR_FIELDS
 from bnnkit.problem_config import ProblemConfig
 from bnnkit.types import Batch, Key, Params
 
@@ -263,9 +264,7 @@ def assemble(
     model = _model(
         config, dataset, likelihood.num_outputs, _describe(likelihood, noise_std), maker, example
     )
-    plain = all(
-        getattr(config, f) is None for f in ("prior", "bias_prior", "layer_priors", "noise_prior")
-    )
+    plain = all(getattr(config, f) is None for f in PRIOR_FIELDS)
     # Parameter shapes only, so that layer patterns are checked before anything runs.
     shapes = None if plain else jax.eval_shape(model.init, jax.random.PRNGKey(0), example)
     prior = priors.make(

@@ -205,6 +205,23 @@ def flag(cls: type, name: str) -> str:
     return field.metadata.get("flag") or "--" + name.replace("_", "-")
 
 
+def resumable_settings(cls: type) -> tuple[str, ...]:
+    """The fields of the Config ``cls`` declared ``setting(..., resumable=True)``: those a
+    resume may change, in field order. A method's Config and a recipe's settings (a composite
+    run's :class:`~bnnkit.runs.composite.Recipe`) both say it this one way.
+
+    Example:
+        >>> import dataclasses
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Example:
+        ...     num_samples: int = setting(200, help="kept draws", resumable=True)
+        ...     seed: int = setting(0, help="seed")
+        >>> resumable_settings(Example)
+        ('num_samples',)
+    """
+    return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("resumable"))
+
+
 def field_types(cls: type) -> dict[str, Any]:
     """The resolved type annotation of every field of a Config dataclass."""
     return typing.get_type_hints(cls)

@@ -199,8 +199,8 @@ def test_the_python_readers_need_trust_model(shipped):
         assert "\n" not in str(err.value)
     with pytest.raises(
         ConfigError,
-        match=r"othermod:Net is not the model of .* records "
-        rf"{MODEL}",
+        match=r"^trust_model='othermod:Net' is not the model of .* records "
+        rf"'{MODEL}'",
     ):
         load_run(shipped.run, trust_model="othermod:Net")
     for wrong in (["mymod:Net"], 3, b"mymod:Net"):
@@ -250,7 +250,10 @@ def test_a_named_model_is_looked_for_in_the_current_folder_as_python_m_would(
 def test_a_named_model_that_is_not_the_runs_is_refused_naming_both(shipped, monkeypatch, capsys):
     monkeypatch.chdir(shipped.run)
     err = refused(["evaluate", ".", "--model", "othermod:Net"], capsys)
-    assert "--model othermod:Net is not the model of the run" in err and MODEL in err
+    assert "--model 'othermod:Net' is not the model of the run" in err and MODEL in err
+    assert "trust_model" not in err
+    with pytest.raises(ConfigError, match=r"^trust_model='othermod:Net' is not the model of"):
+        bnnkit.evaluate(shipped.run, write=False, trust_model="othermod:Net")
     with (
         trusting_model("othermod:Net"),
         pytest.raises(ConfigError, match=rf"othermod:Net is not the model of .* records {MODEL}"),

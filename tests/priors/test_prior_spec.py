@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from bnnkit import priors
 from bnnkit.cli import main
 from bnnkit.errors import ConfigError
 from bnnkit.priors import spec as spec_lib
+from bnnkit.problem import ProblemConfig
 
 CANONICAL = [
     "gaussian",
@@ -185,6 +188,17 @@ def test_toml_file(tmp_path):
     }
     path.write_text('[prior.bias]\nfamily = "laplace"\n')
     assert priors.load_toml(path)["prior"] is None  # the default for everything else
+
+
+def test_the_prior_fields_are_named_once_and_are_the_problems(tmp_path):
+    # PRIOR_FIELDS names ProblemConfig's prior fields, all of them: a prior field added to one
+    # and not the other fails here. A TOML table gives each of them.
+    fields = {f.name for f in dataclasses.fields(ProblemConfig)}
+    priors_of_the_problem = {f for f in fields if f == "prior" or f.endswith(("_prior", "_priors"))}
+    assert priors_of_the_problem == set(spec_lib.PRIOR_FIELDS)
+    path = tmp_path / "priors.toml"
+    path.write_text('[prior]\nfamily = "laplace"\n')
+    assert tuple(priors.load_toml(path)) == spec_lib.PRIOR_FIELDS
 
 
 @pytest.mark.parametrize(

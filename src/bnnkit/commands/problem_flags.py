@@ -60,12 +60,10 @@ def add_trust_model_argument(
     )
 
 
-PRIOR_FIELDS = ("prior", "bias_prior", "layer_priors", "noise_prior")
-
-
 def add_prior_arguments(g, *, noise: bool = True) -> None:
     """The prior flags alone (``--prior``, ``--bias-prior``, ``--layer-prior``, ...)."""
     from bnnkit.commands.flags import add_config_arguments
+    from bnnkit.priors.spec import PRIOR_FIELDS
     from bnnkit.problem import ProblemConfig
 
     fields = PRIOR_FIELDS if noise else PRIOR_FIELDS[:-1]
@@ -89,14 +87,9 @@ def prior_fields(args: argparse.Namespace) -> dict:
         ConfigError: ``--prior-file`` together with a prior flag, or a bad file.
     """
     from bnnkit.errors import ConfigError
-    from bnnkit.priors import load_toml
+    from bnnkit.priors.spec import PRIOR_FIELDS, load_toml
 
-    flags = {
-        "prior": getattr(args, "prior", None),
-        "bias_prior": getattr(args, "bias_prior", None),
-        "layer_priors": getattr(args, "layer_priors", None),
-        "noise_prior": getattr(args, "noise_prior", None),
-    }
+    flags = {field: getattr(args, field, None) for field in PRIOR_FIELDS}
     path = getattr(args, "prior_file", None)
     if path is None:
         return flags

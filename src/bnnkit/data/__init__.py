@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import NamedTuple
 
-from bnnkit.arguments import check_arguments, text_argument, with_options
+from bnnkit.arguments import check_arguments, flag_argument, passed_on, text_argument, with_options
 from bnnkit.data import cifar, cifar_jpeg_proxy, imdb, mnist, npz, splits, uci
 from bnnkit.data.dataset import Dataset, Standardizer, standardize
 from bnnkit.errors import ConfigError
@@ -113,7 +113,11 @@ def available() -> list[str]:
 
 #: :func:`load`'s arguments and the check each gets (a row of
 #: :data:`bnnkit.entry_points.ENTRY_POINTS`).
-LOAD_CHECKS = {"name": with_options(text_argument)}
+LOAD_CHECKS = {
+    "name": with_options(text_argument),
+    "standardize_data": with_options(flag_argument, optional=True),
+    "options": with_options(passed_on),  # each is refused by its loader unless it takes it
+}
 
 
 def load(name: str, *, standardize_data: bool | None = None, **options) -> Dataset:

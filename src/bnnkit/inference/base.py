@@ -59,6 +59,7 @@ from bnnkit.settings import (
     Exclusive,
     check_numbers,
     parse_duration,
+    resumable_settings,
     setting,
 )
 from bnnkit.types import Batch, Key, Params
@@ -293,7 +294,7 @@ class RunSettings:
     @classmethod
     def resumable(cls) -> set[str]:
         """Fields that may differ on ``--resume``."""
-        return {f.name for f in dataclasses.fields(cls) if f.metadata.get("resumable")}
+        return set(resumable_settings(cls))
 
 
 @dataclasses.dataclass(frozen=True)

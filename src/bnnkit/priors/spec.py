@@ -53,6 +53,13 @@ _REGISTRIES = {"weight": WEIGHT_FAMILIES, "noise": NOISE_FAMILIES}
 RULE_SEPARATOR = ";"
 
 
+#: The prior fields of a problem's settings (:class:`~bnnkit.problem.ProblemConfig`'s), named
+#: once: a spec for every weight and bias, one for the biases, the layer rules, and one for the
+#: noise std. :func:`load_toml` returns them; the flags, the TOML table and the plain-Gaussian
+#: test of a problem read them from here.
+PRIOR_FIELDS = ("prior", "bias_prior", "layer_priors", "noise_prior")
+
+
 @dataclasses.dataclass(frozen=True)
 class Spec:
     """A checked prior spec.
@@ -249,8 +256,8 @@ def load_toml(path: str | os.PathLike) -> dict[str, str | None]:
     """Read a ``[prior]`` table from a TOML file.
 
     Returns:
-        ``{"prior", "bias_prior", "layer_priors", "noise_prior"}``: canonical strings (or
-        ``None``), the form :class:`~bnnkit.problem.ProblemConfig` stores.
+        Each of :data:`PRIOR_FIELDS`: a canonical string (or ``None``), the form
+        :class:`~bnnkit.problem.ProblemConfig` stores.
 
     Raises:
         ConfigError: a missing or unreadable file, invalid TOML, no ``[prior]`` table, or any
@@ -287,12 +294,7 @@ def load_toml(path: str | os.PathLike) -> dict[str, str | None]:
         )
     sub = {"bias", "layers", "noise"}
     own = {k: v for k, v in table.items() if k not in sub}
-    out: dict[str, str | None] = {
-        "prior": None,
-        "bias_prior": None,
-        "layer_priors": None,
-        "noise_prior": None,
-    }
+    out: dict[str, str | None] = dict.fromkeys(PRIOR_FIELDS)
     if own:
         out["prior"] = str(_table_spec(own, "[prior]", "weight"))
     if "bias" in table:

@@ -46,7 +46,7 @@ from bnnkit import problem as problem_lib
 from bnnkit import storage
 from bnnkit.data import npz
 from bnnkit.entry_points import check_call
-from bnnkit.errors import ConfigError
+from bnnkit.errors import ArgumentError, ConfigError
 from bnnkit.inference import METHODS
 from bnnkit.models import canonical_name, imported
 from bnnkit.posterior import store
@@ -129,10 +129,14 @@ def load_run(
     where = repr(str(rundir.run_file))
     given = recorded_problem(record, where, data=False)
     if trust_model is not None and canonical_name(trust_model) != canonical_name(given.model):
-        raise ConfigError(
-            f"--model {trust_model} is not the model of the run "
-            f"{str(rundir.path)!r}, which records {given.model}; allowed: "
-            f"--model {given.model}, or leave it out"
+        # In parts: the command line names it --model, Python trust_model.
+        raise ArgumentError(
+            "",
+            "trust_model",
+            f"{trust_model!r} is not the model of the run {str(rundir.path)!r}, which records "
+            f"{given.model!r}",
+            repr(given.model),
+            " or None",
         )
     if not rebuild:
         return StoredRun(record, None, stored_posterior(rundir, record, None), None)
