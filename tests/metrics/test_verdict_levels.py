@@ -23,7 +23,8 @@ import bnnkit
 from bnnkit.cli import main
 from bnnkit.evaluation import evaluate
 from bnnkit.inference import hmc
-from bnnkit.metrics import convergence, halves, modes, numerics, plateau, within_chain
+from bnnkit.metrics import convergence, modes, within_chain
+from bnnkit.metrics.findings import THRESHOLDS
 from bnnkit.metrics.vocabulary import PARAMETERS_CLI, PARAMETERS_PYTHON
 from bnnkit.problem import ProblemConfig
 
@@ -236,10 +237,11 @@ def test_an_over_stepped_mclmc_fails_numerics(tmp_path, capsys):
         "0.2",
     )
     assert over["L0"]["status"] == "fail" and over["verdict"] == "not a reference"
-    assert min(over["L0"]["energy_ratio"]) > 10 * numerics.MAX_ENERGY_RATIO  # ~30× on yacht
-    assert min(over["L0"]["spike_share"]) > 0.5
+    figures = over["L0"]["figures"]
+    assert min(figures["energy_ratio"]) > 10 * THRESHOLDS.max_energy_ratio  # ~30× on yacht
+    assert min(figures["spike_share"]) > 0.5
     # The last line of the run's output says so, in the flags of bnnkit mclmc.
-    assert last.startswith("reference levels: not a reference (L0 FAIL")
+    assert last.startswith("verdict: not a reference (L0 FAIL")
     assert "--energy-var-end" in last and "--num-burn-in" in last
     # A run whose log holds no energy errors (as MCLMC's did before it logged them) still
     # evaluates, with level 0 "not recorded" and the other levels as they are.
@@ -291,16 +293,18 @@ def test_a_long_fixed_noise_reference_is_certified_and_a_tenth_of_it_is_not(tmp_
     long = made(1200, True)["levels"]
     assert long["verdict"] == "certified", long["problems"]
     # Tuned, the energy errors sit at their target, without a spike (see above).
-    assert all(0.5 < r < numerics.MAX_ENERGY_RATIO for r in long["L0"]["energy_ratio"])
-    assert max(long["L0"]["spike_share"]) <= numerics.MAX_SPIKE_SHARE
+    t = THRESHOLDS
+    assert all(0.5 < r < t.max_energy_ratio for r in long["L0"]["figures"]["energy_ratio"])
+    assert max(long["L0"]["figures"]["spike_share"]) <= t.max_spike_share
     assert tenth["verdict"] != "certified" and "L2" in tenth["failed"]
     for found, predicted in ((tenth, tenth_w1), (long, predicted_w1(folder, 1200))):
         # The halves' distance is their Monte Carlo error (within a factor 2: the 31 test
         # points of a 7-parameter model are about 7 independent ones).
-        assert 0.5 < found["L2"]["halves"]["wasserstein_1"] / predicted < 2.0
-    ratio = long["L2"]["halves"]["wasserstein_1"] / long["L2"]["ensemble"]["wasserstein_1"]
-    assert ratio < 0.6 * halves.RATIO  # about 0.2: a margin of 2.5 on the threshold
-    assert long["L2"]["ensemble"]["run"].endswith("ensemble")
-    assert all(c["ess_p5"] > 4 * within_chain.MIN_CHAIN_ESS for c in long["L1"]["chains"])
-    assert sum(long["L1"]["rhat_histogram"]["counts"]) == 31
-    assert abs(long["L3"]["lpd"]["change"]) < plateau.LPD_TOLERANCE
+        assert 0.5 < found["L2"]["figures"]["halves"]["wasserstein_1"] / predicted < 2.0
+    l1, l2, l3 = (long[name]["figures"] for name in ("L1", "L2", "L3"))
+    ratio = l2["halves"]["wasserstein_1"] / l2["ensemble"]["wasserstein_1"]
+    assert ratio < 0.6 * t.halves_ratio  # about 0.2: a margin of 2.5 on the threshold
+    assert l2["ensemble"]["run"].endswith("ensemble")
+    assert all(c["ess_p5"] > 4 * t.min_chain_ess for c in l1["chains"])
+    assert sum(l1["rhat_histogram"]["counts"]) == 31
+    assert abs(l3["lpd"]["change"]) < t.lpd_tolerance

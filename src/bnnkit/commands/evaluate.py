@@ -110,6 +110,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bnnkit.commands.advice import spelt
     from bnnkit.evaluation import evaluate
     from bnnkit.report.tables import print_table
 
@@ -129,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
             f"bnnkit: warning: the reference run targets another posterior: {differ}",
             file=sys.stderr,
         )
+    result = spelt(result)  # the advice in the flags of the command that made the run
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:

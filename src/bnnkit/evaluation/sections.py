@@ -47,9 +47,10 @@ from bnnkit.evaluation.comparison import compare, compare_probs, noise_floor
 from bnnkit.evaluation.context import Context
 from bnnkit.evaluation.files import ood_file
 from bnnkit.evaluation.predictions import run_prediction, weight_draws
-from bnnkit.metrics import baseline, convergence, diagnostics, levels, predictive
+from bnnkit.metrics import baseline, diagnostics, levels, predictive
 from bnnkit.metrics.mcmc import MIN_DRAWS
 from bnnkit.metrics.predictive import metrics_for
+from bnnkit.metrics.sampler_health import capped_warning
 from bnnkit.models import imported
 from bnnkit.posterior import Samples
 from bnnkit.predict import Prediction, draw_log_density
@@ -129,8 +130,15 @@ def baseline_fit(context: Context) -> dict[str, Any]:
 
 
 def sampler(context: Context) -> dict[str, Any]:
-    """``sampler``: a Markov chain sampler's statistics after burn-in, from its log."""
-    return {} if context.sampler is None else {"sampler": context.sampler}
+    """``sampler``: a Markov chain sampler's statistics after burn-in, from its log, with
+    ``warning`` where trajectories hit their cap (slower mixing, not a failure in itself)."""
+    stats = context.sampler
+    if stats is None:
+        return {}
+    command = run_verdict.run_command(RunDir(context.run_dir), context.record)
+    method = context.record.get("method")
+    capped = capped_warning(stats["num_capped"], stats["num_transitions"], method, command)
+    return {"sampler": {**stats, **({} if capped is None else {"warning": capped})}}
 
 
 def training(context: Context) -> dict[str, Any]:
@@ -177,34 +185,6 @@ def chain_diagnostics(context: Context) -> dict[str, Any]:
             for space, draws in (("weights", weights), ("function", function))
         }
     }
-
-
-def convergence_verdict(context: Context) -> dict[str, Any]:
-    """``convergence``: the verdict in function space and what to do
-    (:mod:`bnnkit.metrics.convergence`), with a warning where trajectories hit their cap
-    (slower mixing, not a convergence failure); for Markov chains with at least 4 samples
-    each."""
-    if not _markov_chains(context):
-        return {}
-    rundir = RunDir(context.run_dir)
-    command = run_verdict.run_command(rundir, context.record)
-    found = run_verdict.of_prediction(
-        context.record,
-        context.log,
-        context.prediction,
-        context.y_test,
-        vocabulary=run_verdict.run_vocabulary(rundir, context.record),
-    )
-    stats = context.sampler
-    method = context.record.get("method")
-    capped = (
-        convergence.capped_warning(stats["num_capped"], stats["num_transitions"], method, command)
-        if stats
-        else None
-    )
-    if capped is not None:
-        found.setdefault("warnings", []).append(capped)
-    return {"convergence": found}
 
 
 def reference_comparison(context: Context) -> dict[str, Any]:
@@ -268,31 +248,32 @@ def _read_ensemble(path: Path, context: Context) -> tuple[dict, Any, Any] | None
     return None
 
 
-def reference_levels(context: Context) -> dict[str, Any]:
-    """``levels``: whether the run is a reference, in four levels — ``L0`` numerics, ``L1``
-    stationary chains, ``L2`` reproducible halves (against the run's own deep ensemble,
-    :func:`own_ensemble`), ``L3`` plateau — and the verdict (certified, reproducible, or not a
-    reference) with what to do (:mod:`bnnkit.metrics.levels`); for Markov chains with at least
-    4 samples each."""
+def verdict(context: Context) -> dict[str, Any]:
+    """``levels``: the verdict of a run of Markov chains (certified, reproducible, or not a
+    reference), level by level, with what would help (:mod:`bnnkit.metrics.levels`; L2
+    judges the halves against the run's own deep ensemble, :func:`own_ensemble`), and
+    ``command``, the command that made the run, whose flags spell the advice; for Markov chains
+    with at least 4 samples each."""
     if not _markov_chains(context):
         return {}
     rundir = RunDir(context.run_dir)
     record = context.record
     ensemble, where = own_ensemble(context)
     found = levels.judge(
-        context.prediction,
-        context.y_test,
-        draw_log_density(context.prediction, context.y_test),
-        kept=run_verdict.kept_lines(context.log),
-        method=record.get("method"),
-        method_config=record.get("method_config") or {},
-        log_posterior=run_verdict.log_posterior_trace(context.log),
-        ensemble=ensemble,
-        ensemble_run=where,
-        vocabulary=run_verdict.run_vocabulary(rundir, record),
-        command=run_verdict.run_command(rundir, record),
+        levels.Evidence(
+            context.prediction,
+            context.y_test,
+            draw_log_density(context.prediction, context.y_test),
+            kept=run_verdict.kept_lines(context.log),
+            method=record.get("method"),
+            method_config=record.get("method_config") or {},
+            log_posterior=run_verdict.log_posterior_trace(context.log),
+            ensemble=ensemble,
+            ensemble_run=where,
+        )
     )
-    return {"levels": found}
+    command = run_verdict.run_command(rundir, record)
+    return {"levels": {**found.to_dict(), "command": command}}
 
 
 def reference_probs(context: Context) -> dict[str, Any]:
@@ -353,8 +334,7 @@ SECTIONS: tuple[Section, ...] = (
     training,
     independent_draws,
     chain_diagnostics,
-    convergence_verdict,
-    reference_levels,
+    verdict,
     reference_comparison,
     reference_probs,
     temperature_scaling,

@@ -74,10 +74,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bnnkit.metrics import diagnostics
+from bnnkit.metrics.findings import THRESHOLDS
 from bnnkit.metrics.modes import HalfStatistics, group_modes, share_below, split_rhat
 from bnnkit.metrics.sampler_health import (
-    MAX_DIVERGENT_SHARE,
-    MIN_ACCEPTANCE,
     STUCK_ADVICE,
     capped_advice,
     capped_warning,
@@ -125,8 +124,6 @@ __all__ = [
     "FUNCTION_CLI",
     "FUNCTION_PYTHON",
     "LEVELS",
-    "MAX_DIVERGENT_SHARE",
-    "MIN_ACCEPTANCE",
     "MIN_ESS",
     "PARAMETERS_CLI",
     "PARAMETERS_PYTHON",
@@ -243,20 +240,20 @@ def _judge_sampler(
     advice: Callable[[], str],
 ) -> bool:
     """Whether the sampler is stuck or unstable; each with its problem, and the advice."""
-    stuck = acceptance_rate is not None and acceptance_rate < MIN_ACCEPTANCE
+    stuck = acceptance_rate is not None and acceptance_rate < THRESHOLDS.min_acceptance
     unstable = (
         num_divergent is not None
-        and num_divergent > MAX_DIVERGENT_SHARE * chains.count * chains.samples
+        and num_divergent > THRESHOLDS.max_divergent_share * chains.count * chains.samples
     )
     if stuck:
         found.problems.append(
             f"acceptance after burn-in is {acceptance_rate:.3f} < "
-            f"{MIN_ACCEPTANCE}: the chains are stuck"
+            f"{THRESHOLDS.min_acceptance}: the chains are stuck"
         )
     if unstable:
         found.problems.append(
             f"{num_divergent} divergences in {chains.count * chains.samples} kept iterations "
-            f"(> {MAX_DIVERGENT_SHARE:.0%})"
+            f"(> {THRESHOLDS.max_divergent_share:.0%})"
         )
     if stuck or unstable:
         found.advice.append(advice())
@@ -391,8 +388,8 @@ def _criteria() -> dict[str, float | int]:
         "rhat_threshold": RHAT_THRESHOLD,
         "rhat_share": RHAT_SHARE,
         "min_ess": MIN_ESS,
-        "min_acceptance": MIN_ACCEPTANCE,
-        "max_divergent_share": MAX_DIVERGENT_SHARE,
+        "min_acceptance": THRESHOLDS.min_acceptance,
+        "max_divergent_share": THRESHOLDS.max_divergent_share,
         "rise_z": RISE_Z,
         "within_splits": NUM_SPLITS,
         "within_rhat_threshold": WITHIN_RHAT_THRESHOLD,

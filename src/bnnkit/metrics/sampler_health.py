@@ -1,6 +1,7 @@
 """The sampler's own health, as the convergence verdict and the warnings while a run samples
-judge it: stuck (acceptance after burn-in below :data:`MIN_ACCEPTANCE`), unstable (divergences
-above :data:`MAX_DIVERGENT_SHARE` of the kept iterations), and trajectories cut short by the
+judge it: stuck (acceptance after burn-in below ``min_acceptance``), unstable (divergences
+above ``max_divergent_share`` of the kept iterations; both the verdict's level 0 thresholds,
+:data:`~bnnkit.metrics.findings.THRESHOLDS`), and trajectories cut short by the
 cap on their length (HMC, NUTS).
 
 One set of thresholds and one wording serve both, so a run warned about during sampling is
@@ -13,13 +14,12 @@ the command that made the run.
 
 from __future__ import annotations
 
+from bnnkit.metrics.findings import THRESHOLDS
 from bnnkit.metrics.vocabulary import FUNCTION_CLI, Vocabulary, either
 
 __all__ = [
     "CAPPED_ADVICE",
     "CAP_FLAGS",
-    "MAX_DIVERGENT_SHARE",
-    "MIN_ACCEPTANCE",
     "RAISED",
     "STUCK_ADVICE",
     "capped_advice",
@@ -28,10 +28,6 @@ __all__ = [
     "stuck_advice",
 ]
 
-#: A chain whose acceptance rate after burn-in is below this is stuck.
-MIN_ACCEPTANCE = 0.05
-#: Divergences above this share of the kept iterations mean the step size is unstable.
-MAX_DIVERGENT_SHARE = 0.10
 #: An adapted step size this many times the given one counts as raised by burn-in.
 RAISED = 1.5
 
@@ -122,8 +118,8 @@ def sampler_warning(
 ) -> str | None:
     """A warning naming the numbers when a sampler is stuck or unstable after burn-in.
 
-    The thresholds are the verdict's (:data:`MIN_ACCEPTANCE`, :data:`MAX_DIVERGENT_SHARE`), so a
-    run warned about during sampling is one whose verdict will fail.
+    The thresholds are the verdict's level 0 (``min_acceptance``, ``max_divergent_share``), so
+    a run warned about during sampling is one whose verdict will fail.
 
     Args:
         acceptance_rate: mean acceptance after burn-in.
@@ -142,27 +138,29 @@ def sampler_warning(
         >>> warning = sampler_warning(0.0, 70, 360)
         >>> warning.split(";")[:2]
         ['the chains look stuck: acceptance 0.00 after burn-in (below 0.05)', \
-' 70 divergences in 360 transitions (19%, above 10%)']
+' 70 divergences in 360 transitions (19%, above 1%)']
         >>> warning.endswith("or --adapt mass")
         True
         >>> from bnnkit.metrics.vocabulary import PARAMETERS_PYTHON
         >>> sampler_warning(0.0, 70, 360, vocabulary=PARAMETERS_PYTHON).endswith('adapt="mass"')
         True
-        >>> sampler_warning(0.85, 1, 360) is None
+        >>> sampler_warning(0.85, 3, 360) is None
         True
     """
     problems = []
-    if acceptance_rate < MIN_ACCEPTANCE:
-        problems.append(f"acceptance {acceptance_rate:.2f} after burn-in (below {MIN_ACCEPTANCE})")
-    if num_transitions and num_divergent > MAX_DIVERGENT_SHARE * num_transitions:
+    if acceptance_rate < THRESHOLDS.min_acceptance:
+        problems.append(
+            f"acceptance {acceptance_rate:.2f} after burn-in (below {THRESHOLDS.min_acceptance})"
+        )
+    if num_transitions and num_divergent > THRESHOLDS.max_divergent_share * num_transitions:
         problems.append(
             f"{num_divergent} divergences in {num_transitions} transitions "
             f"({num_divergent / num_transitions:.0%}, above "
-            f"{MAX_DIVERGENT_SHARE:.0%})"
+            f"{THRESHOLDS.max_divergent_share:.0%})"
         )
     if not problems:
         return None
-    what = "stuck" if acceptance_rate < MIN_ACCEPTANCE else "unstable"
+    what = "stuck" if acceptance_rate < THRESHOLDS.min_acceptance else "unstable"
     advice = stuck_advice(step_size, given_step_size, burn_in, vocabulary=vocabulary)
     return f"the chains look {what}: {'; '.join(problems)}; {advice}"
 
