@@ -1,6 +1,6 @@
 """Every flag each ``bnnkit`` command takes, as data the layers below the command line read.
 
-The advice of a verdict or a warning names only flags the command that made the run takes
+A warning while a run samples names only flags the command that made the run takes
 (:mod:`bnnkit.metrics.vocabulary`), but the parsers are built here, at the top, from every
 command's settings: the runs and metrics below cannot import them without importing the whole
 command line back. So the flags are kept as data beside the vocabulary

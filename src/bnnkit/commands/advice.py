@@ -33,8 +33,9 @@ def _flags(command: str) -> dict[str, str]:
     """Each setting ``bnnkit COMMAND`` takes, by the name its parser stores it under, and its
     long flag."""
     parser = argparse.ArgumentParser(add_help=False)
-    add_problem_arguments(parser)
     config = reference.Config if command == "reference" else METHODS[command].Config
+    if not getattr(config, "PROBLEM_FROM_SOURCE", False):  # as its command line: the source's
+        add_problem_arguments(parser)
     add_config_arguments(parser, config)
     found = {}
     for action in parser._actions:

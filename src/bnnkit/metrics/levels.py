@@ -52,6 +52,8 @@ from bnnkit.metrics.findings import THRESHOLDS, Finding, Remedy, not_recorded, p
 
 #: The verdicts, best first.
 VERDICTS = ("certified", "reproducible", "not a reference")
+#: The levels a run can extend itself until (``until``), the lowest first.
+UNTIL = ("reproducible", "certified")
 #: How each status reads in a line and a table.
 MARKS = {"pass": "pass", "fail": "FAIL", "not recorded": "not recorded"}
 
@@ -281,6 +283,16 @@ LEVELS: list[Level] = [
         _plateau_row,
     ),
 ]
+
+
+def reaches(outcome: str, target: str) -> bool:
+    """Whether a verdict's ``outcome`` is ``target`` or better.
+
+    Example:
+        >>> reaches("certified", "reproducible"), reaches("reproducible", "certified")
+        (True, False)
+    """
+    return VERDICTS.index(outcome) <= VERDICTS.index(target)
 
 
 def level(name: str) -> Level | None:

@@ -15,7 +15,7 @@ the command that made the run.
 from __future__ import annotations
 
 from bnnkit.metrics.findings import THRESHOLDS
-from bnnkit.metrics.vocabulary import FUNCTION_CLI, Vocabulary, either
+from bnnkit.metrics.vocabulary import CLI_WORDS, Vocabulary, either
 
 __all__ = [
     "CAPPED_ADVICE",
@@ -37,7 +37,7 @@ def stuck_advice(
     given_step_size: float | None = None,
     burn_in: int | None = None,
     *,
-    vocabulary: Vocabulary = FUNCTION_CLI,
+    vocabulary: Vocabulary = CLI_WORDS,
 ) -> str:
     """What to do about a stuck or unstable sampler, following the step size it ran at.
 
@@ -57,8 +57,8 @@ def stuck_advice(
         'burn-in raised the step size to 0.00014 (from --step-size 1e-05), '
         >>> stuck_advice(1e-5, 1e-5).startswith("use a smaller --step-size (the chains ran at")
         True
-        >>> from bnnkit.metrics.vocabulary import PARAMETERS_PYTHON
-        >>> stuck_advice(vocabulary=PARAMETERS_PYTHON)
+        >>> from bnnkit.metrics.vocabulary import PYTHON_WORDS
+        >>> stuck_advice(vocabulary=PYTHON_WORDS)
         'use a smaller step_size, a longer num_burn_in so the step size adapts, or adapt="mass"'
     """
     names = vocabulary.settings
@@ -114,7 +114,7 @@ def sampler_warning(
     step_size: float | None = None,
     given_step_size: float | None = None,
     burn_in: int | None = None,
-    vocabulary: Vocabulary = FUNCTION_CLI,
+    vocabulary: Vocabulary = CLI_WORDS,
 ) -> str | None:
     """A warning naming the numbers when a sampler is stuck or unstable after burn-in.
 
@@ -141,8 +141,8 @@ def sampler_warning(
 ' 70 divergences in 360 transitions (19%, above 1%)']
         >>> warning.endswith("or --adapt mass")
         True
-        >>> from bnnkit.metrics.vocabulary import PARAMETERS_PYTHON
-        >>> sampler_warning(0.0, 70, 360, vocabulary=PARAMETERS_PYTHON).endswith('adapt="mass"')
+        >>> from bnnkit.metrics.vocabulary import PYTHON_WORDS
+        >>> sampler_warning(0.0, 70, 360, vocabulary=PYTHON_WORDS).endswith('adapt="mass"')
         True
         >>> sampler_warning(0.85, 3, 360) is None
         True

@@ -3,7 +3,7 @@ r"""Level 1 of a reference's verdict: whether each chain is stationary, on its o
 Three checks per chain (thresholds in :data:`~bnnkit.metrics.findings.THRESHOLDS`):
 
 - **R-hat within the chain**: the rank-normalised R-hat of its 4 consecutive pieces
-  (:func:`~bnnkit.metrics.within_chain.quarter_rhat`) below ``within_rhat_threshold`` on
+  (:func:`quarter_rhat`) below ``within_rhat_threshold`` on
   at least ``within_rhat_share`` of the test predictions;
 - **bulk ESS of the chain** at least ``min_chain_ess`` on ``chain_ess_share`` of them;
 - **no drift of its slow functionals** from its first quarter to its last
@@ -46,8 +46,12 @@ import numpy as np
 from bnnkit.metrics import mcmc
 from bnnkit.metrics.findings import THRESHOLDS, Finding, Remedy
 from bnnkit.metrics.numerics import LONGER_BURN_IN
-from bnnkit.metrics.within_chain import MIN_WITHIN_DRAWS, quarter_rhat
 
+#: Consecutive pieces each chain is cut into for its own R-hat (MILE's 4 splits).
+NUM_SPLITS = 4
+#: Fewest kept draws per chain to judge it on its own: 4 per piece, the fewest
+#: :func:`bnnkit.metrics.mcmc.rhat` takes.
+MIN_WITHIN_DRAWS = NUM_SPLITS * mcmc.MIN_DRAWS
 #: Changes below these count as no drift whatever their standard error: the test LPD's is the
 #: levels' LPD tolerance (tables report it to two decimals), the mean log noise std's is 1 %
 #: of the std. The log posterior has none (its scale is the data's size).
@@ -90,7 +94,7 @@ def quarter_drift(trace: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
     ``a`` and ``b`` the first and last quarters, ESS that of a quarter's mean on its own
     (:func:`bnnkit.metrics.mcmc.ess_mean`, not split, as
-    :func:`~bnnkit.metrics.within_chain.half_difference` takes it), between 1 and the
+    the ESS of a mean takes it), between 1 and the
     quarter's length. Quarters rather than halves, as Geweke's test takes the first tenth and
     last half: a chain still settling differs most between its ends.
 
@@ -115,6 +119,28 @@ def quarter_drift(trace: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         means.append(part.mean(axis=1))
         variances.append(part.var(axis=1, ddof=1) / ess)
     return means[1] - means[0], np.sqrt(variances[0] + variances[1])
+
+
+def quarter_rhat(chain: np.ndarray) -> np.ndarray:
+    """Rank-normalised R-hat of one chain's :data:`NUM_SPLITS` consecutive pieces taken as
+    chains (:func:`bnnkit.metrics.mcmc.rhat`, which splits each piece again), per quantity; the
+    first N mod 4 draws, nearest the burn-in, are dropped.
+
+    Args:
+        chain: (S, quantities), S >= :data:`MIN_WITHIN_DRAWS`.
+
+    Returns:
+        (quantities,), NaN where a quantity does not vary.
+
+    Example:
+        >>> walk = np.cumsum(np.random.default_rng(0).normal(size=(400, 3)), axis=0)
+        >>> bool((quarter_rhat(walk) > 1.1).all())  # a random walk's quarters disagree
+        True
+    """
+    x = np.asarray(chain, np.float64)
+    piece = x.shape[0] // NUM_SPLITS
+    kept = x[x.shape[0] - NUM_SPLITS * piece :]
+    return mcmc.rhat(kept.reshape(NUM_SPLITS, piece, *x.shape[1:]))
 
 
 def rhat_histogram(rhat: np.ndarray) -> dict[str, Any]:
@@ -223,14 +249,21 @@ def stalled(x: np.ndarray, found: list[dict[str, Any]]) -> dict[str, Any] | None
     }
 
 
-def stationarity(draws: np.ndarray, *, functionals: dict[str, np.ndarray] | None = None) -> Finding:
+def stationarity(
+    draws: np.ndarray,
+    *,
+    functionals: dict[str, np.ndarray] | None = None,
+    quantities: str = "test predictions",
+) -> Finding:
     """Level 1: whether each chain is stationary on its own.
 
     Args:
-        draws: the test predictions, (chains, samples, ...).
+        draws: the quantities judged, (chains, samples, ...): the test predictions, or the
+            parameters of a log density.
         functionals: slow functionals by name, each (chains, draws): ``"log posterior"``,
             ``"test LPD"``, ``"mean log noise std"`` (:data:`DRIFT_TOLERANCE` names their
             tolerances); those shorter than 16 draws are not judged.
+        quantities: what ``draws`` are, in the problems' words.
 
     Returns:
         The finding; its figures: ``chains`` (per chain: ``moved``, whether any test
@@ -257,7 +290,7 @@ def stationarity(draws: np.ndarray, *, functionals: dict[str, np.ndarray] | None
     stacked = np.stack(rhats)
     defined = np.isfinite(stacked)
     worst = np.where(defined.any(0), np.where(defined, stacked, -np.inf).max(0), np.nan)
-    problems = _problems(found)
+    problems = _problems(found, quantities)
     stall = stalled(x, found) if problems else None
     remedies = []
     if any(not c["drift"].get("log posterior", {"ok": True})["ok"] for c in found):
@@ -291,15 +324,15 @@ def chain_names(indices: list[int]) -> str:
     return f"chains {', '.join(names[:-1])} and {names[-1]}"
 
 
-def _problems(found: list[dict[str, Any]]) -> list[str]:
+def _problems(found: list[dict[str, Any]], quantities: str) -> list[str]:
     """One sentence per check that some chain fails, naming the chains and the figures."""
     t = THRESHOLDS
     problems = []
     bad = [c for c in found if not c["moved"]]
     if bad:
         problems.append(
-            f"no test prediction of {chain_names([c['chain'] for c in bad])} changes over its "
-            "kept draws: the chain did not move"
+            f"none of the {quantities} of {chain_names([c['chain'] for c in bad])} changes "
+            "over its kept draws: the chain did not move"
         )
     bad = [c for c in found if c["rhat_share_below"] < t.within_rhat_share]
     if bad:
@@ -307,14 +340,14 @@ def _problems(found: list[dict[str, Any]]) -> list[str]:
             f"R-hat within {chain_names([c['chain'] for c in bad])} is below "
             f"{t.within_rhat_threshold} on only "
             + ", ".join(f"{c['rhat_share_below']:.0%}" for c in bad)
-            + f" of the test predictions (needs {t.within_rhat_share:.0%})"
+            + f" of the {quantities} (needs {t.within_rhat_share:.0%})"
         )
     bad = [c for c in found if c["ess_p5"] is not None and c["ess_p5"] < t.min_chain_ess]
     if bad:
         problems.append(
             f"the bulk ESS of {chain_names([c['chain'] for c in bad])} is "
             + ", ".join(f"{c['ess_p5']:.0f}" for c in bad)
-            + f" on {t.chain_ess_share:.0%} of the test predictions (needs {t.min_chain_ess:.0f})"
+            + f" on {t.chain_ess_share:.0%} of the {quantities} (needs {t.min_chain_ess:.0f})"
         )
     names = sorted({name for c in found for name in c["drift"]})
     for name in names:

@@ -14,10 +14,10 @@ what a run of runs needs above them, the same way for every recipe:
 3. the stages run in order on one problem, built once and handed down; a stage that starts
    from another (``starts_from``) is given that stage's folder as its source run;
 4. each stage's outcome is lifted into the parent: a stage stopped by its time budget (or
-   extended ``until_converged`` without mixing) stops the composite there, a stage that
+   extended ``until`` a level it did not reach) stops the composite there, a stage that
    diverged marks it diverged; ``resume`` continues it, bit for bit the uninterrupted one;
 5. a resume may change only the recipe's resumable settings (budgets: ``max_time``,
-   ``until_converged``, more kept draws), as a single run's resume may; the stages' own
+   ``until``, more kept draws), as a single run's resume may; the stages' own
    ``resumable()`` rules then apply to each.
 
 Inside the folder every path is relative: a stage names the stage it starts from, and a run
@@ -419,7 +419,7 @@ def _stage_status(record: dict[str, Any], config: RunSettings) -> str:
     when it was extended until its chains mix and they did not; "finished" otherwise."""
     if record.get("status") == "stopped":
         return "stopped"
-    until = record.get("until_converged") if config.budget().until_converged else None
+    until = record.get("until_converged") if config.budget().until is not None else None
     if isinstance(until, dict) and until.get("holds") is False:
         return "stopped"
     return "finished"

@@ -90,7 +90,7 @@ class SamplerTally:
 
     def warning(self) -> str | None:
         """The stuck-or-unstable warning of the sampling so far (``None``: none)."""
-        from bnnkit.metrics.convergence import capped_warning, sampler_warning
+        from bnnkit.metrics.sampler_health import capped_warning, sampler_warning
 
         if not self.sampled:
             return None
