@@ -4,8 +4,8 @@ makes a run, parses with that command's own parser.
 The advice is enumerated from the data: each command that makes a run (every method, and
 ``bnnkit reference``, a composite whose chains are its second stage), times every remedy a
 level of :data:`bnnkit.metrics.levels.LEVELS` can give (each level's own, L0's for divergences
-and for energy errors, L1's, L2's, L3's), spelt by :func:`bnnkit.commands.advice.flag_spelling`,
-and the sampler warnings in that command's words (the three forms of the stuck advice and the
+and for energy errors, L1's, L2's, L3's), spelt by :func:`bnnkit.command_flags.spelling`, and
+the sampler warnings in that command's words (the three forms of the stuck advice and the
 capped-trajectory advice). Each flag a sentence names must be one the command takes; each flag
 given with a value is parsed, with its value, by the command's parser after the flags every
 run needs.
@@ -17,11 +17,10 @@ import re
 
 import pytest
 
-from bnnkit.commands.advice import flag_spelling
+from bnnkit.command_flags import spelling
 from bnnkit.inference import METHODS
 from bnnkit.metrics import halves, levels, numerics, stationarity
-from bnnkit.metrics.sampler_health import capped_warning, sampler_warning, stuck_advice
-from bnnkit.metrics.vocabulary import cli_vocabulary
+from bnnkit.metrics.sampler_health import capped_warning, sampler_warning
 
 #: The commands that make a run the verdict judges.
 RUN_COMMANDS = (*METHODS, "reference")
@@ -46,24 +45,14 @@ REMEDIES = (
 
 def advice_of(command: str) -> list[str]:
     """Every advice string the verdict and the warnings give a run of ``command``."""
-    spell = flag_spelling(command)
+    spell = spelling(command)
     texts = [remedy.text(spell) for remedy in REMEDIES]
-    vocabulary = cli_vocabulary(command)
     for step, given in ((None, None), (1e-2, 1e-4), (1e-4, 1e-4)):
-        texts.append(stuck_advice(step, given, 10, vocabulary=vocabulary))
         texts.append(
-            sampler_warning(
-                0.0,
-                70,
-                360,
-                step_size=step,
-                given_step_size=given,
-                burn_in=10,
-                vocabulary=vocabulary,
-            )
+            sampler_warning(0.0, 70, 360, step_size=step, given_step_size=given, spell=spell)
         )
     for method in ("hmc", "nuts"):
-        texts.append(capped_warning(9, 10, method, command))
+        texts.append(capped_warning(9, 10, method, spell))
     return list(dict.fromkeys(texts))
 
 
@@ -179,7 +168,7 @@ def test_a_stall_is_told_another_posterior_not_more_draws():
     found = stationarity.stationarity(walk)
     assert found.figures["stalled"]["chains"] == [0, 1]
     assert found.remedies == (stationarity.ANOTHER_POSTERIOR,)
-    text = found.remedies[0].text(flag_spelling("hmc"))
+    text = found.remedies[0].text(spelling("hmc"))
     assert "--noise-std 0.35" in text and "--prior gaussian:scale=0.5" in text
     # A chain whose ESS grows with its length (AR(1), 0.9: about 3 on its first 100 draws,
     # 12 to 22 on all 1000, short of the 50 it needs) is still told to draw more.
@@ -200,7 +189,6 @@ def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, mon
     # judge it (bnnkit.runs.verdict.run_command); the tally the driver builds is watched. A
     # stage is opened only under its composite's lock.
     from bnnkit.inference import hmc
-    from bnnkit.metrics.vocabulary import command_settings
     from bnnkit.problem import ProblemConfig
     from bnnkit.runs import lock
     from bnnkit.runs import loop as driver
@@ -220,8 +208,11 @@ def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, mon
     problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
     with lock.hold(folder):  # as the reference holds its folder while its stages run
         driver.run(problem, config, folder / "chains", progress=False)
-    assert [t.vocabulary.settings for t in made] == [command_settings("reference")]
+    assert [t.spell("num_tuning") for t in made] == ["--num-tuning"]
+    assert [t.spell("num_burn_in") for t in made] == [None]
     # And a run of its own speaks its method's flags.
     made.clear()
     driver.run(problem, config, tmp_path / "single", progress=False)
-    assert [t.vocabulary.settings for t in made] == [command_settings("hmc")]
+    assert [(t.spell("num_burn_in"), t.spell("num_tuning")) for t in made] == [
+        ("--num-burn-in", None)
+    ]

@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from bnnkit.cli import main
-from bnnkit.commands.advice import flag_spelling
+from bnnkit.command_flags import spelling as flag_spelling
 from bnnkit.metrics.numerics import numerics
 from bnnkit.metrics.sampler_health import capped_warning, sampler_warning
 from bnnkit.metrics.stationarity import LONGER_START, stationarity
@@ -19,10 +19,11 @@ def independent(chains=4, samples=500, points=30, seed=0):
 
 
 def test_capped_trajectories_are_named_with_the_advice_that_applies():
-    hmc = capped_warning(970, 1000, "hmc")
+    hmc = capped_warning(970, 1000, "hmc", flag_spelling("hmc"))
     assert hmc.startswith("970 of 1000 iterations after burn-in (97%) hit the cap")
     assert "--max-num-leapfrog-steps" in hmc and "--max-tree-depth" not in hmc
-    assert "--max-tree-depth" in capped_warning(1, 1000, "nuts")
+    assert "--max-tree-depth" in capped_warning(1, 1000, "nuts", flag_spelling("nuts"))
+    assert "--max-tree-depth" not in capped_warning(1, 1000, "nuts", flag_spelling("reference"))
     assert capped_warning(0, 1000, "hmc") is None
     assert capped_warning(0, 0, "nuts") is None
 
@@ -133,13 +134,14 @@ def test_stuck_advice_follows_the_step_size_the_chains_ran_at():
 
     # The README's old first example: --step-size 1e-5, adaptation raised it to 1.4e-4 in 10
     # burn-in iterations, then acceptance 0.027 with 279 of 360 transitions divergent.
-    raised = sampler_warning(0.027, 279, 360, step_size=1.4e-4, given_step_size=1e-5, burn_in=10)
-    assert "burn-in raised the step size to 0.00014 (from --step-size 1e-05)" in raised
-    assert "(it had 10 iterations)" in raised
-    assert "use a smaller --step-size" not in raised
+    hmc = flag_spelling("hmc")
+    raised = sampler_warning(0.027, 279, 360, step_size=1.4e-4, given_step_size=1e-5, spell=hmc)
+    assert "a step size that burn-in does not raise: a longer --num-burn-in" in raised
+    assert "(burn-in raised it to 0.00014 from 1e-05)" in raised
+    assert "a smaller --step-size" not in raised
     # A step size that was not raised (or no adaptation): a smaller one is the advice.
-    kept = sampler_warning(0.027, 279, 360, step_size=1e-5, given_step_size=1e-5, burn_in=10)
-    assert "use a smaller --step-size (the chains ran at 1e-05)" in kept
+    kept = sampler_warning(0.027, 279, 360, step_size=1e-5, given_step_size=1e-5, spell=hmc)
+    assert "a smaller step: a smaller --step-size" in kept and "ran at 1e-05" in kept
     # Level 0 says the same, as data: a step size burn-in does not raise.
     kept_lines = [
         {"divergent": [True, False], "acceptance_rate": [0.03, 0.03], "step_size": [1.4e-4, 1.4e-4]}
@@ -158,4 +160,4 @@ def test_stuck_advice_follows_the_step_size_the_chains_ran_at():
                 "step_size": [1.2e-4, 1.6e-4],
             }
         )
-    assert "burn-in raised the step size to 0.00014" in tally.warning()
+    assert "burn-in raised it to 0.00014" in tally.warning()

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from bnnkit.commands.advice import flag_spelling
+from bnnkit.command_flags import spelling as flag_spelling
 from bnnkit.evaluation.comparison import noise_floor
 from bnnkit.metrics import halves, levels, numerics, plateau, stationarity
 from bnnkit.metrics.findings import THRESHOLDS, Finding, not_recorded

