@@ -8,7 +8,8 @@ and for energy errors, L1's, L2's, L3's), spelt by :func:`bnnkit.command_flags.s
 the sampler warnings in that command's words (the three forms of the stuck advice and the
 capped-trajectory advice). Each flag a sentence names must be one the command takes; each flag
 given with a value is parsed, with its value, by the command's parser after the flags every
-run needs.
+run needs. A stage of ``bnnkit reference`` that diverges is advised in ``bnnkit reference``'s
+flags too.
 """
 
 from __future__ import annotations
@@ -216,3 +217,23 @@ def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, mon
     assert [(t.spell("num_burn_in"), t.spell("num_tuning")) for t in made] == [
         ("--num-burn-in", None)
     ]
+
+
+def test_a_stage_of_a_reference_that_diverges_is_advised_in_bnnkit_reference_s_flags(
+    tmp_path, capsys
+):
+    # The ensemble stage diverges at once at a step of 1e39; the error names what to try in
+    # the flags of the command that was called (--ensemble-step-size), never the stage's own
+    # (--init-step-size, --clip-grad-norm), and each flag it names parses with that command.
+    from bnnkit.cli import main
+
+    argv = [*BASE[:4], "--ensemble-step-size", "1e39", "--members", "2"]
+    argv += ["--ensemble-steps", "20", "--dir", str(tmp_path / "ref"), "--no-progress"]
+    assert main(["reference", *argv]) == 2
+    error = capsys.readouterr().err
+    assert "the ensemble stage of the reference" in error and "NaN or infinite" in error
+    assert "a smaller --ensemble-step-size" in error
+    assert "--init-step-size" not in error and "--clip-grad-norm" not in error
+    parser = command_parser("reference")
+    for named in FLAG.findall(error):
+        assert named in parser._option_string_actions, named

@@ -193,7 +193,11 @@ def recipe(problem: ProblemConfig, config: Config, num_train: int) -> composite.
         problem,
         config,
         (
-            composite.Stage(ENSEMBLE_DIR, config.ensemble_config(num_train)),
+            composite.Stage(
+                ENSEMBLE_DIR,
+                config.ensemble_config(num_train),
+                settings={"init_step_size": "ensemble_step_size"},
+            ),
             composite.Stage(REFERENCE_CHAINS, config.sampler_config(), starts_from=ENSEMBLE_DIR),
         ),
         RESUMABLE,
