@@ -6,8 +6,8 @@ calls for, and the chains move less per gradient. This script measures what a re
 ensemble, then one MCLMC chain per member, each sampler at its defaults) gets per gradient:
 
 - each chain's within-chain ESS of its test predictions (``bnnkit evaluate DIR --json``,
-  ``convergence.within[k]``: ``ess_min`` and ``ess_p5`` over the test points; and their median,
-  which that json does not give, from the stored predictions with the same estimator,
+  ``levels.L1.figures.chains[k]``: ``ess_min`` and ``ess_p5`` over the test points; and their
+  median, which that json does not give, from the stored predictions with the same estimator,
   :func:`bnnkit.metrics.mcmc.ess_bulk` of each chain alone), and
 - each chain's gradients, from the chains' log (``chains/metrics.jsonl``: ``num_leapfrog``
   integrator steps per iteration, tuning included, times ``mclmc.GRADIENTS_PER_STEP``),
@@ -103,7 +103,7 @@ def chain_gradients(folder: Path) -> tuple[list[int], list[int], int]:
 
 def chain_ess_median(folder: Path, chains: int) -> list[float]:
     """Per chain: the median over test points of the chain's own ESS of its predicted means
-    (the quantity and estimator of ``convergence.within``)."""
+    (the quantity and estimator of the verdict's level 1)."""
     means = np.load(folder / "chains" / "predictions" / "test.npz")["means"]
     draws = means.reshape(chains, means.shape[0] // chains, -1)
     return [float(np.nanmedian(mcmc.ess_bulk(draws[c][None]))) for c in range(chains)]
@@ -137,7 +137,7 @@ def score(folder: Path, dataset: str, seed: int) -> dict:
             text=True,
         ).stdout
     )
-    within = evaluation["convergence"]["within"]
+    within = evaluation["levels"]["L1"]["figures"]["chains"]
     total, tuning, iterations = chain_gradients(folder)
     ess = {
         "ess_min": [float(c["ess_min"]) for c in within],
@@ -162,7 +162,7 @@ def score(folder: Path, dataset: str, seed: int) -> dict:
         "pooled_function_ess_median": evaluation["diagnostics"]["function"]["ess"]["median"],
         "test_rmse": evaluation["test"]["rmse"],
         "test_nll": evaluation["test"]["nll"],
-        "converged": evaluation["convergence"]["level"],
+        "verdict": evaluation["levels"]["verdict"],
     }
 
 

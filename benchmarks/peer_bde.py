@@ -25,11 +25,12 @@ peer gets them as its README says, ``XLA_FLAGS=--xla_force_host_platform_device_
 and spreads its members over them; bnnkit splits its chains over them). All three are scored
 by the same code: test log-likelihood per point of the equal-weight mixture of every draw's
 Gaussian, and RMSE of the predictive mean, in the target's original units. Both are judged by
-the same within-chain checks too (:func:`bnnkit.metrics.within_chain.check_chains`: each
-chain's split R-hat over its quarters and its own ESS of the predictive means on the test
-points, and its running log predictive density; the peer's chain is a member's 1,000 thinned
-draws, bnnkit's its 200 kept draws): how many chains mixed on their own, and the median over
-chains of the ESS at a chain's 5 % slowest test predictions.
+the same checks of each chain on its own too (the verdict's level 1,
+:func:`bnnkit.metrics.stationarity.stationarity`: each chain's split R-hat over its quarters
+and its own ESS of the predictive means on the test points, and the drift of its test LPD;
+the peer's chain is a member's 1,000 thinned draws, bnnkit's its 200 kept draws): how many
+chains are stationary on their own, and the median over chains of the ESS at a chain's 5 %
+slowest test predictions.
 
     python benchmarks/peer_bde.py --peer-python /path/to/bde-venv/bin/python \\
         [--datasets yacht boston energy concrete wine-quality-red] [--splits 5] \\
@@ -186,13 +187,14 @@ def peer_within(mean: np.ndarray, std: np.ndarray, y: np.ndarray) -> dict:
     density, as ``bnnkit evaluate`` judges its own chains (the peer logs no log posterior)."""
     from scipy import stats
 
-    from bnnkit.metrics.within_chain import check_chains
+    from bnnkit.metrics.levels import functionals
+    from bnnkit.metrics.stationarity import stationarity
 
     members = PEER_SETTINGS["n_members"]
     means = mean.reshape(members, -1, mean.shape[-1])
     log_density = stats.norm.logpdf(y, means, std.reshape(means.shape))
-    checks = check_chains(means, log_density=log_density)
-    return within_summary([c.mixed for c in checks], [c.ess_low for c in checks])
+    checks = stationarity(means, functionals=functionals(log_density)).figures["chains"]
+    return within_summary([c["stationary"] for c in checks], [c["ess_p5"] for c in checks])
 
 
 def within_summary(mixed: list[bool], ess_p5: list[float]) -> dict:
@@ -245,8 +247,8 @@ def run_bnnkit(
         )
     result = json.loads(done.stdout)
     predicted = np.load(folder / "chains" / "predictions" / "test.npz")
-    verdict = result.get("convergence", {})
-    within = verdict.get("within") or []
+    levels = result.get("levels", {})
+    within = ((levels.get("L1") or {}).get("figures") or {}).get("chains") or []
     return {
         "ll": -result["test"]["nll"],
         "rmse": result["test"]["rmse"],
@@ -254,12 +256,9 @@ def run_bnnkit(
         **integer_score(
             predicted["means"], predicted["stds"], split_arrays(dataset, split)["y_test"]
         ),
-        "verdict": verdict.get(
-            "level", "converged" if verdict.get("converged") else "not converged"
-        ),
-        "levels": result.get("levels", {}).get("verdict", "not recorded"),
-        "levels_failed": result.get("levels", {}).get("failed", []),
-        **within_summary([c["mixed"] for c in within], [c["ess_p5"] for c in within]),
+        "levels": levels.get("verdict", "not recorded"),
+        "levels_failed": levels.get("failed", []),
+        **within_summary([c["stationary"] for c in within], [c["ess_p5"] for c in within]),
     }
 
 

@@ -26,8 +26,8 @@ moves.
 
 Per dataset and option it reports the test log-likelihood per point and the RMSE (in the
 targets' units, ``bnnkit evaluate``'s ``test``), the seconds per split (the reference's runs
-and its evaluation), the verdict (``convergence.level``, and how many chains passed the
-within-chain checks), the median over chains of the share of test predictions whose split
+and its evaluation), the verdict (``levels.verdict``, and how many chains passed level 1,
+stationary chains), the median over chains of the share of test predictions whose split
 R-hat within the chain is below its threshold and of the chain's function-space ESS at its
 5 % slowest predictions, and the prior check's share of the prior mass below a thousandth of
 the targets' sd. Each reference folder is kept under ``--root`` so that ``--reevaluate`` can
@@ -112,17 +112,15 @@ def versions() -> dict[str, str]:
 
 def scores(evaluation: dict[str, Any]) -> dict[str, Any]:
     """The figures of one reference from ``bnnkit evaluate``'s result."""
-    verdict = evaluation.get("convergence") or {}
-    within = verdict.get("within") or []
     check = evaluation.get("prior_check") or {}
     levels = evaluation.get("levels") or {}
+    within = ((levels.get("L1") or {}).get("figures") or {}).get("chains") or []
     return {
         "reference_level": levels.get("verdict"),
         "levels_failed": levels.get("failed"),
         "ll": -evaluation["test"]["nll"],
         "rmse": evaluation["test"]["rmse"],
-        "level": verdict.get("level"),
-        "mixed_chains": sum(bool(w.get("mixed")) for w in within),
+        "mixed_chains": sum(bool(w.get("stationary")) for w in within),
         "chains": len(within),
         "within_rhat_share": _median([w.get("rhat_share_below") for w in within]),
         "chain_ess_p5": _median([w.get("ess_p5") for w in within]),
@@ -196,10 +194,10 @@ def table(results: list[dict], option_names: list[str]) -> str:
     """The markdown table: one row per dataset and option; then the level counts of each
     option over every dataset."""
     head = (
-        "| dataset | option | splits | test LL | RMSE | s / split | verdict | "
-        "levels C/R/N (failed) | chains mixed | within-chain R-hat share | chain ESS (p5) | "
+        "| dataset | option | splits | test LL | RMSE | s / split | "
+        "levels C/R/N (failed) | chains stationary | within-chain R-hat share | chain ESS (p5) | "
         "prior mass σ < 1e-3 sd |\n"
-        "|---|---|---:|---|---|---:|---|---|---:|---:|---:|---:|"
+        "|---|---|---:|---|---|---:|---|---:|---:|---:|---:|"
     )
     lines = [head]
     for dataset in DATASETS:
@@ -207,11 +205,10 @@ def table(results: list[dict], option_names: list[str]) -> str:
             rows = [r for r in results if r["dataset"] == dataset and r["option"] == option]
             if not rows:
                 continue
-            levels = sorted({r["level"] for r in rows if r["level"]})
             lines.append(
                 f"| {dataset} | {option} | {len(rows)} | {mean_se([r['ll'] for r in rows])} | "
                 f"{mean_se([r['rmse'] for r in rows])} | "
-                f"{statistics.mean(r['seconds'] for r in rows):.0f} | {', '.join(levels)} | "
+                f"{statistics.mean(r['seconds'] for r in rows):.0f} | "
                 f"{_levels(rows)} | "
                 f"{sum(r['mixed_chains'] for r in rows)}/{sum(r['chains'] for r in rows)} | "
                 f"{_fmt(_median([r['within_rhat_share'] for r in rows]), '.2f')} | "

@@ -7,7 +7,7 @@ For every dataset and standard split (Hernández-Lobato & Adams 2015: 20 random 
 prior of precision 1, T = 1): a deep ensemble, then unadjusted MCLMC from every member, tuned
 per chain (:mod:`bnnkit.experiments.reference`). Two rows per split come out of it:
 
-- ``reference``: the pooled model average of the chains, and its convergence verdict
+- ``reference``: the pooled model average of the chains, and its verdict
   (within each chain, between chains, and the number of distinct modes);
 - ``ensemble``: the same reference's deep ensemble on its own (its first stage).
 
@@ -165,7 +165,7 @@ def run_split(dataset: str, split: int, root: str) -> dict:
             progress=False,
         )
     scores = made.evaluation
-    verdict = scores.get("convergence", {})
+    levels = scores.get("levels", {})
     ensemble = evaluate(folder / ENSEMBLE_DIR)
     result = {
         "dataset": dataset,
@@ -176,12 +176,10 @@ def run_split(dataset: str, split: int, root: str) -> dict:
             "rmse": scores["test"]["rmse"],
             "ll": -scores["test"]["nll"],
             "seconds": made.seconds["chains"] + made.seconds["evaluate"],
-            "level": verdict.get("level"),
-            "converged": verdict.get("converged"),
-            "within_chain": _within_holds(verdict),
-            "modes": (verdict.get("modes") or {}).get("count"),
-            "reference_level": scores.get("levels", {}).get("verdict"),
-            "levels_failed": scores.get("levels", {}).get("failed"),
+            "within_chain": _within_holds(levels),
+            "modes": _modes(levels),
+            "reference_level": levels.get("verdict"),
+            "levels_failed": levels.get("failed"),
             "chains": scores["num_chains"],
             "samples_per_chain": scores["num_samples_per_chain"],
         },
@@ -197,10 +195,16 @@ def run_split(dataset: str, split: int, root: str) -> dict:
     return result
 
 
-def _within_holds(verdict: dict) -> bool | None:
-    """Whether every chain passed its within-chain checks (the verdict's level says so)."""
-    level = verdict.get("level")
-    return None if level is None else level in ("converged", "mixed-multimodal")
+def _within_holds(levels: dict) -> bool | None:
+    """Whether every chain is stationary on its own (the verdict's level 1 passed)."""
+    found = levels.get("L1")
+    return None if found is None else found["status"] == "pass"
+
+
+def _modes(levels: dict) -> int | None:
+    """How many modes the chains sit in (the verdict's level 2 evidence)."""
+    groups = ((levels.get("L2") or {}).get("figures") or {}).get("modes")
+    return None if groups is None else len(groups)
 
 
 #: The reference levels' verdicts (:data:`bnnkit.metrics.levels.VERDICTS`), best first.
@@ -269,8 +273,8 @@ def table(results: dict[str, list[dict]]) -> tuple[str, dict]:
             "within_chain": within,
             "modes_median": modes,
             "levels": {
-                lvl: sum(r["level"] == lvl for r in refs)
-                for lvl in sorted({r["level"] for r in refs}, key=str)
+                lvl: sum(r.get("level") == lvl for r in refs)
+                for lvl in sorted({r.get("level") for r in refs}, key=str)
             },
             "reference_levels": {
                 v: sum(r.get("reference_level") == v for r in refs) for v in LEVEL_VERDICTS

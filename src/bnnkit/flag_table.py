@@ -1,25 +1,21 @@
-"""Every flag each ``bnnkit`` command takes, as data the layers below the command line read.
+"""The table of every flag each ``bnnkit`` command takes (:mod:`bnnkit.command_flags`),
+written from the command line's own parsers.
 
-The advice of a verdict or a warning names only flags the command that made the run takes
-(:mod:`bnnkit.metrics.vocabulary`), but the parsers are built here, at the top, from every
-command's settings: the runs and metrics below cannot import them without importing the whole
-command line back. So the flags are kept as data beside the vocabulary
-(``metrics/command_flags.json``: each command's options, and the values of those with a fixed
-set), written from the parsers by this module and checked against them by the tests
-(``tests/commands/test_flag_table.py``), as the generated documentation pages are:
+The parsers are built at the top, from every command's settings; the layers below read the
+table instead (:func:`bnnkit.command_flags.spelling`). This module writes it and the tests
+check it against the parsers (``tests/commands/test_flag_table.py``), as the generated
+documentation pages are:
 
-    python -m bnnkit.flag_table      # rewrite src/bnnkit/metrics/command_flags.json
+    python -m bnnkit.flag_table      # rewrite src/bnnkit/command_flags.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
-#: The table the vocabulary reads.
-TABLE_FILE = Path(__file__).resolve().parent / "metrics" / "command_flags.json"
+from bnnkit.command_flags import TABLE_FILE
 
 
 def table() -> dict[str, dict[str, list[str] | None]]:

@@ -176,8 +176,8 @@ def draw_log_density(prediction: Prediction, y: np.ndarray) -> np.ndarray:
     Regression: the Gaussian log density of each draw's mean and std (original units) at the
     target, on every point; classification: the log probability of the label, on the first M
     points whose per-draw probabilities the prediction keeps (clipped at 1e-12, as the NLL is).
-    What the running log predictive density of each chain is made of
-    (:func:`bnnkit.metrics.within_chain.running_lpd`).
+    What the test LPD of each draw, a slow functional the verdict checks for drift, is made of
+    (:func:`bnnkit.metrics.levels.functionals`).
 
     Args:
         prediction: a model average over Markov chains (:func:`predict`).

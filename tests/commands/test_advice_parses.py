@@ -1,120 +1,59 @@
-"""Every suggestion the convergence verdict and the sampler's warnings can print, for every
-command that makes a run, parses with that command's own parser.
+"""Every suggestion the verdict and the sampler's warnings can print, for every command that
+makes a run, parses with that command's own parser.
 
 The advice is enumerated from the data: each command that makes a run (every method, and
-``bnnkit reference``) with the words of :func:`bnnkit.metrics.vocabulary.cli_vocabulary`, times
-every kind of failure the verdict names (unfinished, stuck, unstable, rising, a chain not mixed,
-too few draws to judge, modes, too few effective draws, one chain, a stall), each sampler's
-tuning advice, the three forms of the stuck advice and the capped-trajectory advice. Each flag a
-sentence names must be one the command takes; each flag given with a value is parsed, with its
-value, by the command's parser after the flags every run needs.
+``bnnkit reference``, a composite whose chains are its second stage), times every remedy a
+level of :data:`bnnkit.metrics.levels.LEVELS` can give (each level's own, L0's for divergences
+and for energy errors, L1's, L2's, L3's), spelt by :func:`bnnkit.command_flags.spelling`, and
+the sampler warnings in that command's words (the three forms of the stuck advice and the
+capped-trajectory advice). Each flag a sentence names must be one the command takes; each flag
+given with a value is parsed, with its value, by the command's parser after the flags every
+run needs. A stage of ``bnnkit reference`` that diverges is advised in ``bnnkit reference``'s
+flags too.
 """
 
 from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 
+from bnnkit.command_flags import spelling
 from bnnkit.inference import METHODS
-from bnnkit.metrics import convergence
-from bnnkit.metrics.vocabulary import cli_vocabulary
+from bnnkit.metrics import halves, levels, numerics, stationarity
+from bnnkit.metrics.sampler_health import capped_warning, sampler_warning
 
 #: The commands that make a run the verdict judges.
 RUN_COMMANDS = (*METHODS, "reference")
 #: The flags every one of them needs.
 BASE = ["--dataset", "yacht_0", "--model", "mlp_regression_small", "--dir", "runs/x"]
 #: Words before a flag that ask for another value of it without giving one.
-COMPARATIVE = ("larger", "longer", "smaller", "higher", "raise")
+COMPARATIVE = ("larger", "longer", "smaller", "higher", "raise", "another")
 FLAG = re.compile(r"--[a-z][a-z0-9-]*")
-
-
-def _draws(kind: str) -> dict:
-    """The verdict's arguments for one kind of failure."""
-    rng = np.random.default_rng(0)
-    iid = rng.normal(size=(4, 200, 6))
-    if kind == "multimodal":
-        return {"function_draws": iid + 5 * np.arange(4)[:, None, None]}
-    if kind == "not-mixed":
-        drifting = iid.copy()
-        drifting[2] += np.linspace(0.0, 4.0, 200)[:, None]
-        return {"function_draws": drifting}
-    if kind == "few-draws-to-judge":
-        return {"function_draws": iid[:, :10]}
-    if kind == "few-effective":
-        draws = rng.normal(size=(2, 150, 100))
-        for t in range(1, 150):
-            draws[:, t, 0] = 0.8 * draws[:, t - 1, 0] + 0.6 * draws[:, t, 0]
-        return {"function_draws": draws}
-    if kind == "one-chain":
-        return {"function_draws": iid[:1]}
-    if kind == "stalled":
-        return {"function_draws": np.cumsum(rng.normal(size=(2, 1000, 6)), axis=1)}
-    if kind == "unfinished":
-        return {"function_draws": iid, "finished": False}
-    if kind == "stuck":
-        return {
-            "function_draws": iid,
-            "acceptance_rate": 0.0,
-            "step_size": 1e-3,
-            "given_step_size": 1e-3,
-        }
-    if kind == "unstable-raised":
-        return {
-            "function_draws": iid,
-            "num_divergent": 400,
-            "acceptance_rate": 0.5,
-            "step_size": 1e-2,
-            "given_step_size": 1e-4,
-            "burn_in": 10,
-        }
-    if kind == "unstable-unknown-step":
-        return {"function_draws": iid, "num_divergent": 400}
-    if kind == "rising":
-        return {"function_draws": iid, "log_posterior": np.cumsum(np.ones((4, 200)), axis=1)}
-    raise AssertionError(kind)
-
-
-KINDS = (
-    "multimodal",
-    "not-mixed",
-    "few-draws-to-judge",
-    "few-effective",
-    "one-chain",
-    "stalled",
-    "unfinished",
-    "stuck",
-    "unstable-raised",
-    "unstable-unknown-step",
-    "rising",
+#: Every remedy the levels can give.
+REMEDIES = (
+    *(remedy for level in levels.LEVELS for remedy in level.remedies),
+    numerics.step_remedy(1.4e-4, 1e-5),
+    numerics.step_remedy(1e-5, 1e-5),
+    *numerics.energy_remedies(0.1, spikes=False),
+    *numerics.energy_remedies(0.1, spikes=True),
+    stationarity.MORE_DRAWS,
+    stationarity.ANOTHER_POSTERIOR,
+    stationarity.LONGER_START,
+    halves.MORE_CHAINS_OR_DRAWS,
 )
 
 
 def advice_of(command: str) -> list[str]:
     """Every advice string the verdict and the warnings give a run of ``command``."""
-    texts = []
-    for from_ensemble in (False, True):
-        vocabulary = cli_vocabulary(command, from_ensemble=from_ensemble)
-        for kind in KINDS:
-            for method in ("hmc", "nuts", "mclmc", None):
-                found = convergence.verdict(**_draws(kind), vocabulary=vocabulary, method=method)
-                texts += found["advice"]
-        for step, given in ((None, None), (1e-2, 1e-4), (1e-4, 1e-4)):
-            texts.append(convergence.stuck_advice(step, given, 10, vocabulary=vocabulary))
-            texts.append(
-                convergence.sampler_warning(
-                    0.0,
-                    70,
-                    360,
-                    step_size=step,
-                    given_step_size=given,
-                    burn_in=10,
-                    vocabulary=vocabulary,
-                )
-            )
+    spell = spelling(command)
+    texts = [remedy.text(spell) for remedy in REMEDIES]
+    for step, given in ((None, None), (1e-2, 1e-4), (1e-4, 1e-4)):
+        texts.append(
+            sampler_warning(0.0, 70, 360, step_size=step, given_step_size=given, spell=spell)
+        )
     for method in ("hmc", "nuts"):
-        texts.append(convergence.capped_warning(9, 10, method, command))
+        texts.append(capped_warning(9, 10, method, spell))
     return list(dict.fromkeys(texts))
 
 
@@ -205,36 +144,43 @@ def test_a_reference_is_advised_in_its_own_flags():
         "--init-checkpoint",
         "--step-size",
         "--adapt",
-        "--max-num-leapfrog-steps",
+        "--energy-var-end",
+        "--adjusted",
     ):
         assert refused not in texts
-    assert "--resume with a larger --num-samples" in texts
-    assert "--until-converged --max-time 2h" in texts
+    assert "a larger --num-samples" in texts and "a larger --members" in texts
+    assert "a longer --num-tuning" in texts and "--sampler nuts" in texts
 
 
-def test_sgmcmc_is_not_offered_until_converged():
+def test_each_method_is_advised_in_its_own_budget():
     texts = " ".join(advice_of("sgmcmc"))
-    assert "--until-converged" not in texts and "--num-iterations" not in texts
-    assert "--resume with a larger --num-epochs" in texts
+    assert "a larger --num-epochs" in texts and "--num-iterations" not in texts
+    texts = " ".join(advice_of("mclmc"))
+    assert "a smaller --energy-var-end" in texts and "--adjusted" in texts
+    assert "--sampler" not in texts
 
 
-def test_a_stalled_chain_is_told_more_iterations_will_not_help():
-    stalled = convergence.verdict(**_draws("stalled"), vocabulary=cli_vocabulary("hmc"))
-    assert stalled["level"] == "not-mixed"
-    assert stalled["advice"][0].startswith("more iterations will not help here")
-    assert "--noise-std 0.35" in stalled["advice"][0]
-    assert not any(a.startswith("run more iterations") for a in stalled["advice"])
+def test_a_stall_is_told_another_posterior_not_more_draws():
+    # Random walks never settle: each chain's ESS on its first tenth and on all of it are
+    # about the same handful, so more draws will not help.
+    import numpy as np
+
+    walk = np.cumsum(np.random.default_rng(0).normal(size=(2, 1000, 6)), axis=1)
+    found = stationarity.stationarity(walk)
+    assert found.figures["stalled"]["chains"] == [0, 1]
+    assert found.remedies == (stationarity.ANOTHER_POSTERIOR,)
+    text = found.remedies[0].text(spelling("hmc"))
+    assert "--noise-std 0.35" in text and "--prior gaussian:scale=0.5" in text
     # A chain whose ESS grows with its length (AR(1), 0.9: about 3 on its first 100 draws,
-    # 12 to 22 on all 1000, short of the 50 it needs) is still told to run longer.
+    # 12 to 22 on all 1000, short of the 50 it needs) is still told to draw more.
     rng = np.random.default_rng(1)
     draws = np.empty((2, 1000, 6))
     draws[:, 0] = rng.normal(size=(2, 6))
     for t in range(1, 1000):
         draws[:, t] = 0.9 * draws[:, t - 1] + np.sqrt(1 - 0.9**2) * rng.normal(size=(2, 6))
-    slow = convergence.verdict(draws, vocabulary=cli_vocabulary("hmc"))
-    assert slow["level"] == "not-mixed"
-    assert not any("will not help" in a for a in slow["advice"])
-    assert any(a.startswith("run more iterations") for a in slow["advice"])
+    slow = stationarity.stationarity(draws)
+    assert slow.status == "fail" and slow.figures["stalled"] is None
+    assert slow.remedies == (stationarity.MORE_DRAWS,)
 
 
 def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, monkeypatch):
@@ -244,7 +190,6 @@ def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, mon
     # judge it (bnnkit.runs.verdict.run_command); the tally the driver builds is watched. A
     # stage is opened only under its composite's lock.
     from bnnkit.inference import hmc
-    from bnnkit.metrics.vocabulary import command_settings
     from bnnkit.problem import ProblemConfig
     from bnnkit.runs import lock
     from bnnkit.runs import loop as driver
@@ -264,10 +209,31 @@ def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, mon
     problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
     with lock.hold(folder):  # as the reference holds its folder while its stages run
         driver.run(problem, config, folder / "chains", progress=False)
-    assert [t.vocabulary.settings for t in made] == [
-        command_settings("reference", from_ensemble=True)
-    ]
+    assert [t.spell("num_tuning") for t in made] == ["--num-tuning"]
+    assert [t.spell("num_burn_in") for t in made] == [None]
     # And a run of its own speaks its method's flags.
     made.clear()
     driver.run(problem, config, tmp_path / "single", progress=False)
-    assert [t.vocabulary.settings for t in made] == [command_settings("hmc")]
+    assert [(t.spell("num_burn_in"), t.spell("num_tuning")) for t in made] == [
+        ("--num-burn-in", None)
+    ]
+
+
+def test_a_stage_of_a_reference_that_diverges_is_advised_in_bnnkit_reference_s_flags(
+    tmp_path, capsys
+):
+    # The ensemble stage diverges at once at a step of 1e39; the error names what to try in
+    # the flags of the command that was called (--ensemble-step-size), never the stage's own
+    # (--init-step-size, --clip-grad-norm), and each flag it names parses with that command.
+    from bnnkit.cli import main
+
+    argv = [*BASE[:4], "--ensemble-step-size", "1e39", "--members", "2"]
+    argv += ["--ensemble-steps", "20", "--dir", str(tmp_path / "ref"), "--no-progress"]
+    assert main(["reference", *argv]) == 2
+    error = capsys.readouterr().err
+    assert "the ensemble stage of the reference" in error and "NaN or infinite" in error
+    assert "a smaller --ensemble-step-size" in error
+    assert "--init-step-size" not in error and "--clip-grad-norm" not in error
+    parser = command_parser("reference")
+    for named in FLAG.findall(error):
+        assert named in parser._option_string_actions, named

@@ -160,15 +160,15 @@ def test_the_python_api_returns_a_stopped_result_and_never_raises(tmp_path):
         progress=False,
     )
     assert result.status == "finished" and result.stopped is None
-    # An until_converged run whose budget ended before every chain mixed is "stopped" too:
-    # 2 kept iterations per chain are too few to judge.
+    # A run extended until a level whose budget ended before its verdict reached it is
+    # "stopped" too: 2 kept iterations per chain are too few to judge.
     config = hmc.Config(
         step_size=1e-3, trajectory_len=5e-3, num_iterations=3, num_burn_in=1, num_chains=2
     )
     runs.run(problem, config, tmp_path / "hmc", progress=False)
     result = runs.run(
         problem,
-        dataclasses.replace(config, until_converged=True, max_time=1e-9),
+        dataclasses.replace(config, until="reproducible", max_time=1e-9),
         tmp_path / "hmc",
         resume=True,
         progress=False,
@@ -176,16 +176,15 @@ def test_the_python_api_returns_a_stopped_result_and_never_raises(tmp_path):
     assert not result.until_converged["holds"] and result.status == "stopped"
 
 
-def test_until_converged_out_of_time_is_a_budget_stop_on_the_command_line(tmp_path, capsys):
+def test_until_out_of_time_is_a_budget_stop_on_the_command_line(tmp_path, capsys):
     run = tmp_path / "run"
     assert main([*HMC, "--dir", str(run), "--no-evaluate"]) == 0
     capsys.readouterr()
-    out, again = stopped(
-        [*HMC, "--until-converged", *NO_BUDGET, "--dir", str(run), "--resume", "--no-evaluate"],
-        capsys,
-    )
+    until = ["--until", "reproducible", *NO_BUDGET]
+    out, again = stopped([*HMC, *until, "--dir", str(run), "--resume", "--no-evaluate"], capsys)
     assert (
-        "ended after 3 of 3 iterations, 2 kept samples per chain, before every chain mixed" in out
+        "ended after 3 of 3 iterations, 2 kept samples per chain, before the verdict reached "
+        "the level asked" in out
     )
     assert again.count("--resume") == 1
 

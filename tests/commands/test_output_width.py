@@ -1,6 +1,6 @@
 """What bnnkit prints reads at 80 columns: the progress line keeps its most useful pieces in a
-stated order, until-converged blocks print short lines, every command's description in
-``bnnkit --help`` is a whole sentence and no ``--help`` runs past 80 columns."""
+stated order, the blocks of a run extended until a level print short lines, every command's
+description in ``bnnkit --help`` is a whole sentence and no ``--help`` runs past 80 columns."""
 
 from __future__ import annotations
 
@@ -96,37 +96,24 @@ def test_narrower_terminals_keep_fewer_pieces():
     assert kept[0] != kept[-1]
 
 
-def failing_verdict(chains: int) -> dict:
-    """A not-mixed verdict whose chains all fail every within-chain check."""
-    within = [
-        {
-            "chain": c,
-            "mixed": False,
-            "rhat_share_below": 0.3 + 0.01 * c,
-            "ess_min": 1.0,
-            "ess_p5": 3.0 + 5 * ((c * 3) % chains),
-            "lpd": {"drift": 0.41, "drift_se": 0.01, "flat": False},
-            "rising": True,
-            "rise_z": 12.0,
-        }
-        for c in range(chains)
-    ]
-    return {
-        "level": "not-mixed",
-        "within": within,
-        "summary": "NOT mixed: chains " + ", ".join(map(str, range(chains))),
-    }
+def failing_verdict(chains: int):
+    """A verdict whose every level fails, with long problems."""
+    from bnnkit.metrics.findings import Finding
+    from bnnkit.metrics.levels import verdict
+
+    names = ", ".join(map(str, range(chains)))
+    long = f"R-hat within chains {names} is below 1.1 on only 30% of the test predictions"
+    return verdict({name: Finding("fail", (long + " " + long,)) for name in ("L0", "L1", "L2")})
 
 
-def test_a_block_prints_short_lines_with_the_worst_chain():
+def test_a_block_prints_short_lines_with_each_failing_level():
     verdict = failing_verdict(8)
     text = block_summary(4, 10_003, 9_003, verdict, sampled=5401.3, judged=73.9, following=13_505)
     lines = text.splitlines()
-    assert 3 <= len(lines) <= 5 and all(len(line) <= 80 for line in lines), text
+    assert all(len(line) <= 80 for line in lines), text
     assert lines[0] == "block 4: 10,003 iterations, 9,003 kept per chain"
-    worst = min(verdict["within"], key=lambda c: c["ess_p5"])
-    assert lines[1] == f"  8 of 8 chains not mixed; worst chain {worst['chain']}: ESS 3 < 50"
-    assert lines[2].startswith(f"  chain {worst['chain']} also fails: R-hat within ")
+    assert lines[1] == "  verdict not a reference (L0 FAIL, L1 FAIL, L2 FAIL)"
+    assert lines[2].startswith("  L0: R-hat within chains 0, 1")
     assert lines[-1] == (
         "  sampled in 1 h 30 min, judged in 1 min 14 s; extending to 13,505 iterations"
     )

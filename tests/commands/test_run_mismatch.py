@@ -132,6 +132,8 @@ def test_independent_draws_get_no_rhat_or_ess(tmp_path, capsys):
         )
         == 0
     )
+    capsys.readouterr()  # the end of a run shows its test metrics; evaluate the detail
+    assert main(["evaluate", str(run_dir)]) == 0
     out = capsys.readouterr().out
     assert "independent draws" in out and "R-hat, weights" not in out
     assert main(["evaluate", str(run_dir), "--json"]) == 0

@@ -47,7 +47,7 @@ def test_finding_one_needs_hmc_below_both_sgd_and_the_ensemble():
     # Below SGD (0.90) but above the ensemble (0.70): not reproduced.
     found = paper.finding_hmc_beats_standard(_compare(0.8, 0.2), False)
     assert found.verdict == "not reproduced"
-    assert "convergence verdict" in found.caveat
+    assert "not a reference" in found.caveat
     assert paper.finding_hmc_beats_standard({}, None).verdict == "not measured"
 
 
@@ -171,68 +171,63 @@ def test_finding_one_judges_a_regression_reference_only_where_it_can_carry_a_ver
     assert found.verdict == "not assessable"
 
 
-def test_the_reference_levels_vouch_for_a_reference_whose_chains_did_not_mix():
+def test_one_verdict_decides_whether_a_finding_is_assessed():
     found = paper.finding_hmc_beats_standard(_compare(0.6, 0.2))
     assert paper.weakest_verdict(["certified", "reproducible"]) == "reproducible"
     assert paper.weakest_verdict(["reproducible", "not a reference"]) == "not a reference"
     assert paper.weakest_verdict(["not a reference", None]) == paper.NOT_RECORDED
-    # Reproducible references carry the verdict even where their chains did not mix, and say so.
+    # Reproducible or certified references carry the verdict and say so; their recorded
+    # convergence levels, if any, play no part.
     vouched = paper.assessed(found, ["converged", "not-mixed"], ["certified", "reproducible"])
-    assert (vouched.verdict, vouched.reference, vouched.reference_levels) == (
+    assert (vouched.verdict, vouched.reference, vouched.caveat) == (
         "reproduced",
-        "not-mixed",
         "reproducible",
+        "reference reproducible",
     )
-    assert vouched.caveat.startswith("reference reproducible; its HMC reference failed")
-    # Not a reference, or not recorded: withheld exactly as before.
-    for verdicts in (["certified", "not a reference"], ["certified", None], None):
-        withheld = paper.assessed(found, ["converged", "not-mixed"], verdicts)
+    # Not a reference, or not judged: withheld.
+    for verdicts in (["certified", "not a reference"], ["certified", None]):
+        withheld = paper.assessed(found, [None, None], verdicts)
         assert withheld.verdict == "not assessable", verdicts
-    # Mixed chains keep their verdict whatever the levels; a certified one says so.
-    certified = paper.assessed(found, ["converged"], ["certified"])
+        assert withheld.reference == paper.weakest_verdict(verdicts)
+    certified = paper.assessed(found, [None], ["certified"])
     assert (certified.verdict, certified.caveat) == ("reproduced", "reference certified")
-    plain = paper.assessed(found, ["converged"], ["not a reference"])
-    assert (plain.verdict, plain.caveat, plain.reference_levels) == (
-        "reproduced",
-        "",
-        "not a reference",
-    )
-    table = paper.findings_markdown([vouched, plain], "tiny")
-    assert "| reproducible | not-mixed | reproduced (reference reproducible; its HMC" in table
-    assert "| not a reference | converged | reproduced |" in table
+    table = paper.findings_markdown([vouched, withheld], "tiny")
+    assert "| reference | verdict |" in table and "HMC reference |" not in table
+    assert "| reproducible | reproduced (reference reproducible) |" in table
+    assert "| not recorded | not assessable (its HMC reference has no verdict" in table
 
 
-def test_findings_name_the_weakest_reference_levels_of_each_part_s_runs(tmp_path):
+def test_findings_name_the_weakest_verdict_of_each_part_s_runs(tmp_path):
     for part in ("compare_methods", "temperature", "prior_sweep"):
         (tmp_path / part).mkdir(parents=True)
     compare = {**_compare(0.6, 0.2), "yacht": _yacht(1.2, 1.4)}
-    compare["mnist"]["rows"][0].update(level="converged", levels="certified")
+    compare["mnist"]["rows"][0].update(levels="certified")
     compare["yacht"]["rows"][0]["levels"] = "reproducible"
     storage.write_json(tmp_path / "compare_methods" / "results.json", compare)
     rows = _temperature({1.0: 0.50, 0.1: 0.55}, {1.0: 0.6, 0.1: 0.6}, {1.0: 0.6, 0.1: 0.5})["rows"]
     for r in rows:
         r["method"] = "hmc" if r["line"] == "HMC" else "sgmcmc"
-        r["level"] = "converged" if r["method"] == "hmc" else None
-        r["levels"] = {1.0: "certified", 0.1: "not a reference"}[r["temperature"]]
+        r["levels"] = {1.0: "certified", 0.1: "reproducible"}[r["temperature"]]
     storage.write_json(tmp_path / "temperature" / "results.json", {"rows": rows})
-    # A prior sweep evaluated before the levels existed: its rows have none.
+    # A prior sweep written before the one verdict: its rows hold their convergence level.
     storage.write_json(
         tmp_path / "prior_sweep" / "results.json",
         [{"dataset": "yacht", "rmse": r, "level": "converged"} for r in (1.0, 1.05)],
     )
     by = {f.number: f for f in paper.findings(tmp_path)}
     # Finding 1 rests on MNIST's reference and yacht's: the weaker of the two.
-    assert (by[1].verdict, by[1].reference_levels) == ("reproduced", "reproducible")
+    assert (by[1].verdict, by[1].reference) == ("reproduced", "reproducible")
     assert by[1].caveat == "reference reproducible"
     # Findings 2 and 6 rest on MNIST's alone.
-    assert (by[2].reference_levels, by[6].reference_levels) == ("certified", "certified")
+    assert (by[2].reference, by[6].reference) == ("certified", "certified")
     assert by[6].caveat == "reference certified"
-    # The temperature sweep's HMC runs: T = 0.1 is not a reference, so neither is the sweep.
-    assert (by[3].verdict, by[3].reference_levels) == ("reproduced", "not a reference")
-    assert (by[4].verdict, by[4].reference_levels) == ("reproduced", paper.NOT_RECORDED)
+    # The temperature sweep's HMC runs: the weakest is reproducible.
+    assert (by[3].verdict, by[3].reference) == ("reproduced", "reproducible")
+    # The older prior sweep is read as recorded.
+    assert (by[4].verdict, by[4].reference) == ("reproduced", "converged")
     table = paper.findings_markdown(list(by.values()), "tiny")
-    assert "| reproducible | converged | reproduced (reference reproducible) |" in table
-    assert "| not recorded | converged | reproduced |" in table
+    assert "| reproducible | reproduced (reference reproducible) |" in table
+    assert "| converged | reproduced |" in table
 
 
 def test_finding_six_compares_ensemble_and_sgld_total_variation():

@@ -49,7 +49,7 @@ def test_each_prior_gets_a_row_and_runs_are_reused(tmp_path, monkeypatch):
             / f"yacht_{r['spec'].replace(':', '_').replace(',', '_')}"
             / "evaluation.json"
         )
-        assert r["level"] == (evaluation.get("convergence") or {}).get("level")
+        assert r["levels"] == (evaluation.get("levels") or {}).get("verdict")
     stored = storage.read_json(tmp_path / "results.json")  # R-hat is NaN with one chain
     assert [(r["spec"], r["nll"]) for r in stored] == [(r["spec"], r["nll"]) for r in result.rows]
     assert "`laplace:scale=0.707`" in (tmp_path / "prior_sweep.md").read_text()

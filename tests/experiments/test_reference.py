@@ -123,10 +123,10 @@ def test_reference_or_reuse_reuses_a_finished_one_and_refuses_other_settings(mad
     assert reference_seconds(made.folder) > 0
 
 
-def test_until_converged_reaches_the_chains_and_needs_a_time_budget(tmp_path):
+def test_until_reaches_the_chains_and_needs_a_time_budget(tmp_path):
     with pytest.raises(ConfigError, match="needs --max-time"):
-        Config(until_converged=True)
-    config = Config(sampler="nuts", members=2, until_converged=True, max_time="90s")
+        Config(until="certified")
+    config = Config(sampler="nuts", members=2, until="certified", max_time="90s")
     chains = config.sampler_config(tmp_path)
-    assert (chains.until_converged, chains.max_time) == (True, 90.0)
-    assert Config().sampler_config(tmp_path).until_converged is False
+    assert (chains.until, chains.max_time) == ("certified", 90.0)
+    assert Config().sampler_config(tmp_path).until is None

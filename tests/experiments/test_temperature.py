@@ -67,9 +67,9 @@ def test_sweep_reports_every_line_and_temperature_and_reuses_its_runs(
         record = storage.read_json(out / r["run"] / "run.json")
         assert record["problem"]["temperature"] == r["temperature"]
         assert record["method_config"].get("augment", False) == r["augment"]
-        # HMC rows carry their run's verdict level (the findings read it), SGMCMC rows none.
-        verdict = storage.read_json(out / r["run"] / "evaluation.json").get("convergence")
-        assert r["level"] == ((verdict or {}).get("level") if r["method"] == "hmc" else None)
+        # Every row carries its run's verdict (the findings read it).
+        verdict = storage.read_json(out / r["run"] / "evaluation.json").get("levels")
+        assert r["levels"] == (verdict or {}).get("verdict") and "level" not in r
     assert "SGHMC-CLR + augment: accuracy" in (out / "temperature.md").read_text()
     assert png_ok(out / "temperature.png")
     # Again: every run is finished, none is made again; the report is drawn again.

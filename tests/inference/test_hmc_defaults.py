@@ -183,7 +183,7 @@ def test_a_capped_run_says_so():
     # quasi-random fraction u is below ~2ε/10: most iterations after burn-in are capped.
     assert capped[:, 20:].mean() > 0.5
     assert any(
-        "hit the cap on trajectory length" in w and "--max-num-leapfrog-steps" in w
+        "hit the cap on trajectory length" in w and "a larger max_num_leapfrog_steps" in w
         for w in chains.warnings
     )
     uncapped = bnnkit.sample(

@@ -9,14 +9,16 @@ says why its margins are far beyond the noise of what it checks.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 
+from bnnkit.command_flags import spelling as flag_spelling
 from bnnkit.evaluation.comparison import noise_floor
 from bnnkit.metrics import halves, levels, numerics, plateau, stationarity
-from bnnkit.metrics.vocabulary import cli_vocabulary
+from bnnkit.metrics.findings import THRESHOLDS, Finding, not_recorded
 from bnnkit.predict import Prediction
 from bnnkit.report.tables import levels_rows
 
@@ -97,23 +99,25 @@ def test_halves_that_agree_pass_and_halves_in_two_modes_fail_against_the_ensembl
     same = regression(0.2 * ar1((4, 500, 20)))
     ensemble = regression(np.ones((4, 1, 20)))
     found = halves.reproducibility(same, y, ensemble, ensemble_run="ens")
-    assert found["status"] == "pass" and found["judged_against"] == "ensemble"
-    assert found["halves"]["wasserstein_1"] < 0.05 < found["ensemble"]["wasserstein_1"]
+    assert found.status == "pass" and found.figures["judged_against"] == "ensemble"
+    assert (
+        found.figures["halves"]["wasserstein_1"] < 0.05 < found.figures["ensemble"]["wasserstein_1"]
+    )
     split = regression(0.2 * ar1((4, 500, 20)) + np.array([0.0, 0.0, 0.5, 0.5])[:, None, None])
     found = halves.reproducibility(split, y, ensemble)
-    assert found["status"] == "fail" and "0.501 in W₁" in found["problems"][0]
+    assert found.status == "fail" and "0.501 in W₁" in found.problems[0]
 
 
 def test_without_an_ensemble_the_halves_are_judged_against_the_predictive_scale():
     y = np.zeros(20)
     found = halves.reproducibility(regression(0.2 * ar1((4, 500, 20))), y)
-    assert found["status"] == "pass" and found["ensemble"] is None
-    assert found["note"].startswith("no ensemble to compare")
-    assert found["tolerances"]["wasserstein_1"] == pytest.approx(
-        halves.ABSOLUTE_W1 * found["scale"]
+    assert found.status == "pass" and found.figures["ensemble"] is None
+    assert found.figures["note"].startswith("no ensemble to compare")
+    assert found.figures["tolerances"]["wasserstein_1"] == pytest.approx(
+        THRESHOLDS.absolute_w1 * found.figures["scale"]
     )
     one = halves.reproducibility(regression(0.2 * ar1((1, 500, 20))), y)
-    assert one["status"] == "fail" and "one chain" in one["problems"][0]
+    assert one.status == "fail" and "one chain" in one.problems[0]
 
 
 def test_classification_halves_are_scored_by_total_variation_and_agreement():
@@ -123,14 +127,14 @@ def test_classification_halves_are_scored_by_total_variation_and_agreement():
     probs = np.stack([p, 1 - p], axis=-1)
     pred = Prediction("classification", probs=probs.mean((0, 1)), per_sample=probs)
     found = halves.reproducibility(pred, np.zeros(10, int))
-    assert found["status"] == "pass" and found["halves"]["agreement"] == 1.0
+    assert found.status == "pass" and found.figures["halves"]["agreement"] == 1.0
     moved = probs.copy()
     moved[2:, ..., 0] -= 0.2
     moved[2:, ..., 1] += 0.2
     pred = Prediction("classification", probs=moved.mean((0, 1)), per_sample=moved)
     found = halves.reproducibility(pred, np.zeros(10, int))
-    assert found["status"] == "fail"
-    assert found["halves"]["total_variation"] == pytest.approx(0.2, abs=0.01)
+    assert found.status == "fail"
+    assert found.figures["halves"]["total_variation"] == pytest.approx(0.2, abs=0.01)
 
 
 def test_the_noise_floor_scores_the_reference_halves_as_the_method_is_scored():
@@ -154,11 +158,11 @@ def lines(key, values):
 
 def test_adjusted_samplers_are_judged_by_their_divergences():
     kept = [{"divergent": [False, False], "acceptance_rate": [0.8, 0.9]}] * 200
-    assert numerics.numerics(kept, "nuts", {})["status"] == "pass"
+    assert numerics.numerics(kept, "nuts", {}).status == "pass"
     kept = kept[:190] + [{"divergent": [True, False], "acceptance_rate": [0.8, 0.9]}] * 10
     found = numerics.numerics(kept, "hmc", {"step_size": 0.01, "num_burn_in": 100})
-    assert found["status"] == "fail" and found["divergent_share"] == 0.025
-    assert "--step-size" in found["advice"][0]
+    assert found.status == "fail" and found.figures["divergent_share"] == 0.025
+    assert found.remedies[0].changes[0] == ("step_size", "smaller")
 
 
 def test_unadjusted_mclmc_is_judged_by_its_energy_errors_and_spikes():
@@ -168,26 +172,26 @@ def test_unadjusted_mclmc_is_judged_by_its_energy_errors_and_spikes():
     target = 0.1
     energy = target * rng.chisquare(1, size=(500, 2, 10)).mean(-1)
     found = numerics.numerics(lines("energy_var", energy), "mclmc", {"energy_var_end": target})
-    assert found["status"] == "pass" and max(found["spike_share"]) == 0.0
-    assert all(0.6 < r < 1.4 for r in found["energy_ratio"])
+    assert found.status == "pass" and max(found.figures["spike_share"]) == 0.0
+    assert all(0.6 < r < 1.4 for r in found.figures["energy_ratio"])
     over = numerics.numerics(lines("energy_var", 50 * energy), "mclmc", {"energy_var_end": target})
-    assert over["status"] == "fail" and "exceeds its target" in over["problems"][0]
+    assert over.status == "fail" and "exceeds its target" in over.problems[0]
     spiky = energy.copy()
     spiky[::20, 1] = 30 * target  # chain 1 spikes in 5 % of its iterations
     found = numerics.numerics(lines("energy_var", spiky), "mclmc", {"energy_var_end": target})
-    assert found["status"] == "fail" and found["spike_share"][1] == 0.05
-    assert "chain 1 (5.0%)" in found["problems"][0]
+    assert found.status == "fail" and found.figures["spike_share"][1] == 0.05
+    assert "chain 1 (5.0%)" in found.problems[0]
     # Spikes alone keep the run from certified, not from reproducible; steps cut off, or a bulk
     # above its target, are numerics that failed.
-    assert found["spikes_only"] and found["cut_share"] == [0.0, 0.0]
-    assert not over["spikes_only"]
+    assert found.soft and found.figures["cut_share"] == [0.0, 0.0]
+    assert not over.soft
     cut = lines("energy_var", energy)
     for line in cut[::20]:
         line["divergent"] = [False, True]
     broken = numerics.numerics(cut, "mclmc", {"energy_var_end": target})
-    assert broken["status"] == "fail" and not broken["spikes_only"]
-    assert broken["cut_share"][1] == 0.05 and "chain 1 (5.0%)" in broken["problems"][0]
-    assert "integration failed" in broken["problems"][0]
+    assert broken.status == "fail" and not broken.soft
+    assert broken.figures["cut_share"][1] == 0.05 and "chain 1 (5.0%)" in broken.problems[0]
+    assert "integration failed" in broken.problems[0]
     # A step a shorter retry resolved is a spike (the tuned ε failed there), not a cut-off.
     retried = lines("energy_var", energy)
     for line in retried:
@@ -195,24 +199,29 @@ def test_unadjusted_mclmc_is_judged_by_its_energy_errors_and_spikes():
     for line in retried[::20]:
         line["num_retried"] = [0, 2]
     resolved = numerics.numerics(retried, "mclmc", {"energy_var_end": target})
-    assert resolved["status"] == "fail" and resolved["spikes_only"]
-    assert resolved["cut_share"] == [0.0, 0.0] and resolved["retry_share"] == [0.0, 0.05]
-    assert resolved["spike_share"][1] == 0.05 and "taken again shorter" in resolved["problems"][0]
+    assert resolved.status == "fail" and resolved.soft
+    assert resolved.figures["cut_share"] == [0.0, 0.0] and resolved.figures["retry_share"] == [
+        0.0,
+        0.05,
+    ]
+    assert (
+        resolved.figures["spike_share"][1] == 0.05 and "taken again shorter" in resolved.problems[0]
+    )
 
 
 def test_numerics_not_logged_are_not_recorded():
     old = [{"divergent": [False], "acceptance_rate": [1.0]}] * 50  # MCLMC before energy_var
-    assert numerics.numerics(old, "mclmc", {})["status"] == "not recorded"
-    assert numerics.numerics([{"loss": 1.0}], "sgmcmc", {})["status"] == "not recorded"
+    assert numerics.numerics(old, "mclmc", {}).status == "not recorded"
+    assert numerics.numerics([{"loss": 1.0}], "sgmcmc", {}).status == "not recorded"
 
 
 def test_energy_advice_names_only_flags_of_the_command_that_made_the_run():
-    reference = numerics.energy_advice(
-        0.1, cli_vocabulary("reference", from_ensemble=True), "reference"
-    )
+    # The levels say what helps in the run's settings; each command spells them in its flags.
+    remedies = numerics.energy_remedies(0.1, spikes=False)
+    reference = " ".join(r.text(flag_spelling("reference")) for r in remedies)
     assert "--num-tuning" in reference and "--sampler nuts" in reference
     assert "--energy-var-end" not in reference and "--adjusted" not in reference
-    own = numerics.energy_advice(0.1, cli_vocabulary("mclmc"), "mclmc")
+    own = " ".join(r.text(flag_spelling("mclmc")) for r in remedies)
     assert "--energy-var-end" in own and "--adjusted" in own and "--sampler" not in own
 
 
@@ -226,17 +235,17 @@ def test_stationary_chains_pass_and_a_drifting_functional_fails_its_chain():
     draws = ar1((4, 400, 30))
     lpd = 0.1 * ar1((4, 400), seed=1)
     found = stationarity.stationarity(draws, functionals={"test LPD": lpd})
-    assert found["status"] == "pass"
-    assert sum(found["rhat_histogram"]["counts"]) == 30
+    assert found.status == "pass"
+    assert sum(found.figures["rhat_histogram"]["counts"]) == 30
     lpd[2] += np.linspace(0.0, 0.5, 400)
     found = stationarity.stationarity(draws, functionals={"test LPD": lpd})
-    assert [c["stationary"] for c in found["chains"]] == [True, True, False, True]
-    assert "test LPD of chain 2 drifts" in found["problems"][0]
+    assert [c["stationary"] for c in found.figures["chains"]] == [True, True, False, True]
+    assert "test LPD of chain 2 drifts" in found.problems[0]
 
 
 def test_too_few_draws_fail_level_one_without_a_histogram():
     found = stationarity.stationarity(ar1((2, 10, 5)))
-    assert found["status"] == "fail" and found["rhat_histogram"] is None
+    assert found.status == "fail" and found.figures["rhat_histogram"] is None
 
 
 def test_plateau_passes_settled_chains_and_fails_a_moving_average():
@@ -246,16 +255,17 @@ def test_plateau_passes_settled_chains_and_fails_a_moving_average():
     def density(m):
         return -0.5 * (m / 0.5) ** 2 - math.log(0.5) - 0.5 * math.log(2 * math.pi)
 
-    assert plateau.plateau(density(means), means=means, stds=stds)["status"] == "pass"
+    assert plateau.plateau(density(means), means=means, stds=stds).status == "pass"
     moving = means + np.linspace(0.0, 1.0, 300)[None, :, None]
     found = plateau.plateau(density(moving), means=moving, stds=stds)
-    assert found["status"] == "fail" and found["lpd"]["change"] > 0.1
+    assert found.status == "fail" and found.figures["lpd"]["change"] > 0.1
 
 
 # The verdict and its rows
 
 
-PASS = {"status": "pass", "problems": [], "advice": []}
+PASS = Finding("pass")
+FAIL = Finding("fail", ("x",))
 
 
 @pytest.mark.parametrize(
@@ -268,41 +278,48 @@ PASS = {"status": "pass", "problems": [], "advice": []}
     ],
 )
 def test_the_verdict_of_the_levels(failing, expected):
-    found = {level: PASS for level in levels.LEVELS}
-    for level in failing:
-        found[level] = {"status": "fail", "problems": ["x"], "advice": ["y"]}
-    v = levels.verdict(found, cli_vocabulary("reference", from_ensemble=True))
-    assert v["verdict"] == expected and v["failed"] == list(failing)
-    text = levels.line(v)
-    assert text.startswith(f"reference levels: {expected} (")
+    found = {level.name: PASS for level in levels.LEVELS}
+    for name in failing:
+        found[name] = Finding("fail", ("x",), remedies=levels.level(name).remedies)
+    v = levels.verdict(found)
+    assert v.outcome == expected and v.failed == list(failing)
+    text = v.line(flag_spelling("reference"))
+    assert text.startswith(f"verdict: {expected} (")
     if "L1" in failing:
-        assert "--resume with a larger --num-samples" in text and "--until-converged" in text
+        assert "more draws: a larger --num-samples" in text and "--num-iterations" not in text
 
 
 def test_energy_spikes_alone_leave_a_run_reproducible_never_certified():
-    found = {level: PASS for level in levels.LEVELS}
-    spikes = {"status": "fail", "problems": ["energy spikes"], "advice": ["y"]}
-    found["L0"] = {**spikes, "spikes_only": True}
-    assert levels.verdict(found)["verdict"] == "reproducible"
-    found["L1"] = {"status": "fail", "problems": ["x"], "advice": ["y"]}
+    found = {level.name: PASS for level in levels.LEVELS}
+    spikes = Finding("fail", ("energy spikes",), soft=True)
+    found["L0"] = spikes
+    assert levels.verdict(found).outcome == "reproducible"
+    found["L1"] = FAIL
     v = levels.verdict(found)
-    assert v["verdict"] == "reproducible" and v["failed"] == ["L0", "L1"]
-    assert "L0 (numerics) failed" in v["summary"]
-    found["L0"] = {**spikes, "spikes_only": False}
-    assert levels.verdict(found)["verdict"] == "not a reference"
+    assert v.outcome == "reproducible" and v.failed == ["L0", "L1"]
+    assert "L0 (numerics) failed" in v.summary
+    found["L0"] = Finding("fail", ("energy spikes",))
+    assert levels.verdict(found).outcome == "not a reference"
 
 
 def test_a_level_not_recorded_is_named_and_keeps_the_run_from_its_verdict():
-    found = {level: PASS for level in levels.LEVELS}
-    found["L0"] = {
-        "status": "not recorded",
-        "why": "no energy errors",
-        "problems": [],
-        "advice": [],
-    }
+    found = {level.name: PASS for level in levels.LEVELS}
+    found["L0"] = not_recorded("no energy errors")
     v = levels.verdict(found)
-    assert v["verdict"] == "not a reference" and v["summary"] == "L0 (numerics) not recorded"
-    assert "L0 not recorded" in levels.line(v)
+    assert v.outcome == "not a reference" and v.summary == "L0 (numerics) not recorded"
+    assert "L0 not recorded" in v.line()
+
+
+def test_the_verdict_reads_back_as_stored_with_its_thresholds():
+    found = {level.name: PASS for level in levels.LEVELS}
+    found["L1"] = Finding("fail", ("x",), {"chains": None}, levels.level("L1").remedies)
+    v = levels.verdict(found)
+    stored = json.loads(json.dumps(v.to_dict()))
+    assert levels.Verdict.from_dict(stored) == v
+    assert stored["thresholds"]["max_divergent_share"] == THRESHOLDS.max_divergent_share == 0.01
+    # One table: every threshold a level names is in it, once, and stored with the verdict.
+    named = {name for level in levels.LEVELS for name in level.thresholds}
+    assert named <= set(stored["thresholds"]) == set(THRESHOLDS.to_dict())
 
 
 def test_rows_show_every_level_and_the_histogram_and_older_evaluations_show_none():
@@ -310,10 +327,11 @@ def test_rows_show_every_level_and_the_histogram_and_older_evaluations_show_none
     pred = regression(0.2 * ar1((4, 400, 20)))
     log_density = -0.5 * pred.per_sample**2 - 0.5 * math.log(2 * math.pi)
     kept = [{"divergent": [False] * 4, "acceptance_rate": [0.9] * 4}] * 400
-    found = levels.judge(pred, y, log_density, kept=kept, method="hmc", method_config={})
-    assert found["verdict"] == "certified", found["problems"]
-    table = dict(levels_rows({"levels": found}))
-    assert table["reference levels"].startswith("certified")
+    evidence = levels.Evidence(pred, y, log_density, kept, "hmc", {})
+    found = levels.judge(evidence)
+    assert found.outcome == "certified", found.problems
+    table = dict(levels_rows({"levels": found.to_dict()}))
+    assert table["verdict"].startswith("certified")
     assert table["  L2 reproducible halves"].startswith("pass: W₁")
     assert any(name.startswith("    R-hat") for name in table)
     assert levels_rows({}) == []

@@ -37,7 +37,7 @@ def test_every_table_row_is_in_the_markdown_and_the_html(report_inputs, report):
     expected = [
         document.portable(f"| {name} | {value} |", report) for name, value in rows(evaluation)
     ]
-    assert any("converged (function space)" in line for line in expected)
+    assert any(line.startswith("| verdict | ") for line in expected)
     for line in expected:
         assert line in md
     shift_rows = storage.read_json(shift / "shift_table.json")["rows"]

@@ -105,7 +105,7 @@ def test_sample_recovers_a_gaussian_and_says_it_converged(name):
     draws = np.concatenate([chains.positions["a"], chains.positions["b"]], -1)
     assert_gaussian_moments(draws.astype(np.float64), MEAN, COV, name)
     # Exactly Gaussian, adapted: ESS in the thousands, R-hat ≈ 1; the verdict must agree.
-    assert chains.convergence["converged"], chains.convergence["problems"]
+    assert chains.verdict.outcome == "certified", chains.verdict.problems
     # The warning's thresholds are the verdict's, so a converged run has none.
     assert chains.warnings == ()
 
@@ -170,7 +170,7 @@ def test_a_stored_run_equals_the_in_memory_one_and_loads_back(in_memory, tmp_pat
     stored = sample(log_density, start(2), hmc.Config(**STORED), run_dir=folder, name="gauss")
     assert_same_chains(stored, in_memory)
     assert_same_chains(load_chains(folder), in_memory)
-    assert stored.convergence == in_memory.convergence
+    assert stored.verdict == in_memory.verdict
     record = json.loads((folder / "run.json").read_text())
     assert (record["status"], record["problem"]["log_density"]) == ("finished", "gauss")
     assert record["problem"]["initial_positions"] == {"a": [[2, 2], "<f4"], "b": [[2, 1], "<f4"]}

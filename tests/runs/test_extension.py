@@ -13,6 +13,7 @@ import pytest
 from bnnkit import runs, storage
 from bnnkit.cli import main
 from bnnkit.errors import ConfigError
+from bnnkit.evaluation import evaluate
 from bnnkit.inference import hmc
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import RunDir
@@ -65,10 +66,14 @@ def test_blocks_grow_the_kept_iterations_by_half():
 
 
 def test_the_settings_are_resumable_and_checked():
-    assert {"until_converged", "max_time"} <= hmc.Config.resumable()
+    assert {"until", "max_time"} <= hmc.Config.resumable()
     assert config(10, max_time="1h30m").max_time == 5400.0
-    with pytest.raises(ConfigError, match="--until-converged needs --max-time"):
-        config(10, until_converged=True)
+    with pytest.raises(ConfigError, match="--until needs --max-time"):
+        config(10, until="reproducible")
+    with pytest.raises(
+        ConfigError, match="unknown --until 'mixed'; allowed: reproducible, certified"
+    ):
+        config(10, until="mixed", max_time=60)
     with pytest.raises(ConfigError, match="--max-time '30 minutes' is not a duration"):
         config(10, max_time="30 minutes")
     with pytest.raises(ConfigError, match="out of range"):
@@ -93,12 +98,12 @@ def test_a_time_budget_stops_cleanly_and_the_resume_is_the_uninterrupted_run(tmp
 
 
 @pytest.mark.slow
-def test_until_converged_extends_to_the_bits_of_one_longer_run(tmp_path, data, capsys):
+def test_until_extends_to_the_bits_of_one_longer_run(tmp_path, data, capsys):
     path = tmp_path / "run"
-    # 12 kept iterations are fewer than the 16 the within-chain checks need, so the first
-    # block cannot pass; the draws of the 3-d Gaussian posterior are nearly independent (300
-    # kept iterations give a per-chain ESS of about 300), so a few blocks suffice, well within
-    # the 10-minute budget.
+    # 12 kept iterations are fewer than the 16 level 1 needs to judge a chain, so the first
+    # block cannot be certified; the draws of the 3-d Gaussian posterior are nearly independent
+    # (300 kept iterations give a per-chain ESS of about 300), so a few blocks suffice, well
+    # within the 10-minute budget.
     argv = [
         "hmc",
         "--dataset",
@@ -123,7 +128,8 @@ def test_until_converged_extends_to_the_bits_of_one_longer_run(tmp_path, data, c
         "2",
         "--seed",
         "3",
-        "--until-converged",
+        "--until",
+        "certified",
         "--max-time",
         "10m",
         "--dir",
@@ -144,40 +150,38 @@ def test_until_converged_extends_to_the_bits_of_one_longer_run(tmp_path, data, c
         out,
         re.MULTILINE,
     ), out
-    assert re.search(r"^  \d of 2 chains not mixed; worst chain \d: ESS \d+", out, re.MULTILINE), (
-        out
-    )
+    assert re.search(r"^  verdict not a reference \(L0 pass, L1 FAIL", out, re.MULTILINE), out
     record = RunDir(path).read_record()
     extension = record["until_converged"]
     blocks = [block["iterations"] for block in extension["blocks"]]
     final = blocks[-1]
     assert extension["holds"] and len(blocks) >= 2
     assert blocks == [20, *(next_length(n, 8) for n in blocks[:-1])]
-    assert f"converged within each chain after {final} iterations" in out
+    assert f"verdict certified after {final} iterations" in out
     assert record["status"] == "finished" and record["method_config"]["num_iterations"] == final
-    assert all(block["level"] == "not-mixed" for block in extension["blocks"][:-1])
-    # What evaluate then says agrees: every chain mixed.
-    assert extension["blocks"][-1]["level"] in ("converged", "mixed-multimodal")
+    assert all(block["verdict"] != "certified" for block in extension["blocks"][:-1])
+    assert extension["blocks"][-1]["verdict"] == extension["reached"] == "certified"
+    # What evaluate then says agrees.
+    assert evaluate(path, write=False)["levels"]["verdict"] == "certified"
     whole = tmp_path / "whole"
     runs.run(problem(data), config(final), str(whole), progress=False)
     assert_identical(stored(path), stored(whole))
 
 
-def test_until_converged_resumes_past_the_stored_length(tmp_path, data):
+def test_until_resumes_past_the_stored_length(tmp_path, data):
     # A run already extended to 40 iterations, resumed with its first --num-iterations:
     # the first block is the stored 40, not 20 (which --resume alone would refuse).
     # With a budget that has ended at once, nothing runs after that first block's verdict.
     path = tmp_path / "run"
     runs.run(problem(data), config(40), str(path), progress=False)
-    budget = dict(until_converged=True, max_time=1e-9)
+    budget = dict(until="certified", max_time=1e-9)
     result = runs.run(problem(data), config(20, **budget), str(path), resume=True, progress=False)
     assert [b["iterations"] for b in result.until_converged["blocks"]] == [40]
     assert RunDir(path).read_record()["status"] == "finished"
     if not result.until_converged["holds"]:
         outcome = result.until_converged["outcome"]
-        assert outcome.startswith(
-            "time budget of 0 s ended at 40 iterations before each chain mixed:\n  "
-        ), outcome
+        assert outcome.startswith("time budget of 0 s ended at 40 iterations, verdict "), outcome
+        assert "certified):\n  L" in outcome, outcome  # each failing level, its problem
         assert all(len(line) <= 80 for line in outcome.splitlines()), outcome
 
 

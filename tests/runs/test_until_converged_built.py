@@ -1,4 +1,4 @@
-"""``until_converged`` on a problem already built (``Problem.from_arrays`` with a Flax module):
+"""``until`` on a problem already built (``Problem.from_arrays`` with a Flax module):
 the driver hands the built problem to every block and to the verdict, built once, never
 rebuilt from its settings."""
 
@@ -34,20 +34,20 @@ def config(**changes) -> hmc.Config:
     )
 
 
-def test_until_converged_runs_on_a_problem_built_from_arrays(tmp_path):
+def test_until_runs_on_a_problem_built_from_arrays(tmp_path):
     problem = arrays_problem()
     path = tmp_path / "run"
     # A budget that has ended at once: the first block stops after its first iteration.
-    result = bnnkit.run(problem, config(until_converged=True, max_time=1e-9), path, progress=False)
+    result = bnnkit.run(problem, config(until="certified", max_time=1e-9), path, progress=False)
     assert [b["iterations"] for b in result.until_converged["blocks"]] == [1]
     assert result.status == "stopped" and (path / DATA_FILE).is_file()
     # The whole first block, then a resume whose verdict reads the kept draws back with the
     # problem as given (6 kept per chain are enough to judge).
     bnnkit.run(problem, config(), path, resume=True, progress=False)
     resumed = bnnkit.run(
-        problem, config(until_converged=True, max_time=1e-9), path, resume=True, progress=False
+        problem, config(until="certified", max_time=1e-9), path, resume=True, progress=False
     )
     blocks = resumed.until_converged["blocks"]
     assert [b["iterations"] for b in blocks] == [8]
-    assert blocks[0]["level"] is not None and resumed.until_converged["verdict"] is not None
+    assert blocks[0]["verdict"] is not None and resumed.until_converged["verdict"] is not None
     assert RunDir(path).read_record()["until_converged"]["blocks"] == blocks

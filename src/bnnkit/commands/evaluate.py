@@ -9,44 +9,45 @@ import sys
 from bnnkit.commands.command import Command
 from bnnkit.commands.problem_flags import add_trust_model_argument
 
-#: The convergence verdict's levels and what each means, shown under ``bnnkit evaluate --help``.
-VERDICT_LEVELS = {
-    "converged": "every chain mixed on its own and all agree: the samples are a reference.",
-    "mixed-multimodal": "each chain mixed, but the chains sit in K distinct modes (named); the "
-    "model average pools them. A valid reference for the model average, not "
-    "a failure: more iterations will not bring the modes together.",
-    "not-mixed": "the chains named failed their own checks (split R-hat over 4 pieces of the "
-    "chain, its ESS, its running log predictive density flat over the last half, "
-    "its log posterior not rising, or every chain mixed but the pooled ESS is short): "
-    "the verdict's own lines say what will help on that run, in the flags of the "
-    "command that made it (a longer run with --resume, longer tuning, a smaller step, "
-    "or, where more iterations will not help, another model or prior).",
+#: What each outcome of the verdict means, shown under ``bnnkit evaluate --help``.
+OUTCOMES = {
+    "certified": "every level passes.",
+    "reproducible": "every level a reproducible run needs passes ({needed}): another run "
+    "would reproduce its model average, good enough to rank approximations; not certified.",
+    "not a reference": "a level a reproducible run needs failed; the verdict's last lines "
+    "say what would help, in the flags of the command that made the run.",
 }
 #: Columns of the verdict's help: what an 80-column terminal shows whole.
 HELP_WIDTH = 79
 
 
 def verdict_help() -> str:
-    """How to read the convergence verdict, laid out in :data:`HELP_WIDTH` columns.
+    """How to read the verdict, from its levels (:data:`bnnkit.metrics.levels.LEVELS`), laid
+    out in :data:`HELP_WIDTH` columns.
 
     Example:
         >>> text = verdict_help()
-        >>> text.splitlines()[2].split()[0], max(map(len, text.splitlines())) <= HELP_WIDTH
-        ('converged', True)
+        >>> text.splitlines()[2].split()[:2], max(map(len, text.splitlines())) <= HELP_WIDTH
+        (['L0', 'numerics'], True)
     """
     import textwrap
 
+    from bnnkit.metrics.levels import LEVELS
+
     lines = textwrap.wrap(
-        "For Markov chains the output ends with a convergence verdict on the "
-        "test predictions, at one of three levels:",
+        "For Markov chains the output ends with one verdict on the test predictions, "
+        "judged at these levels:",
         HELP_WIDTH,
     )
-    column = 2 + max(map(len, VERDICT_LEVELS)) + 2
-    for level, meaning in VERDICT_LEVELS.items():
+    lines += [f"  {level.name} {level.asks}" for level in LEVELS]
+    lines.append("and one of these outcomes:")
+    needed = ", ".join(level.name for level in LEVELS if level.reproducible)
+    column = 2 + max(map(len, OUTCOMES)) + 2
+    for outcome, meaning in OUTCOMES.items():
         lines += textwrap.wrap(
-            meaning,
+            meaning.format(needed=needed),
             HELP_WIDTH,
-            initial_indent=f"  {level:<{column - 2}}",
+            initial_indent=f"  {outcome:<{column - 2}}",
             subsequent_indent=" " * column,
             break_on_hyphens=False,
         )
@@ -110,6 +111,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bnnkit.commands.advice import spelt
     from bnnkit.evaluation import evaluate
     from bnnkit.report.tables import print_table
 
@@ -129,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
             f"bnnkit: warning: the reference run targets another posterior: {differ}",
             file=sys.stderr,
         )
+    result = spelt(result)  # the advice in the flags of the command that made the run
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:

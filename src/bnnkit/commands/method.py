@@ -245,6 +245,7 @@ def _report(
 ) -> None:
     """What the run did, then its evaluation table unless ``--no-evaluate`` (``kept``: the
     samples kept by a run its budget stopped, ``None`` for one that ended)."""
+    from bnnkit.commands.advice import line as verdict_line
     from bnnkit.evaluation import evaluate
     from bnnkit.models.imported import trusting_model
     from bnnkit.report.tables import print_table
@@ -276,8 +277,6 @@ def _report(
                 f"bnnkit: warning: the reference run targets another posterior: {differ}",
                 file=sys.stderr,
             )
-        print_table(evaluation, title=f"{config.label} on {problem.dataset}")
-        if evaluation.get("levels"):  # the last line: is this run a reference?
-            from bnnkit.metrics.levels import line
-
-            print(line(evaluation["levels"]))
+        print_table(evaluation, title=f"{config.label} on {problem.dataset}", brief=True)
+        if evaluation.get("levels"):  # the last line: the verdict and what to do
+            print(verdict_line(evaluation["levels"]))

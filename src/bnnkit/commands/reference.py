@@ -42,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from bnnkit.commands.advice import line, spelt
     from bnnkit.commands.budget import BudgetEnded
     from bnnkit.commands.flags import config_from_args
     from bnnkit.commands.problem_flags import problem_config
@@ -61,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         # A stopped reference says so in its JSON too (and holds no metrics before a kept draw).
         stopped = {} if result.stopped is None else {"stopped": result.stopped}
-        print(json.dumps({**result.evaluation, **stopped}, indent=2, sort_keys=True))
+        evaluation = spelt(result.evaluation)
+        print(json.dumps({**evaluation, **stopped}, indent=2, sort_keys=True))
     else:
         stages = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in result.seconds.items())
         print(f"reference in {args.dir} ({stages})", file=sys.stderr)
@@ -70,11 +72,10 @@ def run(args: argparse.Namespace) -> int:
                 result.evaluation,
                 title=f"reference ({config.sampler} from {config.members} ensemble "
                 f"members) on {problem.dataset}",
+                brief=True,
             )
-            if result.evaluation.get("levels"):  # the last line: is it a reference?
-                from bnnkit.metrics.levels import line
-
-                print(line(result.evaluation["levels"]))
+            if result.evaluation.get("levels"):  # the last line: the verdict and what to do
+                print(line(result.evaluation["levels"], "reference"))
         else:
             print(
                 "nothing to evaluate yet: no sample was kept before the time budget ended; "

@@ -36,28 +36,23 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bnnkit import posthoc, prior_check
-from bnnkit.errors import ConfigError
+from bnnkit.command_flags import spelling
 from bnnkit.evaluation.comparison import compare, compare_probs, noise_floor
 from bnnkit.evaluation.context import Context
 from bnnkit.evaluation.files import ood_file
 from bnnkit.evaluation.predictions import run_prediction, weight_draws
-from bnnkit.metrics import baseline, convergence, diagnostics, levels, predictive
+from bnnkit.metrics import baseline, diagnostics, levels, predictive
 from bnnkit.metrics.mcmc import MIN_DRAWS
 from bnnkit.metrics.predictive import metrics_for
-from bnnkit.models import imported
+from bnnkit.metrics.sampler_health import capped_warning
 from bnnkit.posterior import Samples
-from bnnkit.predict import Prediction, draw_log_density
 from bnnkit.runs import RunDir
 from bnnkit.runs import verdict as run_verdict
-from bnnkit.runs.directory import REFERENCE_FILE
-from bnnkit.runs.sources import split_source
-from bnnkit.runs.stored import load_run
 
 #: A measure of an evaluation: the keys it adds to the result, in order.
 Section = Callable[[Context], dict[str, Any]]
@@ -129,8 +124,16 @@ def baseline_fit(context: Context) -> dict[str, Any]:
 
 
 def sampler(context: Context) -> dict[str, Any]:
-    """``sampler``: a Markov chain sampler's statistics after burn-in, from its log."""
-    return {} if context.sampler is None else {"sampler": context.sampler}
+    """``sampler``: a Markov chain sampler's statistics after burn-in, from its log, with
+    ``warning`` where trajectories hit their cap (slower mixing, not a failure in itself)."""
+    stats = context.sampler
+    if stats is None:
+        return {}
+    command = run_verdict.run_command(RunDir(context.run_dir), context.record)
+    method = context.record.get("method")
+    spell = spelling(command)
+    capped = capped_warning(stats["num_capped"], stats["num_transitions"], method, spell)
+    return {"sampler": {**stats, **({} if capped is None else {"warning": capped})}}
 
 
 def training(context: Context) -> dict[str, Any]:
@@ -179,34 +182,6 @@ def chain_diagnostics(context: Context) -> dict[str, Any]:
     }
 
 
-def convergence_verdict(context: Context) -> dict[str, Any]:
-    """``convergence``: the verdict in function space and what to do
-    (:mod:`bnnkit.metrics.convergence`), with a warning where trajectories hit their cap
-    (slower mixing, not a convergence failure); for Markov chains with at least 4 samples
-    each."""
-    if not _markov_chains(context):
-        return {}
-    rundir = RunDir(context.run_dir)
-    command = run_verdict.run_command(rundir, context.record)
-    found = run_verdict.of_prediction(
-        context.record,
-        context.log,
-        context.prediction,
-        context.y_test,
-        vocabulary=run_verdict.run_vocabulary(rundir, context.record),
-    )
-    stats = context.sampler
-    method = context.record.get("method")
-    capped = (
-        convergence.capped_warning(stats["num_capped"], stats["num_transitions"], method, command)
-        if stats
-        else None
-    )
-    if capped is not None:
-        found.setdefault("warnings", []).append(capped)
-    return {"convergence": found}
-
-
 def reference_comparison(context: Context) -> dict[str, Any]:
     """``reference`` (``--reference``): the reference run, how close the predictive is to its
     (:func:`bnnkit.evaluation.comparison.compare`), and ``settings_differ``, each posterior
@@ -227,72 +202,30 @@ def reference_comparison(context: Context) -> dict[str, Any]:
     }
 
 
-def own_ensemble(context: Context) -> tuple[Prediction | None, str | None]:
-    """The predictive of the run's own deep ensemble at the test inputs, and where it is: the
-    run its chains started from (``--init-checkpoint``; a reference's ``ensemble/`` stage,
-    looked for beside its chains first, so that a moved reference finds its own) when that is
-    an ensemble that can be read; ``(None, None)`` otherwise."""
-    source = (context.record.get("method_config") or {}).get("init_checkpoint")
-    if not source:
-        return None, None
-    path = Path(split_source(source)[0])
-    chains = RunDir(context.run_dir).path
-    beside = chains.parent / path.name
-    for candidate in (beside, path) if (chains.parent / REFERENCE_FILE).is_file() else (path,):
-        if not RunDir(candidate).run_file.is_file():
-            continue
-        stored = _read_ensemble(candidate, context)
-        if stored is None:
-            return None, None
-        record, problem, posterior = stored
-        return run_prediction(record, problem, posterior, context.x_test), str(candidate)
-    return None, None
-
-
-def _read_ensemble(path: Path, context: Context) -> tuple[dict, Any, Any] | None:
-    """An ensemble run's record, problem and posterior: on the run's own problem where it is
-    the ensemble's (a reference's is; no data loaded again), else rebuilt; ``None`` for a run
-    of another method, or one that cannot be read."""
-    try:
-        if RunDir(path).read_record().get("method") != "ensemble":
-            return None
-    except ConfigError:
-        return None
-    with imported.trusting_model(context.options.trust_model):
-        for problem in (context.problem, None):
-            try:
-                record, built, posterior, _ = load_run(path, network=True, problem=problem)
-            except ConfigError:
-                continue
-            return record, built, posterior
-    return None
-
-
-def reference_levels(context: Context) -> dict[str, Any]:
-    """``levels``: whether the run is a reference, in four levels — ``L0`` numerics, ``L1``
-    stationary chains, ``L2`` reproducible halves (against the run's own deep ensemble,
-    :func:`own_ensemble`), ``L3`` plateau — and the verdict (certified, reproducible, or not a
-    reference) with what to do (:mod:`bnnkit.metrics.levels`); for Markov chains with at least
-    4 samples each."""
+def verdict(context: Context) -> dict[str, Any]:
+    """``levels``: the verdict of a run of Markov chains (certified, reproducible, or not a
+    reference), level by level, with what would help (:mod:`bnnkit.metrics.levels`; L2
+    judges the halves against the run's own deep ensemble,
+    :func:`bnnkit.runs.verdict.own_ensemble`), and
+    ``command``, the command that made the run, whose flags spell the advice; for Markov chains
+    with at least 4 samples each."""
     if not _markov_chains(context):
         return {}
     rundir = RunDir(context.run_dir)
     record = context.record
-    ensemble, where = own_ensemble(context)
     found = levels.judge(
-        context.prediction,
-        context.y_test,
-        draw_log_density(context.prediction, context.y_test),
-        kept=run_verdict.kept_lines(context.log),
-        method=record.get("method"),
-        method_config=record.get("method_config") or {},
-        log_posterior=run_verdict.log_posterior_trace(context.log),
-        ensemble=ensemble,
-        ensemble_run=where,
-        vocabulary=run_verdict.run_vocabulary(rundir, record),
-        command=run_verdict.run_command(rundir, record),
+        run_verdict.evidence(
+            rundir,
+            record,
+            context.log,
+            context.prediction,
+            context.problem,
+            (context.x_test, context.y_test),
+            context.options.trust_model,
+        )
     )
-    return {"levels": found}
+    command = run_verdict.run_command(rundir, record)
+    return {"levels": {**found.to_dict(), "command": command}}
 
 
 def reference_probs(context: Context) -> dict[str, Any]:
@@ -353,8 +286,7 @@ SECTIONS: tuple[Section, ...] = (
     training,
     independent_draws,
     chain_diagnostics,
-    convergence_verdict,
-    reference_levels,
+    verdict,
     reference_comparison,
     reference_probs,
     temperature_scaling,

@@ -49,7 +49,6 @@ from bnnkit.experiments.compared_methods import (
     skipped_methods,
 )
 from bnnkit.experiments.run_reuse import run_or_reuse, run_or_reuse_stable, run_seconds
-from bnnkit.metrics.convergence import reference_level
 from bnnkit.problem import ProblemConfig
 from bnnkit.report.kinds import SETTING_RELIABILITY_FILE
 from bnnkit.settings import Exclusive, check_numbers, setting
@@ -128,9 +127,8 @@ class Config:
 class Comparison:
     """The table rows per setting (``rows[name]``: one dict per method, HMC first, with the
     test metrics, the closeness to HMC, ``seconds``, a ``note`` and, for classification, the
-    ``calibration`` bins of its test predictive; the reference's row also its ``level``, of the
-    convergence verdict, and ``levels``, its reference levels' verdict of
-    :data:`bnnkit.metrics.levels.VERDICTS`) and each problem."""
+    ``calibration`` bins of its test predictive; the reference's row also ``levels``, its
+    verdict of :data:`bnnkit.metrics.levels.VERDICTS`) and each problem."""
 
     rows: dict[str, list[dict[str, Any]]]
     problems: dict[str, dict[str, Any]]
@@ -255,18 +253,17 @@ def _reference_row(
     step = float(np.median(sampler["step_size"]))
     eps = setting.hmc.step_size if sampler_name == "mclmc" else step
     eta = eps**2 / 2
-    level = reference_level(ref.get("convergence")) or "not judged"
+    verdict = (ref.get("levels") or {}).get("verdict")
     row = {
         "method": label,
         **ref["test"],
         **_conformal(ref),
         **_calibration(ref),
         "seconds": seconds,
-        "level": level,
-        # Its reference levels' verdict (bnnkit.metrics.levels), None where none was judged.
-        "levels": (ref.get("levels") or {}).get("verdict"),
+        # Its verdict (bnnkit.metrics.levels), None where none was judged.
+        "levels": verdict,
         "note": f"{made}; acc. {sampler['acceptance_rate']:.2f}, step {step:.2g}, "
-        f"{sampler['num_divergent']} div.; verdict {level}",
+        f"{sampler['num_divergent']} div.; verdict {verdict or 'not judged'}",
     }
     return row, eta
 

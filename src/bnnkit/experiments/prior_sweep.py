@@ -50,7 +50,6 @@ from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.experiments.run_reuse import run_or_reuse, run_seconds
 from bnnkit.inference import hmc
-from bnnkit.metrics.convergence import reference_level
 from bnnkit.priors.constraints import format_value
 from bnnkit.problem import ProblemConfig
 from bnnkit.settings import setting
@@ -236,9 +235,8 @@ class PriorSweep:
     """One row per dataset and prior (``dataset``, ``prior``, ``spec``, ``key`` (of
     :data:`PRIOR_KEYS`), the test metrics,
     ``acceptance``, ``divergences``, ``rhat_function_max``, ``seconds``, ``num_test``,
-    ``level``, the run's convergence level of :data:`bnnkit.metrics.convergence.LEVELS`, and
-    ``levels``, its reference levels' verdict of :data:`bnnkit.metrics.levels.VERDICTS` or
-    None) and the settings."""
+    ``levels``, its verdict of :data:`bnnkit.metrics.levels.VERDICTS` or None) and the
+    settings."""
 
     rows: list[dict[str, Any]]
     settings: dict[str, Setting]
@@ -292,7 +290,6 @@ def run_one(
         .get("max", float("nan")),
         "seconds": run_seconds(run_dir),
         "num_test": evaluation["num_test"],
-        "level": reference_level(evaluation.get("convergence")),
         "levels": (evaluation.get("levels") or {}).get("verdict"),
     }
     if progress:
@@ -347,7 +344,7 @@ def markdown(rows: list[dict[str, Any]], configs: Mapping[str, Setting]) -> str:
             lines.append(
                 f"| {r['prior']} | `{r['spec']}` | {r['nll']:.3f} | {r[setting_.metric]:.3f} | "
                 f"{r['acceptance']:.2f} | {r['rhat_function_max']:.3f} | "
-                f"{r.get('level') or 'not recorded'} | {r['seconds']:.0f} |"
+                f"{r.get('levels') or r.get('level') or 'not recorded'} | {r['seconds']:.0f} |"
             )
         lines.append("")
     return "\n".join(lines)

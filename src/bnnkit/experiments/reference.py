@@ -4,9 +4,9 @@ The recipe follows what the field has learned about sampling network posteriors 
 "Connecting the Dots", ICML 2024; "Microcanonical Langevin Ensembles", ICLR 2025): chains
 started at random initialisations spend most of their budget climbing to the typical set,
 while chains started at the members of a deep ensemble are there at once. Each member's chain
-is tuned on its own (nothing is pooled across chains that start in different modes), judged
-on its own by the within-chain verdict (:mod:`bnnkit.metrics.convergence`), and all chains
-are pooled for the model average:
+is tuned on its own (nothing is pooled across chains that start in different modes), and all
+chains are pooled for the model average, which the verdict judges (:mod:`bnnkit.metrics.levels`;
+``until`` extends the chains until it reaches a level):
 
 1. ``ensemble/``: a deep ensemble of ``members`` MAP solutions (:mod:`bnnkit.inference.ensemble`:
    SGD with momentum and the cosine schedule on the same posterior, minibatches of
@@ -43,10 +43,18 @@ from typing import Any
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.inference.base import check_until, max_time_setting, until_setting
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import composite, composite_folder
 from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE, RunDir
-from bnnkit.settings import SEED_BOUNDS, UNITS, Exclusive, check_numbers, parse_duration, setting
+from bnnkit.settings import (
+    SEED_BOUNDS,
+    UNITS,
+    check_numbers,
+    parse_duration,
+    resumable_settings,
+    setting,
+)
 
 #: The full-batch samplers a reference can use.
 SAMPLERS = ("mclmc", "hmc", "nuts")
@@ -75,8 +83,10 @@ class Config:
         bounds=(1, None),
         help="tuning iterations of each chain (default: 500 for mclmc, 200 for hmc and nuts)",
     )
+    # A resume may change what this call does (the kept draws, the time budget and the level
+    # it extends until), never what the ensemble or a chain's step is.
     num_samples: int | None = setting(
-        None, bounds=(8, None), help="kept draws of each chain (default: 200)"
+        None, bounds=(8, None), resumable=True, help="kept draws of each chain (default: 200)"
     )
     ensemble_steps: int = setting(
         2000,
@@ -93,27 +103,15 @@ class Config:
         "the number of training examples, as bnnkit's step sizes multiply the gradient "
         "of the whole-data log posterior)",
     )
-    until_converged: bool = setting(
-        False,
-        help="extend the chains in blocks until each chain mixes by the within-chain "
-        "verdict, or --max-time ends (as bnnkit hmc --until-converged); needs "
-        "--max-time",
-    )
-    max_time: float | str | None = setting(
-        None,
-        metavar="DURATION",
-        bounds=(Exclusive(0), None),
-        help="wall-time budget of the chains in this call, e.g. 90s, 30m, 2h; they stop "
-        "cleanly, resumable",
-    )
+    until: str | None = until_setting()
+    max_time: float | str | None = max_time_setting()
     seed: int = setting(0, bounds=SEED_BOUNDS, help="seed of the ensemble and of the chains")
 
     def __post_init__(self) -> None:
         check_numbers(self)
         if self.max_time is not None:
             object.__setattr__(self, "max_time", parse_duration(self.max_time))
-        if self.until_converged and self.max_time is None:
-            raise ConfigError("--until-converged needs --max-time: a time budget such as 30m or 2h")
+        check_until(self)
         if self.sampler not in SAMPLERS:
             raise ConfigError(f"unknown --sampler {self.sampler!r}; allowed: {', '.join(SAMPLERS)}")
         if self.ensemble_step_size <= 0:
@@ -163,7 +161,7 @@ class Config:
             num_chains=self.members,
             init_checkpoint=source,
             seed=self.seed,
-            until_converged=self.until_converged,
+            until=self.until,
             max_time=self.max_time,
         )
 
@@ -203,23 +201,21 @@ def recipe(problem: ProblemConfig, config: Config, num_train: int) -> composite.
         problem,
         config,
         (
-            composite.Stage(ENSEMBLE_DIR, config.ensemble_config(num_train)),
+            composite.Stage(
+                ENSEMBLE_DIR,
+                config.ensemble_config(num_train),
+                settings={"init_step_size": "ensemble_step_size"},
+            ),
             composite.Stage(REFERENCE_CHAINS, config.sampler_config(), starts_from=ENSEMBLE_DIR),
         ),
-        RESUMABLE,
+        resumable_settings(Config),
     )
-
-
-#: The settings a resume may change, as a single run's resume may (``resumable`` in
-#: :mod:`bnnkit.inference.base`): the kept draws (the chains' ``num_iterations``) and how long
-#: this call runs. Every other one changes what the ensemble or a chain's step is.
-RESUMABLE = ("num_samples", "max_time", "until_converged")
 
 
 def resume_refusal(stored: Any, problem: ProblemConfig, config: Config) -> str | None:
     """Why a reference stored as ``stored`` (its ``reference.json``) cannot be resumed with
     ``problem`` and ``config``, naming the first setting that differs by its flag and both
-    values; ``None`` when only :data:`RESUMABLE` settings differ.
+    values; ``None`` when only the settings declared resumable differ.
 
     Example:
         >>> problem = ProblemConfig("yacht_0", "mlp_regression_small")
@@ -230,7 +226,7 @@ def resume_refusal(stored: Any, problem: ProblemConfig, config: Config) -> str |
         >>> resume_refusal(stored, problem, Config(members=3, num_samples=40))
         'was made with --members 2; this call gives 3'
     """
-    shell = composite.Recipe("reference", problem, config, (), RESUMABLE)
+    shell = composite.Recipe("reference", problem, config, (), resumable_settings(Config))
     return composite.resume_refusal(stored, shell)
 
 
@@ -250,8 +246,8 @@ def reference(
         config: the recipe's settings.
         folder: the reference folder (created).
         resume: continue the reference in ``folder``: the same settings, but for those a
-            resume may change (:data:`RESUMABLE`: a larger ``num_samples`` extends a finished
-            reference, bit for bit the longer one; a new ``max_time``; ``until_converged``).
+            resume may change (declared resumable: a larger ``num_samples`` extends a
+            finished reference, bit for bit the longer one; a new ``max_time``; ``until``).
         overwrite: replace what ``folder`` holds.
         progress: show each stage's progress.
 
@@ -294,7 +290,7 @@ def _progress(chains: Path, record: dict[str, Any], config: Config) -> str:
     from bnnkit.runs.budget import progress
 
     kept = len(RunDir(chains).sample_units())
-    until = record.get("until_converged") if config.until_converged else None
+    until = record.get("until_converged") if config.until else None
     mixed = None if not isinstance(until, dict) else bool(until.get("holds"))
     return progress(record, kept, max_time=config.max_time, mixed=mixed, stage="chains")
 

@@ -40,7 +40,6 @@ from typing import Any
 from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.experiments.run_reuse import run_or_reuse, run_seconds
-from bnnkit.metrics.convergence import reference_level
 from bnnkit.settings import check_numbers, flag, setting
 
 RESULTS_FILE = "results.json"
@@ -284,10 +283,9 @@ def _dir_name(label: str, temperature: float) -> str:
 @dataclasses.dataclass(frozen=True)
 class TemperatureSweep:
     """One row per line and temperature: ``line``, ``method``, ``augment``, ``temperature``,
-    the test metrics (accuracy/NLL/ECE or RMSE/NLL), ``seconds``, ``run``, ``level`` (the
-    HMC run's convergence level of :data:`bnnkit.metrics.convergence.LEVELS`, None for SGMCMC)
-    and ``levels`` (its reference levels' verdict of :data:`bnnkit.metrics.levels.VERDICTS`,
-    None where none was judged); and ``task``."""
+    the test metrics (accuracy/NLL/ECE or RMSE/NLL), ``seconds``, ``run`` and ``levels`` (the
+    run's verdict of :data:`bnnkit.metrics.levels.VERDICTS`, None where none was judged); and
+    ``task``."""
 
     rows: list[dict[str, Any]]
     task: str
@@ -377,9 +375,7 @@ def temperature_sweep(
                 **{m: float(v) for m, v in evaluation["test"].items()},
                 "seconds": run_seconds(run_dir),
                 "run": str(run_dir.relative_to(out)),
-                # The sampler's convergence level (None for SGMCMC, which has none).
-                "level": reference_level(evaluation.get("convergence")),
-                # Its reference levels' verdict (None where none was judged).
+                # Its verdict (None where none was judged).
                 "levels": (evaluation.get("levels") or {}).get("verdict"),
             }
         )

@@ -50,6 +50,7 @@ from typing import Any, ClassVar, NamedTuple
 import jax
 
 from bnnkit.errors import ConfigError
+from bnnkit.metrics.levels import UNTIL
 from bnnkit.posterior.base import Posterior
 from bnnkit.settings import (
     MAX_INT32,
@@ -268,7 +269,7 @@ class RunSettings:
         the driver's settings, the same for every method (a method without them has none)."""
         return Budget(
             max_time=getattr(self, "max_time", None),
-            until_converged=bool(getattr(self, "until_converged", False)),
+            until=getattr(self, "until", None),
         )
 
     def source_run(self) -> str | None:
@@ -305,11 +306,12 @@ class Budget:
     Attributes:
         max_time: seconds this call may run before it stops cleanly, resumable (``None``: no
             limit).
-        until_converged: extend the run in blocks until every chain mixes or ``max_time`` ends.
+        until: extend the run in blocks until its verdict reaches this level
+            (:data:`bnnkit.metrics.levels.UNTIL`) or ``max_time`` ends (``None``: never).
     """
 
     max_time: float | None = None
-    until_converged: bool = False
+    until: str | None = None
 
 
 def max_time_setting() -> Any:
@@ -323,6 +325,31 @@ def max_time_setting() -> Any:
         help="stop cleanly, resumable with --resume, once this much wall time has passed in "
         "this call, compilation included: seconds, or 90s, 30m, 2h, 1h30m",
     )
+
+
+def until_setting() -> Any:
+    """``--until LEVEL``: extend a run of chains until its verdict reaches a level; how long
+    the driver runs, never what a sample is, so a resume may change it."""
+    return setting(
+        None,
+        resumable=True,
+        choices=UNTIL,
+        help="extend the chains in blocks until the verdict of bnnkit evaluate reaches this "
+        f"level ({' or '.join(UNTIL)}), or --max-time ends; each block is what --resume with "
+        "a larger budget does (the kept iterations grow by half), so the samples are those "
+        "of one longer run; needs --max-time",
+    )
+
+
+def check_until(config: Any) -> None:
+    """Refuse an ``until`` level that is not one of :data:`~bnnkit.metrics.levels.UNTIL`, or
+    one without a ``max_time``."""
+    if config.until is None:
+        return
+    if config.until not in UNTIL:
+        raise ConfigError(f"unknown --until {config.until!r}; allowed: {', '.join(UNTIL)}")
+    if config.max_time is None:
+        raise ConfigError("--until needs --max-time: a time budget such as 30m or 2h")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -360,14 +387,7 @@ class IterationSettings(RunSettings):
         "deep ensemble each chain starts at its own member and is tuned on its own",
     )
     # How long the driver runs, never what a sample is: resumable, like checkpoint_every.
-    until_converged: bool = setting(
-        False,
-        resumable=True,
-        help="extend the run in blocks until every chain mixes by the within-chain verdict of "
-        "bnnkit evaluate, or --max-time ends; each block is what --resume with a larger "
-        "--num-iterations does (the kept iterations grow by half), so the samples are those "
-        "of one longer run; needs --max-time",
-    )
+    until: str | None = until_setting()
     max_time: float | str | None = max_time_setting()
 
     def __post_init__(self) -> None:
@@ -375,8 +395,7 @@ class IterationSettings(RunSettings):
         if self.max_time is not None:
             object.__setattr__(self, "max_time", parse_duration(self.max_time))
         super().__post_init__()  # every number within its bounds
-        if self.until_converged and self.max_time is None:
-            raise ConfigError("--until-converged needs --max-time: a time budget such as 30m or 2h")
+        check_until(self)
         if not self.num_burn_in < self.num_iterations:
             raise ConfigError(
                 f"burn-in {self.num_burn_in} must be >= 0 and smaller than the number of "

@@ -21,11 +21,12 @@ and the whole run's (twice the draws) about half of it.
 **What it is judged against** (:func:`reproducibility`). The same distances from the whole run
 to its own deep ensemble (a reference's ``ensemble/`` stage, evaluated as a model average): the
 cheapest approximation a reference is asked to rank, and usually the closest. The halves must
-differ by at most :data:`RATIO` of it (W₁ for regression, total variation for classification),
-and their LPDs by at most :data:`RATIO` of the run's LPD difference to the ensemble or
-:data:`~bnnkit.metrics.within_chain.LPD_TOLERANCE`, whichever is larger. A run without an
-ensemble is judged against absolute tolerances instead: W₁ at most :data:`ABSOLUTE_W1` of the
-mean predictive std, total variation at most :data:`ABSOLUTE_TV`, and the LPDs within the same
+differ by at most ``halves_ratio`` of it (W₁ for regression, total variation for
+classification), and their LPDs by at most ``halves_ratio`` of the run's LPD difference to the
+ensemble or ``lpd_tolerance``, whichever is larger (:data:`~bnnkit.metrics.findings.THRESHOLDS`).
+A run without an ensemble is judged against absolute tolerances instead: W₁ at most
+``absolute_w1`` of the mean predictive std, total variation at most ``absolute_tv``, and the
+LPDs within the same
 LPD tolerance.
 
 **Why a grid for W₁.** W₁ between two 1-D distributions is ``∫ |F_A(y) − F_B(y)| dy``. From
@@ -59,8 +60,9 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import special
 
+from bnnkit.metrics.findings import THRESHOLDS, Finding, Remedy
+from bnnkit.metrics.modes import HalfStatistics, group_modes
 from bnnkit.metrics.predictive import agreement, rmse, total_variation
-from bnnkit.metrics.within_chain import LPD_TOLERANCE
 
 #: Points of the grid each test point's W₁ is integrated on.
 W1_GRID = 128
@@ -69,15 +71,18 @@ W1_POINTS = 256
 #: The grid spans every component's mean to this many of its stds on either side (a normal's
 #: mass beyond 6 sds is 2e-9).
 W1_SPAN = 6.0
-#: The halves may differ by at most this share of the run's distance to its own ensemble. The
-#: run's own error is then about a quarter of that distance (the halves' distance over 2): a
-#: method as far from the reference as the ensemble is measured to within about 25 %.
-RATIO = 0.5
-#: Without an ensemble: the halves' W₁ at most this share of the mean predictive std (two
-#: Gaussians a twentieth of their std apart overlap in 98 % of their mass).
-ABSOLUTE_W1 = 0.05
-#: Without an ensemble: the halves' mean total variation at most this.
-ABSOLUTE_TV = 0.02
+#: What helps halves that disagree: chains in different modes need more chains to cover them,
+#: noisy ones more draws.
+MORE_CHAINS_OR_DRAWS = Remedy(
+    "more chains or more draws",
+    (
+        ("members", "larger"),
+        ("num_chains", "larger"),
+        ("num_samples", "larger"),
+        ("num_iterations", "larger"),
+        ("num_epochs", "larger"),
+    ),
+)
 #: Elements of one block of the W₁ computation (components × grid points × test points).
 _BLOCK = 1 << 22
 
@@ -246,23 +251,40 @@ _WORDS = {"wasserstein_1": "W₁", "total_variation": "total variation", "lpd_di
 
 def _against(name: str, limit: float, ensemble: dict[str, float] | None) -> str:
     """What a tolerance is, in words."""
-    if name == "lpd_difference" and limit == LPD_TOLERANCE:
+    if name == "lpd_difference" and limit == THRESHOLDS.lpd_tolerance:
         return "the LPD tolerance"
     if ensemble is None:
         return "the absolute tolerance; no ensemble to compare"
-    return f"{RATIO:.0%} of the run's distance to its own ensemble, {abs(ensemble[name]):.3g}"
+    share = THRESHOLDS.halves_ratio
+    return f"{share:.0%} of the run's distance to its own ensemble, {abs(ensemble[name]):.3g}"
 
 
 def _tolerances(task: str, whole: Average, ensemble: dict[str, float] | None) -> dict[str, float]:
     """The most the halves may differ by, in the task's distance and in LPD."""
+    t = THRESHOLDS
     distance = "total_variation" if task == "classification" else "wasserstein_1"
     if ensemble is not None:
-        lpd = max(RATIO * abs(ensemble["lpd_difference"]), LPD_TOLERANCE)
-        return {distance: RATIO * ensemble[distance], "lpd_difference": lpd}
+        lpd = max(t.halves_ratio * abs(ensemble["lpd_difference"]), t.lpd_tolerance)
+        return {distance: t.halves_ratio * ensemble[distance], "lpd_difference": lpd}
     if task == "classification":
-        return {distance: ABSOLUTE_TV, "lpd_difference": LPD_TOLERANCE}
+        return {distance: t.absolute_tv, "lpd_difference": t.lpd_tolerance}
     scale = mean_std(whole.means, whole.stds)
-    return {distance: ABSOLUTE_W1 * scale, "lpd_difference": LPD_TOLERANCE}
+    return {distance: t.absolute_w1 * scale, "lpd_difference": t.lpd_tolerance}
+
+
+def modes(per_sample: np.ndarray) -> list[list[int]]:
+    """The chains of each mode the chains sit in (:func:`bnnkit.metrics.modes.group_modes`
+    with ``mode_rhat`` and ``mode_rhat_share``): evidence for halves that disagree, which more
+    chains cover and longer ones rarely join.
+
+    Example:
+        >>> draws = np.random.default_rng(0).normal(size=(4, 200, 10))
+        >>> modes(draws + 5.0 * (np.arange(4) % 2)[:, None, None])
+        [[0, 2], [1, 3]]
+    """
+    x = np.asarray(per_sample, np.float64)
+    stats = HalfStatistics.of(x.reshape(*x.shape[:2], -1))
+    return group_modes(stats, threshold=THRESHOLDS.mode_rhat, share=THRESHOLDS.mode_rhat_share)
 
 
 def reproducibility(
@@ -271,7 +293,7 @@ def reproducibility(
     ensemble: Any | None = None,
     *,
     ensemble_run: str | None = None,
-) -> dict[str, Any]:
+) -> Finding:
     """Level 2: whether the two halves of a run's chains give the same model average, well
     within the run's distance to its own deep ensemble (or, without one, within the absolute
     tolerances); see the module's docstring.
@@ -284,19 +306,20 @@ def reproducibility(
         ensemble_run: where that ensemble is (stored with the figures).
 
     Returns:
-        ``status`` ("pass" or "fail"), ``halves`` (the chains of each half and their
+        The finding; its figures: ``halves`` (the chains of each half and their
         :func:`distances`), ``ensemble`` (the whole run's distances to its ensemble, with
         ``run``; ``None`` without one), ``tolerances``, ``judged_against`` ("ensemble" or
-        "absolute"), ``scale`` (regression: the mean predictive std) and ``problems``.
+        "absolute"), ``scale`` (regression: the mean predictive std) and ``modes`` (the
+        chains of each mode, :func:`modes`).
     """
     found = averages(prediction)
     if found is None:
-        return {
-            "status": "fail",
-            "halves": None,
-            "ensemble": None,
-            "problems": ["one chain cannot be split into two independent halves"],
-        }
+        return Finding(
+            "fail",
+            ("one chain cannot be split into two independent halves",),
+            {"halves": None, "ensemble": None, "modes": None},
+            (MORE_CHAINS_OR_DRAWS,),
+        )
     whole, a, b = found
     task = prediction.task
     apart = distances(a, b, y)
@@ -312,16 +335,29 @@ def reproducibility(
                 f"{_WORDS[name]}, more than {limit:.3g} ({_against(name, limit, theirs)})"
             )
     chains = split_chains(prediction.per_sample.shape[0])
-    return {
-        "status": "fail" if problems else "pass",
+    groups = modes(prediction.per_sample)
+    if problems and len(groups) > 1:
+        problems.append(
+            f"the chains sit in {len(groups)} distinct modes ("
+            + ", ".join(f"[{', '.join(str(c) for c in group)}]" for group in groups)
+            + "): more chains cover more of them; longer chains rarely meet"
+        )
+    figures = {
         "halves": {"chains": chains, **apart},
         "ensemble": None if theirs is None else {"run": ensemble_run, **theirs},
         "judged_against": "ensemble" if theirs else "absolute",
         "note": None
         if theirs
         else "no ensemble to compare: judged against absolute tolerances (W₁ "
-        f"{ABSOLUTE_W1:.0%} of the mean predictive std, total variation {ABSOLUTE_TV})",
+        f"{THRESHOLDS.absolute_w1:.0%} of the mean predictive std, total variation "
+        f"{THRESHOLDS.absolute_tv})",
         "tolerances": allowed,
         "scale": None if task == "classification" else mean_std(whole.means, whole.stds),
-        "problems": problems,
+        "modes": groups,
     }
+    return Finding(
+        "fail" if problems else "pass",
+        tuple(problems),
+        figures,
+        (MORE_CHAINS_OR_DRAWS,) if problems else (),
+    )

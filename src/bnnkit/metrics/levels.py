@@ -1,164 +1,120 @@
-"""Whether a run of Markov chains is a reference, in four levels, and what to do.
+"""The verdict of a run of Markov chains: whether it is a reference, level by level.
 
 Ranking approximations by their distance to a reference needs a reference that another run
-would reproduce well below those distances; it does not need each chain to have mixed. So
-beside the convergence verdict (:mod:`bnnkit.metrics.convergence`) a run is judged at four
-levels, each a module of its own:
+would reproduce well below those distances; it does not need each chain to have mixed. A run
+of chains (``bnnkit hmc``, ``nuts``, ``mclmc``, ``sgmcmc``, ``reference``) is judged at the
+levels of :data:`LEVELS`, in order, each one :class:`Level` record: its name, what it asks, its
+check, the thresholds it applies, whether a reproducible run needs it, what helps when it fails
+and how a report row shows its figures. The verdict, its summary, the report's rows and the
+advice all come from that list, so a new level is one entry in it.
 
 ``L0`` numerics (:mod:`bnnkit.metrics.numerics`)
-    divergences of an adjusted sampler, or the energy errors and their spikes of unadjusted
-    MCLMC, after burn-in;
+    divergences and acceptance of an adjusted sampler, or the energy errors and their spikes
+    of unadjusted MCLMC, after burn-in;
 ``L1`` stationary chains (:mod:`bnnkit.metrics.stationarity`)
-    each chain's R-hat over its quarters, its bulk ESS, and no drift of its slow functionals
-    from its first quarter to its last;
+    each chain's R-hat over its quarters, its bulk ESS, no drift of its slow functionals (its
+    log posterior still rising among them) from its first quarter to its last, and whether
+    more draws would help a chain that fails (a stall);
 ``L2`` reproducible halves (:mod:`bnnkit.metrics.halves`)
     the model averages of the two halves of the chains agree, well within the run's distance
-    to its own deep ensemble;
+    to its own deep ensemble; the modes the chains sit in where they do not;
 ``L3`` plateau (:mod:`bnnkit.metrics.plateau`)
     the test LPD and the predictive's spread no longer move with more draws.
 
-The verdict (:data:`VERDICTS`): **certified** when all four pass; **reproducible** when L0, L2
-and L3 pass — good enough to rank approximations, though some chain has not settled on its
-own (an unadjusted chain whose L0 failed on energy spikes alone, ``spikes_only``, counts as
-passing L0 here, never for certified: :mod:`bnnkit.metrics.numerics`); otherwise **not a
-reference**, naming what failed. The advice names the flags of the
-command that made the run (:class:`~bnnkit.metrics.vocabulary.Vocabulary`): more draws
-(``--resume`` with a larger budget, or ``--until-converged --max-time``) for L1, L2 and L3,
-more chains for L2, a smaller step for L0.
+The verdict (:data:`VERDICTS`): **certified** when every level passes; **reproducible** when
+every level a reproducible run needs passes (L0, L2, L3; a soft failure, an unadjusted chain's
+energy spikes alone, counts as passing there, never for certified) — good enough to rank
+approximations; otherwise **not a reference**. Each failing level's finding says what would
+help in the run's settings (:class:`~bnnkit.metrics.findings.Remedy`); the layer that prints the
+verdict spells them (:meth:`Verdict.advice`). Every threshold is in
+:data:`~bnnkit.metrics.findings.THRESHOLDS`, stored with the verdict.
 
 Example:
-    >>> passed = {"status": "pass", "problems": [], "advice": []}
-    >>> failed = {"status": "fail", "problems": ["a chain drifts"], "advice": []}
+    >>> from bnnkit.metrics.findings import Finding
+    >>> passed, failed = Finding("pass"), Finding("fail", ("a chain drifts",))
     >>> found = verdict({"L0": passed, "L1": failed, "L2": passed, "L3": passed})
-    >>> found["verdict"], found["failed"]
+    >>> found.outcome, found.failed
     ('reproducible', ['L1'])
-    >>> line(found)[:62]
-    'reference levels: reproducible (L0 pass, L1 FAIL, L2 pass, L3 '
+    >>> found.line()[:53]
+    'verdict: reproducible (L0 pass, L1 FAIL, L2 pass, L3 '
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from bnnkit.metrics import halves, numerics, plateau, stationarity
-from bnnkit.metrics.verdict_sentences import more_chains
-from bnnkit.metrics.vocabulary import FUNCTION_CLI, Vocabulary, either
+from bnnkit.metrics.findings import THRESHOLDS, Finding, Remedy, not_recorded, python_name
 
-#: The levels, in order.
-LEVELS = ("L0", "L1", "L2", "L3")
-#: What each level asks, in a few words.
-NAMES = {
-    "L0": "numerics",
-    "L1": "stationary chains",
-    "L2": "reproducible halves",
-    "L3": "plateau",
-}
 #: The verdicts, best first.
 VERDICTS = ("certified", "reproducible", "not a reference")
-#: The levels a reproducible run passes: what ranking approximations needs.
-REPRODUCIBLE = ("L0", "L2", "L3")
+#: The levels a run can extend itself until (``until``), the lowest first.
+UNTIL = ("reproducible", "certified")
+#: How each status reads in a line and a table.
+MARKS = {"pass": "pass", "fail": "FAIL", "not recorded": "not recorded"}
 
 
-def thresholds() -> dict[str, float]:
-    """Every threshold the levels apply, stored with them."""
-    return {
-        "max_divergent_share": numerics.MAX_DIVERGENT_SHARE,
-        "max_energy_ratio": numerics.MAX_ENERGY_RATIO,
-        "spike_factor": numerics.SPIKE_FACTOR,
-        "max_spike_share": numerics.MAX_SPIKE_SHARE,
-        "within_rhat_threshold": stationarity.WITHIN_RHAT_THRESHOLD,
-        "within_rhat_share": stationarity.WITHIN_RHAT_SHARE,
-        "min_chain_ess": stationarity.MIN_CHAIN_ESS,
-        "drift_z": stationarity.DRIFT_Z,
-        "halves_ratio": halves.RATIO,
-        "absolute_w1": halves.ABSOLUTE_W1,
-        "absolute_tv": halves.ABSOLUTE_TV,
-        "lpd_tolerance": plateau.LPD_TOLERANCE,
-        "std_tolerance": plateau.STD_TOLERANCE,
-        "entropy_tolerance": plateau.ENTROPY_TOLERANCE,
-    }
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What the levels judge a run by.
 
-
-def _advice(level: str, found: dict[str, Any], vocabulary: Vocabulary) -> list[str]:
-    """What to do about one level that did not pass."""
-    if level == "L0":
-        return list(found.get("advice", ()))
-    if level == "L1":
-        return [vocabulary.extend_until_mixed()]
-    if level == "L2":  # chains in different modes need more chains, noisy ones more draws
-        more = more_chains(vocabulary.settings)
-        return [f"keep more samples: {either([vocabulary.more_iterations(), more])}"]
-    return [vocabulary.more_iterations()]
-
-
-def verdict(found: dict[str, dict[str, Any]], vocabulary: Vocabulary = FUNCTION_CLI) -> dict:
-    """The verdict of the four levels' findings (each a dict with ``status``, ``problems`` and
-    ``advice``).
-
-    Returns:
-        ``verdict`` (one of :data:`VERDICTS`), ``summary``, ``failed`` (the levels that did
-        not pass, "not recorded" included), ``problems`` (each prefixed by its level),
-        ``advice``, the four levels by name, and the ``thresholds``.
+    Attributes:
+        prediction: its predictive at the test inputs (:class:`bnnkit.predict.Prediction`).
+        y: the test targets (original units) or labels.
+        log_density: ``log p(y_i | x_i, θ_cs)`` of each draw, (chains, samples, points).
+        kept: its log lines after burn-in.
+        method: its sampler.
+        method_config: the sampler's settings as recorded.
+        log_posterior: the log posterior of each kept iteration, (chains, iterations).
+        ensemble: the predictive of its own deep ensemble at the same inputs, if any.
+        ensemble_run: where that ensemble is.
     """
-    failed = [level for level in LEVELS if found[level]["status"] != "pass"]
-    blocking = [level for level in failed if not found[level].get("spikes_only")]
-    if not failed:
-        outcome = "certified"
-    elif not set(blocking) & set(REPRODUCIBLE):
-        outcome = "reproducible"
-    else:
-        outcome = "not a reference"
-    problems, advice = [], []
-    for level in failed:
-        what = found[level]
-        if what["status"] == "not recorded":
-            problems.append(f"{level} ({NAMES[level]}) not recorded: {what.get('why')}")
-            continue
-        problems += [f"{level} ({NAMES[level]}): {p}" for p in what["problems"]]
-        if not (level == "L3" and "L1" in failed):  # L1's advice, more draws, covers it
-            advice += _advice(level, what, vocabulary)
-    return {
-        "verdict": outcome,
-        "summary": _summary(outcome, failed, found),
-        "failed": failed,
-        "problems": problems,
-        "advice": list(dict.fromkeys(advice)),
-        **{level: found[level] for level in LEVELS},
-        "thresholds": thresholds(),
-    }
+
+    prediction: Any
+    y: np.ndarray
+    log_density: np.ndarray
+    kept: Sequence[dict]
+    method: str | None
+    method_config: Mapping[str, Any]
+    log_posterior: np.ndarray | None = None
+    ensemble: Any | None = None
+    ensemble_run: str | None = None
+
+    def stds(self) -> np.ndarray | None:
+        """Regression: each draw's predicted std, (chains, samples, points)."""
+        p = self.prediction
+        if p.task != "regression":
+            return None
+        return np.asarray(p.stds).reshape(*p.per_sample.shape[:2], -1)
 
 
-def _summary(outcome: str, failed: list[str], found: dict[str, dict[str, Any]]) -> str:
-    """The verdict in a sentence."""
-    named = ", ".join(
-        f"{level} ({NAMES[level]}) "
-        + ("failed" if found[level]["status"] == "fail" else "not recorded")
-        for level in failed
-    )
-    if outcome == "certified":
-        return "sound numerics, stationary chains, reproducible halves and a plateau"
-    if outcome == "reproducible":
-        return f"good enough to rank approximations, not certified: {named}"
-    return named
+@dataclasses.dataclass(frozen=True)
+class Level:
+    """One level of the verdict.
 
-
-def line(found: dict[str, Any]) -> str:
-    """The verdict in one line: each level's status and what to do first.
-
-    Example:
-        >>> passed = {"status": "pass", "problems": [], "advice": []}
-        >>> line(verdict({level: passed for level in LEVELS}))
-        'reference levels: certified (L0 pass, L1 pass, L2 pass, L3 pass)'
+    Attributes:
+        name: its short name (``"L0"``).
+        asks: what it asks, in a few words.
+        passes: what a pass says, for the summary of a certified run.
+        check: its check of a run's :class:`Evidence`.
+        thresholds: the names of the thresholds it applies (:data:`THRESHOLDS`).
+        reproducible: whether a reproducible run needs it.
+        remedies: what helps when it fails and its finding names nothing.
+        row: its figures in a line of a report.
     """
-    marks = {"pass": "pass", "fail": "FAIL", "not recorded": "not recorded"}
-    statuses = ", ".join(f"{level} {marks[found[level]['status']]}" for level in LEVELS)
-    text = f"reference levels: {found['verdict']} ({statuses})"
-    if found["advice"]:
-        goal = "to certify" if found["verdict"] == "reproducible" else "to do"
-        text += f"; {goal}: " + "; ".join(found["advice"])
-    return text
+
+    name: str
+    asks: str
+    passes: str
+    check: Callable[[Evidence], Finding]
+    thresholds: tuple[str, ...]
+    reproducible: bool
+    remedies: tuple[Remedy, ...]
+    row: Callable[[Mapping[str, Any]], str]
 
 
 def functionals(
@@ -186,58 +142,299 @@ def functionals(
     return found
 
 
-def judge(
-    prediction: Any,
-    y: np.ndarray,
-    log_density: np.ndarray,
-    *,
-    kept: list[dict],
-    method: str | None,
-    method_config: dict[str, Any],
-    log_posterior: np.ndarray | None = None,
-    ensemble: Any | None = None,
-    ensemble_run: str | None = None,
-    vocabulary: Vocabulary = FUNCTION_CLI,
-    command: str | None = None,
-) -> dict[str, Any]:
-    """The four levels of a run of Markov chains and their verdict (:func:`verdict`).
+def _numerics(evidence: Evidence) -> Finding:
+    return numerics.numerics(list(evidence.kept), evidence.method, dict(evidence.method_config))
 
-    Args:
-        prediction: its predictive at the test inputs (:class:`bnnkit.predict.Prediction`).
-        y: the test targets (original units) or labels.
-        log_density: ``log p(y_i | x_i, θ_cs)`` of each draw, (chains, samples, points)
-            (:func:`bnnkit.predict.draw_log_density`).
-        kept: its log lines after burn-in.
-        method: its sampler.
-        method_config: the sampler's settings as recorded.
-        log_posterior: the log posterior of each kept iteration, (chains, iterations).
-        ensemble: the predictive of its own deep ensemble at the same inputs, if any.
-        ensemble_run: where that ensemble is.
-        vocabulary: the words of the advice (the flags of the command that made the run).
-        command: that command.
+
+def _stationarity(evidence: Evidence) -> Finding:
+    traces = functionals(evidence.log_density, evidence.log_posterior, evidence.stds())
+    return stationarity.stationarity(evidence.prediction.per_sample, functionals=traces)
+
+
+def _halves(evidence: Evidence) -> Finding:
+    return halves.reproducibility(
+        evidence.prediction, evidence.y, evidence.ensemble, ensemble_run=evidence.ensemble_run
+    )
+
+
+def _plateau(evidence: Evidence) -> Finding:
+    p = evidence.prediction
+    if p.task == "classification":
+        return plateau.plateau(evidence.log_density, probs=p.per_sample)
+    means = np.asarray(p.means).reshape(*p.per_sample.shape[:2], -1)
+    return plateau.plateau(evidence.log_density, means=means, stds=evidence.stds())
+
+
+def _numerics_row(figures: Mapping[str, Any]) -> str:
+    if figures.get("kind") == "energy":
+        return (
+            f"energy error {max(figures['energy_ratio']):.3g}× its target "
+            f"{figures['energy_var_target']:g} (median, worst chain), spikes "
+            f"{max(figures['spike_share']):.1%} of kept iterations"
+        )
+    line = f"divergences {figures['divergent_share']:.1%} of kept iterations"
+    if figures.get("acceptance_rate") is not None:
+        line += f", acceptance {figures['acceptance_rate']:.3f}"
+    return line
+
+
+def _stationarity_row(figures: Mapping[str, Any]) -> str:
+    chains = figures.get("chains")
+    if not chains:
+        return "too few draws per chain to judge"
+    ok = sum(c["stationary"] for c in chains)
+    ess = [c["ess_p5"] for c in chains if c["ess_p5"] is not None]
+    worst = f", smallest ESS {min(ess):.0f}" if ess else ""
+    rhat = min(c["rhat_share_below"] for c in chains)
+    line = f"{ok} of {len(chains)} chains stationary{worst}, R-hat within ≥ {rhat:.0%}"
+    return line + ("; stalled" if figures.get("stalled") else "")
+
+
+def _halves_row(figures: Mapping[str, Any]) -> str:
+    apart = figures.get("halves")
+    if not apart:
+        return "one chain: no halves"
+    name = "wasserstein_1" if "wasserstein_1" in apart else "total_variation"
+    short = {"wasserstein_1": "W₁", "total_variation": "TV"}[name]
+    line = f"{short} {apart[name]:.3g} between halves"
+    theirs = figures.get("ensemble")
+    if theirs:
+        share = apart[name] / theirs[name] if theirs[name] else float("inf")
+        line += f", {share:.0%} of the run's {theirs[name]:.3g} to its ensemble"
+    else:
+        line += f" (at most {figures['tolerances'][name]:.3g}; no ensemble to compare)"
+    line += f"; LPD {apart['lpd_difference']:+.4f}"
+    groups = figures.get("modes")
+    return line + (f"; chains in {len(groups)} modes" if groups and len(groups) > 1 else "")
+
+
+def _plateau_row(figures: Mapping[str, Any]) -> str:
+    line = f"test LPD moves {figures['lpd']['change']:+.4f}"
+    if "std" in figures:
+        std = figures["std"]
+        line += f", mean predictive std {std['change'] / std['all']:+.2%}" if std["all"] else ""
+    else:
+        line += f", mean entropy {figures['entropy']['change']:+.4f}"
+    return line + " with the first half of the draws"
+
+
+#: The levels, in order: what each asks, its check and thresholds, what helps, its row.
+LEVELS: list[Level] = [
+    Level(
+        "L0",
+        "numerics",
+        "sound numerics",
+        _numerics,
+        (
+            "max_divergent_share",
+            "min_acceptance",
+            "max_energy_ratio",
+            "spike_factor",
+            "max_spike_share",
+        ),
+        True,
+        (numerics.step_remedy(None, None),),
+        _numerics_row,
+    ),
+    Level(
+        "L1",
+        "stationary chains",
+        "stationary chains",
+        _stationarity,
+        (
+            "within_rhat_threshold",
+            "within_rhat_share",
+            "min_chain_ess",
+            "chain_ess_share",
+            "drift_z",
+            "lpd_tolerance",
+            "stall_length",
+            "stall_gain",
+        ),
+        False,
+        (stationarity.MORE_DRAWS,),
+        _stationarity_row,
+    ),
+    Level(
+        "L2",
+        "reproducible halves",
+        "reproducible halves",
+        _halves,
+        (
+            "halves_ratio",
+            "absolute_w1",
+            "absolute_tv",
+            "lpd_tolerance",
+            "mode_rhat",
+            "mode_rhat_share",
+        ),
+        True,
+        (halves.MORE_CHAINS_OR_DRAWS,),
+        _halves_row,
+    ),
+    Level(
+        "L3",
+        "plateau",
+        "a plateau",
+        _plateau,
+        ("lpd_tolerance", "std_tolerance", "entropy_tolerance"),
+        True,
+        (stationarity.MORE_DRAWS,),
+        _plateau_row,
+    ),
+]
+
+
+def reaches(outcome: str, target: str) -> bool:
+    """Whether a verdict's ``outcome`` is ``target`` or better.
+
+    Example:
+        >>> reaches("certified", "reproducible"), reaches("reproducible", "certified")
+        (True, False)
     """
-    chains, samples = prediction.per_sample.shape[:2]
-    stds = None
-    if prediction.task == "regression":
-        stds = np.asarray(prediction.stds).reshape(chains, samples, -1)
-    found = {
-        "L0": numerics.numerics(
-            kept, method, method_config, vocabulary=vocabulary, command=command
-        ),
-        "L1": stationarity.stationarity(
-            prediction.per_sample, functionals=functionals(log_density, log_posterior, stds)
-        ),
-        "L2": halves.reproducibility(prediction, y, ensemble, ensemble_run=ensemble_run),
-        "L3": plateau.plateau(
-            log_density,
-            **(
-                {"probs": prediction.per_sample}
-                if prediction.task == "classification"
-                else {
-                    "means": np.asarray(prediction.means).reshape(chains, samples, -1),
-                    "stds": stds,
-                }
-            ),
-        ),
-    }
-    return verdict(found, vocabulary)
+    return VERDICTS.index(outcome) <= VERDICTS.index(target)
+
+
+def level(name: str) -> Level | None:
+    """The level of :data:`LEVELS` called ``name`` (``None``: none, a level of an older
+    version)."""
+    return next((each for each in LEVELS if each.name == name), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The verdict of a run of chains.
+
+    Attributes:
+        outcome: one of :data:`VERDICTS`.
+        findings: each level's finding, by name, in the order of :data:`LEVELS`.
+        thresholds: the thresholds it was judged by, by name.
+    """
+
+    outcome: str
+    findings: Mapping[str, Finding]
+    thresholds: Mapping[str, float]
+
+    @property
+    def failed(self) -> list[str]:
+        """The levels that did not pass ("not recorded" included)."""
+        return [name for name, found in self.findings.items() if not found.passed]
+
+    @property
+    def problems(self) -> list[str]:
+        """Each failing level's problems, prefixed by the level."""
+        out = []
+        for name in self.failed:
+            found, asks = self.findings[name], _asks(name)
+            if found.status == "not recorded":
+                out.append(f"{name} ({asks}) not recorded: {found.why}")
+            out += [f"{name} ({asks}): {problem}" for problem in found.problems]
+        return out
+
+    @property
+    def remedies(self) -> list[Remedy]:
+        """What would help, each once, in the order of the levels that need it."""
+        out: list[Remedy] = []
+        for name in self.failed:
+            found = self.findings[name]
+            if found.status == "not recorded":
+                continue
+            known = level(name)
+            for remedy in found.remedies or (known.remedies if known else ()):
+                if remedy not in out:
+                    out.append(remedy)
+        return out
+
+    @property
+    def summary(self) -> str:
+        """The verdict in a sentence."""
+        named = ", ".join(
+            f"{name} ({_asks(name)}) "
+            + ("failed" if self.findings[name].status == "fail" else "not recorded")
+            for name in self.failed
+        )
+        if self.outcome == "certified":
+            phrases = [(level(name) or _unknown(name)).passes for name in self.findings]
+            return (
+                ", ".join(phrases[:-1]) + " and " + phrases[-1] if len(phrases) > 1 else phrases[0]
+            )
+        if self.outcome == "reproducible":
+            return f"good enough to rank approximations, not certified: {named}"
+        return named
+
+    def advice(self, spell: Callable[[str], str | None] = python_name) -> list[str]:
+        """What to do, one sentence per remedy, each setting as ``spell`` names it."""
+        return [remedy.text(spell) for remedy in self.remedies]
+
+    def line(
+        self, spell: Callable[[str], str | None] = python_name, advice: list[str] | None = None
+    ) -> str:
+        """The verdict in one line: each level's status and what to do (``advice``, or the
+        remedies spelt by ``spell``).
+
+        Example:
+            >>> print(verdict({name.name: Finding("pass") for name in LEVELS}).line())
+            verdict: certified (L0 pass, L1 pass, L2 pass, L3 pass)
+        """
+        statuses = ", ".join(f"{n} {MARKS[f.status]}" for n, f in self.findings.items())
+        text = f"verdict: {self.outcome} ({statuses})"
+        advice = self.advice(spell) if advice is None else advice
+        if advice:
+            goal = "to certify" if self.outcome == "reproducible" else "to do"
+            text += f"; {goal}: " + "; ".join(advice)
+        return text
+
+    def to_dict(self, spell: Callable[[str], str | None] = python_name) -> dict[str, Any]:
+        """JSON-serialisable, as ``evaluation.json`` stores it under ``levels``: ``verdict``,
+        ``summary``, ``failed``, ``problems``, ``remedies``, ``advice`` (spelt by ``spell``),
+        each level's finding by name, ``order`` (the levels' names) and ``thresholds``."""
+        return {
+            "verdict": self.outcome,
+            "summary": self.summary,
+            "failed": self.failed,
+            "problems": self.problems,
+            "remedies": [r.to_dict() for r in self.remedies],
+            "advice": self.advice(spell),
+            **{name: found.to_dict() for name, found in self.findings.items()},
+            "order": list(self.findings),
+            "thresholds": dict(self.thresholds),
+        }
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> Verdict:
+        """A verdict as :meth:`to_dict` stored it, or as evaluations before typed findings did
+        (levels L0 to L3, no ``order``)."""
+        names = values.get("order") or [n for n in ("L0", "L1", "L2", "L3") if n in values]
+        return cls(
+            outcome=values["verdict"],
+            findings={name: Finding.from_dict(values[name]) for name in names},
+            thresholds=dict(values.get("thresholds") or {}),
+        )
+
+
+def _unknown(name: str) -> Level:
+    """A level of an older version: its name only."""
+    return Level(name, name, name, lambda _: not_recorded(""), (), True, (), lambda _: "")
+
+
+def _asks(name: str) -> str:
+    return (level(name) or _unknown(name)).asks
+
+
+def verdict(found: Mapping[str, Finding]) -> Verdict:
+    """The verdict of the levels' findings (by name, in order): certified when all pass,
+    reproducible when every level a reproducible run needs passes or fails softly, else not a
+    reference."""
+    failed = [name for name, finding in found.items() if not finding.passed]
+    blocking = [
+        name
+        for name in failed
+        if (level(name) or _unknown(name)).reproducible and not found[name].soft
+    ]
+    outcome = VERDICTS[0] if not failed else VERDICTS[1] if not blocking else VERDICTS[2]
+    return Verdict(outcome, dict(found), THRESHOLDS.to_dict())
+
+
+def judge(evidence: Evidence) -> Verdict:
+    """Every level of :data:`LEVELS` on a run's evidence, and their verdict."""
+    return verdict({each.name: each.check(evidence) for each in LEVELS})

@@ -2,9 +2,10 @@ r"""Agreement between chains, and the distinct modes the chains sit in.
 
 Chains started in different places (one per deep-ensemble member) can each mix well inside
 their own mode and still never meet: split R-hat across chains then stays high whatever the
-budget. This module says which chains agree, with the rule of the between-chain check of
-:mod:`bnnkit.metrics.convergence` (the classic split R-hat of Gelman et al., BDA3 §11.4, below
-``threshold`` on at least ``share`` of the quantities), applied to any set of chains.
+budget. This module says which chains agree, by the classic split R-hat of Gelman et al.
+(BDA3 §11.4) below ``threshold`` on at least ``share`` of the quantities, applied to any set of
+chains; the verdict's level 2 gives the modes as evidence where its halves disagree
+(:func:`bnnkit.metrics.halves.modes`).
 
 **Split R-hat of a set of chains from half-chain statistics.** Each chain of N draws is cut
 into its first and last n = ⌊N/2⌋ draws (the last draw is dropped when N is odd, as

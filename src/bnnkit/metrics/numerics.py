@@ -1,10 +1,10 @@
 r"""Level 0 of a reference's verdict: whether the sampler's numerics can be trusted, from what
 it logged per iteration after burn-in.
 
-- **Adjusted samplers** (HMC, NUTS, ``mclmc --adjusted``): a divergent transition marks a region
-  the integrator could not enter, so the chain under-visits it; the share of kept iterations
-  with a divergence must be at most :data:`MAX_DIVERGENT_SHARE`, and the acceptance at least
-  the sampler health's :data:`~bnnkit.metrics.sampler_health.MIN_ACCEPTANCE` (a stuck chain).
+- **Adjusted samplers** (HMC, NUTS, adjusted MCLMC): a divergent transition marks a region the
+  integrator could not enter, so the chain under-visits it; the share of kept iterations with
+  a divergence must be at most ``max_divergent_share``, and the acceptance at least
+  ``min_acceptance`` (a stuck chain; both in :data:`~bnnkit.metrics.findings.THRESHOLDS`).
 - **Unadjusted MCLMC**: no Metropolis step corrects its integration error, so its bias follows
   the energy error of its steps, which the tuning aims at ``Var[ΔE]/d = v`` (the
   ``energy_var_end`` the run was given). The log holds, per iteration and chain, the mean of
@@ -13,16 +13,16 @@ it logged per iteration after burn-in.
   (``num_divergent``). Two checks, each on every chain:
 
   - the bulk: the median over kept iterations of ``energy_var / v`` at most
-    :data:`MAX_ENERGY_RATIO` (``ΔE² ∝ ε⁶``: a ratio of 2 is a step 12 % longer than tuned; an
+    ``max_energy_ratio`` (``ΔE² ∝ ε⁶``: a ratio of 2 is a step 12 % longer than tuned; an
     over-stepped chain reads tens to thousands);
-  - spikes: an iteration whose ``energy_var`` exceeds :data:`SPIKE_FACTOR` · v. When the
+  - spikes: an iteration whose ``energy_var`` exceeds ``spike_factor`` · v. When the
     energy errors are as Gaussian as at the target, an iteration's mean of 10 steps'
     ``ΔE²/(d v)`` is a tenth of a χ²₁₀, past 10 with probability about 1e-16: a spike is a
     step from outside that bulk, where the unadjusted chain is biased most. Their share of
-    kept iterations must be at most :data:`MAX_SPIKE_SHARE`;
+    kept iterations must be at most ``max_spike_share``;
   - cut-off steps: an iteration that undid a step (``ΔE²`` beyond ``energy_var_max_ratio``
     times its target, or not finite, at ε and at every shorter step retried,
-    ``num_divergent``): the integration failed there. At most :data:`MAX_SPIKE_SHARE` of kept
+    ``num_divergent``): the integration failed there. At most ``max_spike_share`` of kept
     iterations too. A step that a shorter retry resolved (``num_retried``) counts as a spike:
     the tuned ε failed there.
 
@@ -43,8 +43,10 @@ Example:
     >>> kept = [{"divergent": [False, True], "acceptance_rate": [0.9, 0.8]}] * 3 + [
     ...     {"divergent": [False, False], "acceptance_rate": [0.9, 0.8]}] * 97
     >>> found = numerics(kept, "hmc", {})
-    >>> found["status"], found["divergent_share"]  # 3 of 200 kept iterations
+    >>> found.status, found.figures["divergent_share"]  # 3 of 200 kept iterations
     ('fail', 0.015)
+    >>> found.remedies[0].text()[:52]
+    'a smaller step: a smaller step_size or a longer num_'
 """
 
 from __future__ import annotations
@@ -53,92 +55,68 @@ from typing import Any
 
 import numpy as np
 
-from bnnkit.metrics.sampler_health import MIN_ACCEPTANCE, stuck_advice
-from bnnkit.metrics.vocabulary import FUNCTION_CLI, Vocabulary, either
+from bnnkit.metrics.findings import THRESHOLDS, Finding, Remedy, not_recorded
 
 #: The samplers whose every transition is Metropolis-corrected (``mclmc`` only with
 #: ``adjusted``).
 ADJUSTED = ("hmc", "nuts")
-#: Share of kept iterations with a divergence an adjusted sampler may have. A divergence marks a
-#: region of the posterior the chain could not enter; at 1 % what the chain misses is below the
-#: precision (about 2 % in total variation, :mod:`bnnkit.metrics.halves`) at which a reference
-#: ranks approximations. Stricter than the sampler health's 10 %, which flags a broken run.
-MAX_DIVERGENT_SHARE = 0.01
-#: The bulk's energy variance (median over kept iterations) at most this many times its target.
-MAX_ENERGY_RATIO = 2.0
-#: An iteration whose mean ``ΔE²/d`` exceeds this many times the target is a spike.
-SPIKE_FACTOR = 10.0
-#: Share of kept iterations (per chain) that may spike.
-MAX_SPIKE_SHARE = 0.01
 #: The unadjusted MCLMC's target when the run's settings do not name one (its default).
 DEFAULT_ENERGY_VAR = 0.1
+#: An adapted step size this many times the given one counts as raised by burn-in.
+RAISED = 1.5
+#: A longer burn-in (each command calls it one of these).
+LONGER_BURN_IN = (("num_burn_in", "longer"), ("num_tuning", "longer"))
+#: A Metropolis-adjusted sampler: a step whose energy error spikes is rejected.
+ADJUSTED_SAMPLER = Remedy(
+    "a Metropolis-adjusted sampler",
+    (("adjusted", "on"), ("sampler", "nuts")),
+    "a step whose energy error spikes is rejected",
+)
 
 
-def _takes(command: str | None, flag: str) -> bool:
-    """Whether ``bnnkit COMMAND`` takes ``flag`` (any command's flags for an unknown one)."""
-    from bnnkit.errors import ConfigError
-    from bnnkit.metrics.vocabulary import command_flags
-
-    if command is None:
-        return True
-    try:
-        return flag in command_flags(command)
-    except ConfigError:
-        return True
-
-
-def energy_advice(
-    target: float, vocabulary: Vocabulary, command: str | None, *, spikes: bool = False
-) -> str:
-    """What makes an unadjusted MCLMC chain's steps more accurate, in the flags of the command
-    that made the run. For spikes alone (the bulk at its target) a Metropolis-adjusted sampler
-    comes first: a spike is a step too long for the region it starts in, which a longer tuning
-    does not change (the tuning sets one step for the whole chain) and a rejection undoes.
+def step_remedy(step_size: float | None, given_step_size: float | None) -> Remedy:
+    """What helps a stuck or diverging adjusted sampler, following the step size it ran at:
+    when burn-in raised it above the given one (dual averaging on a short burn-in can
+    overshoot), a smaller given step would change nothing, so a longer burn-in, a higher target
+    acceptance or the given step kept.
 
     Example:
-        >>> energy_advice(0.1, FUNCTION_CLI, "mclmc")[:54]
-        'a smaller --energy-var-end (it was 0.1) for shorter st'
-        >>> from bnnkit.metrics.vocabulary import cli_vocabulary
-        >>> energy_advice(0.1, cli_vocabulary("reference", from_ensemble=True), "reference")
-        'a longer --num-tuning so the step size settles, or --sampler nuts (Metropolis-adjusted)'
-        >>> energy_advice(0.1, FUNCTION_CLI, "mclmc", spikes=True)[:46]
-        '--adjusted (Metropolis-adjusted: a step whose '
+        >>> step_remedy(1.4e-4, 1e-5).helps
+        'a step size that burn-in does not raise'
+        >>> step_remedy(None, None).changes[0]
+        ('step_size', 'smaller')
     """
-    names = vocabulary.settings
-    adjusted = [
-        "--adjusted (Metropolis-adjusted" if _takes(command, "--adjusted") else None,
-        "--sampler nuts (Metropolis-adjusted"
-        if command is not None and _takes(command, "--sampler")
-        else None,
-    ]
-    smaller = (
-        f"a smaller --energy-var-end (it was {target:g}) for shorter steps"
-        if _takes(command, "--energy-var-end")
-        else None
+    raised = step_size is not None and given_step_size is not None
+    if raised and step_size > RAISED * given_step_size:
+        return Remedy(
+            "a step size that burn-in does not raise",
+            (*LONGER_BURN_IN, ("target_accept_rate", "higher"), ("adapt", "none")),
+            f"burn-in raised it to {step_size:.2g} from {given_step_size:.2g}",
+        )
+    why = "" if step_size is None else f"the chains ran at {step_size:.2g}"
+    changes = (("step_size", "smaller"), *LONGER_BURN_IN, ("adapt", "mass"))
+    return Remedy("a smaller step", changes, why)
+
+
+def energy_remedies(target: float, *, spikes: bool) -> tuple[Remedy, ...]:
+    """What makes an unadjusted MCLMC chain's steps more accurate. For spikes alone (the bulk
+    at its target) a Metropolis-adjusted sampler comes first: a spike is a step too long for
+    the region it starts in, which a longer tuning does not change (the tuning sets one step
+    for the whole chain) and a rejection undoes.
+
+    Example:
+        >>> [r.helps for r in energy_remedies(0.1, spikes=True)]
+        ['a Metropolis-adjusted sampler', 'shorter steps']
+    """
+    shorter = Remedy(
+        "shorter steps",
+        (("energy_var_end", "smaller"), *LONGER_BURN_IN),
+        f"the energy-variance target was {target:g}",
     )
-    if spikes:
-        rejects = ": a step whose energy error spikes is rejected)"
-        return either([a + rejects if a else None for a in adjusted] + [smaller])
-    longer = (
-        None
-        if names.num_burn_in is None
-        else f"a longer {names.num_burn_in} so the step size settles"
-    )
-    return either([smaller, longer] + [a + ")" if a else None for a in adjusted])
+    return (ADJUSTED_SAMPLER, shorter) if spikes else (shorter, ADJUSTED_SAMPLER)
 
 
-def _unrecorded(why: str) -> dict[str, Any]:
-    return {"status": "not recorded", "why": why, "problems": [], "advice": []}
-
-
-def numerics(
-    kept: list[dict],
-    method: str | None,
-    method_config: dict[str, Any],
-    *,
-    vocabulary: Vocabulary = FUNCTION_CLI,
-    command: str | None = None,
-) -> dict[str, Any]:
+def numerics(kept: list[dict], method: str | None, method_config: dict[str, Any]) -> Finding:
     """Level 0: the numerics of a Markov chain sampler after burn-in.
 
     Args:
@@ -146,27 +124,23 @@ def numerics(
             value per chain.
         method: the sampler (``"hmc"``, ``"nuts"``, ``"mclmc"``, ...).
         method_config: its settings as the run recorded them (``adjusted``,
-            ``energy_var_end``, ``step_size``, ``num_burn_in``).
-        vocabulary: the words of the advice (the flags of the command that made the run).
-        command: that command (``None``: unknown), whose flags alone the advice names.
+            ``energy_var_end``, ``step_size``).
 
     Returns:
-        ``status`` ("pass", "fail" or "not recorded", with ``why``), the figures judged,
-        ``problems`` and ``advice``.
+        The finding, with the figures judged (``kind``: "divergences" or "energy").
     """
     if not kept or "divergent" not in kept[0]:
-        return _unrecorded("the sampler logs no divergences or energy errors")
+        return not_recorded("the sampler logs no divergences or energy errors")
     if method == "mclmc" and not method_config.get("adjusted"):
         if "energy_var" not in kept[0]:
-            return _unrecorded("the run's log holds no energy errors (made before they were)")
-        return _energy(kept, method_config, vocabulary, command)
-    return _divergences(kept, method_config, vocabulary)
+            return not_recorded("the run's log holds no energy errors (made before they were)")
+        return _energy(kept, method_config)
+    return _divergences(kept, method_config)
 
 
-def _divergences(
-    kept: list[dict], method_config: dict[str, Any], vocabulary: Vocabulary
-) -> dict[str, Any]:
+def _divergences(kept: list[dict], method_config: dict[str, Any]) -> Finding:
     """Level 0 of an adjusted sampler: divergences and acceptance."""
+    limit = THRESHOLDS.max_divergent_share
     divergent = np.asarray([line["divergent"] for line in kept], bool)
     share = float(divergent.mean())
     acceptance = (
@@ -175,40 +149,32 @@ def _divergences(
         else None
     )
     problems = []
-    if share > MAX_DIVERGENT_SHARE:
+    if share > limit:
         problems.append(
             f"{int(divergent.sum())} of {divergent.size} kept iterations diverged "
-            f"({share:.1%}; at most {MAX_DIVERGENT_SHARE:.0%})"
+            f"({share:.1%}; at most {limit:.0%})"
         )
-    if acceptance is not None and acceptance < MIN_ACCEPTANCE:
-        problems.append(f"acceptance after burn-in is {acceptance:.3f} (< {MIN_ACCEPTANCE})")
+    if acceptance is not None and acceptance < THRESHOLDS.min_acceptance:
+        problems.append(
+            f"acceptance after burn-in is {acceptance:.3f} (< {THRESHOLDS.min_acceptance})"
+        )
     steps = [float(s) for s in kept[-1].get("step_size", ())]
-    advice = (
-        [
-            stuck_advice(
-                float(np.mean(steps)) if steps else None,
-                method_config.get("step_size"),
-                method_config.get("num_burn_in"),
-                vocabulary=vocabulary,
-            )
-        ]
-        if problems
-        else []
+    ran_at = float(np.mean(steps)) if steps else None
+    return Finding(
+        "fail" if problems else "pass",
+        tuple(problems),
+        {"kind": "divergences", "divergent_share": share, "acceptance_rate": acceptance},
+        (step_remedy(ran_at, method_config.get("step_size")),) if problems else (),
     )
-    return {
-        "status": "fail" if problems else "pass",
-        "kind": "divergences",
-        "divergent_share": share,
-        "acceptance_rate": acceptance,
-        "problems": problems,
-        "advice": advice,
-    }
 
 
-def _energy(
-    kept: list[dict], method_config: dict[str, Any], vocabulary: Vocabulary, command: str | None
-) -> dict[str, Any]:
+def _energy(kept: list[dict], method_config: dict[str, Any]) -> Finding:
     """Level 0 of unadjusted MCLMC: the bulk's energy variance and the spikes, per chain."""
+    limit, factor, ratio_limit = (
+        THRESHOLDS.max_spike_share,
+        THRESHOLDS.spike_factor,
+        THRESHOLDS.max_energy_ratio,
+    )
     target = float(method_config.get("energy_var_end") or DEFAULT_ENERGY_VAR)
     energy = np.asarray([line["energy_var"] for line in kept], np.float64)  # (iterations, chains)
     cut = np.asarray([line["divergent"] for line in kept], bool)
@@ -218,44 +184,45 @@ def _energy(
     )
     ratio = np.median(energy, axis=0) / target
     failed = (cut | ~np.isfinite(energy)).mean(axis=0)
-    spikes = ((energy > SPIKE_FACTOR * target) | cut | retried | ~np.isfinite(energy)).mean(axis=0)
+    spikes = ((energy > factor * target) | cut | retried | ~np.isfinite(energy)).mean(axis=0)
     problems = []
-    bulky = np.flatnonzero(~(ratio <= MAX_ENERGY_RATIO))
+    bulky = np.flatnonzero(~(ratio <= ratio_limit))
     if bulky.size:
         problems.append(
             "the energy error of chain "
             + ", ".join(f"{c} ({ratio[c]:.3g}×)" for c in bulky)
             + f" exceeds its target Var[ΔE]/d = {target:g} (median over kept iterations; at "
-            f"most {MAX_ENERGY_RATIO:g}×): its steps are too long for their accuracy"
+            f"most {ratio_limit:g}×): its steps are too long for their accuracy"
         )
-    broken = np.flatnonzero(failed > MAX_SPIKE_SHARE)
+    broken = np.flatnonzero(failed > limit)
     if broken.size:
         problems.append(
             "steps cut off (an energy error beyond the cap, or not finite) in chain "
             + ", ".join(f"{c} ({failed[c]:.1%})" for c in broken)
-            + f" of kept iterations (at most {MAX_SPIKE_SHARE:.0%}): the integration failed"
+            + f" of kept iterations (at most {limit:.0%}): the integration failed"
         )
     hard = bool(problems)
-    spiky = np.flatnonzero(spikes > MAX_SPIKE_SHARE)
+    spiky = np.flatnonzero(spikes > limit)
     if spiky.size:
         problems.append(
             "energy spikes (an iteration's ΔE²/d above "
-            f"{SPIKE_FACTOR:g}× the target, or a step cut off or taken again shorter) in chain "
+            f"{factor:g}× the target, or a step cut off or taken again shorter) in chain "
             + ", ".join(f"{c} ({spikes[c]:.1%})" for c in spiky)
-            + f" of kept iterations (at most {MAX_SPIKE_SHARE:.0%})"
+            + f" of kept iterations (at most {limit:.0%})"
             + ("" if hard else ": not certified, though the model average may still rank")
         )
-    return {
-        "status": "fail" if problems else "pass",
+    figures = {
         "kind": "energy",
-        "spikes_only": bool(problems) and not hard,
         "energy_var_target": target,
         "energy_ratio": [float(r) for r in ratio],
         "spike_share": [float(s) for s in spikes],
         "cut_share": [float(s) for s in failed],
         "retry_share": [float(s) for s in retried.mean(axis=0)],
-        "problems": problems,
-        "advice": [energy_advice(target, vocabulary, command, spikes=not bulky.size)]
-        if problems
-        else [],
     }
+    return Finding(
+        "fail" if problems else "pass",
+        tuple(problems),
+        figures,
+        energy_remedies(target, spikes=not bulky.size) if problems else (),
+        soft=bool(problems) and not hard,
+    )

@@ -4,12 +4,11 @@ Two figures of the model average are taken twice, from all kept draws of every c
 the second half of each chain's draws alone:
 
 - the **test LPD** (nats per test point, ``mean_i log mean_s p(y_i | x_i, θ_s)``), which must
-  change by at most :data:`LPD_TOLERANCE` (the within-chain verdict's: tables report test
-  log-likelihoods to two decimals);
+  change by at most ``lpd_tolerance`` (tables report test log-likelihoods to two decimals);
 - the **mean predictive std** (regression: the mean over test points of the predictive
-  mixture's std), which must change by at most :data:`STD_TOLERANCE` of itself; for
+  mixture's std), which must change by at most ``std_tolerance`` of itself; for
   classification, where a predictive has no std, the **mean predictive entropy**, within
-  :data:`ENTROPY_TOLERANCE` nats.
+  ``entropy_tolerance`` nats (all in :data:`~bnnkit.metrics.findings.THRESHOLDS`).
 
 If doubling the draws (from the second half to all of them) moves neither by more than the
 precision it is reported at, more draws will not either: the figures have reached their
@@ -22,30 +21,23 @@ Example:
     >>> means = rng.normal(size=(4, 200, 10)) * 0.1
     >>> stds = np.full_like(means, 0.5)
     >>> log_density = -0.5 * (means / 0.5) ** 2 - np.log(0.5) - 0.5 * np.log(2 * np.pi)
-    >>> plateau(log_density, means=means, stds=stds)["status"]
+    >>> plateau(log_density, means=means, stds=stds).status
     'pass'
     >>> drifting = means + np.linspace(0.0, 2.0, 200)[None, :, None]  # still moving
     >>> log_density = -0.5 * (drifting / 0.5) ** 2 - np.log(0.5) - 0.5 * np.log(2 * np.pi)
-    >>> plateau(log_density, means=drifting, stds=stds)["status"]
+    >>> plateau(log_density, means=drifting, stds=stds).status
     'fail'
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 from scipy import special
 
-from bnnkit.metrics import within_chain
-
-#: The test LPD may change by at most this (nats per test point).
-LPD_TOLERANCE = within_chain.LPD_TOLERANCE
-#: The mean predictive std may change by at most this share of itself.
-STD_TOLERANCE = 0.01
-#: The mean predictive entropy (classification) may change by at most this (nats).
-ENTROPY_TOLERANCE = 0.01
+from bnnkit.metrics.findings import THRESHOLDS, Finding
+from bnnkit.metrics.stationarity import MORE_DRAWS
 
 
 def pooled_lpd(log_density: np.ndarray) -> float:
@@ -76,7 +68,7 @@ def plateau(
     means: np.ndarray | None = None,
     stds: np.ndarray | None = None,
     probs: np.ndarray | None = None,
-) -> dict[str, Any]:
+) -> Finding:
     """Level 3: the test LPD and the predictive's spread, from the second half of each chain's
     draws and from all of them.
 
@@ -88,9 +80,9 @@ def plateau(
             classes).
 
     Returns:
-        ``status`` ("pass" or "fail"), ``lpd`` and the spread (``std`` or ``entropy``), each
-        with ``all``, ``second_half`` and ``change`` (all minus second half), the
-        ``tolerances`` and ``problems``.
+        The finding; its figures: ``lpd`` and the spread (``std`` or ``entropy``), each with
+        ``all``, ``second_half`` and ``change`` (all minus second half), and the
+        ``tolerances``.
     """
     x = np.asarray(log_density, np.float64)
     half = x.shape[1] // 2
@@ -99,15 +91,15 @@ def plateau(
     if probs is not None:
         name, whole = _spread(None, None, probs)
         _, part = _spread(None, None, np.asarray(probs)[:, later])
-        key, tolerance, relative = "entropy", ENTROPY_TOLERANCE, False
+        key, tolerance, relative = "entropy", THRESHOLDS.entropy_tolerance, False
     else:
         name, whole = _spread(means, stds, None)
         _, part = _spread(np.asarray(means)[:, later], np.asarray(stds)[:, later], None)
-        key, tolerance, relative = "std", STD_TOLERANCE, True
+        key, tolerance, relative = "std", THRESHOLDS.std_tolerance, True
     spread = {"all": whole, "second_half": part}
     problems = []
     for what, found, allowed, unit in (
-        ("test LPD", lpd, LPD_TOLERANCE, " nats"),
+        ("test LPD", lpd, THRESHOLDS.lpd_tolerance, " nats"),
         (name, spread, tolerance * (abs(whole) if relative else 1.0), ""),
     ):
         found["change"] = found["all"] - found["second_half"]
@@ -117,10 +109,9 @@ def plateau(
                 f"the {what} moves by {found['change']:+.3g}{unit} from the second half of the "
                 f"kept draws to all of them (at most {limit})"
             )
-    return {
-        "status": "fail" if problems else "pass",
-        "lpd": lpd,
-        key: spread,
-        "tolerances": {"lpd": LPD_TOLERANCE, key: tolerance},
-        "problems": problems,
-    }
+    return Finding(
+        "fail" if problems else "pass",
+        tuple(problems),
+        {"lpd": lpd, key: spread, "tolerances": {"lpd": THRESHOLDS.lpd_tolerance, key: tolerance}},
+        (MORE_DRAWS,) if problems else (),
+    )

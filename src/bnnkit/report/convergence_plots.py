@@ -79,35 +79,3 @@ def chains_png(rows: list[dict[str, Any]], reference: str = "") -> bytes:
     if reference:
         fig.suptitle(f"against {reference}", fontsize=9)
     return png_bytes(plt, fig)
-
-
-def running_lpd_png(within: list[dict[str, Any]], title: str = "") -> bytes:
-    """Each chain's running log predictive density against the draws it averages (MILE's
-    plot), drawn from the curves a verdict stores (its ``within`` entries).
-
-    A chain that has mixed levels off; the dotted line marks the start of its last half, over
-    which the verdict asks the curve to be flat.
-
-    Example:
-        >>> within = [{"chain": 0, "mixed": True,
-        ...            "lpd": {"curve": {"draws": [1, 50, 100], "lpd": [-1.2, -0.9, -0.88]}}}]
-        >>> running_lpd_png(within)[1:4]
-        b'PNG'
-    """
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    last = 1
-    for check in within:
-        curve = check["lpd"]["curve"]
-        style = "-" if check["mixed"] else "--"
-        label = f"chain {check['chain']}" + ("" if check["mixed"] else " (not mixed)")
-        ax.plot(curve["draws"], curve["lpd"], style, lw=1.2, label=label)
-        last = max(last, curve["draws"][-1])
-    ax.axvline(last / 2, color="grey", lw=0.8, ls=":")
-    ax.set_xlabel("draws averaged (kept samples of the chain)")
-    ax.set_ylabel("test log predictive density\n(nats per point)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title, fontsize=9)
-    return png_bytes(plt, fig)

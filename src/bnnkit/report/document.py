@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bnnkit import storage
-from bnnkit.report.sections import Block, Heading, Section, Table
+from bnnkit.report.sections import Block, Heading, Headline, Section, Table
 
 MARKDOWN_FILE = "report.md"
 HTML_FILE = "report.html"
@@ -52,7 +52,17 @@ _CSS = (
     "th,td{border:1px solid #bbb;padding:.2em .6em;text-align:left}"
     "th{background:#eee}img{max-width:100%}figure{margin:1em 0}"
     "figcaption{font-size:.9em;color:#444}code{background:#f4f4f4}"
+    ".headline{border-left:.5em solid;padding:.4em 1em;margin:1em 0;font-size:1.15em}"
+    ".headline ul{font-size:.9em;margin:.3em 0}"
 )
+#: The colours of a headline's tones (:class:`~bnnkit.report.sections.Headline`): its border
+#: and its background.
+TONES = {
+    "good": ("#2e7d32", "#e8f5e9"),
+    "fair": ("#b26a00", "#fff4e0"),
+    "poor": ("#c62828", "#fdecea"),
+    "none": ("#757575", "#f4f4f4"),
+}
 
 
 #: An absolute path in a report's text: a "/" that no word character, dot, slash or colon
@@ -88,6 +98,10 @@ def _portable_section(section: Section, out: str | os.PathLike) -> Section:
             )
         if isinstance(b, Heading):
             return Heading(portable(b.text, out))
+        if isinstance(b, Headline):
+            return b._replace(
+                text=portable(b.text, out), to_do=tuple(portable(t, out) for t in b.to_do)
+            )
         return portable(b, out)
 
     return section._replace(
@@ -131,6 +145,10 @@ def markdown_text(
                 lines += [_markdown_table(block), ""]
             elif isinstance(block, Heading):
                 lines += [f"### {block.text}", ""]
+            elif isinstance(block, Headline):
+                lines += [f"**{block.text}**", ""]
+                lines += [f"- to do: {item}" for item in block.to_do]
+                lines += [""] if block.to_do else []
             else:
                 lines += [block, ""]
         for figure in section.figures:
@@ -145,6 +163,17 @@ def _html_table(table: Table) -> str:
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in table.rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _html_headline(headline: Headline) -> str:
+    border, background = TONES.get(headline.tone, TONES["none"])
+    items = "".join(f"<li>{html.escape(item)}</li>" for item in headline.to_do)
+    return (
+        f'<div class="headline" style="border-color:{border};background:{background}">'
+        f"<strong>{html.escape(headline.text)}</strong>"
+        + (f"<ul>{items}</ul>" if items else "")
+        + "</div>"
+    )
 
 
 def html_text(sections: Sequence[Section], figure_bytes: Mapping[Path, bytes]) -> str:
@@ -166,6 +195,8 @@ def html_text(sections: Sequence[Section], figure_bytes: Mapping[Path, bytes]) -
                 parts.append(_html_table(block))
             elif isinstance(block, Heading):
                 parts.append(f"<h3>{html.escape(block.text)}</h3>")
+            elif isinstance(block, Headline):
+                parts.append(_html_headline(block))
             else:
                 parts.append(f"<p>{html.escape(block)}</p>")
         for figure in section.figures:

@@ -3,12 +3,12 @@
 A run's section reads what the run and its evaluation already hold: its method, problem and
 settings, the evaluation :func:`bnnkit.evaluation.evaluate` stored beside it (or computes,
 without writing, when it has none or the run changed since), the table of its rows
-(:func:`bnnkit.report.tables.rows`), the convergence verdict with each chain's checks, and the
-figures drawn from the evaluation: the reliability diagram, the OOD score histograms, each
-chain's running log predictive density and the histogram of R-hat within chains per test point
-(the reference levels', :mod:`bnnkit.metrics.levels`). The figures are drawn in the report,
-never written into the run, so a report changes nothing in the folders it reads. A reference
-folder (``bnnkit reference``) reads as its chains, a run.
+(:func:`bnnkit.report.tables.rows`), and the figures drawn from the evaluation: the
+reliability diagram, the OOD score histograms and the histogram of R-hat within chains per test
+point (the verdict's level 1, :mod:`bnnkit.metrics.levels`). The section opens with the
+verdict at a glance (:func:`headline`): its outcome in its colour, and what to do. The figures
+are drawn in the report, never written into the run, so a report changes nothing in the folders
+it reads. A reference folder (``bnnkit reference``) reads as its chains, a run.
 """
 
 from __future__ import annotations
@@ -20,14 +20,12 @@ from typing import Any
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
-from bnnkit.report.sections import Block, Figure, Heading, Section, Table
+from bnnkit.report.sections import Block, Figure, Heading, Headline, Section, Table
 
 #: The name a run's reliability diagram has in a report (drawn there, never in the run).
 RELIABILITY_FILE = "reliability.png"
 #: The name of a run's OOD score histograms in a report (drawn there, never in the run).
 OOD_FILE = "ood_scores.png"
-#: The name a run's running log predictive density plot has in a report (drawn there too).
-RUNNING_LPD_FILE = "running_lpd.png"
 #: The name of the histogram of a run's R-hat within chains per test point, in a report.
 RHAT_WITHIN_FILE = "rhat_within.png"
 
@@ -56,6 +54,41 @@ def _evaluation(folder: Path) -> dict[str, Any]:
         if current and ("levels" in result or "convergence" not in result):
             return result
     return evaluate(folder, write=False)
+
+
+#: The tone of each verdict's headline (:data:`bnnkit.metrics.levels.VERDICTS`).
+TONES = {"certified": "good", "reproducible": "fair", "not a reference": "poor"}
+
+
+def headline(result: dict[str, Any]) -> tuple[Headline, ...]:
+    """An evaluation's verdict at a glance: its outcome and summary in the outcome's tone, and
+    what to do; an older evaluation's convergence verdict as it recorded it; nothing for a
+    run that is no run of chains.
+
+    Example:
+        >>> headline({"levels": {"verdict": "reproducible", "summary": "L1 failed",
+        ...                      "advice": ["more draws"]}})[0]
+        Headline(text='verdict: reproducible (L1 failed)', tone='fair', to_do=('more draws',))
+    """
+    found = result.get("levels")
+    if found:
+        return (
+            Headline(
+                f"verdict: {found['verdict']} ({found['summary']})",
+                TONES.get(found["verdict"], "none"),
+                tuple(found.get("advice", ())),
+            ),
+        )
+    old = result.get("convergence")
+    if old and "level" in old:
+        return (
+            Headline(
+                f"convergence verdict, as recorded: {old['level']} ({old['summary']})",
+                "none",
+                tuple(old.get("advice", ())),
+            ),
+        )
+    return ()
 
 
 def setting_value(v: Any) -> str:
@@ -116,8 +149,9 @@ def _ood_histograms(folder: Path, name: str, result: dict[str, Any]) -> tuple[Fi
 
 
 def run_section(folder: Path) -> Section:
-    """A run: its method, problem and settings, its evaluation (test metrics, sampler
-    statistics, R-hat and ESS, the convergence verdict, the post-hoc parts asked for) and, for
+    """A run: its verdict at a glance (:func:`headline`), its method, problem and settings, its
+    evaluation (test metrics, the verdict level by level, sampler statistics, R-hat and ESS,
+    the post-hoc parts asked for) and, for
     classification, its reliability diagram and, after ``evaluate --ood``, the histograms of
     its OOD scores."""
     from bnnkit.report.tables import rows
@@ -127,6 +161,7 @@ def run_section(folder: Path) -> Section:
     result = {**_evaluation(folder), "prior_check": record.get("prior_check")}
     problem = record.get("problem") or {}
     blocks: list[Block] = [
+        *headline(result),
         f"{record['method']} on {problem.get('dataset')} with model {problem.get('model')}, "
         f"run status {record.get('status', 'unknown')}.",
         Heading("problem"),
@@ -145,14 +180,6 @@ def run_section(folder: Path) -> Section:
         Heading("evaluation"),
         Table(("quantity", "value"), tuple(rows(result))),
     ]
-    verdict = result.get("convergence")
-    if verdict:
-        blocks.append(
-            "Converged in function space."
-            if verdict["converged"]
-            else "NOT converged in function space: " + "; ".join(verdict["problems"])
-        )
-        blocks += _verdict_blocks(verdict)
     return Section(
         f"{record['method']} run",
         "run",
@@ -160,7 +187,6 @@ def run_section(folder: Path) -> Section:
         tuple(blocks),
         _reliability(folder, record["method"], result)
         + _ood_histograms(folder, record["method"], result)
-        + _running_lpd(folder, result)
         + _rhat_within(folder, result),
     )
 
@@ -187,80 +213,13 @@ def reference_section(folder: Path) -> Section:
         f"A reference (bnnkit reference): a deep ensemble, then one chain per member; "
         f"status {status}. Its chains, in {REFERENCE_CHAINS}/:"
     )
+    glance = tuple(b for b in inner.blocks if isinstance(b, Headline))
+    rest = tuple(b for b in inner.blocks if not isinstance(b, Headline))
     return inner._replace(
         title="reference",
         kind="reference",
         source=os.fspath(folder),
-        blocks=(intro, *inner.blocks),
-    )
-
-
-def _verdict_blocks(verdict: dict[str, Any]) -> list[Block]:
-    """The verdict's level, its modes and a table of each chain's within-chain checks
-    (nothing for an evaluation stored before the three outcomes)."""
-    if "level" not in verdict:
-        return []
-    modes = verdict["modes"]
-    blocks: list[Block] = [
-        Heading("convergence verdict"),
-        f"Level: {verdict['level']} ({verdict['summary']}). Distinct modes: {modes['count']} "
-        f"(chains {' | '.join(', '.join(map(str, g)) for g in modes['groups'])}).",
-    ]
-    within = verdict.get("within")
-    if within:
-
-        def lpd(check: dict[str, Any], key: str, form: str) -> str:
-            return "–" if not check.get("lpd") else format(check["lpd"][key], form)
-
-        blocks.append(
-            Table(
-                (
-                    "chain",
-                    "mixed",
-                    "R-hat within < threshold",
-                    "ESS (5th percentile)",
-                    "ESS (smallest)",
-                    "LPD",
-                    "LPD drift",
-                    "drift se",
-                    "log posterior rise (se)",
-                ),
-                tuple(
-                    (
-                        str(c["chain"]),
-                        "yes" if c["mixed"] else "NO",
-                        f"{c['rhat_share_below']:.0%}",
-                        f"{c['ess_p5']:.0f}",
-                        f"{c['ess_min']:.0f}",
-                        lpd(c, "final", ".4f"),
-                        lpd(c, "drift", "+.4f"),
-                        lpd(c, "drift_se", ".4f"),
-                        "–" if c.get("rise_z") is None else f"{c['rise_z']:.1f}",
-                    )
-                    for c in within
-                ),
-            )
-        )
-    return blocks
-
-
-def _running_lpd(folder: Path, result: dict[str, Any]) -> tuple[Figure, ...]:
-    # Drawn here from the curves the verdict stores, like the reliability diagram.
-    from bnnkit.report.convergence_plots import running_lpd_png
-
-    within = (result.get("convergence") or {}).get("within") or []
-    if not within or not all(c.get("lpd") for c in within):
-        return ()
-    png = running_lpd_png(within, title=f"test set of {result['dataset']}")
-    return (
-        Figure(
-            folder / RUNNING_LPD_FILE,
-            "Each chain's running log predictive density: "
-            "the model average of its first t kept draws, scored on the test set (nats "
-            "per point). A chain that has mixed levels off; the verdict asks the model "
-            "averages of its two halves to agree (the dotted line marks the middle).",
-            png=png,
-        ),
+        blocks=(*glance, intro, *rest),
     )
 
 
@@ -268,7 +227,9 @@ def _rhat_within(folder: Path, result: dict[str, Any]) -> tuple[Figure, ...]:
     # Drawn here from the histogram the reference levels store, like the running LPD.
     from bnnkit.report.convergence_plots import rhat_histograms_png
 
-    histogram = ((result.get("levels") or {}).get("L1") or {}).get("rhat_histogram")
+    found = (result.get("levels") or {}).get("L1") or {}
+    # Evaluations stored before typed findings hold the level's figures beside its status.
+    histogram = (found.get("figures") or found).get("rhat_histogram")
     if not histogram:
         return ()
     png = rhat_histograms_png(

@@ -47,7 +47,21 @@ class Figure(NamedTuple):
         return self.path.read_bytes() if self.png is None else self.png
 
 
-Block = str | Heading | Table  # a paragraph, a heading or a table
+class Headline(NamedTuple):
+    """A section's verdict at a glance: one line in its tone's colour, and what to do.
+
+    Attributes:
+        text: the line.
+        tone: ``"good"``, ``"fair"``, ``"poor"`` or ``"none"`` (its colour in HTML).
+        to_do: what to do, one item each.
+    """
+
+    text: str
+    tone: str
+    to_do: tuple[str, ...] = ()
+
+
+Block = str | Heading | Table | Headline  # a paragraph, a heading, a table or a headline
 
 
 class Section(NamedTuple):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bnnkit.metrics.verdict_sentences import chain_line
+from bnnkit.metrics.levels import MARKS, Verdict, level
 
 
 def rows(result: dict[str, Any], *, full: bool = True) -> list[tuple[str, str]]:
@@ -25,11 +25,11 @@ def rows(result: dict[str, Any], *, full: bool = True) -> list[tuple[str, str]]:
     """
     return [
         *_run_rows(result),
+        *levels_rows(result),
         *prior_check_rows(result, full=full),
         *_sampler_rows(result),
         *_diagnostics_rows(result),
-        *_verdict_rows(result),
-        *levels_rows(result),
+        *recorded_convergence_rows(result),
         *_reference_rows(result),
         *posthoc_rows(result),
     ]
@@ -62,6 +62,8 @@ def _sampler_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(
             ("capped trajectories (after burn-in)", f"{sampler['num_capped']} ({share:.0%})")
         )
+    if sampler.get("warning"):
+        out.append(("  warning", sampler["warning"]))
     return [
         *out,
         ("step size per chain", ", ".join(f"{s:.2e}" for s in sampler["step_size"])),
@@ -94,26 +96,25 @@ def _diagnostics_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _verdict_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """The convergence verdict: converged or not, its level, each chain, problems, advice."""
+def recorded_convergence_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """The convergence verdict an evaluation stored by an older bnnkit holds (its outcome and
+    summary, each chain, its problems and advice), shown as recorded; newer evaluations hold
+    the one verdict of the levels (:func:`levels_rows`)."""
     verdict = result.get("convergence")
     if not verdict:
         return []
-    out = [("converged (function space)", "yes" if verdict["converged"] else "NO")]
-    if "level" in verdict:  # evaluations stored before the three outcomes lack it
-        out.append(("  verdict", f"{verdict['level']}: {verdict['summary']}"))
+    out = [("convergence (recorded)", "yes" if verdict["converged"] else "NO")]
+    if "level" in verdict:
+        out.append(("  verdict (recorded)", f"{verdict['level']}: {verdict['summary']}"))
         out += [
-            (f"  chain {check['chain']}", chain_line(check))
+            (f"  chain {check['chain']}", "mixed" if check["mixed"] else "NOT mixed")
             for check in verdict.get("within") or ()
         ]
     out += [("  problem", problem) for problem in verdict["problems"]]
     out += [("  to do", advice) for advice in verdict["advice"]]
-    out += [("  warning", warning) for warning in verdict.get("warnings", ())]
     return out
 
 
-#: How each level's status reads in a table.
-_MARKS = {"pass": "pass", "fail": "FAIL", "not recorded": "not recorded"}
 #: The widest bar of the R-hat histogram, in characters.
 _BAR = 24
 
@@ -149,90 +150,30 @@ def rhat_histogram_rows(histogram: dict[str, Any] | None) -> list[tuple[str, str
     return out
 
 
-def _numerics_line(found: dict[str, Any]) -> str:
-    """Level 0's figures in a line."""
-    if found.get("kind") == "energy":
-        return (
-            f"energy error {max(found['energy_ratio']):.3g}× its target "
-            f"{found['energy_var_target']:g} (median, worst chain), spikes "
-            f"{max(found['spike_share']):.1%} of kept iterations"
-        )
-    line = f"divergences {found['divergent_share']:.1%} of kept iterations"
-    if found.get("acceptance_rate") is not None:
-        line += f", acceptance {found['acceptance_rate']:.3f}"
-    return line
-
-
-def _stationarity_line(found: dict[str, Any]) -> str:
-    """Level 1's figures in a line."""
-    chains = found.get("chains")
-    if not chains:
-        return found["problems"][0] if found["problems"] else ""
-    ok = sum(c["stationary"] for c in chains)
-    ess = [c["ess_p5"] for c in chains if c["ess_p5"] is not None]
-    worst = f", smallest ESS {min(ess):.0f}" if ess else ""
-    rhat = min(c["rhat_share_below"] for c in chains)
-    return f"{ok} of {len(chains)} chains stationary{worst}, R-hat within ≥ {rhat:.0%}"
-
-
-def _halves_line(found: dict[str, Any]) -> str:
-    """Level 2's figures in a line."""
-    apart = found.get("halves")
-    if not apart:
-        return found["problems"][0] if found["problems"] else ""
-    name = "wasserstein_1" if "wasserstein_1" in apart else "total_variation"
-    short = {"wasserstein_1": "W₁", "total_variation": "TV"}[name]
-    line = f"{short} {apart[name]:.3g} between halves"
-    theirs = found.get("ensemble")
-    if theirs:
-        share = apart[name] / theirs[name] if theirs[name] else float("inf")
-        line += f", {share:.0%} of the run's {theirs[name]:.3g} to its ensemble"
-    else:
-        line += f" (at most {found['tolerances'][name]:.3g}; no ensemble to compare)"
-    return line + f"; LPD {apart['lpd_difference']:+.4f}"
-
-
-def _plateau_line(found: dict[str, Any]) -> str:
-    """Level 3's figures in a line."""
-    line = f"test LPD moves {found['lpd']['change']:+.4f}"
-    if "std" in found:
-        std = found["std"]
-        line += f", mean predictive std {std['change'] / std['all']:+.2%}" if std["all"] else ""
-    else:
-        line += f", mean entropy {found['entropy']['change']:+.4f}"
-    return line + " with the first half of the draws"
-
-
 def levels_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """The reference levels (``levels``, :mod:`bnnkit.metrics.levels`): the verdict, each
-    level's status and figures, the histogram of R-hat within chains per test point, what
-    failed and what to do; nothing for an evaluation stored before the levels."""
+    """The verdict (``levels``, :mod:`bnnkit.metrics.levels`): the outcome, each level's
+    status and figures (its row of :data:`~bnnkit.metrics.levels.LEVELS`), the histogram of
+    R-hat within chains per test point, what failed and what to do (the advice as stored, or as
+    the command that prints it spelt it). Nothing for an evaluation stored before the levels."""
     found = result.get("levels")
     if not found:
         return []
-    from bnnkit.metrics.levels import LEVELS, NAMES
-
-    lines = {
-        "L0": _numerics_line,
-        "L1": _stationarity_line,
-        "L2": _halves_line,
-        "L3": _plateau_line,
-    }
-    out = [("reference levels", f"{found['verdict']}: {found['summary']}")]
-    for level in LEVELS:
-        status = found[level]["status"]
-        detail = (
-            found[level].get("why", "") if status == "not recorded" else lines[level](found[level])
-        )
-        out.append((f"  {level} {NAMES[level]}", f"{_MARKS[status]}: {detail}"))
-        if level == "L1" and found[level].get("rhat_histogram"):
+    verdict = Verdict.from_dict(found)
+    out = [("verdict", f"{verdict.outcome}: {verdict.summary}")]
+    for name, finding in verdict.findings.items():
+        known = level(name)
+        asks = known.asks if known else name
+        detail = finding.why if finding.status == "not recorded" else ""
+        if known and finding.status != "not recorded":
+            detail = known.row(finding.figures)
+        out.append((f"  {name} {asks}", f"{MARKS[finding.status]}: {detail}"))
+        if finding.figures.get("rhat_histogram"):
             out.append(("  R-hat within chains per test point (worst chain)", ""))
-            out += rhat_histogram_rows(found[level]["rhat_histogram"])
-        if level == "L2" and (found[level].get("note")):
-            out.append(("  L2 note", found[level]["note"]))
-    out += [("  problem", problem) for problem in found["problems"]]
-    out += [("  to do", advice) for advice in found["advice"]]
-    return out
+            out += rhat_histogram_rows(finding.figures["rhat_histogram"])
+        if finding.figures.get("note"):
+            out.append((f"  {name} note", finding.figures["note"]))
+    out += [("  problem", problem) for problem in verdict.problems]
+    return out + [("  to do", advice) for advice in found.get("advice", ())]
 
 
 def _reference_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
@@ -340,10 +281,14 @@ def posthoc_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def print_table(result: dict[str, Any], title: str = "bnnkit evaluation") -> None:
+def print_table(
+    result: dict[str, Any], title: str = "bnnkit evaluation", *, brief: bool = False
+) -> None:
     """The evaluation as a table on stdout, then, for a fit that is not clearly better than the
     constant predictor (:mod:`bnnkit.metrics.baseline`), its one warning line on stderr, and
-    the prior check's warning, where the run recorded one."""
+    the prior check's warning, where the run recorded one. ``brief``: what was evaluated and
+    the test metrics alone, as the end of a run shows them above its verdict's line (the
+    per-chain detail is ``bnnkit evaluate``'s and the report's)."""
     import sys
 
     from rich.console import Console
@@ -352,7 +297,7 @@ def print_table(result: dict[str, Any], title: str = "bnnkit evaluation") -> Non
     table = Table(title=title)
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    for name, value in rows(result, full=False):
+    for name, value in _run_rows(result) if brief else rows(result, full=False):
         table.add_row(name, value)
     Console().print(table)
     poor = (result.get("baseline") or {}).get("poor_fit")

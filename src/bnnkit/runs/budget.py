@@ -1,9 +1,9 @@
 """How far a run got when its time budget ended, in one sentence the same for every method.
 
-A run's time budget (``max_time``, or ``until_converged``'s) ends it before it did what it was
-asked in two ways: the run stops after the unit in which the budget passed (status "stopped",
-its state saved, :meth:`bnnkit.runs.lifecycle.Lifecycle.stop`), or ``until_converged`` ends at
-a block's last unit before every chain mixed. Either way ``--resume`` continues it, and the
+A run's time budget (``max_time``, or ``until``'s) ends it before it did what it was asked in
+two ways: the run stops after the unit in which the budget passed (status "stopped", its state
+saved, :meth:`bnnkit.runs.lifecycle.Lifecycle.stop`), or ``until`` ends at a block's last unit
+before the verdict reached its level. Either way ``--resume`` continues it, and the
 command line ends with the line of :mod:`bnnkit.commands.budget` (exit code 3).
 """
 
@@ -19,7 +19,7 @@ def _count(n: int, what: str) -> str:
 
 def budget_ended(result: Any) -> bool:
     """Whether a :class:`bnnkit.runs.loop.RunResult`'s time budget ended its run: it stopped
-    before its last unit, or ``until_converged`` ran out of time before every chain mixed."""
+    before its last unit, or ``until`` ran out of time before the verdict reached its level."""
     until = result.until_converged
     return result.stopped is not None or (until is not None and not until["holds"])
 
@@ -38,7 +38,7 @@ def progress(
         record: the run's ``run.json`` (its ``loop`` and, when stopped, ``stopped``).
         kept: kept units stored so far (each holds a sample of every chain or member).
         max_time: the budget in seconds.
-        mixed: with ``until_converged``, whether every chain mixed (``False``: the budget
+        mixed: with ``until``, whether the verdict reached its level (``False``: the budget
             ended before); ``None`` without it.
         stage: the stage of a recipe of several runs that the budget ended (``"chains"`` of
             a reference), named in the sentence.
@@ -70,5 +70,5 @@ def progress(
         per = f" per {who}" if int(loop.get("num_members") or 1) > 1 else ""
         line += f", {_count(kept, 'kept sample')}{per}"
     if mixed is False:
-        line += ", before every chain mixed"
+        line += ", before the verdict reached the level asked"
     return line

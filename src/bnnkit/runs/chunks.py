@@ -34,7 +34,7 @@ import numpy as np
 from bnnkit import distributed, storage
 from bnnkit.errors import ConfigError
 from bnnkit.inference.base import Loop, RunSettings
-from bnnkit.metrics.vocabulary import PARAMETERS_PYTHON
+from bnnkit.metrics.findings import python_name
 from bnnkit.runs import faults, lifecycle, manifest, resumable
 from bnnkit.runs.chains import Chains, chains_of, tally_chunk
 from bnnkit.runs.directory import RunDir
@@ -108,7 +108,7 @@ def sample_into(
         tally = SamplerTally(
             loop,
             config.METHOD,
-            PARAMETERS_PYTHON,
+            python_name,
             given_step_size=getattr(config, "step_size", None),
         )
         for part in info:

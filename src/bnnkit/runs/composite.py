@@ -14,10 +14,10 @@ what a run of runs needs above them, the same way for every recipe:
 3. the stages run in order on one problem, built once and handed down; a stage that starts
    from another (``starts_from``) is given that stage's folder as its source run;
 4. each stage's outcome is lifted into the parent: a stage stopped by its time budget (or
-   extended ``until_converged`` without mixing) stops the composite there, a stage that
+   extended ``until`` a level it did not reach) stops the composite there, a stage that
    diverged marks it diverged; ``resume`` continues it, bit for bit the uninterrupted one;
 5. a resume may change only the recipe's resumable settings (budgets: ``max_time``,
-   ``until_converged``, more kept draws), as a single run's resume may; the stages' own
+   ``until``, more kept draws), as a single run's resume may; the stages' own
    ``resumable()`` rules then apply to each.
 
 Inside the folder every path is relative: a stage names the stage it starts from, and a run
@@ -41,13 +41,14 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.inference.base import RunSettings
+from bnnkit.metrics.findings import Remedy
 from bnnkit.runs import faults
 from bnnkit.runs.composite_folder import check_folder, record_name, stage_dir
 from bnnkit.runs.directory import RUN_FILE, RunDir
@@ -66,11 +67,28 @@ class Stage:
         name: its folder inside the composite (and how it is opened: :func:`stage_dir`).
         config: the method's Config.
         starts_from: the stage whose run it starts from (its source run), if any.
+        settings: which of the recipe's settings sets each of the stage's (``{stage setting:
+            recipe setting}``), so that what the stage's errors advise is said in the recipe's
+            settings; a stage setting the recipe does not set is left out of the advice.
     """
 
     name: str
     config: RunSettings
     starts_from: str | None = None
+    settings: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def remedy(self, remedy: Remedy) -> Remedy:
+        """``remedy`` (in the stage's settings) in the recipe's settings.
+
+        Example:
+            >>> from bnnkit.inference import hmc
+            >>> stage = Stage("e", hmc.Config(), settings={"step_size": "ensemble_step_size"})
+            >>> stage.remedy(Remedy("a smaller step", (("step_size", "smaller"),
+            ...                                        ("clip_grad_norm", "smaller")))).text()
+            'a smaller step: a smaller ensemble_step_size'
+        """
+        changes = tuple((self.settings[n], c) for n, c in remedy.changes if n in self.settings)
+        return dataclasses.replace(remedy, changes=changes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -388,7 +406,7 @@ def _left_of_budget(config: RunSettings, start: float) -> RunSettings:
 
 def _each_stage(recipe, folder, built, stages, actions, started, progress, describe_stop):
     from bnnkit import runs
-    from bnnkit.runs.lifecycle import DivergenceError
+    from bnnkit.runs.divergence import DivergenceError
 
     outcomes: dict[str, Outcome] = {}
     start = time.monotonic()
@@ -405,7 +423,7 @@ def _each_stage(recipe, folder, built, stages, actions, started, progress, descr
                 result = runs.run(
                     built, config, run_dir, resume=action == "resume", progress=progress
                 )
-        except DivergenceError:
+        except DivergenceError as error:
             _write(
                 folder,
                 recipe,
@@ -414,7 +432,12 @@ def _each_stage(recipe, folder, built, stages, actions, started, progress, descr
                 diverged={"stage": stage.name, "at": now()},
                 outcomes=_statuses(outcomes),
             )
-            raise
+            # What to try, in the recipe's settings: its command takes no stage's flags.
+            raise DivergenceError(
+                f"the {stage.name} stage of the {recipe.kind}: {error.what}",
+                stage.remedy(error.remedy),
+                recipe.settings,
+            ) from error
         status = _stage_status(result.record, config)
         outcomes[stage.name] = Outcome(status, result.record, time.perf_counter() - t0)
         faults.point("stage-done")
@@ -449,7 +472,7 @@ def _stage_status(record: dict[str, Any], config: RunSettings) -> str:
     when it was extended until its chains mix and they did not; "finished" otherwise."""
     if record.get("status") == "stopped":
         return "stopped"
-    until = record.get("until_converged") if config.budget().until_converged else None
+    until = record.get("until_converged") if config.budget().until is not None else None
     if isinstance(until, dict) and until.get("holds") is False:
         return "stopped"
     return "finished"

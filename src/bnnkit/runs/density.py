@@ -22,10 +22,10 @@ process 0 reads and writes it) and the sampler warnings are the driver's, from
 the chunks are files of their own. ``bnnkit verify`` checks such a directory and
 :func:`bnnkit.runs.load_chains` (:mod:`bnnkit.runs.stored`) reads it back.
 
-The result carries the kept positions, every iteration's sampler info and the convergence
-verdict of :mod:`bnnkit.metrics.convergence` on the positions themselves (for an identifiable
-target the parameters are the quantities of interest; for a network use the run driver, whose
-verdict is in function space), and the warning of a stuck or unstable sampler, if any.
+The result carries the kept positions, every iteration's sampler info and the verdict on the
+positions themselves at the levels a log density has (numerics and stationary chains,
+:mod:`bnnkit.runs.chains`; for a network use the run driver, whose verdict is in function
+space and has every level), and the warning of a stuck or unstable sampler, if any.
 
 Example (a hierarchical normal model, the eight schools, non-centred):
     >>> import tempfile
@@ -44,8 +44,8 @@ Example (a hierarchical normal model, the eight schools, non-centred):
     >>> chains = sample(log_density, start, config)
     >>> chains.positions["z"].shape  # (chains, kept samples, ...)
     (4, 300, 8)
-    >>> chains.convergence["converged"], chains.convergence["problems"]
-    (True, [])
+    >>> chains.verdict.outcome, chains.verdict.problems
+    ('certified', [])
     >>> table = chains.summary()  # per parameter: MCSE, bulk and tail ESS, R-hat
     >>> bool(table["mu"].r_hat < 1.01), bool(table["z[0]"].ess_bulk > 400)
     (True, True)
@@ -203,9 +203,7 @@ def _checked_config(
     if module is None or config.loop(1).kind != "iterations":
         raise ConfigError(f"sample() runs full-batch samplers (hmc, nuts), not {config.METHOD!r}")
     extending = [
-        name
-        for name in ("until_converged", "max_time")
-        if getattr(config, name, None) not in (None, False)
+        name for name in ("until", "max_time") if getattr(config, name, None) not in (None, False)
     ]
     if extending:
         raise ConfigError(

@@ -19,12 +19,25 @@ import numpy as np
 
 from bnnkit.errors import ConfigError
 from bnnkit.inference.base import RunSettings
+from bnnkit.metrics.findings import Remedy
+from bnnkit.settings import flag
 
 
 class DivergenceError(ConfigError):
     """A run stopped because a member's loss, log density or parameters became NaN or
     infinite (:func:`non_finite`): what it computed from there on would be meaningless, so it
-    stops keeping its last finite state, and the command line exits non-zero (code 2)."""
+    stops keeping its last finite state, and the command line exits non-zero (code 2).
+
+    Attributes:
+        what: what happened, in a sentence without advice.
+        remedy: what to try, in the run's settings (:func:`divergence_remedy`); a composite
+            that ran the run as a stage says it in its own settings.
+    """
+
+    def __init__(self, what: str, remedy: Remedy, config: RunSettings):
+        super().__init__(f"{what} {remedy.text(lambda name: flag(type(config), name))}")
+        self.what = what
+        self.remedy = remedy
 
 
 def finite_members(position: Any, num_members: int) -> jax.Array:
@@ -81,20 +94,28 @@ def non_finite(info: Any, finite: np.ndarray) -> tuple[list[str], list[int]] | N
     return (what, [int(m) for m in np.flatnonzero(bad)]) if what else None
 
 
-def divergence_advice(config: RunSettings) -> str:
-    """What to try after a divergence, naming only the settings ``config``'s command takes."""
-    from bnnkit.settings import flag
+def divergence_remedy(config: RunSettings) -> Remedy:
+    """What to try after a divergence, in ``config``'s settings: a smaller step size, gradient
+    clipping, a larger prior precision, as it has them.
 
+    Example:
+        >>> from bnnkit.inference import ensemble
+        >>> config = ensemble.Config(init_step_size=1e-3, num_epochs=2, batch_size=8,
+        ...                          num_members=2)
+        >>> divergence_remedy(config).text()
+        'a smaller step: a smaller init_step_size or a smaller clip_grad_norm'
+    """
     names = [f.name for f in dataclasses.fields(config)]
-    tips = [
-        f"a smaller {flag(type(config), name)}"
+    changes = [
+        (name, "smaller")
         for name in names
         if name.endswith("step_size") and getattr(config, name) is not None
     ]
-    if "clip_grad_norm" in names:
-        tips.append(f"gradient clipping ({flag(type(config), 'clip_grad_norm')})")
-    if "prior_precision" in names:
-        tips.append(f"a larger {flag(type(config), 'prior_precision')}")
-    if not tips:
-        tips.append("other settings")
-    return ", ".join(tips[:-1]) + (" or " if len(tips) > 1 else "") + tips[-1]
+    changes += [("clip_grad_norm", "smaller")] if "clip_grad_norm" in names else []
+    changes += [("prior_precision", "larger")] if "prior_precision" in names else []
+    return Remedy("a smaller step", tuple(changes))
+
+
+def divergence_advice(config: RunSettings) -> str:
+    """What to try after a divergence, in the flags of ``config``'s command."""
+    return divergence_remedy(config).text(lambda name: flag(type(config), name))

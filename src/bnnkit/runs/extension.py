@@ -1,40 +1,39 @@
-"""Runs that extend themselves until every chain mixes: ``until_converged`` with ``max_time``.
+"""Runs that extend themselves until their verdict reaches a level: ``until`` with ``max_time``.
 
-A full-batch sampler's run with ``until_converged`` (``bnnkit hmc ... --until-converged
---max-time 2h``) first runs its ``num_iterations``. While the within-chain verdict fails, it runs
-another block, which is exactly the call ``--resume`` with a larger ``--num-iterations`` makes
+A full-batch sampler's run with ``until`` (``bnnkit hmc ... --until reproducible --max-time
+2h``) first runs its ``num_iterations``. While its verdict (:mod:`bnnkit.metrics.levels`, the
+one ``bnnkit evaluate`` gives) is below that level, it runs another block, which is exactly
+the call ``--resume`` with a larger ``--num-iterations`` makes
 (:func:`bnnkit.runs.loop.run_block` with ``resume=True`` and the larger ``num_iterations``), so
-the samples are those of one longer run, bit for bit. It ends when each chain has mixed, or when
-``max_time`` has passed in this call, and says which:
+the samples are those of one longer run, bit for bit. It ends when the verdict reaches the
+level, or when ``max_time`` has passed in this call, and says which:
 
-- "converged within each chain after N iterations" (the verdict's level is ``converged`` or
-  ``mixed-multimodal``: every chain passes the within-chain checks of
-  :mod:`bnnkit.metrics.within_chain`; chains in different modes are a valid reference for the
-  model average and are not extended further), or
-- "time budget of 30 min ended at N iterations before each chain mixed:", and why not, as a
-  block says it (below).
-  A budget that ends inside a block stops the run after the unit it ends in, its state saved
-  (status "stopped"); ``--resume --until-converged`` with a new budget goes on.
+- "verdict reproducible after N iterations" (or certified: the level it reached), or
+- "time budget of 30 min ended at N iterations, verdict not a reference:", and what failed,
+  as a block says it (below). A budget that ends inside a block stops the run after the unit
+  it ends in, its state saved (status "stopped"); ``--resume --until LEVEL`` with a new budget
+  goes on.
 
 Each block that does not end the run prints a few lines of at most 80 columns
-(:func:`block_summary`): its iterations and kept draws per chain, how many chains have not
-mixed with the ESS of the worst and what else it fails, its seconds and the length of the next
+(:func:`block_summary`): its iterations and kept draws per chain, its verdict and the first
+problem of each level that failed, its divergences, its seconds and the length of the next
 block.
 
 The verdict is the one ``bnnkit evaluate`` gives (:func:`bnnkit.runs.verdict.of_stored_run`):
-the kept samples are read back, predict the test set, and each chain is judged on its own.
+the kept samples are read back and predict the test set, and the levels judge them.
 
 **Block size.** The kept iterations grow by half each block: with B burn-in iterations and K
 kept, the next block runs to B + ⌈1.5 K⌉. Geometric growth keeps the number of verdicts
 logarithmic in the length the run needs (each verdict reads and predicts with every kept
 sample, so its cost grows with the run), and stops at most half a block's worth past the
-length at which the verdict would first hold. The within-chain ESS grows linearly with the kept
-iterations, so a run that is short by a factor f needs about log(f)/log(1.5) blocks.
+length at which the verdict would first reach the level. A chain's ESS grows linearly with the
+kept iterations, so a run that is short by a factor f needs about log(f)/log(1.5) blocks.
 
 **Cost of the verdict.** Each block records its seconds of sampling and of judging
-(``blocks`` in ``run.json``'s ``until_converged``). Judging costs S forward passes over the test
-set for S kept samples and the diagnostics of :mod:`bnnkit.metrics.convergence`, against the
-L leapfrog steps (each a full-batch gradient) of each of the block's iterations.
+(``blocks`` in ``run.json``'s ``until_converged``, the name runs have stored it under). Judging
+costs S forward passes over the test set for S kept samples (and those of the run's own
+ensemble), against the L leapfrog steps (each a full-batch gradient) of each of the block's
+iterations.
 
 A resumed run (``resume=True``) continues to the larger of ``num_iterations`` and the
 iterations its last block asked for, then judges and extends as above.
@@ -55,6 +54,7 @@ import numpy as np
 from bnnkit import distributed
 from bnnkit import problem as problem_lib
 from bnnkit.inference.base import IterationSettings
+from bnnkit.metrics.levels import Verdict, reaches
 from bnnkit.runs import verdict as run_verdict
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.progress import duration
@@ -85,69 +85,39 @@ def _stored_target(rundir: RunDir, config: IterationSettings) -> int:
     return int(stored.get("num_iterations", 0))
 
 
-def _judge(
-    rundir: RunDir, built: problem_lib.Problem, kept: int
-) -> tuple[dict[str, Any] | None, float]:
+def _judge(rundir: RunDir, built: problem_lib.Problem, kept: int) -> tuple[Verdict | None, float]:
     """The verdict on the run so far and its seconds (``None`` with fewer than 4 kept samples
-    per chain, where even the between-chain checks have nothing to work on)."""
+    per chain, where the levels have nothing to work on)."""
     if kept < 4:
         return None, 0.0
     return run_verdict.of_stored_run(rundir, built)
 
 
-def _worst(checks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The failing chain with the smallest ESS (a chain that never moved has none: first)."""
-    return min(
-        checks, key=lambda c: (c["ess_p5"] if math.isfinite(c["ess_p5"]) else -math.inf, c["chain"])
-    )
-
-
-def verdict_brief(verdict: dict[str, Any] | None, kept: int) -> list[str]:
-    """Why the within-chain verdict fails, in one or two short lines: how many chains have not
-    mixed and the ESS of the worst of them (the smallest) against the ESS it needs, then what
-    else that chain fails (:mod:`bnnkit.metrics.within_chain`); ``bnnkit evaluate`` gives
-    every chain's checks.
+def verdict_brief(verdict: Verdict | None, kept: int) -> list[str]:
+    """The verdict in short lines: its outcome with each level's status, then the first problem
+    of each level that failed; ``bnnkit evaluate`` gives every figure.
 
     Example:
-        >>> checks = [{"chain": 0, "mixed": True, "ess_p5": 80.0, "rhat_share_below": 1.0},
-        ...           {"chain": 1, "mixed": False, "ess_p5": 12.4, "rhat_share_below": 0.8,
-        ...            "lpd": {"flat": False}, "rising": False}]
-        >>> for line in verdict_brief({"within": checks, "summary": "chain 1 failed"}, 200):
+        >>> from bnnkit.metrics.findings import Finding
+        >>> from bnnkit.metrics.levels import verdict
+        >>> found = verdict({"L0": Finding("pass"), "L1": Finding("fail", ("chain 1 drifts",))})
+        >>> for line in verdict_brief(found, 200):
         ...     print(line)
-        1 of 2 chains not mixed; worst chain 1: ESS 12 < 50
-        chain 1 also fails: R-hat within 80 % < 95 %, LPD drifting
+        verdict reproducible (L0 pass, L1 FAIL)
+        L1: chain 1 drifts
         >>> verdict_brief(None, 3)
         ['3 kept iterations per chain are too few to judge']
     """
-    from bnnkit.metrics import within_chain as wc
-
     if verdict is None:
         return [f"{kept:,} kept iterations per chain are too few to judge"]
-    within = verdict.get("within") or []
-    failing = [c for c in within if not c["mixed"]]
-    if not failing:
-        return [verdict["summary"]]
-    worst = _worst(failing)
-    ess = worst["ess_p5"]
-    if not math.isfinite(ess):
-        first = "no ESS (its draws do not vary)"
-    else:
-        first = f"ESS {ess:.0f}" + (f" < {wc.MIN_CHAIN_ESS:.0f}" if ess < wc.MIN_CHAIN_ESS else "")
-    also = []
-    if worst["rhat_share_below"] < wc.WITHIN_RHAT_SHARE:
-        also.append(
-            f"R-hat within {100 * worst['rhat_share_below']:.0f} % < "
-            f"{100 * wc.WITHIN_RHAT_SHARE:.0f} %"
-        )
-    if worst.get("lpd") and not worst["lpd"].get("flat", True):
-        also.append("LPD drifting")
-    if worst.get("rising"):
-        also.append("log posterior rising")
-    lines = [
-        f"{len(failing)} of {len(within)} chains not mixed; worst chain {worst['chain']}: {first}"
-    ]
-    if also:
-        lines.append(f"chain {worst['chain']} also fails: {', '.join(also)}")
+    statuses = ", ".join(
+        f"{name} {'pass' if found.passed else 'FAIL'}" for name, found in verdict.findings.items()
+    )
+    lines = [f"verdict {verdict.outcome} ({statuses})"]
+    for name in verdict.failed:
+        found = verdict.findings[name]
+        first = found.problems[0] if found.problems else found.why
+        lines.append(f"{name}: {first}")
     return lines
 
 
@@ -173,7 +143,7 @@ def block_summary(
     number: int,
     done: int,
     kept: int,
-    verdict: dict[str, Any] | None,
+    verdict: Verdict | None,
     *,
     sampled: float,
     judged: float,
@@ -233,7 +203,7 @@ def divergence_line(divergent: tuple[int, int, int] | None) -> list[str]:
     ]
 
 
-def until_converged(
+def extend_until(
     problem: problem_lib.Problem,
     config: IterationSettings,
     run_dir: str | os.PathLike,
@@ -247,9 +217,9 @@ def until_converged(
     shard: str = "auto",
     on_unit: Callable[[int, dict], None] | None = None,
 ) -> Any:
-    """Run ``config`` on the built ``problem`` in blocks until each chain mixes or ``deadline``
-    (a :func:`time.monotonic` time) passes (see the module's docstring). Every block and every
-    verdict runs on ``problem`` as given, never rebuilt.
+    """Run ``config`` on the built ``problem`` in blocks until its verdict reaches the level
+    ``config.until`` or ``deadline`` (a :func:`time.monotonic` time) passes (see the module's
+    docstring). Every block and every verdict runs on ``problem`` as given, never rebuilt.
 
     ``run_block`` runs one block (:func:`bnnkit.runs.loop.run_block`, which the driver passes
     in: the driver calls this module, so this module does not import the driver).
@@ -257,10 +227,11 @@ def until_converged(
     Returns:
         The last block's :class:`~bnnkit.runs.loop.RunResult`, its ``seconds`` those of all
         blocks, with ``until_converged``: ``outcome`` (lines of at most 80 columns),
-        ``holds``, ``blocks`` (per block: ``iterations`` done, ``seconds`` of sampling,
-        ``verdict_seconds``, ``level``) and the last ``verdict``; the same is stored in
-        ``run.json`` under ``until_converged`` (without the verdict, which ``bnnkit evaluate``
-        gives).
+        ``until`` (the level asked), ``holds`` (whether the verdict reached it), ``reached``
+        (the verdict's outcome), ``blocks`` (per block: ``iterations`` done, ``seconds`` of
+        sampling, ``verdict_seconds``, ``verdict``) and the last ``verdict``
+        (:class:`~bnnkit.metrics.levels.Verdict`); the same is stored in ``run.json`` under
+        ``until_converged`` (without the verdict, which ``bnnkit evaluate`` gives).
     """
     rundir = RunDir(run_dir)
     target = _first_target(rundir, config, resume=resume)
@@ -276,7 +247,7 @@ def until_converged(
         resume, overwrite = True, False  # every later block continues this run
         seconds += result.seconds
         done, kept, verdict, holds, divergent, judged_block = _judged(
-            rundir, problem, result, target, config.num_burn_in
+            rundir, problem, result, target, config
         )
         blocks.append(judged_block)
         out_of_time = result.stopped is not None or distributed.first_says(
@@ -294,7 +265,9 @@ def until_converged(
         target = following
     summary = {
         "outcome": _outcome(holds, verdict, done, kept, config, (*divergent, divergent_before)),
+        "until": config.until,
         "holds": holds,
+        "reached": None if verdict is None else verdict.outcome,
         "max_time": config.max_time,
         "growth": GROWTH,
         "blocks": blocks,
@@ -316,21 +289,28 @@ def _first_target(rundir: RunDir, config: IterationSettings, *, resume: bool) ->
 
 
 def _judged(
-    rundir: RunDir, problem: problem_lib.Problem, result: Any, target: int, num_burn_in: int
-) -> tuple[int, int, dict[str, Any] | None, bool, tuple[int, int], dict[str, Any]]:
+    rundir: RunDir,
+    problem: problem_lib.Problem,
+    result: Any,
+    target: int,
+    config: IterationSettings,
+) -> tuple[int, int, Verdict | None, bool, tuple[int, int], dict[str, Any]]:
     """What a block ended at and the verdict on the run so far: the iterations done and kept
-    per chain, the verdict, whether it holds (as process 0 says), the divergences after burn-in
-    so far with the transitions, and the block as ``run.json`` records it."""
+    per chain, the verdict, whether it reached ``config.until`` (as process 0 says), the
+    divergences after burn-in so far with the transitions, and the block as ``run.json``
+    records it."""
     done = (result.record.get("stopped") or {}).get("units_done", target)
-    kept = done - num_burn_in
+    kept = done - config.num_burn_in
     verdict, judged = _judge(rundir, problem, kept) if distributed.is_writer() else (None, 0.0)
-    holds = distributed.first_says(verdict is not None and run_verdict.within_holds(verdict))
+    holds = distributed.first_says(
+        verdict is not None and reaches(verdict.outcome, str(config.until))
+    )
     divergent = divergences(rundir) if distributed.is_writer() else (0, 0)
     block = {
         "iterations": done,
         "seconds": result.seconds,
         "verdict_seconds": judged,
-        "level": None if verdict is None else verdict["level"],
+        "verdict": None if verdict is None else verdict.outcome,
         "divergent": divergent[0],
     }
     return done, kept, verdict, holds, divergent, block
@@ -340,7 +320,7 @@ def _block_lines(
     number: int,
     block: dict[str, Any],
     kept: int,
-    verdict: dict[str, Any] | None,
+    verdict: Verdict | None,
     following: int,
     divergent: tuple[int, int, int],
 ) -> str:
@@ -359,24 +339,22 @@ def _block_lines(
 
 def _outcome(
     holds: bool,
-    verdict: dict[str, Any] | None,
+    verdict: Verdict | None,
     done: int,
     kept: int,
     config: IterationSettings,
     divergent: tuple[int, int, int],
 ) -> str:
-    """How the run ended, in lines of at most :data:`WIDTH` columns: each chain mixed, or the
-    time budget ended first and why each chain had not (:func:`verdict_brief`,
+    """How the run ended, in lines of at most :data:`WIDTH` columns: the level its verdict
+    reached, or that the time budget ended first and what failed (:func:`verdict_brief`,
     :func:`divergence_line`)."""
     if holds:
-        outcome = f"converged within each chain after {done:,} iterations"
-        if verdict["level"] == "mixed-multimodal":
-            outcome += f" ({verdict['summary']})"
-        return short_lines(outcome)
+        return short_lines(f"verdict {verdict.outcome} after {done:,} iterations")
+    reached = "" if verdict is None else f", verdict {verdict.outcome}"
     return short_lines(
-        f"time budget of {duration(config.max_time)} ended at {done:,} "
-        "iterations before each chain mixed:",
-        *(f"  {line}" for line in verdict_brief(verdict, kept)),
+        f"time budget of {duration(config.max_time)} ended at {done:,} iterations{reached} "
+        f"(asked: {config.until}):",
+        *(f"  {line}" for line in verdict_brief(verdict, kept)[1:] or verdict_brief(None, kept)),
         *(f"  {line}" for line in divergence_line(divergent)),
     )
 

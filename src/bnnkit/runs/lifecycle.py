@@ -61,7 +61,7 @@ from bnnkit.inference import _noise
 from bnnkit.inference.base import Loop, RunSettings
 from bnnkit.runs import directory, faults, manifest, placement, provenance, sources
 from bnnkit.runs.directory import STATE_FILE, RunDir
-from bnnkit.runs.divergence import DivergenceError, divergence_advice
+from bnnkit.runs.divergence import DivergenceError, divergence_remedy
 from bnnkit.runs.keys import UNIT_KEY, evaluation_key
 from bnnkit.runs.resumable import check_resume, resume_refusal
 from bnnkit.runs.signals import Terminated, stopped_by_signals
@@ -313,8 +313,9 @@ class Lifecycle:
             kept = "nothing was kept; run it again with"
         return DivergenceError(
             f"{config.label}: {' and '.join(what)} became NaN or infinite in {kind} {unit + 1} "
-            f"of {loop.num_units} ({who}), so the run stopped: {kept} "
-            f"{divergence_advice(config)}"
+            f"of {loop.num_units} ({who}), so the run stopped: {kept}",
+            divergence_remedy(config),
+            config,
         )
 
     def stop(self, reason: str, *, units_done: int) -> None:

@@ -63,7 +63,7 @@ from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.runs import blocks, faults, lifecycle, sharding
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.divergence import finite_members, non_finite
-from bnnkit.runs.extension import until_converged
+from bnnkit.runs.extension import extend_until
 from bnnkit.runs.initial import with_chains
 from bnnkit.runs.keys import INIT_STREAM, member_keys
 from bnnkit.runs.lifecycle import Lifecycle
@@ -88,7 +88,7 @@ from bnnkit.runs.units import (
     unit_batch,
     unit_function,
 )
-from bnnkit.runs.verdict import run_vocabulary
+from bnnkit.runs.verdict import run_spelling
 from bnnkit.settings import check_dtype
 
 # The driver, and minibatch_indices (bnnkit.runs.units), which is imported from here elsewhere.
@@ -111,8 +111,8 @@ class RunResult:
             run when progress was.
         stopped: why the run stopped before its last unit (its time budget, ``max_time``)
             and where, in a sentence; ``None`` when it ran them all. A stopped run resumes.
-        until_converged: with ``until_converged``, what the blocks did
-            (:func:`bnnkit.runs.extension.until_converged`): ``outcome`` (a sentence),
+        until_converged: with ``until``, what the blocks did
+            (:func:`bnnkit.runs.extension.extend_until`): ``outcome`` (a sentence),
             ``holds``, ``blocks`` and the last ``verdict``; ``None`` otherwise.
     """
 
@@ -130,7 +130,7 @@ class RunResult:
     @property
     def status(self) -> str:
         """``"stopped"`` when the time budget ended the run before it did what it was asked
-        (:attr:`stopped`, or ``until_converged`` before every chain mixed: ``resume=True``
+        (:attr:`stopped`, or ``until`` before the verdict reached its level: ``resume=True``
         continues it), else the status ``run.json`` records (``"finished"``)."""
         from bnnkit.runs.budget import budget_ended
 
@@ -174,8 +174,8 @@ def run(
 
     With a full-batch sampler's ``max_time`` the run stops cleanly after the unit at which
     that much wall time has passed in this call (its state saved, status "stopped",
-    resumable); with ``until_converged`` it extends itself in blocks until every chain mixes or
-    that time ends (:mod:`bnnkit.runs.extension`).
+    resumable); with ``until`` it extends itself in blocks until its verdict reaches that level
+    or that time ends (:mod:`bnnkit.runs.extension`).
 
     Returns:
         A :class:`RunResult`.
@@ -186,9 +186,9 @@ def run(
     check_call("bnnkit.run", locals())
     budget = config.budget()
     deadline = None if budget.max_time is None else time.monotonic() + budget.max_time
-    if budget.until_converged:
+    if budget.until is not None:
         # Built here, once: every block and every verdict runs on this one problem.
-        return until_converged(
+        return extend_until(
             built_problem(problem, config),
             config,
             run_dir,
@@ -441,7 +441,7 @@ def _tally(life: Lifecycle, config: RunSettings, loop: Loop) -> SamplerTally:
     tally = SamplerTally(
         loop,
         config.METHOD,
-        run_vocabulary(life.rundir, life.record),
+        run_spelling(life.rundir, life.record),
         given_step_size=getattr(config, "step_size", None),
     )
     for line in life.rundir.read_log() if life.writer else ():  # counted from its first unit

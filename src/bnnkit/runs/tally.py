@@ -9,11 +9,14 @@ count of capped trajectories ``run.json`` keeps.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from bnnkit.command_flags import spelling
 from bnnkit.inference.base import Loop
+from bnnkit.metrics.sampler_health import capped_warning, sampler_warning
 
 
 class SamplerTally:
@@ -44,13 +47,14 @@ class SamplerTally:
         self,
         loop: Loop,
         method: str | None = None,
-        vocabulary: Any = None,
+        spell: Callable[[str], str | None] | None = None,
         *,
         given_step_size: float | None = None,
     ):
         self.loop = loop
         self.method = method
-        self.vocabulary = vocabulary  # the warning's words (None: the command line's)
+        # How the warning names a setting (None: as the method's command spells it).
+        self.spell = spelling(method) if spell is None else spell
         # The advice of a warning follows the step size the chains run at against this one.
         self.given_step_size = given_step_size
         self.step_size: float | None = None
@@ -90,13 +94,9 @@ class SamplerTally:
 
     def warning(self) -> str | None:
         """The stuck-or-unstable warning of the sampling so far (``None``: none)."""
-        from bnnkit.metrics.convergence import capped_warning, sampler_warning
-
         if not self.sampled:
             return None
         transitions = self.sampled * self.loop.num_members
-        from bnnkit.metrics.vocabulary import cli_vocabulary
-
         warnings = [
             sampler_warning(
                 self.acceptance / self.sampled,
@@ -104,10 +104,9 @@ class SamplerTally:
                 transitions,
                 step_size=self.step_size,
                 given_step_size=self.given_step_size,
-                burn_in=self.loop.burn_in,
-                vocabulary=self.vocabulary or cli_vocabulary(self.method),
+                spell=self.spell,
             ),
-            capped_warning(self.capped, transitions, self.method),
+            capped_warning(self.capped, transitions, self.method, self.spell),
         ]
         return "; ".join(w for w in warnings if w is not None) or None
 

@@ -1,18 +1,19 @@
-"""The convergence verdict of a run of the driver, from its log and its predictions.
+"""The verdict of a run of chains (:mod:`bnnkit.metrics.levels`), from its stored pieces.
 
-One place turns a run's stored pieces into the arguments of
-:func:`bnnkit.metrics.convergence.verdict`, for ``bnnkit evaluate``
-(:func:`bnnkit.evaluation.evaluate`) and for a run that extends itself until each chain mixes
-(:mod:`bnnkit.runs.extension`):
+One place turns a run's stored pieces into the levels' :class:`~bnnkit.metrics.levels.
+Evidence`, for ``bnnkit evaluate`` (:func:`bnnkit.evaluation.evaluate`) and for a run that
+extends itself until its verdict reaches a level (:mod:`bnnkit.runs.extension`):
 
 - the sampler's statistics after burn-in (:func:`sampler_statistics`): mean acceptance,
   divergences, last step sizes and leapfrog steps, seconds per iteration;
+- its kept log lines (:func:`kept_lines`), which level 0 judges;
 - the log posterior of each kept iteration, per chain (:func:`log_posterior_trace`), for
   full-batch samplers, whose log posterior is exact (the minibatch methods' is a noisy
   estimate under a step-size schedule, so its trend is no signal);
 - the per-draw predictions on the test inputs and their log predictive density at the targets
-  (:func:`bnnkit.predict.draw_log_density`), for the checks in function space and each chain's
-  running log predictive density.
+  (:func:`bnnkit.predict.draw_log_density`);
+- the predictive of the run's own deep ensemble (:func:`own_ensemble`), which level 2 judges
+  the halves' distance against.
 
 Example:
     >>> log = [{"burn_in": True, "acceptance_rate": [0.5], "divergent": [True]},
@@ -25,18 +26,23 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
 from bnnkit import problem as problem_lib
-from bnnkit.metrics import convergence
-from bnnkit.metrics.vocabulary import FUNCTION_CLI, Vocabulary, cli_vocabulary
+from bnnkit.command_flags import spelling
+from bnnkit.errors import ConfigError
+from bnnkit.metrics import levels
+from bnnkit.models import imported
 from bnnkit.predict import Prediction, draw_log_density, posterior_predictive
-from bnnkit.runs.directory import RunDir
+from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE, RunDir
 from bnnkit.runs.lifecycle import evaluation_key
-from bnnkit.runs.stored import stored_posterior
+from bnnkit.runs.sources import split_source
+from bnnkit.runs.stored import load_run, stored_posterior
 
 
 def kept_lines(log: list[dict]) -> list[dict]:
@@ -71,92 +77,95 @@ def log_posterior_trace(log: list[dict]) -> np.ndarray | None:
     return np.asarray([r["log_posterior"] for r in kept], np.float64).T
 
 
+def _seed(record: dict) -> int:
+    return int(record.get("method_config", {}).get("seed", record.get("seed", 0)))
+
+
 def run_command(run_dir: RunDir, record: dict) -> str | None:
     """The ``bnnkit`` command that made a stored run: ``reference`` for a reference folder's
     chains, else the run's method (``None`` when it records none)."""
-    from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE
-
     path = run_dir.path
     if path.name == REFERENCE_CHAINS and (path.parent / REFERENCE_FILE).is_file():
         return "reference"
     return record.get("method")
 
 
-def run_vocabulary(run_dir: RunDir, record: dict) -> Vocabulary:
-    """The verdict's words for a stored run: the flags of the command that made it, so that
-    every suggestion is one that command takes. A reference folder's chains were made by
-    ``bnnkit reference`` (its budget is ``--num-samples``, its chains start from its ensemble);
-    any other run by its method's command.
-    """
-    command = run_command(run_dir, record)
-    started = command == "reference" or bool(
-        (record.get("method_config") or {}).get("init_checkpoint")
-    )
-    return cli_vocabulary(command, from_ensemble=started)
+def run_spelling(run_dir: RunDir, record: dict) -> Callable[[str], str | None]:
+    """How the sampler's warnings name a stored run's settings: as the flags of the command
+    that made it (:func:`run_command`), so that every suggestion is one that command takes."""
+    return spelling(run_command(run_dir, record))
 
 
-def of_prediction(
+def own_ensemble(
+    run_dir: RunDir, record: dict, problem: problem_lib.Problem, x: np.ndarray, trust_model=None
+) -> tuple[Prediction | None, str | None]:
+    """The predictive of a run's own deep ensemble at ``x``, and where it is: the run its
+    chains started from (``init_checkpoint``; a reference's ``ensemble/`` stage, looked for
+    beside its chains first, so that a moved reference finds its own) when that is an ensemble
+    that can be read; ``(None, None)`` otherwise. Read on ``problem`` where it is the
+    ensemble's (a reference's is; no data loaded again), else rebuilt (``trust_model``: the
+    model import path the user allowed)."""
+    source = (record.get("method_config") or {}).get("init_checkpoint")
+    if not source:
+        return None, None
+    path = Path(split_source(source)[0])
+    chains = run_dir.path
+    beside = chains.parent / path.name
+    for candidate in (beside, path) if (chains.parent / REFERENCE_FILE).is_file() else (path,):
+        if not RunDir(candidate).run_file.is_file():
+            continue
+        try:
+            if RunDir(candidate).read_record().get("method") != "ensemble":
+                return None, None
+        except ConfigError:
+            return None, None
+        with imported.trusting_model(trust_model):
+            for built in (problem, None):
+                try:
+                    stored, rebuilt, posterior, _ = load_run(candidate, network=True, problem=built)
+                except ConfigError:
+                    continue
+                key = evaluation_key(_seed(stored))
+                return posterior_predictive(rebuilt, posterior, x, key), str(candidate)
+        return None, None
+    return None, None
+
+
+def evidence(
+    run_dir: RunDir,
     record: dict,
     log: list[dict],
     prediction: Prediction,
-    y: np.ndarray,
-    *,
-    vocabulary: Vocabulary = FUNCTION_CLI,
-) -> dict[str, Any]:
-    """The verdict of a run's Markov chains from its predictive on test inputs.
-
-    Args:
-        record: the run's ``run.json``.
-        log: its log lines (:meth:`bnnkit.runs.RunDir.read_log`).
-        prediction: its model average at the test inputs (at least 4 draws per chain).
-        y: the targets (original units) or labels of those inputs.
-        vocabulary: the words of the verdict.
-    """
-    sampler = sampler_statistics(log) or {}
-    steps = sampler.get("step_size")
-    return convergence.verdict(
-        prediction.per_sample,
-        acceptance_rate=sampler.get("acceptance_rate"),
-        num_divergent=sampler.get("num_divergent"),
-        finished=record.get("status") == "finished",
-        log_posterior=log_posterior_trace(log),
-        log_density=draw_log_density(prediction, y),
-        vocabulary=vocabulary,
+    problem: problem_lib.Problem,
+    inputs: tuple[np.ndarray, np.ndarray],
+    trust_model: str | None = None,
+) -> levels.Evidence:
+    """What the levels judge a stored run by: its predictive ``prediction`` at the test
+    inputs and targets ``inputs`` (x, y in original units)."""
+    x, y = inputs
+    ensemble, where = own_ensemble(run_dir, record, problem, x, trust_model)
+    return levels.Evidence(
+        prediction,
+        y,
+        draw_log_density(prediction, y),
+        kept=kept_lines(log),
         method=record.get("method"),
-        # A stuck sampler's advice follows the step size it ran at against the given one.
-        step_size=float(np.mean(steps)) if steps else None,
-        given_step_size=(record.get("method_config") or {}).get("step_size"),
-        burn_in=(record.get("loop") or {}).get("burn_in"),
+        method_config=record.get("method_config") or {},
+        log_posterior=log_posterior_trace(log),
+        ensemble=ensemble,
+        ensemble_run=where,
     )
 
 
-def within_holds(verdict: dict[str, Any]) -> bool:
-    """Whether every chain mixed on its own (the level is ``converged`` or
-    ``mixed-multimodal``)."""
-    return verdict["level"] != "not-mixed"
-
-
-def of_stored_run(
-    run_dir: RunDir, built: problem_lib.Problem, *, vocabulary: Vocabulary | None = None
-) -> tuple[dict[str, Any], float]:
+def of_stored_run(run_dir: RunDir, built: problem_lib.Problem) -> tuple[levels.Verdict, float]:
     """The verdict of a run of the driver on its test set, as ``bnnkit evaluate`` gives it,
-    and the seconds it took (reading the samples, predicting, judging).
-
-    Args:
-        run_dir: the run directory.
-        built: its problem, built.
-        vocabulary: the words of the verdict (default: the flags of the command that made the
-            run, :func:`run_vocabulary`).
-    """
+    and the seconds it took (reading the samples, predicting, judging)."""
     start = time.perf_counter()
     record = run_dir.read_record()
-    if vocabulary is None:
-        vocabulary = run_vocabulary(run_dir, record)
     template = jax.eval_shape(built.init_params, jax.random.PRNGKey(0))
     posterior = stored_posterior(run_dir, record, template)
-    seed = int(record.get("method_config", {}).get("seed", record.get("seed", 0)))
-    prediction = posterior_predictive(built, posterior, built.dataset.x_test, evaluation_key(seed))
-    result = of_prediction(
-        record, run_dir.read_log(), prediction, built.dataset.y_test_original, vocabulary=vocabulary
-    )
-    return result, time.perf_counter() - start
+    key = evaluation_key(_seed(record))
+    prediction = posterior_predictive(built, posterior, built.dataset.x_test, key)
+    test = (built.dataset.x_test, built.dataset.y_test_original)
+    found = levels.judge(evidence(run_dir, record, run_dir.read_log(), prediction, built, test))
+    return found, time.perf_counter() - start

@@ -31,10 +31,9 @@ machine has, then scores the paper's findings and writes one report:
 
 Every HMC reference is made the way ``bnnkit reference`` makes one
 (:mod:`~bnnkit.experiments.reference`): a deep ensemble, then one HMC chain from each member,
-tuned on its own; each finding names the convergence level its references reached and their
-reference levels' verdict (certified, reproducible, not a reference:
-:mod:`bnnkit.metrics.levels`), and is "not assessable" when one failed the within-chain
-verdict and the levels do not vouch for it. The image networks have the prior
+tuned on its own; each finding names the weakest verdict of its references (certified,
+reproducible, not a reference: :mod:`bnnkit.metrics.levels`), and is "not assessable" when
+one is not a reference. The image networks have the prior
 :data:`IMAGE_PRIOR`, fixed by a rule before any data are seen. The CIFAR-10 proxy
 (``cifar10_proxy``) is a lossy JPEG copy of CIFAR-10: fine for the qualitative questions asked
 of it here, never a source of CIFAR-10 numbers.
@@ -50,8 +49,8 @@ The study has three jobs, each in modules of its own, all re-exported here:
 - what it runs: :mod:`~bnnkit.experiments.paper.scales` (the sizes, :class:`Config` and the
   choices every scale shares) and :mod:`~bnnkit.experiments.paper.part_settings` (each
   part's settings at a scale);
-- what it concludes: :mod:`~bnnkit.experiments.paper.levels` (the convergence levels a
-  finding rests on), :mod:`~bnnkit.experiments.paper.method_rows` (the compare-methods table
+- what it concludes: :mod:`~bnnkit.experiments.paper.levels` (the verdicts a finding rests
+  on), :mod:`~bnnkit.experiments.paper.method_rows` (the compare-methods table
   as the findings read it), :mod:`~bnnkit.experiments.paper.verdicts` (the six findings and
   their verdicts) and :mod:`~bnnkit.experiments.paper.results` (a study folder's findings and
   figures);
@@ -70,9 +69,10 @@ from bnnkit.experiments.paper.layout import (
     SETTINGS_FILE,
 )
 from bnnkit.experiments.paper.levels import (
+    FEW_DRAWS,
     LEVELS_VERDICTS,
     NOT_RECORDED,
-    REFERENCE_LEVELS,
+    RECORDED_LEVELS,
     UNASSESSABLE,
     UNJUDGED,
     UNJUDGED_PRIORS,
@@ -116,7 +116,6 @@ from bnnkit.experiments.paper.verdicts import (
     finding_prior_robust,
     findings_markdown,
 )
-from bnnkit.metrics.convergence import FEW_DRAWS
 
 __all__ = [
     "BASELINE_PRIORS",
@@ -131,7 +130,7 @@ __all__ = [
     "LEVELS_VERDICTS",
     "NOT_RECORDED",
     "PARTS",
-    "REFERENCE_LEVELS",
+    "RECORDED_LEVELS",
     "REPORT_DIR",
     "SCALES",
     "SETTINGS_FILE",

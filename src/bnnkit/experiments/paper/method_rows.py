@@ -5,7 +5,7 @@ The table is compare-methods' ``results.json``, ``{setting: {"problem": ..., "ro
 the reference's row first (:data:`bnnkit.experiments.compare_methods.REFERENCE_SUFFIX`). A
 regression setting is judged by finding 1 only where the reference, SGD and the ensemble all
 ran, and only where its reference can carry a verdict (:func:`assessable`): a regression
-reference whose chains did not mix would otherwise withhold the image settings' verdict too.
+reference that is not a reference would otherwise withhold the image settings' verdict too.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bnnkit.experiments.paper.levels import UNASSESSABLE, VOUCHED, weakest_level
+from bnnkit.experiments.paper.levels import passes
 
 #: The methods finding 1 sets against the reference: standard training and the ensemble.
 STANDARD = ("SGD", "Deep ensemble (K=5)")
@@ -68,10 +68,9 @@ def ran(row: Mapping[str, Any] | None) -> bool:
 
 
 def assessable(row: Mapping[str, Any]) -> bool:
-    """Whether a reference row can carry a verdict: its chains mixed (its ``level`` is not
-    :data:`UNASSESSABLE`), or the reference levels vouch for it (``levels`` in
-    :data:`VOUCHED`)."""
-    return weakest_level([row.get("level")]) not in UNASSESSABLE or row.get("levels") in VOUCHED
+    """Whether a reference row can carry a verdict (:func:`~bnnkit.experiments.paper.levels.
+    passes`)."""
+    return passes(row)
 
 
 def beats_standard_settings(compare: Mapping[str, Any]) -> list[str]:
@@ -79,10 +78,11 @@ def beats_standard_settings(compare: Mapping[str, Any]) -> list[str]:
     setting, and each regression setting where the reference, SGD and the ensemble all ran
     and whose reference is :func:`assessable`. With no classification setting and no such
     regression setting, the regression settings where all three ran: the finding then rests
-    on them, and their level makes it not assessable.
+    on them, and their verdict makes it not assessable.
 
     Example:
-        >>> rows = [{"method": "HMC (reference)", "rmse": 1.0, "nll": 1.0, "level": "not-mixed"}]
+        >>> rows = [{"method": "HMC (reference)", "rmse": 1.0, "nll": 1.0,
+        ...          "levels": "not a reference"}]
         >>> rows += [{"method": m, "rmse": 1.0, "nll": 1.0} for m in STANDARD]
         >>> image = [{"method": "HMC (reference)", "accuracy": 0.9, "nll": 0.3}]
         >>> compare = {"mnist": {"rows": image}, "yacht": {"rows": rows}}

@@ -50,7 +50,7 @@ def compare_settings(config: Config) -> dict[str, Any]:
             num_tuning=tuning,
             num_samples=kept,
             ensemble_steps=plan.ensemble_steps,
-            until_converged=extend,
+            until="reproducible" if extend else None,
             max_time=plan.reference_max_time if extend else None,
             seed=config.seed,
         )

@@ -15,9 +15,9 @@ from typing import Any
 from bnnkit import storage
 from bnnkit.experiments.paper.layout import SETTINGS_FILE
 from bnnkit.experiments.paper.levels import (
-    UNASSESSABLE,
     judged_prior_rows,
     judged_temperature_rows,
+    passes,
 )
 from bnnkit.experiments.paper.method_rows import (
     beats_standard_settings,
@@ -39,7 +39,8 @@ from bnnkit.experiments.paper.verdicts import (
 
 def _reference_field(compare: Mapping[str, Any], name: str, key: str) -> list[str | None]:
     """Field ``key`` of setting ``name``'s HMC reference row in the compare-methods table
-    (``level``: its within-chain level; ``levels``: its reference levels' verdict): [] when
+    (``levels``: its verdict; ``level``: its convergence level, in results written before
+    the one verdict): [] when
     the setting or its reference did not run, [None] when the field was not recorded."""
     rows = (compare.get(name) or {}).get("rows") or []
     found = reference_row(rows)
@@ -47,8 +48,8 @@ def _reference_field(compare: Mapping[str, Any], name: str, key: str) -> list[st
 
 
 def _references(compare: Mapping[str, Any], names: list[str]) -> tuple[list, list]:
-    """The within-chain levels and the reference levels' verdicts of settings ``names``'
-    references, in the same order."""
+    """The convergence levels (as recorded before the one verdict) and the verdicts of
+    settings ``names``' references, in the same order."""
     return (
         [level for name in names for level in _reference_field(compare, name, "level")],
         [verdict for name in names for verdict in _reference_field(compare, name, "levels")],
@@ -57,8 +58,8 @@ def _references(compare: Mapping[str, Any], names: list[str]) -> tuple[list, lis
 
 def findings(out: str | os.PathLike) -> list[Finding]:
     """Score the paper's findings from the results written in ``out`` by :func:`paper`, each
-    with the within-chain levels and the reference levels' verdicts of the runs it rests on
-    (``level`` and ``levels`` in each part's rows)."""
+    with the verdicts of the runs it rests on (``levels`` in each part's rows; ``level`` in
+    results written before the one verdict)."""
     out = Path(out)
 
     def read(*parts: str) -> Any:
@@ -67,15 +68,16 @@ def findings(out: str | os.PathLike) -> list[Finding]:
 
     compare = read("compare_methods", "results.json") or {}
     mnist_hmc = _references(compare, ["mnist"])
-    converged = (
-        None if not mnist_hmc[0] or mnist_hmc[0][0] is None else mnist_hmc[0][0] not in UNASSESSABLE
-    )
+    mnist_row = reference_row((compare.get("mnist") or {}).get("rows") or [])
+    converged = None if mnist_row is None else passes(mnist_row)
     temperature = read("temperature", "results.json")
     prior = read("prior_sweep", "results.json")
     shift = read("shift", "shift_table.json")
     images = (read(SETTINGS_FILE) or {}).get("images", "cifar10_proxy")
     shift_hmc = (
-        _references(compare, [images]) if _reference_field(compare, images, "level") else mnist_hmc
+        _references(compare, [images])
+        if _reference_field(compare, images, "levels") or _reference_field(compare, images, "level")
+        else mnist_hmc
     )
     temperature_rows = [
         r

@@ -2,15 +2,14 @@
 
 Each ``finding_*`` function reads one part's results (as the experiment wrote them) and
 says whether they reproduce the paper's claim, with a rule written in its docstring;
-:func:`assessed` then withholds the verdict when the HMC reference under the figures did not
-mix. :func:`findings_markdown` is the table of ``findings.md``.
+:func:`assessed` then withholds the verdict when the HMC reference under the figures is not a
+reference. :func:`findings_markdown` is the table of ``findings.md``.
 
-The within-chain level asks whether each chain mixed; the reference levels
-(:mod:`bnnkit.metrics.levels`) ask what ranking approximations needs: whether another run
-would reproduce the reference's model average. Each finding names the weakest levels' verdict
-of its references ("not recorded": evaluated before the levels existed); a verdict on
-reproducible or certified references says so, and is given even where their chains did not
-mix, since their model average is what the findings compare.
+Each finding names the weakest verdict of its references (:mod:`bnnkit.metrics.levels`: what
+ranking approximations needs, whether another run would reproduce the reference's model
+average); a verdict on reproducible or certified references says so. Results written before
+the one verdict hold each reference's convergence level instead, which the finding names as
+recorded and judges as it was then judged.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bnnkit.experiments.paper.levels import (
+    FEW_DRAWS,
     NOT_RECORDED,
     UNASSESSABLE,
     UNJUDGED_PRIORS,
@@ -41,11 +41,9 @@ from bnnkit.experiments.paper.method_rows import (
     sgld_settings,
 )
 from bnnkit.experiments.paper.scales import SCALES
-from bnnkit.metrics.convergence import FEW_DRAWS
 
 #: The verdicts a finding can have. "not assessable": its figures rest on an HMC reference
-#: that failed the within-chain verdict or was not judged, and that the reference levels do
-#: not vouch for, so they say nothing about the posterior.
+#: that is not a reference, or was not judged, so they say nothing about the posterior.
 VERDICTS = ("reproduced", "not reproduced", "not assessable", "not measured")
 
 
@@ -53,10 +51,9 @@ VERDICTS = ("reproduced", "not reproduced", "not assessable", "not measured")
 class Finding:
     """One finding of the paper: its claim, the figures measured here, the verdict (one of
     :data:`VERDICTS`) with what qualifies it (``caveat``: first "reference reproducible" or
-    "reference certified" where the levels vouch for its references), ``reference``: the
-    weakest convergence level (:data:`REFERENCE_LEVELS`) of the HMC runs its figures rest
-    on, and ``reference_levels``: the weakest of their reference levels' verdicts
-    (:data:`LEVELS_VERDICTS`); each "" when they rest on none."""
+    "reference certified"), and ``reference``: the weakest verdict of the HMC runs its figures
+    rest on (:data:`LEVELS_VERDICTS`; for results written before the one verdict, their
+    weakest convergence level as recorded); "" when they rest on none."""
 
     number: int
     claim: str
@@ -64,7 +61,6 @@ class Finding:
     verdict: str
     caveat: str = ""
     reference: str = ""
-    reference_levels: str = ""
 
 
 def assessed(
@@ -72,47 +68,64 @@ def assessed(
     levels: Sequence[str | None],
     verdicts: Sequence[str | None] | None = None,
 ) -> Finding:
-    """``finding`` with the level and the reference levels' verdict of the HMC runs it rests
-    on (``verdicts``, one per run of ``levels``; ``None``: none recorded). "Not assessable"
-    when one of them failed the within-chain verdict or has none, unless the levels vouch for
-    every one (:data:`VOUCHED`): its figures are kept, its verdict is withheld. A verdict on
-    references the levels vouch for names their verdict first in the caveat.
+    """``finding`` with the weakest verdict of the HMC runs it rests on (``verdicts``, one per
+    run; ``None``: none recorded): "not assessable" unless every one is reproducible or
+    certified (:data:`VOUCHED`), which the caveat then names first. Runs whose results were
+    written before the one verdict have none; their convergence ``levels`` are judged as
+    recorded (:func:`_as_recorded`).
 
     Example:
         >>> found = Finding(1, "claim", "figures", "reproduced")
-        >>> assessed(found, ["not-mixed"]).verdict, assessed(found, ["converged"]).verdict
-        ('not assessable', 'reproduced')
-        >>> vouched = assessed(found, ["not-mixed"], ["reproducible"])
-        >>> vouched.verdict, vouched.caveat[:22]
-        ('reproduced', 'reference reproducible')
+        >>> vouched = assessed(found, [None], ["reproducible"])
+        >>> vouched.verdict, vouched.reference, vouched.caveat
+        ('reproduced', 'reproducible', 'reference reproducible')
+        >>> assessed(found, [None], ["not a reference"]).verdict
+        'not assessable'
+        >>> assessed(found, ["converged"]).reference  # results written before the verdict
+        'converged'
     """
-    level = weakest_level(levels)
     verdict = weakest_verdict([None] * len(levels) if verdicts is None else verdicts)
-    finding = dataclasses.replace(finding, reference=level, reference_levels=verdict)
+    if verdict == NOT_RECORDED and any(level is not None for level in levels):
+        return _as_recorded(finding, levels)
+    finding = dataclasses.replace(finding, reference=verdict)
+    if finding.verdict == "not measured" or not verdict:
+        return finding
+    if verdict in VOUCHED:
+        return dataclasses.replace(finding, caveat=_joined(f"reference {verdict}", finding.caveat))
+    why = (
+        "has no verdict (too few kept draws to judge)"
+        if verdict == NOT_RECORDED
+        else "is not a reference"
+    )
+    return dataclasses.replace(
+        finding,
+        verdict="not assessable",
+        caveat=f"its HMC reference {why}, so the figures do not describe the posterior",
+    )
+
+
+def _as_recorded(finding: Finding, levels: Sequence[str | None]) -> Finding:
+    """``finding`` on runs whose results were written before the one verdict, judged by
+    their convergence levels as then: not assessable where one's chains did not mix or it was
+    not judged; a caveat where its pooled draws were few."""
+    level = weakest_level(levels)
+    finding = dataclasses.replace(finding, reference=level)
     if finding.verdict == "not measured":
         return finding
-    vouched = verdict in VOUCHED
-    notes = [f"reference {verdict}"] if vouched else []
     if level == FEW_DRAWS:
-        notes.append(
-            "each chain of its HMC reference mixed and the chains agree, but their pooled "
-            "draws are fewer than the verdict asks (ESS < 100 at the worst test point): the "
-            "figures carry more Monte Carlo error"
+        return dataclasses.replace(
+            finding,
+            caveat="each chain of its HMC reference mixed and the chains agree, but their "
+            "pooled draws are fewer than the verdict then asked (ESS < 100 at the worst test "
+            "point): the figures carry more Monte Carlo error",
         )
-        return dataclasses.replace(finding, caveat="; ".join(notes))
     if level not in UNASSESSABLE:
-        return dataclasses.replace(finding, caveat=_joined(*notes, finding.caveat))
+        return finding
     why = (
         "failed the within-chain verdict: its chains did not mix"
-        if level == "not-mixed"
+        if level == UNASSESSABLE[0]
         else "has no convergence verdict (too few kept draws to judge)"
     )
-    if vouched:
-        notes.append(
-            f"its HMC reference {why}, but the reference levels find its model average "
-            "reproducible, which is what the figures compare"
-        )
-        return dataclasses.replace(finding, caveat=_joined(*notes, finding.caveat))
     return dataclasses.replace(
         finding,
         verdict="not assessable",
@@ -414,7 +427,7 @@ def finding_ensembles_close(compare: Mapping[str, Any]) -> Finding:
 def _convergence_caveat(converged: bool | None) -> str:
     if converged is None or converged:
         return ""
-    return "the HMC reference did not pass the convergence verdict"
+    return "the HMC reference is not a reference by its verdict"
 
 
 def findings_markdown(items: Sequence[Finding], scale: str) -> str:
@@ -424,25 +437,20 @@ def findings_markdown(items: Sequence[Finding], scale: str) -> str:
         "",
         f"Scale `{scale}`: {SCALES[scale].description}.",
         "",
-        "A finding whose HMC reference failed the within-chain verdict (its chains did "
-        "not mix), or was not judged, is *not assessable*: its figures are shown, but "
-        "they do not describe the posterior, so they neither reproduce the paper nor "
-        "contradict it; unless the reference levels find the reference reproducible or "
-        "certified (another run would reproduce its model average, which is what the "
-        "figures compare), as its verdict then says.",
+        "A finding whose HMC reference is not a reference, or was not judged, is *not "
+        "assessable*: its figures are shown, but they do not describe the posterior, so "
+        "they neither reproduce the paper nor contradict it.",
         "",
-        "*reference levels*: the weakest reference levels' verdict of the references a "
-        "finding rests on (certified, reproducible, not a reference; "
-        f"{NOT_RECORDED} for a run evaluated before the levels existed); *HMC reference*: "
-        "the weakest of their within-chain levels.",
+        "*reference*: the weakest verdict of the references a finding rests on (certified: "
+        "every level passes; reproducible: another run would reproduce its model average, "
+        "which is what the figures compare; not a reference).",
         "",
-        "| # | the paper finds | measured here | reference levels | HMC reference | verdict |",
-        "|---|---|---|---|---|---|",
+        "| # | the paper finds | measured here | reference | verdict |",
+        "|---|---|---|---|---|",
     ]
     for f in items:
         verdict = f.verdict + (f" ({f.caveat})" if f.caveat else "")
         lines.append(
-            f"| {f.number} | {f.claim} | {f.measured} | {f.reference_levels or '—'} | "
-            f"{f.reference or '—'} | {verdict} |"
+            f"| {f.number} | {f.claim} | {f.measured} | {f.reference or '—'} | {verdict} |"
         )
     return "\n".join(lines) + "\n"
