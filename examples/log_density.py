@@ -1,7 +1,7 @@
 """Sample any log density with bnnkit's samplers: the eight-schools hierarchical model.
 
 ``bnnkit.sample`` runs HMC or NUTS chains on a log density over any pytree, with the same
-chains, keys, adaptation, convergence verdict and run directories as a network posterior.
+chains, keys, adaptation, verdict and run directories as a network posterior.
 
     python examples/log_density.py            # 4 chains of 600 iterations (seconds)
     python examples/log_density.py --small    # shorter chains: a check that the script runs
@@ -96,7 +96,7 @@ def main(out: Path, small: bool = False):
         print(
             f"{label}: E[mu] = {table['mu'].mean:.2f} (mcse {table['mu'].mcse_mean:.2f}), "
             f"E[tau] = {table['tau'].mean:.2f} (mcse {table['tau'].mcse_mean:.2f}), "
-            f"converged: {chains.convergence['converged']}"
+            f"verdict: {chains.verdict.outcome}"
         )
         for name, exact in (("mu", mu_exact), ("tau", tau_exact)):
             row = table[name]
