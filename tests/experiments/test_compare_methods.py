@@ -100,7 +100,7 @@ def test_a_reference_made_by_the_recipe_and_a_subset_of_methods(tmp_path, monkey
     # The level of its verdict is recorded for the findings, and named in the note.
     assert rows[0]["levels"] in (*VERDICTS, None)
     assert rows[0]["note"].startswith("from the 2 members of a deep ensemble")
-    assert rows[0]["note"].endswith(f"verdict {rows[0]['level']}")
+    assert rows[0]["note"].endswith(f"verdict {rows[0]['levels'] or 'not judged'}")
     # An MCLMC step is not a leapfrog step: SGD's step comes from the setting's HMC ε.
     assert rows[1]["note"].startswith(f"η₀ {10 * setting.hmc.step_size**2 / 2:.2g}")
 

@@ -287,8 +287,9 @@ def print_table(
     """The evaluation as a table on stdout, then, for a fit that is not clearly better than the
     constant predictor (:mod:`bnnkit.metrics.baseline`), its one warning line on stderr, and
     the prior check's warning, where the run recorded one. ``brief``: what was evaluated and
-    the test metrics alone, as the end of a run shows them above its verdict's line (the
-    per-chain detail is ``bnnkit evaluate``'s and the report's)."""
+    the test metrics (and the comparison with a reference, when one was given) alone, as the
+    end of a run shows them above its verdict's line (the per-chain detail is ``bnnkit
+    evaluate``'s and the report's)."""
     import sys
 
     from rich.console import Console
@@ -297,7 +298,9 @@ def print_table(
     table = Table(title=title)
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    for name, value in _run_rows(result) if brief else rows(result, full=False):
+    # A comparison asked for with --reference is a figure of the run, shown with the brief.
+    brief_rows = [*_run_rows(result), *_reference_rows(result)] if brief else None
+    for name, value in brief_rows if brief else rows(result, full=False):
         table.add_row(name, value)
     Console().print(table)
     poor = (result.get("baseline") or {}).get("poor_fit")
