@@ -177,6 +177,7 @@ class Thresholds:
         drift_z: L1: a slow functional's last quarter this many standard errors from its
             first is a drift (two-sided; about 6e-5 per test of a stationary chain).
         stall_length: L1: a failing chain is judged on its first 1/stall_length too ...
+        stall_min_draws: L1: ... where that first part holds at least this many draws ...
         stall_gain: L1: ... and one whose ESS grew less than this many times over a run that
             many times longer gains nothing from more draws (a mixing chain's grows with its
             length).
@@ -190,6 +191,10 @@ class Thresholds:
         mode_rhat_share: ... on at least this share of the test predictions.
         lpd_tolerance: L1, L2 and L3: changes of the test LPD below this (nats per test
             point) count as none (tables report it to two decimals).
+        noise_std_tolerance: L1: changes of the mean log noise std below this (1 % of the
+            std) count as no drift whatever their standard error.
+        raised_step: L0's advice: an adapted step size this many times the given one counts
+            as raised by burn-in (then a smaller given step would change nothing).
         std_tolerance: L3: the mean predictive std may change by at most this share of itself.
         entropy_tolerance: L3: the mean predictive entropy may change by at most this (nats).
     """
@@ -205,6 +210,7 @@ class Thresholds:
     chain_ess_share: float = 0.95
     drift_z: float = 4.0
     stall_length: int = 10
+    stall_min_draws: int = 100
     stall_gain: float = 2.0
     halves_ratio: float = 0.5
     absolute_w1: float = 0.05
@@ -212,6 +218,8 @@ class Thresholds:
     mode_rhat: float = 1.05
     mode_rhat_share: float = 0.95
     lpd_tolerance: float = 0.01
+    noise_std_tolerance: float = 0.01
+    raised_step: float = 1.5
     std_tolerance: float = 0.01
     entropy_tolerance: float = 0.01
 

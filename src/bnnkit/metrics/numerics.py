@@ -60,10 +60,6 @@ from bnnkit.metrics.findings import THRESHOLDS, Finding, Remedy, not_recorded
 #: The samplers whose every transition is Metropolis-corrected (``mclmc`` only with
 #: ``adjusted``).
 ADJUSTED = ("hmc", "nuts")
-#: The unadjusted MCLMC's target when the run's settings do not name one (its default).
-DEFAULT_ENERGY_VAR = 0.1
-#: An adapted step size this many times the given one counts as raised by burn-in.
-RAISED = 1.5
 #: A longer burn-in (each command calls it one of these).
 LONGER_BURN_IN = (("num_burn_in", "longer"), ("num_tuning", "longer"))
 #: A Metropolis-adjusted sampler: a step whose energy error spikes is rejected.
@@ -87,7 +83,7 @@ def step_remedy(step_size: float | None, given_step_size: float | None) -> Remed
         ('step_size', 'smaller')
     """
     raised = step_size is not None and given_step_size is not None
-    if raised and step_size > RAISED * given_step_size:
+    if raised and step_size > THRESHOLDS.raised_step * given_step_size:
         return Remedy(
             "a step size that burn-in does not raise",
             (*LONGER_BURN_IN, ("target_accept_rate", "higher"), ("adapt", "none")),
@@ -175,7 +171,11 @@ def _energy(kept: list[dict], method_config: dict[str, Any]) -> Finding:
         THRESHOLDS.spike_factor,
         THRESHOLDS.max_energy_ratio,
     )
-    target = float(method_config.get("energy_var_end") or DEFAULT_ENERGY_VAR)
+    if method_config.get("energy_var_end") is None:
+        # The run's settings hold every setting with its value; without its target the
+        # energy error has nothing to be measured against.
+        return not_recorded("the run's settings hold no energy-variance target")
+    target = float(method_config["energy_var_end"])
     energy = np.asarray([line["energy_var"] for line in kept], np.float64)  # (iterations, chains)
     cut = np.asarray([line["divergent"] for line in kept], bool)
     # Runs made before steps were retried log no retries (their cut-off steps were undone).

@@ -52,16 +52,13 @@ NUM_SPLITS = 4
 #: Fewest kept draws per chain to judge it on its own: 4 per piece, the fewest
 #: :func:`bnnkit.metrics.mcmc.rhat` takes.
 MIN_WITHIN_DRAWS = NUM_SPLITS * mcmc.MIN_DRAWS
-#: Changes below these count as no drift whatever their standard error: the test LPD's is the
-#: levels' LPD tolerance (tables report it to two decimals), the mean log noise std's is 1 %
-#: of the std. The log posterior has none (its scale is the data's size).
+#: Changes below these count as no drift whatever their standard error (the thresholds of
+#: :data:`THRESHOLDS`); the log posterior has none (its scale is the data's size).
 DRIFT_TOLERANCE = {
     "log posterior": 0.0,
     "test LPD": THRESHOLDS.lpd_tolerance,
-    "mean log noise std": 0.01,
+    "mean log noise std": THRESHOLDS.noise_std_tolerance,
 }
-#: A stall is judged only where a chain's first part holds at least this many draws.
-STALL_MIN_DRAWS = 100
 #: The draws a run's budget gives, in each command's setting.
 MORE_DRAWS = Remedy(
     "more draws",
@@ -227,7 +224,7 @@ def stalled(x: np.ndarray, found: list[dict[str, Any]]) -> dict[str, Any] | None
     """
     failing = [c for c in found if not c["stationary"]]
     early = x.shape[1] // THRESHOLDS.stall_length
-    if not failing or early < max(STALL_MIN_DRAWS, MIN_WITHIN_DRAWS):
+    if not failing or early < max(THRESHOLDS.stall_min_draws, MIN_WITHIN_DRAWS):
         return None
     gains, before = [], []
     for check in failing:
