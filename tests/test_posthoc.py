@@ -151,7 +151,9 @@ def test_refusals(classification, tmp_path):
         )
         == 0
     )
-    with pytest.raises(ConfigError, match="--calibrate fits on held-out data"):
+    with pytest.raises(
+        ConfigError, match=r"^bnnkit.evaluate: calibrate=True fits on held-out data"
+    ):
         evaluate(plain, calibrate=True, write=False)
     regression = tmp_path / "regression"
     # yacht's unscaled step of 1e-2 diverges on a linear model (and is refused as such).
@@ -171,7 +173,10 @@ def test_refusals(classification, tmp_path):
         )
         == 0
     )
-    with pytest.raises(ConfigError, match="--ood scores a classifier's"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^bnnkit.evaluate: ood='yacht_1' for .* a regression dataset; allowed: another ",
+    ):
         evaluate(regression, ood="yacht_1", write=False)
     rng = np.random.default_rng(1)
     np.savez(
@@ -181,7 +186,9 @@ def test_refusals(classification, tmp_path):
         x_test=rng.normal(size=(10, 5)),
         y_test=np.zeros(10, int),
     )
-    with pytest.raises(ConfigError, match="inputs of the same shape"):
+    with pytest.raises(
+        ConfigError, match="allowed: a dataset with inputs of this run's shape and kind"
+    ):
         evaluate(run, ood=str(tmp_path / "wide.npz"), write=False)
 
 

@@ -46,5 +46,5 @@ class ArgumentError(ConfigError):
 
     def naming(self, name: str) -> str:
         """The refusal with the argument called ``name`` (a flag), without the entry point."""
-        named = f"{name} is None" if self.given is None else f"{name} {self.given}"
+        named = f"{name} is not given" if self.given is None else f"{name} {self.given}"
         return f"{named}; allowed: {self.allowed}"

@@ -86,7 +86,7 @@ def check(
             f"--out {given!r} cannot be written: {str(existing)!r} does not "
             "allow this user to write"
         )
-    check_outside_runs(given, "--out")
+    check_outside_runs(given, "out")
     has_settings = (path / settings_file).is_file()
     if resume:
         if not has_settings:

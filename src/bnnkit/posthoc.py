@@ -19,41 +19,58 @@ from typing import Any
 import numpy as np
 
 from bnnkit import data
-from bnnkit.errors import ConfigError
+from bnnkit.errors import ArgumentError, ConfigError
 from bnnkit.metrics import conformal, ood, recalibration
 from bnnkit.metrics.predictive import metrics_for
 
 
-def validation_set(problem, flag: str) -> tuple[np.ndarray, np.ndarray]:
+def has_validation(problem) -> bool:
+    """Whether the run held out part of its training set for validation."""
+    held_out = problem.dataset.info.get("validation")
+    return held_out is not None and len(held_out[1]) > 0
+
+
+def validation_set(problem, asked_by: str) -> tuple[np.ndarray, np.ndarray]:
     """The run's held-out ``(x, y)``, targets in original units.
 
+    Args:
+        problem: the run's problem.
+        asked_by: what needs the held-out data, for the message (``"calibrate=True"``).
+
     Raises:
-        ConfigError: the run was made without ``--validation-size``.
+        ConfigError: the run was made without a validation set.
     """
-    held_out = problem.dataset.info.get("validation")
-    if held_out is None or len(held_out[1]) == 0:
+    if not has_validation(problem):
         raise ConfigError(
-            f"{flag} fits on held-out data, and this run was trained on all of "
-            "its training set; allowed: a run made with --validation-size N (the "
-            "last N training examples held out)"
+            f"{asked_by} fits on held-out data, and this run was trained on all of its "
+            "training set; allowed: a run made with a validation size N (the last N "
+            "training examples held out)"
         )
-    x, y = held_out
+    x, y = problem.dataset.info["validation"]
     y = np.asarray(y)
     if problem.dataset.task == "regression":
         y = y * problem.dataset.target_scale + problem.dataset.target_shift
     return np.asarray(x), y
 
 
-def check_alpha(alpha: float) -> None:
+def check_alpha(alpha: float, where: str = "", argument: str = "conformal") -> None:
     """Refuse a miscoverage level outside (0, 1).
 
     Raises:
-        ConfigError: naming the value and the allowed range.
+        ArgumentError: naming the value and the allowed range.
+
+    Example:
+        >>> check_alpha(1.5, "bnnkit.evaluate")
+        Traceback (most recent call last):
+        bnnkit.errors.ArgumentError: bnnkit.evaluate: conformal=1.5 is outside (0, 1); allowed: \
+a miscoverage level α in (0, 1), e.g. 0.1 for 90 % coverage
     """
     if not (np.isfinite(alpha) and 0 < alpha < 1):
-        raise ConfigError(
-            f"--conformal {alpha}: allowed a miscoverage level α in (0, 1), "
-            "e.g. 0.1 for 90 % coverage"
+        raise ArgumentError(
+            where,
+            argument,
+            f"{alpha} is outside (0, 1)",
+            "a miscoverage level α in (0, 1), e.g. 0.1 for 90 % coverage",
         )
 
 
@@ -83,7 +100,7 @@ def split_conformal(
     return result
 
 
-def ood_inputs(problem, name: str) -> np.ndarray:
+def ood_inputs(problem, name: str, where: str = "bnnkit.evaluate") -> np.ndarray:
     """The test inputs of dataset ``name``, as this run's model takes them.
 
     Images stay raw (the run's on-device normalisation applies to them as to its own); inputs
@@ -93,9 +110,11 @@ def ood_inputs(problem, name: str) -> np.ndarray:
         ConfigError: a regression run, or inputs of another shape or kind.
     """
     if problem.dataset.task != "classification":
-        raise ConfigError(
-            f"--ood scores a classifier's predictive entropy; "
-            f"{problem.dataset.name!r} is a regression dataset"
+        raise ArgumentError(
+            where,
+            "ood",
+            f"{name!r} for {problem.dataset.name!r}, a regression dataset",
+            "another dataset for a classifier (it scores the predictive entropy)",
         )
     options = {} if problem.config.data_dir is None else {"data_dir": problem.config.data_dir}
     other = data.load(name, **options)
@@ -104,10 +123,12 @@ def ood_inputs(problem, name: str) -> np.ndarray:
     if tuple(x.shape[1:]) != mine.input_shape or (
         np.issubdtype(x.dtype, np.integer) != np.issubdtype(mine.x_test.dtype, np.integer)
     ):
-        raise ConfigError(
-            f"--ood {name}: its test inputs are {tuple(x.shape[1:])} "
-            f"{x.dtype}, this run's {mine.input_shape} {mine.x_test.dtype}; "
-            "allowed: a dataset with inputs of the same shape and kind"
+        raise ArgumentError(
+            where,
+            "ood",
+            f"{name!r} has test inputs {tuple(x.shape[1:])} {x.dtype}",
+            f"a dataset with inputs of this run's shape and kind ({mine.input_shape} "
+            f"{mine.x_test.dtype})",
         )
     if other.x_scaler is not None:
         x = other.x_scaler.invert(x)

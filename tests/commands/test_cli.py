@@ -184,4 +184,7 @@ def test_evaluate_under_covariate_shift(tmp_path, capsys):
     assert main(["evaluate", run_dir, "--corruption", "contrast", "--severity", "7"]) == 2
     assert "severity 7 out of range: allowed 1..5" in capsys.readouterr().err
     assert main(["evaluate", run_dir, "--corruption", "contrast"]) == 2
-    assert "go together" in capsys.readouterr().err
+    assert (
+        "--severity is not given; allowed: a severity from 1 to 5 whenever a corruption is given"
+        in capsys.readouterr().err
+    )

@@ -106,7 +106,10 @@ def test_a_table_for_another_test_set_is_refused(
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1, err
-    assert f"shape {rows} x {classes}" in err and f"is {NUM_TEST} x {NUM_CLASSES}" in err
+    assert (
+        f"shape {rows} x {classes}" in err
+        and f": {NUM_TEST} x {NUM_CLASSES} (test points x classes)" in err
+    )
     assert sorted(p.name for p in classification_run.iterdir()) == before
 
 
@@ -147,4 +150,6 @@ def test_released_reference_offline_and_with_corruption(
         )
         == 2
     )
-    assert "does not go with --corruption" in capsys.readouterr().err
+    assert "--corruption 'fog' beside reference probabilities; allowed: no corruption" in (
+        capsys.readouterr().err
+    )

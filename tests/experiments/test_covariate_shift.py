@@ -160,7 +160,7 @@ def test_non_image_runs_and_runs_on_other_data_are_refused(image_runs, tmp_path,
     record["dataset"].update(fingerprint(tmp_path / "flat.npz"))
     RunDir(flat).write_record(record)
     for argv, message in [
-        ([str(flat)], "applies to image datasets; "),
+        ([str(flat)], "allowed: a run on an image dataset"),
         ([hmc_image, elsewhere], f"{elsewhere} is a run on other data: --dataset"),
         ([hmc_image, "--corruptions", "frost"], "unknown corruption 'frost'"),
         ([hmc_image, "--severities", "0"], "severity 0 out of range"),

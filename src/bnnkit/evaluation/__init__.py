@@ -165,7 +165,7 @@ def export_samples(
         The shape of every exported array, by key.
     """
     check_call("bnnkit.export_samples", locals())
-    check_out_file(out, ".npz", "samples")
+    check_out_file(out, ".npz", "samples", where="bnnkit.export_samples")
     record, _, posterior, _ = load_run(
         run_dir, network=True, rebuild=False, trust_model=trust_model
     )

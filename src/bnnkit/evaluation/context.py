@@ -20,8 +20,8 @@ import numpy as np
 
 from bnnkit import posthoc
 from bnnkit import problem as problem_lib
-from bnnkit.errors import ConfigError
-from bnnkit.evaluation.checks import check_options, check_reference_probs
+from bnnkit.errors import ArgumentError, ConfigError
+from bnnkit.evaluation.checks import check_images, check_options, check_reference_probs
 from bnnkit.evaluation.files import check_writes
 from bnnkit.evaluation.predictions import corrupted_inputs, run_prediction, run_samples
 from bnnkit.models import imported
@@ -160,11 +160,20 @@ def load(
         check_reference_probs(table[0], problem.dataset, repr(os.fspath(options.reference_probs)))
     held_out = None
     if options.calibrate or options.conformal is not None:
-        flag = "--calibrate" if options.calibrate else "--conformal"
-        held_out = posthoc.validation_set(problem, flag)
+        asked = ("calibrate", True) if options.calibrate else ("conformal", options.conformal)
+        if not posthoc.has_validation(problem):
+            raise ArgumentError(
+                "bnnkit.evaluate",
+                asked[0],
+                f"{asked[1]!r} fits on held-out data, and this run was trained on all of its "
+                "training set",
+                "a run made with a validation size N (the last N training examples held out)",
+            )
+        held_out = posthoc.validation_set(problem, f"{asked[0]}={asked[1]!r}")
     ood_x = None if options.ood is None else posthoc.ood_inputs(problem, options.ood)
     x_test = problem.dataset.x_test
     if options.corruption is not None:
+        check_images(problem.dataset, options.corruption, "bnnkit.evaluate")
         x_test = corrupted_inputs(problem.dataset, options.corruption, options.severity)
     reference = None
     if options.reference is not None:

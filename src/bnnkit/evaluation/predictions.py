@@ -59,7 +59,7 @@ def corrupted_inputs(
     """
     from bnnkit.data import corruptions
 
-    check_images(dataset)
+    check_images(dataset, corruption, "")
     x = np.asarray(dataset.x_test)[:count]
     if corruption not in corruptions.CORRUPTIONS:
         raise ConfigError(

@@ -151,7 +151,7 @@ def load_runs(runs: Sequence[str | os.PathLike]) -> list[LoadedRun]:
         if not os.path.isdir(path):
             raise ConfigError(f"run {path!r} does not exist; allowed: run directories")
         record, problem, posterior, _ = load_run(path, network=True)
-        check_images(problem.dataset, flag=f"bnnkit shift ({path})")
+        check_images(problem.dataset, path, "bnnkit shift", "runs")
         if loaded:
             first = loaded[0]
             refused = problem_lib.differences(

@@ -248,7 +248,7 @@ def prune_run(
     if os.path.realpath(out_dir) == os.path.realpath(own):
         RunDir(run_dir).check_links()  # the run's own pruning/ folder: no link out of it
     else:
-        check_outside_runs(out_dir, "--out")
+        check_outside_runs(out_dir, "out")
     for name in ("pruning.json", "pruning.md", "pruning.png", "snr_histogram.png"):
         storage.refuse_link(out_dir / name)
     record, problem, posterior, _ = load_run(run_dir, network=True)

@@ -98,7 +98,7 @@ def check_folder(
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{str(folder)!r} is a file; allowed: a folder")
     # Inside another run or composite, a composite could replace that one's files.
-    check_outside_runs(folder.absolute().parent, "--dir")
+    check_outside_runs(folder.absolute().parent, "dir")
     entries = {e.name for e in folder.iterdir()} - {LOCK_FILE} if folder.is_dir() else set()
     if resume and record not in entries:
         raise ConfigError(f"--resume: {str(folder)!r} holds no {kind} ({record}); allowed: {what}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bnnkit.errors import ConfigError
+from bnnkit.errors import ArgumentError, ConfigError
 from bnnkit.runs import lock as _lock
 from bnnkit.runs.directory import (
     COMPOSITE_FILE,
@@ -61,19 +61,26 @@ def composite_held_here(folder: Path) -> bool:
     return who is not None and who.get("pid") == os.getpid()
 
 
-def check_outside_runs(path: str | os.PathLike, flag: str) -> None:
+def check_outside_runs(path: str | os.PathLike, argument: str, where: str = "") -> None:
     """Refuse an output path inside a run directory: it could replace the run's own files
     (``samples RUN --out RUN/state.npz``), and a run directory holds only what its run writes.
 
+    Args:
+        path: the output path.
+        argument: the parameter (and the command line's destination) it came from.
+        where: the entry point that was called (empty for a command).
+
     Raises:
-        ConfigError: naming the flag, the path and the run directory.
+        ArgumentError: naming the argument, the path and the run directory.
     """
     run = enclosing_run(path)
     if run is not None:
-        raise ConfigError(
-            f"{flag} {os.fspath(path)!r} is inside the run directory "
-            f"{str(run)!r}, which holds only what its run writes; allowed: a "
-            "path outside every run directory"
+        raise ArgumentError(
+            where,
+            argument,
+            f"{os.fspath(path)!r} is inside the run directory {str(run)!r}, which holds only "
+            "what its run writes",
+            "a path outside every run directory",
         )
 
 
