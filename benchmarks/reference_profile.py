@@ -360,15 +360,14 @@ def gradient_floor(folder: Path, record: dict, gradients: dict[str, float], repe
     import jax
 
     from bnnkit import distributed, problem
-    from bnnkit.experiments.reference import ENSEMBLE_DIR
+    from bnnkit.experiments.reference import CHAINS_DIR, ENSEMBLE_DIR
     from bnnkit.runs import sharding
-    from bnnkit.runs.directory import REFERENCE_CHAINS
     from bnnkit.runs.initial import positions_from_run
     from bnnkit.runs.stored import recorded_problem
     from hmc_overhead import median_time
 
     num_chains = int(record["loop"]["num_members"])
-    where = repr(str(folder / REFERENCE_CHAINS / "run.json"))
+    where = repr(str(folder / CHAINS_DIR / "run.json"))
     built = problem.build(recorded_problem(record, where))
     params = positions_from_run(str(folder / ENSEMBLE_DIR), built, num_chains, member=0)
     batch = built.train_batch()
@@ -478,7 +477,8 @@ def main() -> None:
 
 def profile(dataset: str, args: argparse.Namespace) -> dict:
     """One cold reference on ``dataset`` and its gradient floor, as the result's JSON."""
-    from bnnkit.runs.directory import REFERENCE_CHAINS, RunDir  # JAX starts: after the devices
+    from bnnkit.experiments.reference import CHAINS_DIR  # JAX starts: after the devices
+    from bnnkit.runs.directory import RunDir
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bnnkit-profile-") as tmp:
@@ -489,10 +489,10 @@ def profile(dataset: str, args: argparse.Namespace) -> dict:
             "--seed", str(args.seed), "--no-progress", *shlex.split(args.extra),
         ]  # fmt: skip
         wall, child = run_reference([*command, "--dir", str(folder)], args.devices, work)
-        missing = {"ensemble", REFERENCE_CHAINS} - set(child["spans"])
+        missing = {"ensemble", CHAINS_DIR} - set(child["spans"])
         if missing:  # the stages are timed by wrapping bnnkit.runs.run
             raise SystemExit(f"no span recorded for the stage(s) {sorted(missing)}")
-        chains = RunDir(folder / REFERENCE_CHAINS)
+        chains = RunDir(folder / CHAINS_DIR)
         record, log = chains.read_record(), chains.read_log()
         iterations = iteration_times(log)
         gradients = gradients_per_iteration(record["method"], record["method_config"], log)

@@ -196,7 +196,7 @@ def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, mon
 
     folder = tmp_path / "ref"
     folder.mkdir()
-    (folder / "reference.json").write_text("{}")
+    (folder / "reference.json").write_text('{"kind": "reference"}')
     made = []
     tally_class = driver.SamplerTally
 

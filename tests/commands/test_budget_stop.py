@@ -19,10 +19,10 @@ import pytest
 from bnnkit import runs
 from bnnkit.cli import build_parser, main
 from bnnkit.commands.budget import EXIT_BUDGET, resume_argv
+from bnnkit.experiments.reference import REFERENCE_FILE
 from bnnkit.inference import hmc, sgd
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import RunDir
-from bnnkit.runs.directory import REFERENCE_FILE
 from cli_checks import stored_files
 
 PROBLEM = ["--dataset", "yacht_0", "--model", "linear", "--noise-std", "0.5"]

@@ -8,9 +8,8 @@ import pytest
 
 from bnnkit import ConfigError
 from bnnkit.evaluation import evaluate
-from bnnkit.experiments.reference import Config, reference
+from bnnkit.experiments.reference import REFERENCE_FILE, Config, reference
 from bnnkit.problem import ProblemConfig
-from bnnkit.runs.directory import REFERENCE_FILE
 from bnnkit.runs.stored import load_run
 
 PROBLEM = ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.5)

@@ -152,14 +152,15 @@ def test_a_paper_study_shows_each_finding_s_figure_with_its_verdict_under_it(tmp
 
 
 def test_a_reference_folder_reads_as_its_chains(tmp_path):
-    # bnnkit reference's folder: reference.json beside ensemble/ and chains/. The report reads it
-    # as its chains (here any run stands for them), as evaluate, verify and samples do.
+    # bnnkit reference's folder: reference.json beside ensemble/ and chains/ (here as a reference
+    # written before its record named its stages). The report reads it as its chains (here any
+    # run stands for them), as evaluate, verify and samples do.
     folder = tmp_path / "ref"
     chains = folder / "chains"
     argv = ["sgd", "--dataset", "yacht_0", "--model", "mlp_regression_small", "--no-progress"]
     argv += ["--init-step-size", "1e-3", "--num-epochs", "2", "--batch-size", "64"]
     assert main([*argv, "--dir", str(chains)]) == 0
-    storage.write_json(folder / "reference.json", {"status": "finished"})
+    storage.write_json(folder / "reference.json", {"kind": "reference", "status": "finished"})
     assert kinds.kind_of(folder) == "reference"
     section = kinds.section(folder)
     assert (section.kind, section.source) == ("reference", str(folder))

@@ -12,9 +12,8 @@ import pytest
 
 from bnnkit import ConfigError
 from bnnkit.cli import main
-from bnnkit.experiments.reference import Config, reference
+from bnnkit.experiments.reference import REFERENCE_FILE, Config, reference
 from bnnkit.problem import ProblemConfig
-from bnnkit.runs.directory import REFERENCE_FILE
 from cli_checks import stored_files
 
 PROBLEM = ProblemConfig("yacht_0", "linear", noise_std=0.5)

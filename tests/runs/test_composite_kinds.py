@@ -13,7 +13,7 @@ from bnnkit.evaluation import evaluate
 from bnnkit.inference import ensemble, laplace
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import composite
-from bnnkit.runs.directory import RunDir
+from bnnkit.runs.directory import RunDir, composite_record, resolve
 
 PROBLEM = ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.5)
 
@@ -36,8 +36,12 @@ def test_a_new_kind_is_a_recipe(tmp_path, capsys):
     folder = tmp_path / "mixture"
     result = composite.run(recipe(), folder, progress=False)
     assert result.status == "finished"
-    assert sorted(p.name for p in folder.iterdir()) == ["composite.json", "ensemble", "laplace"]
-    record = json.loads((folder / "composite.json").read_text())
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "ensemble",
+        "ensemble-laplace.json",
+        "laplace",
+    ]
+    record = json.loads((folder / "ensemble-laplace.json").read_text())
     assert record["kind"] == "ensemble-laplace"
     assert record["outcomes"] == {"ensemble": "finished", "laplace": "finished"}
     # The Laplace stage was made around the ensemble stage, which it knows by identity.
@@ -52,3 +56,19 @@ def test_a_new_kind_is_a_recipe(tmp_path, capsys):
         "ensemble": "reused",
         "laplace": "reused",
     }
+
+
+def test_a_composite_written_before_records_were_named_after_their_kind_still_reads(tmp_path):
+    # Records of kinds other than a reference were all called composite.json.
+    folder = tmp_path / "old"
+    (folder / "laplace").mkdir(parents=True)
+    record = {"kind": "ensemble-laplace", "stages": [{"name": "ensemble"}, {"name": "laplace"}]}
+    (folder / "composite.json").write_text(json.dumps(record))
+    assert composite_record(folder) == folder / "composite.json"
+    assert resolve(folder) == folder / "laplace"
+    # A JSON file that records no kind, or another kind than its name says, is none.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.json").write_text(json.dumps({"kind": "ensemble-laplace"}))
+    (other / "list.json").write_text("[1, 2]")
+    assert composite_record(other) is None and resolve(other) == other

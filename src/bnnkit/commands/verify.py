@@ -21,9 +21,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from bnnkit.errors import ConfigError
     from bnnkit.runs import composite_folder as composite
+    from bnnkit.runs.directory import composite_record
     from bnnkit.runs.verification import DATA_FINDING, verify
 
-    kind = composite.record_file(args.run_dir)
+    kind = composite_record(args.run_dir)
     if args.trust_model is not None:
         _check_model(args.run_dir, args.trust_model)
     if kind is not None:  # a run made of runs: every stage checked

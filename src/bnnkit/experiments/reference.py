@@ -19,7 +19,7 @@ chains are pooled for the model average, which the verdict judges (:mod:`bnnkit.
 
 The folder holds ``reference.json`` (the settings and how far the recipe got), ``ensemble/``
 and ``chains/``. Every command that reads a run reads the folder as its chains
-(:func:`bnnkit.runs.directory.resolve_reference`): ``bnnkit evaluate REF`` gives the pooled
+(:func:`bnnkit.runs.directory.resolve`): ``bnnkit evaluate REF`` gives the pooled
 model average and its verdict, ``--reference REF`` compares another method with it. Called
 again with ``resume=True`` the recipe continues where it stopped, bit for bit (each stage is a
 run that resumes exactly).
@@ -46,7 +46,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.inference.base import check_until, max_time_setting, until_setting
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import composite, composite_folder
-from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE, RunDir
+from bnnkit.runs.directory import RunDir, composite_record_name
 from bnnkit.settings import (
     SEED_BOUNDS,
     UNITS,
@@ -58,7 +58,13 @@ from bnnkit.settings import (
 
 #: The full-batch samplers a reference can use.
 SAMPLERS = ("mclmc", "hmc", "nuts")
+#: A reference's kind of composite run (:mod:`bnnkit.runs.composite`), its parent record
+#: (``reference.json``) and its stages' folders: the deep ensemble, then the chains, whose
+#: run the folder reads as (a composite reads as its last stage).
+KIND = "reference"
+REFERENCE_FILE = composite_record_name(KIND)
 ENSEMBLE_DIR = "ensemble"
+CHAINS_DIR = "chains"
 #: (tuning, kept) iterations per chain when not given. MCLMC's iteration is a thinned block of
 #: integrator steps and is cheap; an HMC or NUTS iteration is a whole trajectory.
 DEFAULT_BUDGET = {"mclmc": (500, 200), "hmc": (200, 200), "nuts": (200, 200)}
@@ -197,7 +203,7 @@ def recipe(problem: ProblemConfig, config: Config, num_train: int) -> composite.
         [('ensemble', 'ensemble', None), ('chains', 'mclmc', 'ensemble')]
     """
     return composite.Recipe(
-        "reference",
+        KIND,
         problem,
         config,
         (
@@ -206,7 +212,7 @@ def recipe(problem: ProblemConfig, config: Config, num_train: int) -> composite.
                 config.ensemble_config(num_train),
                 settings={"init_step_size": "ensemble_step_size"},
             ),
-            composite.Stage(REFERENCE_CHAINS, config.sampler_config(), starts_from=ENSEMBLE_DIR),
+            composite.Stage(CHAINS_DIR, config.sampler_config(), starts_from=ENSEMBLE_DIR),
         ),
         resumable_settings(Config),
     )
@@ -226,7 +232,7 @@ def resume_refusal(stored: Any, problem: ProblemConfig, config: Config) -> str |
         >>> resume_refusal(stored, problem, Config(members=3, num_samples=40))
         'was made with --members 2; this call gives 3'
     """
-    shell = composite.Recipe("reference", problem, config, (), resumable_settings(Config))
+    shell = composite.Recipe(KIND, problem, config, (), resumable_settings(Config))
     return composite.resume_refusal(stored, shell)
 
 
@@ -261,8 +267,8 @@ def reference(
     from bnnkit.problem import build
 
     folder = Path(folder)
-    names = (ENSEMBLE_DIR, REFERENCE_CHAINS)
-    composite_folder.check_folder(folder, "reference", names, resume=resume, overwrite=overwrite)
+    names = (ENSEMBLE_DIR, CHAINS_DIR)
+    composite_folder.check_folder(folder, KIND, names, resume=resume, overwrite=overwrite)
     built = build(problem)  # once, for every stage: the data and model exist before a write
     result = composite.run(
         recipe(problem, config, built.dataset.num_train),
@@ -278,7 +284,7 @@ def reference(
     if result.status == "stopped":
         stopped = storage.read_json(folder / REFERENCE_FILE)["stopped"]["progress"]
     evaluation: dict[str, Any] = {}
-    if RunDir(folder / REFERENCE_CHAINS).sample_units():  # nothing to evaluate before a draw
+    if RunDir(folder / CHAINS_DIR).sample_units():  # nothing to evaluate before a draw
         t0 = time.perf_counter()
         evaluation = evaluate(folder, problem=built)  # the problem the chains ran on
         seconds["evaluate"] = time.perf_counter() - t0
@@ -312,7 +318,7 @@ def reference_or_reuse(
     file = folder / REFERENCE_FILE
     stored = storage.read_json(file) if file.is_file() else None
     if isinstance(stored, dict) and stored.get("status") == "finished":
-        given = composite.Recipe("reference", problem, config, ()).record()
+        given = composite.Recipe(KIND, problem, config, ()).record()
         if all(stored.get(k) == given[k] for k in ("kind", "problem", "config")):
             return False
     reference(problem, config, folder, resume=stored is not None, progress=progress)
@@ -326,6 +332,6 @@ def reference_seconds(folder: str | os.PathLike) -> float:
     folder = Path(folder)
     return sum(
         run_seconds(folder / name)
-        for name in (ENSEMBLE_DIR, REFERENCE_CHAINS)
+        for name in (ENSEMBLE_DIR, CHAINS_DIR)
         if (folder / name).is_dir()
     )

@@ -198,11 +198,12 @@ def reference_section(folder: Path) -> Section:
     Raises:
         ConfigError: a reference whose chains have not run yet (stopped in its ensemble).
     """
-    from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE
+    from bnnkit.runs.composite_folder import read_record
+    from bnnkit.runs.directory import resolve
 
-    record = storage.read_json(folder / REFERENCE_FILE)
-    status = record.get("status", "unknown") if isinstance(record, dict) else "unknown"
-    chains = folder / REFERENCE_CHAINS
+    record = read_record(folder)
+    status = record.get("status", "unknown")
+    chains = resolve(folder)
     if not is_run(chains):
         raise ConfigError(
             f"the reference {os.fspath(folder)!r} has no chains yet (status {status}); allowed: "
@@ -211,7 +212,7 @@ def reference_section(folder: Path) -> Section:
     inner = run_section(chains)
     intro = (
         f"A reference (bnnkit reference): a deep ensemble, then one chain per member; "
-        f"status {status}. Its chains, in {REFERENCE_CHAINS}/:"
+        f"status {status}. Its chains, in {chains.name}/:"
     )
     glance = tuple(b for b in inner.blocks if isinstance(b, Headline))
     rest = tuple(b for b in inner.blocks if not isinstance(b, Headline))

@@ -50,8 +50,8 @@ from bnnkit.errors import ConfigError
 from bnnkit.inference.base import RunSettings
 from bnnkit.metrics.findings import Remedy
 from bnnkit.runs import faults
-from bnnkit.runs.composite_folder import check_folder, record_name, stage_dir
-from bnnkit.runs.directory import RUN_FILE, RunDir
+from bnnkit.runs.composite_folder import check_folder, stage_dir
+from bnnkit.runs.directory import RUN_FILE, RunDir, composite_record_name
 from bnnkit.runs.lock import LOCK_FILE
 from bnnkit.runs.provenance import now
 
@@ -97,7 +97,7 @@ class Recipe:
 
     Attributes:
         kind: ``"reference"``, ...; its parent record is
-            :func:`~bnnkit.runs.composite_folder.record_name` of it.
+            :func:`~bnnkit.runs.directory.composite_record_name` of it.
         problem: the problem every stage runs on.
         settings: the recipe's own settings (a frozen dataclass of :func:`bnnkit.settings.setting`
             fields, so that a refusal names their flags).
@@ -113,7 +113,7 @@ class Recipe:
 
     @property
     def record_file(self) -> str:
-        return record_name(self.kind)
+        return composite_record_name(self.kind)
 
     def record(self) -> dict[str, Any]:
         """The parent record's settings part, as JSON holds it."""

@@ -5,7 +5,7 @@ The life of a composite is :mod:`bnnkit.runs.composite`; this is what the reader
 checks before a call need, without running anything.
 
 Example:
-    >>> stage_names({"kind": "reference", "stages": [{"name": "ensemble"}, {"name": "chains"}]})
+    >>> composite_stages({"kind": "two", "stages": [{"name": "ensemble"}, {"name": "chains"}]})
     ['ensemble', 'chains']
 """
 
@@ -17,37 +17,18 @@ from typing import Any
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
-from bnnkit.runs.directory import COMPOSITE_FILE, COMPOSITE_RECORDS, RUN_FILE
+from bnnkit.runs.directory import (
+    RUN_FILE,
+    composite_record,
+    composite_record_name,
+    composite_stages,
+)
 from bnnkit.runs.lock import LOCK_FILE
-
-#: Every name a composite's parent record may have.
-RECORD_NAMES = (*COMPOSITE_RECORDS.values(), COMPOSITE_FILE)
-
-
-def record_name(kind: str) -> str:
-    """The parent record's file name of a composite of ``kind``.
-
-    Example:
-        >>> record_name("reference"), record_name("multiswag")
-        ('reference.json', 'composite.json')
-    """
-    return COMPOSITE_RECORDS.get(kind, COMPOSITE_FILE)
 
 
 def stage_dir(folder: str | os.PathLike, name: str) -> Path:
     """The run directory of stage ``name`` of the composite in ``folder``."""
     return Path(folder) / name
-
-
-def record_file(folder: str | os.PathLike) -> Path | None:
-    """The parent record of the composite in ``folder`` (``None``: ``folder`` is none)."""
-    folder = Path(folder)
-    if (folder / RUN_FILE).exists():
-        return None
-    for name in RECORD_NAMES:
-        if (folder / name).is_file():
-            return folder / name
-    return None
 
 
 def read_record(folder: str | os.PathLike) -> dict[str, Any]:
@@ -56,26 +37,15 @@ def read_record(folder: str | os.PathLike) -> dict[str, Any]:
     Raises:
         ConfigError: ``folder`` holds no composite, or its record is damaged.
     """
-    file = record_file(folder)
+    file = composite_record(folder)
     if file is None:
-        raise ConfigError(f"{os.fspath(folder)!r} holds no composite run ({_record_names()})")
+        raise ConfigError(
+            f"{os.fspath(folder)!r} holds no composite run (no KIND.json recording its kind)"
+        )
     record = storage.read_json(file)
     if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
         raise ConfigError(f"{str(file)!r} is damaged: not the record of a composite run")
     return record
-
-
-def stage_names(record: dict[str, Any]) -> list[str]:
-    """The stages a parent record names (a reference made before stages were recorded:
-    its ensemble and its chains)."""
-    stages = record.get("stages")
-    if isinstance(stages, list):
-        return [s["name"] for s in stages if isinstance(s, dict) and isinstance(s.get("name"), str)]
-    return ["ensemble", "chains"] if record.get("kind") == "reference" else []
-
-
-def _record_names() -> str:
-    return " or ".join(sorted(RECORD_NAMES))
 
 
 def check_folder(
@@ -92,7 +62,7 @@ def check_folder(
     """
     from bnnkit.runs.placement import check_outside_runs
 
-    what, record = f"a folder made by bnnkit {kind}", record_name(kind)
+    what, record = f"a folder made by bnnkit {kind}", composite_record_name(kind)
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite exclude each other; allowed: one of them")
     if folder.exists() and not folder.is_dir():
@@ -138,7 +108,7 @@ def verify(folder: str | os.PathLike) -> tuple[list[Any], str]:
         )
     findings: list[Any] = []
     states = []
-    for name in stage_names(record):
+    for name in composite_stages(record):
         run_dir = stage_dir(folder, name)
         if not (run_dir / RUN_FILE).is_file():
             if _ran(record, name):

@@ -68,34 +68,92 @@ KNOWN_LAYOUTS = (2, 3)
 REQUIRED = {"method": str, "problem": dict, "method_config": dict, "loop": dict, "status": str}
 #: Temporary files of atomic writes (see :func:`bnnkit.storage.atomic_write_bytes`).
 TEMPORARY = (".*.tmp", f"{SAMPLES_DIR}/.*.tmp")
-#: A reference folder (``bnnkit reference``) holds this file, its deep ensemble's run in
-#: ``ensemble/`` and its sampler's run in :data:`REFERENCE_CHAINS`; it reads as the latter.
-REFERENCE_FILE = "reference.json"
-REFERENCE_CHAINS = "chains"
-#: The parent record of a composite run (:mod:`bnnkit.runs.composite`): a reference's keeps the
-#: name it had before composites had a name of their own; every other kind's is the default.
-COMPOSITE_RECORDS = {"reference": REFERENCE_FILE}
+#: The parent record of a composite run made before records were named after their kind
+#: (every kind's but a reference's, whose record was always ``reference.json``).
 COMPOSITE_FILE = "composite.json"
 
 
-def resolve_reference(path: str | os.PathLike) -> Path:
-    """The run directory a path stands for: a reference folder's chains, any other path as
-    it is, so that ``bnnkit evaluate REF`` (and every other command that reads a run) gives the
-    model average pooled over the reference's chains.
+def composite_record_name(kind: str) -> str:
+    """The parent record's file name of a composite run of ``kind``
+    (:mod:`bnnkit.runs.composite`): ``KIND.json``.
+
+    Example:
+        >>> composite_record_name("reference")
+        'reference.json'
+    """
+    return f"{kind}.json"
+
+
+def composite_record(folder: str | os.PathLike) -> Path | None:
+    """The parent record of the composite run in ``folder``, ``None`` where ``folder`` holds
+    none: a folder without ``run.json`` whose ``KIND.json`` records that kind (or, written
+    before records were named after their kind, whose ``composite.json`` records one).
 
     Example:
         >>> import tempfile
         >>> folder = Path(tempfile.mkdtemp())
-        >>> resolve_reference(folder) == folder
+        >>> composite_record(folder) is None
         True
-        >>> _ = (folder / REFERENCE_FILE).write_text("{}")
-        >>> resolve_reference(folder) == folder / REFERENCE_CHAINS
+        >>> _ = (folder / "reference.json").write_text('{"kind": "reference"}')
+        >>> composite_record(folder).name
+        'reference.json'
+    """
+    folder = Path(folder)
+    if not folder.is_dir() or (folder / RUN_FILE).exists():
+        return None
+    for file in sorted(folder.glob("*.json")):
+        kind = _recorded_kind(file)
+        if kind is not None and file.name in (composite_record_name(kind), COMPOSITE_FILE):
+            return file
+    return None
+
+
+def _recorded_kind(file: Path) -> str | None:
+    try:
+        record = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    kind = record.get("kind") if isinstance(record, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def composite_stages(record: Mapping[str, Any]) -> list[str]:
+    """The stages a composite's parent record names, in the order they ran.
+
+    Example:
+        >>> composite_stages({"kind": "reference", "stages": [{"name": "ensemble"},
+        ...                                                   {"name": "chains"}]})
+        ['ensemble', 'chains']
+    """
+    stages = record.get("stages")
+    if isinstance(stages, list):
+        return [s["name"] for s in stages if isinstance(s, dict) and isinstance(s.get("name"), str)]
+    # The reader of references made before stages were recorded: an ensemble, then chains.
+    return ["ensemble", "chains"] if record.get("kind") == "reference" else []
+
+
+def resolve(path: str | os.PathLike) -> Path:
+    """The run directory a path stands for: a composite run's folder reads as its last
+    stage's run (a reference's chains), any other path as it is, so that ``bnnkit evaluate
+    REF`` (and every other command that reads a run) gives the model average pooled over the
+    reference's chains.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> resolve(folder) == folder
+        True
+        >>> _ = (folder / "two.json").write_text(
+        ...     '{"kind": "two", "stages": [{"name": "first"}, {"name": "last"}]}')
+        >>> resolve(folder) == folder / "last"
         True
     """
     path = Path(path)
-    if (path / REFERENCE_FILE).is_file() and not (path / RUN_FILE).exists():
-        return path / REFERENCE_CHAINS
-    return path
+    record = composite_record(path)
+    if record is None:
+        return path
+    stages = composite_stages(storage.read_json(record))
+    return path / stages[-1] if stages else path
 
 
 #: Where ``bnnkit evaluate`` writes its predictions.
@@ -112,7 +170,7 @@ class RunDir:
 
     def __init__(self, path: str | os.PathLike):
         self.given = os.fspath(path)
-        self.path = resolve_reference(path)
+        self.path = resolve(path)
 
     @property
     def run_file(self) -> Path:

@@ -16,13 +16,12 @@ from pathlib import Path
 from bnnkit.errors import ArgumentError, ConfigError
 from bnnkit.runs import lock as _lock
 from bnnkit.runs.directory import (
-    COMPOSITE_FILE,
-    COMPOSITE_RECORDS,
     MANIFEST_FILE,
     RUN_FILE,
     SAMPLES_DIR,
     STATE_FILE,
     RunDir,
+    composite_record,
 )
 from bnnkit.runs.lock import LOCK_FILE
 
@@ -45,9 +44,7 @@ def enclosing_run(path: str | os.PathLike) -> Path | None:
             (folder / name).exists() for name in (SAMPLES_DIR, MANIFEST_FILE, STATE_FILE, LOCK_FILE)
         ):
             return folder
-        if not (folder / RUN_FILE).exists() and any(
-            (folder / name).is_file() for name in (*COMPOSITE_RECORDS.values(), COMPOSITE_FILE)
-        ):
+        if composite_record(folder) is not None:
             return folder
     return None
 

@@ -34,12 +34,13 @@ import jax
 import numpy as np
 
 from bnnkit import problem as problem_lib
+from bnnkit import storage
 from bnnkit.command_flags import spelling
 from bnnkit.errors import ConfigError
 from bnnkit.metrics import levels
 from bnnkit.models import imported
 from bnnkit.predict import Prediction, draw_log_density, posterior_predictive
-from bnnkit.runs.directory import REFERENCE_CHAINS, REFERENCE_FILE, RunDir
+from bnnkit.runs.directory import RunDir, composite_record, composite_stages
 from bnnkit.runs.lifecycle import evaluation_key
 from bnnkit.runs.sources import split_source
 from bnnkit.runs.stored import load_run, stored_posterior
@@ -82,11 +83,15 @@ def _seed(record: dict) -> int:
 
 
 def run_command(run_dir: RunDir, record: dict) -> str | None:
-    """The ``bnnkit`` command that made a stored run: ``reference`` for a reference folder's
-    chains, else the run's method (``None`` when it records none)."""
+    """The ``bnnkit`` command that made a stored run: a composite's kind for a stage of a
+    composite run (``reference`` for a reference's chains), else the run's method (``None``
+    when it records none)."""
     path = run_dir.path
-    if path.name == REFERENCE_CHAINS and (path.parent / REFERENCE_FILE).is_file():
-        return "reference"
+    parent = composite_record(path.parent)
+    if parent is not None:
+        made = storage.read_json(parent)
+        if path.name in composite_stages(made):
+            return made["kind"]
     return record.get("method")
 
 
@@ -111,7 +116,7 @@ def own_ensemble(
     path = Path(split_source(source)[0])
     chains = run_dir.path
     beside = chains.parent / path.name
-    for candidate in (beside, path) if (chains.parent / REFERENCE_FILE).is_file() else (path,):
+    for candidate in (beside, path) if composite_record(chains.parent) else (path,):
         if not RunDir(candidate).run_file.is_file():
             continue
         try:
