@@ -31,6 +31,7 @@ import signal
 import sys
 
 from bnnkit import cpu_devices
+from bnnkit.command_flags import command_line_words
 from bnnkit.commands import COMMANDS, GROUPS, OTHER_COMMANDS, config_file, groups
 from bnnkit.commands.budget import EXIT_BUDGET, BudgetEnded, command_line, resume_argv
 from bnnkit.errors import ArgumentError, ConfigError
@@ -319,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
             import jax
 
             jax.config.update("jax_enable_x64", True)
-        with stopped_by_signals():
+        with stopped_by_signals(), command_line_words():
             return COMMANDS()[args.command].run(args)
     except ConfigError as err:
         if debug:

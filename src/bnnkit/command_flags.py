@@ -18,15 +18,46 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from bnnkit.errors import ConfigError
 
 #: The table: ``{command: {flag: allowed values, or None for any}}``.
 TABLE_FILE = Path(__file__).resolve().parent / "command_flags.json"
+#: Whether the work under way was asked for on the command line (:func:`command_line_words`), so
+#: that what it prints names flags; from Python it names the Configs' fields.
+_ON_COMMAND_LINE: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "bnnkit_on_command_line", default=False
+)
+
+
+@contextlib.contextmanager
+def command_line_words() -> Iterator[None]:
+    """Within it, the work under way speaks the command line's words (the CLI runs every
+    command in it).
+
+    Example:
+        >>> speaks_command_line()
+        False
+        >>> with command_line_words():
+        ...     speaks_command_line()
+        True
+    """
+    token = _ON_COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _ON_COMMAND_LINE.reset(token)
+
+
+def speaks_command_line() -> bool:
+    """Whether the work under way was asked for on the command line."""
+    return _ON_COMMAND_LINE.get()
 
 
 @functools.cache

@@ -189,6 +189,7 @@ def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, mon
     # a folder's chains/ beside its reference.json is a reference's chains, as the readers
     # judge it (bnnkit.runs.verdict.run_command); the tally the driver builds is watched. A
     # stage is opened only under its composite's lock.
+    from bnnkit.command_flags import command_line_words
     from bnnkit.inference import hmc
     from bnnkit.problem import ProblemConfig
     from bnnkit.runs import lock
@@ -196,7 +197,9 @@ def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, mon
 
     folder = tmp_path / "ref"
     folder.mkdir()
-    (folder / "reference.json").write_text('{"kind": "reference"}')
+    (folder / "reference.json").write_text(
+        '{"kind": "reference", "config": {"num_tuning": 500, "members": 8}}'
+    )
     made = []
     tally_class = driver.SamplerTally
 
@@ -207,15 +210,21 @@ def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, mon
     monkeypatch.setattr(driver, "SamplerTally", watched)
     config = hmc.Config(step_size=1e-3, trajectory_len=0.01, num_iterations=2, num_burn_in=1)
     problem = ProblemConfig("yacht_0", "linear", noise_std=0.5)
-    with lock.hold(folder):  # as the reference holds its folder while its stages run
+    # The command line runs every command in command_line_words(); Python calls do not.
+    with lock.hold(folder), command_line_words():  # as the reference holds its folder
         driver.run(problem, config, folder / "chains", progress=False)
-    assert [t.spell("num_tuning") for t in made] == ["--num-tuning"]
-    assert [t.spell("num_burn_in") for t in made] == [None]
-    # And a run of its own speaks its method's flags.
+    with lock.hold(folder):
+        driver.run(problem, config, folder / "chains", progress=False, overwrite=True)
+    spelt = [(t.spell("num_tuning"), t.spell("num_burn_in"), t.spell("noise_std")) for t in made]
+    assert spelt == [("--num-tuning", None, "--noise-std"), ("num_tuning", None, "noise_std")]
+    # And a run of its own speaks its method's flags, or its Config's fields.
     made.clear()
-    driver.run(problem, config, tmp_path / "single", progress=False)
+    with command_line_words():
+        driver.run(problem, config, tmp_path / "single", progress=False)
+    driver.run(problem, config, tmp_path / "single", progress=False, overwrite=True)
     assert [(t.spell("num_burn_in"), t.spell("num_tuning")) for t in made] == [
-        ("--num-burn-in", None)
+        ("--num-burn-in", None),
+        ("num_burn_in", None),
     ]
 
 

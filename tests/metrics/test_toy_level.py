@@ -7,17 +7,24 @@ from __future__ import annotations
 import json
 
 from bnnkit.cli import main
+from bnnkit.evaluation import evaluate
 from bnnkit.metrics import levels
 from bnnkit.metrics.findings import Finding, Remedy
 
 #: What the toy level finds on every run: a failure, a figure and what would help.
 TOY_REMEDY = Remedy("more toy chains", (("num_chains", "larger"),))
+#: A remedy in settings of several methods, of which bnnkit hmc (and hmc.Config) takes one.
+TOY_DRAWS = Remedy(
+    "more toy draws",
+    (("num_samples", "larger"), ("num_iterations", "larger"), ("num_epochs", "larger")),
+)
 
 
 def toy_check(evidence: levels.Evidence) -> Finding:
     """Fails every run, with the number of chains it saw as its figure."""
     chains = evidence.prediction.per_sample.shape[0]
-    return Finding("fail", ("the toy question has no answer",), {"chains": chains}, (TOY_REMEDY,))
+    remedies = (TOY_REMEDY, TOY_DRAWS)
+    return Finding("fail", ("the toy question has no answer",), {"chains": chains}, remedies)
 
 
 TOY = levels.Level(
@@ -51,6 +58,11 @@ def test_a_level_appended_to_the_list_reaches_the_verdict_the_json_and_the_repor
     assert found["L9"]["figures"] == {"chains": 2}
     assert "L9 (toy question): the toy question has no answer" in found["problems"]
     assert "more toy chains: a larger --num-chains" in found["advice"]
+    assert "more toy draws: a larger --num-iterations" in found["advice"]
+    # From Python the same advice names hmc.Config's fields, and only those.
+    from_python = evaluate(run, write=False)["levels"]["advice"]
+    assert "more toy chains: a larger num_chains" in from_python
+    assert "more toy draws: a larger num_iterations" in from_python
     # It fails, so the run is not certified; the stored verdict is that of its findings.
     assert found["verdict"] != "certified"
     stored = {name: Finding.from_dict(found[name]) for name in found["order"]}

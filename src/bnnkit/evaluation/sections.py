@@ -225,7 +225,8 @@ def verdict(context: Context) -> dict[str, Any]:
         )
     )
     command = run_verdict.run_command(rundir, record)
-    return {"levels": {**found.to_dict(), "command": command}}
+    spell = run_verdict.python_spelling(rundir, record)
+    return {"levels": {**found.to_dict(spell), "command": command}}
 
 
 def reference_probs(context: Context) -> dict[str, Any]:

@@ -35,7 +35,7 @@ import numpy as np
 
 from bnnkit import problem as problem_lib
 from bnnkit import storage
-from bnnkit.command_flags import spelling
+from bnnkit.command_flags import speaks_command_line, spelling
 from bnnkit.errors import ConfigError
 from bnnkit.metrics import levels
 from bnnkit.models import imported
@@ -96,9 +96,27 @@ def run_command(run_dir: RunDir, record: dict) -> str | None:
 
 
 def run_spelling(run_dir: RunDir, record: dict) -> Callable[[str], str | None]:
-    """How the sampler's warnings name a stored run's settings: as the flags of the command
-    that made it (:func:`run_command`), so that every suggestion is one that command takes."""
-    return spelling(run_command(run_dir, record))
+    """How the sampler's warnings name a stored run's settings: on the command line as the
+    flags of the command that made it (:func:`run_command`), from Python as the settings the
+    call that made it takes (:func:`python_spelling`), so that every suggestion is one that
+    interface takes."""
+    if speaks_command_line():
+        return spelling(run_command(run_dir, record))
+    return python_spelling(run_dir, record)
+
+
+def python_spelling(run_dir: RunDir, record: dict) -> Callable[[str], str | None]:
+    """How a caller in Python names a stored run's settings: the fields of the Config that
+    made it (of a composite's own settings for one of its stages, as ``reference``'s
+    ``members``) and of its problem; ``None`` for a setting that call does not take."""
+    parent = composite_record(run_dir.path.parent)
+    made = storage.read_json(parent) if parent is not None else None
+    if made is not None and run_dir.path.name in composite_stages(made):
+        settings = made.get("config") or {}
+    else:
+        settings = record.get("method_config") or {}
+    names = set(settings) | set(record.get("problem") or {})
+    return lambda setting: setting if setting in names else None
 
 
 def own_ensemble(
