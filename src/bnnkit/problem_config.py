@@ -18,6 +18,7 @@ import numpy as np
 from bnnkit import models, priors
 from bnnkit.errors import ConfigError
 from bnnkit.models import imported
+from bnnkit.priors.joint import uses_weight_decay
 from bnnkit.settings import (
     MAX_INT32,
     Exclusive,
@@ -40,7 +41,8 @@ HETEROSCEDASTIC_WEIGHT_DECAY = 10.0
 def default_weight_decay(config: ProblemConfig) -> float:
     """λ for ``config`` when it gives none: :data:`HETEROSCEDASTIC_WEIGHT_DECAY` for a
     registered regression-only network that outputs its own noise std (Gaussian likelihood, no
-    ``noise_std``, no ``noise_prior``), else :data:`WEIGHT_DECAY`.
+    ``noise_std``, no ``noise_prior``) under a prior that λ reaches, else :data:`WEIGHT_DECAY`
+    (a prior family with its own scale, such as ``scale_mixture:...``, ignores λ).
 
     Example:
         >>> ProblemConfig("yacht_0", "mlp_regression_small").weight_decay
@@ -48,6 +50,8 @@ def default_weight_decay(config: ProblemConfig) -> float:
         >>> ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35).weight_decay
         1.0
         >>> ProblemConfig("yacht_0", "mlp_regression_small", weight_decay=1).weight_decay
+        1.0
+        >>> ProblemConfig("yacht_0", "mlp_regression_small", prior="laplace:scale=0.1").weight_decay
         1.0
     """
     spec = models.registry.MODELS.get(models.canonical_name(config.model))
@@ -57,6 +61,7 @@ def default_weight_decay(config: ProblemConfig) -> float:
         and config.likelihood in (None, "gaussian")
         and config.noise_std is None
         and config.noise_prior is None
+        and uses_weight_decay(config.prior, config.bias_prior, config.layer_priors)
     )
     return HETEROSCEDASTIC_WEIGHT_DECAY if heteroscedastic else WEIGHT_DECAY
 

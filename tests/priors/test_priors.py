@@ -387,6 +387,26 @@ def test_make_defaults_and_refusals():
 # --- the prior inside a problem ---------------------------------------------------------------
 
 
+def test_a_named_prior_that_ignores_weight_decay_gets_no_default_weight_decay():
+    # The heteroscedastic network's default λ = 10 is for the default Gaussian; a user who names
+    # a family with its own scale gave no λ, so none is refused. A λ the user gives still is.
+    from bnnkit.problem import ProblemConfig, build
+
+    named = "scale_mixture:pi=0.5,sigma1=1,sigma2=0.0025"
+    for prior in (named, "student_t:df=3,scale=0.1"):
+        config = ProblemConfig("yacht_0", "mlp_regression_small", prior=prior)
+        assert config.weight_decay == 1.0
+        assert str(build(config).prior) == priors.spec.canonical(prior)
+    assert ProblemConfig("yacht_0", "mlp_regression_small").weight_decay == 10.0
+    layered = ProblemConfig(
+        "yacht_0", "mlp_regression_small", prior=named, layer_priors="Dense_1=gaussian"
+    )
+    assert layered.weight_decay == 10.0  # λ reaches that layer's bare Gaussian
+    given = ProblemConfig("yacht_0", "mlp_regression_small", prior=named, weight_decay=10)
+    with pytest.raises(ConfigError, match=r"weight decay 10\.0 is not used by prior 'scale_mix"):
+        build(given)
+
+
 def test_old_configs_rebuild_with_the_weight_decay_prior():
     record = {
         "dataset": "yacht_0",

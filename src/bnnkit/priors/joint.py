@@ -237,6 +237,30 @@ def _bare_gaussian(spec: spec_lib.Spec | None) -> bool:
     return spec is None or (spec.family == "gaussian" and not spec.params)
 
 
+def uses_weight_decay(
+    prior: str | spec_lib.Spec | None = None,
+    bias: str | spec_lib.Spec | None = None,
+    layers: str | Sequence[str] | None = None,
+) -> bool:
+    """Whether a weight decay λ reaches any part of the prior these specs make: the default
+    Gaussian, or a bare ``gaussian`` for the weights, the biases or a layer; a family with its
+    own scale ignores it.
+
+    Raises:
+        ConfigError: a bad spec.
+
+    Example:
+        >>> uses_weight_decay(), uses_weight_decay("laplace:scale=0.1")
+        (True, False)
+        >>> uses_weight_decay("laplace:scale=0.1", layers="Dense_2=gaussian")
+        True
+    """
+    specs = [None if prior is None else spec_lib.parse(prior)]
+    specs += [spec_lib.parse(bias)] if bias is not None else []
+    specs += [rule.spec for rule in spec_lib.parse_layer_rules(layers)]
+    return _bare_gaussian(specs[0]) or any(s is not None and _bare_gaussian(s) for s in specs[1:])
+
+
 def make(
     prior: str | spec_lib.Spec | None = None,
     *,
@@ -278,10 +302,7 @@ def make(
     bias_spec = None if bias is None else spec_lib.parse(bias)
     rules = spec_lib.parse_layer_rules(layers)
     noise_spec = None if noise is None else spec_lib.parse(noise, kind="noise")
-    if weight_decay != 1.0 and not (
-        _bare_gaussian(default)
-        or any(s is not None and _bare_gaussian(s) for s in (bias_spec, *(r.spec for r in rules)))
-    ):
+    if weight_decay != 1.0 and not uses_weight_decay(prior, bias, layers):
         raise ConfigError(
             f"weight decay {weight_decay} is not used by prior {str(default)!r}; allowed: "
             "give the scale in the prior spec, or weight decay with a plain 'gaussian'"
