@@ -1,0 +1,72 @@
+"""The pure parts of ``benchmarks/reference_calibration.py``: the ranking a candidate reference
+gives the methods against the truth's, and the table that crosses it with the verdict."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(BENCHMARKS))  # a script's folder is on its path
+        yield importlib.import_module("reference_calibration")
+
+
+def test_examples_in_its_docstrings(calibration):
+    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    assert doctest.testmod(calibration, optionflags=flags).failed == 0
+
+
+def test_a_candidate_ranks_as_the_truth_only_with_the_same_order_and_top(calibration):
+    truth = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0, "e": 5.0}
+    same = calibration.ranks_as_truth(truth, {k: 10 * v for k, v in truth.items()}, 0.8)
+    assert same["tau"] == pytest.approx(1.0) and same["ranks_as_truth"]
+    # One swap among five methods: τ = (10 - 2 · 1) / 10 = 0.8, and the top is kept.
+    swapped = calibration.ranks_as_truth(truth, {**truth, "d": 5.5}, 0.8)
+    assert swapped["tau"] == pytest.approx(0.8) and swapped["ranks_as_truth"]
+    # The same τ with the top two swapped: the closest method differs, so it does not.
+    top = calibration.ranks_as_truth(truth, {**truth, "a": 2.5}, 0.8)
+    assert top["tau"] == pytest.approx(0.8) and top["top_candidate"] == "b"
+    assert not top["ranks_as_truth"]
+
+
+def test_the_table_crosses_the_verdict_with_the_ranking(calibration):
+    def candidate(verdict, ranks):
+        return {
+            "budget": 1.0,
+            "verdict": verdict,
+            "tau": 1.0 if ranks else 0.2,
+            "top_truth": "a",
+            "top_candidate": "a",
+            "ranks_as_truth": ranks,
+        }
+
+    method = {"wasserstein_1": 0.5, "floor": {"wasserstein_1": 0.1}, "lpd_difference": -0.2}
+    results = [
+        {
+            "dataset": "yacht_0",
+            "methods": {"a": method},
+            "candidates": [
+                candidate("reproducible", True),
+                candidate("certified", False),
+                candidate("not a reference", True),
+            ],
+        }
+    ]
+    text = calibration.table(results)
+    assert "| reproducible or better | 1 | 1 |" in text
+    assert "| not a reference | 1 | 0 |" in text
+    assert 'precision of "reproducible or better": 0.50' in text
+    assert "| yacht_0 | a | 0.5 | 0.1 | -0.200 |" in text
+
+
+def test_problem_flags_become_problem_settings(calibration):
+    settings = calibration.problem_settings("--weight-decay 1 --prior laplace:scale=0.1")
+    assert settings == {"weight_decay": 1.0, "prior": "laplace:scale=0.1"}
