@@ -124,7 +124,12 @@ def _setting(dataset: str, args: argparse.Namespace):
 
 
 def run_split(dataset: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The truth and every candidate on one split, as one JSON-ready result."""
+    """The truth and every candidate on one split, as one JSON-ready result, on the CPU
+    devices the command line would use (before JAX starts in this process), so that the runs
+    are those a user's ``bnnkit reference`` makes."""
+    from bnnkit import cpu_devices
+
+    cpu_devices.enable_for_command_line()
     from bnnkit.evaluation import evaluate
     from bnnkit.experiments import reference
     from bnnkit.experiments.compare_methods import run_setting
