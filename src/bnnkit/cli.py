@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = parser.parse_args(argv)
     from bnnkit.compile_cache import enable_for_command_line
-    from bnnkit.runs.lifecycle import Terminated, stopped_by_signals
+    from bnnkit.runs.signals import Terminated, stopped_by_signals
 
     enable_for_command_line()  # a second run loads what the first compiled
 

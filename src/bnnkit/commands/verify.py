@@ -92,7 +92,7 @@ def _resume_refusal(run_dir: str) -> str | None:
     it is not, or its record cannot be read, which is a finding of its own)."""
     from bnnkit.errors import ConfigError
     from bnnkit.runs.directory import RunDir
-    from bnnkit.runs.lifecycle import resume_refusal
+    from bnnkit.runs.resumable import resume_refusal
 
     try:
         record = RunDir(run_dir).read_record()

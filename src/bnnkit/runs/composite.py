@@ -265,7 +265,7 @@ def stage_action(built: Any, stage: Stage, config: RunSettings, run_dir: Path) -
 def _stage_refusal(record: dict, problem: dict, config: RunSettings) -> str | None:
     """Why a stage's stored run cannot be resumed as ``config`` on ``problem`` (``None``: it
     can), as a single run's resume refuses it."""
-    from bnnkit.runs.lifecycle import check_resume
+    from bnnkit.runs.resumable import check_resume
 
     if record.get("method") != config.METHOD:
         return f"holds a {record.get('method')!r} run, not {config.METHOD!r}"

@@ -62,25 +62,10 @@ from bnnkit.inference.base import Loop, RunSettings
 from bnnkit.runs import directory, faults, manifest, placement, provenance, sources
 from bnnkit.runs.directory import STATE_FILE, RunDir
 from bnnkit.runs.divergence import DivergenceError, divergence_remedy
-from bnnkit.runs.keys import UNIT_KEY, evaluation_key
-from bnnkit.runs.resumable import check_resume, resume_refusal
-from bnnkit.runs.signals import Terminated, stopped_by_signals
+from bnnkit.runs.keys import UNIT_KEY
+from bnnkit.runs.signals import stopped_by_signals
 
-# Its own names, and those it gave before they had modules of their own, which modules
-# elsewhere import from here.
-__all__ = [
-    "DivergenceError",
-    "Lifecycle",
-    "Terminated",
-    "check_resume",
-    "check_target",
-    "evaluation_key",
-    "load_state",
-    "new_record",
-    "opened",
-    "resume_refusal",
-    "stopped_by_signals",
-]
+__all__ = ["Lifecycle", "check_target", "load_state", "new_record", "opened"]
 
 
 def new_record(config: RunSettings, loop: Loop, problem: dict, **more: Any) -> dict:
