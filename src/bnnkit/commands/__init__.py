@@ -13,6 +13,8 @@ import importlib
 from collections.abc import Callable
 
 from bnnkit.commands.command import Command, sentence
+from bnnkit.commands.method import method_command
+from bnnkit.inference import METHODS
 
 __all__ = [
     "COMMANDS",
@@ -63,8 +65,6 @@ def groups() -> dict[str, tuple[str, ...]]:
         >>> list(all_groups) == list(GROUPS), "hmc" in all_groups["methods"]
         (True, True)
     """
-    from bnnkit.inference import METHODS
-
     return {"methods": tuple(METHODS), **COMMAND_GROUPS}
 
 
@@ -79,10 +79,7 @@ def docs_page(name: str) -> str:
 
 
 def _load() -> dict[str, Command]:
-    # Imported when a command runs or --help is asked, not when bnnkit is imported.
-    from bnnkit.commands.method import method_command
-    from bnnkit.inference import METHODS
-
+    # The other commands' modules are imported here, by name, when the commands are asked for.
     return {
         **{name: method_command(name, module) for name, module in METHODS.items()},
         **{

@@ -17,8 +17,12 @@ from typing import Any
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.runs import lock
 from bnnkit.runs.directory import COMPOSITE_FILE, COMPOSITE_RECORDS, RUN_FILE
 from bnnkit.runs.lock import LOCK_FILE
+from bnnkit.runs.manifest import Finding
+from bnnkit.runs.placement import check_outside_runs
+from bnnkit.runs.verification import verify as verify_run
 
 #: Every name a composite's parent record may have.
 RECORD_NAMES = (*COMPOSITE_RECORDS.values(), COMPOSITE_FILE)
@@ -90,8 +94,6 @@ def check_folder(
             holding no composite of this kind; ``overwrite`` of a folder holding what no
             composite of this kind writes.
     """
-    from bnnkit.runs.placement import check_outside_runs
-
     what, record = f"a folder made by bnnkit {kind}", record_name(kind)
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite exclude each other; allowed: one of them")
@@ -124,10 +126,6 @@ def verify(folder: str | os.PathLike) -> tuple[list[Any], str]:
         ConfigError: ``folder`` holds no composite, its record is damaged, or a live process
             is writing it.
     """
-    from bnnkit.runs import lock
-    from bnnkit.runs.manifest import Finding
-    from bnnkit.runs.verification import verify as verify_run
-
     folder = Path(folder)
     record = read_record(folder)
     who = lock.holder(folder)

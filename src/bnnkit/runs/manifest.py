@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.inference.base import Loop
 from bnnkit.runs.manifest_lines import (
     CHAIN_KEY,
     HEAD_KEY,
@@ -318,8 +319,6 @@ def _sample_findings(
 
 def _kept_findings(record: dict, recorded: dict[int, dict[str, Any]]) -> list[Finding]:
     """The units a finished run kept that the manifest does not record."""
-    from bnnkit.inference.base import Loop
-
     expected = Loop(**record["loop"]).kept_units()
     covered = set()
     for unit, line in recorded.items():

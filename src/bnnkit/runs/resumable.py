@@ -21,7 +21,7 @@ import numpy as np
 from bnnkit import distributed, storage
 from bnnkit.data import npz
 from bnnkit.errors import ConfigError
-from bnnkit.inference import _noise
+from bnnkit.inference import METHODS, _noise
 from bnnkit.inference.base import Loop, RunSettings
 from bnnkit.runs import directory, manifest, sources
 from bnnkit.runs.directory import RunDir
@@ -97,8 +97,6 @@ def resume_refusal(record: Mapping[str, Any]) -> str | None:
         >>> resume_refusal({"method": "no-such-method"})
         "this bnnkit has no method 'no-such-method'"
     """
-    from bnnkit.inference import METHODS
-
     method = record.get("method")
     if not isinstance(method, str) or method not in METHODS:
         return f"this bnnkit has no method {method!r}"

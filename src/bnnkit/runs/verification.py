@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from bnnkit.data import npz
 from bnnkit.errors import ConfigError
 from bnnkit.runs import lock as _lock
 from bnnkit.runs import manifest
@@ -26,8 +27,6 @@ DATA_FINDING = "the data"
 def data_finding(record: Mapping[str, Any]) -> manifest.Finding | None:
     """What changed of the user data file a run recorded (``None``: nothing, or a run on a
     registry dataset or without a fingerprint)."""
-    from bnnkit.data import npz
-
     recorded = record.get("dataset")
     if not isinstance(recorded, dict):
         return None
