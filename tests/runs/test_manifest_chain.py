@@ -14,7 +14,8 @@ import pytest
 from bnnkit import storage
 from bnnkit.cli import main
 from bnnkit.runs import manifest
-from bnnkit.runs.directory import RunDir, settings_digest
+from bnnkit.runs.directory import RunDir
+from bnnkit.runs.provenance import settings_digest
 from cli_checks import SMALL_HMC, small_hmc_run
 
 HMC = SMALL_HMC

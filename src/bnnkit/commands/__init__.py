@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from bnnkit.commands.command import Command, sentence
+from bnnkit.commands.command import Command
 from bnnkit.commands.method import method_command
 from bnnkit.inference import METHODS
 
@@ -21,10 +21,8 @@ __all__ = [
     "COMMAND_GROUPS",
     "GROUPS",
     "OTHER_COMMANDS",
-    "Command",
     "docs_page",
     "groups",
-    "sentence",
 ]
 
 

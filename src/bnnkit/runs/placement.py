@@ -18,13 +18,13 @@ from bnnkit.runs import lock as _lock
 from bnnkit.runs.directory import (
     COMPOSITE_FILE,
     COMPOSITE_RECORDS,
-    MANIFEST_FILE,
     RUN_FILE,
     SAMPLES_DIR,
     STATE_FILE,
     RunDir,
 )
 from bnnkit.runs.lock import LOCK_FILE
+from bnnkit.runs.manifest_lines import MANIFEST_FILE
 
 
 def enclosing_run(path: str | os.PathLike) -> Path | None:

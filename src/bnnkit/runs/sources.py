@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from bnnkit.errors import ConfigError
 from bnnkit.runs.directory import RunDir
-from bnnkit.runs.manifest import IDENTITY_KEY
+from bnnkit.runs.manifest_lines import IDENTITY_KEY
 
 
 def split_source(spec: str) -> tuple[str, int]:
