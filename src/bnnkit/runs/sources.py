@@ -34,7 +34,7 @@ SOURCE_KEY = "init_source"
 
 
 def source_identity(spec: str | None) -> str | None:
-    """The identity (``run.json``'s, :func:`bnnkit.runs.manifest.identity`) of the run that
+    """The identity (``run.json``'s, :func:`bnnkit.runs.manifest_lines.identity`) of the run that
     ``spec`` (``RUN[:SAMPLE]``) names; ``None`` without a source, or for one made before runs
     had identities, or unreadable."""
     if spec is None:
