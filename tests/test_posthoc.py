@@ -15,7 +15,7 @@ from bnnkit.evaluation import evaluate, ood_file
 from bnnkit.metrics import ood
 from bnnkit.metrics.predictive import predictive_wasserstein_1
 from bnnkit.predict import Prediction
-from bnnkit.report.kinds import OOD_FILE, run_section
+from bnnkit.report.run_report import OOD_FILE, run_section
 from cli_checks import run_ok
 
 SGD = [

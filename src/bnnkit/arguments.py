@@ -41,6 +41,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from bnnkit.errors import ArgumentError
+from bnnkit.storage import path_to_str
 
 #: NumPy dtype kinds of the arrays a user gives as data: signed and unsigned integers, reals.
 NUMERIC_KINDS = "iuf"
@@ -361,8 +362,6 @@ def positions_argument(value: Any, name: str = "initial_positions", *, where: st
     """A pytree whose every leaf is an array of integers or reals (the samplers' starting
     positions; :func:`bnnkit.runs.density.check_density` then asks for reals)."""
     import jax
-
-    from bnnkit.storage import path_to_str
 
     try:
         leaves = jax.tree_util.tree_flatten_with_path(value)[0]

@@ -30,11 +30,14 @@ import io
 import signal
 import sys
 
-from bnnkit import cpu_devices
+from bnnkit import cpu_devices, distributed
 from bnnkit.command_flags import command_line_words
 from bnnkit.commands import COMMANDS, GROUPS, OTHER_COMMANDS, config_file, groups
 from bnnkit.commands.budget import EXIT_BUDGET, BudgetEnded, command_line, resume_argv
+from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.compile_cache import enable_for_command_line
 from bnnkit.errors import ArgumentError, ConfigError
+from bnnkit.runs.signals import Terminated, stopped_by_signals
 
 DEBUG_FLAG = "--debug"
 #: The exit codes, at the end of ``bnnkit --help`` (docs/reference/cli.md says the same).
@@ -182,8 +185,6 @@ def join_processes(argv: list[str]) -> None:
     command = next((a for a in argv if not a.startswith("-")), None)
     if command is None or command in OTHER_COMMANDS or "-h" in argv or "--help" in argv:
         return
-    from bnnkit import distributed
-    from bnnkit.commands.flags import add_config_arguments, config_from_args
 
     parser = _Parser(prog=f"bnnkit {command}", add_help=False)
     add_config_arguments(parser, distributed.Hosts)
@@ -308,8 +309,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bnnkit: error: {_one_line(err)}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
-    from bnnkit.compile_cache import enable_for_command_line
-    from bnnkit.runs.lifecycle import Terminated, stopped_by_signals
 
     enable_for_command_line()  # a second run loads what the first compiled
 

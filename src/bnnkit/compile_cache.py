@@ -27,6 +27,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from bnnkit.data.fetch import CACHE_DIR_ENV
+
 #: The environment variable that turns the cache off (``off``) or names its folder.
 ENV = "BNNKIT_COMPILE_CACHE"
 OFF = ("off", "0", "false", "no")
@@ -39,7 +41,6 @@ def cache_folder(environ: Mapping[str, str] = os.environ) -> Path | None:
         return None
     if chosen:
         return Path(chosen).expanduser()
-    from bnnkit.data.fetch import CACHE_DIR_ENV
 
     root = environ.get(CACHE_DIR_ENV)
     if root:

@@ -15,13 +15,12 @@ import argparse
 import json
 from typing import Any
 
+from bnnkit.cli import build_parser
 from bnnkit.command_flags import TABLE_FILE
 
 
 def table() -> dict[str, dict[str, list[str] | None]]:
     """Each command's option strings and their choices (``None``: any value, or none taken)."""
-    from bnnkit.cli import build_parser
-
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return {

@@ -24,7 +24,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.runs.lock import LOCK_FILE
+from bnnkit.runs.placement import check_outside_runs
 
 
 def _continue_or_replace(flags: tuple[str, ...]) -> str:
@@ -64,8 +67,6 @@ def check(
             ``settings_file``, a non-empty folder without either flag, or ``overwrite`` of a
             folder without ``settings_file``.
     """
-    from bnnkit.runs.placement import check_outside_runs
-
     given = os.fspath(out)
     path = Path(given)
     if resume and overwrite:
@@ -92,7 +93,6 @@ def check(
         if not has_settings:
             raise ConfigError(f"nothing to resume: {given!r} holds no {settings_file}")
         return
-    from bnnkit.runs.lock import LOCK_FILE
 
     if path.is_dir() and any(e.name != LOCK_FILE for e in path.iterdir()):
         if not overwrite:
@@ -138,8 +138,6 @@ def continues(
         ...
         bnnkit.errors.ConfigError: --out '...' holds a paper study of --scale small; allowed: ...
     """
-    from bnnkit import storage
-
     given = os.fspath(out)
     path = Path(given)
     if path.exists() and not path.is_dir():

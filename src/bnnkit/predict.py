@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bnnkit.inference.laplace import output_covariance as cov
 from bnnkit.log_posterior import network_variables
 from bnnkit.posterior import Samples
 from bnnkit.posterior.laplace import DiagLaplace, KFACLaplace, LastLayerLaplace
@@ -208,8 +209,6 @@ def draw_log_density(prediction: Prediction, y: np.ndarray) -> np.ndarray:
 
 def output_covariance_fn(posterior, apply):
     """``x -> (outputs, J Λ⁻¹ Jᵀ)`` of the linearised network at θ*, jitted."""
-    from bnnkit.inference.laplace import output_covariance as cov
-
     mean = network_variables(posterior.mean)
     dtype = jax.tree.leaves(mean)[0].dtype
     if isinstance(posterior, DiagLaplace):

@@ -59,6 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnnkit.errors import ConfigError
+from bnnkit.priors.predictive import summarize_probs
 
 if TYPE_CHECKING:
     from bnnkit.problem import Problem
@@ -295,8 +296,6 @@ def check(
 
 
 def _classification(probs: np.ndarray, num_inputs: int) -> PriorCheck:
-    from bnnkit.priors.predictive import summarize_probs
-
     summary = summarize_probs(probs)
     return PriorCheck(
         "classification",

@@ -23,6 +23,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import imported
 from bnnkit.priors.spec import PRIOR_FIELDS
+from bnnkit.problem_arrays import from_given
 from bnnkit.problem_config import ProblemConfig
 from bnnkit.types import Batch, Key, Params
 
@@ -107,8 +108,6 @@ class Problem:
             >>> problem.config.model  # flax's own Dense: importable, so recorded by path
             'flax.linen.linear:Dense'
         """
-        from bnnkit.problem_arrays import from_given
-
         return assembled(
             from_given(
                 {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test},

@@ -25,6 +25,7 @@ from bnnkit.settings import (
     check_dtype,
     check_numbers,
     check_representable,
+    flag,
     setting,
 )
 
@@ -305,8 +306,6 @@ def differences(
         ...             POSTERIOR_SETTINGS, "the reference")
         ['--noise-std learned (the network outputs its std) (the reference: 0.35)']
     """
-    from bnnkit.settings import flag
-
     return [
         f"{flag(ProblemConfig, name)} {shown(name, getattr(mine, name))} ({other_name}: "
         f"{shown(name, getattr(other, name))})"

@@ -659,23 +659,26 @@ def nan_sample(copy: Path) -> None:
     """A kept sample holding NaN, recorded in the manifest as written (a run that diverged
     before runs were stopped for it)."""
     from bnnkit import storage
-    from bnnkit.runs import manifest
+    from bnnkit.runs import manifest_lines
 
     name = "samples/sample_0000002.npz"
     values = storage.load_arrays(copy / name)
     key = next(k for k, v in values.items() if v.dtype.kind == "f")
     values[key] = np.full_like(values[key], np.nan)
-    files = manifest.Manifest(copy / manifest.MANIFEST_FILE)
+    files = manifest_lines.Manifest(copy / manifest_lines.MANIFEST_FILE)
     lines = list(files.latest().values())
     written = storage.save_arrays(copy / name, values)
     files.rewrite(
-        [manifest.entry(name, written, unit=2) if line["file"] == name else line for line in lines]
+        [
+            manifest_lines.entry(name, written, unit=2) if line["file"] == name else line
+            for line in lines
+        ]
     )
     # As the run would have finished: its record names the manifest's new last line.
     from bnnkit.runs.directory import RunDir
 
     record = RunDir(copy).read_record()
-    RunDir(copy).write_record({**record, manifest.HEAD_KEY: files.head()[0]})
+    RunDir(copy).write_record({**record, manifest_lines.HEAD_KEY: files.head()[0]})
 
 
 def toml_file(text: bytes | str) -> Callable[[Path], Path]:

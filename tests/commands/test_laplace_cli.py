@@ -14,7 +14,7 @@ from bnnkit.cli import main
 from bnnkit.inference import laplace
 from bnnkit.posterior.laplace import KFACLaplace
 from bnnkit.runs import load_run
-from bnnkit.runs.directory import settings_digest
+from bnnkit.runs.provenance import settings_digest
 
 SGD = [
     "sgd",

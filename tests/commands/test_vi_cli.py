@@ -15,7 +15,7 @@ from bnnkit.inference import vi
 from bnnkit.posterior import DiagGaussian
 from bnnkit.problem import ProblemConfig
 from bnnkit.runs import RunDir, load_run
-from bnnkit.runs.directory import settings_digest
+from bnnkit.runs.provenance import settings_digest
 from cli_checks import rmse_between_predictions, run_ok
 
 PROBLEM = ["--dataset", "yacht_0", "--model", "mlp_regression_small", "--noise-std", "0.35"]

@@ -28,7 +28,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.models.imported import load_class, trusting_model
 from bnnkit.problem import ProblemConfig, build
 from bnnkit.runs import RunDir, load_run
-from bnnkit.runs.directory import settings_digest
+from bnnkit.runs.provenance import settings_digest
 from cli_checks import stored_units
 
 MODULE = """\

@@ -22,8 +22,8 @@ from bnnkit.evaluation import evaluate
 from bnnkit.inference import sgd
 from bnnkit.problem import Problem, ProblemConfig, build
 from bnnkit.report.tables import rows
-from bnnkit.runs.directory import settings_digest
 from bnnkit.runs.loop import run
+from bnnkit.runs.provenance import settings_digest
 
 
 def _linear_problem(weight_decay: float, noise_std: float | None = None) -> Problem:

@@ -10,7 +10,7 @@ import pytest
 
 from bnnkit import storage
 from bnnkit.cli import main
-from bnnkit.report import document, kinds
+from bnnkit.report import document, kinds, run_report
 from bnnkit.report.tables import rows
 from cli_checks import run_ok
 
@@ -58,7 +58,7 @@ def test_every_figure_is_linked_and_embedded_once(report_inputs, report):
     run, conv, shift = report_inputs
     assert list(run.glob("*.png")) == []  # the run's reliability diagram is drawn in the report
     pngs = sorted(
-        [kinds.RELIABILITY_FILE, *(p.name for f in (conv, shift) for p in f.glob("*.png"))]
+        [run_report.RELIABILITY_FILE, *(p.name for f in (conv, shift) for p in f.glob("*.png"))]
     )
     assert pngs == ["chains.png", "degradation.png", "reliability.png", "rhat_histograms.png"]
     md = (report / document.MARKDOWN_FILE).read_text()

@@ -14,7 +14,7 @@ from bnnkit import storage
 from bnnkit.cli import main
 from bnnkit.errors import ConfigError
 from bnnkit.metrics.predictive import calibration_bins
-from bnnkit.report import kinds
+from bnnkit.report import kinds, run_report
 from bnnkit.report.sections import Table
 
 
@@ -27,7 +27,7 @@ def test_a_classification_run_gets_a_reliability_figure_and_its_folder_is_untouc
     before = _files(run)
     section = kinds.section(run)
     [figure] = section.figures
-    assert figure.path == run / kinds.RELIABILITY_FILE and not figure.path.exists()
+    assert figure.path == run / run_report.RELIABILITY_FILE and not figure.path.exists()
     assert figure.png[1:4] == b"PNG" and figure.data() == figure.png
     assert "Reliability diagram" in figure.caption
     assert _files(run) == before

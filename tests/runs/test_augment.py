@@ -18,7 +18,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.inference import ensemble, sgd
 from bnnkit.inference.base import Method
 from bnnkit.problem import ProblemConfig
-from bnnkit.runs.directory import settings_digest
+from bnnkit.runs.provenance import settings_digest
 from bnnkit.runs.units import make_epoch
 from bnnkit.types import Batch
 from cli_checks import stored_files as stored

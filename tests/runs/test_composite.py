@@ -157,7 +157,7 @@ def test_the_problem_is_built_once(tmp_path, monkeypatch):
 
 
 def test_a_stage_that_diverges_marks_the_reference_and_overwrite_starts_it_again(tmp_path):
-    from bnnkit.runs.lifecycle import DivergenceError
+    from bnnkit.runs.divergence import DivergenceError
 
     folder = tmp_path / "ref"
     wild = Config(**{**SETTINGS, "ensemble_step_size": 1e36})  # the ensemble's SGD overflows

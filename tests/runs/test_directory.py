@@ -14,7 +14,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.evaluation import evaluate
 from bnnkit.inference import hmc
 from bnnkit.problem import ProblemConfig, build
-from bnnkit.runs.directory import settings_digest
+from bnnkit.runs.provenance import settings_digest
 
 PROBLEM = ProblemConfig(dataset="yacht_0", model="mlp_regression_small", noise_std=0.35)
 CONFIG = hmc.Config(

@@ -13,8 +13,9 @@ import pytest
 
 from bnnkit import storage
 from bnnkit.cli import main
-from bnnkit.runs import manifest
-from bnnkit.runs.directory import RunDir, settings_digest
+from bnnkit.runs import manifest_lines
+from bnnkit.runs.directory import RunDir
+from bnnkit.runs.provenance import settings_digest
 from cli_checks import SMALL_HMC, small_hmc_run
 
 HMC = SMALL_HMC
@@ -32,11 +33,11 @@ def other_seed(tmp_path_factory) -> Path:
 
 
 def lines_of(run: Path) -> list[str]:
-    return (run / manifest.MANIFEST_FILE).read_text().splitlines()
+    return (run / manifest_lines.MANIFEST_FILE).read_text().splitlines()
 
 
 def write_lines(run: Path, lines: list[str]) -> None:
-    (run / manifest.MANIFEST_FILE).write_text("\n".join(lines) + "\n")
+    (run / manifest_lines.MANIFEST_FILE).write_text("\n".join(lines) + "\n")
 
 
 def swap(copy: Path, other: Path, name: str) -> None:
@@ -61,13 +62,19 @@ def refused(argv: list[str], names: str, capsys) -> str:
 def test_a_new_run_is_chained_from_its_record(finished):
     record = json.loads((finished / "run.json").read_text())
     lines = lines_of(finished)
-    assert json.loads(lines[0])[manifest.CHAIN_KEY] == record[manifest.IDENTITY_KEY]
+    assert json.loads(lines[0])[manifest_lines.CHAIN_KEY] == record[manifest_lines.IDENTITY_KEY]
     for before, line in itertools.pairwise(lines):
-        assert json.loads(line)[manifest.CHAIN_KEY] == manifest.line_digest(before.encode())
-    assert record[manifest.HEAD_KEY] == manifest.line_digest(lines[-1].encode())
-    assert record[manifest.IDENTITY_KEY] == manifest.identity(
+        assert json.loads(line)[manifest_lines.CHAIN_KEY] == manifest_lines.line_digest(
+            before.encode()
+        )
+    assert record[manifest_lines.HEAD_KEY] == manifest_lines.line_digest(lines[-1].encode())
+    assert record[manifest_lines.IDENTITY_KEY] == manifest_lines.identity(
         settings_digest(
-            {k: v for k, v in record.items() if k not in (manifest.IDENTITY_KEY, manifest.HEAD_KEY)}
+            {
+                k: v
+                for k, v in record.items()
+                if k not in (manifest_lines.IDENTITY_KEY, manifest_lines.HEAD_KEY)
+            }
         ),
         record["method_config"]["seed"],
     )
@@ -132,7 +139,10 @@ def test_the_last_line_of_a_finished_run_edited_or_one_added_is_named(finished, 
     refused(["verify", str(copy)], f"{last['file']} is recorded by the last line", capsys)
 
     # A line added at the end, chained as a run would chain it: the finished record's head.
-    added = {**json.loads(lines[1]), manifest.CHAIN_KEY: manifest.line_digest(lines[-1].encode())}
+    added = {
+        **json.loads(lines[1]),
+        manifest_lines.CHAIN_KEY: manifest_lines.line_digest(lines[-1].encode()),
+    }
     write_lines(copy, [*lines, json.dumps(added, sort_keys=True)])
     refused(["evaluate", str(copy)], "is recorded by the last line", capsys)
 
@@ -140,7 +150,7 @@ def test_the_last_line_of_a_finished_run_edited_or_one_added_is_named(finished, 
 def test_the_records_identity_removed_is_an_edit(finished, tmp_path, capsys):
     copy = Path(shutil.copytree(finished, tmp_path / "run"))
     record = json.loads((copy / "run.json").read_text())
-    del record[manifest.IDENTITY_KEY]
+    del record[manifest_lines.IDENTITY_KEY]
     (copy / "run.json").write_text(json.dumps(record))
     refused(["verify", str(copy)], "run.json was edited", capsys)
     RunDir(copy).write_record(record)  # its digest written anew: the chain has no root
@@ -154,14 +164,14 @@ def as_before_the_chain(run: Path) -> None:
         run,
         [
             json.dumps(
-                {k: v for k, v in json.loads(line).items() if k != manifest.CHAIN_KEY},
+                {k: v for k, v in json.loads(line).items() if k != manifest_lines.CHAIN_KEY},
                 sort_keys=True,
             )
             for line in lines_of(run)
         ],
     )
     record = json.loads((run / "run.json").read_text())
-    for key in (manifest.IDENTITY_KEY, manifest.HEAD_KEY):
+    for key in (manifest_lines.IDENTITY_KEY, manifest_lines.HEAD_KEY):
         del record[key]
     RunDir(run).write_record(record)
 
@@ -188,7 +198,7 @@ def test_a_run_made_before_the_chain_reads_verifies_and_resumes(finished, tmp_pa
         )
         == 0
     )
-    assert all(manifest.CHAIN_KEY not in json.loads(line) for line in lines_of(copy))
+    assert all(manifest_lines.CHAIN_KEY not in json.loads(line) for line in lines_of(copy))
     capsys.readouterr()
     assert main(["verify", str(copy)]) == 0
     assert "no chain" in capsys.readouterr().out
@@ -196,16 +206,18 @@ def test_a_run_made_before_the_chain_reads_verifies_and_resumes(finished, tmp_pa
 
 
 def test_the_chain_goes_on_across_appends_and_skips_a_torn_last_line(tmp_path):
-    root = manifest.identity("0" * 64, seed=0)
-    files = manifest.Manifest(tmp_path / manifest.MANIFEST_FILE, anchor=root)
+    root = manifest_lines.identity("0" * 64, seed=0)
+    files = manifest_lines.Manifest(tmp_path / manifest_lines.MANIFEST_FILE, anchor=root)
     files.rewrite([{"file": "a", "sha256": "1"}])
     files.append({"file": "b", "sha256": "2"})
     # Another object on the same file carries the chain on from it.
-    manifest.Manifest(tmp_path / manifest.MANIFEST_FILE).append({"file": "c", "sha256": "3"})
+    manifest_lines.Manifest(tmp_path / manifest_lines.MANIFEST_FILE).append(
+        {"file": "c", "sha256": "3"}
+    )
     assert files.chain_break(root) is None
     with open(files.path, "ab") as f:
         f.write(b'{"file": "d", "sha')  # a write a crash cut off
     assert files.chain_break(root) is None
     assert files.head() == (None, None)
-    broken = files.chain_break(manifest.identity("0" * 64, seed=1))
+    broken = files.chain_break(manifest_lines.identity("0" * 64, seed=1))
     assert broken is not None and broken.line == 1 and broken.file == "a"

@@ -12,7 +12,7 @@ from bnnkit import runs
 from bnnkit.errors import ConfigError
 from bnnkit.inference import _noise, sgmcmc
 from bnnkit.problem import ProblemConfig
-from bnnkit.runs.directory import settings_digest
+from bnnkit.runs.provenance import settings_digest
 
 
 @pytest.fixture(scope="module")

@@ -12,17 +12,17 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from bnnkit.commands.command import Command, sentence
+from bnnkit.commands.command import Command
+from bnnkit.commands.method import method_command
+from bnnkit.inference import METHODS
 
 __all__ = [
     "COMMANDS",
     "COMMAND_GROUPS",
     "GROUPS",
     "OTHER_COMMANDS",
-    "Command",
     "docs_page",
     "groups",
-    "sentence",
 ]
 
 
@@ -63,8 +63,6 @@ def groups() -> dict[str, tuple[str, ...]]:
         >>> list(all_groups) == list(GROUPS), "hmc" in all_groups["methods"]
         (True, True)
     """
-    from bnnkit.inference import METHODS
-
     return {"methods": tuple(METHODS), **COMMAND_GROUPS}
 
 
@@ -79,10 +77,7 @@ def docs_page(name: str) -> str:
 
 
 def _load() -> dict[str, Command]:
-    # Imported when a command runs or --help is asked, not when bnnkit is imported.
-    from bnnkit.commands.method import method_command
-    from bnnkit.inference import METHODS
-
+    # The other commands' modules are imported here, by name, when the commands are asked for.
     return {
         **{name: method_command(name, module) for name, module in METHODS.items()},
         **{

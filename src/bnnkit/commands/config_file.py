@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from bnnkit.errors import ConfigError
+from bnnkit.inference.base import RunSettings
+from bnnkit.storage import parse_json
 
 FLAG = "--config"
 
@@ -92,9 +94,6 @@ def read(path: str | os.PathLike, command: str, *, problem: bool = True) -> dict
 
 
 def _from_record(path: str, raw: bytes, command: str, *, problem: bool) -> dict[str, Any]:
-    from bnnkit.inference.base import RunSettings
-    from bnnkit.storage import parse_json
-
     record = parse_json(raw, f"{FLAG} {path!r}")
     if not isinstance(record, dict) or not isinstance(record.get("method_config"), dict):
         raise ConfigError(

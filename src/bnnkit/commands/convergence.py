@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 
 from bnnkit.commands.command import Command
+from bnnkit.commands.flags import add_config_arguments, config_from_args
 from bnnkit.commands.problem_flags import add_trust_model_argument
+from bnnkit.experiments import convergence
+from bnnkit.experiments.convergence import Config
+from bnnkit.models.imported import trusting_model
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bnnkit.commands.flags import add_config_arguments
-    from bnnkit.experiments.convergence import Config
-
     p.add_argument(
         "run_dir", metavar="RUN", help="a run of 2 or more Markov chains (hmc, nuts, sgmcmc)"
     )
@@ -35,10 +36,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bnnkit.commands.flags import config_from_args
-    from bnnkit.experiments import convergence
-    from bnnkit.models.imported import trusting_model
-
     config = config_from_args(args, convergence.Config)
     with trusting_model(args.trust_model):
         result = convergence.convergence_report(

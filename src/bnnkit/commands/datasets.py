@@ -7,7 +7,13 @@ import os
 import textwrap
 
 from bnnkit.commands.command import Command
+from bnnkit.data import catalog
+from bnnkit.data.fetch import data_root
+from bnnkit.data.sources import REMOTES
 from bnnkit.errors import ConfigError
+from bnnkit.evaluation import check_out_file
+from bnnkit.report.corruption_grid import find_image, render_grid
+from bnnkit.settings import SEED_BOUNDS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,13 +56,7 @@ def _shape(shape: tuple[int, ...]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bnnkit.data import catalog
-
     if args.show_corruptions:
-        from bnnkit.evaluation import check_out_file
-        from bnnkit.report.corruption_grid import find_image, render_grid
-        from bnnkit.settings import SEED_BOUNDS
-
         if not SEED_BOUNDS[0] <= args.seed <= SEED_BOUNDS[1]:
             raise ConfigError(
                 f"--seed {args.seed} out of range; allowed: {SEED_BOUNDS[0]}..{SEED_BOUNDS[1]}"
@@ -70,8 +70,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {path} ({description})")
         return 0
     header = ("name", "task", "input", "classes/dim", "train", "test")
-    from bnnkit.data.fetch import data_root
-    from bnnkit.data.sources import REMOTES
 
     root = data_root(args.data_dir)
     # paths are shown under the data folder, named once, so that a row's lines stay short

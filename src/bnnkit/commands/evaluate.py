@@ -6,8 +6,12 @@ import argparse
 import json
 import sys
 
+from bnnkit.commands.advice import spelt
 from bnnkit.commands.command import Command
 from bnnkit.commands.problem_flags import add_trust_model_argument
+from bnnkit.evaluation import evaluate
+from bnnkit.metrics.levels import LEVELS
+from bnnkit.report.tables import print_table
 
 #: What each outcome of the verdict means, shown under ``bnnkit evaluate --help``.
 OUTCOMES = {
@@ -31,8 +35,6 @@ def verdict_help() -> str:
         (['L0', 'numerics'], True)
     """
     import textwrap
-
-    from bnnkit.metrics.levels import LEVELS
 
     lines = textwrap.wrap(
         "For Markov chains the output ends with one verdict on the test predictions, "
@@ -111,10 +113,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bnnkit.commands.advice import spelt
-    from bnnkit.evaluation import evaluate
-    from bnnkit.report.tables import print_table
-
     result = evaluate(
         args.run_dir,
         reference=args.reference,

@@ -14,6 +14,8 @@ import importlib
 from typing import NamedTuple
 
 from bnnkit.commands.command import Command
+from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.models.imported import is_import_path, trusting_model
 
 
 class Experiment(NamedTuple):
@@ -49,8 +51,6 @@ EXPERIMENTS = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bnnkit.commands.flags import add_config_arguments
-
     sub = p.add_subparsers(
         dest="experiment",
         required=True,
@@ -78,9 +78,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bnnkit.commands.flags import config_from_args
-    from bnnkit.models.imported import is_import_path, trusting_model
-
     experiment = EXPERIMENTS[args.experiment]
     module = importlib.import_module(f"bnnkit.experiments.{experiment.module}")
     config = config_from_args(args, module.Config)

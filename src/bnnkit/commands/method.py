@@ -16,12 +16,20 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from bnnkit import distributed
+from bnnkit import distributed, runs
+from bnnkit.commands.advice import line as verdict_line
 from bnnkit.commands.budget import EXIT_BUDGET, BudgetEnded
 from bnnkit.commands.command import Command
+from bnnkit.commands.config_file import to_toml
 from bnnkit.commands.flags import add_config_arguments, config_from_args
 from bnnkit.commands.problem_flags import add_problem_arguments, problem_config
 from bnnkit.errors import ConfigError
+from bnnkit.evaluation import check_reference, evaluate
+from bnnkit.inference.base import EpochSettings, IterationSettings
+from bnnkit.models.imported import trusting_model
+from bnnkit.report.tables import print_table
+from bnnkit.runs import budget as run_budget
+from bnnkit.runs.initial import check_source_problem
 
 
 def summary(module: ModuleType) -> str:
@@ -151,8 +159,6 @@ def add_method_arguments(p: argparse.ArgumentParser, name: str, cls: type) -> No
     """The flags of method ``name``'s command: the problem's (or, for a method whose problem
     comes from its source run, ``--dataset`` and ``--model`` as checks), its Config's, the run
     directory's and the hosts'."""
-    from bnnkit.inference.base import EpochSettings, IterationSettings
-
     if cls.PROBLEM_FROM_SOURCE:
         g = p.add_argument_group("checks")
         g.add_argument("--dataset", default=None, help="if given, must be the MAP run's")
@@ -182,12 +188,6 @@ def run_method(args: argparse.Namespace, cls: type) -> int:
     Raises:
         BudgetEnded: the run's time budget stopped it, after its report.
     """
-    from bnnkit import runs
-    from bnnkit.evaluation import check_reference
-    from bnnkit.models.imported import trusting_model
-    from bnnkit.runs import budget as run_budget
-    from bnnkit.runs.initial import check_source_problem
-
     from_source = cls.PROBLEM_FROM_SOURCE
     config = config_from_args(args, cls)
     if from_source:
@@ -195,8 +195,6 @@ def run_method(args: argparse.Namespace, cls: type) -> int:
     else:
         problem = problem_config(args)
     if args.print_config:
-        from bnnkit.commands.config_file import to_toml
-
         values = {} if from_source else dataclasses.asdict(problem)
         print(to_toml({**values, **config.to_dict()}))
         return 0
@@ -245,11 +243,6 @@ def _report(
 ) -> None:
     """What the run did, then its evaluation table unless ``--no-evaluate`` (``kept``: the
     samples kept by a run its budget stopped, ``None`` for one that ended)."""
-    from bnnkit.commands.advice import line as verdict_line
-    from bnnkit.evaluation import evaluate
-    from bnnkit.models.imported import trusting_model
-    from bnnkit.report.tables import print_table
-
     for warning in result.warnings:
         print(f"bnnkit: warning: {warning}", file=sys.stderr)
     print(f"{run_summary(result)}; run in {args.dir}")

@@ -5,6 +5,11 @@ from __future__ import annotations
 import argparse
 
 from bnnkit.commands.command import Command
+from bnnkit.models.catalog import (
+    CLASSIFICATION_FEATURES,
+    REGRESSION_FEATURES,
+    model_rows,
+)
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -16,12 +21,6 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from bnnkit.models.catalog import (
-        CLASSIFICATION_FEATURES,
-        REGRESSION_FEATURES,
-        model_rows,
-    )
-
     rows = model_rows()
     if args.plain:
         print("name\ttask\tinput\tinput_shape\toutputs\tparams\tdescription")

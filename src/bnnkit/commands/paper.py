@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 
 from bnnkit.commands.command import Command
+from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.experiments.paper import Config, paper
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bnnkit.commands.flags import add_config_arguments
-    from bnnkit.experiments.paper import Config
-
     p.add_argument(
         "--out",
         required=True,
@@ -29,9 +28,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bnnkit.commands.flags import config_from_args
-    from bnnkit.experiments.paper import Config, paper
-
     study = paper(config_from_args(args, Config), args.out, progress=args.progress)
     print(study.markdown())
     print(f"report in {study.report}")

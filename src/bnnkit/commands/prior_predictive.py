@@ -14,15 +14,19 @@ import argparse
 import dataclasses
 import sys
 
+from bnnkit import prior_check
+from bnnkit import problem as problem_lib
 from bnnkit.commands.command import Command
+from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.commands.problem_flags import add_prior_arguments, prior_fields
+from bnnkit.errors import ConfigError
+from bnnkit.experiments import prior_predictive
+from bnnkit.experiments.prior_predictive import Config
+from bnnkit.priors import predictive
+from bnnkit.problem import ProblemConfig
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bnnkit.commands.flags import add_config_arguments
-    from bnnkit.commands.problem_flags import add_prior_arguments
-    from bnnkit.experiments.prior_predictive import Config
-    from bnnkit.problem import ProblemConfig
-
     add_config_arguments(p, Config, skip=("weight_decay",))
     g = p.add_argument_group("prior")
     add_config_arguments(g, Config, only=("weight_decay",))
@@ -33,10 +37,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _prior_check(config, noise_std: float | None) -> tuple[list[str], bool]:
     """The prior check of ``--dataset`` with ``--model`` (its lines, and whether the dataset
     is regression), printing its warning on stderr."""
-    from bnnkit import prior_check
-    from bnnkit import problem as problem_lib
-    from bnnkit.experiments import prior_predictive
-
     problem = problem_lib.build(prior_predictive.problem_config(config, noise_std))
     found = prior_check.check(problem)
     if found.warning is not None:
@@ -47,12 +47,6 @@ def _prior_check(config, noise_std: float | None) -> tuple[list[str], bool]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bnnkit.commands.flags import config_from_args
-    from bnnkit.commands.problem_flags import prior_fields
-    from bnnkit.errors import ConfigError
-    from bnnkit.experiments import prior_predictive
-    from bnnkit.priors import predictive
-
     config = config_from_args(args, prior_predictive.Config, **prior_fields(args))
     noise_std = getattr(args, "noise_std", None)
     checked: list[str] = []

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 
+from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.errors import ConfigError
+from bnnkit.models import allowed_names
+from bnnkit.priors.spec import PRIOR_FIELDS, load_toml
+from bnnkit.problem import ProblemConfig
+
 
 def add_problem_arguments(p: argparse.ArgumentParser) -> None:
-    from bnnkit.commands.flags import add_config_arguments
-    from bnnkit.problem import ProblemConfig
-
     g = p.add_argument_group("posterior")
     add_config_arguments(g, ProblemConfig)
     add_prior_file_argument(g)
@@ -21,8 +24,6 @@ def add_problem_arguments(p: argparse.ArgumentParser) -> None:
 
 def list_models(p: argparse.ArgumentParser) -> None:
     """Name every registered model (and alias) in the help of ``--model``."""
-    from bnnkit.models import allowed_names
-
     for action in p._actions:
         if action.dest == "model":
             action.help = f"{action.help}; one of: {allowed_names()}"
@@ -62,10 +63,6 @@ def add_trust_model_argument(
 
 def add_prior_arguments(g, *, noise: bool = True) -> None:
     """The prior flags alone (``--prior``, ``--bias-prior``, ``--layer-prior``, ...)."""
-    from bnnkit.commands.flags import add_config_arguments
-    from bnnkit.priors.spec import PRIOR_FIELDS
-    from bnnkit.problem import ProblemConfig
-
     fields = PRIOR_FIELDS if noise else PRIOR_FIELDS[:-1]
     add_config_arguments(g, ProblemConfig, only=fields)
     add_prior_file_argument(g)
@@ -86,9 +83,6 @@ def prior_fields(args: argparse.Namespace) -> dict:
     Raises:
         ConfigError: ``--prior-file`` together with a prior flag, or a bad file.
     """
-    from bnnkit.errors import ConfigError
-    from bnnkit.priors.spec import PRIOR_FIELDS, load_toml
-
     flags = {field: getattr(args, field, None) for field in PRIOR_FIELDS}
     path = getattr(args, "prior_file", None)
     if path is None:
@@ -107,7 +101,4 @@ def prior_fields(args: argparse.Namespace) -> dict:
 
 def problem_config(args: argparse.Namespace):
     """The :class:`~bnnkit.problem.ProblemConfig` the flags describe."""
-    from bnnkit.commands.flags import config_from_args
-    from bnnkit.problem import ProblemConfig
-
     return config_from_args(args, ProblemConfig, **prior_fields(args))

@@ -6,12 +6,14 @@ import argparse
 from pathlib import Path
 
 from bnnkit.commands.command import Command
+from bnnkit.commands.problem_flags import add_trust_model_argument
+from bnnkit.experiments import pruning
+from bnnkit.experiments.pruning import DEFAULT_FRACTIONS
+from bnnkit.models.imported import trusting_model
+from bnnkit.runs import RunDir
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bnnkit.commands.problem_flags import add_trust_model_argument
-    from bnnkit.experiments.pruning import DEFAULT_FRACTIONS
-
     p.add_argument("run_dir", help="a run directory of `bnnkit vi`")
     p.add_argument("--out", default=None, help="output folder (default: RUN_DIR/pruning)")
     p.add_argument(
@@ -32,10 +34,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bnnkit.experiments import pruning
-    from bnnkit.models.imported import trusting_model
-    from bnnkit.runs import RunDir
-
     with trusting_model(args.trust_model):
         rows = pruning.prune_run(
             args.run_dir, args.out, args.fractions, args.include_biases, args.member

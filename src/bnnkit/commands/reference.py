@@ -13,14 +13,16 @@ import argparse
 import json
 import sys
 
+from bnnkit.commands.advice import line, spelt
+from bnnkit.commands.budget import BudgetEnded
 from bnnkit.commands.command import Command
+from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.commands.problem_flags import add_problem_arguments, problem_config
+from bnnkit.experiments.reference import Config, reference
+from bnnkit.report.tables import print_table
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bnnkit.commands.flags import add_config_arguments
-    from bnnkit.commands.problem_flags import add_problem_arguments
-    from bnnkit.experiments.reference import Config
-
     add_problem_arguments(p)
     add_config_arguments(p.add_argument_group("reference"), Config)
     r = p.add_argument_group("folder")
@@ -42,13 +44,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bnnkit.commands.advice import line, spelt
-    from bnnkit.commands.budget import BudgetEnded
-    from bnnkit.commands.flags import config_from_args
-    from bnnkit.commands.problem_flags import problem_config
-    from bnnkit.experiments.reference import Config, reference
-    from bnnkit.report.tables import print_table
-
     config = config_from_args(args, Config)
     problem = problem_config(args)
     result = reference(

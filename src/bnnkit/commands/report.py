@@ -7,11 +7,12 @@ import argparse
 
 from bnnkit.commands.command import Command
 from bnnkit.commands.problem_flags import add_trust_model_argument
+from bnnkit.models.imported import trusting_model
+from bnnkit.report.document import document
+from bnnkit.report.kinds import KINDS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bnnkit.report.kinds import KINDS
-
     p.add_argument(
         "folders",
         nargs="+",
@@ -24,9 +25,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bnnkit.models.imported import trusting_model
-    from bnnkit.report.document import document
-
     with trusting_model(args.trust_model):
         report = document(args.folders, args.out, overwrite=args.overwrite)
     for section in report.sections:

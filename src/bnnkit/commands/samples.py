@@ -7,6 +7,9 @@ import argparse
 
 from bnnkit.commands.command import Command
 from bnnkit.commands.problem_flags import add_trust_model_argument
+from bnnkit.evaluation import export_samples
+from bnnkit.models.imported import trusting_model
+from bnnkit.report.arviz_export import group_names, write_netcdf
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,9 +36,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.format == "netcdf":
-        from bnnkit.models.imported import trusting_model
-        from bnnkit.report.arviz_export import group_names, write_netcdf
-
         with trusting_model(args.trust_model):
             idata = write_netcdf(args.run_dir, args.out)
         for group in group_names(idata):
@@ -43,8 +43,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"{group}: " + ", ".join(f"{k} {tuple(v.shape)}" for k, v in variables))
         print(f"wrote {args.out}")
         return 0
-
-    from bnnkit.evaluation import export_samples
 
     # Plain arrays: nothing is imported, whatever model the run records.
     shapes = export_samples(args.run_dir, args.out, trust_model=args.trust_model)

@@ -8,14 +8,15 @@ from __future__ import annotations
 import argparse
 
 from bnnkit.commands.command import Command
+from bnnkit.commands.flags import add_config_arguments, config_from_args
 from bnnkit.commands.problem_flags import add_trust_model_argument
+from bnnkit.data.corruptions import CORRUPTIONS, SEVERITIES
+from bnnkit.experiments import covariate_shift
+from bnnkit.experiments.covariate_shift import Config
+from bnnkit.models.imported import trusting_model
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bnnkit.commands.flags import add_config_arguments
-    from bnnkit.data.corruptions import CORRUPTIONS, SEVERITIES
-    from bnnkit.experiments.covariate_shift import Config
-
     p.add_argument(
         "runs", nargs="+", metavar="RUN", help="run directories of any method, on one image dataset"
     )
@@ -58,10 +59,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import numpy as np
-
-    from bnnkit.commands.flags import config_from_args
-    from bnnkit.experiments import covariate_shift
-    from bnnkit.models.imported import trusting_model
 
     config = config_from_args(args, covariate_shift.Config)
     with trusting_model(args.trust_model):

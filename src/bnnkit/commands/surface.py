@@ -14,12 +14,16 @@ from __future__ import annotations
 import argparse
 
 from bnnkit.commands.command import Command
+from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.commands.problem_flags import TRUST_MODEL_HELP
+from bnnkit.errors import ConfigError
+from bnnkit.experiments import surface
+from bnnkit.experiments.surface import Config
+from bnnkit.models import canonical_name
+from bnnkit.models.imported import trusting_model
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bnnkit.commands.flags import add_config_arguments
-    from bnnkit.experiments.surface import Config
-
     p.add_argument(
         "points",
         nargs="*",
@@ -66,8 +70,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         )
         check = "accepted as a check: the problem comes from the runs, and must have this value"
         if dest == "model":  # also the user's word that the runs' model may be imported
-            from bnnkit.commands.problem_flags import TRUST_MODEL_HELP
-
             check = f"{check}; and {TRUST_MODEL_HELP}"
         b.add_argument(*flags, dest=f"check_{dest}", default=None, **how, help=check)
     b.add_argument(
@@ -90,8 +92,6 @@ BNN_HMC_CHECKS = (
 
 
 def _points(args: argparse.Namespace) -> list[str]:
-    from bnnkit.errors import ConfigError
-
     named = [args.checkpoint1, args.checkpoint2, args.checkpoint3]
     if any(named):
         if args.points or not all(named):
@@ -110,10 +110,6 @@ def _points(args: argparse.Namespace) -> list[str]:
 
 def _check_problem(args: argparse.Namespace, points: list[str]) -> None:
     """bnn_hmc's problem flags against the runs' problem: equal, or refused naming the run."""
-    from bnnkit.errors import ConfigError
-    from bnnkit.experiments import surface
-    from bnnkit.models import canonical_name
-
     given = {dest: getattr(args, f"check_{dest}") for dest, _, _ in BNN_HMC_CHECKS}
     if not any(v is not None for v in given.values()):
         return
@@ -137,11 +133,6 @@ def _check_problem(args: argparse.Namespace, points: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bnnkit.commands.flags import config_from_args
-    from bnnkit.errors import ConfigError
-    from bnnkit.experiments import surface
-    from bnnkit.models.imported import trusting_model
-
     if args.out is None:
         raise ConfigError("--out (bnn_hmc's --dir) is required: the output folder")
     points = _points(args)

@@ -6,6 +6,12 @@ import argparse
 
 from bnnkit.commands.command import Command
 from bnnkit.commands.problem_flags import add_trust_model_argument
+from bnnkit.errors import ConfigError
+from bnnkit.models import canonical_name
+from bnnkit.runs import composite_folder as composite
+from bnnkit.runs.directory import RunDir, composite_record
+from bnnkit.runs.resumable import resume_refusal
+from bnnkit.runs.verification import DATA_FINDING, verify
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,11 +25,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bnnkit.errors import ConfigError
-    from bnnkit.runs import composite_folder as composite
-    from bnnkit.runs.directory import composite_record
-    from bnnkit.runs.verification import DATA_FINDING, verify
-
     kind = composite_record(args.run_dir)
     if args.trust_model is not None:
         _check_model(args.run_dir, args.trust_model)
@@ -91,10 +92,6 @@ def run(args: argparse.Namespace) -> int:
 def _resume_refusal(run_dir: str) -> str | None:
     """Why a resume of the run in ``run_dir`` is refused whatever its files hold (``None``:
     it is not, or its record cannot be read, which is a finding of its own)."""
-    from bnnkit.errors import ConfigError
-    from bnnkit.runs.directory import RunDir
-    from bnnkit.runs.lifecycle import resume_refusal
-
     try:
         record = RunDir(run_dir).read_record()
     except ConfigError:
@@ -125,9 +122,6 @@ def _method(run_dir: str) -> str:
 
 def _check_model(run_dir: str, model: str) -> None:
     """Refuse a ``--model`` that is not the model the run records (nothing is imported)."""
-    from bnnkit.errors import ConfigError
-    from bnnkit.models import canonical_name
-
     recorded = _field(run_dir, "problem", "model")
     if isinstance(recorded, str) and canonical_name(recorded) != canonical_name(model):
         raise ConfigError(

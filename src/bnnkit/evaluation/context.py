@@ -20,6 +20,7 @@ import numpy as np
 
 from bnnkit import posthoc
 from bnnkit import problem as problem_lib
+from bnnkit.data import reference_probs as reference_files
 from bnnkit.errors import ArgumentError, ConfigError
 from bnnkit.evaluation.checks import check_images, check_options, check_reference_probs
 from bnnkit.evaluation.files import check_writes
@@ -150,7 +151,6 @@ def load(
     table = None
     if options.reference_probs is not None:
         # Read (and, for a released reference, download and verify) before the run is loaded.
-        from bnnkit.data import reference_probs as reference_files
 
         table = reference_files.load(options.reference_probs)
     record, problem, posterior, _ = load_run(

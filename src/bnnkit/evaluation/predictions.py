@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from bnnkit import problem as problem_lib
+from bnnkit.data import corruptions
 from bnnkit.errors import ConfigError
 from bnnkit.evaluation.checks import check_images
 from bnnkit.posterior import Samples
@@ -57,8 +58,6 @@ def corrupted_inputs(
         ConfigError: the dataset's inputs are not uint8 images, or an unknown corruption or
             severity.
     """
-    from bnnkit.data import corruptions
-
     check_images(dataset, corruption, "")
     x = np.asarray(dataset.x_test)[:count]
     if corruption not in corruptions.CORRUPTIONS:

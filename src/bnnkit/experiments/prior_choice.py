@@ -106,7 +106,7 @@ def choose(
         ConfigError: no candidates, or every run diverged.
     """
     from bnnkit.experiments.run_reuse import run_or_reuse_stable
-    from bnnkit.runs.lifecycle import DivergenceError
+    from bnnkit.runs.divergence import DivergenceError
 
     if not candidates:
         raise ConfigError("the prior choice needs at least one candidate prior")

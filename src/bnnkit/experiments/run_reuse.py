@@ -109,7 +109,7 @@ def run_or_reuse_stable(
     problem: ProblemConfig, config: Any, run_dir: str | os.PathLike, *, progress: bool = True
 ) -> tuple[Any, bool]:
     """:func:`run_or_reuse` for a step size derived from another run (an experiment's rule,
-    not a user's choice): a run that diverges (:class:`bnnkit.runs.lifecycle.DivergenceError`)
+    not a user's choice): a run that diverges (:class:`bnnkit.runs.divergence.DivergenceError`)
     is made again with its step sizes divided by ten, at most :data:`MAX_STEP_REDUCTIONS`
     times, as the divergence's own advice says; a run already there is reused at the step it
     was made with.
@@ -120,7 +120,7 @@ def run_or_reuse_stable(
     Raises:
         DivergenceError: the run diverged at the smallest step tried too.
     """
-    from bnnkit.runs.lifecycle import DivergenceError
+    from bnnkit.runs.divergence import DivergenceError
 
     candidates = [_scaled_steps(config, 10.0**-k) for k in range(MAX_STEP_REDUCTIONS + 1)]
     first, overwrite = 0, False

@@ -60,6 +60,7 @@ from bnnkit import schedules
 from bnnkit.errors import ConfigError
 from bnnkit.inference._noise import stacked_normal_like
 from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
+from bnnkit.inference.vi import has_closed_form_kl
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.posterior.diag_gaussian import DiagGaussian
 from bnnkit.priors import Prior
@@ -152,8 +153,6 @@ def check_prior(prior: Prior) -> None:
     Raises:
         ConfigError: a prior that is not Gaussian (no closed-form KL).
     """
-    from bnnkit.inference.vi import has_closed_form_kl
-
     if not has_closed_form_kl(prior):
         raise ConfigError(
             f"ivon needs a Gaussian prior (its precision is IVON's weight "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from bnnkit.models import MODELS, get, num_params
 from bnnkit.models.registry import ModelSpec
 
 # Example inputs for models whose size depends on the data (ModelSpec.example_shape is None).
@@ -58,8 +59,6 @@ def model_rows() -> list[ModelRow]:
     """
     import jax
     import jax.numpy as jnp
-
-    from bnnkit.models import MODELS, get, num_params
 
     rows = []
     for name in sorted(MODELS):

@@ -16,6 +16,11 @@ import numpy as np
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.evaluation import check_out_file, run_samples
+from bnnkit.posterior import Samples
+from bnnkit.predict import predict
+from bnnkit.runs import RunDir, load_run
+from bnnkit.runs.provenance import package_version
 
 MISSING_ARVIZ = "--format netcdf needs ArviZ: pip install 'bnnkit[arviz]'"
 
@@ -151,10 +156,6 @@ def to_inference_data(run_dir: str | os.PathLike) -> Any:
     az = require_arviz()
     import xarray as xr
 
-    from bnnkit.evaluation import run_samples
-    from bnnkit.runs import load_run
-    from bnnkit.runs.provenance import package_version
-
     record, problem, posterior, _ = load_run(run_dir, network=True)
     samples = run_samples(record, posterior)
     coords = {"chain": np.arange(samples.num_chains), "draw": np.arange(samples.num_samples)}
@@ -201,9 +202,6 @@ def _sample_stats_group(
     draws are no iterations, and a run may log none."""
     import xarray as xr
 
-    from bnnkit.posterior import Samples
-    from bnnkit.runs import RunDir
-
     rundir = RunDir(run_dir)
     units = rundir.sample_units()
     # Only a sampler's own draws are iterations: one kept unit per draw.
@@ -221,8 +219,6 @@ def _predictive_groups(problem: Any, samples: Any, coords: dict[str, np.ndarray]
     """``posterior_predictive`` (each draw's predictions on the test set) and
     ``observed_data`` (the test targets, in original units)."""
     import xarray as xr
-
-    from bnnkit.predict import predict
 
     dataset = problem.dataset
     n_test = len(dataset.x_test)
@@ -275,8 +271,6 @@ def write_netcdf(run_dir: str | os.PathLike, out: str | os.PathLike) -> Any:
     Raises:
         ConfigError: ArviZ is missing, ``out`` cannot be written, or the run cannot be read.
     """
-    from bnnkit.evaluation import check_out_file
-
     # The --out the user gave first: where it points is wrong with or without ArviZ.
     check_out_file(out, ".nc", "samples")
     require_arviz()

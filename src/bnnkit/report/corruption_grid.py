@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from bnnkit import storage
 from bnnkit.data import cifar, cifar_jpeg_proxy, fetch, mnist
+from bnnkit.data.catalog import where
 from bnnkit.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from bnnkit.errors import ConfigError
 
@@ -45,8 +47,6 @@ def find_image(preferred: str, data_dir: str | os.PathLike | None = None) -> tup
     Raises:
         ConfigError: no image dataset is available locally.
     """
-    from bnnkit.data.catalog import where
-
     if preferred in cifar_jpeg_proxy.NAMES:  # its earlier name
         preferred = cifar_jpeg_proxy.NAME
     tried = [preferred] + [n for n in _FALLBACKS if n != preferred]
@@ -128,8 +128,6 @@ def render_grid(
     import io
 
     import matplotlib.pyplot as plt
-
-    from bnnkit import storage
 
     fig = grid_figure(image, description, seed=seed)
     buffer = io.BytesIO()

@@ -39,7 +39,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from bnnkit import storage
+from bnnkit import output_folder, storage
+from bnnkit.errors import ConfigError
+from bnnkit.report import kinds
 from bnnkit.report.sections import Block, Heading, Headline, Section, Table
 
 MARKDOWN_FILE = "report.md"
@@ -234,10 +236,6 @@ def document(
 
         >>> report = document(["runs/hmc", "runs/convergence"], "runs/report")  # doctest: +SKIP
     """
-    from bnnkit import output_folder
-    from bnnkit.errors import ConfigError
-    from bnnkit.report.kinds import section
-
     output_folder.check(
         out, MARKDOWN_FILE, "report", resume=False, overwrite=overwrite, flags=("--overwrite",)
     )
@@ -245,7 +243,7 @@ def document(
         raise ConfigError(
             "no folder to report on; allowed: run directories and experiment output folders"
         )
-    sections = tuple(section(folder) for folder in folders)
+    sections = tuple(kinds.section(folder) for folder in folders)
     figure_bytes = {f.path: f.data() for s in sections for f in s.figures}
 
     path = Path(out)

@@ -24,8 +24,6 @@ from typing import NamedTuple
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
-from bnnkit.report.run_report import OOD_FILE as OOD_FILE
-from bnnkit.report.run_report import RELIABILITY_FILE as RELIABILITY_FILE
 from bnnkit.report.run_report import is_run, reference_section, run_section, setting_value
 from bnnkit.report.sections import Block, Figure, Section, Table, blocks_from_markdown
 

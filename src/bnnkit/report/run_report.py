@@ -20,7 +20,15 @@ from typing import Any
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.evaluation import evaluate, ood_file
+from bnnkit.report.convergence_plots import rhat_histograms_png
+from bnnkit.report.ood_plots import ood_histograms_png
+from bnnkit.report.reliability_plots import reliability_png
 from bnnkit.report.sections import Block, Figure, Heading, Headline, Section, Table
+from bnnkit.report.tables import rows
+from bnnkit.runs import RunDir
+from bnnkit.runs.composite_folder import read_record
+from bnnkit.runs.directory import resolve
 
 #: The name a run's reliability diagram has in a report (drawn there, never in the run).
 RELIABILITY_FILE = "reliability.png"
@@ -41,8 +49,6 @@ def is_run(folder: Path) -> bool:
 
 def _evaluation(folder: Path) -> dict[str, Any]:
     # evaluate() stores its result beside the run; reuse it unless the run changed since.
-    from bnnkit.evaluation import evaluate
-    from bnnkit.runs import RunDir
 
     stored = folder / "evaluation.json"
     if stored.is_file() and stored.stat().st_mtime >= RunDir(folder).run_file.stat().st_mtime:
@@ -105,7 +111,6 @@ def setting_value(v: Any) -> str:
 
 def _reliability(folder: Path, name: str, result: dict[str, Any]) -> tuple[Figure, ...]:
     # Drawn here, not stored: a report writes nothing into the folders it reads.
-    from bnnkit.report.reliability_plots import reliability_png
 
     if "calibration" not in result:  # regression
         return ()
@@ -124,8 +129,6 @@ def _reliability(folder: Path, name: str, result: dict[str, Any]) -> tuple[Figur
 
 def _ood_histograms(folder: Path, name: str, result: dict[str, Any]) -> tuple[Figure, ...]:
     # The scores evaluate --ood stored; drawn here, like the reliability diagram.
-    from bnnkit.evaluation import ood_file
-    from bnnkit.report.ood_plots import ood_histograms_png
 
     found = result.get("ood")
     if not found:
@@ -154,8 +157,6 @@ def run_section(folder: Path) -> Section:
     the post-hoc parts asked for) and, for
     classification, its reliability diagram and, after ``evaluate --ood``, the histograms of
     its OOD scores."""
-    from bnnkit.report.tables import rows
-
     record = storage.read_json(folder / "run.json")
     # The prior check as the run recorded it, whenever its evaluation was stored.
     result = {**_evaluation(folder), "prior_check": record.get("prior_check")}
@@ -198,9 +199,6 @@ def reference_section(folder: Path) -> Section:
     Raises:
         ConfigError: a reference whose chains have not run yet (stopped in its ensemble).
     """
-    from bnnkit.runs.composite_folder import read_record
-    from bnnkit.runs.directory import resolve
-
     record = read_record(folder)
     status = record.get("status", "unknown")
     chains = resolve(folder)
@@ -226,7 +224,6 @@ def reference_section(folder: Path) -> Section:
 
 def _rhat_within(folder: Path, result: dict[str, Any]) -> tuple[Figure, ...]:
     # Drawn here from the histogram the reference levels store, like the running LPD.
-    from bnnkit.report.convergence_plots import rhat_histograms_png
 
     found = (result.get("levels") or {}).get("L1") or {}
     # Evaluations stored before typed findings hold the level's figures beside its status.

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from bnnkit.metrics.levels import MARKS, Verdict, level
+from bnnkit.prior_check import PriorCheck
 
 
 def rows(result: dict[str, Any], *, full: bool = True) -> list[tuple[str, str]]:
@@ -220,8 +221,6 @@ def prior_check_rows(result: dict[str, Any], *, full: bool = True) -> list[tuple
         >>> prior_check_rows({"prior_check": None}, full=False)
         []
     """
-    from bnnkit.prior_check import PriorCheck
-
     if "prior_check" not in result:
         return []
     values = result["prior_check"]

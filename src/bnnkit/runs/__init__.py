@@ -14,7 +14,8 @@
   devices; :mod:`bnnkit.runs.progress`: the progress bar.
 """
 
-from bnnkit.runs.density import Chains, sample
+from bnnkit.runs.chains import Chains
+from bnnkit.runs.density import sample
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.keys import evaluation_key
 from bnnkit.runs.loop import RunResult, run

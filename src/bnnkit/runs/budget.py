@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bnnkit.runs.progress import duration
+
 
 def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
@@ -52,8 +54,6 @@ def progress(
         >>> progress(record, 50, max_time=90.0)
         'the time budget of 1 min 30 s ended after 350 of 400 iterations, 50 kept samples per chain'
     """
-    from bnnkit.runs.progress import duration
-
     loop = record["loop"]
     total = int(loop["num_units"])
     done = int((record.get("stopped") or {}).get("units_done", total))

@@ -21,6 +21,7 @@ from jax.flatten_util import ravel_pytree
 from bnnkit.inference.base import Loop
 from bnnkit.metrics import levels
 from bnnkit.metrics.findings import python_name
+from bnnkit.metrics.mcmc_summary import summary
 from bnnkit.metrics.numerics import numerics
 from bnnkit.metrics.stationarity import stationarity
 from bnnkit.runs.tally import SamplerTally
@@ -56,8 +57,6 @@ class Chains(NamedTuple):
     def summary(self):
         """Per-parameter diagnostics of the kept positions: mean, sd, quantiles, MCSE, bulk and
         tail ESS and rank-normalised R-hat (:func:`bnnkit.metrics.mcmc_summary.summary`)."""
-        from bnnkit.metrics.mcmc_summary import summary
-
         return summary(self.positions)
 
 

@@ -35,7 +35,7 @@ from bnnkit import distributed, storage
 from bnnkit.errors import ConfigError
 from bnnkit.inference.base import Loop, RunSettings
 from bnnkit.metrics.findings import python_name
-from bnnkit.runs import faults, lifecycle, manifest, resumable
+from bnnkit.runs import faults, lifecycle, manifest, manifest_lines, resumable
 from bnnkit.runs.chains import Chains, chains_of, tally_chunk
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.lifecycle import Lifecycle
@@ -195,7 +195,7 @@ def load_chunks(
     lines = sorted(
         (
             line
-            for file, line in manifest.Manifest(rundir.manifest_file).latest().items()
+            for file, line in manifest_lines.Manifest(rundir.manifest_file).latest().items()
             if manifest.chunk_unit(file) is not None and line["unit"] <= upto
         ),
         key=lambda line: line["unit"],

@@ -45,15 +45,22 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from bnnkit import storage
+from bnnkit import problem as problem_lib
+from bnnkit import runs, storage
 from bnnkit.errors import ConfigError
 from bnnkit.inference.base import RunSettings
 from bnnkit.metrics.findings import Remedy
-from bnnkit.runs import faults
+from bnnkit.problem import ProblemConfig, shown
+from bnnkit.runs import blocks, faults, lock
 from bnnkit.runs.composite_folder import check_folder, stage_dir
 from bnnkit.runs.directory import RUN_FILE, RunDir, composite_record_name
+from bnnkit.runs.divergence import DivergenceError
 from bnnkit.runs.lock import LOCK_FILE
+from bnnkit.runs.loop import compile_ahead
 from bnnkit.runs.provenance import now
+from bnnkit.runs.resumable import check_resume
+from bnnkit.runs.verification import verify
+from bnnkit.settings import check_dtype, flag
 
 #: The parent record's statuses, those of a single run.
 STATUSES = ("starting", "running", "stopped", "finished", "diverged")
@@ -173,9 +180,6 @@ def resume_refusal(stored: Any, recipe: Recipe) -> str | None:
         >>> resume_refusal(made.record(), dataclasses.replace(made, settings=Config(members=3)))
         'was made with --members 2; this call gives 3'
     """
-    from bnnkit.problem import ProblemConfig, shown
-    from bnnkit.settings import flag
-
     if not isinstance(stored, dict) or stored.get("kind") != recipe.kind:
         return f"holds no readable {recipe.record_file}"
     given = recipe.record()
@@ -211,8 +215,6 @@ def configured(recipe: Recipe, folder: Path) -> list[tuple[Stage, RunSettings]]:
 def _check_new_stage(built: Any, config: RunSettings) -> None:
     """The checks of a stage that will start afresh and that need no file of another stage:
     its numbers as the run computes them and its loop on this problem."""
-    from bnnkit.settings import check_dtype
-
     check_dtype(config, built.dtype)
     config.loop(built.dataset.num_train)
 
@@ -227,8 +229,6 @@ def stage_action(built: Any, stage: Stage, config: RunSettings, run_dir: Path) -
             change, a run that diverged, or a finished run whose files are damaged; named
             with the stage.
     """
-    from bnnkit.runs.verification import verify
-
     rundir = RunDir(run_dir)
     if not rundir.run_file.is_file():
         if run_dir.exists() and any(e.name != LOCK_FILE for e in run_dir.iterdir()):
@@ -265,8 +265,6 @@ def stage_action(built: Any, stage: Stage, config: RunSettings, run_dir: Path) -
 def _stage_refusal(record: dict, problem: dict, config: RunSettings) -> str | None:
     """Why a stage's stored run cannot be resumed as ``config`` on ``problem`` (``None``: it
     can), as a single run's resume refuses it."""
-    from bnnkit.runs.lifecycle import check_resume
-
     if record.get("method") != config.METHOD:
         return f"holds a {record.get('method')!r} run, not {config.METHOD!r}"
     try:
@@ -322,9 +320,6 @@ def run(
         ConfigError: any refusal, named in one line, before anything is written.
         DivergenceError: a stage diverged (the parent record then says "diverged").
     """
-    from bnnkit import problem as problem_lib
-    from bnnkit.runs import lock
-
     folder = Path(folder)
     names = tuple(s.name for s in recipe.stages)
     check_folder(folder, recipe.kind, names, resume=resume, overwrite=overwrite)
@@ -360,8 +355,6 @@ def run(
 
 
 def _resumable_flags(recipe: Recipe) -> str:
-    from bnnkit.settings import flag
-
     return ", ".join(flag(type(recipe.settings), k) for k in recipe.resumable) or "nothing"
 
 
@@ -378,9 +371,6 @@ def _clear(folder: Path, recipe: Recipe) -> None:
 
 
 def _run_stages(recipe, folder, built, stages, actions, started, progress, describe_stop):
-    from bnnkit.runs import blocks
-    from bnnkit.runs.loop import compile_ahead
-
     # The later stages' block programs compile while the first stage runs: an optimisation,
     # so a stage that cannot be compiled ahead is left to compile (and to refuse) itself.
     for stage, config in stages[1:]:
@@ -405,9 +395,6 @@ def _left_of_budget(config: RunSettings, start: float) -> RunSettings:
 
 
 def _each_stage(recipe, folder, built, stages, actions, started, progress, describe_stop):
-    from bnnkit import runs
-    from bnnkit.runs.divergence import DivergenceError
-
     outcomes: dict[str, Outcome] = {}
     start = time.monotonic()
     for stage, given in stages:

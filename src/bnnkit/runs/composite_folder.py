@@ -17,6 +17,7 @@ from typing import Any
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.runs import lock
 from bnnkit.runs.directory import (
     RUN_FILE,
     composite_record,
@@ -24,6 +25,9 @@ from bnnkit.runs.directory import (
     composite_stages,
 )
 from bnnkit.runs.lock import LOCK_FILE
+from bnnkit.runs.manifest import Finding
+from bnnkit.runs.placement import check_outside_runs
+from bnnkit.runs.verification import verify as verify_run
 
 
 def stage_dir(folder: str | os.PathLike, name: str) -> Path:
@@ -60,8 +64,6 @@ def check_folder(
             holding no composite of this kind; ``overwrite`` of a folder holding what no
             composite of this kind writes.
     """
-    from bnnkit.runs.placement import check_outside_runs
-
     what, record = f"a folder made by bnnkit {kind}", composite_record_name(kind)
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite exclude each other; allowed: one of them")
@@ -94,10 +96,6 @@ def verify(folder: str | os.PathLike) -> tuple[list[Any], str]:
         ConfigError: ``folder`` holds no composite, its record is damaged, or a live process
             is writing it.
     """
-    from bnnkit.runs import lock
-    from bnnkit.runs.manifest import Finding
-    from bnnkit.runs.verification import verify as verify_run
-
     folder = Path(folder)
     record = read_record(folder)
     who = lock.holder(folder)

@@ -77,7 +77,7 @@ from bnnkit.inference import METHODS
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, RunSettings
 from bnnkit.runs.chains import Chains, chains_of
-from bnnkit.runs.chunks import load_chunks, sample_into
+from bnnkit.runs.chunks import sample_into
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.keys import INIT_STREAM, NOISE_STREAM, member_keys
 from bnnkit.runs.progress import ProgressBar
@@ -86,7 +86,7 @@ from bnnkit.types import Params
 
 # What sample() returns, and the chunks of a stored run, which bnnkit.runs.stored reads from
 # here with the programs' shapes.
-__all__ = ["Chains", "chains_of", "check_density", "load_chunks", "sample", "shapes"]
+__all__ = ["check_density", "sample", "shapes"]
 
 
 def check_density(log_density: Callable[[Params], jax.Array], initial_positions: Params) -> None:

@@ -47,7 +47,7 @@ from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.runs import lock as _lock
 from bnnkit.runs.lock import LOCK_FILE
-from bnnkit.runs.manifest import MANIFEST_FILE
+from bnnkit.runs.manifest_lines import MANIFEST_FILE
 from bnnkit.runs.provenance import settings_digest
 
 RUN_FILE = "run.json"

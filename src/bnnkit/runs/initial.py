@@ -28,6 +28,7 @@ import numpy as np
 
 from bnnkit import problem as problem_lib
 from bnnkit.errors import ConfigError
+from bnnkit.inference.base import IterationSettings
 from bnnkit.posterior import Mixture, Samples
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.sources import split_source
@@ -182,8 +183,6 @@ def with_chains(config):
     Raises:
         ConfigError: the run to start from is missing or is no run directory.
     """
-    from bnnkit.inference.base import IterationSettings
-
     if not isinstance(config, IterationSettings) or config.num_chains is not None:
         return config
     chains = 1

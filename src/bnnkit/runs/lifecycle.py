@@ -59,28 +59,13 @@ from bnnkit import distributed, storage
 from bnnkit.errors import ConfigError
 from bnnkit.inference import _noise
 from bnnkit.inference.base import Loop, RunSettings
-from bnnkit.runs import directory, faults, manifest, placement, provenance, sources
+from bnnkit.runs import directory, faults, manifest, manifest_lines, placement, provenance, sources
 from bnnkit.runs.directory import STATE_FILE, RunDir
 from bnnkit.runs.divergence import DivergenceError, divergence_remedy
-from bnnkit.runs.keys import UNIT_KEY, evaluation_key
-from bnnkit.runs.resumable import check_resume, resume_refusal
-from bnnkit.runs.signals import Terminated, stopped_by_signals
+from bnnkit.runs.keys import UNIT_KEY
+from bnnkit.runs.signals import stopped_by_signals
 
-# Its own names, and those it gave before they had modules of their own, which modules
-# elsewhere import from here.
-__all__ = [
-    "DivergenceError",
-    "Lifecycle",
-    "Terminated",
-    "check_resume",
-    "check_target",
-    "evaluation_key",
-    "load_state",
-    "new_record",
-    "opened",
-    "resume_refusal",
-    "stopped_by_signals",
-]
+__all__ = ["Lifecycle", "check_target", "load_state", "new_record", "opened"]
 
 
 def new_record(config: RunSettings, loop: Loop, problem: dict, **more: Any) -> dict:
@@ -111,7 +96,7 @@ def new_record(config: RunSettings, loop: Loop, problem: dict, **more: Any) -> d
         record[sources.SOURCE_KEY] = source
     # Where the manifest's chain starts: fixed once, so that a resume that extends the
     # settings keeps the chain of the lines it keeps.
-    record[manifest.IDENTITY_KEY] = manifest.identity(
+    record[manifest_lines.IDENTITY_KEY] = manifest_lines.identity(
         provenance.settings_digest(record), getattr(config, "seed", None)
     )
     return record
@@ -167,9 +152,9 @@ class Lifecycle:
 
     def __init__(self, rundir: RunDir, record: dict, found: manifest.Check | None):
         self.rundir, self.record, self.found = rundir, record, found
-        anchor = record.get(manifest.IDENTITY_KEY)
+        anchor = record.get(manifest_lines.IDENTITY_KEY)
         # A run made before the chain keeps an unchained manifest.
-        self.files = manifest.Manifest(
+        self.files = manifest_lines.Manifest(
             rundir.manifest_file, anchor=anchor if isinstance(anchor, str) else None
         )
         self.writer = distributed.is_writer()
@@ -195,9 +180,9 @@ class Lifecycle:
         settings) and ``more``."""
         if not self.writer:
             return
-        if manifest.HEAD_KEY in self.record:
+        if manifest_lines.HEAD_KEY in self.record:
             # The manifest changes from here on: first the record stops naming its last line.
-            self.record.pop(manifest.HEAD_KEY)
+            self.record.pop(manifest_lines.HEAD_KEY)
             self.rundir.write_record(self.record)
         self.rundir.remove_samples_from(start)
         if self.record.get("chunks"):
@@ -267,7 +252,7 @@ class Lifecycle:
         ``before_rename`` of :func:`bnnkit.storage.save_arrays`)."""
 
         def record(written: storage.Written) -> None:
-            self.files.append(manifest.entry(name, written, unit=unit, **extra))
+            self.files.append(manifest_lines.entry(name, written, unit=unit, **extra))
             self.durable = True
             faults.point(point)
 
@@ -335,7 +320,7 @@ class Lifecycle:
             self.files.rewrite(self.files.latest().values())
             if self.files.anchor is not None:
                 # The chain's end, so that the last line cannot be edited unseen either.
-                self.record[manifest.HEAD_KEY] = self.files.head()[0]
+                self.record[manifest_lines.HEAD_KEY] = self.files.head()[0]
             self.rundir.write_record(self.record)
 
 

@@ -61,6 +61,7 @@ from bnnkit import problem as problem_lib
 from bnnkit.entry_points import check_call
 from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.runs import blocks, faults, lifecycle, sharding
+from bnnkit.runs.budget import budget_ended
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.divergence import finite_members, non_finite
 from bnnkit.runs.extension import extend_until
@@ -132,8 +133,6 @@ class RunResult:
         """``"stopped"`` when the time budget ended the run before it did what it was asked
         (:attr:`stopped`, or ``until`` before the verdict reached its level: ``resume=True``
         continues it), else the status ``run.json`` records (``"finished"``)."""
-        from bnnkit.runs.budget import budget_ended
-
         return "stopped" if budget_ended(self) else self.record.get("status", "finished")
 
 

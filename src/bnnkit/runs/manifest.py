@@ -2,8 +2,8 @@
 
 Every sample and state file a run writes has its line in ``manifest.jsonl`` (its sha256, size
 and arrays), appended before the file is renamed into place and chained to the line before it
-(:mod:`bnnkit.runs.manifest_lines`, whose names this module also gives: :class:`Manifest`,
-:func:`identity`, :func:`entry`, ...).
+(:mod:`bnnkit.runs.manifest_lines`: its :class:`~bnnkit.runs.manifest_lines.Manifest`,
+:func:`~bnnkit.runs.manifest_lines.identity`, :func:`~bnnkit.runs.manifest_lines.entry`, ...).
 
 :func:`check` compares a run directory with its manifest and says what is missing, damaged or
 unrecorded, and whether ``--resume`` recomputes it (anything after the last intact state).
@@ -27,38 +27,25 @@ from typing import Any, NamedTuple
 
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.inference.base import Loop
 from bnnkit.runs.manifest_lines import (
-    CHAIN_KEY,
     HEAD_KEY,
     IDENTITY_KEY,
     MANIFEST_FILE,
     RUN_FILE,
-    ChainBreak,
     Manifest,
-    entry,
-    identity,
-    line_digest,
 )
 
 # The manifest's names, those of its lines (bnnkit.runs.manifest_lines) included: the run
 # driver, the readers and `bnnkit verify` use them from here.
 __all__ = [
-    "CHAIN_KEY",
-    "HEAD_KEY",
-    "IDENTITY_KEY",
-    "MANIFEST_FILE",
-    "ChainBreak",
     "Check",
     "Finding",
-    "Manifest",
     "chain_findings",
     "check",
     "chunk_name",
     "chunk_unit",
-    "entry",
     "first_problem",
-    "identity",
-    "line_digest",
     "sample_name",
     "sample_range",
     "sample_unit",
@@ -318,8 +305,6 @@ def _sample_findings(
 
 def _kept_findings(record: dict, recorded: dict[int, dict[str, Any]]) -> list[Finding]:
     """The units a finished run kept that the manifest does not record."""
-    from bnnkit.inference.base import Loop
-
     expected = Loop(**record["loop"]).kept_units()
     covered = set()
     for unit, line in recorded.items():

@@ -16,7 +16,6 @@ from pathlib import Path
 from bnnkit.errors import ArgumentError, ConfigError
 from bnnkit.runs import lock as _lock
 from bnnkit.runs.directory import (
-    MANIFEST_FILE,
     RUN_FILE,
     SAMPLES_DIR,
     STATE_FILE,
@@ -24,6 +23,7 @@ from bnnkit.runs.directory import (
     composite_record,
 )
 from bnnkit.runs.lock import LOCK_FILE
+from bnnkit.runs.manifest_lines import MANIFEST_FILE
 
 
 def enclosing_run(path: str | os.PathLike) -> Path | None:

@@ -21,6 +21,7 @@ import jax
 from bnnkit import distributed, prior_check
 from bnnkit import problem as problem_lib
 from bnnkit.errors import ConfigError
+from bnnkit.inference import METHODS
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.models import num_params
@@ -35,8 +36,6 @@ def method_module(config: RunSettings):
     Raises:
         ConfigError: a Config of no registered method.
     """
-    from bnnkit.inference import METHODS
-
     name = getattr(type(config), "METHOD", "")
     if name not in METHODS or not isinstance(config, METHODS[name].Config):
         raise ConfigError(

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from bnnkit.runs import manifest
+from bnnkit.runs import manifest_lines
 
 #: The parts of ``run.json`` that decide what a run computes; their digest detects an edit.
 SETTINGS_KEYS = ("method", "layout", "problem", "method_config", "loop", "dataset", "manifest")
@@ -30,7 +30,7 @@ def settings_digest(record: Mapping[str, Any]) -> str:
         True
     """
     settings = {k: record.get(k) for k in SETTINGS_KEYS}
-    for key in (manifest.IDENTITY_KEY, manifest.HEAD_KEY):
+    for key in (manifest_lines.IDENTITY_KEY, manifest_lines.HEAD_KEY):
         if key in record:
             # Where the manifest's chain starts and, once finished, ends: only runs made since
             # the chain have them, so the digests of older runs are what they were.

@@ -21,9 +21,9 @@ import numpy as np
 from bnnkit import distributed, storage
 from bnnkit.data import npz
 from bnnkit.errors import ConfigError
-from bnnkit.inference import _noise
+from bnnkit.inference import METHODS, _noise
 from bnnkit.inference.base import Loop, RunSettings
-from bnnkit.runs import directory, manifest, sources
+from bnnkit.runs import directory, manifest, manifest_lines, sources
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.divergence import divergence_advice
 from bnnkit.runs.keys import UNIT_KEY
@@ -97,8 +97,6 @@ def resume_refusal(record: Mapping[str, Any]) -> str | None:
         >>> resume_refusal({"method": "no-such-method"})
         "this bnnkit has no method 'no-such-method'"
     """
-    from bnnkit.inference import METHODS
-
     method = record.get("method")
     if not isinstance(method, str) or method not in METHODS:
         return f"this bnnkit has no method {method!r}"
@@ -136,7 +134,7 @@ def resume_point(rundir: RunDir, record: dict, loop: Loop, template: Any = None)
             f"{loop.kind}, more than the {loop.num_units} asked for now; allowed: >= {done}"
         )
     if template is not None and found.state_sha256 is not None:
-        line = manifest.Manifest(rundir.manifest_file).latest_matching(
+        line = manifest_lines.Manifest(rundir.manifest_file).latest_matching(
             rundir.state_file.name, found.state_sha256
         )
         if line is not None and isinstance(line.get("arrays"), dict):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from bnnkit.errors import ConfigError
 from bnnkit.runs.directory import RunDir
+from bnnkit.runs.manifest_lines import IDENTITY_KEY
 
 
 def split_source(spec: str) -> tuple[str, int]:
@@ -33,11 +34,9 @@ SOURCE_KEY = "init_source"
 
 
 def source_identity(spec: str | None) -> str | None:
-    """The identity (``run.json``'s, :func:`bnnkit.runs.manifest.identity`) of the run that
+    """The identity (``run.json``'s, :func:`bnnkit.runs.manifest_lines.identity`) of the run that
     ``spec`` (``RUN[:SAMPLE]``) names; ``None`` without a source, or for one made before runs
     had identities, or unreadable."""
-    from bnnkit.runs.manifest import IDENTITY_KEY
-
     if spec is None:
         return None
     rundir = RunDir(split_source(spec)[0])

@@ -9,7 +9,7 @@ unrecorded file is refused, never silently left out) and joins every kept unit:
   ``samples/sample_<unit>.npz`` — samples joined along the sample axis, approximations (VI,
   Laplace) as the components of a :class:`~bnnkit.posterior.mixture.Mixture`
   (:func:`stored_posterior`);
-- a run of :func:`bnnkit.runs.sample`: its :class:`~bnnkit.runs.density.Chains` from
+- a run of :func:`bnnkit.runs.sample`: its :class:`~bnnkit.runs.chains.Chains` from
   ``samples/chunk_<iterations done>.npz`` and ``state.npz``, and their kept positions as
   :class:`~bnnkit.posterior.Samples` (:func:`load_chains` returns the chains alone).
 
@@ -53,7 +53,8 @@ from bnnkit.posterior import store
 from bnnkit.posterior.mixture import Mixture
 from bnnkit.posterior.samples import Samples
 from bnnkit.runs import density, lifecycle, manifest
-from bnnkit.runs.density import Chains
+from bnnkit.runs.chains import Chains, chains_of
+from bnnkit.runs.chunks import load_chunks
 from bnnkit.runs.directory import RunDir
 from bnnkit.types import Params
 
@@ -294,8 +295,8 @@ def _chains(rundir: RunDir, record: dict, like: Params | None) -> Chains:
     if problem is not None:
         raise ConfigError(f"cannot load: {problem}")
     _, state = lifecycle.load_state(rundir, template, found.state_sha256)
-    kept, info = density.load_chunks(rundir, loop.num_units, kept_template, info_template)
-    return density.chains_of(kept, info, state, loop, config.METHOD)
+    kept, info = load_chunks(rundir, loop.num_units, kept_template, info_template)
+    return chains_of(kept, info, state, loop, config.METHOD)
 
 
 def _paths(tree: Any) -> Any:

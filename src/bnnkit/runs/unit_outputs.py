@@ -16,7 +16,9 @@ import jax
 import numpy as np
 
 from bnnkit.inference.base import Loop, Method, RunSettings
-from bnnkit.posterior import store
+from bnnkit.metrics.predictive import metrics_for
+from bnnkit.posterior import Samples, store
+from bnnkit.predict import predict
 from bnnkit.runs import faults, manifest
 from bnnkit.runs.lifecycle import Lifecycle
 from bnnkit.types import Params
@@ -94,10 +96,6 @@ def log_line(unit: int, loop: Loop, info, seconds: float) -> dict[str, Any]:
 
 def metrics_on_test_set(built, position: Params) -> dict[str, float]:
     """Metrics of the members' current positions, ensembled, on the test set."""
-    from bnnkit.metrics.predictive import metrics_for
-    from bnnkit.posterior import Samples
-    from bnnkit.predict import predict
-
     samples = Samples(jax.tree.map(lambda a: np.asarray(a)[:, None], position))
     prediction = predict(built, samples, built.dataset.x_test, max_diagnostic_points=1)
     return metrics_for(prediction, built.dataset.y_test_original)

@@ -41,7 +41,7 @@ from bnnkit.metrics import levels
 from bnnkit.models import imported
 from bnnkit.predict import Prediction, draw_log_density, posterior_predictive
 from bnnkit.runs.directory import RunDir, composite_record, composite_stages
-from bnnkit.runs.lifecycle import evaluation_key
+from bnnkit.runs.keys import evaluation_key
 from bnnkit.runs.sources import split_source
 from bnnkit.runs.stored import load_run, stored_posterior
 

@@ -14,9 +14,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from bnnkit.data import npz
 from bnnkit.errors import ConfigError
 from bnnkit.runs import lock as _lock
-from bnnkit.runs import manifest
+from bnnkit.runs import manifest, manifest_lines
 from bnnkit.runs.directory import RUN_FILE, RunDir
 
 #: The name under which :func:`verify` reports the data a run was made on.
@@ -26,8 +27,6 @@ DATA_FINDING = "the data"
 def data_finding(record: Mapping[str, Any]) -> manifest.Finding | None:
     """What changed of the user data file a run recorded (``None``: nothing, or a run on a
     registry dataset or without a fingerprint)."""
-    from bnnkit.data import npz
-
     recorded = record.get("dataset")
     if not isinstance(recorded, dict):
         return None
@@ -123,7 +122,7 @@ def _verify(rundir: RunDir) -> tuple[list[manifest.Finding], str]:
     total = loop.get("num_units", "?")
     kind = loop.get("kind", "units")
     summary = f"{record.get('status')}: the state covers {found.state_unit} of {total} {kind}"
-    if record.get("manifest") and manifest.IDENTITY_KEY not in record:
+    if record.get("manifest") and manifest_lines.IDENTITY_KEY not in record:
         summary += (
             "; note: no chain: written by an older bnnkit (its manifest lines are not "
             "chained to its record, so a line taken with its file from another run "
