@@ -46,80 +46,66 @@ _BDL_KIT = (
     "6743c848e5582f1ea60878bd2d71d6367ef826a3/data/"
 )
 
+
+def _served(filename: str, known_hash: str, *bases: str) -> Remote:
+    """The file ``filename`` as served under each base URL (canonical first)."""
+    return Remote(filename, tuple(base + filename for base in bases), known_hash)
+
+
 # dataset folder -> the files a download fetches (alternatives for local use are listed by the
 # loaders: e.g. MNIST also reads the four IDX files when they are on disk; "mnist_idx" is the
 # fallback download of MNIST, into the same folder, when the Keras file is unreachable).
 REMOTES: dict[str, tuple[Remote, ...]] = {
     "mnist": (
-        Remote(
+        _served(
             "mnist.npz",
-            (_KERAS + "mnist.npz",),
             "sha256:731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1",
+            _KERAS,
         ),
     ),
     "mnist_idx": (
-        Remote(
+        _served(
             "train-images-idx3-ubyte.gz",
-            (_LECUN + "train-images-idx3-ubyte.gz", _MNIST_MIRROR + "train-images-idx3-ubyte.gz"),
             "md5:f68b3c2dcbeaaa9fbdd348bbdeb94873",
+            _LECUN,
+            _MNIST_MIRROR,
         ),
-        Remote(
+        _served(
             "train-labels-idx1-ubyte.gz",
-            (_LECUN + "train-labels-idx1-ubyte.gz", _MNIST_MIRROR + "train-labels-idx1-ubyte.gz"),
             "md5:d53e105ee54ea40749a09fcbcd1e9432",
+            _LECUN,
+            _MNIST_MIRROR,
         ),
-        Remote(
+        _served(
             "t10k-images-idx3-ubyte.gz",
-            (_LECUN + "t10k-images-idx3-ubyte.gz", _MNIST_MIRROR + "t10k-images-idx3-ubyte.gz"),
             "md5:9fb629c4189551a2d022fa330f9573f3",
+            _LECUN,
+            _MNIST_MIRROR,
         ),
-        Remote(
+        _served(
             "t10k-labels-idx1-ubyte.gz",
-            (_LECUN + "t10k-labels-idx1-ubyte.gz", _MNIST_MIRROR + "t10k-labels-idx1-ubyte.gz"),
             "md5:ec29112dd5afa0611ce80d1b7f02629c",
+            _LECUN,
+            _MNIST_MIRROR,
         ),
     ),
     "fashion_mnist": (
-        Remote(
-            "train-images-idx3-ubyte.gz",
-            (_ZALANDO + "train-images-idx3-ubyte.gz",),
-            "md5:8d4fb7e6c68d591d4c3dfef9ec88bf0d",
-        ),
-        Remote(
-            "train-labels-idx1-ubyte.gz",
-            (_ZALANDO + "train-labels-idx1-ubyte.gz",),
-            "md5:25c81989df183df01b3e8a0aad5dffbe",
-        ),
-        Remote(
-            "t10k-images-idx3-ubyte.gz",
-            (_ZALANDO + "t10k-images-idx3-ubyte.gz",),
-            "md5:bef4ecab320f06d8554ea6380940ec79",
-        ),
-        Remote(
-            "t10k-labels-idx1-ubyte.gz",
-            (_ZALANDO + "t10k-labels-idx1-ubyte.gz",),
-            "md5:bb300cfdad3c16e7a12a480ee83cd310",
-        ),
+        _served("train-images-idx3-ubyte.gz", "md5:8d4fb7e6c68d591d4c3dfef9ec88bf0d", _ZALANDO),
+        _served("train-labels-idx1-ubyte.gz", "md5:25c81989df183df01b3e8a0aad5dffbe", _ZALANDO),
+        _served("t10k-images-idx3-ubyte.gz", "md5:bef4ecab320f06d8554ea6380940ec79", _ZALANDO),
+        _served("t10k-labels-idx1-ubyte.gz", "md5:bb300cfdad3c16e7a12a480ee83cd310", _ZALANDO),
     ),
     "cifar10": (
-        Remote(
-            "cifar-10-binary.tar.gz",
-            (_TORONTO + "cifar-10-binary.tar.gz",),
-            "md5:c32a1d4ab5d03f1284b67883e8d87530",
-        ),
+        _served("cifar-10-binary.tar.gz", "md5:c32a1d4ab5d03f1284b67883e8d87530", _TORONTO),
     ),
     "cifar100": (
-        Remote(
-            "cifar-100-binary.tar.gz",
-            (_TORONTO + "cifar-100-binary.tar.gz",),
-            "md5:03b5dce01913d631647c71ecec9e9cb8",
-        ),
+        _served("cifar-100-binary.tar.gz", "md5:03b5dce01913d631647c71ecec9e9cb8", _TORONTO),
     ),
     "imdb": (
-        Remote(
+        _served(
             "imdb.npz",
-            (_KERAS + "imdb.npz",),
             "sha256:69664113be75683a8fe16e3ed0ab59fda8886cb3cd7ada244f7d9544e4676b9f",
+            _KERAS,
         ),
     ),
     "cifar10_c": (

@@ -64,92 +64,76 @@ def _mlp_dropout(hidden: tuple[int, ...]):
 DROPOUT = "dropout of rate --dropout-rate on the input of every layer (MC dropout)"
 
 
-register(
-    "linear",
-    ModelSpec(
-        make=_mlp(()),
-        tasks=("regression", "classification"),
-        input_rank=None,
-        description="no hidden layer: Bayesian linear / logistic (softmax) regression",
-    ),
-)
-register(
-    "mlp_regression_small",
-    ModelSpec(
-        make=_mlp((50,)),
-        tasks=("regression",),
-        input_rank=None,
-        description="1 hidden layer of 50 ReLU units (bnn_hmc's UCI model)",
-    ),
-)
-register(
-    "mlp_regression_2x16",
-    ModelSpec(
-        make=_mlp((16, 16)),
-        tasks=("regression",),
-        input_rank=None,
-        description="2 hidden layers of 16 ReLU units (the tabular default of MILE, Sommer et "
-        "al. 2025)",
-    ),
-)
-register(
-    "mlp_regression",
-    ModelSpec(
-        make=_mlp((100, 100)),
-        tasks=("regression",),
-        input_rank=None,
-        description="2 hidden layers of 100 ReLU units",
-    ),
-)
-register(
-    "mlp_classification",
-    ModelSpec(
-        make=_mlp((256, 256)),
-        tasks=("classification",),
-        input_rank=None,
-        description="2 hidden layers of 256 ReLU units (bnn_hmc's MNIST-subset model)",
-    ),
-)
-register(
-    "mlp_classification_small",
-    ModelSpec(
-        make=_mlp((64, 64)),
-        tasks=("classification",),
-        input_rank=None,
-        description="2 hidden layers of 64 ReLU units (on 32x32x3 images about 200k weights, "
-        "which a full-batch sampler steps through on a CPU as fast as "
-        "mlp_classification's on MNIST)",
-    ),
-)
-
-for _name, _hidden, _tasks, _what in (
-    ("mlp_regression_small", (50,), ("regression",), "1 hidden layer of 50 ReLU units"),
-    ("mlp_regression", (100, 100), ("regression",), "2 hidden layers of 100 ReLU units"),
-    ("mlp_classification", (256, 256), ("classification",), "2 hidden layers of 256 ReLU units"),
-):
+def _register(
+    name: str, hidden: tuple[int, ...], tasks: tuple[str, ...], description: str, dropout: bool
+) -> None:
+    """Register an MLP of these hidden widths (with dropout: a dropout model)."""
     register(
-        f"{_name}_dropout",
+        name,
         ModelSpec(
-            make=_mlp_dropout(_hidden),
-            tasks=_tasks,
+            make=_mlp_dropout(hidden) if dropout else _mlp(hidden),
+            tasks=tasks,
             input_rank=None,
-            description=f"{_what}, {DROPOUT}",
-            stochastic=True,
-            dropout=True,
+            description=description,
+            stochastic=dropout,
+            dropout=dropout,
         ),
     )
+
+
+_REGRESSION, _CLASSIFICATION = ("regression",), ("classification",)
+
+# name, hidden widths, tasks, one line for `bnnkit models`
+for _row in (
+    (
+        "linear",
+        (),
+        ("regression", "classification"),
+        "no hidden layer: Bayesian linear / logistic (softmax) regression",
+    ),
+    (
+        "mlp_regression_small",
+        (50,),
+        _REGRESSION,
+        "1 hidden layer of 50 ReLU units (bnn_hmc's UCI model)",
+    ),
+    (
+        "mlp_regression_2x16",
+        (16, 16),
+        _REGRESSION,
+        "2 hidden layers of 16 ReLU units (the tabular default of MILE, Sommer et al. 2025)",
+    ),
+    ("mlp_regression", (100, 100), _REGRESSION, "2 hidden layers of 100 ReLU units"),
+    (
+        "mlp_classification",
+        (256, 256),
+        _CLASSIFICATION,
+        "2 hidden layers of 256 ReLU units (bnn_hmc's MNIST-subset model)",
+    ),
+    (
+        "mlp_classification_small",
+        (64, 64),
+        _CLASSIFICATION,
+        "2 hidden layers of 64 ReLU units (on 32x32x3 images about 200k weights, which a "
+        "full-batch sampler steps through on a CPU as fast as mlp_classification's on MNIST)",
+    ),
+):
+    _register(*_row, dropout=False)
+
+for _name, _hidden, _tasks, _what in (
+    ("mlp_regression_small", (50,), _REGRESSION, "1 hidden layer of 50 ReLU units"),
+    ("mlp_regression", (100, 100), _REGRESSION, "2 hidden layers of 100 ReLU units"),
+    ("mlp_classification", (256, 256), _CLASSIFICATION, "2 hidden layers of 256 ReLU units"),
+):
+    _register(f"{_name}_dropout", _hidden, _tasks, f"{_what}, {DROPOUT}", dropout=True)
 
 # Blundell et al. (2015), "Weight Uncertainty in Neural Networks": the Bayes-by-Backprop MNIST
 # networks, used in the paper to compare with its reported variational results.
 for _width in (400, 800, 1200):
-    register(
+    _register(
         f"mlp_bbb_{_width}",
-        ModelSpec(
-            make=_mlp((_width, _width)),
-            tasks=("classification",),
-            input_rank=None,
-            description=(
-                f"2 hidden layers of {_width} ReLU units (Blundell et al.'s Bayes by Backprop)"
-            ),
-        ),
+        (_width, _width),
+        _CLASSIFICATION,
+        f"2 hidden layers of {_width} ReLU units (Blundell et al.'s Bayes by Backprop)",
+        dropout=False,
     )

@@ -150,23 +150,21 @@ def _resnet20_frn(activation: Callable[[jax.Array], jax.Array]):
     return lambda num_outputs: ResNet20FRN(num_outputs=num_outputs, activation=activation)
 
 
-register(
-    "resnet20_frn_swish",
-    ModelSpec(
-        make=_resnet20_frn(jax.nn.swish),
-        tasks=("classification",),
-        input_rank=3,
-        description="ResNet-20 with filter response norm and swish (the paper's CIFAR model)",
-        example_shape=(32, 32, 3),
+for _name, _activation, _description in (
+    (
+        "resnet20_frn_swish",
+        jax.nn.swish,
+        "ResNet-20 with filter response norm and swish (the paper's CIFAR model)",
     ),
-)
-register(
-    "resnet20_frn",
-    ModelSpec(
-        make=_resnet20_frn(jax.nn.relu),
-        tasks=("classification",),
-        input_rank=3,
-        description="ResNet-20 with filter response norm and ReLU",
-        example_shape=(32, 32, 3),
-    ),
-)
+    ("resnet20_frn", jax.nn.relu, "ResNet-20 with filter response norm and ReLU"),
+):
+    register(
+        _name,
+        ModelSpec(
+            make=_resnet20_frn(_activation),
+            tasks=("classification",),
+            input_rank=3,
+            description=_description,
+            example_shape=(32, 32, 3),
+        ),
+    )

@@ -8,14 +8,14 @@ drawn with a key fixed by the run's seed, so repeated evaluations agree.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bnnkit import storage
-from bnnkit.posterior.samples import Samples
+from bnnkit.posterior.samples import DrawnFromSample
 from bnnkit.types import Key, Params
 
 
@@ -65,7 +65,7 @@ def inverse_softplus(x: jax.Array | float) -> jax.Array:
 
 
 @dataclasses.dataclass(frozen=True)
-class DiagGaussian:
+class DiagGaussian(DrawnFromSample):
     """A diagonal Gaussian over a params pytree.
 
     Attributes:
@@ -108,13 +108,6 @@ class DiagGaussian:
         d = sum(leaf.size for leaf in leaves)
         return sum(jnp.sum(jnp.log(s)) for s in leaves) + 0.5 * d * (1.0 + jnp.log(2 * jnp.pi))
 
-    def draws(self, key: Key, n: int | None = None) -> Samples:
-        """``n`` (default ``num_draws``) weight samples as one chain, for a model average."""
-        n = self.num_draws if n is None else n
-        if n is None:
-            raise ValueError("number of draws unknown: pass n or build q with num_draws")
-        return Samples.from_single_chain(jax.tree.map(np.asarray, self.sample(key, n)))
-
     # --- storage (bnnkit.posterior.store) ---
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -122,9 +115,6 @@ class DiagGaussian:
             **storage.flatten_tree(self.mean, "mean/"),
             **storage.flatten_tree(self.std, "std/"),
         }
-
-    def meta(self) -> dict[str, Any]:
-        return {"num_draws": self.num_draws}
 
     @classmethod
     def from_arrays(cls, template: Params, arrays: dict, meta: dict) -> DiagGaussian:

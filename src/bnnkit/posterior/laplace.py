@@ -36,7 +36,7 @@ from jax.flatten_util import ravel_pytree
 
 from bnnkit import storage
 from bnnkit.param_blocks import Path, get_block, replace_block
-from bnnkit.posterior.samples import Samples
+from bnnkit.posterior.samples import DrawnFromSample
 from bnnkit.types import Key, Params
 
 STRUCTURES = ("diag", "last_layer", "kfac")
@@ -59,7 +59,7 @@ def _tile(tree: Params, n: int) -> Params:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Laplace:
+class _Laplace(DrawnFromSample):
     """What every structure shares: θ*, how it predicts, and its record.
 
     Attributes:
@@ -67,16 +67,17 @@ class _Laplace:
         info: prior precision, damping and log marginal likelihood, for ``run.json``.
         num_draws: network samples of the Monte Carlo predictive and of the diagnostics.
         predictive: ``"mc"`` (model average over ``sample``) or ``"glm"`` (linearised).
+
+    ``mean`` comes first and the structure's own fields next (positional); the rest are
+    keyword-only, declared here once for every structure.
     """
 
-    structure: ClassVar[str]
+    mean: Params
+    info: dict = dataclasses.field(default_factory=dict, kw_only=True)
+    num_draws: int | None = dataclasses.field(default=None, kw_only=True)
+    predictive: str = dataclasses.field(default="mc", kw_only=True)
 
-    def draws(self, key: Key, n: int | None = None) -> Samples:
-        """``n`` (default ``num_draws``) network samples as one chain, for a model average."""
-        n = self.num_draws if n is None else n
-        if n is None:
-            raise ValueError("number of draws unknown: pass n or build with num_draws")
-        return Samples.from_single_chain(jax.tree.map(np.asarray, self.sample(key, n)))
+    structure: ClassVar[str]
 
     def meta(self) -> dict[str, Any]:
         return {"info": self.info, "num_draws": self.num_draws, "predictive": self.predictive}
@@ -91,11 +92,7 @@ class DiagLaplace(_Laplace):
         precision: the diagonal of Λ, shaped like ``mean`` (positive).
     """
 
-    mean: Params
     precision: Params
-    info: dict = dataclasses.field(default_factory=dict)
-    num_draws: int | None = None
-    predictive: str = "mc"
 
     structure: ClassVar[str] = "diag"
     kind: ClassVar[str] = "laplace_diag"
@@ -131,12 +128,8 @@ class LastLayerLaplace(_Laplace):
             Cholesky factor ``Λ = L Lᵀ``, or ``V diag(e)^{-1/2}`` when Λ had to be damped.
     """
 
-    mean: Params
     path: Path
     sqrt_cov: jax.Array
-    info: dict = dataclasses.field(default_factory=dict)
-    num_draws: int | None = None
-    predictive: str = "mc"
 
     structure: ClassVar[str] = "last_layer"
     kind: ClassVar[str] = "laplace_last_layer"
@@ -176,11 +169,7 @@ class KFACLaplace(_Laplace):
             and the eigenvalues (in[+1], out) of the layer's precision (positive).
     """
 
-    mean: Params
     layers: dict[str, tuple[jax.Array, jax.Array, jax.Array]]
-    info: dict = dataclasses.field(default_factory=dict)
-    num_draws: int | None = None
-    predictive: str = "mc"
 
     structure: ClassVar[str] = "kfac"
     kind: ClassVar[str] = "laplace_kfac"

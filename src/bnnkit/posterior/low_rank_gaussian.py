@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -35,12 +35,12 @@ import numpy as np
 
 from bnnkit import storage
 from bnnkit.posterior.diag_gaussian import standard_normal_like
-from bnnkit.posterior.samples import Samples
+from bnnkit.posterior.samples import DrawnFromSample
 from bnnkit.types import Key, Params
 
 
 @dataclasses.dataclass(frozen=True)
-class LowRankGaussian:
+class LowRankGaussian(DrawnFromSample):
     """``N(μ, ½ (diag(v) + D Dᵀ / (K − 1)))`` over a params pytree.
 
     Attributes:
@@ -111,13 +111,6 @@ class LowRankGaussian:
             cov = cov + d.T @ d / (rank - 1)
         return 0.5 * cov
 
-    def draws(self, key: Key, n: int | None = None) -> Samples:
-        """``n`` (default ``num_draws``) weight samples as one chain, for a model average."""
-        n = self.num_draws if n is None else n
-        if n is None:
-            raise ValueError("number of draws unknown: pass n or build q with num_draws")
-        return Samples.from_single_chain(jax.tree.map(np.asarray, self.sample(key, n)))
-
     # --- storage (bnnkit.posterior.store) ---
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -126,9 +119,6 @@ class LowRankGaussian:
             **storage.flatten_tree(self.diag_var, "diag_var/"),
             **storage.flatten_tree(self.deviations, "deviations/"),
         }
-
-    def meta(self) -> dict[str, Any]:
-        return {"num_draws": self.num_draws}
 
     @classmethod
     def from_arrays(cls, template: Params, arrays: dict, meta: dict) -> LowRankGaussian:

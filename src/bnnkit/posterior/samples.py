@@ -85,3 +85,33 @@ class Samples:
     def from_arrays(cls, template: Params, arrays: dict, meta: dict) -> Samples:
         del meta
         return cls(storage.unflatten_tree(template, arrays))
+
+
+class DrawnFromSample:
+    """Mixin for a posterior with ``sample(key, n)`` and ``num_draws``: its :meth:`draws` and
+    the :meth:`meta` it records.
+
+    Example:
+        >>> from bnnkit.posterior.diag_gaussian import DiagGaussian
+        >>> q = DiagGaussian({"w": jnp.zeros(3)}, {"w": jnp.ones(3)}, num_draws=4)
+        >>> q.draws(jax.random.PRNGKey(0)).num_chains
+        1
+    """
+
+    num_draws: int | None
+
+    def sample(self, key: Key, n: int) -> Params:
+        raise NotImplementedError
+
+    def draws(self, key: Key, n: int | None = None) -> Samples:
+        """``n`` (default ``num_draws``) weight samples as one chain, for a model average."""
+        n = self.num_draws if n is None else n
+        if n is None:
+            raise ValueError(
+                "number of draws unknown: pass n or build the posterior with num_draws"
+            )
+        return Samples.from_single_chain(jax.tree.map(np.asarray, self.sample(key, n)))
+
+    def meta(self) -> dict[str, Any]:
+        """What ``run.json`` records beside the arrays: ``num_draws``."""
+        return {"num_draws": self.num_draws}

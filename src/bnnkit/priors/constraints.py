@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from bnnkit.errors import ConfigError
 
@@ -105,6 +105,39 @@ class Param:
     def _refuse(self, family: str, raw: Any) -> None:
         shown = format_value(raw) if isinstance(raw, (int, float, tuple, list)) else str(raw)
         raise ConfigError(f"prior {family!r}: invalid {self.name}={shown}; allowed: {self.allowed}")
+
+
+class CheckedFamily:
+    """A prior family whose constructor checks every declared parameter (mixin).
+
+    Subclasses are frozen dataclasses declaring ``name`` and ``PARAMS``; Python users get the
+    same refusals as the spec parser. A parameter left at ``None`` (an optional one not given)
+    is not checked.
+
+    Example:
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Scaled(CheckedFamily):
+        ...     scale: float
+        ...     name = "scaled"
+        ...     PARAMS = (Param("scale", POSITIVE),)
+        >>> Scaled.from_values({"scale": 2}).scale
+        2.0
+    """
+
+    name: ClassVar[str]
+    PARAMS: ClassVar[tuple[Param, ...]]
+
+    def __post_init__(self) -> None:
+        for p in self.PARAMS:
+            value = getattr(self, p.name, None)
+            if value is not None:
+                object.__setattr__(self, p.name, p.check(self.name, value))
+
+    @classmethod
+    def from_values(cls, values: dict[str, Any], *, weight_decay: float = 1.0) -> CheckedFamily:
+        """Build from checked spec values (``weight_decay`` only matters to ``gaussian``)."""
+        del weight_decay
+        return cls(**values)
 
 
 def format_value(value: Any) -> str:

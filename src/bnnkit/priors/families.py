@@ -41,28 +41,13 @@ from bnnkit.priors.constraints import (
     REAL_LIST,
     SIMPLEX,
     UNIT_INTERVAL,
+    CheckedFamily,
     Param,
 )
 
 
-class Elementwise:
+class Elementwise(CheckedFamily):
     """Leaf-level interface for families without latent variables (mixin)."""
-
-    name: ClassVar[str]
-    PARAMS: ClassVar[tuple[Param, ...]]
-
-    def __post_init__(self) -> None:
-        # Python users get the same refusals as the spec parser.
-        for p in self.PARAMS:
-            value = getattr(self, p.name, None)
-            if value is not None:
-                object.__setattr__(self, p.name, p.check(self.name, value))
-
-    @classmethod
-    def from_values(cls, values: dict[str, Any], *, weight_decay: float = 1.0) -> Elementwise:
-        """Build from checked spec values (``weight_decay`` only matters to ``gaussian``)."""
-        del weight_decay
-        return cls(**values)
 
     def log_prob(self, x: jax.Array) -> jax.Array:
         raise NotImplementedError
@@ -284,7 +269,36 @@ class GaussianMixture(Elementwise):
 
 
 @dataclasses.dataclass(frozen=True)
-class Logistic(Elementwise):
+class CentredScale(Elementwise):
+    """A standard density centred at 0, stretched by ``scale`` s: ``p(w) = f(w/s) / s``.
+
+    Subclasses name ``density`` (a ``jax.scipy.stats`` module with ``logpdf(x, loc, scale)``)
+    and ``standard_draw`` (the ``jax.random`` sampler of ``f``); draws are ``s`` times a
+    standard draw.
+
+    Example:
+        >>> Laplace(scale=2.0).mean
+        0.0
+    """
+
+    scale: float = 1.0
+    PARAMS: ClassVar[tuple[Param, ...]] = (Param("scale", POSITIVE, 1.0),)
+    density: ClassVar[Any]
+    standard_draw: ClassVar[Any]
+
+    @property
+    def mean(self) -> float:
+        return 0.0
+
+    def log_prob(self, x: jax.Array) -> jax.Array:
+        return self.density.logpdf(x, 0.0, self.scale)
+
+    def sample(self, key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32):
+        return self.scale * self.standard_draw(key, shape, dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Logistic(CentredScale):
     """Logistic with scale s: variance ``π² s² / 3``.
 
     Example:
@@ -292,27 +306,17 @@ class Logistic(Elementwise):
         -1.3863
     """
 
-    scale: float = 1.0
     name: ClassVar[str] = "logistic"
-    PARAMS: ClassVar[tuple[Param, ...]] = (Param("scale", POSITIVE, 1.0),)
-
-    @property
-    def mean(self) -> float:
-        return 0.0
+    density: ClassVar[Any] = stats.logistic
+    standard_draw: ClassVar[Any] = staticmethod(jax.random.logistic)
 
     @property
     def variance(self) -> float:
         return math.pi**2 * self.scale**2 / 3
 
-    def log_prob(self, x: jax.Array) -> jax.Array:
-        return stats.logistic.logpdf(x, 0.0, self.scale)
-
-    def sample(self, key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32):
-        return self.scale * jax.random.logistic(key, shape, dtype)
-
 
 @dataclasses.dataclass(frozen=True)
-class Laplace(Elementwise):
+class Laplace(CentredScale):
     """Laplace with scale b: ``log p(w) = -|w|/b - log 2b``, variance ``2b²``.
 
     Example:
@@ -320,23 +324,13 @@ class Laplace(Elementwise):
         0.5
     """
 
-    scale: float = 1.0
     name: ClassVar[str] = "laplace"
-    PARAMS: ClassVar[tuple[Param, ...]] = (Param("scale", POSITIVE, 1.0),)
-
-    @property
-    def mean(self) -> float:
-        return 0.0
+    density: ClassVar[Any] = stats.laplace
+    standard_draw: ClassVar[Any] = staticmethod(jax.random.laplace)
 
     @property
     def variance(self) -> float:
         return 2 * self.scale**2
-
-    def log_prob(self, x: jax.Array) -> jax.Array:
-        return stats.laplace.logpdf(x, 0.0, self.scale)
-
-    def sample(self, key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32):
-        return self.scale * jax.random.laplace(key, shape, dtype)
 
 
 @dataclasses.dataclass(frozen=True)

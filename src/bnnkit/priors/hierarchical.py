@@ -31,28 +31,18 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
-from bnnkit.priors.constraints import POSITIVE, Param
+from bnnkit.priors.constraints import POSITIVE, CheckedFamily, Param
 from bnnkit.priors.families import StudentT
 
 
 @dataclasses.dataclass(frozen=True)
-class _InverseGammaVariances:
+class _InverseGammaVariances(CheckedFamily):
     concentration: float
     scale: float
     PARAMS: ClassVar[tuple[Param, ...]] = (
         Param("concentration", POSITIVE, required=True),
         Param("scale", POSITIVE, required=True),
     )
-    name: ClassVar[str]
-
-    def __post_init__(self) -> None:
-        for p in self.PARAMS:
-            object.__setattr__(self, p.name, p.check(self.name, getattr(self, p.name)))
-
-    @classmethod
-    def from_values(cls, values: dict[str, Any], *, weight_decay: float = 1.0):
-        del weight_decay
-        return cls(**values)
 
     def latent_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
         raise NotImplementedError

@@ -27,23 +27,11 @@ import jax
 import jax.numpy as jnp
 from jax.scipy import stats
 
-from bnnkit.priors.constraints import POSITIVE, REAL, Param
+from bnnkit.priors.constraints import POSITIVE, REAL, CheckedFamily, Param
 
 
-class NoiseFamily:
+class NoiseFamily(CheckedFamily):
     """Shared interface: density on σ₀ and on its logarithm (mixin)."""
-
-    name: ClassVar[str]
-    PARAMS: ClassVar[tuple[Param, ...]]
-
-    def __post_init__(self) -> None:
-        for p in self.PARAMS:
-            object.__setattr__(self, p.name, p.check(self.name, getattr(self, p.name)))
-
-    @classmethod
-    def from_values(cls, values: dict[str, Any], *, weight_decay: float = 1.0) -> NoiseFamily:
-        del weight_decay
-        return cls(**values)
 
     def log_prob(self, std: jax.Array) -> jax.Array:
         """``log p_σ(σ)`` per element, σ > 0."""

@@ -109,14 +109,11 @@ def contour_png(
     values: np.ndarray,
     points: np.ndarray,
     labels: Sequence[str] = (),
-    *,
-    title: str = "",
-    value_label: str = "",
-    u_norm: float | None = None,
-    v_norm: float | None = None,
+    **options: Any,
 ) -> bytes:
     """Filled contours of ``values[i, j]`` at ``(u[i], v[j])``, with A, B, C marked, as a PNG
-    (the figure of :func:`contour_figure`, which takes the same arguments).
+    (the figure of :func:`contour_figure`, which takes the same arguments; ``options`` are its
+    keyword arguments: ``title``, ``value_label``, ``u_norm``, ``v_norm``).
 
     Example:
         >>> u = v = np.linspace(-0.25, 1.25, 5)
@@ -127,17 +124,7 @@ def contour_png(
     """
     import matplotlib.pyplot as plt
 
-    fig = contour_figure(
-        u,
-        v,
-        values,
-        points,
-        labels,
-        title=title,
-        value_label=value_label,
-        u_norm=u_norm,
-        v_norm=v_norm,
-    )
+    fig = contour_figure(u, v, values, points, labels, **options)
     buffer = _io.BytesIO()
     fig.savefig(buffer, format="png", dpi=120)
     plt.close(fig)

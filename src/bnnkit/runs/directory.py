@@ -165,6 +165,16 @@ PRUNING_DIR = "pruning"
 OWN_FILES = (LOCK_FILE, RUN_FILE, STATE_FILE, LOG_FILE, MANIFEST_FILE, "laplace.npz")
 
 
+def _inside(name: str) -> property:
+    """A read-only :class:`RunDir` attribute: the path of the entry ``name`` in the run
+    directory."""
+
+    def entry(rundir: RunDir) -> Path:
+        return rundir.path / name
+
+    return property(entry)
+
+
 class RunDir:
     """A run directory: paths plus the rules for creating, resuming and overwriting it."""
 
@@ -172,25 +182,11 @@ class RunDir:
         self.given = os.fspath(path)
         self.path = resolve(path)
 
-    @property
-    def run_file(self) -> Path:
-        return self.path / RUN_FILE
-
-    @property
-    def state_file(self) -> Path:
-        return self.path / STATE_FILE
-
-    @property
-    def samples_dir(self) -> Path:
-        return self.path / SAMPLES_DIR
-
-    @property
-    def log_file(self) -> Path:
-        return self.path / LOG_FILE
-
-    @property
-    def manifest_file(self) -> Path:
-        return self.path / MANIFEST_FILE
+    run_file = _inside(RUN_FILE)
+    state_file = _inside(STATE_FILE)
+    samples_dir = _inside(SAMPLES_DIR)
+    log_file = _inside(LOG_FILE)
+    manifest_file = _inside(MANIFEST_FILE)
 
     def sample_file(self, unit: int, last: int | None = None) -> Path:
         """The file of kept unit ``unit``, or of the block of kept units ``unit`` to ``last``."""

@@ -78,14 +78,7 @@ def problem_of_run(config) -> problem_lib.Problem:
         ConfigError: the config names no source run, or the source is not usable, or its
             model is outside bnnkit and not the one the user allowed.
     """
-    source = config.source_run()
-    if source is None:
-        raise ConfigError(
-            f"{config.METHOD} needs a problem (--dataset, --model, ...) or a run to start from"
-        )
-    rundir, record, _ = _source_record(
-        source, type(config).SOURCE_FLAG, getattr(type(config), "SOURCE_METHODS", None)
-    )
+    rundir, record = _start_record(config)
     where = repr(str(rundir.run_file))
     # A user .npz is read from where the run recorded it, its bytes checked; arrays in
     # memory from the run's own copy.
@@ -97,6 +90,16 @@ def problem_of_run(config) -> problem_lib.Problem:
 def config_of_run(config) -> problem_lib.ProblemConfig:
     """The problem settings of the run ``config`` starts from (nothing built), its data file
     resolved and checked as :func:`bnnkit.runs.stored.recorded_problem` does."""
+    rundir, record = _start_record(config)
+    return recorded_problem(record, repr(str(rundir.run_file)))
+
+
+def _start_record(config) -> tuple[RunDir, dict]:
+    """The run directory and record of the run ``config`` starts from.
+
+    Raises:
+        ConfigError: the config names no source run, or the source is not usable.
+    """
     source = config.source_run()
     if source is None:
         raise ConfigError(
@@ -105,7 +108,7 @@ def config_of_run(config) -> problem_lib.ProblemConfig:
     rundir, record, _ = _source_record(
         source, type(config).SOURCE_FLAG, getattr(type(config), "SOURCE_METHODS", None)
     )
-    return recorded_problem(record, repr(str(rundir.run_file)))
+    return rundir, record
 
 
 def check_source_problem(config, *, dataset: str | None = None, model: str | None = None):

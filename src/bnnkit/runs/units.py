@@ -161,18 +161,7 @@ def unit_function(
             )
 
         def sequential(state, unit, batch):
-            outs = [
-                single(
-                    jax.tree.map(lambda a, m=m: a[m], state),
-                    noise_keys[m],
-                    data_keys[m],
-                    unit,
-                    batch,
-                    augment_keys[m],
-                )
-                for m in range(loop.num_members)
-            ]
-            return jax.tree.map(lambda *a: jnp.stack(a), *outs)
+            return _in_turn(single, state, noise_keys, data_keys, unit, batch, augment_keys)
 
         return sequential
 
@@ -190,6 +179,23 @@ def unit_function(
         return jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS)(keys, state, batch)
 
     return step_all
+
+
+def _in_turn(single: Callable, state, noise_keys, data_keys, unit, batch, augment_keys):
+    """The one-member program ``single`` run for each member in turn (one per row of the
+    keys), the results stacked along the member axis."""
+    outs = [
+        single(
+            jax.tree.map(lambda a, m=m: a[m], state),
+            noise_keys[m],
+            data_keys[m],
+            unit,
+            batch,
+            augment_keys[m],
+        )
+        for m in range(noise_keys.shape[0])
+    ]
+    return jax.tree.map(lambda *a: jnp.stack(a), *outs)
 
 
 def _sequential_per_device(
@@ -219,18 +225,7 @@ def _sequential_per_device(
             block, noise, data, crops, train = on_device(
                 (state, noise_keys, data_keys, augment_keys, batch), device
             )
-            outs = [
-                single(
-                    jax.tree.map(lambda a, m=m: a[m], block),
-                    noise[m],
-                    data[m],
-                    unit,
-                    train,
-                    crops[m],
-                )
-                for m in range(noise.shape[0])
-            ]
-            per_device.append(jax.tree.map(lambda *a: jnp.stack(a), *outs))
+            per_device.append(_in_turn(single, block, noise, data, unit, train, crops))
         return jax.tree.map(
             lambda *a: jax.make_array_from_single_device_arrays(
                 (num_members, *a[0].shape[1:]), members, list(a)
