@@ -84,30 +84,38 @@ def draws(folder: Path) -> dict[str, np.ndarray]:
     return {key: np.concatenate(parts, axis=1) for key, parts in out.items()}
 
 
-def run_once(dataset: str, model: str, names: list[str], options: dict) -> dict:
-    """One cold reference with the options; its figures and the folder's draws."""
-    folder = Path(tempfile.mkdtemp(prefix="bnnkit-compile-options-"))
-    env = {
-        **os.environ,
-        "BNNKIT_COMPILE_CACHE": "off",
-        "JAX_LOG_COMPILES": "1",
-        "BNNKIT_BENCH_JIT_NAMES": ",".join(names),
-        "BNNKIT_BENCH_JIT_OPTIONS": json.dumps(options),
-    }
+def cold_reference(
+    child: str, dataset: str, model: str, folder: Path, env: dict[str, str]
+) -> tuple[str, float, float]:
+    """Run ``child`` (a Python program that ends in bnnkit's command line) as one cold
+    reference into ``folder``, its compilation cache off and its compilations logged, with
+    ``env`` added; its log, wall seconds and CPU seconds (every core's)."""
+    env = {**os.environ, "BNNKIT_COMPILE_CACHE": "off", "JAX_LOG_COMPILES": "1", **env}
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    command = [sys.executable, "-c", CHILD, "reference", "--dataset", dataset, "--model", model]
-    command += ["--seed", "0", "--no-progress", "--dir", str(folder / "run")]
+    command = [sys.executable, "-c", child, "reference", "--dataset", dataset, "--model", model]
+    command += ["--seed", "0", "--no-progress", "--dir", str(folder)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    wall = time.perf_counter()
+    start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - wall
+    wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"the reference failed ({done.returncode}): {done.stderr[-2000:]}")
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return done.stderr + done.stdout, wall, cpu
+
+
+def run_once(dataset: str, model: str, names: list[str], options: dict) -> dict:
+    """One cold reference with the options; its figures and the folder's draws."""
+    run = Path(tempfile.mkdtemp(prefix="bnnkit-compile-options-")) / "run"
+    env = {
+        "BNNKIT_BENCH_JIT_NAMES": ",".join(names),
+        "BNNKIT_BENCH_JIT_OPTIONS": json.dumps(options),
+    }
+    log, wall, cpu = cold_reference(CHILD, dataset, model, run, env)
     compiles: dict[str, float] = {}
-    for name, seconds in COMPILED.findall(done.stderr + done.stdout):
+    for name, seconds in COMPILED.findall(log):
         compiles[name] = compiles.get(name, 0.0) + float(seconds)
-    run = folder / "run"
     rows = [json.loads(line) for line in (run / "chains" / "metrics.jsonl").open()]
     tuning = [row["seconds"] for row in rows if row.get("burn_in")]
     kept = [row["seconds"] for row in rows if not row.get("burn_in")]
@@ -115,7 +123,7 @@ def run_once(dataset: str, model: str, names: list[str], options: dict) -> dict:
     return {
         "wall_seconds": wall,
         # CPU seconds count the compilers' work whatever else competes for the cores.
-        "cpu_seconds": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
+        "cpu_seconds": cpu,
         "compile_seconds": dict(sorted(compiles.items(), key=lambda kv: -kv[1])[:8]),
         "tuning_iteration_ms": 1000 * statistics.median(tuning),
         "kept_iteration_ms": 1000 * statistics.median(kept),
