@@ -5,6 +5,10 @@ Every method of :data:`bnnkit.inference.METHODS` gets its command from its Confi
 (:mod:`bnnkit.commands.method`); the others have a module each. Commands raise
 :class:`bnnkit.errors.ConfigError` for bad input; :mod:`bnnkit.cli` prints its one-line message
 and exits with code 2.
+
+A command module imports what it uses at its top, JAX and the methods included: the parser is
+built from every method's Config, so it imports them anyway, and importing them only inside
+``run()`` saves no measurable start-up time (docs/performance.md, "Command-line start-up").
 """
 
 from __future__ import annotations
