@@ -37,7 +37,6 @@ from bnnkit.commands.budget import EXIT_BUDGET, BudgetEnded, command_line, resum
 from bnnkit.commands.flags import add_config_arguments, config_from_args
 from bnnkit.compile_cache import enable_for_command_line
 from bnnkit.errors import ArgumentError, ConfigError
-from bnnkit.runs.signals import Terminated, stopped_by_signals
 
 DEBUG_FLAG = "--debug"
 #: The exit codes, at the end of ``bnnkit --help`` (docs/reference/cli.md says the same).
@@ -309,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bnnkit: error: {_one_line(err)}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    # Here, not at the top: bnnkit.runs starts JAX, which must wait for bnnkit.cpu_devices.
+    from bnnkit.runs.signals import Terminated, stopped_by_signals
 
     enable_for_command_line()  # a second run loads what the first compiled
 

@@ -1364,7 +1364,8 @@ def test_a_link_in_a_run_directory_is_never_written_through(evaluated, tmp_path,
 
 
 def test_an_unexpected_error_is_one_line_exit_1_and_debug_shows_it(finished, monkeypatch, capsys):
-    evaluate_module = importlib.import_module("bnnkit.evaluation")
+    # The name the command calls.
+    evaluate_module = importlib.import_module("bnnkit.commands.evaluate")
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom\nsecond line")

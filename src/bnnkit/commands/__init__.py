@@ -5,6 +5,14 @@ Every method of :data:`bnnkit.inference.METHODS` gets its command from its Confi
 (:mod:`bnnkit.commands.method`); the others have a module each. Commands raise
 :class:`bnnkit.errors.ConfigError` for bad input; :mod:`bnnkit.cli` prints its one-line message
 and exits with code 2.
+
+A command module imports what it uses at its top, JAX and the methods included: the parser is
+built from every method's Config, so it imports them anyway, and importing them only inside
+``run()`` saves no measurable start-up time (docs/performance.md, "Command-line start-up").
+What :mod:`bnnkit.cli` imports before it sets the number of CPU devices
+(:mod:`bnnkit.cpu_devices`), this package and the modules ``budget``, ``command``,
+``config_file`` and ``flags``, must not start JAX: there the methods are imported inside the
+functions that need them.
 """
 
 from __future__ import annotations
@@ -13,8 +21,6 @@ import importlib
 from collections.abc import Callable
 
 from bnnkit.commands.command import Command
-from bnnkit.commands.method import method_command
-from bnnkit.inference import METHODS
 
 __all__ = [
     "COMMANDS",
@@ -63,6 +69,9 @@ def groups() -> dict[str, tuple[str, ...]]:
         >>> list(all_groups) == list(GROUPS), "hmc" in all_groups["methods"]
         (True, True)
     """
+    # Here, not at the top: the methods start JAX, which must wait for bnnkit.cpu_devices.
+    from bnnkit.inference import METHODS
+
     return {"methods": tuple(METHODS), **COMMAND_GROUPS}
 
 
@@ -77,7 +86,11 @@ def docs_page(name: str) -> str:
 
 
 def _load() -> dict[str, Command]:
-    # The other commands' modules are imported here, by name, when the commands are asked for.
+    # Here, not at the top: the methods start JAX, which must wait for bnnkit.cpu_devices; the
+    # other commands' modules are imported by name for the same reason.
+    from bnnkit.commands.method import method_command
+    from bnnkit.inference import METHODS
+
     return {
         **{name: method_command(name, module) for name, module in METHODS.items()},
         **{

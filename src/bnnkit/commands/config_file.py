@@ -33,7 +33,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from bnnkit.errors import ConfigError
-from bnnkit.inference.base import RunSettings
 from bnnkit.storage import parse_json
 
 FLAG = "--config"
@@ -94,6 +93,9 @@ def read(path: str | os.PathLike, command: str, *, problem: bool = True) -> dict
 
 
 def _from_record(path: str, raw: bytes, command: str, *, problem: bool) -> dict[str, Any]:
+    # Here, not at the top: the methods start JAX, which must wait for bnnkit.cpu_devices.
+    from bnnkit.inference.base import RunSettings
+
     record = parse_json(raw, f"{FLAG} {path!r}")
     if not isinstance(record, dict) or not isinstance(record.get("method_config"), dict):
         raise ConfigError(

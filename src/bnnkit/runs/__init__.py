@@ -5,7 +5,8 @@
 - :func:`sample`: the same chains on any log density over a pytree, in memory or into a run
   directory (:mod:`bnnkit.runs.density`);
 - :mod:`bnnkit.runs.lifecycle`: what both share: a run directory's life from its lock to
-  "finished", the key streams, the rules over several processes and the sampler warnings;
+  "finished" and the rules over several processes (the key streams, :mod:`bnnkit.runs.keys`,
+  and the sampler's tally, :mod:`bnnkit.runs.tally`, have modules of their own);
 - :func:`load_run`: any run directory read back (:mod:`bnnkit.runs.stored`), and
   :func:`load_chains`, the chains of a :func:`sample` run;
 - :class:`RunDir`: a run directory's files, lock and resume rules
