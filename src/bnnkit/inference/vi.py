@@ -64,11 +64,11 @@ import optax
 from bnnkit import schedules
 from bnnkit.inference._layer_noise import ESTIMATORS, check_network, noisy_apply
 from bnnkit.inference._noise import stacked_normal_like
-from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
+from bnnkit.inference.base import EpochSettings, Method, lowercase_choices, model_key
 from bnnkit.inference.sgd import MOMENTUM_BOUNDS
 from bnnkit.log_posterior import LATENT_COLLECTIONS, LogPosterior, network_variables
 from bnnkit.posterior.diag_gaussian import DiagGaussian, inverse_softplus
-from bnnkit.settings import DRAWS, Exclusive, check_at_least, check_choice, setting
+from bnnkit.settings import DRAWS, Exclusive, check_at_least, setting
 from bnnkit.types import Batch, Key, Params
 
 OPTIMIZERS = ("adam", "sgd")
@@ -170,6 +170,7 @@ class Config(EpochSettings):
     """
 
     METHOD: ClassVar[str] = "vi"
+    GAUSSIAN_NOISE: ClassVar[bool] = True
 
     optimizer: str = setting(
         "adam",
@@ -216,25 +217,16 @@ class Config(EpochSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        lowercase_choices(
+            self, optimizer=OPTIMIZERS, kl_weighting=KL_WEIGHTINGS, vi_estimator=ESTIMATORS
+        )
         cls = type(self)
-        for name in ("optimizer", "kl_weighting", "vi_estimator"):
-            object.__setattr__(self, name, str(getattr(self, name)).lower())
-        check_choice(cls, "optimizer", self.optimizer, OPTIMIZERS)
-        check_choice(cls, "kl_weighting", self.kl_weighting, KL_WEIGHTINGS)
-        check_choice(cls, "vi_estimator", self.vi_estimator, ESTIMATORS)
         check_at_least(cls, "vi_num_samples", self.vi_num_samples, 1)
         check_at_least(cls, "vi_ensemble_size", self.vi_ensemble_size, 1)
 
     @property
-    def draws_gaussian_noise(self) -> bool:
-        return True
-
-    @property
     def label(self) -> str:
         return f"MFVI ({self.vi_ensemble_size} samples)"
-
-    def loop(self, num_train: int) -> Loop:
-        return self.epoch_loop(num_train)
 
 
 class Objective(NamedTuple):
