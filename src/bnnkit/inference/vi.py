@@ -315,19 +315,11 @@ def layer_noise_log_likelihood(
     return jnp.mean(jax.vmap(one)(positions, eps, keys))
 
 
-def expected_log_likelihood(
-    q: DiagGaussian,
-    draws: Params | None,
-    eps: Params | None,
-    layer_key: Key,
-    batch: Batch,
-    *,
-    objective: Objective,
+def weights_log_likelihood(
+    draws: Params, layer_key: Key, batch: Batch, *, objective: Objective
 ) -> jax.Array:
-    """``(1/S) Σ_s Σ_{n∈B} log p(y_n | x_n, θ_s)`` by the objective's estimator."""
+    """The log likelihood averaged over S weight draws (the ``"weights"`` estimator)."""
     lp = objective.log_posterior
-    if objective.estimator != "weights":
-        return layer_noise_log_likelihood(q, draws, eps, layer_key, batch, objective=objective)
     if objective.num_samples == 1:  # no vmap: the plain network call is cheapest
         return lp.log_likelihood(
             jax.tree.map(lambda a: a[0], draws), batch, key=model_key(layer_key)
@@ -354,7 +346,11 @@ def negative_objective(
     mean, rho = variational
     q = DiagGaussian.from_rho(mean, rho)
     draws = None if eps is None else jax.tree.map(lambda m, s, e: m + s * e, q.mean, q.std, eps)
-    log_lik = expected_log_likelihood(q, draws, eps, layer_key, batch, objective=objective)
+    # (1/S) Σ_s Σ_{n∈B} log p(y_n | x_n, θ_s) by the objective's estimator.
+    if objective.estimator == "weights":
+        log_lik = weights_log_likelihood(draws, layer_key, batch, objective=objective)
+    else:
+        log_lik = layer_noise_log_likelihood(q, draws, eps, layer_key, batch, objective=objective)
     expected_ll = lp.data_weight(batch.x.shape[0]) * log_lik
     if objective.closed_form:
         kl = lp.prior.kl_closed_form(q.mean, q.std)
