@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import blackjax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,6 +10,9 @@ import pytest
 
 from bnnkit import likelihoods, models, priors
 from bnnkit.inference import hmc
+from bnnkit.inference.adaptation import Tuning
+from bnnkit.inference.hmc_kernel import HMCState
+from bnnkit.inference.hmc_modes import HMCAdaptationState
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.metrics import diagnostics
 from bnnkit.types import Batch
@@ -165,3 +169,16 @@ def test_nonfinite_energy_is_a_counted_divergence_not_a_crash():
         divergent += int(info.divergent)
         assert np.all(np.isfinite(np.asarray(state.position["theta"])))
     assert divergent > 0
+
+
+def test_state_at_takes_each_field_from_its_namesake():
+    """``HMCState.at`` builds the state positionally from BlackJAX's state, the tuning and the
+    adaptation's state: each field must land where its name says."""
+    point = blackjax.mcmc.hmc.HMCState(*blackjax.mcmc.hmc.HMCState._fields)
+    tuning = Tuning(*Tuning._fields)
+    tuned = HMCAdaptationState(*HMCAdaptationState._fields)
+    state = HMCState.at(point, tuned, tuning, "iteration")
+    assert state._asdict() == {
+        **{f: f for f in HMCState._fields},
+        "adaptation": "step",  # the adaptation state's dual averaging of ε
+    }

@@ -49,21 +49,24 @@ from typing import Any, ClassVar, NamedTuple
 
 import jax
 
+from bnnkit import schedules
 from bnnkit.errors import ConfigError
 from bnnkit.metrics.levels import UNTIL
 from bnnkit.posterior.base import Posterior
+from bnnkit.posterior.samples import Samples
 from bnnkit.settings import (
     MAX_INT32,
     MEMBERS,
     SEED_BOUNDS,
     UNITS,
     Exclusive,
+    check_choice,
     check_numbers,
     parse_duration,
     resumable_settings,
     setting,
 )
-from bnnkit.types import Batch, Key, Params
+from bnnkit.types import Batch, Key, Params, Schedule
 
 State = Any
 Info = Any
@@ -135,6 +138,50 @@ def position_only(state: State) -> State:
         S(position=1, momentum=None)
     """
     return type(state)(**{f: (state.position if f == "position" else None) for f in state._fields})
+
+
+def sampler(init: Callable, step: Callable, **hooks: Any) -> Method:
+    """The :class:`Method` of a full-batch sampler, whose every kept state is a draw: its
+    posterior is the kept positions (:func:`chain_samples`), its position the state's
+    (:func:`state_position`), and a block of iterations returns only the positions
+    (:func:`position_only`).
+
+    Args:
+        init: ``Method.init``.
+        step: ``Method.step``.
+        **hooks: the further fields of :class:`Method` the sampler sets (``step_members``).
+    """
+    return Method(init, step, chain_samples, state_position, draw=position_only, **hooks)
+
+
+def state_position(state: State) -> Params:
+    """The parameters a state stands for, its ``position`` field: ``Method.position`` of every
+    method whose state (a NamedTuple) keeps them there.
+
+    Example:
+        >>> from typing import NamedTuple
+        >>> class S(NamedTuple):
+        ...     position: int
+        ...     momentum: int
+        >>> state_position(S(1, 2))
+        1
+    """
+    return state.position
+
+
+def chain_samples(kept: State) -> Samples:
+    """The kept states' positions as the samples of one chain: ``Method.posterior`` of a
+    sampler, whose every kept state is a draw.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from typing import NamedTuple
+        >>> class S(NamedTuple):
+        ...     position: dict
+        >>> chain_samples(S({"w": jnp.zeros((5, 3))})).num_samples
+        5
+    """
+    return Samples.from_single_chain(kept.position)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,6 +270,8 @@ class RunSettings:
     SOURCE_NAME: ClassVar[str] = "run given to --init-checkpoint"
     SOURCE_METHODS: ClassVar[tuple[str, ...] | None] = None
     PROBLEM_FROM_SOURCE: ClassVar[bool] = False
+    #: Whether every run of the method draws Gaussian noise (see :attr:`draws_gaussian_noise`).
+    GAUSSIAN_NOISE: ClassVar[bool] = False
 
     #: Old field names of stored runs and the names they have now (one name per concept
     #: across methods), so ``run.json`` written before the rename still reads and resumes.
@@ -261,8 +310,9 @@ class RunSettings:
 
     @property
     def draws_gaussian_noise(self) -> bool:
-        """Whether the run draws Gaussian noise (:data:`bnnkit.inference._noise.GENERATOR`)."""
-        return False
+        """Whether the run draws Gaussian noise (:data:`bnnkit.inference._noise.GENERATOR`):
+        :attr:`GAUSSIAN_NOISE`, unless the Config's settings decide."""
+        return self.GAUSSIAN_NOISE
 
     def budget(self) -> Budget:
         """How long the driver runs this call and whether it extends the run until it mixes:
@@ -350,6 +400,67 @@ def check_until(config: Any) -> None:
         raise ConfigError(f"unknown --until {config.until!r}; allowed: {', '.join(UNTIL)}")
     if config.max_time is None:
         raise ConfigError("--until needs --max-time: a time budget such as 30m or 2h")
+
+
+def lowercase_choices(config: Any, **allowed: tuple[str, ...]) -> None:
+    """Each named setting of a (frozen) Config in lower case, and one of its ``allowed``
+    values, else a one-line ConfigError naming the flag and listing them.
+
+    Example:
+        >>> from bnnkit.inference import sgmcmc
+        >>> sgmcmc.Config(init_step_size=0.1, num_epochs=2, batch_size=4, noise="Gaussian").noise
+        'gaussian'
+    """
+    for name in allowed:
+        object.__setattr__(config, name, str(getattr(config, name)).lower())
+    for name, choices in allowed.items():
+        check_choice(type(config), name, getattr(config, name), choices)
+
+
+def epochs_after_burn_in(config: Any) -> int:
+    """The epochs after a Config's ``num_burn_in``, once its schedule fits in them: at least
+    one, and with ``step_size_schedule`` ``"cyclical"`` a ``cycle_length`` no longer than
+    they are (a ``cycle_length`` of another schedule refused).
+
+    Raises:
+        ConfigError: a burn-in as long as the run, or a cycle that is missing, too long or
+            given to another schedule.
+    """
+    if not config.num_burn_in < config.num_epochs:
+        raise ConfigError(
+            f"--num-burn-in {config.num_burn_in} must be smaller than "
+            f"--num-epochs {config.num_epochs}"
+        )
+    after = config.num_epochs - config.num_burn_in
+    if config.step_size_schedule == "cyclical":
+        if config.cycle_length is None:
+            raise ConfigError(
+                "--step-size-schedule cyclical needs --cycle-length (epochs per cycle)"
+            )
+        if config.cycle_length > after:
+            raise ConfigError(
+                f"--cycle-length {config.cycle_length} epochs does not fit in "
+                f"the {after} epochs after the burn-in; allowed: 1..{after}"
+            )
+    elif config.cycle_length is not None:
+        raise ConfigError("--cycle-length applies to --step-size-schedule cyclical only")
+    return after
+
+
+def burn_in_schedule(config: Any, steps_per_epoch: int, final: float | None) -> Schedule:
+    """The step size of a Config's ``step_size_schedule`` as a function of the update count:
+    ``"cyclical"``, constant over the burn-in and then cosine cycles of ``cycle_length``
+    epochs (:func:`~bnnkit.schedules.cyclical_cosine`); else a cosine over the burn-in from
+    ``init_step_size`` to ``final`` (default: ``init_step_size``), then constant
+    (:func:`~bnnkit.schedules.constant_after_cosine_burnin`).
+    """
+    burn = config.num_burn_in * steps_per_epoch
+    if config.step_size_schedule == "cyclical":
+        return schedules.cyclical_cosine(
+            config.init_step_size, burn, config.cycle_length * steps_per_epoch
+        )
+    final = config.init_step_size if final is None else final
+    return schedules.constant_after_cosine_burnin(config.init_step_size, final, burn)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -516,3 +627,8 @@ class EpochSettings(RunSettings):
             vmap_members=vmap_members,
             augment=self.augment,
         )
+
+    def loop(self, num_train: int) -> Loop:
+        """One member's :meth:`epoch_loop`, its last epoch kept (a method with members or a
+        burn-in states its own)."""
+        return self.epoch_loop(num_train)

@@ -58,7 +58,7 @@ import optax
 
 from bnnkit.errors import ConfigError
 from bnnkit.inference import sgd
-from bnnkit.inference.base import Loop, Method, model_key
+from bnnkit.inference.base import Method, model_key, state_position
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.models import registry
 from bnnkit.posterior.mc_dropout import MCDropout
@@ -112,9 +112,6 @@ class Config(sgd.Config):
     @property
     def label(self) -> str:
         return f"MC dropout (T={self.num_passes})"
-
-    def loop(self, num_train: int) -> Loop:
-        return self.epoch_loop(num_train)
 
 
 def check_problem(problem) -> None:
@@ -208,5 +205,5 @@ def build(log_posterior: LogPosterior, config: Config) -> Method:
         posterior=functools.partial(
             posterior, rate=float(log_posterior.dropout_rate), num_passes=config.num_passes
         ),
-        position=sgd.position,
+        position=state_position,
     )

@@ -109,12 +109,11 @@ from typing import ClassVar
 from bnnkit.errors import ConfigError
 from bnnkit.inference import host_leapfrog
 from bnnkit.inference.adaptation import halton_bits
-from bnnkit.inference.base import HamiltonianSettings, Method, position_only
+from bnnkit.inference.base import HamiltonianSettings, Method, sampler
 from bnnkit.inference.chees import MIN_POOLED_CHAINS
-from bnnkit.inference.hmc_kernel import HMCState, init, step, trajectory_steps
+from bnnkit.inference.hmc_kernel import init, step, trajectory_steps
 from bnnkit.inference.hmc_modes import ADAPT_MODES, hmc_adaptation
 from bnnkit.inference.host_leapfrog import INTEGRATORS
-from bnnkit.posterior import Samples
 from bnnkit.settings import LEAPFROG_STEPS, Exclusive, check_choice, check_numbers, setting
 from bnnkit.types import Batch, Params
 
@@ -332,15 +331,6 @@ class Config(HamiltonianSettings):
         return adapt
 
 
-def posterior(kept: HMCState) -> Samples:
-    """The kept states' positions as samples of one chain."""
-    return Samples.from_single_chain(kept.position)
-
-
-def position(state: HMCState) -> Params:
-    return state.position
-
-
 def build(log_posterior: Callable, config: Config) -> Method:
     """Full-batch HMC on ``log_posterior(params, batch)``.
 
@@ -352,7 +342,7 @@ def build(log_posterior: Callable, config: Config) -> Method:
             under ``jax.vmap(..., axis_name=MEMBERS)`` over the chains, as the run driver does.
 
     Returns:
-        A :class:`~bnnkit.inference.base.Method` whose ``posterior`` returns
+        A :func:`~bnnkit.inference.base.sampler`: its ``posterior`` is the kept positions as
         :class:`~bnnkit.posterior.Samples`.
     """
     adaptation = hmc_adaptation(
@@ -369,27 +359,20 @@ def build(log_posterior: Callable, config: Config) -> Method:
         jitter_bits=halton_bits(config.num_iterations) if adaptation.jittered else None,
         max_steps=config.max_num_leapfrog_steps,
     )
+    bound = dict(log_posterior=log_posterior, adaptation=adaptation)  # init's and step's
     iteration = functools.partial(
         step,
-        log_posterior=log_posterior,
-        adaptation=adaptation,
+        **bound,
         num_burn_in=config.num_burn_in,
         mh_during_burn_in=config.mh_during_burn_in,
         divergence_threshold=config.divergence_threshold,
         **trajectory,
     )
-    return Method(
+    return sampler(
         init=functools.partial(
-            init,
-            log_posterior=log_posterior,
-            adaptation=adaptation,
-            step_size=config.step_size,
-            trajectory_len=config.trajectory_len,
+            init, **bound, step_size=config.step_size, trajectory_len=config.trajectory_len
         ),
         step=iteration,
-        posterior=posterior,
-        position=position,
-        draw=position_only,
         step_members=host_leapfrog.build(
             log_posterior,
             config.integrator,

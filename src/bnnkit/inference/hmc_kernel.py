@@ -61,6 +61,16 @@ class HMCState(NamedTuple):
     chees: ChEESAdaptationState
     iteration: jax.Array
 
+    @classmethod
+    def at(
+        cls, point: Any, tuned: HMCAdaptationState, tuning: Tuning, iteration: jax.Array
+    ) -> HMCState:
+        """The state at ``point`` (a ``blackjax.mcmc.hmc.HMCState``: position, log density
+        and gradient) with the adaptation's state ``tuned`` and the next iteration's
+        ``tuning``, after ``iteration`` iterations: this state's fields are those three's, in
+        their order, then the iteration's."""
+        return cls(*point, *tuning, *tuned, iteration)
+
 
 class HMCInfo(NamedTuple):
     """Diagnostics of one HMC iteration (the run log's keys).
@@ -107,18 +117,7 @@ def init(
     tuned, tuning = adaptation.init(
         key, start, lambda p: log_posterior(p, batch), step_size, trajectory_len
     )
-    return HMCState(
-        position=params,
-        logdensity=logdensity,
-        logdensity_grad=grad,
-        step_size=tuning.step_size,
-        trajectory_len=tuning.trajectory_len,
-        inverse_mass_matrix=tuning.inverse_mass_matrix,
-        adaptation=tuned.step,
-        windows=tuned.windows,
-        chees=tuned.chees,
-        iteration=jnp.zeros((), jnp.int32),
-    )
+    return HMCState.at(start, tuned, tuning, jnp.zeros((), jnp.int32))
 
 
 def wanted_steps(state: HMCState, *, jitter_bits: int | None, early_until: int = -1) -> jax.Array:
@@ -335,18 +334,7 @@ def adapted(state: HMCState, moved: Transition, adaptation: Adaptation) -> tuple
         moved.info,
         Tuning(state.step_size, state.trajectory_len, state.inverse_mass_matrix),
     )
-    new_state = HMCState(
-        position=proposal.position,
-        logdensity=proposal.logdensity,
-        logdensity_grad=proposal.logdensity_grad,
-        step_size=tuning.step_size,
-        trajectory_len=tuning.trajectory_len,
-        inverse_mass_matrix=tuning.inverse_mass_matrix,
-        adaptation=tuned.step,
-        windows=tuned.windows,
-        chees=tuned.chees,
-        iteration=state.iteration + 1,
-    )
+    new_state = HMCState.at(proposal, tuned, tuning, state.iteration + 1)
     return new_state, HMCInfo(
         acceptance_rate=moved.acceptance,
         accepted=moved.accepted,

@@ -59,7 +59,7 @@ import jax.numpy as jnp
 from bnnkit import schedules
 from bnnkit.errors import ConfigError
 from bnnkit.inference._noise import stacked_normal_like
-from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
+from bnnkit.inference.base import EpochSettings, Method, model_key
 from bnnkit.inference.vi import has_closed_form_kl
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.posterior.diag_gaussian import DiagGaussian
@@ -105,6 +105,7 @@ class Config(EpochSettings):
     """
 
     METHOD: ClassVar[str] = "ivon"
+    GAUSSIAN_NOISE: ClassVar[bool] = True
 
     beta1: float = setting(
         0.9, help="β₁, decay of the gradient momentum, in [0, 1)", bounds=(0.0, Exclusive(1.0))
@@ -136,15 +137,8 @@ class Config(EpochSettings):
     )
 
     @property
-    def draws_gaussian_noise(self) -> bool:
-        return True
-
-    @property
     def label(self) -> str:
         return f"IVON ({self.ivon_num_draws} samples)"
-
-    def loop(self, num_train: int) -> Loop:
-        return self.epoch_loop(num_train)
 
 
 def check_prior(prior: Prior) -> None:

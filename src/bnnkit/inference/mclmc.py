@@ -77,13 +77,11 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from bnnkit.errors import ConfigError
-from bnnkit.inference.base import IterationSettings, Method, position_only
+from bnnkit.inference.base import IterationSettings, Method, sampler
 from bnnkit.inference.mclmc_kernel import step
-from bnnkit.inference.mclmc_state import MCLMCState, init
+from bnnkit.inference.mclmc_state import init
 from bnnkit.inference.mclmc_tuning import Schedule, Tuner
-from bnnkit.posterior import Samples
 from bnnkit.settings import Exclusive, check_choice, setting
-from bnnkit.types import Params
 
 #: Gradient evaluations of one isokinetic McLachlan step: its two position updates each
 #: evaluate the log density and its gradient (the first momentum update reuses the last one).
@@ -314,40 +312,26 @@ def tuner(config: Config) -> Tuner:
     )
 
 
-def posterior(kept: MCLMCState) -> Samples:
-    """The kept states' positions as samples of one chain."""
-    return Samples.from_single_chain(kept.position)
-
-
-def position(state: MCLMCState) -> Params:
-    return state.position
-
-
 def build(log_posterior: Callable, config: Config) -> Method:
     """MCLMC on ``log_posterior(params, batch)``, tuned per chain during burn-in.
 
     Args:
         log_posterior: the tempered log posterior, e.g. a
             :class:`~bnnkit.log_posterior.LogPosterior`.
-        config: the settings.
+        config: the settings: the tuning's schedule (:func:`schedule`) and constants
+            (:func:`tuner`), and the first step size.
 
     Returns:
-        A :class:`~bnnkit.inference.base.Method` whose ``posterior`` returns
+        A :func:`~bnnkit.inference.base.sampler`: its ``posterior`` is the kept positions as
         :class:`~bnnkit.posterior.Samples`.
     """
-    plan = schedule(config)
-    return Method(
+    bound = dict(log_posterior=log_posterior, schedule=schedule(config))  # init's and step's
+    return sampler(
         init=functools.partial(
             init,
-            log_posterior=log_posterior,
-            schedule=plan,
+            **bound,
             step_size=config.step_size,
             coordinates=config.autocorrelation_coordinates,
         ),
-        step=functools.partial(
-            step, log_posterior=log_posterior, schedule=plan, tuner=tuner(config)
-        ),
-        posterior=posterior,
-        position=position,
-        draw=position_only,
+        step=functools.partial(step, **bound, tuner=tuner(config)),
     )

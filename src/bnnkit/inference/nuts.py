@@ -44,9 +44,8 @@ from blackjax.mcmc import integrators, metrics, termination, trajectory
 from blackjax.mcmc.nuts import NUTSInfo as BlackJAXNUTSInfo
 
 from bnnkit.inference.adaptation import Adaptation, Tuning
-from bnnkit.inference.base import HamiltonianSettings, Method, position_only
+from bnnkit.inference.base import HamiltonianSettings, Method, sampler
 from bnnkit.inference.mass_windows import WindowState, window_adaptation
-from bnnkit.posterior import Samples
 from bnnkit.settings import Exclusive, setting
 from bnnkit.types import Batch, Key, Params
 
@@ -292,25 +291,17 @@ def step(
     )
 
 
-def posterior(kept: NUTSState) -> Samples:
-    """The kept states' positions as samples of one chain."""
-    return Samples.from_single_chain(kept.position)
-
-
-def position(state: NUTSState) -> Params:
-    return state.position
-
-
 def build(log_posterior: Callable, config: Config) -> Method:
     """NUTS on ``log_posterior(params, batch)`` with window adaptation during burn-in.
 
     Args:
         log_posterior: the tempered log posterior, e.g. a
             :class:`~bnnkit.log_posterior.LogPosterior`.
-        config: the settings.
+        config: the settings: the burn-in, acceptance rate and mass matrix of the window
+            adaptation, the first step size, and the deepest tree.
 
     Returns:
-        A :class:`~bnnkit.inference.base.Method` whose ``posterior`` returns
+        A :func:`~bnnkit.inference.base.sampler`: its ``posterior`` is the kept positions as
         :class:`~bnnkit.posterior.Samples`.
     """
     adaptation = window_adaptation(
@@ -319,18 +310,13 @@ def build(log_posterior: Callable, config: Config) -> Method:
         adapt_mass=config.adapt_mass_matrix,
         divergence_threshold=config.divergence_threshold,
     )
-    return Method(
-        init=functools.partial(
-            init, log_posterior=log_posterior, adaptation=adaptation, step_size=config.step_size
-        ),
+    bound = dict(log_posterior=log_posterior, adaptation=adaptation)  # init's and step's
+    return sampler(
+        init=functools.partial(init, **bound, step_size=config.step_size),
         step=functools.partial(
             step,
-            log_posterior=log_posterior,
-            adaptation=adaptation,
+            **bound,
             max_tree_depth=config.max_tree_depth,
             divergence_threshold=config.divergence_threshold,
         ),
-        posterior=posterior,
-        position=position,
-        draw=position_only,
     )

@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import optax
 
 from bnnkit import schedules
-from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
+from bnnkit.inference.base import EpochSettings, Method, model_key, state_position
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.posterior import Samples
 from bnnkit.settings import Exclusive, setting
@@ -95,9 +95,6 @@ class Config(EpochSettings):
         """The step size as a function of the update count: the paper's cosine to 0 over
         every step of the run."""
         return schedules.cosine(self.init_step_size, self.num_epochs * steps_per_epoch)
-
-    def loop(self, num_train: int) -> Loop:
-        return self.epoch_loop(num_train)
 
 
 def heavy_ball(config: Config, schedule: Schedule, num_data: int) -> optax.GradientTransformation:
@@ -166,10 +163,6 @@ def posterior(kept: SGDState) -> Samples:
     return Samples.from_single_chain(last)
 
 
-def position(state: SGDState) -> Params:
-    return state.position
-
-
 def build(log_posterior: LogPosterior, config: Config) -> Method:
     """SGD with heavy-ball momentum on ``-log_posterior``.
 
@@ -191,5 +184,5 @@ def build(log_posterior: LogPosterior, config: Config) -> Method:
             step, log_posterior=log_posterior, optimizer=optimizer, schedule=schedule
         ),
         posterior=posterior,
-        position=position,
+        position=state_position,
     )

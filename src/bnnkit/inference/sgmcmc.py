@@ -46,14 +46,22 @@ from typing import ClassVar, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bnnkit import schedules
 from bnnkit.errors import ConfigError
 from bnnkit.inference._noise import DRAWS, NOISES
-from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
+from bnnkit.inference.base import (
+    EpochSettings,
+    Loop,
+    Method,
+    burn_in_schedule,
+    chain_samples,
+    epochs_after_burn_in,
+    lowercase_choices,
+    model_key,
+    state_position,
+)
 from bnnkit.inference.sgd import MOMENTUM_BOUNDS
 from bnnkit.log_posterior import LogPosterior
-from bnnkit.posterior import Samples
-from bnnkit.settings import MEMBERS, UNITS, Exclusive, check_choice, setting
+from bnnkit.settings import MEMBERS, UNITS, Exclusive, setting
 from bnnkit.types import Batch, Key, Params, Schedule
 
 PRECONDITIONERS = ("none", "rmsprop")
@@ -142,30 +150,10 @@ class Config(EpochSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        cls = type(self)
-        for name in ("preconditioner", "noise", "step_size_schedule"):
-            object.__setattr__(self, name, str(getattr(self, name)).lower())
-        check_choice(cls, "preconditioner", self.preconditioner, PRECONDITIONERS)
-        check_choice(cls, "noise", self.noise, NOISES)
-        check_choice(cls, "step_size_schedule", self.step_size_schedule, SCHEDULES)
-        if not 0 <= self.num_burn_in < self.num_epochs:
-            raise ConfigError(
-                f"--num-burn-in {self.num_burn_in} must be >= 0 and "
-                f"smaller than --num-epochs {self.num_epochs}"
-            )
-        after = self.num_epochs - self.num_burn_in
-        if self.step_size_schedule == "cyclical":
-            if self.cycle_length is None:
-                raise ConfigError(
-                    "--step-size-schedule cyclical needs --cycle-length (epochs per cycle)"
-                )
-            if not 1 <= self.cycle_length <= after:
-                raise ConfigError(
-                    f"--cycle-length {self.cycle_length} epochs does not fit in "
-                    f"the {after} epochs after the burn-in; allowed: 1..{after}"
-                )
-        elif self.cycle_length is not None:
-            raise ConfigError("--cycle-length applies to --step-size-schedule cyclical only")
+        lowercase_choices(
+            self, preconditioner=PRECONDITIONERS, noise=NOISES, step_size_schedule=SCHEDULES
+        )
+        after = epochs_after_burn_in(self)
         if self.ensemble_freq is None:
             default = self.cycle_length if self.step_size_schedule == "cyclical" else 1
             object.__setattr__(self, "ensemble_freq", default)
@@ -194,14 +182,8 @@ class Config(EpochSettings):
         return name
 
     def schedule(self, steps_per_epoch: int) -> Schedule:
-        """The step size as a function of the update count."""
-        burn = self.num_burn_in * steps_per_epoch
-        if self.step_size_schedule == "cyclical":
-            return schedules.cyclical_cosine(
-                self.init_step_size, burn, self.cycle_length * steps_per_epoch
-            )
-        final = self.init_step_size if self.final_step_size is None else self.final_step_size
-        return schedules.constant_after_cosine_burnin(self.init_step_size, final, burn)
+        """The step size as a function of the update count (:func:`burn_in_schedule`)."""
+        return burn_in_schedule(self, steps_per_epoch, self.final_step_size)
 
     def loop(self, num_train: int) -> Loop:
         return self.epoch_loop(
@@ -293,15 +275,6 @@ def step(
     return SGMCMCState(position, momentum, v, state.count + 1), SGMCMCInfo(value, eta)
 
 
-def posterior(kept: SGMCMCState) -> Samples:
-    """The kept positions as samples of one chain."""
-    return Samples.from_single_chain(kept.position)
-
-
-def position(state: SGMCMCState) -> Params:
-    return state.position
-
-
 def build(log_posterior: LogPosterior, config: Config) -> Method:
     """SGLD (``momentum_decay=0``) or SGHMC, optionally RMSprop-preconditioned.
 
@@ -326,6 +299,6 @@ def build(log_posterior: LogPosterior, config: Config) -> Method:
             noise=config.noise,
             rmsprop_decay=config.rmsprop_decay if precondition else None,
         ),
-        posterior=posterior,
-        position=position,
+        posterior=chain_samples,
+        position=state_position,
     )

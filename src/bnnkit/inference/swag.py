@@ -49,14 +49,21 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from bnnkit import schedules
 from bnnkit.errors import ConfigError
 from bnnkit.inference import sgd
 from bnnkit.inference.adaptation import any_chain
-from bnnkit.inference.base import Loop, Method, model_key
+from bnnkit.inference.base import (
+    Loop,
+    Method,
+    burn_in_schedule,
+    epochs_after_burn_in,
+    lowercase_choices,
+    model_key,
+    state_position,
+)
 from bnnkit.log_posterior import LogPosterior
 from bnnkit.posterior.low_rank_gaussian import LowRankGaussian
-from bnnkit.settings import Exclusive, check_choice, setting
+from bnnkit.settings import Exclusive, setting
 from bnnkit.types import Batch, Key, Params, Schedule
 
 SCHEDULES = ("constant", "cyclical")
@@ -153,45 +160,21 @@ class Config(sgd.Config):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        object.__setattr__(self, "step_size_schedule", str(self.step_size_schedule).lower())
-        check_choice(type(self), "step_size_schedule", self.step_size_schedule, SCHEDULES)
-        if not self.num_burn_in < self.num_epochs:
+        lowercase_choices(self, step_size_schedule=SCHEDULES)
+        epochs_after_burn_in(self)
+        if self.step_size_schedule == "cyclical" and self.swag_step_size is not None:
             raise ConfigError(
-                f"--num-burn-in {self.num_burn_in} must be smaller than "
-                f"--num-epochs {self.num_epochs}"
+                "--swag-step-size applies to --step-size-schedule constant "
+                "only; the cyclical schedule decays to 0 in every cycle"
             )
-        after = self.num_epochs - self.num_burn_in
-        if self.step_size_schedule == "cyclical":
-            if self.cycle_length is None:
-                raise ConfigError(
-                    "--step-size-schedule cyclical needs --cycle-length (epochs per cycle)"
-                )
-            if self.cycle_length > after:
-                raise ConfigError(
-                    f"--cycle-length {self.cycle_length} epochs does not fit in "
-                    f"the {after} epochs after the burn-in; allowed: 1..{after}"
-                )
-            if self.swag_step_size is not None:
-                raise ConfigError(
-                    "--swag-step-size applies to --step-size-schedule constant "
-                    "only; the cyclical schedule decays to 0 in every cycle"
-                )
-        elif self.cycle_length is not None:
-            raise ConfigError("--cycle-length applies to --step-size-schedule cyclical only")
 
     @property
     def label(self) -> str:
         return "SWAG" if self.num_members == 1 else f"MultiSWAG (M={self.num_members})"
 
     def schedule(self, steps_per_epoch: int) -> Schedule:
-        """The step size as a function of the update count."""
-        burn = self.num_burn_in * steps_per_epoch
-        if self.step_size_schedule == "cyclical":
-            return schedules.cyclical_cosine(
-                self.init_step_size, burn, self.cycle_length * steps_per_epoch
-            )
-        final = self.init_step_size if self.swag_step_size is None else self.swag_step_size
-        return schedules.constant_after_cosine_burnin(self.init_step_size, final, burn)
+        """The step size as a function of the update count (:func:`burn_in_schedule`)."""
+        return burn_in_schedule(self, steps_per_epoch, self.swag_step_size)
 
     def collection_steps(self, steps_per_epoch: int) -> tuple[int, int]:
         """``(B, c)``: the burn-in in steps and the steps between collections; the iterate after
@@ -311,10 +294,6 @@ def posterior(kept: SWAGState, *, max_rank: int, num_draws: int) -> LowRankGauss
     return posterior_of(last, max_rank, num_draws)
 
 
-def position(state: SWAGState) -> Params:
-    return state.position
-
-
 def collection_steps(config: Config, num_data: int) -> tuple[int, int]:
     """``(B, c)`` of :meth:`Config.collection_steps` on ``num_data`` training examples.
 
@@ -367,5 +346,5 @@ def build(log_posterior: LogPosterior, config: Config) -> Method:
         posterior=functools.partial(
             posterior, max_rank=config.max_rank, num_draws=config.swag_num_draws
         ),
-        position=position,
+        position=state_position,
     )

@@ -64,11 +64,11 @@ import optax
 from bnnkit import schedules
 from bnnkit.inference._layer_noise import ESTIMATORS, check_network, noisy_apply
 from bnnkit.inference._noise import stacked_normal_like
-from bnnkit.inference.base import EpochSettings, Loop, Method, model_key
+from bnnkit.inference.base import EpochSettings, Method, lowercase_choices, model_key
 from bnnkit.inference.sgd import MOMENTUM_BOUNDS
 from bnnkit.log_posterior import LATENT_COLLECTIONS, LogPosterior, network_variables
 from bnnkit.posterior.diag_gaussian import DiagGaussian, inverse_softplus
-from bnnkit.settings import DRAWS, Exclusive, check_at_least, check_choice, setting
+from bnnkit.settings import DRAWS, Exclusive, check_at_least, setting
 from bnnkit.types import Batch, Key, Params
 
 OPTIMIZERS = ("adam", "sgd")
@@ -170,6 +170,7 @@ class Config(EpochSettings):
     """
 
     METHOD: ClassVar[str] = "vi"
+    GAUSSIAN_NOISE: ClassVar[bool] = True
 
     optimizer: str = setting(
         "adam",
@@ -216,25 +217,16 @@ class Config(EpochSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        lowercase_choices(
+            self, optimizer=OPTIMIZERS, kl_weighting=KL_WEIGHTINGS, vi_estimator=ESTIMATORS
+        )
         cls = type(self)
-        for name in ("optimizer", "kl_weighting", "vi_estimator"):
-            object.__setattr__(self, name, str(getattr(self, name)).lower())
-        check_choice(cls, "optimizer", self.optimizer, OPTIMIZERS)
-        check_choice(cls, "kl_weighting", self.kl_weighting, KL_WEIGHTINGS)
-        check_choice(cls, "vi_estimator", self.vi_estimator, ESTIMATORS)
         check_at_least(cls, "vi_num_samples", self.vi_num_samples, 1)
         check_at_least(cls, "vi_ensemble_size", self.vi_ensemble_size, 1)
 
     @property
-    def draws_gaussian_noise(self) -> bool:
-        return True
-
-    @property
     def label(self) -> str:
         return f"MFVI ({self.vi_ensemble_size} samples)"
-
-    def loop(self, num_train: int) -> Loop:
-        return self.epoch_loop(num_train)
 
 
 class Objective(NamedTuple):
@@ -323,19 +315,11 @@ def layer_noise_log_likelihood(
     return jnp.mean(jax.vmap(one)(positions, eps, keys))
 
 
-def expected_log_likelihood(
-    q: DiagGaussian,
-    draws: Params | None,
-    eps: Params | None,
-    layer_key: Key,
-    batch: Batch,
-    *,
-    objective: Objective,
+def weights_log_likelihood(
+    draws: Params, layer_key: Key, batch: Batch, *, objective: Objective
 ) -> jax.Array:
-    """``(1/S) Σ_s Σ_{n∈B} log p(y_n | x_n, θ_s)`` by the objective's estimator."""
+    """The log likelihood averaged over S weight draws (the ``"weights"`` estimator)."""
     lp = objective.log_posterior
-    if objective.estimator != "weights":
-        return layer_noise_log_likelihood(q, draws, eps, layer_key, batch, objective=objective)
     if objective.num_samples == 1:  # no vmap: the plain network call is cheapest
         return lp.log_likelihood(
             jax.tree.map(lambda a: a[0], draws), batch, key=model_key(layer_key)
@@ -362,7 +346,11 @@ def negative_objective(
     mean, rho = variational
     q = DiagGaussian.from_rho(mean, rho)
     draws = None if eps is None else jax.tree.map(lambda m, s, e: m + s * e, q.mean, q.std, eps)
-    log_lik = expected_log_likelihood(q, draws, eps, layer_key, batch, objective=objective)
+    # (1/S) Σ_s Σ_{n∈B} log p(y_n | x_n, θ_s) by the objective's estimator.
+    if objective.estimator == "weights":
+        log_lik = weights_log_likelihood(draws, layer_key, batch, objective=objective)
+    else:
+        log_lik = layer_noise_log_likelihood(q, draws, eps, layer_key, batch, objective=objective)
     expected_ll = lp.data_weight(batch.x.shape[0]) * log_lik
     if objective.closed_form:
         kl = lp.prior.kl_closed_form(q.mean, q.std)

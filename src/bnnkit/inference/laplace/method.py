@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnnkit.errors import ConfigError
-from bnnkit.inference.base import Loop, Method, RunSettings
+from bnnkit.inference.base import Loop, Method, RunSettings, state_position
 from bnnkit.inference.laplace import ggn as curvature
 from bnnkit.inference.laplace import structures
 from bnnkit.inference.laplace.evidence import check_prior_precision
@@ -278,10 +278,6 @@ def posterior(kept: LaplaceState, **settings):
     return post
 
 
-def position(state: LaplaceState) -> Params:
-    return state.position
-
-
 def build(
     log_posterior: LogPosterior,
     config: Config,
@@ -317,7 +313,7 @@ def build(
             num_draws=config.num_samples,
             predictive=config.predictive,
         ),
-        position=position,
+        position=state_position,
     )
 
 

@@ -97,6 +97,17 @@ def _evidence(
     return info
 
 
+def _eigen_evidence(info: dict, eigenvalues: np.ndarray, **evidence: Any) -> dict:
+    """:func:`_evidence` of a precision given by its eigenvalues (the diagonal's entries,
+    K-FAC's products of its factors' eigenvalues): ``log det = Σ log e``."""
+    return _evidence(
+        info,
+        num=int(eigenvalues.size),
+        log_det=float(np.sum(np.log(eigenvalues))),
+        **evidence,
+    )
+
+
 def diagonal(
     mean: Params,
     ggn: Params,
@@ -138,14 +149,8 @@ def diagonal(
     flat_mean, unravel = ravel_pytree(mean)
     precision = unravel(jnp.asarray(e, flat_mean.dtype))
     known = None if prior_precision is not None else float(jax.jit(log_prior)(mean))
-    info = _evidence(
-        info,
-        num=int(e.size),
-        log_det=float(np.sum(np.log(e))),
-        theta=theta,
-        log_likelihood=log_likelihood,
-        log_prior=known,
-        temper=temper,
+    info = _eigen_evidence(
+        info, e, theta=theta, log_likelihood=log_likelihood, log_prior=known, temper=temper
     )
     return DiagLaplace(mean, precision, info=info, **fields)
 
@@ -245,14 +250,8 @@ def kronecker(
         if prior_precision is None and network_variables(mean) is mean
         else None
     )
-    info = _evidence(
-        info,
-        num=int(flat.size),
-        log_det=float(np.sum(np.log(flat))),
-        theta=theta,
-        log_likelihood=log_likelihood,
-        log_prior=known,
-        temper=temper,
+    info = _eigen_evidence(
+        info, flat, theta=theta, log_likelihood=log_likelihood, log_prior=known, temper=temper
     )
     return KFACLaplace(mean, layers, info=info, **fields)
 
