@@ -32,12 +32,9 @@ the posterior mean and σ² = T / Λ_ii for posterior precision Λ
 
 Example:
     >>> import jax, jax.numpy as jnp
-    >>> from bnnkit import likelihoods, models, priors
-    >>> from bnnkit.log_posterior import LogPosterior
+    >>> from bnnkit.toy_problem import linear_log_posterior
     >>> from bnnkit.types import Batch
-    >>> model = models.get("linear", num_outputs=1)
-    >>> lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=1.0), priors.Gaussian(4.0),
-    ...                   num_data=16)
+    >>> model, lp = linear_log_posterior(num_data=16, weight_decay=4.0)
     >>> method = build(lp, Config(init_step_size=0.1, num_epochs=3, batch_size=4))
     >>> state = method.init(None, model.init(jax.random.PRNGKey(0), jnp.ones((1, 2))), None)
     >>> float(state.hess["params"]["Dense_0"]["bias"][0])  # h₀

@@ -36,12 +36,9 @@ tempered pieces (:meth:`~bnnkit.log_posterior.LogPosterior.temper`).
 
 Example:
     >>> import jax, jax.numpy as jnp
-    >>> from bnnkit import likelihoods, models, priors
-    >>> from bnnkit.log_posterior import LogPosterior
+    >>> from bnnkit.toy_problem import linear_log_posterior
     >>> from bnnkit.types import Batch
-    >>> model = models.get("linear", num_outputs=1)
-    >>> lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=1.0), priors.Gaussian(1.0),
-    ...                   num_data=16)
+    >>> model, lp = linear_log_posterior(num_data=16)
     >>> vi = build(lp, Config(init_step_size=1e-2, num_epochs=3, batch_size=4,
     ...                       kl_weighting="blundell"))
     >>> state = vi.init(None, model.init(jax.random.PRNGKey(0), jnp.ones((1, 2))), None)

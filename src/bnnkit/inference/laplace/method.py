@@ -15,13 +15,10 @@ chunk (``Config.loop``: a loop of chunks), starting from the MAP of a finished `
 
 Example:
     >>> import jax, jax.numpy as jnp
-    >>> from bnnkit import likelihoods, models, priors
-    >>> from bnnkit.log_posterior import LogPosterior
+    >>> from bnnkit.toy_problem import linear_log_posterior
     >>> from bnnkit.types import Batch
-    >>> model = models.get("linear", num_outputs=1)
+    >>> model, lp = linear_log_posterior(num_data=20, noise_std=0.5)
     >>> x, y = jax.random.normal(jax.random.PRNGKey(0), (20, 3)), jnp.zeros(20)
-    >>> lp = LogPosterior(model.apply, likelihoods.Gaussian(noise_std=0.5),
-    ...                   priors.Gaussian(1.0), num_data=20)
     >>> method = build(lp, Config(structure="last_layer", num_samples=5))
     >>> state = method.init(None, model.init(jax.random.PRNGKey(1), x[:1]), Batch(x, y))
     >>> for start in (0, 10):
