@@ -1,5 +1,6 @@
 """``bnnkit paper --scale {tiny,small,full} --out DIR``: the whole study of Izmailov et al.
-(2021) end to end, its findings scored and one report (:func:`bnnkit.experiments.paper.paper`).
+(2021) end to end, its findings scored and one report
+(:func:`bnnkit.experiments.paper.study.paper`).
 
 Called again on the same ``DIR`` (same scale and seed), it continues: finished runs are reused
 and cut-off ones resumed.
@@ -14,7 +15,7 @@ from bnnkit.commands.command import Command
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from bnnkit.commands.flags import add_config_arguments
-    from bnnkit.experiments.paper import Config
+    from bnnkit.experiments.paper.scales import Config
 
     p.add_argument(
         "--out",
@@ -30,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bnnkit.commands.flags import config_from_args
-    from bnnkit.experiments.paper import Config, paper
+    from bnnkit.experiments.paper.scales import Config
+    from bnnkit.experiments.paper.study import paper
 
     study = paper(config_from_args(args, Config), args.out, progress=args.progress)
     print(study.markdown())

@@ -1,8 +1,8 @@
 """A study folder's findings: scored from the results its parts wrote, and each finding's
 figure drawn as the paper draws it.
 
-Both read the folder :func:`bnnkit.experiments.paper.paper` fills, so a study's findings can be
-scored again (or drawn) from its results alone.
+Both read the folder :func:`bnnkit.experiments.paper.study.paper` fills, so a study's findings
+can be scored again (or drawn) from its results alone.
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ from typing import Any
 
 from bnnkit import storage
 from bnnkit.experiments.paper.layout import (
-    FINDING_FIGURE,
     FINDINGS_FILE,
     FINDINGS_JSON,
     PARTS,
@@ -35,6 +34,7 @@ from bnnkit.experiments.paper.part_settings import (
 from bnnkit.experiments.paper.results import finding_figures, findings
 from bnnkit.experiments.paper.scales import Config
 from bnnkit.experiments.paper.verdicts import Finding, findings_markdown
+from bnnkit.report.kinds import FINDING_FIGURE
 
 
 @dataclasses.dataclass(frozen=True)
