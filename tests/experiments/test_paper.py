@@ -13,6 +13,7 @@ import pytest
 from bnnkit import storage
 from bnnkit.cli import main
 from bnnkit.errors import ConfigError
+from bnnkit.experiments.paper import verdicts
 from bnnkit.experiments.paper.layout import FINDINGS_JSON, PARTS, REPORT_DIR, SETTINGS_FILE
 from bnnkit.experiments.paper.levels import FEW_DRAWS, NOT_RECORDED, VOUCHED, weakest_verdict
 from bnnkit.experiments.paper.method_rows import beats_standard_settings
@@ -20,17 +21,7 @@ from bnnkit.experiments.paper.part_settings import compare_settings, prior_setti
 from bnnkit.experiments.paper.results import findings
 from bnnkit.experiments.paper.scales import BASELINE_PRIORS, CIFAR_METHODS, SCALES, Config
 from bnnkit.experiments.paper.study import paper
-from bnnkit.experiments.paper.verdicts import (
-    Finding,
-    assessed,
-    finding_ensembles_close,
-    finding_hmc_beats_standard,
-    finding_no_cold_posterior,
-    finding_one_long_chain,
-    finding_poor_under_shift,
-    finding_prior_robust,
-    findings_markdown,
-)
+from bnnkit.experiments.paper.verdicts import Finding, assessed, findings_markdown
 from bnnkit.report.kinds import FINDING_FIGURE
 from experiment_checks import png_ok
 
@@ -61,19 +52,19 @@ def _compare(hmc_nll: float, ens_tv: float) -> dict:
 
 
 def test_finding_one_needs_hmc_below_both_sgd_and_the_ensemble():
-    assert finding_hmc_beats_standard(_compare(0.6, 0.2), True).verdict == "reproduced"
+    assert verdicts.finding_hmc_beats_standard(_compare(0.6, 0.2), True).verdict == "reproduced"
     # Below SGD (0.90) but above the ensemble (0.70): not reproduced.
-    found = finding_hmc_beats_standard(_compare(0.8, 0.2), False)
+    found = verdicts.finding_hmc_beats_standard(_compare(0.8, 0.2), False)
     assert found.verdict == "not reproduced"
     assert "not a reference" in found.caveat
-    assert finding_hmc_beats_standard({}, None).verdict == "not measured"
+    assert verdicts.finding_hmc_beats_standard({}, None).verdict == "not measured"
 
 
 def test_a_finding_on_an_unmixed_reference_is_not_assessable():
-    found = finding_hmc_beats_standard(_compare(0.6, 0.2))
+    found = verdicts.finding_hmc_beats_standard(_compare(0.6, 0.2))
     assert found.verdict == "reproduced"
     # The same figures on chains that failed the within-chain verdict: withheld either way.
-    for figures in (found, finding_hmc_beats_standard(_compare(0.8, 0.2))):
+    for figures in (found, verdicts.finding_hmc_beats_standard(_compare(0.8, 0.2))):
         unmixed = assessed(figures, ["converged", "not-mixed"])
         assert (unmixed.verdict, unmixed.reference) == ("not assessable", "not-mixed")
         assert unmixed.measured == figures.measured
@@ -85,7 +76,7 @@ def test_a_finding_on_an_unmixed_reference_is_not_assessable():
     unjudged = assessed(found, ["converged", None])
     assert (unjudged.verdict, unjudged.reference) == ("not assessable", "not judged")
     # Nothing measured stays "not measured", whatever the reference.
-    missing = assessed(finding_no_cold_posterior(None), ["not-mixed"])
+    missing = assessed(verdicts.finding_no_cold_posterior(None), ["not-mixed"])
     assert missing.verdict == "not measured"
 
 
@@ -147,7 +138,7 @@ def _yacht(hmc_nll: float, sgd_nll: float | None, level: str = "converged") -> d
 def test_finding_one_scores_the_regression_setting_beside_the_images():
     # The images reproduce it (HMC 0.6 below SGD 0.9 and the ensemble 0.7); yacht decides.
     compare = {**_compare(0.6, 0.2), "yacht": _yacht(1.2, 1.4)}
-    found = finding_hmc_beats_standard(compare)
+    found = verdicts.finding_hmc_beats_standard(compare)
     assert found.verdict == "reproduced"
     assert found.measured.endswith(
         "; yacht: NLL reference 1.200, SGD 1.400, ensemble 1.300; RMSE 0.500 / 0.700 / 0.600"
@@ -155,24 +146,26 @@ def test_finding_one_scores_the_regression_setting_beside_the_images():
     assert found.measured.startswith("mnist: NLL reference 0.600")
     # Yacht's reference above SGD's NLL: not reproduced, though the images still are.
     compare["yacht"] = _yacht(1.5, 1.4)
-    assert finding_hmc_beats_standard(compare).verdict == "not reproduced"
+    assert verdicts.finding_hmc_beats_standard(compare).verdict == "not reproduced"
     # On yacht alone, its figures carry the verdict.
-    assert finding_hmc_beats_standard({"yacht": _yacht(1.2, 1.4)}).verdict == "reproduced"
-    assert finding_hmc_beats_standard({"yacht": _yacht(1.5, 1.4)}).verdict == "not reproduced"
+    assert verdicts.finding_hmc_beats_standard({"yacht": _yacht(1.2, 1.4)}).verdict == "reproduced"
+    assert (
+        verdicts.finding_hmc_beats_standard({"yacht": _yacht(1.5, 1.4)}).verdict == "not reproduced"
+    )
     # SGD not run on yacht: said so, and the verdict is the images' alone.
     compare["yacht"] = _yacht(1.5, None)
-    found = finding_hmc_beats_standard(compare)
+    found = verdicts.finding_hmc_beats_standard(compare)
     assert found.verdict == "reproduced"
     assert "yacht: NLL reference 1.500, SGD not run, ensemble 1.300" in found.measured
     assert "RMSE 0.500 / not run / 0.600 (not judged: a method did not run)" in found.measured
-    found = finding_hmc_beats_standard({"yacht": _yacht(1.5, None)})
+    found = verdicts.finding_hmc_beats_standard({"yacht": _yacht(1.5, None)})
     assert found.verdict == "not measured" and "SGD not run" in found.measured
 
 
 def test_finding_one_judges_a_regression_reference_only_where_it_can_carry_a_verdict():
     # Yacht's chains did not mix: shown, not judged, and the images' verdict stands.
     compare = {**_compare(0.6, 0.2), "yacht": _yacht(1.5, 1.4, "not-mixed")}
-    found = finding_hmc_beats_standard(compare)
+    found = verdicts.finding_hmc_beats_standard(compare)
     assert found.verdict == "reproduced"
     assert found.measured.endswith(
         "(not judged: its reference's chains did not mix or were not judged)"
@@ -181,16 +174,16 @@ def test_finding_one_judges_a_regression_reference_only_where_it_can_carry_a_ver
     # The reference levels find it reproducible: judged, and its worse NLL decides.
     compare["yacht"]["rows"][0]["levels"] = "reproducible"
     assert beats_standard_settings(compare) == ["mnist", "yacht"]
-    assert finding_hmc_beats_standard(compare).verdict == "not reproduced"
+    assert verdicts.finding_hmc_beats_standard(compare).verdict == "not reproduced"
     # Alone and unmixed, yacht carries the finding, whose level then withholds the verdict.
     compare = {"yacht": _yacht(1.2, 1.4, "not-mixed")}
     assert beats_standard_settings(compare) == ["yacht"]
-    found = assessed(finding_hmc_beats_standard(compare), ["not-mixed"])
+    found = assessed(verdicts.finding_hmc_beats_standard(compare), ["not-mixed"])
     assert found.verdict == "not assessable"
 
 
 def test_one_verdict_decides_whether_a_finding_is_assessed():
-    found = finding_hmc_beats_standard(_compare(0.6, 0.2))
+    found = verdicts.finding_hmc_beats_standard(_compare(0.6, 0.2))
     assert weakest_verdict(["certified", "reproducible"]) == "reproducible"
     assert weakest_verdict(["reproducible", "not a reference"]) == "not a reference"
     assert weakest_verdict(["not a reference", None]) == NOT_RECORDED
@@ -203,10 +196,10 @@ def test_one_verdict_decides_whether_a_finding_is_assessed():
         "reference reproducible",
     )
     # Not a reference, or not judged: withheld.
-    for verdicts in (["certified", "not a reference"], ["certified", None]):
-        withheld = assessed(found, [None, None], verdicts)
-        assert withheld.verdict == "not assessable", verdicts
-        assert withheld.reference == weakest_verdict(verdicts)
+    for reference_verdicts in (["certified", "not a reference"], ["certified", None]):
+        withheld = assessed(found, [None, None], reference_verdicts)
+        assert withheld.verdict == "not assessable", reference_verdicts
+        assert withheld.reference == weakest_verdict(reference_verdicts)
     certified = assessed(found, [None], ["certified"])
     assert (certified.verdict, certified.caveat) == ("reproduced", "reference certified")
     table = findings_markdown([vouched, withheld], "tiny")
@@ -249,16 +242,16 @@ def test_findings_name_the_weakest_verdict_of_each_part_s_runs(tmp_path):
 
 
 def test_finding_six_compares_ensemble_and_sgld_total_variation():
-    assert finding_ensembles_close(_compare(0.6, 0.43)).verdict == "reproduced"  # ≤ 1.1×
-    assert finding_ensembles_close(_compare(0.6, 0.45)).verdict == "not reproduced"
+    assert verdicts.finding_ensembles_close(_compare(0.6, 0.43)).verdict == "reproduced"  # ≤ 1.1×
+    assert verdicts.finding_ensembles_close(_compare(0.6, 0.45)).verdict == "not reproduced"
     # Where MFVI ran, the ensemble must also be closer than it; a picked prior is named.
     compare = _compare(0.6, 0.43)
     compare["mnist"]["rows"].append({"method": "MFVI", "total_variation": 0.42, "agreement": 0.5})
-    found = finding_ensembles_close(compare)
+    found = verdicts.finding_ensembles_close(compare)
     assert found.verdict == "not reproduced" and "MFVI 0.420" in found.measured
     compare["mnist"]["rows"][-1]["total_variation"] = 0.6
     compare["mnist"]["rows"][2]["prior"] = "fanin_gaussian:scale=14.142"
-    found = finding_ensembles_close(compare)
+    found = verdicts.finding_ensembles_close(compare)
     assert found.verdict == "reproduced" and "scale=14.142" in found.caveat
 
 
@@ -275,13 +268,20 @@ def _convergence(one: float, several: float, n: int) -> dict:
 
 def test_finding_two_allows_two_binomial_standard_errors():
     # a = 0.9 on n = 1,000 points: 2 SE = 2·√(0.09/1000) ≈ 0.019.
-    assert finding_one_long_chain(_convergence(0.885, 0.9, 1000), True).verdict == "reproduced"
-    assert finding_one_long_chain(_convergence(0.875, 0.9, 1000), True).verdict == "not reproduced"
+    assert (
+        verdicts.finding_one_long_chain(_convergence(0.885, 0.9, 1000), True).verdict
+        == "reproduced"
+    )
+    assert (
+        verdicts.finding_one_long_chain(_convergence(0.875, 0.9, 1000), True).verdict
+        == "not reproduced"
+    )
     # The same gap on 100,000 points is 8 standard errors: a real difference.
     assert (
-        finding_one_long_chain(_convergence(0.885, 0.9, 100_000), True).verdict == "not reproduced"
+        verdicts.finding_one_long_chain(_convergence(0.885, 0.9, 100_000), True).verdict
+        == "not reproduced"
     )
-    assert finding_one_long_chain(None, None).verdict == "not measured"
+    assert verdicts.finding_one_long_chain(None, None).verdict == "not measured"
 
 
 def _temperature(hmc: dict, plain: dict, augmented: dict) -> dict:
@@ -295,19 +295,19 @@ def _temperature(hmc: dict, plain: dict, augmented: dict) -> dict:
 
 def test_finding_three_needs_hmc_best_at_one_and_augmentation_to_gain_from_cooling():
     good = _temperature({1.0: 0.50, 0.1: 0.55}, {1.0: 0.6, 0.1: 0.6}, {1.0: 0.6, 0.1: 0.5})
-    assert finding_no_cold_posterior(good).verdict == "reproduced"
+    assert verdicts.finding_no_cold_posterior(good).verdict == "reproduced"
     cold_hmc = _temperature({1.0: 0.60, 0.1: 0.50}, {1.0: 0.6, 0.1: 0.6}, {1.0: 0.6, 0.1: 0.5})
-    assert finding_no_cold_posterior(cold_hmc).verdict == "not reproduced"
+    assert verdicts.finding_no_cold_posterior(cold_hmc).verdict == "not reproduced"
     no_augment_effect = _temperature({1.0: 0.5}, {1.0: 0.6, 0.1: 0.5}, {1.0: 0.6, 0.1: 0.5})
-    assert finding_no_cold_posterior(no_augment_effect).verdict == "not reproduced"
-    assert finding_no_cold_posterior(None).verdict == "not measured"
+    assert verdicts.finding_no_cold_posterior(no_augment_effect).verdict == "not reproduced"
+    assert verdicts.finding_no_cold_posterior(None).verdict == "not measured"
     # The full-batch line may be MCLMC's (rows say method "hmc" for either sampler).
     mclmc = _temperature({1.0: 0.50, 0.1: 0.55}, {1.0: 0.6, 0.1: 0.6}, {1.0: 0.6, 0.1: 0.5})
     for r in mclmc["rows"]:
         r["method"] = "sgmcmc"
         if r["line"] == "HMC":
             r.update(line="MCLMC", method="hmc")
-    found = finding_no_cold_posterior(mclmc)
+    found = verdicts.finding_no_cold_posterior(mclmc)
     assert found.verdict == "reproduced" and found.measured.startswith("MCLMC NLL at T=1 0.500")
 
 
@@ -334,13 +334,13 @@ def test_finding_three_leaves_out_a_colder_posterior_whose_chains_did_not_mix(tm
 def test_finding_four_bounds_accuracy_spread_by_four_standard_errors():
     # a ≈ 0.9 on 10,000 points: 4 SE = 4·√(0.09/10^4) = 0.012.
     rows = [{"dataset": "mnist160", "accuracy": a, "num_test": 10_000} for a in (0.895, 0.905)]
-    assert finding_prior_robust(rows).verdict == "reproduced"
+    assert verdicts.finding_prior_robust(rows).verdict == "reproduced"
     rows[1]["accuracy"] = 0.915
-    assert finding_prior_robust(rows).verdict == "not reproduced"
+    assert verdicts.finding_prior_robust(rows).verdict == "not reproduced"
     yacht = [{"dataset": "yacht", "rmse": r} for r in (1.0, 1.05)]
-    assert finding_prior_robust(yacht).verdict == "reproduced"
+    assert verdicts.finding_prior_robust(yacht).verdict == "reproduced"
     yacht[1]["rmse"] = 1.3
-    assert finding_prior_robust(yacht).verdict == "not reproduced"
+    assert verdicts.finding_prior_robust(yacht).verdict == "not reproduced"
 
 
 def test_finding_four_reports_the_underfitting_prior_without_judging_it():
@@ -348,13 +348,13 @@ def test_finding_four_reports_the_underfitting_prior_without_judging_it():
         {"dataset": "mnist160", "key": key, "prior": key, "accuracy": a, "num_test": 10_000}
         for key, a in (("gaussian_small", 0.30), ("gaussian", 0.895), ("fanin_gaussian", 0.905))
     ]
-    found = finding_prior_robust(rows)
+    found = verdicts.finding_prior_robust(rows)
     assert found.verdict == "reproduced", found
     assert "over 2 priors" in found.measured
     assert "gaussian_small, not judged: 0.300" in found.measured
     # A spread among the judged priors still fails it.
     rows[2]["accuracy"] = 0.95
-    assert finding_prior_robust(rows).verdict == "not reproduced"
+    assert verdicts.finding_prior_robust(rows).verdict == "not reproduced"
 
 
 def test_finding_four_leaves_out_priors_whose_chains_did_not_mix_and_names_them(tmp_path):
@@ -379,7 +379,7 @@ def test_finding_four_leaves_out_priors_whose_chains_did_not_mix_and_names_them(
         {"dataset": "yacht", "key": key, "prior": key, "rmse": r, "level": level}
         for key, r, level in (("gaussian", 0.3, "converged"), ("laplace", 0.6, "not-mixed"))
     ]
-    found = finding_prior_robust(rows)
+    found = verdicts.finding_prior_robust(rows)
     assert found.verdict == "reproduced", found
     assert "yacht: RMSE" not in found.measured
     assert found.measured.endswith(
@@ -427,11 +427,19 @@ def _shift(hmc: tuple[float, float], sgd: tuple[float, float]) -> list[dict]:
 
 
 def test_finding_five_needs_hmc_lead_to_shrink_under_shift():
-    assert finding_poor_under_shift(_shift((0.9, 0.5), (0.85, 0.6))).verdict == "reproduced"
-    assert finding_poor_under_shift(_shift((0.9, 0.7), (0.85, 0.6))).verdict == "not reproduced"
+    assert (
+        verdicts.finding_poor_under_shift(_shift((0.9, 0.5), (0.85, 0.6))).verdict == "reproduced"
+    )
+    assert (
+        verdicts.finding_poor_under_shift(_shift((0.9, 0.7), (0.85, 0.6))).verdict
+        == "not reproduced"
+    )
     # Behind on clean images and less behind under shift: HMC lost less to the shift.
-    assert finding_poor_under_shift(_shift((0.80, 0.6), (0.85, 0.62))).verdict == "not reproduced"
-    assert finding_poor_under_shift([]).verdict == "not measured"
+    assert (
+        verdicts.finding_poor_under_shift(_shift((0.80, 0.6), (0.85, 0.62))).verdict
+        == "not reproduced"
+    )
+    assert verdicts.finding_poor_under_shift([]).verdict == "not measured"
 
 
 def test_scales_grow_and_keep_three_chains_for_the_surface():
