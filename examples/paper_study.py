@@ -18,7 +18,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from bnnkit.experiments import paper
+from bnnkit.experiments.paper.scales import SCALES, Config
+from bnnkit.experiments.paper.study import Study, paper
+from bnnkit.experiments.paper.verdicts import VERDICTS
 
 
 def main(
@@ -27,10 +29,10 @@ def main(
     scale: str = "small",
     data_dir: str | None = None,
     progress: bool = True,
-) -> paper.Study:
-    config = paper.Config(scale="tiny" if small else scale, data_dir=data_dir)
+) -> Study:
+    config = Config(scale="tiny" if small else scale, data_dir=data_dir)
     # Called again on the same folder, finished runs are reused and cut-off ones resumed.
-    study = paper.paper(config, out / f"paper_{config.scale}", progress=progress)
+    study = paper(config, out / f"paper_{config.scale}", progress=progress)
     for finding in study.findings:
         print(f"{finding.number}. {finding.claim}: {finding.verdict}")
     print(f"report: {study.report}")
@@ -38,16 +40,16 @@ def main(
     return study
 
 
-def check(study: paper.Study) -> None:
+def check(study: Study) -> None:
     """What the tutorial states, checked: each of the paper's six findings has a verdict,
     and the report is written (Markdown and self-contained HTML). Exits with a message
     otherwise."""
     numbers = [finding.number for finding in study.findings]
-    unknown = [(f.number, f.verdict) for f in study.findings if f.verdict not in paper.VERDICTS]
+    unknown = [(f.number, f.verdict) for f in study.findings if f.verdict not in VERDICTS]
     missing = [name for name in ("report.md", "report.html") if not (study.report / name).is_file()]
     if numbers != [1, 2, 3, 4, 5, 6] or unknown or missing:
         sys.exit(
-            f"paper_study.py: expected findings 1 to 6, each with one of {paper.VERDICTS}, "
+            f"paper_study.py: expected findings 1 to 6, each with one of {VERDICTS}, "
             f"and {study.report}/report.md and report.html; got findings {numbers}, "
             f"unknown verdicts {unknown}, missing {missing}"
         )
@@ -56,7 +58,7 @@ def check(study: paper.Study) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="--scale tiny (a quick check)")
-    parser.add_argument("--scale", default="small", choices=tuple(paper.SCALES))
+    parser.add_argument("--scale", default="small", choices=tuple(SCALES))
     parser.add_argument("--data-dir", default=None, help="folder with the datasets")
     parser.add_argument("--out", type=Path, default=Path("runs"), help="folder for the study")
     args = parser.parse_args()

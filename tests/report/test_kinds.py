@@ -95,7 +95,10 @@ def test_a_compare_methods_folder_lists_each_classification_settings_reliability
 
 
 def test_a_paper_study_shows_each_finding_s_figure_with_its_verdict_under_it(tmp_path):
-    from bnnkit.experiments import paper
+    from bnnkit.experiments.paper.layout import FINDINGS_FILE, FINDINGS_JSON, SETTINGS_FILE
+    from bnnkit.experiments.paper.results import finding_figures, findings
+    from bnnkit.experiments.paper.verdicts import findings_markdown
+    from bnnkit.report.kinds import FINDING_FIGURE
 
     # A study folder holding only what the findings' figures read: the methods' table and
     # the temperature sweep.
@@ -130,12 +133,12 @@ def test_a_paper_study_shows_each_finding_s_figure_with_its_verdict_under_it(tmp
             ]
         },
     )
-    items = paper.findings(tmp_path)
-    storage.write_json(tmp_path / paper.FINDINGS_JSON, [dataclasses.asdict(f) for f in items])
-    (tmp_path / paper.FINDINGS_FILE).write_text(paper.findings_markdown(items, "tiny"))
-    storage.write_json(tmp_path / paper.SETTINGS_FILE, {"scale": "tiny", "seed": 0})
-    for number, png in paper.finding_figures(tmp_path).items():
-        file = tmp_path / paper.FINDING_FIGURE.format(number)
+    items = findings(tmp_path)
+    storage.write_json(tmp_path / FINDINGS_JSON, [dataclasses.asdict(f) for f in items])
+    (tmp_path / FINDINGS_FILE).write_text(findings_markdown(items, "tiny"))
+    storage.write_json(tmp_path / SETTINGS_FILE, {"scale": "tiny", "seed": 0})
+    for number, png in finding_figures(tmp_path).items():
+        file = tmp_path / FINDING_FIGURE.format(number)
         file.parent.mkdir(exist_ok=True)
         file.write_bytes(png)
     section = kinds.section(tmp_path)

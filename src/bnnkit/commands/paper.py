@@ -1,5 +1,6 @@
 """``bnnkit paper --scale {tiny,small,full} --out DIR``: the whole study of Izmailov et al.
-(2021) end to end, its findings scored and one report (:func:`bnnkit.experiments.paper.paper`).
+(2021) end to end, its findings scored and one report
+(:func:`bnnkit.experiments.paper.study.paper`).
 
 Called again on the same ``DIR`` (same scale and seed), it continues: finished runs are reused
 and cut-off ones resumed.
@@ -11,7 +12,8 @@ import argparse
 
 from bnnkit.commands.command import Command
 from bnnkit.commands.flags import add_config_arguments, config_from_args
-from bnnkit.experiments.paper import Config, paper
+from bnnkit.experiments.paper.scales import Config
+from bnnkit.experiments.paper.study import paper
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

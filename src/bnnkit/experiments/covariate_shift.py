@@ -29,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import os
@@ -42,6 +41,7 @@ import numpy as np
 from bnnkit import storage
 from bnnkit.data.corruptions import CORRUPTIONS, SEVERITIES
 from bnnkit.errors import ConfigError
+from bnnkit.experiments.run_reuse import clear_outputs
 from bnnkit.settings import check_numbers, setting
 
 #: The files an output folder holds (besides its lock and the cells' folder).
@@ -236,15 +236,6 @@ def _check_resume(stored: dict, settings: dict, out: str) -> None:
             )
 
 
-def _clear(path: Path) -> None:
-    for name in (SETTINGS_FILE, TABLE_FILE, CSV_FILE, MARKDOWN_FILE, FIGURE_FILE):
-        with contextlib.suppress(FileNotFoundError):
-            (path / name).unlink()
-    for pattern in (f"{CELLS_DIR}/*.json", ".*.tmp", f"{CELLS_DIR}/.*.tmp"):
-        for f in path.glob(pattern):
-            f.unlink()
-
-
 def _read_cell(
     file: Path, run: LoadedRun, corruption: str, severities: tuple[int, ...]
 ) -> list[dict[str, Any]] | None:
@@ -350,7 +341,12 @@ def covariate_shift(
     path.mkdir(parents=True, exist_ok=True)
     with lock.hold(path):
         if not resume:
-            _clear(path)
+            clear_outputs(
+                path,
+                (SETTINGS_FILE, TABLE_FILE, CSV_FILE, MARKDOWN_FILE, FIGURE_FILE),
+                CELLS_DIR,
+                "*.json",
+            )
             storage.write_json(path / SETTINGS_FILE, settings)
         done = _score_cells(cells, path / CELLS_DIR, severities, config, progress)
         table = [row for i, _, name in cells for row in done[(i, name)]]

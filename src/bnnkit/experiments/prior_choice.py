@@ -1,7 +1,7 @@
 """The prior of a point-estimate method, picked on held-out training data.
 
 A prior fixed by a rule before any data are seen (the fan-in Gaussian of
-:data:`bnnkit.experiments.paper.IMAGE_PRIOR`) is what a sampler should target, but its
+:data:`bnnkit.experiments.paper.scales.IMAGE_PRIOR`) is what a sampler should target, but its
 maximum a posteriori point can be degenerate: on a few hundred images its weight decay, the
 precision 2/fan_in⁻¹ on every weight, outweighs the likelihood, and the MAP of a deep ReLU
 network is the zero network (the prior's penalty grows as the square of the weights' scale,

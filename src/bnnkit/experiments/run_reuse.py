@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +163,27 @@ def run_seconds(run_dir: str | os.PathLike) -> float:
     from bnnkit.runs import RunDir
 
     return float(sum(r.get("seconds", 0.0) for r in RunDir(run_dir).read_log()))
+
+
+def clear_outputs(folder: Path, files: Iterable[str], parts_dir: str, part_glob: str) -> None:
+    """Delete what an experiment wrote in ``folder`` before it starts again (``--overwrite``).
+
+    Removes the named ``files``, the parts in ``parts_dir`` matching ``part_glob`` and the
+    temporaries a cut-off write left (``.*.tmp``, in the folder and in ``parts_dir``); runs and
+    anything else in the folder stay.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> (folder / "cells").mkdir()
+        >>> for name in ("table.json", "cells/a.json", ".x.tmp", "keep.txt"):
+        ...     _ = (folder / name).write_text("{}")
+        >>> clear_outputs(folder, ("table.json", "settings.json"), "cells", "*.json")
+        >>> sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+        ['cells', 'keep.txt']
+    """
+    for name in files:
+        (folder / name).unlink(missing_ok=True)
+    for pattern in (f"{parts_dir}/{part_glob}", ".*.tmp", f"{parts_dir}/.*.tmp"):
+        for f in folder.glob(pattern):
+            f.unlink()

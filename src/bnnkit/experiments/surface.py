@@ -38,7 +38,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import os
@@ -54,6 +53,7 @@ from jax.flatten_util import ravel_pytree
 from bnnkit import problem as problem_lib
 from bnnkit import storage
 from bnnkit.errors import ConfigError
+from bnnkit.experiments.run_reuse import clear_outputs
 from bnnkit.experiments.surface_plane import Plane, flatten, plane
 from bnnkit.experiments.surface_points import SAME_POSTERIOR, load_points
 from bnnkit.experiments.surface_points import points_problem as points_problem
@@ -209,15 +209,6 @@ def check_out_dir(out: str | os.PathLike, *, resume: bool, overwrite: bool) -> N
     output_folder.check(out, SETTINGS_FILE, "surface", resume=resume, overwrite=overwrite)
 
 
-def _clear(path: Path) -> None:
-    for name in (SETTINGS_FILE, SURFACE_FILE, *PLOTS.values()):
-        with contextlib.suppress(FileNotFoundError):
-            (path / name).unlink()
-    for pattern in (f"{CHUNKS_DIR}/*.npz", ".*.tmp", f"{CHUNKS_DIR}/.*.tmp"):
-        for f in path.glob(pattern):
-            f.unlink()
-
-
 def _settings(
     config: Config, problem: problem_lib.ProblemConfig, specs: list[str], digest: str
 ) -> dict[str, Any]:
@@ -322,7 +313,7 @@ def posterior_surface(
     path.mkdir(parents=True, exist_ok=True)
     with lock.hold(path):
         if not resume:
-            _clear(path)
+            clear_outputs(path, (SETTINGS_FILE, SURFACE_FILE, *PLOTS.values()), CHUNKS_DIR, "*.npz")
             storage.write_json(path / SETTINGS_FILE, settings)
         values = _fill_grid(
             built, surface_plane, coords, path / CHUNKS_DIR, config.chunk_size, progress

@@ -1,8 +1,9 @@
 """The whole study of Izmailov et al. (2021) end to end, at three sizes: ``bnnkit paper``.
 
 "What are Bayesian neural network posteriors really like?" asks six questions; each has an
-experiment in :mod:`bnnkit.experiments`, and :func:`paper` runs them in turn on the data this
-machine has, then scores the paper's findings and writes one report:
+experiment in :mod:`bnnkit.experiments`, and :func:`~bnnkit.experiments.paper.study.paper`
+runs them in turn on the data this machine has, then scores the paper's findings and writes
+one report:
 
 1. ``compare_methods/``: SGD, a deep ensemble, four SGMCMC variants, MultiSWAG, MC dropout, IVON
    and MFVI against the reference on UCI yacht (regression) and an MNIST subset
@@ -25,146 +26,38 @@ machine has, then scores the paper's findings and writes one report:
 7. ``bbb_mnist/``: Bayes by Backprop in Blundell et al.'s setting
    (:mod:`~bnnkit.experiments.bbb_mnist`);
 8. ``findings.md``: each finding of the paper's abstract, the measured figures it rests on, and
-   whether they reproduce it (:func:`findings`); ``figures/finding_<n>.png``, each finding's
-   figure as the paper draws it (:func:`finding_figures`); then ``report/`` (``bnnkit report``
-   of all of the above, each finding's figure with its verdict under it).
+   whether they reproduce it (:func:`~bnnkit.experiments.paper.results.findings`);
+   ``figures/finding_<n>.png``, each finding's figure as the paper draws it
+   (:func:`~bnnkit.experiments.paper.results.finding_figures`); then ``report/`` (``bnnkit
+   report`` of all of the above, each finding's figure with its verdict under it).
 
 Every HMC reference is made the way ``bnnkit reference`` makes one
 (:mod:`~bnnkit.experiments.reference`): a deep ensemble, then one HMC chain from each member,
 tuned on its own; each finding names the weakest verdict of its references (certified,
 reproducible, not a reference: :mod:`bnnkit.metrics.levels`), and is "not assessable" when
 one is not a reference. The image networks have the prior
-:data:`IMAGE_PRIOR`, fixed by a rule before any data are seen. The CIFAR-10 proxy
-(``cifar10_proxy``) is a lossy JPEG copy of CIFAR-10: fine for the qualitative questions asked
-of it here, never a source of CIFAR-10 numbers.
+:data:`~bnnkit.experiments.paper.scales.IMAGE_PRIOR`, fixed by a rule before any data are
+seen. The CIFAR-10 proxy (``cifar10_proxy``) is a lossy JPEG copy of CIFAR-10: fine for the
+qualitative questions asked of it here, never a source of CIFAR-10 numbers.
 
-A :class:`Scale` fixes every size: ``tiny`` is a smoke test of the whole pipeline, ``small``
-the paper's small-data settings at the length two CPU cores afford, ``full`` the longer chains
-and larger subsets an accelerator affords (their run times: ``docs/performance.md``, The paper
-study). Each experiment reuses finished runs and resumes cut-off ones, so calling
-:func:`paper` again on the same folder continues it.
+A :class:`~bnnkit.experiments.paper.scales.Scale` fixes every size: ``tiny`` is a smoke test
+of the whole pipeline, ``small`` the paper's small-data settings at the length two CPU cores
+afford, ``full`` the longer chains and larger subsets an accelerator affords (their run times:
+``docs/performance.md``, The paper study). Each experiment reuses finished runs and resumes
+cut-off ones, so calling :func:`~bnnkit.experiments.paper.study.paper` again on the same
+folder continues it.
 
-The study has three jobs, each in modules of its own, all re-exported here:
+The study has three jobs, each in modules of its own:
 
-- what it runs: :mod:`~bnnkit.experiments.paper.scales` (the sizes, :class:`Config` and the
-  choices every scale shares) and :mod:`~bnnkit.experiments.paper.part_settings` (each
-  part's settings at a scale);
+- what it runs: :mod:`~bnnkit.experiments.paper.scales` (the sizes,
+  :class:`~bnnkit.experiments.paper.scales.Config` and the choices every scale shares) and
+  :mod:`~bnnkit.experiments.paper.part_settings` (each part's settings at a scale);
 - what it concludes: :mod:`~bnnkit.experiments.paper.levels` (the verdicts a finding rests
   on), :mod:`~bnnkit.experiments.paper.method_rows` (the compare-methods table
   as the findings read it), :mod:`~bnnkit.experiments.paper.verdicts` (the six findings and
   their verdicts) and :mod:`~bnnkit.experiments.paper.results` (a study folder's findings and
   figures);
-- how it runs: :mod:`~bnnkit.experiments.paper.study` (the driver, :func:`paper`) and
-  :mod:`~bnnkit.experiments.paper.layout` (the folder's file names).
+- how it runs: :mod:`~bnnkit.experiments.paper.study` (the driver,
+  :func:`~bnnkit.experiments.paper.study.paper`) and :mod:`~bnnkit.experiments.paper.layout`
+  (the folder's file names).
 """
-
-from __future__ import annotations
-
-from bnnkit.experiments.paper.layout import (
-    FINDING_FIGURE,
-    FINDINGS_FILE,
-    FINDINGS_JSON,
-    PARTS,
-    REPORT_DIR,
-    SETTINGS_FILE,
-)
-from bnnkit.experiments.paper.levels import (
-    FEW_DRAWS,
-    LEVELS_VERDICTS,
-    NOT_RECORDED,
-    RECORDED_LEVELS,
-    UNASSESSABLE,
-    UNJUDGED,
-    UNJUDGED_PRIORS,
-    VOUCHED,
-    judged_prior_rows,
-    judged_temperature_rows,
-    weakest_level,
-    weakest_verdict,
-)
-from bnnkit.experiments.paper.method_rows import STANDARD, beats_standard_settings
-from bnnkit.experiments.paper.part_settings import (
-    bbb_config,
-    compare_settings,
-    prior_config,
-    prior_settings,
-    temperature_config,
-)
-from bnnkit.experiments.paper.results import finding_figures, findings
-from bnnkit.experiments.paper.scales import (
-    BASELINE_PRIORS,
-    CIFAR_METHODS,
-    CIFAR_MODEL,
-    IMAGE_DATASETS,
-    IMAGE_PRIOR,
-    SCALES,
-    TEMPERATURE_CHAINS,
-    TINY_METHODS,
-    Config,
-    Scale,
-)
-from bnnkit.experiments.paper.study import Study, paper
-from bnnkit.experiments.paper.verdicts import (
-    VERDICTS,
-    Finding,
-    assessed,
-    finding_ensembles_close,
-    finding_hmc_beats_standard,
-    finding_no_cold_posterior,
-    finding_one_long_chain,
-    finding_poor_under_shift,
-    finding_prior_robust,
-    findings_markdown,
-)
-
-__all__ = [
-    "BASELINE_PRIORS",
-    "CIFAR_METHODS",
-    "CIFAR_MODEL",
-    "FEW_DRAWS",
-    "FINDINGS_FILE",
-    "FINDINGS_JSON",
-    "FINDING_FIGURE",
-    "IMAGE_DATASETS",
-    "IMAGE_PRIOR",
-    "LEVELS_VERDICTS",
-    "NOT_RECORDED",
-    "PARTS",
-    "RECORDED_LEVELS",
-    "REPORT_DIR",
-    "SCALES",
-    "SETTINGS_FILE",
-    "STANDARD",
-    "TEMPERATURE_CHAINS",
-    "TINY_METHODS",
-    "UNASSESSABLE",
-    "UNJUDGED",
-    "UNJUDGED_PRIORS",
-    "VERDICTS",
-    "VOUCHED",
-    "Config",
-    "Finding",
-    "Scale",
-    "Study",
-    "assessed",
-    "bbb_config",
-    "beats_standard_settings",
-    "compare_settings",
-    "finding_ensembles_close",
-    "finding_figures",
-    "finding_hmc_beats_standard",
-    "finding_no_cold_posterior",
-    "finding_one_long_chain",
-    "finding_poor_under_shift",
-    "finding_prior_robust",
-    "findings",
-    "findings_markdown",
-    "judged_prior_rows",
-    "judged_temperature_rows",
-    "paper",
-    "prior_config",
-    "prior_settings",
-    "temperature_config",
-    "weakest_level",
-    "weakest_verdict",
-]

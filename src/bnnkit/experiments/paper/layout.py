@@ -6,12 +6,9 @@ The driver (:mod:`bnnkit.experiments.paper.study`) writes these and the findings
 
 from __future__ import annotations
 
-from bnnkit.report.kinds import FINDING_FIGURE
-
 __all__ = [
     "FINDINGS_FILE",
     "FINDINGS_JSON",
-    "FINDING_FIGURE",
     "PARTS",
     "REPORT_DIR",
     "SETTINGS_FILE",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bnnkit.experiments.compare_methods import REFERENCE_SUFFIX
 from bnnkit.experiments.paper.levels import passes
 
 #: The methods finding 1 sets against the reference: standard training and the ensemble.
@@ -26,7 +27,6 @@ def rows_by_method(rows: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, 
 
 def reference_row(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The reference's row ("HMC (reference)", "MCLMC (reference)"), or ``None``."""
-    from bnnkit.experiments.compare_methods import REFERENCE_SUFFIX
 
     return next((r for r in rows if r.get("method", "").endswith(REFERENCE_SUFFIX)), None)
 

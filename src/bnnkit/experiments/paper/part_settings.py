@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bnnkit.experiments import bbb_mnist, prior_sweep, reference, temperature
+from bnnkit.experiments.compare_methods import SETTINGS, Setting
 from bnnkit.experiments.paper.scales import (
     CIFAR_METHODS,
     CIFAR_MODEL,
@@ -34,8 +36,6 @@ def compare_settings(config: Config) -> dict[str, Any]:
     :data:`IMAGE_PRIOR`, and their point-estimate methods the one of :data:`BASELINE_PRIORS`
     that SGD's validation NLL picks.
     """
-    from bnnkit.experiments import reference
-    from bnnkit.experiments.compare_methods import SETTINGS, Setting
 
     plan = config.plan()
     epochs = plan.epochs
@@ -113,7 +113,6 @@ def temperature_config(
             start the chains at every temperature (they are modes of every tempered posterior:
             dividing log p by T moves no mode).
     """
-    from bnnkit.experiments import temperature
 
     plan = config.plan()
     iters, epochs = plan.temperature_hmc_iterations, plan.temperature_epochs
@@ -155,7 +154,6 @@ def prior_settings(config: Config, out: str | os.PathLike) -> dict[str, Any]:
         >>> mnist.hmc["init_checkpoint"]
         '/study/compare_methods/mnist/hmc/ensemble'
     """
-    from bnnkit.experiments import prior_sweep, reference
 
     plan = config.plan()
     # The compare-methods setting whose reference's members start each dataset's chains.
@@ -181,7 +179,6 @@ def prior_settings(config: Config, out: str | os.PathLike) -> dict[str, Any]:
 
 def prior_config(config: Config):
     """The prior sweep at this scale."""
-    from bnnkit.experiments import prior_sweep
 
     plan = config.plan()
     return prior_sweep.Config(
@@ -191,7 +188,6 @@ def prior_config(config: Config):
 
 def bbb_config(config: Config):
     """Bayes by Backprop in Blundell et al.'s setting, for this scale's epochs."""
-    from bnnkit.experiments import bbb_mnist
 
     plan = config.plan()
     return bbb_mnist.Config(

@@ -1,8 +1,8 @@
 """A study folder's findings: scored from the results its parts wrote, and each finding's
 figure drawn as the paper draws it.
 
-Both read the folder :func:`bnnkit.experiments.paper.paper` fills, so a study's findings can be
-scored again (or drawn) from its results alone.
+Both read the folder :func:`bnnkit.experiments.paper.study.paper` fills, so a study's findings
+can be scored again (or drawn) from its results alone.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from bnnkit.experiments.paper.verdicts import (
     finding_poor_under_shift,
     finding_prior_robust,
 )
+from bnnkit.report import finding_plots as plots
 
 
 def _reference_field(compare: Mapping[str, Any], name: str, key: str) -> list[str | None]:
@@ -108,7 +109,6 @@ def finding_figures(out: str | os.PathLike) -> dict[int, bytes]:
     """Each finding's figure (:mod:`bnnkit.report.finding_plots`), drawn as the paper draws
     it from the results in ``out``, by finding number; a finding whose part did not run has
     none."""
-    from bnnkit.report import finding_plots as plots
 
     out = Path(out)
 

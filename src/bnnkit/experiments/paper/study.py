@@ -16,9 +16,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bnnkit import storage
+from bnnkit import output_folder, storage
+from bnnkit import problem as problem_lib
+from bnnkit.experiments import (
+    bbb_mnist,
+    compare_methods,
+    convergence,
+    covariate_shift,
+    prior_sweep,
+    reference,
+    surface,
+    temperature,
+)
 from bnnkit.experiments.paper.layout import (
-    FINDING_FIGURE,
     FINDINGS_FILE,
     FINDINGS_JSON,
     PARTS,
@@ -35,6 +45,8 @@ from bnnkit.experiments.paper.part_settings import (
 from bnnkit.experiments.paper.results import finding_figures, findings
 from bnnkit.experiments.paper.scales import Config
 from bnnkit.experiments.paper.verdicts import Finding, findings_markdown
+from bnnkit.report.document import document
+from bnnkit.report.kinds import FINDING_FIGURE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +67,6 @@ class Study:
 
 def _check_out(out: Path, config: Config) -> bool:
     """Whether ``out`` continues an earlier study (of the same scale); refuses other folders."""
-    from bnnkit import output_folder
 
     same = {
         "scale": ("--scale", config.scale),
@@ -101,8 +112,6 @@ class _Checked:
 
 def _check(config: Config, out: Path) -> _Checked:
     """The folder, every part's settings and the data, checked; raises before any write."""
-    from bnnkit import problem as problem_lib
-    from bnnkit.experiments import covariate_shift, reference, temperature
 
     plan = config.plan()
     continuing = _check_out(out, config)
@@ -134,7 +143,6 @@ def _run_shift(
     config: Config, out: Path, parts: dict[str, Path], checked: _Checked, progress: bool
 ) -> None:
     """The covariate-shift tables, the natural images' then MNIST's; a finished table stays."""
-    from bnnkit.experiments import covariate_shift
 
     plan = config.plan()
     for part, setting_, names in (
@@ -164,14 +172,6 @@ def _run_parts(
     announce: Callable[[int, str], None],
 ) -> None:
     """Every part in turn (:data:`PARTS`), each reusing what it finished before."""
-    from bnnkit.experiments import (
-        bbb_mnist,
-        compare_methods,
-        convergence,
-        prior_sweep,
-        surface,
-        temperature,
-    )
 
     plan = config.plan()
     announce(1, "cheaper methods against the reference")
@@ -224,7 +224,6 @@ def _write_findings(
 ) -> tuple[list[Finding], Path]:
     """The findings scored, their figures, ``findings.json`` and ``findings.md``, then the
     report of the whole folder; returns the findings and the report's folder."""
-    from bnnkit.report.document import document
 
     items = findings(out)
     for number, png in finding_figures(out).items():
