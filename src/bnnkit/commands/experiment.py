@@ -14,7 +14,7 @@ import importlib
 from typing import NamedTuple
 
 from bnnkit.commands.command import Command
-from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.commands.flags import add_config_arguments, add_progress_flag, config_from_args
 from bnnkit.models.imported import is_import_path, trusting_model
 
 
@@ -70,9 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             required=True,
             help="output folder: the runs, then the JSON, markdown and PNG report",
         )
-        q.add_argument(
-            "--no-progress", dest="progress", action="store_false", help="no progress output"
-        )
+        add_progress_flag(q)
         module = importlib.import_module(f"bnnkit.experiments.{experiment.module}")
         add_config_arguments(q.add_argument_group("experiment"), module.Config)
 

@@ -103,3 +103,35 @@ def config_from_args(args: argparse.Namespace, cls: type, **extra: Any) -> Any:
         if f.metadata.get("cli") and hasattr(args, f.name)
     }
     return cls(**{**values, **extra})
+
+
+def add_progress_flag(parser: Any) -> None:
+    """``--no-progress``, the same on every command that shows progress (``args.progress``).
+
+    Example:
+        >>> p = argparse.ArgumentParser()
+        >>> add_progress_flag(p)
+        >>> p.parse_args([]).progress, p.parse_args(["--no-progress"]).progress
+        (True, False)
+    """
+    parser.add_argument(
+        "--no-progress",
+        dest="progress",
+        action="store_false",
+        help="no progress output (a bar on a terminal, plain lines in a log)",
+    )
+
+
+def add_folder_flags(parser: Any, what: str, where: str, resume: str) -> None:
+    """``--resume``, ``--overwrite`` and ``--no-progress`` of a command that writes ``what``
+    into the folder ``where`` names and can continue it where ``resume`` says.
+
+    Example:
+        >>> p = argparse.ArgumentParser()
+        >>> add_folder_flags(p, "the surface", "--out", "continue a grid that was cut off")
+        >>> [a.help for a in p._actions[1:3]]
+        ['continue a grid that was cut off', 'replace the surface in --out']
+    """
+    parser.add_argument("--resume", action="store_true", help=resume)
+    parser.add_argument("--overwrite", action="store_true", help=f"replace {what} in {where}")
+    add_progress_flag(parser)

@@ -21,7 +21,7 @@ from bnnkit.commands.advice import line as verdict_line
 from bnnkit.commands.budget import EXIT_BUDGET, BudgetEnded
 from bnnkit.commands.command import Command
 from bnnkit.commands.config_file import to_toml
-from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.commands.flags import add_config_arguments, add_progress_flag, config_from_args
 from bnnkit.commands.problem_flags import add_problem_arguments, problem_config
 from bnnkit.errors import ConfigError
 from bnnkit.evaluation import check_reference, evaluate
@@ -64,12 +64,7 @@ def add_run_dir_arguments(p: argparse.ArgumentParser, *, shard: bool) -> None:
             help="with several devices: split chains (members), or the training "
             "data (each minibatch), over them (default: auto)",
         )
-    r.add_argument(
-        "--no-progress",
-        dest="progress",
-        action="store_false",
-        help="no progress output (a bar on a terminal, plain lines in a log)",
-    )
+    add_progress_flag(r)
     r.add_argument(
         "--log-every",
         "--tabulate-freq",

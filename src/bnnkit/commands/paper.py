@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from bnnkit.commands.command import Command
-from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.commands.flags import add_config_arguments, add_progress_flag, config_from_args
 from bnnkit.experiments.paper.scales import Config
 from bnnkit.experiments.paper.study import paper
 
@@ -23,9 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the study's folder: a subfolder per experiment, findings.md and "
         "report/ (an earlier study of the same scale and seed is continued)",
     )
-    p.add_argument(
-        "--no-progress", dest="progress", action="store_false", help="no progress output"
-    )
+    add_progress_flag(p)
     add_config_arguments(p.add_argument_group("study"), Config)
 
 

@@ -16,7 +16,7 @@ import sys
 from bnnkit.commands.advice import line, spelt
 from bnnkit.commands.budget import BudgetEnded
 from bnnkit.commands.command import Command
-from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.commands.flags import add_config_arguments, add_folder_flags, config_from_args
 from bnnkit.commands.problem_flags import add_problem_arguments, problem_config
 from bnnkit.experiments.reference import Config, reference
 from bnnkit.report.tables import print_table
@@ -29,14 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--dir", required=True, help="the reference folder: ensemble/, chains/ and reference.json"
     )
-    r.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the reference in --dir exactly where it stopped",
-    )
-    r.add_argument("--overwrite", action="store_true", help="replace the reference in --dir")
-    r.add_argument(
-        "--no-progress", dest="progress", action="store_false", help="no progress output"
+    add_folder_flags(
+        r, "the reference", "--dir", "continue the reference in --dir exactly where it stopped"
     )
     r.add_argument(
         "--json", action="store_true", help="print the evaluation as machine-readable JSON"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from bnnkit.commands.command import Command
-from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.commands.flags import add_config_arguments, add_folder_flags, config_from_args
 from bnnkit.commands.problem_flags import add_trust_model_argument
 from bnnkit.data.corruptions import CORRUPTIONS, SEVERITIES
 from bnnkit.experiments import covariate_shift
@@ -42,17 +42,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "always scored too, as severity 0",
     )
     add_config_arguments(p.add_argument_group("scoring"), Config)
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue a table in --out that was cut off (finished cells are kept)",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace the table in --out")
-    p.add_argument(
-        "--no-progress",
-        dest="progress",
-        action="store_false",
-        help="no progress output (a bar on a terminal, plain lines in a log)",
+    add_folder_flags(
+        p,
+        "the table",
+        "--out",
+        "continue a table in --out that was cut off (finished cells are kept)",
     )
     add_trust_model_argument(p, when="for the runs that record it: ")
 

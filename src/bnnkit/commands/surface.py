@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from bnnkit.commands.command import Command
-from bnnkit.commands.flags import add_config_arguments, config_from_args
+from bnnkit.commands.flags import add_config_arguments, add_folder_flags, config_from_args
 from bnnkit.commands.problem_flags import TRUST_MODEL_HELP
 from bnnkit.errors import ConfigError
 from bnnkit.experiments import surface
@@ -43,16 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the run whose problem (data, model, prior, temperature) sample files "
         "are evaluated under (default: the run directories among the points)",
     )
-    p.add_argument(
-        "--resume", action="store_true", help="continue a grid in --out that was cut off"
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace the surface in --out")
-    p.add_argument(
-        "--no-progress",
-        dest="progress",
-        action="store_false",
-        help="no progress output (a bar on a terminal, plain lines in a log)",
-    )
+    add_folder_flags(p, "the surface", "--out", "continue a grid in --out that was cut off")
     b = p.add_argument_group("bnn_hmc's make_posterior_surface_plot.py flags")
     for i in (1, 2, 3):
         b.add_argument(

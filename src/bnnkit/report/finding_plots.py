@@ -136,7 +136,7 @@ def temperature_nll_png(rows: Sequence[Mapping[str, Any]]) -> bytes:
 def priors_png(rows: Sequence[Mapping[str, Any]], judged: Sequence[Mapping[str, Any]]) -> bytes:
     """Finding 4: per dataset of the sweep, the model average's accuracy (or RMSE) under
     every prior; the rows not among ``judged`` (the finding's, see
-    :func:`bnnkit.experiments.paper.judged_prior_rows`) hatched.
+    :func:`bnnkit.experiments.paper.levels.judged_prior_rows`) hatched.
 
     Example:
         >>> rows = [{"dataset": "yacht", "prior": p, "key": p, "rmse": r}
