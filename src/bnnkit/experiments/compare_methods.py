@@ -175,7 +175,7 @@ def gradient_rms(hmc_dir: str | os.PathLike, batch_size: int) -> float:
     import jax.numpy as jnp
 
     from bnnkit.runs import load_run
-    from bnnkit.runs.loop import minibatch_indices
+    from bnnkit.runs.units import minibatch_indices
     from bnnkit.types import Batch
 
     _, problem, samples, _ = load_run(hmc_dir, network=True)

@@ -84,7 +84,6 @@ from bnnkit.runs.unit_outputs import log_line, metrics_on_test_set, store_poster
 from bnnkit.runs.units import (
     epoch_batch,
     first_batch,
-    minibatch_indices,
     placed_batch,
     unit_batch,
     unit_function,
@@ -92,8 +91,7 @@ from bnnkit.runs.units import (
 from bnnkit.runs.verdict import run_spelling
 from bnnkit.settings import check_dtype
 
-# The driver, and minibatch_indices (bnnkit.runs.units), which is imported from here elsewhere.
-__all__ = ["RunResult", "minibatch_indices", "run", "run_block"]
+__all__ = ["RunResult", "run", "run_block"]
 
 
 @dataclasses.dataclass(frozen=True)
