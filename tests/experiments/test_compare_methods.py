@@ -14,6 +14,7 @@ from bnnkit import priors, storage
 from bnnkit.cli import main
 from bnnkit.errors import ConfigError
 from bnnkit.experiments import compare_methods
+from bnnkit.experiments.compared_methods import DROPOUT_LABEL
 from bnnkit.inference import hmc
 from bnnkit.metrics.levels import VERDICTS
 from bnnkit.metrics.predictive import calibration_bins
@@ -49,7 +50,7 @@ def test_every_method_is_compared_with_hmc_and_runs_are_reused(tmp_path, monkeyp
         "SGHMC-CLR",
         "SGHMC-CLR-Prec",
     ]
-    assert {"MultiSWAG (M=5)", compare_methods.DROPOUT_LABEL, "IVON", "MFVI"} <= set(labels)
+    assert {"MultiSWAG (M=5)", DROPOUT_LABEL, "IVON", "MFVI"} <= set(labels)
     assert [r["method"] for r in rows] == ["HMC (reference)", *labels]
     assert len(calls) == 1 + len(labels)
     for r in rows:
@@ -60,7 +61,7 @@ def test_every_method_is_compared_with_hmc_and_runs_are_reused(tmp_path, monkeyp
         math.isfinite(r["rmse_to_reference_mean"]) and r["wasserstein_1"] >= 0 for r in rows[1:]
     )
     by = {r["method"]: r for r in rows}
-    assert by[compare_methods.DROPOUT_LABEL]["note"].endswith("mlp_regression_small_dropout")
+    assert by[DROPOUT_LABEL]["note"].endswith("mlp_regression_small_dropout")
     assert (
         storage.read_json(tmp_path / "tiny" / "hmc" / "run.json")["problem"]["validation_size"]
         == 40
@@ -147,20 +148,17 @@ def test_point_estimates_get_the_prior_sgd_picks_on_validation_and_samplers_keep
 def test_a_model_without_a_dropout_variant_gets_a_skipped_row_and_no_dropout_run():
     setting = dataclasses.replace(TINY["tiny"], problem=ProblemConfig("cifar10", "resnet20_frn"))
     skipped = compare_methods.skipped_methods(setting)
-    assert list(skipped) == [compare_methods.DROPOUT_LABEL]
-    assert "resnet20_frn_dropout" in skipped[compare_methods.DROPOUT_LABEL]
+    assert list(skipped) == [DROPOUT_LABEL]
+    assert "resnet20_frn_dropout" in skipped[DROPOUT_LABEL]
     for chosen, has_dropout in ((setting, False), (TINY["tiny"], True)):
         labels = compare_methods.methods(chosen, 1.0, 1.0, num_train=9)
-        assert (compare_methods.DROPOUT_LABEL in labels) == has_dropout
+        assert (DROPOUT_LABEL in labels) == has_dropout
     rows = [
         {"method": "HMC (reference)", "rmse": 0.3, "nll": 0.5, "seconds": 9.0, "note": ""},
-        {"method": compare_methods.DROPOUT_LABEL, "note": skipped[compare_methods.DROPOUT_LABEL]},
+        {"method": DROPOUT_LABEL, "note": skipped[DROPOUT_LABEL]},
     ]
     table = compare_methods.markdown("cifar", rows)
-    assert (
-        f"| {compare_methods.DROPOUT_LABEL} | — | — | — | "
-        f"{skipped[compare_methods.DROPOUT_LABEL]} |"
-    ) in table
+    assert (f"| {DROPOUT_LABEL} | — | — | — | {skipped[DROPOUT_LABEL]} |") in table
 
 
 @pytest.mark.parametrize(

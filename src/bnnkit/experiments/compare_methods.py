@@ -39,7 +39,6 @@ import numpy as np
 from bnnkit import storage
 from bnnkit.errors import ConfigError
 from bnnkit.experiments import prior_choice
-from bnnkit.experiments.compared_methods import DROPOUT_LABEL as DROPOUT_LABEL
 from bnnkit.experiments.compared_methods import (
     POINT_ESTIMATES,
     SETTINGS,
@@ -52,8 +51,6 @@ from bnnkit.experiments.run_reuse import run_or_reuse, run_or_reuse_stable, run_
 from bnnkit.problem import ProblemConfig
 from bnnkit.report.kinds import SETTING_RELIABILITY_FILE
 from bnnkit.settings import Exclusive, check_numbers, setting
-
-# DROPOUT_LABEL is named here too: the comparison's rows are read by their labels.
 
 RESULTS_FILE = "results.json"
 #: How the reference row's label ends (it starts with the sampler: "HMC (reference)").

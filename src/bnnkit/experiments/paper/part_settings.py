@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bnnkit.experiments import bbb_mnist, prior_sweep, reference, temperature
-from bnnkit.experiments.compare_methods import SETTINGS, Setting
+from bnnkit.experiments.compared_methods import SETTINGS, Setting
 from bnnkit.experiments.paper.scales import (
     CIFAR_METHODS,
     CIFAR_MODEL,
