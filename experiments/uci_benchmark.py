@@ -134,7 +134,7 @@ def run_split(dataset: str, split: int, root: str) -> dict:
     from bnnkit.evaluation import evaluate
     from bnnkit.experiments.reference import ENSEMBLE_DIR, reference
     from bnnkit.problem import ProblemConfig
-    from bnnkit.runs.directory import REFERENCE_FILE
+    from bnnkit.experiments.reference import REFERENCE_FILE
 
     split_dir = Path(root) / dataset / f"split_{split}"
     done = split_dir / "result.json"
