@@ -132,9 +132,8 @@ def split_result(path: Path) -> dict | None:
 def run_split(dataset: str, split: int, root: str) -> dict:
     """The reference on one split (resumed where it stopped), scored with its ensemble."""
     from bnnkit.evaluation import evaluate
-    from bnnkit.experiments.reference import ENSEMBLE_DIR, reference
+    from bnnkit.experiments.reference import ENSEMBLE_DIR, REFERENCE_FILE, reference
     from bnnkit.problem import ProblemConfig
-    from bnnkit.experiments.reference import REFERENCE_FILE
 
     split_dir = Path(root) / dataset / f"split_{split}"
     done = split_dir / "result.json"
