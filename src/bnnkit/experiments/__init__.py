@@ -22,4 +22,9 @@
   resumed).
 
 :mod:`~bnnkit.output_folder` is their shared ``--out DIR`` check.
+
+Every ``bnnkit`` call builds ``bnnkit experiment``'s parser, which imports each experiment
+module for its ``Config``; so these modules import the runs, the evaluation and the report's
+plots inside the functions that run or draw, not at their top, where every command would pay
+for them (docs/performance.md, "Command-line start-up", measures it).
 """
