@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -22,6 +25,15 @@ def shared_data_dir() -> Path:
     if not value or not Path(value).is_dir():
         pytest.skip("BNNKIT_DATA_DIR is not set to a folder with the real datasets")
     return Path(value)
+
+
+@pytest.fixture(scope="session")
+def benchmark_script() -> Callable[[str], ModuleType]:
+    """Imports a script of ``benchmarks/`` by name, its folder on the path as when it runs
+    (a script imports its neighbours)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "benchmarks"))
+        yield importlib.import_module
 
 
 @pytest.fixture(autouse=True)

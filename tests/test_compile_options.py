@@ -3,20 +3,13 @@ run's stored draws are put together for the bit-for-bit comparison. Nothing here
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(BENCHMARKS))  # a script's folder is on its path
-        yield importlib.import_module("compile_options")
+def bench(benchmark_script):
+    return benchmark_script("compile_options")
 
 
 def test_a_configuration_names_programs_and_typed_options(bench):

@@ -4,19 +4,13 @@ gives the methods against the truth's, and the table that crosses it with the ve
 from __future__ import annotations
 
 import doctest
-import importlib
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def calibration():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(BENCHMARKS))  # a script's folder is on its path
-        yield importlib.import_module("reference_calibration")
+def calibration(benchmark_script):
+    return benchmark_script("reference_calibration")
 
 
 def test_examples_in_its_docstrings(calibration):

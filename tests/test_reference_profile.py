@@ -4,7 +4,6 @@ spans and compilation events become its phase table. Nothing here is timed."""
 from __future__ import annotations
 
 import doctest
-import importlib
 from pathlib import Path
 
 import pytest
@@ -16,10 +15,8 @@ LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 
 
 @pytest.fixture(scope="module")
-def profile():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(BENCHMARKS))  # a script's folder is on its path
-        yield importlib.import_module("reference_profile")
+def profile(benchmark_script):
+    return benchmark_script("reference_profile")
 
 
 def child(events, spans, launched=100.0, ready=101.5):
