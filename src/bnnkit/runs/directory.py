@@ -108,8 +108,15 @@ def composite_record(folder: str | os.PathLike) -> Path | None:
     return None
 
 
+#: A composite's parent record is a few kilobytes; larger JSON files (a user's own, in a folder
+#: that a path's check walks through) are not read.
+MAX_RECORD_BYTES = 1 << 20
+
+
 def _recorded_kind(file: Path) -> str | None:
     try:
+        if file.stat().st_size > MAX_RECORD_BYTES:
+            return None
         record = json.loads(file.read_text())
     except (OSError, UnicodeDecodeError, ValueError):
         return None
