@@ -10,16 +10,14 @@ interpreter of the version that made them::
         import test_mclmc_pinned as t; \\
         [print(name, t.pinned_digest(**case)) for name, case in t.CASES.items()]"
 
-The unadjusted cases' (``default``, ``default-one-chain``, ``variance``, ``none``) by the MCLMC
-that takes a step whose energy error passes the cap again with a shorter one
-(``Config.step_retries``; the commit that added it, with these digests). ``no-retries``
-(``step_retries=0``) keeps the digest of the MCLMC before it, whose step size predictor clips
-each step's ξ at ``mclmc_tuning.SPIKE_CLIP`` times the predicted one: without retries a run is
-that version's bit for bit (``default-one-chain`` never passes the cap and kept its digest too).
-The adjusted cases', which neither change touches, by the MCLMC of ``main`` before its kernel
-and its tuner were split into modules of their own (``inference/mclmc.py`` into
-``mclmc_state.py``, ``mclmc_kernel.py`` and ``mclmc_tuning.py``); both later versions reproduce
-them.
+The unadjusted cases' (``default``, ``default-one-chain``, ``variance``, ``none``,
+``no-retries``) by the MCLMC whose transitions move one flat vector of the parameters and
+take a step's first try and its shorter retries (``Config.step_retries``) in one loop, which
+compiles the step once (the commit that made them, with these digests: the floating-point
+operations are grouped otherwise, so the bits moved; docs/performance.md measures the compile
+and shows the reference's verdict and test LL before and after). The adjusted cases', which
+neither change touches, by the MCLMC of ``main`` before its kernel and its tuner were split
+into modules of their own; every later version reproduces them.
 
 A digest is the sha256 of the bytes of every iteration's positions and diagnostics (the info
 fields of :data:`PINNED_INFO`, in that order) and of the last full state (every leaf, in the
@@ -72,11 +70,11 @@ CASES = {
 }
 # Made on an Intel Xeon with AVX-512 (the command in the module docstring).
 INTEL_AVX512 = {
-    "default": "7f81424c1684b1225eb91448214e3149b0efe273fef422717c82dce3f210b9ff",
-    "default-one-chain": "86dd77867aeaa1a72d75083523dbbd7086b807465ee1eb4299735ea942c554db",
-    "variance": "288d958464d0f749e5ad58a7e492e147fedfb9a77ef9e116fa957b5450f5718f",
-    "none": "097b7e9647cb96351b87e9161fbbcb767f330e68d2a2e8e5ccb9df42e4948fe1",
-    "no-retries": "c2de8606e4c30ddf4f9d43b6a18e9dc9b953788f3903e5393d83fd14b318121b",
+    "default": "a73724ec88a500c222efa01d1e596f476f2d8ea817f42a5726ca009c43897b7f",
+    "default-one-chain": "77f6a743e0815887ec7afbe72267c351bfcafa9aa703ba9d45ba57a96c277d5f",
+    "variance": "cdbe4252fc9c161b6964a354a17c0e5684a4cb3bb65ff161363918fddb2636bf",
+    "none": "43a96542ee9c70af338092392f68ce2d18cc96c949faf7761196e4881af7ffb8",
+    "no-retries": "a8978aadf8210bb8ddddb49ecb2b1047a94d1f0c2112a2d6e98d0310e2a14c17",
     "adjusted": "a06e966e7eae4cb3b4bb6726c892c60d35af252b2d9bee0f10f35dfac3af950c",
     "adjusted-one-chain": "7c53c9765d3f3ced9335eb4eafe62d15a44a9367a01fae7b2cb04fc9bed261e8",
     "adjusted-none": "b0b1ae27cdb8e7567669842c27898801d95415656f98fc4a9393acd87b53098d",

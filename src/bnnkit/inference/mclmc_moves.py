@@ -203,37 +203,46 @@ def unadjusted_move(
     energy_var = energy_var_target(step, schedule)
     key_kernel, key_cut = jax.random.split(key)
     kernel = blackjax.mcmc.mclmc.build_kernel(integrator=isokinetic_mclachlan)
-    new, info = kernel(key_kernel, current, logdensity_fn, state.inverse_mass_matrix, L, eps)
     cutoff = jnp.sqrt(tuner.energy_var_max_ratio * dim * energy_var)
 
     def failed(info) -> jax.Array:
         # A non-finite energy is zeroed by the kernel: ``nonans`` tells it apart.
         return jnp.logical_or(jnp.logical_not(info.nonans), jnp.abs(info.energy_change) > cutoff)
 
-    first = info
-    tries = jnp.zeros((), jnp.int32)
+    def attempt(tries: jax.Array):
+        # Try j takes ε/2ʲ with fold_in(key, j); the first, the key itself.
+        again_key = jax.random.fold_in(key_kernel, tries)
+        key_j = jax.tree.map(lambda a, b: jnp.where(tries == 0, a, b), key_kernel, again_key)
+        # ε itself on the first try: XLA's exp2 need not give exactly 1 at 0.
+        short = jnp.where(tries == 0, eps, eps * jnp.exp2(-tries.astype(eps.dtype)))
+        return kernel(key_j, current, logdensity_fn, state.inverse_mass_matrix, L, short)
+
     if tuner.step_retries:
-
-        def again(carry):
-            tries, _, info = carry
-            return jnp.logical_and(failed(info), tries < tuner.step_retries)
-
-        def shorter(carry):
-            tries = carry[0] + 1
-            short = eps * jnp.exp2(-tries.astype(eps.dtype))
-            new, info = kernel(
-                jax.random.fold_in(key_kernel, tries),
-                current,
-                logdensity_fn,
-                state.inverse_mass_matrix,
-                L,
-                short,
-            )
-            return tries, new, info
-
+        # The first try and the retries are one loop, so that the step (its gradients, its
+        # Gaussian draws) is compiled once, not once before a loop of retries and again in it.
         # Under vmap the loop runs while any chain retries, the others' tries masked: a retry
         # costs every chain a step, and is rare.
-        tries, new, info = jax.lax.while_loop(again, shorter, (tries, new, info))
+        def again(carry):
+            done, _, info, _ = carry
+            return jnp.logical_or(
+                done == 0, jnp.logical_and(failed(info), done <= tuner.step_retries)
+            )
+
+        def one_more(carry):
+            done, _, _, first = carry
+            new, info = attempt(done)
+            first = jax.tree.map(lambda a, b: jnp.where(done == 0, a, b), info, first)
+            return done + 1, new, info, first
+
+        shapes = jax.eval_shape(attempt, jnp.zeros((), jnp.int32))
+        new, info = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+        done, new, info, first = jax.lax.while_loop(
+            again, one_more, (jnp.zeros((), jnp.int32), new, info, info)
+        )
+        tries = done - 1
+    else:
+        new, info = attempt(jnp.zeros((), jnp.int32))
+        first, tries = info, jnp.zeros((), jnp.int32)
     divergent = failed(info)
     new, _ = blackjax.mcmc.mclmc.handle_high_energy(current, new, info, key_cut, cutoff)
     finite = info.nonans
