@@ -63,7 +63,7 @@ from bnnkit.inference.base import Loop, Method, RunSettings
 from bnnkit.runs import blocks, faults, lifecycle, sharding
 from bnnkit.runs.budget import budget_ended
 from bnnkit.runs.directory import RunDir
-from bnnkit.runs.divergence import finite_members, non_finite
+from bnnkit.runs.divergence import non_finite
 from bnnkit.runs.extension import extend_until
 from bnnkit.runs.initial import with_chains
 from bnnkit.runs.keys import INIT_STREAM, member_keys
@@ -367,16 +367,15 @@ def _unit_by_unit(
         drive.batch,
     )
     step_all = unit_function(method, loop, built, config.seed, placements)
-    finite = jax.jit(lambda s: finite_members(method.position(s), loop.num_members))
     log: dict = {}
     meta: dict = {}
     done = start
     for unit in range(start, loop.num_units):
         t_unit = time.perf_counter()
-        state, info = step_all(state, unit, unit_batch(built, loop, unit, batch))
-        info = jax.device_get(distributed.fetch(info))
+        state, info, finite = step_all(state, unit, unit_batch(built, loop, unit, batch))
+        info, finite = jax.device_get(distributed.fetch((info, finite)))
         # Before anything of this unit is kept: a NaN loss or parameter stops the run.
-        broken = non_finite(info, jax.device_get(distributed.fetch(finite(state))))
+        broken = non_finite(info, finite)
         if broken is not None:
             raise life.diverged(config, loop, unit, *broken)
         log, meta, save = _record_unit(

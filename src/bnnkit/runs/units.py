@@ -24,6 +24,7 @@ from bnnkit.data.augment import random_crop_flip
 from bnnkit.inference.adaptation import MEMBERS
 from bnnkit.inference.base import Loop, Method
 from bnnkit.runs import sharding
+from bnnkit.runs.divergence import finite_members
 from bnnkit.runs.keys import AUGMENT_STREAM, DATA_STREAM, NOISE_STREAM, member_keys
 from bnnkit.types import Batch
 
@@ -131,7 +132,23 @@ def first_batch(built: problem_lib.Problem, loop: Loop) -> Batch:
 def unit_function(
     method: Method, loop: Loop, built: problem_lib.Problem, seed: int, placements=None
 ):
-    """``(state, unit, batch) -> (state, info)`` advancing every member by one unit."""
+    """``(state, unit, batch) -> (state, info, finite)`` advancing every member by one unit;
+    ``finite`` says which members' parameters are all finite after it
+    (:func:`~bnnkit.runs.divergence.finite_members`), computed in the unit's own program
+    where there is one, so that the check compiles no program of its own."""
+
+    def finite(state):
+        return finite_members(method.position(state), loop.num_members)
+
+    def checked(unit_fn: Callable) -> Callable:
+        check = jax.jit(finite)
+
+        def run(state, unit, batch):
+            state, info = unit_fn(state, unit, batch)
+            return state, info, check(state)
+
+        return run
+
     noise_keys = member_keys(seed, NOISE_STREAM, loop.num_members)
     data_keys = member_keys(seed, DATA_STREAM, loop.num_members)
     # A stream of its own: split(k)[i] is fold_in(k, i) (partitionable threefry), so keys
@@ -150,20 +167,28 @@ def unit_function(
             method, loop.batch_size, placements[1] if split_data else None, augment=loop.augment
         )
         if loop.vmap_members:
-            vmapped = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None, None, 0), axis_name=MEMBERS))
-            return lambda state, unit, batch: vmapped(
+            members = jax.vmap(one, in_axes=(0, 0, 0, None, None, 0), axis_name=MEMBERS)
+
+            @jax.jit
+            def epoch_fn(state, noise, data, unit, batch, crops):
+                state, info = members(state, noise, data, unit, batch, crops)
+                return state, info, finite(state)
+
+            return lambda state, unit, batch: epoch_fn(
                 state, noise_keys, data_keys, unit, batch, augment_keys
             )
         single = jax.jit(one)
         if split_members:
-            return _sequential_per_device(
-                single, placements[0], loop.num_members, noise_keys, data_keys, augment_keys
+            return checked(
+                _sequential_per_device(
+                    single, placements[0], loop.num_members, noise_keys, data_keys, augment_keys
+                )
             )
 
         def sequential(state, unit, batch):
             return _in_turn(single, state, noise_keys, data_keys, unit, batch, augment_keys)
 
-        return sequential
+        return checked(sequential)
 
     if method.step_members is not None:  # it compiles its own pieces
 
@@ -171,12 +196,15 @@ def unit_function(
             keys = jax.vmap(lambda k: jax.random.fold_in(k, unit))(noise_keys)
             return method.step_members(keys, state, batch)
 
-        return host_driven
+        return checked(host_driven)
 
     @jax.jit
     def step_all(state, unit, batch):
         keys = jax.vmap(lambda k: jax.random.fold_in(k, unit))(noise_keys)
-        return jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS)(keys, state, batch)
+        state, info = jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS)(
+            keys, state, batch
+        )
+        return state, info, finite(state)
 
     return step_all
 
