@@ -24,6 +24,10 @@ from compile_options import COMPILED, cold_reference, draws
 #: Run in the child: without ahead compiling (``BNNKIT_BENCH_NO_AHEAD=1``), the command line.
 CHILD = """
 import os, sys
+# The command line's CPU devices first: once JAX has started it keeps one device, and a
+# reference on one device draws other bits than on two.
+from bnnkit import cpu_devices
+cpu_devices.enable_for_command_line()
 if os.environ.get("BNNKIT_BENCH_NO_AHEAD") == "1":
     import bnnkit.runs.blocks
     bnnkit.runs.blocks.compile_ahead = lambda *args, **kwargs: None
