@@ -1,0 +1,183 @@
+"""Does the advice of a default reference's verdict work? Each change it prints, followed.
+
+For each split, the default ``bnnkit reference`` (``--model mlp_regression_small``, seed 0)
+runs; its verdict (``chains/evaluation.json``, ``levels``) names for each failed level the
+remedies whose changes it prints as the command's settings. Each distinct change printed is
+then followed on its own, as a user would, from a new folder:
+
+- a value to set (``sampler nuts``) is set;
+- ``a longer num_tuning`` doubles the tuning iterations, ``a larger num_samples`` the kept
+  ones (the default's, :data:`bnnkit.experiments.reference.DEFAULT_BUDGET`);
+
+with ``--max-time`` at ``--time-factor`` times the default's wall time on that split, so that
+a change which cannot finish in a budget a user would give it counts as not helping. A
+change *helps* on a split where every level that printed it passes after it, and the verdict
+is at least as high as before; it *improves the verdict* where the verdict rises. The table
+gives, per change, the splits where it was printed, where it helped and where it raised the
+verdict; a change that helps on fewer than half of the splits where it is printed fails the
+test of printed advice.
+
+    BNNKIT_DATA_DIR=... python benchmarks/advice_followed.py --root DIR
+        [--datasets yacht_0 ...] [--time-factor 4] [--out FILE.json]
+
+Each folder is kept under ``--root``; a finished one is read again, not rerun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bnnkit.experiments.reference import DEFAULT_BUDGET
+from bnnkit.metrics.levels import VERDICTS
+
+DATASETS = ("yacht_0", "concrete_0", "energy_0", "boston_0", "wine-quality-red_0")
+
+
+def flags_for(advice: str) -> list[str] | None:
+    """The command-line flags that follow one printed change (``None``: not followed here).
+
+    Example:
+        >>> flags_for("sampler nuts"), flags_for("a longer num_tuning")
+        (['--sampler', 'nuts'], ['--num-tuning', '1000'])
+        >>> flags_for("a larger num_samples"), flags_for("a smaller energy_var_end")
+        (['--num-samples', '400'], None)
+    """
+    tuning, kept = DEFAULT_BUDGET["mclmc"]
+    doubled = {"num_tuning": 2 * tuning, "num_samples": 2 * kept}
+    words = advice.split()
+    if len(words) == 2 and not words[0].startswith("a"):
+        return ["--" + words[0].replace("_", "-"), words[1]]
+    if len(words) == 3 and words[0] == "a" and words[2] in doubled:
+        return ["--" + words[2].replace("_", "-"), str(doubled[words[2]])]
+    return None
+
+
+def printed_changes(levels: dict) -> dict[str, list[str]]:
+    """Each change the verdict printed (``"sampler nuts"``) and the failed levels whose
+    remedies printed it: a remedy's line of ``advice`` is its ``helps``, a colon, its changes
+    in the command's settings joined by " or " (those the command has no setting for left
+    out), and its reason in brackets.
+
+    Example:
+        >>> levels = {"failed": ["L0"], "advice": ["shorter: sampler nuts or a longer "
+        ...     "num_tuning (why)"], "L0": {"remedies": [{"helps": "shorter"}]}}
+        >>> printed_changes(levels)
+        {'sampler nuts': ['L0'], 'a longer num_tuning': ['L0']}
+    """
+    found: dict[str, list[str]] = {}
+    for level in levels.get("failed", []):
+        for remedy in levels[level].get("remedies", []):
+            head = remedy["helps"] + ": "
+            for line in levels.get("advice", []):
+                if line.startswith(head):
+                    changes = line[len(head) :].split(" (")[0]
+                    for change in changes.split(" or "):
+                        found.setdefault(change, []).append(level)
+    return found
+
+
+def run_reference(folder: Path, dataset: str, extra: list[str]) -> dict:
+    """The reference in ``folder`` (run unless it has finished): its levels and wall time."""
+    done = folder / "chains" / "evaluation.json"
+    record = folder.with_suffix(".json")
+    if done.is_file() and record.is_file():
+        return json.loads(record.read_text())
+    command = [
+        sys.executable,
+        "-m",
+        "bnnkit.cli",
+        "reference",
+        "--dataset",
+        dataset,
+        "--model",
+        "mlp_regression_small",
+        "--seed",
+        "0",
+        "--dir",
+        str(folder),
+        "--no-progress",
+        "--overwrite",
+        *extra,
+    ]
+    start = time.perf_counter()
+    subprocess.run(command, check=False, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    levels = json.loads(done.read_text())["levels"] if done.is_file() else None
+    result = {"extra": extra, "seconds": seconds, "levels": levels}
+    record.write_text(json.dumps(result))
+    return result
+
+
+def followed(root: Path, dataset: str, time_factor: float) -> dict:
+    """The default reference on ``dataset`` and each change its verdict prints, followed."""
+    default = run_reference(root / dataset / "default", dataset, [])
+    levels = default["levels"]
+    rows = {}
+    for change, printed_by in printed_changes(levels).items():
+        flags = flags_for(change)
+        if flags is None:
+            continue
+        budget = ["--max-time", f"{round(time_factor * default['seconds'])}s"]
+        name = "_".join(flags).strip("-").replace("--", "")
+        after = run_reference(root / dataset / name, dataset, flags + budget)["levels"]
+        passed = after is not None and all(
+            after[level].get("status") == "pass" for level in printed_by
+        )
+        rank = VERDICTS.index(after["verdict"]) if after else len(VERDICTS)
+        before = VERDICTS.index(levels["verdict"])
+        rows[change] = {
+            "printed_by": printed_by,
+            "verdict_after": after["verdict"] if after else "stopped before any kept draw",
+            "helped": passed and rank <= before,
+            "raised_verdict": rank < before,
+        }
+    return {"verdict": levels["verdict"], "failed": levels["failed"], "changes": rows}
+
+
+def table(results: dict) -> str:
+    """The per-change summary over the splits, as Markdown."""
+    tally: dict[str, list[int]] = {}
+    for found in results.values():
+        for change, row in found["changes"].items():
+            count = tally.setdefault(change, [0, 0, 0])
+            count[0] += 1
+            count[1] += row["helped"]
+            count[2] += row["raised_verdict"]
+    lines = [
+        "| printed change | splits printed | helped | raised the verdict | passes the test |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for change, (printed, helped, raised) in sorted(tally.items()):
+        ok = "yes" if 2 * helped >= printed else "no"
+        lines.append(f"| {change} | {printed} | {helped} | {raised} | {ok} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, required=True)
+    parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    parser.add_argument("--time-factor", type=float, default=4.0)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    if args.time_factor <= 0:
+        parser.error(f"--time-factor must be positive, got {args.time_factor}")
+    results = {}
+    for dataset in args.datasets:
+        (args.root / dataset).mkdir(parents=True, exist_ok=True)
+        results[dataset] = followed(args.root, dataset, args.time_factor)
+        print(dataset, json.dumps(results[dataset]), flush=True)
+    print(table(results))
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(table(results) + "\n")
+
+
+if __name__ == "__main__":
+    main()
