@@ -205,16 +205,19 @@ def test_a_long_fixed_noise_reference_is_certified_and_a_tenth_of_it_is_not(tmp_
     folder = tmp_path / "ref"
 
     def made(num_samples, resume):
-        config = Config(members=4, num_tuning=200, num_samples=num_samples, ensemble_steps=200)
+        # The default tuning, as benchmarks/energy_ratio_calibration.py measured it.
+        config = Config(members=4, num_samples=num_samples, ensemble_steps=200)
         return reference(LINEAR, config, folder, resume=resume, progress=False).evaluation
 
     tenth = made(120, False)["levels"]  # the first 120 draws of the long chains, bit for bit
     tenth_w1 = predicted_w1(folder, 120)
     long = made(1200, True)["levels"]
     assert long["verdict"] == "certified", long["problems"]
-    # Tuned, the energy errors sit at their target, without a spike (see above).
+    # Tuned, the energy errors sit at their target within the tuning's precision on ε (a
+    # factor 3 either way: benchmarks/energy_ratio_calibration.py), without a spike.
     t = THRESHOLDS
-    assert all(0.5 < r < t.max_energy_ratio for r in long["L0"]["figures"]["energy_ratio"])
+    ratios = long["L0"]["figures"]["energy_ratio"]
+    assert all(1 / t.max_energy_ratio < r < t.max_energy_ratio for r in ratios)
     assert max(long["L0"]["figures"]["spike_share"]) <= t.max_spike_share
     assert tenth["verdict"] != "certified" and "L2" in tenth["failed"]
     for found, predicted in ((tenth, tenth_w1), (long, predicted_w1(folder, 1200))):

@@ -13,8 +13,9 @@ it logged per iteration after burn-in.
   (``num_divergent``). Two checks, each on every chain:
 
   - the bulk: the median over kept iterations of ``energy_var / v`` at most
-    ``max_energy_ratio`` (``ΔE² ∝ ε⁶``: a ratio of 2 is a step 12 % longer than tuned; an
-    over-stepped chain reads tens to thousands);
+    ``max_energy_ratio`` (``ΔE² ∝ ε⁶``: a ratio of 3 is a step 20 % longer than tuned, beyond
+    the tuning's precision on a well-posed problem; an over-stepped chain reads tens to
+    thousands);
   - spikes: an iteration whose ``energy_var`` exceeds ``spike_factor`` · v. When the
     energy errors are as Gaussian as at the target, an iteration's mean of 10 steps'
     ``ΔE²/(d v)`` is a tenth of a χ²₁₀, past 10 with probability about 1e-16: a spike is a
