@@ -10,12 +10,11 @@ then followed on its own, as a user would, from a new folder:
   ones (the default's, :data:`bnnkit.experiments.reference.DEFAULT_BUDGET`);
 
 with ``--max-time`` at ``--time-factor`` times the default's wall time on that split, so that
-a change which cannot finish in a budget a user would give it counts as not helping. A
-change *helps* on a split where every level that printed it passes after it, and the verdict
-is at least as high as before; it *improves the verdict* where the verdict rises. The table
-gives, per change, the splits where it was printed, where it helped and where it raised the
-verdict; a change that helps on fewer than half of the splits where it is printed fails the
-test of printed advice.
+a change which cannot finish in a budget a user would give it counts as not helping. The
+table gives, per change and per level that printed it, the splits where it was printed, where
+that level passed after it, and where the verdict rose; a change whose level passed after it
+on fewer than half of the splits where that level printed it fails the test of printed advice
+for that level (:mod:`bnnkit.metrics.measured_advice` leaves it out there).
 
     BNNKIT_DATA_DIR=... python benchmarks/advice_followed.py --root DIR
         [--datasets yacht_0 ...] [--time-factor 4] [--out FILE.json]
@@ -32,7 +31,9 @@ import sys
 import time
 from pathlib import Path
 
+from bnnkit.command_flags import spelling
 from bnnkit.experiments.reference import DEFAULT_BUDGET
+from bnnkit.metrics.findings import COMPARATIVES
 from bnnkit.metrics.levels import VERDICTS
 
 DATASETS = ("yacht_0", "concrete_0", "energy_0", "boston_0", "wine-quality-red_0")
@@ -58,26 +59,26 @@ def flags_for(advice: str) -> list[str] | None:
 
 
 def printed_changes(levels: dict) -> dict[str, list[str]]:
-    """Each change the verdict printed (``"sampler nuts"``) and the failed levels whose
-    remedies printed it: a remedy's line of ``advice`` is its ``helps``, a colon, its changes
-    in the command's settings joined by " or " (those the command has no setting for left
-    out), and its reason in brackets.
+    """Each change the verdict prints for ``bnnkit reference`` before any is left out as
+    measured (``"sampler nuts"``), and the failed levels whose remedies print it: the
+    remedies' changes of the settings the command has a flag for.
 
     Example:
-        >>> levels = {"failed": ["L0"], "advice": ["shorter: sampler nuts or a longer "
-        ...     "num_tuning (why)"], "L0": {"remedies": [{"helps": "shorter"}]}}
+        >>> levels = {"failed": ["L0"], "L0": {"remedies": [{"helps": "h", "changes":
+        ...     [["adjusted", "on"], ["sampler", "nuts"], ["num_tuning", "longer"]]}]}}
         >>> printed_changes(levels)
         {'sampler nuts': ['L0'], 'a longer num_tuning': ['L0']}
     """
+    spell = spelling("reference")
     found: dict[str, list[str]] = {}
     for level in levels.get("failed", []):
         for remedy in levels[level].get("remedies", []):
-            head = remedy["helps"] + ": "
-            for line in levels.get("advice", []):
-                if line.startswith(head):
-                    changes = line[len(head) :].split(" (")[0]
-                    for change in changes.split(" or "):
-                        found.setdefault(change, []).append(level)
+            for name, value in remedy["changes"]:
+                if spell(name) is None:
+                    continue
+                text = f"a {value} {name}" if value in COMPARATIVES else f"{name} {value}"
+                if level not in found.setdefault(text, []):
+                    found[text].append(level)
     return found
 
 
@@ -85,7 +86,7 @@ def run_reference(folder: Path, dataset: str, extra: list[str]) -> dict:
     """The reference in ``folder`` (run unless it has finished): its levels and wall time."""
     done = folder / "chains" / "evaluation.json"
     record = folder.with_suffix(".json")
-    if done.is_file() and record.is_file():
+    if record.is_file():  # written once the run has ended, kept draws or not
         return json.loads(record.read_text())
     command = [
         sys.executable,
@@ -125,36 +126,38 @@ def followed(root: Path, dataset: str, time_factor: float) -> dict:
         budget = ["--max-time", f"{round(time_factor * default['seconds'])}s"]
         name = "_".join(flags).strip("-").replace("--", "")
         after = run_reference(root / dataset / name, dataset, flags + budget)["levels"]
-        passed = after is not None and all(
-            after[level].get("status") == "pass" for level in printed_by
-        )
         rank = VERDICTS.index(after["verdict"]) if after else len(VERDICTS)
         before = VERDICTS.index(levels["verdict"])
         rows[change] = {
             "printed_by": printed_by,
             "verdict_after": after["verdict"] if after else "stopped before any kept draw",
-            "helped": passed and rank <= before,
+            "passed_after": [
+                level for level in printed_by if after and after[level].get("status") == "pass"
+            ],
             "raised_verdict": rank < before,
         }
     return {"verdict": levels["verdict"], "failed": levels["failed"], "changes": rows}
 
 
 def table(results: dict) -> str:
-    """The per-change summary over the splits, as Markdown."""
-    tally: dict[str, list[int]] = {}
+    """Per change and level that printed it: the splits where it was printed, where that
+    level passed after it and where the verdict rose; as Markdown."""
+    tally: dict[tuple[str, str], list[int]] = {}
     for found in results.values():
         for change, row in found["changes"].items():
-            count = tally.setdefault(change, [0, 0, 0])
-            count[0] += 1
-            count[1] += row["helped"]
-            count[2] += row["raised_verdict"]
+            for level in row["printed_by"]:
+                count = tally.setdefault((change, level), [0, 0, 0])
+                count[0] += 1
+                count[1] += level in row["passed_after"]
+                count[2] += row["raised_verdict"]
     lines = [
-        "| printed change | splits printed | helped | raised the verdict | passes the test |",
-        "|---|---:|---:|---:|---|",
+        "| printed change | for | splits printed | the level passed after | verdict rose "
+        "| passes the test |",
+        "|---|---|---:|---:|---:|---|",
     ]
-    for change, (printed, helped, raised) in sorted(tally.items()):
-        ok = "yes" if 2 * helped >= printed else "no"
-        lines.append(f"| {change} | {printed} | {helped} | {raised} | {ok} |")
+    for (change, level), (printed, passed, raised) in sorted(tally.items()):
+        ok = "yes" if 2 * passed >= printed else "no"
+        lines.append(f"| {change} | {level} | {printed} | {passed} | {raised} | {ok} |")
     return "\n".join(lines)
 
 

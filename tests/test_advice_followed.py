@@ -18,23 +18,17 @@ def test_examples_in_its_docstrings(advice):
 
 
 def test_the_printed_changes_are_followed(advice):
-    # As the reference's verdict records them: the advice lines print only the command's
-    # settings (no energy_var_end, burn-in or start folder of its own).
+    # The remedies as the verdict stores them; the reference command has no flag for
+    # energy_var_end or the adjusted switch, so it prints neither.
     levels = {
         "failed": ["L0", "L1"],
-        "advice": [
-            "a Metropolis-adjusted sampler: sampler nuts (a step whose energy error spikes "
-            "is rejected)",
-            "shorter steps: a longer num_tuning (the energy-variance target was 0.1)",
-            "more draws: a longer num_tuning or a larger num_samples",
-        ],
         "L0": {
             "remedies": [
-                {"helps": "a Metropolis-adjusted sampler"},
-                {"helps": "shorter steps"},
+                {"changes": [["adjusted", "on"], ["sampler", "nuts"]]},
+                {"changes": [["energy_var_end", "smaller"], ["num_tuning", "longer"]]},
             ]
         },
-        "L1": {"remedies": [{"helps": "more draws"}]},
+        "L1": {"remedies": [{"changes": [["num_tuning", "longer"], ["num_samples", "larger"]]}]},
     }
     found = advice.printed_changes(levels)
     assert found == {
@@ -49,14 +43,18 @@ def test_the_printed_changes_are_followed(advice):
     ]
 
 
-def test_a_change_passes_when_it_helps_on_half_its_splits(advice):
-    helped = {"printed_by": ["L0"], "helped": True, "raised_verdict": True}
-    not_helped = {"printed_by": ["L0"], "helped": False, "raised_verdict": False}
+def test_a_change_passes_for_a_level_it_made_pass_on_half_its_splits(advice):
+    printed = {"printed_by": ["L1", "L3"], "raised_verdict": True}
     results = {
-        "a": {"changes": {"sampler nuts": helped}},
-        "b": {"changes": {"sampler nuts": not_helped}},
-        "c": {"changes": {"a larger num_samples": not_helped}},
+        "a": {"changes": {"a larger num_samples": {**printed, "passed_after": ["L3"]}}},
+        "b": {"changes": {"a larger num_samples": {**printed, "passed_after": []}}},
+        "c": {
+            "changes": {
+                "sampler nuts": {"printed_by": ["L0"], "passed_after": [], "raised_verdict": False}
+            }
+        },
     }
     lines = advice.table(results).splitlines()
-    assert "| a larger num_samples | 1 | 0 | 0 | no |" in lines
-    assert "| sampler nuts | 2 | 1 | 1 | yes |" in lines
+    assert "| a larger num_samples | L1 | 2 | 0 | 2 | no |" in lines
+    assert "| a larger num_samples | L3 | 2 | 1 | 2 | yes |" in lines
+    assert "| sampler nuts | L0 | 1 | 0 | 0 | no |" in lines

@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,7 +47,8 @@ from bnnkit.evaluation.comparison import compare, compare_probs, noise_floor
 from bnnkit.evaluation.context import Context
 from bnnkit.evaluation.files import ood_file
 from bnnkit.evaluation.predictions import run_prediction, weight_draws
-from bnnkit.metrics import baseline, diagnostics, levels, predictive
+from bnnkit.likelihoods import Gaussian
+from bnnkit.metrics import baseline, diagnostics, levels, measured_advice, predictive
 from bnnkit.metrics.mcmc import MIN_DRAWS
 from bnnkit.metrics.predictive import metrics_for
 from bnnkit.metrics.sampler_health import capped_warning
@@ -225,6 +227,11 @@ def verdict(context: Context) -> dict[str, Any]:
         )
     )
     command = run_verdict.run_command(rundir, record)
+    likelihood = context.problem.likelihood
+    learned_noise = isinstance(likelihood, Gaussian) and likelihood.noise_std is None
+    found = dataclasses.replace(
+        found, unhelpful=measured_advice.unhelpful(command, learned_noise=learned_noise)
+    )
     spell = run_verdict.python_spelling(rundir, record)
     return {"levels": {**found.to_dict(spell), "command": command}}
 

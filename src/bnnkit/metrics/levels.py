@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from bnnkit.metrics import halves, numerics, plateau, stationarity
+from bnnkit.metrics import halves, measured_advice, numerics, plateau, stationarity
 from bnnkit.metrics.findings import THRESHOLDS, Finding, Remedy, not_recorded, python_name
 
 #: The verdicts, best first.
@@ -309,11 +309,14 @@ class Verdict:
         outcome: one of :data:`VERDICTS`.
         findings: each level's finding, by name, in the order of :data:`LEVELS`.
         thresholds: the thresholds it was judged by, by name.
+        unhelpful: by level, the changes its advice leaves out there, measured not to help
+            that level of runs of its kind (:mod:`bnnkit.metrics.measured_advice`).
     """
 
     outcome: str
     findings: Mapping[str, Finding]
     thresholds: Mapping[str, float]
+    unhelpful: Mapping[str, tuple[tuple[str, str], ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def failed(self) -> list[str]:
@@ -363,8 +366,38 @@ class Verdict:
         return named
 
     def advice(self, spell: Callable[[str], str | None] = python_name) -> list[str]:
-        """What to do, one sentence per remedy, each setting as ``spell`` names it."""
-        return [remedy.text(spell) for remedy in self.remedies]
+        """What to do, one sentence per remedy, each setting as ``spell`` names it; without
+        the changes measured not to help the level that names them (:attr:`unhelpful`), a
+        remedy left with none that ``spell`` names not printed, and where that leaves
+        nothing, what was measured instead.
+
+        Example:
+            >>> tried = Remedy("more draws", (("num_samples", "larger"),))
+            >>> found = {"L1": Finding("fail", remedies=(tried,))}
+            >>> Verdict("not a reference", found, {}).advice()
+            ['more draws: a larger num_samples']
+            >>> measured = {"L1": (("num_samples", "larger"),)}
+            >>> Verdict("not a reference", found, {}, measured).advice()[0][:32]
+            'no change measured reaches certi'
+        """
+        out: list[str] = []
+        for name in self.failed:
+            found, known = self.findings[name], level(name)
+            if found.status == "not recorded":
+                continue
+            dropped = self.unhelpful.get(name, ())
+            for remedy in found.remedies or (known.remedies if known else ()):
+                kept = tuple(c for c in remedy.changes if c not in dropped)
+                # A remedy whose measured changes are gone, and whose others the interface
+                # cannot name, has nothing left to say.
+                if kept != remedy.changes and all(spell(s) is None for s, _ in kept):
+                    continue
+                text = dataclasses.replace(remedy, changes=kept).text(spell)
+                if text not in out:
+                    out.append(text)
+        if self.remedies and not out:
+            out.append(measured_advice.NOTHING_MEASURED_HELPS)
+        return out
 
     def line(
         self, spell: Callable[[str], str | None] = python_name, advice: list[str] | None = None
@@ -398,6 +431,7 @@ class Verdict:
             **{name: found.to_dict() for name, found in self.findings.items()},
             "order": list(self.findings),
             "thresholds": dict(self.thresholds),
+            "unhelpful": {n: [list(c) for c in cs] for n, cs in self.unhelpful.items()},
         }
 
     @classmethod
@@ -409,6 +443,10 @@ class Verdict:
             outcome=values["verdict"],
             findings={name: Finding.from_dict(values[name]) for name in names},
             thresholds=dict(values.get("thresholds") or {}),
+            unhelpful={
+                str(n): tuple((str(s), str(c)) for s, c in cs)
+                for n, cs in (values.get("unhelpful") or {}).items()
+            },
         )
 
 
