@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from bnnkit.command_flags import spelling
 from bnnkit.experiments.reference import DEFAULT_BUDGET
 from bnnkit.metrics.findings import COMPARATIVES
 from bnnkit.metrics.levels import VERDICTS
+from peer_bde import reference_command
 
 DATASETS = ("yacht_0", "concrete_0", "energy_0", "boston_0", "wine-quality-red_0")
 
@@ -88,23 +88,7 @@ def run_reference(folder: Path, dataset: str, extra: list[str]) -> dict:
     record = folder.with_suffix(".json")
     if record.is_file():  # written once the run has ended, kept draws or not
         return json.loads(record.read_text())
-    command = [
-        sys.executable,
-        "-m",
-        "bnnkit.cli",
-        "reference",
-        "--dataset",
-        dataset,
-        "--model",
-        "mlp_regression_small",
-        "--seed",
-        "0",
-        "--dir",
-        str(folder),
-        "--no-progress",
-        "--overwrite",
-        *extra,
-    ]
+    command = reference_command(dataset, "mlp_regression_small", 0, folder, *extra)
     start = time.perf_counter()
     subprocess.run(command, check=False, capture_output=True, text=True)
     seconds = time.perf_counter() - start

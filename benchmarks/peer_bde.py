@@ -207,6 +207,28 @@ def within_summary(mixed: list[bool], ess_p5: list[float]) -> dict:
     }
 
 
+def reference_command(dataset: str, model: str, seed: int, folder: Path, *extra: str) -> list:
+    """``bnnkit reference`` on a split (``yacht_0``) into a new ``folder``, in this
+    interpreter, without a progress bar, with ``extra`` flags."""
+    return [
+        sys.executable,
+        "-m",
+        "bnnkit.cli",
+        "reference",
+        "--dataset",
+        dataset,
+        "--model",
+        model,
+        "--seed",
+        str(seed),
+        "--dir",
+        str(folder),
+        "--overwrite",
+        "--no-progress",
+        *extra,
+    ]
+
+
 def run_bnnkit(
     dataset: str,
     split: int,
@@ -218,24 +240,7 @@ def run_bnnkit(
     devices: int = 1,
 ) -> dict:
     folder = workdir / f"ref_{model}"
-    command = [
-        sys.executable,
-        "-m",
-        "bnnkit.cli",
-        "reference",
-        "--dataset",
-        f"{dataset}_{split}",
-        "--model",
-        model,
-        "--seed",
-        str(seed),
-        "--dir",
-        str(folder),
-        "--overwrite",
-        "--no-progress",
-        "--json",
-        *extra,
-    ]
+    command = reference_command(f"{dataset}_{split}", model, seed, folder, "--json", *extra)
     t0 = time.perf_counter()
     done = subprocess.run(
         command, capture_output=True, text=True, env=_threads(cache, devices=devices)
