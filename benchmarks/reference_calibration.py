@@ -103,6 +103,17 @@ def ranks_as_truth(truth: dict[str, float], candidate: dict[str, float], tau: fl
     }
 
 
+def judged_levels(levels: dict[str, Any]) -> dict[str, Any]:
+    """What a candidate's verdict was made of, to judge it again under other thresholds (the
+    calibration cases of ``tests/metrics/test_plateau_calibration.py``): each level's status
+    and softness, and level 3's figures."""
+    names = levels.get("order") or []
+    return {
+        "levels": {n: {"status": levels[n]["status"], "soft": levels[n]["soft"]} for n in names},
+        "plateau": (levels.get("L3") or {}).get("figures"),
+    }
+
+
 def _setting(dataset: str, args: argparse.Namespace):
     from bnnkit.experiments import reference
     from bnnkit.experiments.compared_methods import SETTINGS, Setting
@@ -179,6 +190,7 @@ def run_split(dataset: str, args: argparse.Namespace) -> dict[str, Any]:
                 "iterations": [tuning, kept],
                 "verdict": (judged.get("levels") or {}).get("verdict"),
                 "failed": (judged.get("levels") or {}).get("failed"),
+                **judged_levels(judged.get("levels") or {}),
                 "test": judged["test"],
                 "wasserstein_1": theirs,
                 **ranks_as_truth(truth, theirs, args.tau),

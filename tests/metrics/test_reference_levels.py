@@ -261,6 +261,27 @@ def test_plateau_passes_settled_chains_and_fails_a_moving_average():
     assert found.status == "fail" and found.figures["lpd"]["change"] > 0.1
 
 
+
+def test_plateau_scales_with_the_runs_distance_to_its_ensemble():
+    """A drift that moves the LPD by about 0.1 nats fails the absolute tolerance (0.01), passes
+    beside an ensemble 20 times the changes away (half of it allowed) and fails beside one
+    0.02 nats away (the absolute tolerance then rules): margins of 5x and more either way."""
+    means = 0.1 * ar1((4, 300, 10))
+    drift = np.linspace(0.0, 0.5, 300)[None, :, None]
+    moving, stds = means + drift, np.full_like(means, 0.5)
+    density = -0.5 * (moving / 0.5) ** 2 - math.log(0.5) - 0.5 * math.log(2 * math.pi)
+    alone = plateau.plateau(density, means=moving, stds=stds)
+    change = alone.figures["lpd"]["change"]
+    assert alone.status == "fail" and abs(change) > 5 * THRESHOLDS.lpd_tolerance
+    lpd, std = alone.figures["lpd"], alone.figures["std"]
+    far = {"lpd": lpd["all"] - 20 * abs(change), "std": std["all"] + 20 * abs(std["change"])}
+    beside = plateau.plateau(density, means=moving, stds=stds, ensemble=far)
+    assert beside.status == "pass" and beside.figures["allowed"]["lpd"] > 5 * abs(change)
+    near = {"lpd": lpd["all"] - 0.02, "std": far["std"]}
+    assert plateau.plateau(density, means=moving, stds=stds, ensemble=near).status == "fail"
+    # The figures judge again to the same finding, as a stored evaluation's do.
+    assert plateau.judge(beside.figures).status == "pass"
+
 # The verdict and its rows
 
 

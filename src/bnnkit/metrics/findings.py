@@ -185,7 +185,11 @@ class Thresholds:
             many times longer gains nothing from more draws (a mixing chain's grows with its
             length).
         halves_ratio: L2: the halves' model averages may differ by at most this share of the
-            run's distance to its own ensemble (the run's error is then about a quarter of it).
+            run's distance to its own ensemble (the run's error is then about a quarter of it);
+            L3: the test LPD and the predictive's spread may move with more draws by this
+            share of their difference to the ensemble's (calibrated: docs/uci-benchmark.md,
+            "Does the verdict say what a reference is for?",
+            ``benchmarks/results/xeon/reference_calibration_*.md``).
         absolute_w1: L2 without an ensemble: the halves' W₁ at most this share of the mean
             predictive std (two Gaussians a twentieth of their std apart overlap in 98 %).
         absolute_tv: L2 without an ensemble: the halves' mean total variation at most this.
@@ -198,8 +202,10 @@ class Thresholds:
             std) count as no drift whatever their standard error.
         raised_step: L0's advice: an adapted step size this many times the given one counts
             as raised by burn-in (then a smaller given step would change nothing).
-        std_tolerance: L3: the mean predictive std may change by at most this share of itself.
-        entropy_tolerance: L3: the mean predictive entropy may change by at most this (nats).
+        std_tolerance: L3: changes of the mean predictive std below this share of itself count
+            as none (a run without an ensemble: at most this).
+        entropy_tolerance: L3: changes of the mean predictive entropy below this (nats) count as
+            none (a run without an ensemble: at most this).
     """
 
     max_divergent_share: float = 0.01

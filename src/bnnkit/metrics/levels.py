@@ -19,7 +19,8 @@ advice all come from that list, so a new level is one entry in it.
     the model averages of the two halves of the chains agree, well within the run's distance
     to its own deep ensemble; the modes the chains sit in where they do not;
 ``L3`` plateau (:mod:`bnnkit.metrics.plateau`)
-    the test LPD and the predictive's spread no longer move with more draws.
+    the test LPD and the predictive's spread no longer move with more draws by as much as the
+    run's difference to its own deep ensemble (or, without one, by their absolute tolerances).
 
 The verdict (:data:`VERDICTS`): **certified** when every level passes; **reproducible** when
 every level a reproducible run needs passes (L0, L2, L3; a soft failure, an unadjusted chain's
@@ -159,10 +160,14 @@ def _halves(evidence: Evidence) -> Finding:
 
 def _plateau(evidence: Evidence) -> Finding:
     p = evidence.prediction
+    theirs = None
+    if evidence.ensemble is not None:
+        points = p.per_sample.shape[2] if p.task == "classification" else None
+        theirs = plateau.ensemble_figures(evidence.ensemble, evidence.y, points)
     if p.task == "classification":
-        return plateau.plateau(evidence.log_density, probs=p.per_sample)
+        return plateau.plateau(evidence.log_density, probs=p.per_sample, ensemble=theirs)
     means = np.asarray(p.means).reshape(*p.per_sample.shape[:2], -1)
-    return plateau.plateau(evidence.log_density, means=means, stds=evidence.stds())
+    return plateau.plateau(evidence.log_density, means=means, stds=evidence.stds(), ensemble=theirs)
 
 
 def _numerics_row(figures: Mapping[str, Any]) -> str:
@@ -277,7 +282,7 @@ LEVELS: list[Level] = [
         "plateau",
         "a plateau",
         _plateau,
-        ("lpd_tolerance", "std_tolerance", "entropy_tolerance"),
+        ("lpd_tolerance", "std_tolerance", "entropy_tolerance", "halves_ratio"),
         True,
         (stationarity.MORE_DRAWS,),
         _plateau_row,

@@ -1,0 +1,69 @@
+"""The calibration cases of level 3: the default references of ``benchmarks/
+reference_calibration.py`` judged again by the code's thresholds.
+
+Each case is a default reference (at its full, half or quarter budget) on a split of a small UCI
+set, stored with its levels' statuses, level 3's figures and whether it ranks six cheap
+methods as a 16-member long reference does (Kendall's τ ≥ 0.8 and the same closest method).
+Two properties are checked on every recorded case, so that a threshold moved without the table
+fails here:
+
+- level 3 judged again from its stored figures (:func:`bnnkit.metrics.plateau.judge`), with the
+  other levels as stored, gives the verdict the table records (the table is this code's);
+- "reproducible or better" has a precision of at least 0.9 against "ranks as the truth", the
+  verdict's promise (docs/uci-benchmark.md, "Does the verdict say what a reference is for?").
+
+No tolerance is tuned here: the verdicts are deterministic functions of the stored figures.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bnnkit.metrics import levels, plateau
+from bnnkit.metrics.findings import Finding
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "xeon"
+
+
+def cases() -> list[tuple[str, dict]]:
+    """Every candidate of the calibration results that stores its levels."""
+    found = []
+    for path in sorted(RESULTS.glob("reference_calibration*.json")):
+        for result in json.loads(path.read_text())["results"]:
+            for candidate in result["candidates"]:
+                if candidate.get("plateau") and candidate.get("levels"):
+                    found.append((f"{result['dataset']}@{candidate['budget']:g}", candidate))
+    return found
+
+
+CASES = cases()
+
+
+def judged_again(candidate: dict) -> str:
+    """The candidate's verdict with level 3 judged again from its figures."""
+    found = {}
+    for name, stored in candidate["levels"].items():
+        if name == "L3":
+            found[name] = plateau.judge(candidate["plateau"])
+        else:
+            found[name] = Finding(stored["status"], ("as stored",), soft=stored["soft"])
+    return levels.verdict(found).outcome
+
+
+def test_there_are_calibration_cases():
+    assert len(CASES) >= 15
+
+
+@pytest.mark.parametrize(("name", "candidate"), CASES, ids=[n for n, _ in CASES])
+def test_the_table_is_this_codes_verdict(name, candidate):
+    assert judged_again(candidate) == candidate["verdict"], name
+
+
+def test_reproducible_ranks_as_the_truth():
+    called = [c for _, c in CASES if levels.reaches(judged_again(c), "reproducible")]
+    right = sum(c["ranks_as_truth"] for c in called)
+    assert called, "no case is called reproducible"
+    assert right / len(called) >= 0.9, f"precision {right}/{len(called)}"
