@@ -261,7 +261,6 @@ def test_plateau_passes_settled_chains_and_fails_a_moving_average():
     assert found.status == "fail" and found.figures["lpd"]["change"] > 0.1
 
 
-
 def test_plateau_scales_with_the_runs_distance_to_its_ensemble():
     """A drift that moves the LPD by about 0.1 nats fails the absolute tolerance (0.01), passes
     beside an ensemble 20 times the changes away (half of it allowed) and fails beside one
@@ -281,6 +280,7 @@ def test_plateau_scales_with_the_runs_distance_to_its_ensemble():
     assert plateau.plateau(density, means=moving, stds=stds, ensemble=near).status == "fail"
     # The figures judge again to the same finding, as a stored evaluation's do.
     assert plateau.judge(beside.figures).status == "pass"
+
 
 # The verdict and its rows
 
