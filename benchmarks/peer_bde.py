@@ -16,13 +16,15 @@ For every dataset and standard split, one after the other on the same machine:
   (``mlp_regression_2x16``) and prior (N(0, 1): ``--weight-decay 1``), everything else at its
   defaults;
 - ``bnnkit``: ``bnnkit reference`` at its defaults with bnnkit's UCI model
-  (``mlp_regression_small``).
+  (``mlp_regression_small``);
+- ``n01`` and ``precision3``: the same under N(0, 1) (``--weight-decay 1``) and under a
+  Gaussian of precision 3, for the choice of the default prior (not run unless named).
 
 Each runs in a fresh interpreter, timed from its start to its predictions (imports and
 compilation included, as a user waits for them), on the same 2 threads and the same number of
 JAX CPU devices (``--devices``, by default bnnkit's command-line default, one per core: the
 peer gets them as its README says, ``XLA_FLAGS=--xla_force_host_platform_device_count=N``,
-and spreads its members over them; bnnkit splits its chains over them). All three are scored
+and spreads its members over them; bnnkit splits its chains over them). All are scored
 by the same code: test log-likelihood per point of the equal-weight mixture of every draw's
 Gaussian, and RMSE of the predictive mean, in the target's original units. Both are judged by
 the same checks of each chain on its own too (the verdict's level 1,
@@ -114,7 +116,17 @@ CONTENDERS = {
     "peer": ("peer (MILE, 2x16)", None),
     "like": ("bnnkit, like for like (2x16)", ("mlp_regression_2x16", ("--weight-decay", "1"))),
     "default": ("bnnkit (default model)", ("mlp_regression_small", ())),
+    # The default model under other priors, for the choice of its default (precision 10).
+    "n01": ("bnnkit, N(0, 1) (default model)", ("mlp_regression_small", ("--weight-decay", "1"))),
+    "precision3": (
+        "bnnkit, precision 3 (default model)",
+        ("mlp_regression_small", ("--weight-decay", "3")),
+    ),
 }
+
+
+#: The contenders of a run that names none: the peer and bnnkit's two.
+DEFAULT_CONTENDERS = ("peer", "like", "default")
 
 
 def peer_available(python: str) -> bool:
@@ -354,9 +366,9 @@ def main() -> None:
     parser.add_argument(
         "--contenders",
         nargs="+",
-        default=list(CONTENDERS),
+        default=list(DEFAULT_CONTENDERS),
         choices=list(CONTENDERS),
-        help="which contenders run (default: all three)",
+        help="which contenders run (default: peer, like, default)",
     )
     parser.add_argument(
         "--compile-cache",
@@ -371,6 +383,13 @@ def main() -> None:
         default=cpu_devices.device_count({}),
         help="JAX CPU devices for every contender (default: bnnkit's command-line default, "
         "one per core, a power of two at most 8; 1: one device each)",
+    )
+    parser.add_argument(
+        "--keep",
+        default=None,
+        metavar="DIR",
+        help="keep bnnkit's references in DIR/<contender key>/<dataset>_<split> (for "
+        "bnnkit evaluate, or a study judging them again); by default they are deleted",
     )
     parser.add_argument(
         "--combine",
@@ -399,7 +418,7 @@ def main() -> None:
         f"{args.devices} JAX CPU device(s) per contender"
     )
     contenders = {
-        name + (", compile cache" if args.compile_cache and model else ""): model
+        name + (", compile cache" if args.compile_cache and model else ""): (key, model)
         for key, (name, model) in CONTENDERS.items()
         if key in args.contenders
     }
@@ -408,7 +427,7 @@ def main() -> None:
     for split in range(args.first_split, args.first_split + args.splits):
         for dataset in args.datasets:
             with tempfile.TemporaryDirectory() as tmp:
-                for name, model in contenders.items():
+                for name, (key, model) in contenders.items():
                     if model is None:
                         if not have_peer:
                             continue
@@ -416,15 +435,12 @@ def main() -> None:
                             args.peer_python, dataset, split, split, Path(tmp), args.devices
                         )
                     else:
+                        workdir = Path(tmp)
+                        if args.keep:
+                            workdir = Path(args.keep) / key / f"{dataset}_{split}"
+                            workdir.mkdir(parents=True, exist_ok=True)
                         row = run_bnnkit(
-                            dataset,
-                            split,
-                            model[0],
-                            split,
-                            Path(tmp),
-                            model[1],
-                            cache,
-                            args.devices,
+                            dataset, split, model[0], split, workdir, model[1], cache, args.devices
                         )
                     results[dataset][name].append({"split": split, **row})
                     integer = (
