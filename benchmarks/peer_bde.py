@@ -309,6 +309,35 @@ def level_counts(rows: list[dict]) -> str:
     )
 
 
+def against_peer(results: dict) -> str:
+    """Split by split against the peer, as markdown: per bnnkit contender and dataset, on how
+    many splits its test LL (the integer score's where the targets are whole numbers) is at
+    least the peer's and its RMSE at most the peer's, and whether its mean LL over those
+    splits is. Empty without the peer's rows."""
+    peer_name = CONTENDERS["peer"][0]
+    lines = [
+        "| contender | dataset | splits | LL ≥ peer | RMSE ≤ peer | mean LL ≥ peer |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    names = sorted({n for c in results.values() for n in c if n != peer_name})
+    for name in names:
+        for dataset, contenders in results.items():
+            peer = {r["split"]: r for r in contenders.get(peer_name, [])}
+            ours = [r for r in contenders.get(name, []) if r["split"] in peer]
+            if not ours:
+                continue
+            key = "ll_integer" if all("ll_integer" in r for r in ours) else "ll"
+            wins = sum(r[key] >= peer[r["split"]][key] for r in ours)
+            closer = sum(r["rmse"] <= peer[r["split"]]["rmse"] for r in ours)
+            mean = np.mean([r[key] for r in ours]) >= np.mean([peer[r["split"]][key] for r in ours])
+            score = " (integer score)" if key == "ll_integer" else ""
+            lines.append(
+                f"| {name} | {dataset} | {len(ours)} | {wins}{score} | {closer} | "
+                f"{'yes' if mean else 'no'} |"
+            )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def table(results: dict) -> str:
     """Mean over splits per dataset and contender, as markdown."""
     lines = [
@@ -406,6 +435,7 @@ def main() -> None:
                 for name, rows in contenders.items():
                     merged.setdefault(dataset, {}).setdefault(name, []).extend(rows)
         print(table(merged))
+        print(against_peer(merged))
         return
     have_peer = peer_available(args.peer_python)
     if not have_peer:
@@ -458,6 +488,7 @@ def main() -> None:
     if args.compile_cache:
         shutil.rmtree(cache, ignore_errors=True)
     print(table(results))
+    print(against_peer(results))
 
 
 if __name__ == "__main__":
