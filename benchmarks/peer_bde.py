@@ -17,8 +17,10 @@ For every dataset and standard split, one after the other on the same machine:
   defaults;
 - ``bnnkit``: ``bnnkit reference`` at its defaults with bnnkit's UCI model
   (``mlp_regression_small``);
-- ``n01`` and ``precision3``: the same under N(0, 1) (``--weight-decay 1``) and under a
-  Gaussian of precision 3, for the choice of the default prior (not run unless named).
+- ``n01``, ``precision3`` and ``n01_floor``: the same under N(0, 1) (``--weight-decay 1``),
+  under a Gaussian of precision 3, and under N(0, 1) with the noise std floored at 1 % of the
+  targets' sd (``--min-noise-std 0.01``), for the choice of the default prior (not run unless
+  named).
 
 Each runs in a fresh interpreter, timed from its start to its predictions (imports and
 compilation included, as a user waits for them), on the same 2 threads and the same number of
@@ -121,6 +123,12 @@ CONTENDERS = {
     "precision3": (
         "bnnkit, precision 3 (default model)",
         ("mlp_regression_small", ("--weight-decay", "3")),
+    ),
+    # N(0, 1) with the network's noise std floored at 1 % of the targets' sd: no prior mass
+    # below the prior check's floor, so the posterior cannot sharpen without end.
+    "n01_floor": (
+        "bnnkit, N(0, 1), noise std ≥ 0.01 sd (default model)",
+        ("mlp_regression_small", ("--weight-decay", "1", "--min-noise-std", "0.01")),
     ),
 }
 
