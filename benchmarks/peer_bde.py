@@ -118,7 +118,7 @@ CONTENDERS = {
     "peer": ("peer (MILE, 2x16)", None),
     "like": ("bnnkit, like for like (2x16)", ("mlp_regression_2x16", ("--weight-decay", "1"))),
     "default": ("bnnkit (default model)", ("mlp_regression_small", ())),
-    # The default model under other priors, for the choice of its default (precision 10).
+    # The default model under other priors, for the choice of its default (precision 3).
     "n01": ("bnnkit, N(0, 1) (default model)", ("mlp_regression_small", ("--weight-decay", "1"))),
     "precision3": (
         "bnnkit, precision 3 (default model)",

@@ -90,7 +90,7 @@ def build(config: ProblemConfig) -> Problem:
         >>> problem = build(ProblemConfig(dataset="yacht_0", model="mlp_regression_small"))
         >>> params = problem.init_params(jax.random.PRNGKey(0))
         >>> float(problem.log_posterior(params, problem.train_batch()))
-        -1085.6
+        -1170.6
     """
     check_arguments("bnnkit.build_problem", locals(), BUILD_CHECKS)
     if config.dataset.startswith(ARRAYS_PREFIX):

@@ -89,9 +89,9 @@ def test_argparse_errors_are_one_line_exit_2(capsys):
 def test_resume_with_different_config(tmp_path, capsys):
     run_dir = str(tmp_path / "run")
     assert main([*BASE, "--dir", run_dir]) == 0
-    code = main([*with_args(weight_decay="3"), "--dir", run_dir, "--resume"])
+    code = main([*with_args(weight_decay="1"), "--dir", run_dir, "--resume"])
     assert code == 2
-    assert "weight_decay was 10.0 in the stored run but is 3.0 now" in capsys.readouterr().err
+    assert "weight_decay was 3.0 in the stored run but is 1.0 now" in capsys.readouterr().err
     code = main([*BASE, "--dir", run_dir])
     assert code == 2
     assert "is not empty; pass --resume" in capsys.readouterr().err

@@ -89,7 +89,7 @@ def test_paper_heteroscedastic_network_warns_and_fixed_noise_does_not():
 
 
 def test_the_default_prior_of_such_a_network_passes_the_check():
-    # Its default precision (10) leaves less than the threshold below the floor, by more than
+    # Its default precision (3) leaves less than the threshold below the floor, by more than
     # 4 standard errors of the Monte Carlo share.
     default = prior_check.check(build(ProblemConfig("yacht_0", "mlp_regression_small")))
     assert default.share_below_floor + 4 * default.share_se < prior_check.THRESHOLD

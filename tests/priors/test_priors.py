@@ -397,11 +397,11 @@ def test_a_named_prior_that_ignores_weight_decay_gets_no_default_weight_decay():
         config = ProblemConfig("yacht_0", "mlp_regression_small", prior=prior)
         assert config.weight_decay == 1.0
         assert str(build(config).prior) == priors.spec.canonical(prior)
-    assert ProblemConfig("yacht_0", "mlp_regression_small").weight_decay == 10.0
+    assert ProblemConfig("yacht_0", "mlp_regression_small").weight_decay == 3.0
     layered = ProblemConfig(
         "yacht_0", "mlp_regression_small", prior=named, layer_priors="Dense_1=gaussian"
     )
-    assert layered.weight_decay == 10.0  # λ reaches that layer's bare Gaussian
+    assert layered.weight_decay == 3.0  # λ reaches that layer's bare Gaussian
     given = ProblemConfig("yacht_0", "mlp_regression_small", prior=named, weight_decay=10)
     with pytest.raises(ConfigError, match=r"weight decay 10\.0 is not used by prior 'scale_mix"):
         build(given)
