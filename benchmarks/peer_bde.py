@@ -19,8 +19,9 @@ For every dataset and standard split, one after the other on the same machine:
   (``mlp_regression_small``);
 - ``n01``, ``precision3`` and ``n01_floor``: the same under N(0, 1) (``--weight-decay 1``),
   under a Gaussian of precision 3, and under N(0, 1) with the noise std floored at 1 % of the
-  targets' sd (``--min-noise-std 0.01``), for the choice of the default prior (not run unless
-  named).
+  targets' sd (``--min-noise-std 0.01``), for the choice of the default prior, and
+  ``chains16``: the default at the same gradients spent on 16 chains of 250 + 100 iterations
+  (not run unless named).
 
 Each runs in a fresh interpreter, timed from its start to its predictions (imports and
 compilation included, as a user waits for them), on the same 2 threads and the same number of
@@ -123,6 +124,15 @@ CONTENDERS = {
     "precision3": (
         "bnnkit, precision 3 (default model)",
         ("mlp_regression_small", ("--weight-decay", "3")),
+    ),
+    # The chains' budget spent on more, shorter chains: 16 x (250 + 100) iterations, the
+    # gradients of the default's 8 x (500 + 200).
+    "chains16": (
+        "bnnkit, 16 x (250 + 100) (default model)",
+        (
+            "mlp_regression_small",
+            ("--members", "16", "--num-tuning", "250", "--num-samples", "100"),
+        ),
     ),
     # N(0, 1) with the network's noise std floored at 1 % of the targets' sd: no prior mass
     # below the prior check's floor, so the posterior cannot sharpen without end.
