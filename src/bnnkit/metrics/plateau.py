@@ -50,9 +50,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from bnnkit.metrics.findings import THRESHOLDS, Finding
+from bnnkit.metrics.halves import mean_std, mixture_lpd, probs_lpd
 from bnnkit.metrics.stationarity import MORE_DRAWS
 
 
@@ -74,8 +75,7 @@ def _spread(
         return "mean predictive entropy", float(np.mean(-np.sum(p * np.log(p + 1e-300), -1)))
     m = np.asarray(means, np.float64).reshape(-1, means.shape[-1])
     s = np.asarray(stds, np.float64).reshape(-1, stds.shape[-1])
-    second = np.mean(s**2 + m**2, axis=0) - np.mean(m, axis=0) ** 2
-    return "mean predictive std", float(np.mean(np.sqrt(np.maximum(second, 0.0))))
+    return "mean predictive std", mean_std(m, s)
 
 
 def ensemble_figures(ensemble: Any, y: np.ndarray, points: int | None = None) -> dict[str, float]:
@@ -92,13 +92,12 @@ def ensemble_figures(ensemble: Any, y: np.ndarray, points: int | None = None) ->
     """
     if ensemble.task == "classification":
         probs = np.asarray(ensemble.probs, np.float64)[:points]
-        labels = np.asarray(y)[: probs.shape[0]]
-        lpd = float(np.mean(np.log(probs[np.arange(len(labels)), labels] + 1e-300)))
+        lpd = probs_lpd(probs, np.asarray(y)[: probs.shape[0]])
         return {"lpd": lpd, "entropy": _spread(None, None, probs[None, None])[1]}
-    means = np.asarray(ensemble.means, np.float64)
-    stds = np.asarray(ensemble.stds, np.float64)
-    log_density = stats.norm.logpdf(np.asarray(y, np.float64)[None], means, stds)
-    return {"lpd": pooled_lpd(log_density[None]), "std": _spread(means, stds, None)[1]}
+    return {
+        "lpd": mixture_lpd(ensemble.means, ensemble.stds, y),
+        "std": mean_std(ensemble.means, ensemble.stds),
+    }
 
 
 def allowed(figures: Mapping[str, Any]) -> dict[str, float]:
