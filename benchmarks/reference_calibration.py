@@ -13,20 +13,23 @@ A reference exists to rank cheaper methods as a much longer reference would. On 
 2. the **candidates**: the default reference (the problem flags given, none by default) at
    each ``--budgets`` share of its tuning and kept iterations, each judged as ``bnnkit
    evaluate`` judges it (its verdict), and the same method runs ranked by their W₁ to it.
-   Kendall's τ between that ranking and the truth, and whether the closest method is the same
-   one: a candidate **ranks as the truth** when τ ≥ ``--tau`` and the top method matches.
+   A candidate **ranks as the truth** when it orders what the truth itself resolves: Kendall's
+   τ over the pairs of methods whose W₁ to the truth differ by more than the truth's own
+   half-to-half floor is at least ``--tau``, and its closest method is within that floor of
+   the truth's closest (:func:`ranks_as_truth`, which also gives the strict reading: τ over
+   every pair and the very same closest method).
 
 The table crosses the verdict (reproducible or better, or not a reference) with "ranks as the
 truth": the precision of "reproducible" is the share of the candidates it calls reproducible
 or better that rank as the truth. Every folder is kept under ``--root``; a finished one is
 reused, one cut off is resumed, so the study can run in pieces and ``--table-only`` re-reads
-it.
+it; ``--rejudge`` judges a stored study's rankings again by this code.
 
     BNNKIT_DATA_DIR=... python benchmarks/reference_calibration.py --root DIR \\
         [--datasets yacht boston energy concrete wine-quality-red] [--splits 0 1 2 3 4] \\
         [--budgets 1 0.5 0.25] [--long-members 16] [--long-samples 800] \\
         [--methods SGD "Deep ensemble (K=5)" ...] [--epochs 1500] [--problem-flags "..."] \\
-        [--workers 1] [--out benchmarks/results/reference_calibration] [--table-only]
+        [--workers 1] [--out benchmarks/results/reference_calibration] [--table-only | --rejudge]
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 DATASETS = ("yacht", "boston", "energy", "concrete", "wine-quality-red")
 MODEL = "mlp_regression_small"
@@ -87,31 +92,103 @@ def kendall_tau(truth: list[float], candidate: list[float]) -> float:
     return float(stats.kendalltau(truth, candidate).statistic)
 
 
-def ranks_as_truth(truth: dict[str, float], candidate: dict[str, float], tau: float) -> dict:
-    """How a candidate's ranking of the methods (by W₁ to it) compares with the truth's."""
+def resolved_pairs(truth: dict[str, float], floor: float) -> list[tuple[str, str]]:
+    """The pairs of methods the truth ranks: those whose W₁ to it differ by more than its own
+    half-to-half floor.
+
+    Another long reference R' moves each method's distance by at most d(R, R') (the triangle
+    inequality of the mean W₁ per test point), and two long references are about as far apart
+    as the halves of one (the floor): a pair closer than that can come out in either order from
+    a truth of the same length, so no candidate is asked to order it.
+
+    Example:
+        >>> resolved_pairs({"a": 1.0, "b": 1.05, "c": 2.0}, floor=0.1)
+        [('a', 'c'), ('b', 'c')]
+    """
+    names = sorted(truth, key=truth.__getitem__)
+    return [
+        (a, b)
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        if abs(truth[a] - truth[b]) > floor
+    ]
+
+
+def ranks_as_truth(
+    truth: dict[str, float], candidate: dict[str, float], tau: float, floor: float = 0.0
+) -> dict:
+    """How a candidate's ranking of the methods (by W₁ to it) compares with the truth's.
+
+    Two readings are returned. **Strict** (``strict``): Kendall's τ-b over every pair and the
+    same closest method. **Resolved** (the primary ``ranks_as_truth``): only what the truth
+    itself resolves (:func:`resolved_pairs`): τ over the resolved pairs, (concordant −
+    discordant) / resolved, and the candidate's closest method within ``floor`` of the
+    truth's closest. With ``floor`` 0 both read the same.
+
+    Args:
+        truth: each method's W₁ to the long reference.
+        candidate: each method's W₁ to the candidate.
+        tau: the τ a candidate needs.
+        floor: the long reference's own half-to-half W₁.
+    """
     names = sorted(set(truth) & set(candidate))
-    found = kendall_tau([truth[n] for n in names], [candidate[n] for n in names])
+    strict_tau = kendall_tau([truth[n] for n in names], [candidate[n] for n in names])
     top_truth = min(names, key=truth.__getitem__)
     top_candidate = min(names, key=candidate.__getitem__)
+    pairs = resolved_pairs({n: truth[n] for n in names}, floor)
+    signs = [np.sign(candidate[b] - candidate[a]) for a, b in pairs]
+    resolved_tau = float(np.mean(signs)) if pairs else 1.0
+    tops = [n for n in names if truth[n] - truth[top_truth] <= floor]
+    # τ is a ratio of pair counts; scipy's float can fall an ulp short of it (0.8 as
+    # 0.7999999999999999 for one swap in five).
     return {
-        "tau": found,
+        "tau": resolved_tau,
+        "resolved_pairs": len(pairs),
         "top_truth": top_truth,
         "top_candidate": top_candidate,
-        # τ is a ratio of pair counts; scipy's float can fall an ulp short of it (0.8 as
-        # 0.7999999999999999 for one swap in five).
-        "ranks_as_truth": bool(round(found, 12) >= tau and top_truth == top_candidate),
+        "tops_resolved": tops,
+        "ranks_as_truth": bool(round(resolved_tau, 12) >= tau and top_candidate in tops),
+        "strict": {
+            "tau": strict_tau,
+            "ranks_as_truth": bool(round(strict_tau, 12) >= tau and top_truth == top_candidate),
+        },
     }
 
 
 def judged_levels(levels: dict[str, Any]) -> dict[str, Any]:
     """What a candidate's verdict was made of, to judge it again under other thresholds (the
     calibration cases of ``tests/metrics/test_plateau_calibration.py``): each level's status
-    and softness, and level 3's figures."""
+    and softness, level 2's distances and level 3's figures."""
     names = levels.get("order") or []
+    l2 = (levels.get("L2") or {}).get("figures") or {}
+    halves = None
+    if l2.get("halves") and l2.get("ensemble"):
+        halves = {
+            side: {k: v for k, v in l2[side].items() if k not in ("chains", "run")}
+            for side in ("halves", "ensemble")
+        }
     return {
         "levels": {n: {"status": levels[n]["status"], "soft": levels[n]["soft"]} for n in names},
+        "halves": halves,
         "plateau": (levels.get("L3") or {}).get("figures"),
     }
+
+
+def truth_floor(result: dict[str, Any]) -> float:
+    """The long reference's half-to-half W₁ on a split (the same for every method)."""
+    floors = [(m.get("floor") or {}).get("wasserstein_1") for m in result["methods"].values()]
+    return max(f for f in floors if f is not None)
+
+
+def rejudge(results: list[dict[str, Any]], tau: float) -> list[dict[str, Any]]:
+    """Every candidate's ranking judged again from the stored distances (:func:`ranks_as_truth`),
+    so a recorded study reads by this code's rule."""
+    for result in results:
+        truth = {label: m["wasserstein_1"] for label, m in result["methods"].items()}
+        floor = truth_floor(result)
+        for c in result["candidates"]:
+            c.update(ranks_as_truth(truth, c["wasserstein_1"], tau, floor))
+    return results
 
 
 def _setting(dataset: str, args: argparse.Namespace):
@@ -193,10 +270,9 @@ def run_split(dataset: str, args: argparse.Namespace) -> dict[str, Any]:
                 **judged_levels(judged.get("levels") or {}),
                 "test": judged["test"],
                 "wasserstein_1": theirs,
-                **ranks_as_truth(truth, theirs, args.tau),
             }
         )
-    return {
+    found = {
         "dataset": dataset,
         "long": {
             "test": long_eval["test"],
@@ -206,33 +282,50 @@ def run_split(dataset: str, args: argparse.Namespace) -> dict[str, Any]:
         "candidates": candidates,
         "seconds": time.perf_counter() - start,
     }
+    return rejudge([found], args.tau)[0]
 
 
-def table(results: list[dict[str, Any]]) -> str:
-    """The study as Markdown: per split and budget the verdict, τ and "ranks as the truth";
-    then the verdict crossed with it, and the precision of "reproducible"."""
-    lines = [
-        "| split | budget | verdict | τ | top (truth / candidate) | ranks as the truth |",
-        "| --- | ---: | --- | ---: | --- | --- |",
-    ]
+def _cross(results: list[dict[str, Any]], ranks: Any) -> list[str]:
+    """The verdict crossed with a reading of "ranks as the truth", and the precision of
+    "reproducible or better"."""
     cross: dict[tuple[bool, bool], int] = {}
     for result in results:
         for c in result["candidates"]:
-            good = c["verdict"] in ("reproducible", "certified")
-            cross[good, c["ranks_as_truth"]] = cross.get((good, c["ranks_as_truth"]), 0) + 1
-            same = "yes" if c["ranks_as_truth"] else "no"
-            lines.append(
-                f"| {result['dataset']} | {c['budget']:g} | {c['verdict']} | {c['tau']:.2f} | "
-                f"{c['top_truth']} / {c['top_candidate']} | {same} |"
-            )
-    lines += ["", "| verdict | ranks as the truth | does not |", "| --- | ---: | ---: |"]
+            key = (c["verdict"] in ("reproducible", "certified"), bool(ranks(c)))
+            cross[key] = cross.get(key, 0) + 1
+    lines = ["| verdict | ranks as the truth | does not |", "| --- | ---: | ---: |"]
     for good, name in ((True, "reproducible or better"), (False, "not a reference")):
         lines.append(f"| {name} | {cross.get((good, True), 0)} | {cross.get((good, False), 0)} |")
     called = cross.get((True, True), 0) + cross.get((True, False), 0)
     precision = (
         "none called reproducible" if not called else f"{cross.get((True, True), 0) / called:.2f}"
     )
-    lines.append(f'\nprecision of "reproducible or better": {precision}')
+    return [*lines, "", f'precision of "reproducible or better": {precision}']
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """The study as Markdown: per split and budget the verdict, τ over the pairs the truth
+    resolves (and over every pair), and "ranks as the truth"; then the verdict crossed with it,
+    resolved and strict, and the precision of "reproducible"."""
+    lines = [
+        "| split | budget | verdict | τ (resolved pairs) | τ (all) | top (truth / candidate) "
+        "| ranks as the truth | strictly |",
+        "| --- | ---: | --- | ---: | ---: | --- | --- | --- |",
+    ]
+    for result in results:
+        for c in result["candidates"]:
+            strict = c.get("strict") or {}
+            lines.append(
+                f"| {result['dataset']} | {c['budget']:g} | {c['verdict']} | "
+                f"{c['tau']:.2f} ({c.get('resolved_pairs', '?')}) | "
+                f"{strict.get('tau', float('nan')):.2f} | {c['top_truth']} / {c['top_candidate']} "
+                f"| {'yes' if c['ranks_as_truth'] else 'no'} | "
+                f"{'yes' if strict.get('ranks_as_truth') else 'no'} |"
+            )
+    lines += ["", "Ranking what the truth resolves (its pairs further apart than its floor):", ""]
+    lines += _cross(results, lambda c: c["ranks_as_truth"])
+    lines += ["", "Strictly (every pair, the same closest method):", ""]
+    lines += _cross(results, lambda c: (c.get("strict") or {}).get("ranks_as_truth"))
     lines += ["", "| split | method | W₁ to the long reference | floor W₁ | LPD difference |"]
     lines.append("| --- | --- | ---: | ---: | ---: |")
     for result in results:
@@ -260,14 +353,24 @@ def parse() -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=1, help="splits run at once")
     p.add_argument("--out", default=os.fspath(OUT), help="writes OUT.json and OUT.md")
     p.add_argument("--table-only", action="store_true", help="re-read OUT.json, run nothing")
+    p.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="re-read OUT.json, judge its rankings again by this code, rewrite OUT.json and .md",
+    )
     return p.parse_args()
 
 
 def main() -> None:
     args = parse()
     out = Path(args.out)
-    if args.table_only:
-        print(table(json.loads(out.with_suffix(".json").read_text())["results"]), end="")
+    if args.table_only or args.rejudge:
+        record = json.loads(out.with_suffix(".json").read_text())
+        if args.rejudge:
+            rejudge(record["results"], record["args"]["tau"])
+            out.with_suffix(".json").write_text(json.dumps(record, indent=1))
+            out.with_suffix(".md").write_text(table(record["results"]))
+        print(table(record["results"]), end="")
         return
     names = [f"{d}_{s}" for d in args.datasets for s in args.splits]
     results: list[dict[str, Any]] = []
@@ -279,7 +382,7 @@ def main() -> None:
     results.sort(key=lambda r: names.index(r["dataset"]))
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {
-        "args": {k: v for k, v in vars(args).items() if k != "table_only"},
+        "args": {k: v for k, v in vars(args).items() if k not in ("table_only", "rejudge")},
         "cpu": platform.processor() or platform.machine(),
         "load_average": os.getloadavg(),
         "median_seconds_per_split": statistics.median(r["seconds"] for r in results),

@@ -31,6 +31,20 @@ def test_a_candidate_ranks_as_the_truth_only_with_the_same_order_and_top(calibra
     assert not top["ranks_as_truth"]
 
 
+def test_a_pair_closer_than_the_truths_floor_is_not_asked_of_a_candidate(calibration):
+    truth = {"a": 1.0, "b": 1.05, "c": 2.0, "d": 3.0}
+    # a and b are 0.05 apart, below the floor 0.1: swapping them and the top is no error ...
+    swapped = {"a": 1.1, "b": 1.0, "c": 2.0, "d": 3.0}
+    found = calibration.ranks_as_truth(truth, swapped, 0.8, floor=0.1)
+    assert found["resolved_pairs"] == 5 and found["tau"] == pytest.approx(1.0)
+    assert found["ranks_as_truth"] and found["top_candidate"] == "b"
+    # ... though the strict reading counts it (τ-b (5 - 1) / 6, another closest method).
+    assert found["strict"]["tau"] == pytest.approx(4 / 6) and not found["strict"]["ranks_as_truth"]
+    # A resolved pair out of order is: c and d are 1.0 apart.
+    crossed = calibration.ranks_as_truth(truth, {**truth, "c": 3.5}, 0.8, floor=0.1)
+    assert crossed["tau"] == pytest.approx((4 - 1) / 5) and not crossed["ranks_as_truth"]
+
+
 def test_the_table_crosses_the_verdict_with_the_ranking(calibration):
     def candidate(verdict, ranks):
         return {
@@ -40,6 +54,7 @@ def test_the_table_crosses_the_verdict_with_the_ranking(calibration):
             "top_truth": "a",
             "top_candidate": "a",
             "ranks_as_truth": ranks,
+            "strict": {"tau": 1.0 if ranks else 0.2, "ranks_as_truth": False},
         }
 
     method = {"wasserstein_1": 0.5, "floor": {"wasserstein_1": 0.1}, "lpd_difference": -0.2}
@@ -58,6 +73,8 @@ def test_the_table_crosses_the_verdict_with_the_ranking(calibration):
     assert "| reproducible or better | 1 | 1 |" in text
     assert "| not a reference | 1 | 0 |" in text
     assert 'precision of "reproducible or better": 0.50' in text
+    # The strict reading, where no candidate ranks as the truth, follows.
+    assert 'precision of "reproducible or better": 0.00' in text.split("Strictly")[1]
     assert "| yacht_0 | a | 0.5 | 0.1 | -0.200 |" in text
 
 

@@ -3,7 +3,9 @@ reference_calibration.py`` judged again by the code's thresholds.
 
 Each case is a default reference (at its full, half or quarter budget) on a split of a small UCI
 set, stored with its levels' statuses, level 3's figures and whether it ranks six cheap
-methods as a 16-member long reference does (Kendall's τ ≥ 0.8 and the same closest method).
+methods as a 16-member long reference does: Kendall's τ ≥ 0.8 over the pairs the long
+reference resolves (further apart than its own half-to-half floor) and a closest method within
+that floor of its closest (``ranks_as_truth`` of ``benchmarks/reference_calibration.py``).
 Two properties are checked on every recorded case, so that a threshold moved without the table
 fails here:
 
