@@ -180,13 +180,38 @@ def truth_floor(result: dict[str, Any]) -> float:
     return max(f for f in floors if f is not None)
 
 
+def verdict_again(candidate: dict[str, Any]) -> dict[str, Any]:
+    """A candidate's levels and verdict judged again by this code's thresholds: level 2 from its
+    stored distances (where stored), level 3 from its stored figures, the others as stored."""
+    from bnnkit.metrics import halves, levels, plateau
+    from bnnkit.metrics.findings import Finding
+
+    found = {}
+    for name, stored in candidate["levels"].items():
+        if name == "L2" and candidate.get("halves"):
+            found[name] = halves.judge({**candidate["halves"], "modes": []})
+        elif name == "L3" and candidate.get("plateau"):
+            found[name] = plateau.judge(candidate["plateau"])
+        else:
+            found[name] = Finding(stored["status"], ("as stored",), soft=stored["soft"])
+    judged = levels.verdict(found)
+    return {
+        "verdict": judged.outcome,
+        "failed": judged.failed,
+        "levels": {n: {"status": f.status, "soft": f.soft} for n, f in found.items()},
+    }
+
+
 def rejudge(results: list[dict[str, Any]], tau: float) -> list[dict[str, Any]]:
-    """Every candidate's ranking judged again from the stored distances (:func:`ranks_as_truth`),
-    so a recorded study reads by this code's rule."""
+    """Every candidate judged again from what is stored: its verdict (:func:`verdict_again`,
+    where its levels are stored) and its ranking (:func:`ranks_as_truth`), so a recorded study
+    reads by this code's rules."""
     for result in results:
         truth = {label: m["wasserstein_1"] for label, m in result["methods"].items()}
         floor = truth_floor(result)
         for c in result["candidates"]:
+            if c.get("levels"):
+                c.update(verdict_again(c))
             c.update(ranks_as_truth(truth, c["wasserstein_1"], tau, floor))
     return results
 

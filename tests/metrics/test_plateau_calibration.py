@@ -9,8 +9,9 @@ that floor of its closest (``ranks_as_truth`` of ``benchmarks/reference_calibrat
 Two properties are checked on every recorded case, so that a threshold moved without the table
 fails here:
 
-- level 3 judged again from its stored figures (:func:`bnnkit.metrics.plateau.judge`), with the
-  other levels as stored, gives the verdict the table records (the table is this code's);
+- levels 2 and 3 judged again from their stored figures (:func:`bnnkit.metrics.halves.judge`,
+  :func:`bnnkit.metrics.plateau.judge`), with the other levels as stored, give the verdict the
+  table records (the table is this code's);
 - "reproducible or better" has a precision of at least 0.9 against "ranks as the truth", the
   verdict's promise (docs/uci-benchmark.md, "Does the verdict say what a reference is for?").
 
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from bnnkit.metrics import levels, plateau
+from bnnkit.metrics import halves, levels, plateau
 from bnnkit.metrics.findings import Finding
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "xeon"
@@ -45,11 +46,14 @@ CASES = cases()
 
 
 def judged_again(candidate: dict) -> str:
-    """The candidate's verdict with level 3 judged again from its figures."""
+    """The candidate's verdict with levels 2 (where its distances are stored) and 3 judged again
+    from their figures."""
     found = {}
     for name, stored in candidate["levels"].items():
         if name == "L3":
             found[name] = plateau.judge(candidate["plateau"])
+        elif name == "L2" and candidate.get("halves"):
+            found[name] = halves.judge({**candidate["halves"], "modes": []})
         else:
             found[name] = Finding(stored["status"], ("as stored",), soft=stored["soft"])
     return levels.verdict(found).outcome
@@ -61,6 +65,9 @@ def test_there_are_calibration_cases():
 
 @pytest.mark.parametrize(("name", "candidate"), CASES, ids=[n for n, _ in CASES])
 def test_the_table_is_this_codes_verdict(name, candidate):
+    if candidate.get("halves"):
+        stored = candidate["levels"]["L2"]["status"]
+        assert halves.judge({**candidate["halves"], "modes": []}).status == stored, name
     assert judged_again(candidate) == candidate["verdict"], name
 
 

@@ -259,17 +259,59 @@ def _against(name: str, limit: float, ensemble: dict[str, float] | None) -> str:
     return f"{share:.0%} of the run's distance to its own ensemble, {abs(ensemble[name]):.3g}"
 
 
-def _tolerances(task: str, whole: Average, ensemble: dict[str, float] | None) -> dict[str, float]:
-    """The most the halves may differ by, in the task's distance and in LPD."""
+def tolerances(figures: dict[str, Any]) -> dict[str, float]:
+    """The most the halves may differ by, in the task's distance and in LPD, from L2's
+    figures (those :func:`reproducibility` stores): ``halves_ratio`` of the run's distances to
+    its ensemble, or the absolute tolerances without one (W₁'s a share of ``scale``)."""
     t = THRESHOLDS
-    distance = "total_variation" if task == "classification" else "wasserstein_1"
-    if ensemble is not None:
+    distance = "total_variation" if "total_variation" in figures["halves"] else "wasserstein_1"
+    ensemble = figures.get("ensemble")
+    if ensemble:
         lpd = max(t.halves_ratio * abs(ensemble["lpd_difference"]), t.lpd_tolerance)
         return {distance: t.halves_ratio * ensemble[distance], "lpd_difference": lpd}
-    if task == "classification":
+    if distance == "total_variation":
         return {distance: t.absolute_tv, "lpd_difference": t.lpd_tolerance}
-    scale = mean_std(whole.means, whole.stds)
-    return {distance: t.absolute_w1 * scale, "lpd_difference": t.lpd_tolerance}
+    return {distance: t.absolute_w1 * figures["scale"], "lpd_difference": t.lpd_tolerance}
+
+
+def judge(figures: dict[str, Any]) -> Finding:
+    """Level 2's finding from its figures (those :func:`reproducibility` stores, a stored
+    evaluation's included): each distance between the halves within :func:`tolerances`, and
+    the modes named where they are not.
+
+    Example:
+        >>> figures = {
+        ...     "halves": {"wasserstein_1": 0.3, "lpd_difference": 0.01},
+        ...     "ensemble": {"wasserstein_1": 1.0, "lpd_difference": -0.4},
+        ...     "modes": [[0, 1]],
+        ... }
+        >>> found = judge(figures)
+        >>> found.status, found.figures["tolerances"]
+        ('pass', {'wasserstein_1': 0.5, 'lpd_difference': 0.2})
+    """
+    allowed = tolerances(figures)
+    theirs = figures.get("ensemble")
+    problems = []
+    for name, limit in allowed.items():
+        apart = figures["halves"][name]
+        if not abs(apart) <= limit:
+            problems.append(
+                f"the two halves' model averages differ by {abs(apart):.3g} in "
+                f"{_WORDS[name]}, more than {limit:.3g} ({_against(name, limit, theirs)})"
+            )
+    groups = figures.get("modes") or []
+    if problems and len(groups) > 1:
+        problems.append(
+            f"the chains sit in {len(groups)} distinct modes ("
+            + ", ".join(f"[{', '.join(str(c) for c in group)}]" for group in groups)
+            + "): more chains cover more of them; longer chains rarely meet"
+        )
+    return Finding(
+        "fail" if problems else "pass",
+        tuple(problems),
+        {**figures, "tolerances": allowed},
+        (MORE_CHAINS_OR_DRAWS,) if problems else (),
+    )
 
 
 def modes(per_sample: np.ndarray) -> list[list[int]]:
@@ -322,28 +364,11 @@ def reproducibility(
         )
     whole, a, b = found
     task = prediction.task
-    apart = distances(a, b, y)
     theirs = None
     if ensemble is not None:
         theirs = distances(whole, of_prediction(ensemble, whole.points), y)
-    allowed = _tolerances(task, whole, theirs)
-    problems = []
-    for name, limit in allowed.items():
-        if not abs(apart[name]) <= limit:
-            problems.append(
-                f"the two halves' model averages differ by {abs(apart[name]):.3g} in "
-                f"{_WORDS[name]}, more than {limit:.3g} ({_against(name, limit, theirs)})"
-            )
-    chains = split_chains(prediction.per_sample.shape[0])
-    groups = modes(prediction.per_sample)
-    if problems and len(groups) > 1:
-        problems.append(
-            f"the chains sit in {len(groups)} distinct modes ("
-            + ", ".join(f"[{', '.join(str(c) for c in group)}]" for group in groups)
-            + "): more chains cover more of them; longer chains rarely meet"
-        )
     figures = {
-        "halves": {"chains": chains, **apart},
+        "halves": {"chains": split_chains(prediction.per_sample.shape[0]), **distances(a, b, y)},
         "ensemble": None if theirs is None else {"run": ensemble_run, **theirs},
         "judged_against": "ensemble" if theirs else "absolute",
         "note": None
@@ -351,13 +376,7 @@ def reproducibility(
         else "no ensemble to compare: judged against absolute tolerances (W₁ "
         f"{THRESHOLDS.absolute_w1:.0%} of the mean predictive std, total variation "
         f"{THRESHOLDS.absolute_tv})",
-        "tolerances": allowed,
         "scale": None if task == "classification" else mean_std(whole.means, whole.stds),
-        "modes": groups,
+        "modes": modes(prediction.per_sample),
     }
-    return Finding(
-        "fail" if problems else "pass",
-        tuple(problems),
-        figures,
-        (MORE_CHAINS_OR_DRAWS,) if problems else (),
-    )
+    return judge(figures)
