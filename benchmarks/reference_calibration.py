@@ -23,13 +23,15 @@ The table crosses the verdict (reproducible or better, or not a reference) with 
 truth": the precision of "reproducible" is the share of the candidates it calls reproducible
 or better that rank as the truth. Every folder is kept under ``--root``; a finished one is
 reused, one cut off is resumed, so the study can run in pieces and ``--table-only`` re-reads
-it; ``--rejudge`` judges a stored study's rankings again by this code.
+it; ``--rejudge`` judges a stored study's verdicts and rankings again by this code, and
+``--combine`` makes one study of several (a split's budgets from all of them).
 
     BNNKIT_DATA_DIR=... python benchmarks/reference_calibration.py --root DIR \\
         [--datasets yacht boston energy concrete wine-quality-red] [--splits 0 1 2 3 4] \\
         [--budgets 1 0.5 0.25] [--long-members 16] [--long-samples 800] \\
         [--methods SGD "Deep ensemble (K=5)" ...] [--epochs 1500] [--problem-flags "..."] \\
-        [--workers 1] [--out benchmarks/results/reference_calibration] [--table-only | --rejudge]
+        [--workers 1] [--out benchmarks/results/reference_calibration] \\
+        [--table-only | --rejudge | --combine A.json B.json ...]
 """
 
 from __future__ import annotations
@@ -200,6 +202,42 @@ def verdict_again(candidate: dict[str, Any]) -> dict[str, Any]:
         "failed": judged.failed,
         "levels": {n: {"status": f.status, "soft": f.soft} for n, f in found.items()},
     }
+
+
+def combined(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several studies of one problem as one: the splits of all, a split's candidates from all
+    the studies that ran it (its truth and methods from the first), sorted by budget."""
+    by_split: dict[str, dict[str, Any]] = {}
+    for record in records:
+        for result in record["results"]:
+            found = by_split.setdefault(result["dataset"], {**result, "candidates": []})
+            budgets = {c["budget"] for c in found["candidates"]}
+            found["candidates"] += [c for c in result["candidates"] if c["budget"] not in budgets]
+    for result in by_split.values():
+        result["candidates"].sort(key=lambda c: -c["budget"])
+    first = records[0]
+    args = {**first["args"], "splits": sorted({s for r in records for s in r["args"]["splits"]})}
+    args["budgets"] = sorted({b for r in records for b in r["args"]["budgets"]}, reverse=True)
+    order = sorted(
+        by_split, key=lambda n: (int(n.rsplit("_", 1)[1]), DATASETS.index(n.rsplit("_", 1)[0]))
+    )
+    return {**first, "args": args, "results": [by_split[n] for n in order]}
+
+
+def stored_figures(results: list[dict[str, Any]], root: Path) -> None:
+    """Each candidate recorded before its levels' figures were stored gets them from its run
+    under ``root`` (evaluated again, nothing written), where that run is there."""
+    from bnnkit.evaluation import evaluate
+
+    for result in results:
+        for c in result["candidates"]:
+            folder = root / result["dataset"] / f"default_{c['budget']:g}"
+            if c.get("halves") or not (folder / "reference.json").is_file():
+                continue
+            levels = evaluate(folder, write=False).get("levels") or {}
+            if levels.get("verdict") != c["verdict"]:
+                raise SystemExit(f"{folder}: its verdict is not the one recorded")
+            c.update(judged_levels(levels))
 
 
 def rejudge(results: list[dict[str, Any]], tau: float) -> list[dict[str, Any]]:
@@ -379,9 +417,17 @@ def parse() -> argparse.Namespace:
     p.add_argument("--out", default=os.fspath(OUT), help="writes OUT.json and OUT.md")
     p.add_argument("--table-only", action="store_true", help="re-read OUT.json, run nothing")
     p.add_argument(
+        "--combine",
+        nargs="+",
+        type=Path,
+        default=None,
+        help="write OUT.json and .md from these studies' JSON files, run nothing",
+    )
+    p.add_argument(
         "--rejudge",
         action="store_true",
-        help="re-read OUT.json, judge its rankings again by this code, rewrite OUT.json and .md",
+        help="re-read OUT.json, judge its verdicts and rankings again by this code (the levels' "
+        "figures of runs under --root where not recorded), rewrite OUT.json and .md",
     )
     return p.parse_args()
 
@@ -389,9 +435,16 @@ def parse() -> argparse.Namespace:
 def main() -> None:
     args = parse()
     out = Path(args.out)
+    if args.combine:
+        record = combined([json.loads(Path(f).read_text()) for f in args.combine])
+        out.with_suffix(".json").write_text(json.dumps(record, indent=1))
+        out.with_suffix(".md").write_text(table(record["results"]))
+        print(table(record["results"]), end="")
+        return
     if args.table_only or args.rejudge:
         record = json.loads(out.with_suffix(".json").read_text())
         if args.rejudge:
+            stored_figures(record["results"], Path(args.root))
             rejudge(record["results"], record["args"]["tau"])
             out.with_suffix(".json").write_text(json.dumps(record, indent=1))
             out.with_suffix(".md").write_text(table(record["results"]))
@@ -407,7 +460,9 @@ def main() -> None:
     results.sort(key=lambda r: names.index(r["dataset"]))
     out.parent.mkdir(parents=True, exist_ok=True)
     record = {
-        "args": {k: v for k, v in vars(args).items() if k not in ("table_only", "rejudge")},
+        "args": {
+            k: v for k, v in vars(args).items() if k not in ("table_only", "rejudge", "combine")
+        },
         "cpu": platform.processor() or platform.machine(),
         "load_average": os.getloadavg(),
         "median_seconds_per_split": statistics.median(r["seconds"] for r in results),

@@ -81,3 +81,30 @@ def test_the_table_crosses_the_verdict_with_the_ranking(calibration):
 def test_problem_flags_become_problem_settings(calibration):
     settings = calibration.problem_settings("--weight-decay 1 --prior laplace:scale=0.1")
     assert settings == {"weight_decay": 1.0, "prior": "laplace:scale=0.1"}
+
+
+def test_studies_combine_by_split_and_budget(calibration):
+    def study(splits, budgets, names):
+        results = [
+            {
+                "dataset": name,
+                "methods": {"a": {"from": splits}},
+                "candidates": [{"budget": b, "from": splits} for b in budgets],
+            }
+            for name in names
+        ]
+        return {"args": {"splits": splits, "budgets": budgets}, "results": results}
+
+    first = study([1], [1.0, 0.5], ["yacht_1", "boston_1"])
+    low = study([1, 2], [0.1, 0.5], ["yacht_1", "yacht_2"])
+    found = calibration.combined([first, low])
+    assert [r["dataset"] for r in found["results"]] == ["yacht_1", "boston_1", "yacht_2"]
+    yacht = found["results"][0]
+    # The first study's truth and its candidates; a budget both ran is taken once, from it.
+    assert yacht["methods"]["a"]["from"] == [1]
+    assert [(c["budget"], c["from"]) for c in yacht["candidates"]] == [
+        (1.0, [1]),
+        (0.5, [1]),
+        (0.1, [1, 2]),
+    ]
+    assert found["args"] == {"splits": [1, 2], "budgets": [1.0, 0.5, 0.1]}
