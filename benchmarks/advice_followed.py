@@ -7,7 +7,8 @@ then followed on its own, as a user would, from a new folder:
 
 - a value to set (``sampler nuts``) is set;
 - ``a longer num_tuning`` doubles the tuning iterations, ``a larger num_samples`` the kept
-  ones (the default's, :data:`bnnkit.experiments.reference.DEFAULT_BUDGET`);
+  ones (the default's, :data:`bnnkit.experiments.reference.DEFAULT_BUDGET`), ``a larger
+  members`` the ensemble's members and so the chains;
 
 with ``--max-time`` at ``--time-factor`` times the default's wall time on that split, so that
 a change which cannot finish in a budget a user would give it counts as not helping. The
@@ -17,7 +18,7 @@ on fewer than half of the splits where that level printed it fails the test of p
 for that level (:mod:`bnnkit.metrics.measured_advice` leaves it out there).
 
     BNNKIT_DATA_DIR=... python benchmarks/advice_followed.py --root DIR
-        [--datasets yacht_0 ...] [--time-factor 4] [--out FILE.json]
+        [--datasets yacht_0 ...] [--time-factor 4] [--levels L2 L3] [--out FILE.json]
 
 Each folder is kept under ``--root``; a finished one is read again, not rerun.
 """
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 
 from bnnkit.command_flags import spelling
-from bnnkit.experiments.reference import DEFAULT_BUDGET
+from bnnkit.experiments.reference import DEFAULT_BUDGET, Config
 from bnnkit.metrics.findings import COMPARATIVES
 from bnnkit.metrics.levels import VERDICTS
 from peer_bde import reference_command
@@ -47,9 +48,11 @@ def flags_for(advice: str) -> list[str] | None:
         (['--sampler', 'nuts'], ['--num-tuning', '1000'])
         >>> flags_for("a larger num_samples"), flags_for("a smaller energy_var_end")
         (['--num-samples', '400'], None)
+        >>> flags_for("a larger members")
+        ['--members', '16']
     """
     tuning, kept = DEFAULT_BUDGET["mclmc"]
-    doubled = {"num_tuning": 2 * tuning, "num_samples": 2 * kept}
+    doubled = {"num_tuning": 2 * tuning, "num_samples": 2 * kept, "members": 2 * Config().members}
     words = advice.split()
     if len(words) == 2 and not words[0].startswith("a"):
         return ["--" + words[0].replace("_", "-"), words[1]]
@@ -98,12 +101,18 @@ def run_reference(folder: Path, dataset: str, extra: list[str]) -> dict:
     return result
 
 
-def followed(root: Path, dataset: str, time_factor: float) -> dict:
-    """The default reference on ``dataset`` and each change its verdict prints, followed."""
+def followed(
+    root: Path, dataset: str, time_factor: float, only: tuple[str, ...] | None = None
+) -> dict:
+    """The default reference on ``dataset`` and each change its verdict prints, followed (only
+    those printed by the levels ``only`` names, where given)."""
     default = run_reference(root / dataset / "default", dataset, [])
     levels = default["levels"]
     rows = {}
     for change, printed_by in printed_changes(levels).items():
+        printed_by = [level for level in printed_by if only is None or level in only]
+        if not printed_by:
+            continue
         flags = flags_for(change)
         if flags is None:
             continue
@@ -151,13 +160,17 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--time-factor", type=float, default=4.0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--levels", nargs="+", default=None, help="follow only the changes these levels print"
+    )
     args = parser.parse_args()
     if args.time_factor <= 0:
         parser.error(f"--time-factor must be positive, got {args.time_factor}")
     results = {}
     for dataset in args.datasets:
         (args.root / dataset).mkdir(parents=True, exist_ok=True)
-        results[dataset] = followed(args.root, dataset, args.time_factor)
+        only = None if args.levels is None else tuple(args.levels)
+        results[dataset] = followed(args.root, dataset, args.time_factor, only)
         print(dataset, json.dumps(results[dataset]), flush=True)
     print(table(results))
     if args.out is not None:
