@@ -20,8 +20,9 @@ For every dataset and standard split, one after the other on the same machine:
 - ``n01``, ``precision3`` and ``n01_floor``: the same under N(0, 1) (``--weight-decay 1``),
   under a Gaussian of precision 3, and under N(0, 1) with the noise std floored at 1 % of the
   targets' sd (``--min-noise-std 0.01``), for the choice of the default prior, and
-  ``chains16``: the default at the same gradients spent on 16 chains of 250 + 100 iterations
-  (not run unless named).
+  ``chains16``: the default at the same gradients spent on 16 chains of 250 + 100 iterations,
+  and ``members16``: twice the default's chains at its length, 16 x (500 + 200) (none run
+  unless named).
 
 Each runs in a fresh interpreter, timed from its start to its predictions (imports and
 compilation included, as a user waits for them), on the same 2 threads and the same number of
@@ -133,6 +134,11 @@ CONTENDERS = {
             "mlp_regression_small",
             ("--members", "16", "--num-tuning", "250", "--num-samples", "100"),
         ),
+    ),
+    # Twice the chains at the default's length: 16 x (500 + 200), twice its gradients.
+    "members16": (
+        "bnnkit, 16 x (500 + 200) (default model)",
+        ("mlp_regression_small", ("--members", "16")),
     ),
     # N(0, 1) with the network's noise std floored at 1 % of the targets' sd: no prior mass
     # below the prior check's floor, so the posterior cannot sharpen without end.
