@@ -69,3 +69,16 @@ def test_a_change_measured_for_one_level_stays_for_another():
     assert Verdict("not a reference", {"L1": findings["L1"]}, {}, measured).advice() == [
         NOTHING_MEASURED_HELPS
     ]
+
+
+def test_halves_that_disagree_are_advised_more_members_not_more_draws():
+    # L2's remedy names both; twice the draws made L2 pass on 1 of 3 splits, twice the
+    # members on 3 of 3 (benchmarks/results/xeon/advice_followed_precision3.md).
+    from bnnkit.metrics.halves import MORE_CHAINS_OR_DRAWS
+
+    findings = {"L2": Finding("fail", remedies=(MORE_CHAINS_OR_DRAWS,))}
+    measured = unhelpful("reference", learned_noise=True)
+    printed = line(
+        {**Verdict("not a reference", findings, {}, measured).to_dict(), "command": "reference"}
+    )
+    assert "a larger --members" in printed and "--num-samples" not in printed
