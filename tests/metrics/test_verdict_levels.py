@@ -199,7 +199,7 @@ def predicted_w1(folder, kept):
 
 
 @pytest.mark.slow
-def test_a_long_fixed_noise_reference_is_certified_and_a_tenth_of_it_is_not(tmp_path):
+def test_a_long_fixed_noise_reference_is_certified_and_a_fortieth_of_it_is_not(tmp_path):
     from bnnkit.experiments.reference import Config, reference
 
     folder = tmp_path / "ref"
@@ -209,7 +209,9 @@ def test_a_long_fixed_noise_reference_is_certified_and_a_tenth_of_it_is_not(tmp_
         config = Config(members=4, num_samples=num_samples, ensemble_steps=200)
         return reference(LINEAR, config, folder, resume=resume, progress=False).evaluation
 
-    tenth = made(120, False)["levels"]  # the first 120 draws of the long chains, bit for bit
+    # The first 30 and 120 draws of the long chains, bit for bit.
+    short = made(30, False)["levels"]
+    tenth = made(120, True)["levels"]
     tenth_w1 = predicted_w1(folder, 120)
     long = made(1200, True)["levels"]
     assert long["verdict"] == "certified", long["problems"]
@@ -219,14 +221,16 @@ def test_a_long_fixed_noise_reference_is_certified_and_a_tenth_of_it_is_not(tmp_
     ratios = long["L0"]["figures"]["energy_ratio"]
     assert all(1 / t.max_energy_ratio < r < t.max_energy_ratio for r in ratios)
     assert max(long["L0"]["figures"]["spike_share"]) <= t.max_spike_share
-    assert tenth["verdict"] != "certified" and "L2" in tenth["failed"]
+    # 30 draws per chain are too few for each chain's ESS of 50 at its slowest predictions
+    # (MCLMC's draws of this model are positively correlated there), and the verdict says so.
+    assert short["verdict"] != "certified" and "L1" in short["failed"]
     for found, predicted in ((tenth, tenth_w1), (long, predicted_w1(folder, 1200))):
         # The halves' distance is their Monte Carlo error (within a factor 2: the 31 test
         # points of a 7-parameter model are about 7 independent ones).
         assert 0.5 < found["L2"]["figures"]["halves"]["wasserstein_1"] / predicted < 2.0
     l1, l2, l3 = (long[name]["figures"] for name in ("L1", "L2", "L3"))
     ratio = l2["halves"]["wasserstein_1"] / l2["ensemble"]["wasserstein_1"]
-    assert ratio < 0.6 * t.halves_ratio  # about 0.2: a margin of 2.5 on the threshold
+    assert ratio < 0.6 * t.halves_ratio  # about 0.2: a margin of nearly 4 on the threshold
     assert l2["ensemble"]["run"].endswith("ensemble")
     assert all(c["ess_p5"] > 4 * t.min_chain_ess for c in l1["chains"])
     assert sum(l1["rhat_histogram"]["counts"]) == 31

@@ -282,7 +282,7 @@ LEVELS: list[Level] = [
         "plateau",
         "a plateau",
         _plateau,
-        ("lpd_tolerance", "std_tolerance", "entropy_tolerance", "halves_ratio"),
+        ("lpd_tolerance", "std_tolerance", "entropy_tolerance", "plateau_ratio"),
         True,
         (stationarity.MORE_DRAWS,),
         _plateau_row,

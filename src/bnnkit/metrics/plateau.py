@@ -12,7 +12,7 @@ If doubling the draws (from the second half to all of them) moves neither by mor
 reference must resolve, more draws will not either: the figures have reached their plateau.
 What it must resolve is, as for level 2 (:mod:`bnnkit.metrics.halves`), the distance to the
 cheapest approximation it ranks, its own deep ensemble: each figure may move by at most
-``halves_ratio`` of the run's difference to the ensemble's same figure,
+``plateau_ratio`` of the run's difference to the ensemble's same figure,
 
 .. math::
 
@@ -102,7 +102,7 @@ def ensemble_figures(ensemble: Any, y: np.ndarray, points: int | None = None) ->
 
 def allowed(figures: Mapping[str, Any]) -> dict[str, float]:
     """How far each figure of level 3 may move (``lpd`` in nats, the spread in its units), from
-    the figures :func:`plateau` stores: the absolute tolerance, or ``halves_ratio`` of the
+    the figures :func:`plateau` stores: the absolute tolerance, or ``plateau_ratio`` of the
     run's difference to its ensemble's same figure where that is larger.
 
     Example:
@@ -123,7 +123,7 @@ def allowed(figures: Mapping[str, Any]) -> dict[str, float]:
     theirs = figures.get("ensemble")
     if theirs:
         for name in found:
-            scaled = t.halves_ratio * abs(figures[name]["all"] - theirs[name])
+            scaled = t.plateau_ratio * abs(figures[name]["all"] - theirs[name])
             found[name] = max(found[name], scaled)
     return found
 
@@ -172,7 +172,7 @@ def plateau(
         probs: classification: each draw's class probabilities, (chains, samples, points,
             classes).
         ensemble: the same figures of the run's own deep ensemble (:func:`ensemble_figures`),
-            if any: the figures may then move by up to ``halves_ratio`` of their difference
+            if any: the figures may then move by up to ``plateau_ratio`` of their difference
             to them.
 
     Returns:
