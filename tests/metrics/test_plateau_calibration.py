@@ -1,8 +1,9 @@
-"""The calibration cases of level 3: the default references of ``benchmarks/
+"""The calibration cases of levels 2 and 3: the default references of ``benchmarks/
 reference_calibration.py`` judged again by the code's thresholds.
 
-Each case is a default reference (at its full, half or quarter budget) on a split of a small UCI
-set, stored with its levels' statuses, level 3's figures and whether it ranks six cheap
+Each case is a default reference (at its full budget or a share of it down to a twentieth,
+under the prior its study names) on a split of a small UCI set, stored with its levels'
+statuses, level 2's distances, level 3's figures and whether it ranks six cheap
 methods as a 16-member long reference does: Kendall's τ ≥ 0.8 over the pairs the long
 reference resolves (further apart than its own half-to-half floor) and a closest method within
 that floor of its closest (``ranks_as_truth`` of ``benchmarks/reference_calibration.py``).
