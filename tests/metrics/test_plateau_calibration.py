@@ -26,8 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from bnnkit.metrics import halves, levels, plateau
-from bnnkit.metrics.findings import Finding
+from bnnkit.metrics import levels
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "xeon"
 
@@ -46,18 +45,12 @@ def cases() -> list[tuple[str, dict]]:
 CASES = cases()
 
 
-def judged_again(candidate: dict) -> str:
+@pytest.fixture(scope="module")
+def judged_again(benchmark_script):
     """The candidate's verdict with levels 2 (where its distances are stored) and 3 judged again
-    from their figures."""
-    found = {}
-    for name, stored in candidate["levels"].items():
-        if name == "L3":
-            found[name] = plateau.judge(candidate["plateau"])
-        elif name == "L2" and candidate.get("halves"):
-            found[name] = halves.judge({**candidate["halves"], "modes": []})
-        else:
-            found[name] = Finding(stored["status"], ("as stored",), soft=stored["soft"])
-    return levels.verdict(found).outcome
+    from their figures, as the study's ``--rejudge`` judges it."""
+    calibration = benchmark_script("reference_calibration")
+    return calibration.verdict_again
 
 
 def test_there_are_calibration_cases():
@@ -65,15 +58,15 @@ def test_there_are_calibration_cases():
 
 
 @pytest.mark.parametrize(("name", "candidate"), CASES, ids=[n for n, _ in CASES])
-def test_the_table_is_this_codes_verdict(name, candidate):
+def test_the_table_is_this_codes_verdict(name, candidate, judged_again):
+    again = judged_again(candidate)
     if candidate.get("halves"):
-        stored = candidate["levels"]["L2"]["status"]
-        assert halves.judge({**candidate["halves"], "modes": []}).status == stored, name
-    assert judged_again(candidate) == candidate["verdict"], name
+        assert again["levels"]["L2"]["status"] == candidate["levels"]["L2"]["status"], name
+    assert again["verdict"] == candidate["verdict"], name
 
 
-def test_reproducible_ranks_as_the_truth():
-    called = [c for _, c in CASES if levels.reaches(judged_again(c), "reproducible")]
+def test_reproducible_ranks_as_the_truth(judged_again):
+    called = [c for _, c in CASES if levels.reaches(judged_again(c)["verdict"], "reproducible")]
     right = sum(c["ranks_as_truth"] for c in called)
     assert called, "no case is called reproducible"
     assert right / len(called) >= 0.9, f"precision {right}/{len(called)}"
