@@ -3,7 +3,9 @@
 Unadjusted MCLMC has no Metropolis step: its draws follow a distribution a distance O(ε²) from
 the posterior (:mod:`bnnkit.inference.mclmc`), and level 0 of the verdict counts the steps
 whose energy error spikes. This measures the bias instead, as BlackJAX's documentation
-recommends checking an unadjusted sampler: each finished reference's chains are continued
+recommends checking an unadjusted sampler (level 0 of the verdict does it with a quarter of
+the kept draws where it decides the verdict, :mod:`bnnkit.runs.step_check`; this measures it
+at any length and seed): each finished reference's chains are continued
 from their last state, every chain with its tuned L and preconditioner,
 
 - ``half``: at ε/2, with twice the steps per iteration (the same integration time per kept
@@ -48,24 +50,13 @@ from bnnkit.problem import build
 from bnnkit.runs.directory import RunDir
 from bnnkit.runs.keys import UNIT_KEY
 from bnnkit.runs.prepare import member_init
+from bnnkit.runs.step_check import segment
 from bnnkit.runs.stored import recorded_problem
 
 
 def chains_dir(folder: Path) -> RunDir:
     """The chains' run of a reference folder (or the run itself)."""
     return RunDir(folder / "chains" if (folder / "chains" / "run.json").is_file() else folder)
-
-
-def segment(method, state, batch, key, iterations: int):
-    """``iterations`` steps of every chain from ``state``; their positions, (chains, draws)."""
-    step = jax.vmap(method.step, in_axes=(0, 0, None))
-
-    def body(carry, k):
-        carry, _ = step(jax.random.split(k, carry.step_size.shape[0]), carry, batch)
-        return carry, carry.position
-
-    _, positions = jax.lax.scan(body, state, jax.random.split(key, iterations))
-    return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), positions)
 
 
 def mean_w1(a, b) -> float:

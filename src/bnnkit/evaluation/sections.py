@@ -48,7 +48,7 @@ from bnnkit.evaluation.context import Context
 from bnnkit.evaluation.files import ood_file
 from bnnkit.evaluation.predictions import run_prediction, weight_draws
 from bnnkit.likelihoods import Gaussian
-from bnnkit.metrics import baseline, diagnostics, levels, measured_advice, predictive
+from bnnkit.metrics import baseline, diagnostics, measured_advice, predictive
 from bnnkit.metrics.mcmc import MIN_DRAWS
 from bnnkit.metrics.predictive import metrics_for
 from bnnkit.metrics.sampler_health import capped_warning
@@ -215,16 +215,14 @@ def verdict(context: Context) -> dict[str, Any]:
         return {}
     rundir = RunDir(context.run_dir)
     record = context.record
-    found = levels.judge(
-        run_verdict.evidence(
-            rundir,
-            record,
-            context.log,
-            context.prediction,
-            context.problem,
-            (context.x_test, context.y_test),
-            context.options.trust_model,
-        )
+    found = run_verdict.judged(
+        rundir,
+        record,
+        context.log,
+        context.prediction,
+        context.problem,
+        (context.x_test, context.y_test),
+        context.options.trust_model,
     )
     command = run_verdict.run_command(rundir, record)
     likelihood = context.problem.likelihood

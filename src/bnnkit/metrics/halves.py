@@ -223,6 +223,27 @@ def of_prediction(prediction: Any, points: int | None = None) -> Average:
     return Average("regression", means=prediction.means, stds=prediction.stds)
 
 
+def last_draws(prediction: Any, count: int) -> Average:
+    """The model average of each chain's last ``count`` draws of a prediction (classification:
+    at the test points whose per-draw probabilities it keeps).
+
+    Example:
+        >>> from bnnkit.predict import Prediction
+        >>> means = np.arange(8.0)[:, None]  # 2 chains x 4 draws, one point, chain-major
+        >>> p = Prediction("regression", means=means, stds=np.ones((8, 1)),
+        ...                per_sample=np.zeros((2, 4, 1)))
+        >>> last_draws(p, 2).means.ravel().tolist()
+        [2.0, 3.0, 6.0, 7.0]
+    """
+    chains, samples = prediction.per_sample.shape[:2]
+    if prediction.task == "classification":
+        per_sample = np.asarray(prediction.per_sample, np.float64)
+        return Average("classification", probs=per_sample[:, samples - count :].mean(axis=(0, 1)))
+    rows = (np.arange(chains)[:, None] * samples + np.arange(samples - count, samples)).ravel()
+    means, stds = np.asarray(prediction.means), np.asarray(prediction.stds)
+    return Average("regression", means=means[rows], stds=stds[rows])
+
+
 def distances(a: Average, b: Average, y: np.ndarray) -> dict[str, float]:
     """How far apart two model averages of one task are: ``wasserstein_1`` (the grid's, mean
     over the first :data:`W1_POINTS` points) and ``rmse_between_means`` for regression,
@@ -246,7 +267,7 @@ def distances(a: Average, b: Average, y: np.ndarray) -> dict[str, float]:
 
 
 #: How the problems name each distance.
-_WORDS = {"wasserstein_1": "W₁", "total_variation": "total variation", "lpd_difference": "test LPD"}
+WORDS = {"wasserstein_1": "W₁", "total_variation": "total variation", "lpd_difference": "test LPD"}
 
 
 def _against(name: str, limit: float, ensemble: dict[str, float] | None) -> str:
@@ -297,7 +318,7 @@ def judge(figures: dict[str, Any]) -> Finding:
         if not abs(apart) <= limit:
             problems.append(
                 f"the two halves' model averages differ by {abs(apart):.3g} in "
-                f"{_WORDS[name]}, more than {limit:.3g} ({_against(name, limit, theirs)})"
+                f"{WORDS[name]}, more than {limit:.3g} ({_against(name, limit, theirs)})"
             )
     groups = figures.get("modes") or []
     if problems and len(groups) > 1:

@@ -73,6 +73,9 @@ class Evidence:
         log_posterior: the log posterior of each kept iteration, (chains, iterations).
         ensemble: the predictive of its own deep ensemble at the same inputs, if any.
         ensemble_run: where that ensemble is.
+        half_step: unadjusted MCLMC: its chains continued at half their step
+            (:class:`~bnnkit.metrics.numerics.HalfStep`), which level 0 measures the step's
+            bias with; ``None``: not continued, level 0 counts spikes.
     """
 
     prediction: Any
@@ -84,6 +87,7 @@ class Evidence:
     log_posterior: np.ndarray | None = None
     ensemble: Any | None = None
     ensemble_run: str | None = None
+    half_step: numerics.HalfStep | None = None
 
     def stds(self) -> np.ndarray | None:
         """Regression: each draw's predicted std, (chains, samples, points)."""
@@ -144,7 +148,14 @@ def functionals(
 
 
 def _numerics(evidence: Evidence) -> Finding:
-    return numerics.numerics(list(evidence.kept), evidence.method, dict(evidence.method_config))
+    measured = (
+        None
+        if evidence.half_step is None
+        else numerics.step_bias(evidence.prediction, evidence.half_step, evidence.y)
+    )
+    return numerics.numerics(
+        list(evidence.kept), evidence.method, dict(evidence.method_config), measured
+    )
 
 
 def _stationarity(evidence: Evidence) -> Finding:
@@ -172,11 +183,21 @@ def _plateau(evidence: Evidence) -> Finding:
 
 def _numerics_row(figures: Mapping[str, Any]) -> str:
     if figures.get("kind") == "energy":
-        return (
+        line = (
             f"energy error {max(figures['energy_ratio']):.3g}× its target "
             f"{figures['energy_var_target']:g} (median, worst chain), spikes "
             f"{max(figures['spike_share']):.1%} of kept iterations"
         )
+        measured = figures.get("measured")
+        if measured and measured.get("halves") is not None:
+            word = halves.WORDS[measured["distance"]]
+            line += (
+                f"; at half the step the model average moves {measured['half_step']:.3g} in "
+                f"{word} (floor {measured['floor']:.3g}, halves {measured['halves']:.3g}; "
+                f"{measured['gradients']:,} gradients, "
+                f"{measured['gradients'] / measured['chain_gradients']:.0%} of the chains')"
+            )
+        return line
     line = f"divergences {figures['divergent_share']:.1%} of kept iterations"
     if figures.get("acceptance_rate") is not None:
         line += f", acceptance {figures['acceptance_rate']:.3f}"

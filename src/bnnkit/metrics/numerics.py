@@ -37,6 +37,15 @@ it logged per iteration after burn-in.
   or steps cut off are numerics that failed, and block every verdict above "not a
   reference".
 
+**Measured, not counted.** Where the verdict would be "certified" or "reproducible" by every
+other level, the chains are continued at half their step (:mod:`bnnkit.runs.step_check`) and
+the step's bias is measured (:func:`step_bias`): the model average of that continuation
+against two at the run's step, beyond the floor of their own distance, in level 2's distance.
+Within the halves' own distance (level 2's: what the run can resolve) level 0 passes, the
+spikes reported but no longer failing it; beyond it, level 0 fails as spikes did (softly:
+not certified, may still rank). A bulk above its target or cut-off steps still fail,
+measured or not.
+
 A run whose log lacks these records (a run made before MCLMC logged its energy errors, a
 minibatch sampler, which logs neither) has level 0 "not recorded".
 
@@ -52,10 +61,11 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from bnnkit.metrics import halves
 from bnnkit.metrics.findings import THRESHOLDS, Finding, Remedy, not_recorded
 
 #: The samplers whose every transition is Metropolis-corrected (``mclmc`` only with
@@ -69,6 +79,88 @@ ADJUSTED_SAMPLER = Remedy(
     (("adjusted", "on"), ("sampler", "nuts")),
     "a step whose energy error spikes is rejected",
 )
+
+
+class HalfStep(NamedTuple):
+    """A run's chains continued from their last state (:mod:`bnnkit.runs.step_check`), each
+    segment's predictive at the test inputs (chains, draws).
+
+    Attributes:
+        half: at half the run's step, twice the steps per draw.
+        same: at the run's step.
+        again: at the run's step, with other noise.
+        gradients: the gradient evaluations the three took.
+        chain_gradients: those of the run's chains, burn-in included.
+    """
+
+    half: Any
+    same: Any
+    again: Any
+    gradients: int
+    chain_gradients: int
+
+
+def step_bias(prediction: Any, half_step: HalfStep, y: np.ndarray) -> dict[str, Any]:
+    """The step's bias, measured: how far the model average of the chains continued at half
+    their step lies from the two continuations at the run's step, beyond the distance between
+    those two (their Monte Carlo floor), against the distance between the run's two halves of
+    chains (level 2's: what the run can resolve).
+
+    With :math:`H, E, E'` the segments' model averages (half step, run's step twice) and
+    :math:`H_1, H_2` the halves', in the task's distance :math:`d` (regression: the mean W₁
+    per test point; classification: total variation), by the triangle inequality the bias is
+    at least what exceeds the floor::
+
+        half_step = (d(H, E) + d(H, E')) / 2,   floor = d(E, E'),
+        passes when half_step - floor <= d(H_1, H_2).
+
+    Args:
+        prediction: the run's predictive at the test inputs (chains, draws).
+        half_step: the continuations.
+        y: the test targets or labels.
+
+    Returns:
+        ``distance`` (its name), ``half_step``, ``floor``, ``halves`` (``None`` for a single
+        chain), ``draws`` (per chain and segment), ``gradients`` and ``chain_gradients``.
+
+    Example:
+        >>> from bnnkit.predict import Prediction
+        >>> rng = np.random.default_rng(0)
+        >>> def drawn(chains, draws, shift=0.0):
+        ...     means = rng.normal(size=(chains * draws, 3)) + shift
+        ...     return Prediction("regression", means=means, stds=np.ones_like(means),
+        ...                       per_sample=np.zeros((chains, draws, 3)))
+        >>> run = drawn(4, 40)
+        >>> found = step_bias(run, HalfStep(drawn(4, 10), drawn(4, 10), drawn(4, 10), 0, 0),
+        ...                   np.zeros(3))
+        >>> found["distance"], found["half_step"] - found["floor"] <= found["halves"]
+        ('wasserstein_1', True)
+        >>> moved = HalfStep(drawn(4, 10, shift=3.0), drawn(4, 10), drawn(4, 10), 0, 0)
+        >>> found = step_bias(run, moved, np.zeros(3))
+        >>> found["half_step"] - found["floor"] <= found["halves"]
+        False
+    """
+    draws = int(half_step.half.per_sample.shape[1])
+    average = {
+        name: halves.last_draws(getattr(half_step, name), draws)
+        for name in ("half", "same", "again")
+    }
+
+    def apart(a: halves.Average, b: halves.Average) -> dict[str, float]:
+        return halves.distances(a, b, y)
+
+    name = "total_variation" if prediction.task == "classification" else "wasserstein_1"
+    found = halves.averages(prediction)
+    moved = [apart(average["half"], average[other])[name] for other in ("same", "again")]
+    return {
+        "distance": name,
+        "half_step": float(np.mean(moved)),
+        "floor": apart(average["same"], average["again"])[name],
+        "halves": None if found is None else apart(found[1], found[2])[name],
+        "draws": draws,
+        "gradients": int(half_step.gradients),
+        "chain_gradients": int(half_step.chain_gradients),
+    }
 
 
 def step_remedy(step_size: float | None, given_step_size: float | None) -> Remedy:
@@ -113,7 +205,12 @@ def energy_remedies(target: float, *, spikes: bool) -> tuple[Remedy, ...]:
     return (ADJUSTED_SAMPLER, shorter) if spikes else (shorter, ADJUSTED_SAMPLER)
 
 
-def numerics(kept: list[dict], method: str | None, method_config: dict[str, Any]) -> Finding:
+def numerics(
+    kept: list[dict],
+    method: str | None,
+    method_config: dict[str, Any],
+    measured: dict[str, Any] | None = None,
+) -> Finding:
     """Level 0: the numerics of a Markov chain sampler after burn-in.
 
     Args:
@@ -122,6 +219,8 @@ def numerics(kept: list[dict], method: str | None, method_config: dict[str, Any]
         method: the sampler (``"hmc"``, ``"nuts"``, ``"mclmc"``, ...).
         method_config: its settings as the run recorded them (``adjusted``,
             ``energy_var_end``, ``step_size``).
+        measured: unadjusted MCLMC: its step's bias as :func:`step_bias` measured it, which
+            then judges in place of the spikes.
 
     Returns:
         The finding, with the figures judged (``kind``: "divergences" or "energy").
@@ -131,7 +230,7 @@ def numerics(kept: list[dict], method: str | None, method_config: dict[str, Any]
     if method == "mclmc" and not method_config.get("adjusted"):
         if "energy_var" not in kept[0]:
             return not_recorded("the run's log holds no energy errors (made before they were)")
-        return _energy(kept, method_config)
+        return _energy(kept, method_config, measured)
     return _divergences(kept, method_config)
 
 
@@ -165,8 +264,11 @@ def _divergences(kept: list[dict], method_config: dict[str, Any]) -> Finding:
     )
 
 
-def _energy(kept: list[dict], method_config: dict[str, Any]) -> Finding:
-    """Level 0 of unadjusted MCLMC: the bulk's energy variance and the spikes, per chain."""
+def _energy(
+    kept: list[dict], method_config: dict[str, Any], measured: dict[str, Any] | None
+) -> Finding:
+    """Level 0 of unadjusted MCLMC: the bulk's energy variance, the cut-off steps, and the
+    spikes per chain or, where it was measured, the step's bias."""
     limit, factor, ratio_limit = (
         THRESHOLDS.max_spike_share,
         THRESHOLDS.spike_factor,
@@ -204,7 +306,17 @@ def _energy(kept: list[dict], method_config: dict[str, Any]) -> Finding:
         )
     hard = bool(problems)
     spiky = np.flatnonzero(spikes > limit)
-    if spiky.size:
+    measured_ok = measured is not None and measured.get("halves") is not None
+    if measured_ok and not measured["half_step"] - measured["floor"] <= measured["halves"]:
+        word = halves.WORDS[measured["distance"]]
+        problems.append(
+            f"continued at half the step, the model average lies {measured['half_step']:.3g} "
+            f"in {word} from the run's step, {measured['half_step'] - measured['floor']:.3g} "
+            f"beyond their Monte Carlo floor {measured['floor']:.3g} and more than the "
+            f"halves' {measured['halves']:.3g}: the step's bias shows"
+            + ("" if hard else "; not certified, though the model average may still rank")
+        )
+    elif spiky.size and not measured_ok:
         problems.append(
             "energy spikes (an iteration's ΔE²/d above "
             f"{factor:g}× the target, or a step cut off or taken again shorter) in chain "
@@ -219,6 +331,7 @@ def _energy(kept: list[dict], method_config: dict[str, Any]) -> Finding:
         "spike_share": [float(s) for s in spikes],
         "cut_share": [float(s) for s in failed],
         "retry_share": [float(s) for s in retried.mean(axis=0)],
+        "measured": measured,
     }
     return Finding(
         "fail" if problems else "pass",

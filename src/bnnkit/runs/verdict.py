@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +41,7 @@ from bnnkit.errors import ConfigError
 from bnnkit.metrics import levels
 from bnnkit.models import imported
 from bnnkit.predict import Prediction, draw_log_density, posterior_predictive
+from bnnkit.runs import step_check
 from bnnkit.runs.directory import RunDir, composite_record, composite_stages
 from bnnkit.runs.keys import evaluation_key
 from bnnkit.runs.sources import split_source
@@ -180,6 +182,29 @@ def evidence(
     )
 
 
+def judged(
+    run_dir: RunDir,
+    record: dict,
+    log: list[dict],
+    prediction: Prediction,
+    problem: problem_lib.Problem,
+    inputs: tuple[np.ndarray, np.ndarray],
+    trust_model: str | None = None,
+) -> levels.Verdict:
+    """The levels' verdict on a stored run (:func:`evidence`); for unadjusted MCLMC, where
+    the step's bias decides it (:func:`bnnkit.runs.step_check.decides`), judged again with
+    its chains continued at half their step, level 0 measured rather than counted."""
+    found_evidence = evidence(run_dir, record, log, prediction, problem, inputs, trust_model)
+    found = levels.judge(found_evidence)
+    if not (step_check.applies(record) and step_check.decides(found)):
+        return found
+    kept = int(prediction.per_sample.shape[1])
+    half = step_check.continuation(run_dir, record, problem, inputs[0], kept)
+    if half is None:
+        return found
+    return levels.judge(dataclasses.replace(found_evidence, half_step=half))
+
+
 def of_stored_run(run_dir: RunDir, built: problem_lib.Problem) -> tuple[levels.Verdict, float]:
     """The verdict of a run of the driver on its test set, as ``bnnkit evaluate`` gives it,
     and the seconds it took (reading the samples, predicting, judging)."""
@@ -190,5 +215,5 @@ def of_stored_run(run_dir: RunDir, built: problem_lib.Problem) -> tuple[levels.V
     key = evaluation_key(_seed(record))
     prediction = posterior_predictive(built, posterior, built.dataset.x_test, key)
     test = (built.dataset.x_test, built.dataset.y_test_original)
-    found = levels.judge(evidence(run_dir, record, run_dir.read_log(), prediction, built, test))
+    found = judged(run_dir, record, run_dir.read_log(), prediction, built, test)
     return found, time.perf_counter() - start
