@@ -11,7 +11,8 @@ split's problem, lowers and compiles
   one iteration makes (:data:`bnnkit.inference.mclmc.GRADIENTS_PER_STEP` × its 10 transitions)
   in one jitted ``lax.fori_loop``,
 
-and prints the median compile seconds over ``--repeats`` processes, the ratio block ÷
+and prints the median compile seconds over ``--repeats`` processes (wall and the process's
+CPU: XLA compiles one program on several threads), the ratio block ÷
 gradients, and the size of the compiled block (fusions and instructions of its optimised
 HLO), which unlike the seconds does not depend on the machine's load. ``--other-src`` names
 another checkout's ``src`` folder (for example a worktree of an earlier commit) whose block
@@ -68,11 +69,12 @@ else:
     program = jax.jit(gradients)
     args = (jax.eval_shape(lambda t: t.position, template), batch)
 lowered = program.lower(*args)
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 text = lowered.compile().as_text()
-seconds = time.perf_counter() - start
+seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
 print(json.dumps({
     "seconds": seconds,
+    "cpu_seconds": cpu,
     "fusions": len(re.findall(r"^\\s*(?:ROOT )?\\S+ = \\S+ fusion\\(", text, re.M)),
     "instructions": len(re.findall(r"^\\s*(?:ROOT )?%?\\S+ = ", text, re.M)),
 }))
@@ -120,14 +122,17 @@ def main() -> None:
         rows = {}
         for name, found in runs.items():
             seconds = statistics.median(r["seconds"] for r in found)
+            cpu = statistics.median(r["cpu_seconds"] for r in found)
             rows[name] = {
                 "seconds": round(seconds, 2),
+                "cpu_seconds": round(cpu, 2),
                 "over_gradients": round(seconds / floor, 1),
                 "fusions": found[0]["fusions"],
                 "instructions": found[0]["instructions"],
             }
             print(
-                f"{dataset} {name}: median {seconds:.2f} s of {len(found)} compiles, "
+                f"{dataset} {name}: median {seconds:.2f} s ({cpu:.2f} s of CPU) of "
+                f"{len(found)} compiles, "
                 f"{seconds / floor:.1f}x the gradients' program; "
                 f"{found[0]['fusions']} fusions, {found[0]['instructions']} instructions",
                 flush=True,
