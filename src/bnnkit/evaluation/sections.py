@@ -215,7 +215,7 @@ def verdict(context: Context) -> dict[str, Any]:
         return {}
     rundir = RunDir(context.run_dir)
     record = context.record
-    found = run_verdict.judged(
+    found_evidence = run_verdict.evidence(
         rundir,
         record,
         context.log,
@@ -224,6 +224,7 @@ def verdict(context: Context) -> dict[str, Any]:
         (context.x_test, context.y_test),
         context.options.trust_model,
     )
+    found = run_verdict.judged(found_evidence, rundir, record, context.problem, context.x_test)
     command = run_verdict.run_command(rundir, record)
     likelihood = context.problem.likelihood
     learned_noise = isinstance(likelihood, Gaussian) and likelihood.noise_std is None

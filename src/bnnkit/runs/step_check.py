@@ -40,7 +40,7 @@ from bnnkit.posterior.samples import Samples
 from bnnkit.predict import predict
 from bnnkit.runs import lifecycle, manifest
 from bnnkit.runs.directory import RunDir
-from bnnkit.runs.keys import EVAL_STREAM
+from bnnkit.runs.keys import evaluation_key
 from bnnkit.runs.prepare import member_init
 
 #: The continuation is this share of the run's kept draws per chain (at least one).
@@ -71,8 +71,7 @@ def decides(found: Verdict) -> bool:
 
 def segment_key(seed: int) -> jax.Array:
     """The continuation's key: a substream of the run's evaluation stream."""
-    base = jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_STREAM)
-    return jax.random.fold_in(base, SEGMENT_STREAM)
+    return jax.random.fold_in(evaluation_key(seed), SEGMENT_STREAM)
 
 
 def _config(record: dict) -> mclmc.Config:
@@ -87,7 +86,7 @@ def segment(method: Any, state: Any, batch: Any, key: jax.Array, draws: int) -> 
     """``draws`` iterations of every chain of ``state`` (stacked over chains) under
     ``method``; the draws, every leaf (chains, draws, ...)."""
     step = jax.vmap(method.step, in_axes=(0, 0, None))
-    chains = jax.tree.leaves(state.step_size)[0].shape[0]
+    chains = state.step_size.shape[0]
 
     def body(carry, k):
         carry, _ = step(jax.random.split(k, chains), carry, batch)
@@ -98,7 +97,7 @@ def segment(method: Any, state: Any, batch: Any, key: jax.Array, draws: int) -> 
 
 
 def continuation(
-    run_dir: RunDir, record: dict, problem: problem_lib.Problem, x: Any, kept: int
+    run_dir: RunDir, record: dict, problem: problem_lib.Problem, x: Any
 ) -> HalfStep | None:
     """Every chain of a stored unadjusted MCLMC run continued from its last state at half its
     step and twice at its step, each predicted at ``x``; ``None`` where the stored state is
@@ -109,7 +108,6 @@ def continuation(
         record: its ``run.json``.
         problem: its problem, built.
         x: the test inputs.
-        kept: kept draws per chain.
 
     Raises:
         ConfigError: a damaged state.
@@ -127,7 +125,7 @@ def continuation(
     halved = mclmc.build(
         problem.log_posterior, dataclasses.replace(config, steps_per_iteration=2 * steps)
     )
-    draws = segment_draws(kept)
+    draws = segment_draws(config.num_iterations - config.num_burn_in)
     key = segment_key(config.seed)
     at_step = jax.jit(lambda s, b, k: segment(ran, s, b, k, draws))
     at_half = jax.jit(lambda s, b, k: segment(halved, s, b, k, draws))

@@ -183,23 +183,20 @@ def evidence(
 
 
 def judged(
+    found_evidence: levels.Evidence,
     run_dir: RunDir,
     record: dict,
-    log: list[dict],
-    prediction: Prediction,
     problem: problem_lib.Problem,
-    inputs: tuple[np.ndarray, np.ndarray],
-    trust_model: str | None = None,
+    x: np.ndarray,
 ) -> levels.Verdict:
-    """The levels' verdict on a stored run (:func:`evidence`); for unadjusted MCLMC, where
-    the step's bias decides it (:func:`bnnkit.runs.step_check.decides`), judged again with
-    its chains continued at half their step, level 0 measured rather than counted."""
-    found_evidence = evidence(run_dir, record, log, prediction, problem, inputs, trust_model)
+    """The levels' verdict on a stored run's :func:`evidence` (its test inputs ``x``); for
+    unadjusted MCLMC, where the step's bias decides it (:func:`bnnkit.runs.step_check.
+    decides`), judged again with its chains continued at half their step, level 0 measured
+    rather than counted."""
     found = levels.judge(found_evidence)
     if not (step_check.applies(record) and step_check.decides(found)):
         return found
-    kept = int(prediction.per_sample.shape[1])
-    half = step_check.continuation(run_dir, record, problem, inputs[0], kept)
+    half = step_check.continuation(run_dir, record, problem, x)
     if half is None:
         return found
     return levels.judge(dataclasses.replace(found_evidence, half_step=half))
@@ -215,5 +212,6 @@ def of_stored_run(run_dir: RunDir, built: problem_lib.Problem) -> tuple[levels.V
     key = evaluation_key(_seed(record))
     prediction = posterior_predictive(built, posterior, built.dataset.x_test, key)
     test = (built.dataset.x_test, built.dataset.y_test_original)
-    found = judged(run_dir, record, run_dir.read_log(), prediction, built, test)
+    found_evidence = evidence(run_dir, record, run_dir.read_log(), prediction, built, test)
+    found = judged(found_evidence, run_dir, record, built, test[0])
     return found, time.perf_counter() - start
