@@ -3,6 +3,9 @@
 :data:`METHODS` maps a method's name to its module, which has ``Config`` and ``build``. The run
 driver, the command line and the protocol test read it; adding a method touches its module, one
 line here, one row in the protocol test and its docs.
+
+Importing it lowers JAX's Threefry hash without its loop on CPU (:mod:`bnnkit.threefry_lowering`:
+the same bits, a faster iteration), before any method's program is compiled.
 """
 
 from bnnkit.inference import (
@@ -19,6 +22,9 @@ from bnnkit.inference import (
     vi,
 )
 from bnnkit.inference.base import Method
+from bnnkit.threefry_lowering import install
+
+install()
 
 METHODS = {
     "hmc": hmc,
