@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import fft, special, stats
+from scipy import fft, special
 
 #: The quantiles whose indicators the tail ESS looks at (Vehtari et al. 2021, §4.3).
 TAIL_PROB = (0.05, 0.95)
@@ -228,6 +228,9 @@ def std(x: np.ndarray) -> np.ndarray:
 def mcse_quantile_from(values: np.ndarray, prob: float, ess: np.ndarray) -> np.ndarray:
     """Half the distance between the sorted draws (K, S) at the ±1 sd points of the
     ``prob``-quantile's rank, Beta(ESS·p + 1, ESS·(1 − p) + 1), as ArviZ computes it."""
+    # Imported here: scipy.stats takes most of a second to import, on every command's start.
+    from scipy import stats
+
     with np.errstate(invalid="ignore"):
         ppf = stats.beta.ppf(np.asarray(_ONE_SD)[:, None], ess * prob + 1, ess * (1 - prob) + 1)
     size = values.shape[1]
