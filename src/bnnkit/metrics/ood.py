@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 #: The true positive rate at which the false positive rate is reported.
 TPR = 0.95
@@ -40,6 +39,10 @@ def entropy(probs: np.ndarray, axis: int = -1) -> np.ndarray:
 def auroc(in_scores: np.ndarray, out_scores: np.ndarray) -> float:
     """Area under the ROC curve of ``out_scores`` (positives) against ``in_scores``: the
     Mann–Whitney statistic ``P(s_out > s_in) + ½ P(s_out = s_in)`` from average ranks."""
+    # Imported here: scipy.stats takes most of a second to import, and every command's
+    # start imports this module.
+    from scipy import stats
+
     in_scores, out_scores = np.ravel(in_scores), np.ravel(out_scores)
     ranks = stats.rankdata(np.concatenate([in_scores, out_scores]))
     n_in, n_out = in_scores.size, out_scores.size
