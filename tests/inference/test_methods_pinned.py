@@ -103,7 +103,7 @@ INTEL_AVX512 = {
     "swag-cyclical": "c8aff67784e617251d339745baffb72559272aa12e597f941437e8edc0f4d4c1",
     # Since Threefry's hash is lowered without its loop (bnnkit.threefry_lowering): the same
     # random bits, but XLA now fuses IVON's weight noise with the arithmetic that reads it,
-    # and some of its float32 results round one unit in the last place apart.
+    # where some float32 results round one unit in the last place apart (docs/performance.md).
     "ivon": "c6d0cf7dd14fe8dc37e58afb29f661c2d144d9545a684b09d6989bf1e977b8ab",
     "ivon-samples-clipped": "c9e486df68642422bbc7ddc81b2da08bfa8f6dd5e599e205709077075636f15b",
     "dropout": "2b4ddc977ae7fc38bdc8d2747bca381d661663815f3e6ddab400ec1fb8e9330c",
