@@ -13,8 +13,8 @@ block (the same load on both) and the median printed, with the block's compile s
 and the process's CPU), its fused kernels, and a digest of the chains' state after the last
 block: the two lowerings must give the same bits.
 
-JAX's loop is restored in the child by registering its own CPU rule again (a private name of
-``jax._src``, which only this benchmark uses).
+The straight side lowers the program inside :func:`bnnkit.threefry_lowering.straight`, as the
+run driver does; the loop side outside it, as JAX lowers the hash on CPU.
 
     python benchmarks/threefry_lowering.py [--dataset yacht_0 ...] [--repeats 3] [--out FILE]
 """
@@ -35,7 +35,8 @@ import dataclasses, hashlib, json, re, sys, time
 import jax
 jax.config.update("jax_num_cpu_devices", 1)
 import numpy as np
-import bnnkit.inference  # installs the straight lowering
+import contextlib
+import bnnkit.inference  # installs the rule that straight() switches
 from bnnkit.experiments.reference import Config
 from bnnkit.inference import mclmc
 from bnnkit.problem import ProblemConfig
@@ -43,14 +44,9 @@ from bnnkit.runs import blocks
 from bnnkit.runs.keys import INIT_STREAM, member_keys
 from bnnkit.runs.prepare import built_problem, member_init, method_module
 from bnnkit.runs.units import placed_batch
+from bnnkit.threefry_lowering import straight
 
 dataset, lowering, chains, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-if lowering == "loop":
-    from jax._src.random import threefry2x32
-    from jax.interpreters import mlir
-    mlir.register_lowering(
-        threefry2x32.threefry2x32_p, threefry2x32._threefry2x32_cpu_lowering_rule, platform="cpu"
-    )
 config = dataclasses.replace(Config().sampler_config(), num_chains=chains)
 built = built_problem(ProblemConfig(dataset, "mlp_regression_small"), config)
 method = method_module(config).build(built.log_posterior, config)
@@ -59,7 +55,8 @@ batch, _ = placed_batch(built, loop, "auto")
 keys = member_keys(config.seed, INIT_STREAM, loop.num_members)
 state = jax.jit(member_init(method, jax.vmap(built.init_params)))(keys, batch)
 length = blocks.scan_length(method, state, loop)
-lowered = blocks.block_function(method, loop, config.seed, length).lower(state, 0, 1, batch)
+with straight() if lowering == "straight" else contextlib.nullcontext():
+    lowered = blocks.block_function(method, loop, config.seed, length).lower(state, 0, 1, batch)
 start, cpu = time.perf_counter(), time.process_time()
 program = lowered.compile()
 seconds, cpu = time.perf_counter() - start, time.process_time() - cpu

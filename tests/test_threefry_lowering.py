@@ -1,9 +1,10 @@
-"""Threefry-2x32 lowered without its loop (bnnkit.threefry_lowering) is the same hash.
+"""Threefry-2x32 lowered round by round or in passes (bnnkit.threefry_lowering) is the same hash.
 
 Integer arithmetic is exact, so the checks are equalities: Random123's known answers for
 Threefry-2x32 with 20 rounds, and an independent NumPy transcription of the hash on random
-keys and counters (broadcast as JAX's primitive broadcasts them). That the draws of the
-samplers keep every bit is the pinned digests' to check (tests/inference/*_pinned.py).
+keys and counters (broadcast as JAX's primitive broadcasts them), for both lowerings. That the
+samplers' draws keep every bit is the pinned digests' to check (tests/inference/*_pinned.py),
+and that the block program is lowered straight the last test's.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import numpy as np
 import pytest
 from jax.extend.random import threefry2x32_p
 
-import bnnkit.inference  # noqa: F401  (installs the lowering, as every run does)
-from bnnkit.threefry_lowering import hash_rounds
+import bnnkit.inference  # noqa: F401  (installs the rule, as every run does)
+from bnnkit.threefry_lowering import hash_passes, hash_rounds, straight
 
 # Random123's kat_vectors, threefry2x32_20: (key, counter) -> hashed counter.
 KNOWN = [
@@ -44,34 +45,82 @@ def numpy_threefry(key, counter):
     return x0.astype(np.uint32), x1.astype(np.uint32)
 
 
+def hashed(straight_rounds: bool, *words):
+    """The primitive, compiled with the rule :func:`straight` selects (a new function each
+    time, whose lowering JAX has not kept)."""
+    function = jax.jit(lambda *w: threefry2x32_p.bind(*w))
+    if straight_rounds:
+        with straight():
+            return function.lower(*words).compile()(*words)
+    return function.lower(*words).compile()(*words)
+
+
+@pytest.mark.parametrize("straight_rounds", [False, True])
 @pytest.mark.parametrize("key, counter, expected", KNOWN)
-def test_known_answers(key, counter, expected):
-    args = [np.uint32(v) for v in (*key, *counter)]
-    compiled = [int(v) for v in jax.jit(threefry2x32_p.bind)(*args)]
-    assert compiled == list(expected)
+def test_known_answers(key, counter, expected, straight_rounds):
+    words = [np.uint32(v) for v in (*key, *counter)]
+    assert [int(v) for v in hashed(straight_rounds, *words)] == list(expected)
     assert [int(v) for v in numpy_threefry(key, counter)] == list(expected)
 
 
-def test_random_keys_and_counters_hash_as_the_specification():
+@pytest.mark.parametrize("straight_rounds", [False, True])
+def test_random_keys_and_counters_hash_as_the_specification(straight_rounds):
     rng = np.random.default_rng(0)
     key = rng.integers(0, 2**32, size=(2, 64, 1), dtype=np.uint32)
     counter = rng.integers(0, 2**32, size=(2, 64, 33), dtype=np.uint32)
     # The primitive's operands broadcast: a key per row against every row's counters.
-    hashed = jax.jit(threefry2x32_p.bind)(key[0], key[1], counter[0], counter[1])
+    found = hashed(straight_rounds, key[0], key[1], counter[0], counter[1])
     expected = numpy_threefry(key, counter)
-    np.testing.assert_array_equal(np.asarray(hashed[0]), expected[0])
-    np.testing.assert_array_equal(np.asarray(hashed[1]), expected[1])
-    eager = hash_rounds(*(jnp.asarray(a) for a in (key[0], key[1], counter[0], counter[1])))
-    np.testing.assert_array_equal(np.asarray(eager[0]), expected[0])
+    np.testing.assert_array_equal(np.asarray(found[0]), expected[0])
+    np.testing.assert_array_equal(np.asarray(found[1]), expected[1])
+    words = [jnp.asarray(a) for a in (key[0], key[1], counter[0], counter[1])]
+    for eager in (hash_rounds(*words), hash_passes(*words)):
+        np.testing.assert_array_equal(np.asarray(eager[1]), expected[1])
 
 
-@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the lowering is the CPU's")
-def test_draws_compile_without_a_loop():
-    """JAX's own lowering on CPU is a ``while`` of five passes; the installed one has none."""
+def draws():
+    """A new function each call: JAX keeps a function's lowering for its shapes, and the rule
+    applies to lowerings made after it is chosen."""
 
-    def draws(key):
+    def drawn(key):
         first, second = jax.random.split(key)
         return jax.random.normal(jax.random.fold_in(first, 3), (8,)) + jax.random.uniform(second)
 
-    text = jax.jit(draws).lower(jax.random.PRNGKey(0)).compile().as_text()
-    assert " while(" not in text
+    return drawn
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the rule is the CPU's")
+def test_straight_draws_compile_without_a_loop_and_the_same_bits():
+    """Outside :func:`straight` each hash is a ``while`` of five passes, as JAX's own lowering;
+    inside it none is, and the draws are the same."""
+    key = jax.random.PRNGKey(0)
+    looped = jax.jit(draws()).lower(key).compile()
+    with straight():
+        flat = jax.jit(draws()).lower(key).compile()
+    assert looped.as_text().count(" while(") == 4  # the split, the fold_in, each draw's bits
+    assert " while(" not in flat.as_text()
+    np.testing.assert_array_equal(np.asarray(looped(key)), np.asarray(flat(key)))
+
+
+def test_the_block_program_is_lowered_straight(monkeypatch, tmp_path):
+    """A sampler run in blocks lowers its hashes round by round (ahead or at its first block)."""
+    from bnnkit import threefry_lowering
+    from bnnkit.inference import mclmc
+    from bnnkit.problem import ProblemConfig
+    from bnnkit.runs.loop import run
+
+    lowered = []
+
+    def counted(ctx, *operands):
+        lowered.append(ctx.avals_out[0].shape)
+        return rounds(ctx, *operands)
+
+    rounds = threefry_lowering._ROUNDS
+    monkeypatch.setattr(threefry_lowering, "_ROUNDS", counted)
+    run(
+        ProblemConfig("yacht_0", "linear", noise_std=0.35),
+        mclmc.Config(num_iterations=4, num_burn_in=2, num_chains=2, seed=11),
+        tmp_path / "run",
+        progress=False,
+    )
+    assert lowered, "no hash of the run was lowered round by round"

@@ -29,6 +29,7 @@ from blackjax.mcmc.integrators import (
 from blackjax.mcmc.proposal import static_binomial_sampling
 from blackjax.util import generate_unit_vector
 
+from bnnkit.inference.adaptation import any_chain
 from bnnkit.inference.mclmc_state import MCLMCState
 from bnnkit.inference.mclmc_tuning import (
     MCLMCTuning,
@@ -171,6 +172,36 @@ def adjusted_move(
     )
 
 
+def undo_cut(
+    current: IntegratorState, new: IntegratorState, cut: jax.Array, key: Key
+) -> IntegratorState:
+    """``new``, or where ``cut`` the step undone: ``current`` with a fresh unit velocity drawn
+    from ``key`` (BlackJAX's ``handle_high_energy``, the same bits).
+
+    BlackJAX draws the fresh velocity at every step, whether a step is undone or not; here it
+    is drawn only when some chain undoes one (:func:`~bnnkit.inference.adaptation.any_chain`:
+    unbatched under the chains' vmap), which spares every transition a Gaussian vector, its
+    hash and its norm.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> here = IntegratorState(jnp.zeros(3), jnp.ones(3) / 3**0.5, 0.0, jnp.zeros(3))
+        >>> there = IntegratorState(jnp.ones(3), jnp.ones(3) / 3**0.5, -1.0, jnp.ones(3))
+        >>> undone = undo_cut(here, there, jnp.array(True), jax.random.PRNGKey(0))
+        >>> undone.position.tolist(), round(float(jnp.linalg.norm(undone.momentum)), 5)
+        ([0.0, 0.0, 0.0], 1.0)
+        >>> undo_cut(here, there, jnp.array(False), jax.random.PRNGKey(0)).position.tolist()
+        [1.0, 1.0, 1.0]
+    """
+    momentum = jax.lax.cond(
+        any_chain(cut),
+        lambda: generate_unit_vector(key, current.position),
+        lambda: current.momentum,
+    )
+    undone = current._replace(momentum=momentum)
+    return jax.tree.map(lambda a, b: jnp.where(cut, a, b), undone, new)
+
+
 def unadjusted_move(
     key: Key,
     current: IntegratorState,
@@ -244,7 +275,7 @@ def unadjusted_move(
         new, info = attempt(jnp.zeros((), jnp.int32))
         first, tries = info, jnp.zeros((), jnp.int32)
     divergent = failed(info)
-    new, _ = blackjax.mcmc.mclmc.handle_high_energy(current, new, info, key_cut, cutoff)
+    new = undo_cut(current, new, jnp.abs(info.energy_change) > cutoff, key_cut)
     finite = info.nonans
     change = jnp.where(finite, info.energy_change, 0.0)
     accept = jnp.ones((), eps.dtype)

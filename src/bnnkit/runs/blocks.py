@@ -24,7 +24,9 @@ blocks:
 The block's program is compiled ahead (:func:`compile_ahead`), in a thread started once the
 run can no longer be refused, so that it compiles while the run compiles and starts its
 chains (and, for a composite's later stage, while the stages before it run); the first block
-then finds it compiled.
+then finds it compiled. Both lower it inside :func:`bnnkit.threefry_lowering.straight`: the
+hashes of its key splits and draws compile without their loop, the same bits in an iteration
+that costs less (``docs/performance.md``, "Threefry's hash without its loop").
 
 A non-finite iteration stops the run as before (:func:`bnnkit.runs.divergence.non_finite`):
 the block is run again from its start up to the iteration before, which gives the same bits,
@@ -65,6 +67,7 @@ from bnnkit.runs.divergence import finite_members, non_finite
 from bnnkit.runs.keys import NOISE_STREAM, member_keys
 from bnnkit.runs.lifecycle import Lifecycle
 from bnnkit.runs.unit_outputs import finite_posteriors, log_line
+from bnnkit.threefry_lowering import straight
 
 #: The wall time a block aims at: short enough that the progress, the time budget and an
 #: interrupt are answered within about a second, long enough that a block's dispatch, its
@@ -208,7 +211,8 @@ def compile_ahead(
     def compile_now() -> None:
         # Any failure is the first block's to report, when it compiles again.
         try:
-            function.lower(spec, 0, 1, batch).compile()
+            with straight():
+                function.lower(spec, 0, 1, batch).compile()
         except Exception:
             return
 
@@ -341,7 +345,8 @@ def run_blocks(
         while done < loop.num_units:
             count = clock.next_count(done, loop, length)
             t0 = time.perf_counter()
-            state, outputs = block_fn(committed, done, count, batch)
+            with straight():  # the first block lowers the program, when not ahead
+                state, outputs = block_fn(committed, done, count, batch)
             block = Block(
                 done,
                 count,
