@@ -42,9 +42,10 @@ TEST_ENV := JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMP
   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
 endif
 
-# Everything but the statistical exactness, real-data and end-to-end checks: 9 min 28 s measured
-# on a 2-core AVX-512 Xeon ("Intel(R) Xeon(R) Processor"), both cores idle, from a fresh clone
-# (an empty compilation cache), the real data beside it; a slower processor takes longer.
+# Everything but the statistical exactness, real-data and end-to-end checks: 13 min 0 s measured
+# on a 2-core AVX-512 Xeon ("Intel(R) Xeon(R) Processor") with an empty compilation cache and
+# the real data beside it; 23 min 37 s from a fresh clone without the data, in an hour when
+# the same machine ran the same reference at half its usual speed. A slower processor takes longer.
 test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m "not slow"
 
