@@ -15,11 +15,11 @@ dispatches one by one: the hash's loop control then costs more than its arithmet
 (:func:`hash_rounds`, as JAX does on other platforms: integer additions, rotations and
 exclusive-ors, which XLA fuses into the operations that read them) while a program is lowered
 inside :func:`straight`, and as JAX's loop of five passes (:func:`hash_passes`) otherwise.
-The run driver lowers the samplers' block programs inside it. Not every program gains: where
-XLA fuses many hashes into one kernel (a variational step drawing float64 noise for several
-estimators at once), LLVM's vectoriser took tens of minutes over the straight rounds, which is
-why the loop stays the default. Integer arithmetic is exact, so every bit of every key and
-draw is the same either way; only the compiled program differs.
+The run driver lowers the samplers' block programs inside it. Not every program gains: a
+variational step drawing float64 noise for several estimators at once did not finish
+compiling in over half an hour with the straight rounds (LLVM's loop vectoriser busy all
+along), which is why the loop stays the default. Integer arithmetic is exact, so every bit
+of every key and draw is the same either way; only the compiled program differs.
 
 Example:
     >>> import jax, numpy as np
