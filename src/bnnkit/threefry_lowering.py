@@ -48,6 +48,13 @@ ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 PARITY = np.uint32(0x1BD11BDA)
 
 
+def _round(x0, x1, rotation):
+    """One round: ``x₀ ← x₀ + x₁; x₁ ← (x₁ ⋘ r) ⊕ x₀`` (r a uint32)."""
+    x0 = x0 + x1
+    x1 = lax.shift_left(x1, rotation) | lax.shift_right_logical(x1, np.uint32(32) - rotation)
+    return x0, x1 ^ x0
+
+
 def hash_rounds(key0, key1, x0, x1):
     """Threefry-2x32's 20 rounds on ``(x0, x1)`` under the key ``(key0, key1)``, unrolled.
 
@@ -68,20 +75,10 @@ def hash_rounds(key0, key1, x0, x1):
     x0, x1 = x0 + keys[0], x1 + keys[1]
     for injection in range(1, 6):
         for rotation in ROTATIONS[(injection - 1) % 2]:
-            x0 = x0 + x1
-            x1 = lax.shift_left(x1, np.uint32(rotation)) | lax.shift_right_logical(
-                x1, np.uint32(32 - rotation)
-            )
-            x1 = x1 ^ x0
+            x0, x1 = _round(x0, x1, np.uint32(rotation))
         x0 = x0 + keys[injection % 3]
         x1 = x1 + keys[(injection + 1) % 3] + np.uint32(injection)
     return x0, x1
-
-
-def _round(x0, x1, rotation):
-    x0 = x0 + x1
-    x1 = lax.shift_left(x1, rotation) | lax.shift_right_logical(x1, np.uint32(32) - rotation)
-    return x0, x1 ^ x0
 
 
 def hash_passes(key0, key1, x0, x1):
