@@ -80,6 +80,7 @@ ARGV = shlex.split(
 )
 
 
+@pytest.mark.slow
 def test_a_run_records_its_devices_and_a_resume_on_others_says_so(tmp_path, capsys):
     folder = tmp_path / "run"
     environ = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}

@@ -232,6 +232,7 @@ def test_an_unreachable_page_is_caught(tmp_path):
     assert pages - reached(nav) == {"orphan.md"}
 
 
+@pytest.mark.slow
 @needs_mkdocs
 def test_mkdocs_build_is_strict_clean(tmp_path):
     # No -q: it lowers mkdocs' log level to ERROR, so --strict never sees a warning to count.

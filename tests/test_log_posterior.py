@@ -59,6 +59,7 @@ def test_full_batch_value_is_prior_plus_sum_over_temperature(setup):
         assert float(lp(params, batch)) == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_minibatch_estimate_is_unbiased_over_an_epoch(setup):
     model, params, batch = setup
     lp = LogPosterior(model.apply, likelihoods.Gaussian(), priors.Gaussian(1.0), num_data=30)

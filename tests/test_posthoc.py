@@ -192,6 +192,7 @@ def test_refusals(classification, tmp_path):
         evaluate(run, ood=str(tmp_path / "wide.npz"), write=False)
 
 
+@pytest.mark.slow
 def test_regression_calibration_conformal_and_w1_against_a_reference(tmp_path):
     runs = {}
     for name, lr in (("a", "1e-2"), ("b", "1e-3")):

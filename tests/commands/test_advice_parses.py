@@ -183,6 +183,7 @@ def test_a_stall_is_told_another_posterior_not_more_draws():
     assert slow.remedies == (stationarity.MORE_DRAWS,)
 
 
+@pytest.mark.slow
 def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, monkeypatch):
     # The chains of a reference run through the one driver: the stuck-or-unstable warnings it
     # prints while they sample must name bnnkit reference's flags, not the sampler's. A run in
@@ -228,6 +229,7 @@ def test_warnings_while_a_reference_samples_speak_bnnkit_reference(tmp_path, mon
     ]
 
 
+@pytest.mark.slow
 def test_a_stage_of_a_reference_that_diverges_is_advised_in_bnnkit_reference_s_flags(
     tmp_path, capsys
 ):

@@ -113,6 +113,7 @@ def test_an_optimiser_stopped_by_its_budget_exits_3_and_resumes_bit_for_bit(tmp_
         assert (after[key] == value).all(), key
 
 
+@pytest.mark.slow
 def test_a_reference_stopped_in_its_chains_exits_3_and_its_command_continues_it(tmp_path, capsys):
     folder = tmp_path / "ref"
     argv = [

@@ -138,6 +138,7 @@ def test_end_to_end_as_a_subprocess(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_evaluate_under_covariate_shift(tmp_path, capsys):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(40, 8, 8, 1), dtype=np.uint8)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bnnkit.cli import main
 from bnnkit.inference import hmc
 from bnnkit.problem import ProblemConfig
@@ -44,6 +46,7 @@ def refused(argv, capsys) -> str:
     return err
 
 
+@pytest.mark.slow
 def test_config_file_round_trips_through_run_json(tmp_path, capsys):
     path = tmp_path / "run.toml"
     path.write_text(RUN_TOML)

@@ -47,7 +47,15 @@ def all_finite(run: Path) -> bool:
     )
 
 
-@pytest.mark.parametrize("name", list(METHODS))
+#: Methods whose run here costs several times the others' (a full-batch sampler's block
+#: program, dropout's network): with the slow checks; every other method stays in make test.
+SLOW_METHODS = {"mclmc", "nuts", "dropout"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW_METHODS else []) for n in METHODS],
+)
 def test_a_step_size_that_diverges_is_never_silent(name, tmp_path, capsys):
     run = tmp_path / "run"
     have = fields(name)

@@ -63,6 +63,7 @@ def test_compare_probs_by_hand():
     assert scores["total_variation"] == pytest.approx(0.7 / 3)
 
 
+@pytest.mark.slow
 def test_scores_against_a_file_in_the_published_format(classification_run, tmp_path, capsys):
     assert main(["evaluate", str(classification_run), "--json"]) == 0
     capsys.readouterr()

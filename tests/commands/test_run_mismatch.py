@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bnnkit.cli import main
 
 
@@ -105,6 +107,7 @@ def test_other_data_is_refused(hmc_run, tmp_path, capsys):
     assert not (tmp_path / "sgd").exists()
 
 
+@pytest.mark.slow
 def test_independent_draws_get_no_rhat_or_ess(tmp_path, capsys):
     run_dir = tmp_path / "vi"
     assert (

@@ -57,6 +57,7 @@ def linear_run(tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.slow
 def test_surface_of_run_directories_and_sample_files(linear_run, tmp_path, capsys):
     out = tmp_path / "out"
     printed = run_ok(

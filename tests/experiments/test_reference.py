@@ -23,6 +23,7 @@ def made(tmp_path_factory):
     return reference(PROBLEM, CONFIG, folder, progress=False)
 
 
+@pytest.mark.slow
 def test_layout_and_one_chain_per_member(made):
     folder = made.folder
     assert sorted(p.name for p in folder.iterdir()) == ["chains", "ensemble", REFERENCE_FILE]
@@ -35,6 +36,7 @@ def test_layout_and_one_chain_per_member(made):
     assert set(made.seconds) == {"ensemble", "chains", "evaluate"}
 
 
+@pytest.mark.slow
 def test_the_folder_reads_as_its_chains(made):
     # bnnkit evaluate REF is the pooled model average of the chains' run.
     assert evaluate(made.folder)["test"] == evaluate(made.folder / "chains")["test"]
@@ -42,11 +44,13 @@ def test_the_folder_reads_as_its_chains(made):
     assert made.evaluation["num_chains"] == 3
 
 
+@pytest.mark.slow
 def test_a_finished_reference_resumes_without_running(made):
     again = reference(PROBLEM, CONFIG, made.folder, resume=True, progress=False)
     assert again.evaluation["test"] == made.evaluation["test"]
 
 
+@pytest.mark.slow
 def test_refusals_write_nothing(made, tmp_path):
     with pytest.raises(ConfigError, match="not empty"):
         reference(PROBLEM, CONFIG, made.folder, progress=False)
@@ -75,6 +79,7 @@ def test_budget_defaults_per_sampler():
     assert Config(sampler="hmc", num_samples=50).budget() == (200, 50)
 
 
+@pytest.mark.slow
 def test_command_line(made, tmp_path, capsys):
     from bnnkit.cli import main
 
@@ -105,6 +110,7 @@ def test_command_line(made, tmp_path, capsys):
     assert "not empty" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_reference_or_reuse_reuses_a_finished_one_and_refuses_other_settings(made):
     from bnnkit.experiments.reference import reference_or_reuse, reference_seconds
 

@@ -88,6 +88,7 @@ def income_regression(n: int = 100):
     return log_density, mean, cov
 
 
+@pytest.mark.slow
 def test_burn_in_from_a_far_start_is_bounded_and_reaches_the_typical_set():
     """From uniform(-2, 2) starts the regression's log density is ~ -1e12 and the identity
     metric's stable step ~1e-6: ``mass``'s fixed τ took ~4,000 steps per iteration there. The
@@ -212,6 +213,7 @@ def test_no_knobs_recover_the_conjugate_posterior():
     assert_gaussian_moments(draws, mean, cov, "no knobs")
 
 
+@pytest.mark.slow
 def test_bnnkit_hmc_runs_without_knobs(tmp_path):
     run_dir = tmp_path / "run"
     assert (

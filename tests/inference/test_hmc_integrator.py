@@ -161,6 +161,7 @@ def test_unknown_integrator_is_a_config_error():
         hmc.Config(step_size=0.1, trajectory_len=1.0, integrator="loop")
 
 
+@pytest.mark.slow
 def test_one_chain_host_loop_gives_the_in_loop_samples_to_rounding():
     # One chain takes the unvmapped leapfrog step (faster for convolutions on XLA:CPU). XLA
     # orders that convolution's sums differently from the vmapped one inside the loop, so the

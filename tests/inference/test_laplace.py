@@ -338,6 +338,7 @@ def test_output_covariances_equal_brute_force(net):
             )
 
 
+@pytest.mark.slow
 def test_chunked_curvature_equals_unchunked():
     lik, x, y = small_problem("categorical")
     module = models.MODELS["mlp_regression_small"].make(3)

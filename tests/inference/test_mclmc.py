@@ -304,6 +304,7 @@ def test_step_size_shrinks_on_an_energy_error_whose_square_overflows_float32():
     assert float(small) == pytest.approx(10.0 ** (-20.0 / 6.0), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_a_step_past_the_energy_cap_is_taken_again_shorter_instead_of_undone():
     """With ε fixed at 1 (no tuning, no preconditioner) on the spread Gaussian, whose stiffest
     scale is 0.01, every step's energy error passes the cap. Undone at once (BlackJAX's

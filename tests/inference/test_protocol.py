@@ -128,7 +128,18 @@ def test_every_method_has_a_row():
     assert sorted(METHODS) == sorted(ROWS), "add a row for every method to ROWS"
 
 
-@pytest.mark.parametrize("name", sorted(METHODS))
+#: Cases that cost several times the others (a full-batch sampler's whole iteration, eager and
+#: compiled; dropout's network; ChEES's adaptation over two chains): they run with the slow
+#: checks, and every other method keeps the contract in make test.
+SLOW_CASES = {"mclmc", "nuts", "dropout", "hmc-chees"}
+
+
+def case(*values, id: str):
+    """One parametrized case, marked slow when its id is in :data:`SLOW_CASES`."""
+    return pytest.param(*values, id=id, marks=[pytest.mark.slow] if id in SLOW_CASES else [])
+
+
+@pytest.mark.parametrize("name", [case(name, id=name) for name in sorted(METHODS)])
 def test_method_protocol(name, tmp_path):
     module = METHODS[name]
     settings, stochastic, _ = ROWS[name]
@@ -202,8 +213,10 @@ RESUME_CASES = [(name, {}) for name in sorted(METHODS)] + [
 
 @pytest.mark.parametrize(
     ("name", "extra"),
-    RESUME_CASES,
-    ids=[n + "".join(f"-{v}" for k, v in e.items() if k == "adapt") for n, e in RESUME_CASES],
+    [
+        case(n, e, id=n + "".join(f"-{v}" for k, v in e.items() if k == "adapt"))
+        for n, e in RESUME_CASES
+    ],
 )
 def test_method_runs_resumes_bit_for_bit_and_evaluates(name, extra, tmp_path):
     # Through the one driver: an interrupted run, resumed, stores exactly what the

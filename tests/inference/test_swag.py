@@ -74,6 +74,7 @@ def test_lyapunov_solution_is_stationary():
     assert np.all(np.linalg.eigvalsh(sigma) > 0)
 
 
+@pytest.mark.slow
 def test_swag_moments_match_the_stationary_moments_of_constant_step_sgd():
     model, lp, data, _, _ = conjugate_problem()
     n, b, eta, every = lp.num_data, 10, 2e-3, 2

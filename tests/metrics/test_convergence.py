@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from bnnkit.cli import main
 from bnnkit.command_flags import spelling as flag_spelling
@@ -28,6 +29,7 @@ def test_capped_trajectories_are_named_with_the_advice_that_applies():
     assert capped_warning(0, 0, "nuts") is None
 
 
+@pytest.mark.slow
 def test_a_run_forced_to_hit_the_cap_says_so(tmp_path, capsys):
     # τ = 10 in units of the adapted metric, at most 2 leapfrog steps: nearly every iteration
     # after burn-in wants more and is capped. The share reaches the record, the log, the

@@ -90,6 +90,7 @@ def linear_run(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_a_tuned_chain_on_a_gaussian_posterior_passes_level_0_measured(linear_run):
     levels = evaluate(linear_run, write=False)["levels"]
     # 400 kept draws per chain are enough for every other level on this posterior, so the
@@ -107,6 +108,7 @@ def test_a_tuned_chain_on_a_gaussian_posterior_passes_level_0_measured(linear_ru
     assert evaluate(linear_run, write=False)["levels"]["L0"]["figures"]["measured"] == found
 
 
+@pytest.mark.slow
 def test_a_run_whose_state_is_not_its_last_is_judged_by_counting(linear_run, tmp_path):
     import shutil
 

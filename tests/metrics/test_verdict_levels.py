@@ -145,6 +145,7 @@ def mclmc_levels(run_dir, capsys, *flags):
     return evaluate(run_dir, write=False)["levels"], last
 
 
+@pytest.mark.slow
 def test_an_over_stepped_mclmc_fails_numerics(tmp_path, capsys):
     over, last = mclmc_levels(
         tmp_path / "over",

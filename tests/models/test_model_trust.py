@@ -262,6 +262,7 @@ def test_a_named_model_that_is_not_the_runs_is_refused_naming_both(shipped, monk
     assert not shipped.marker.exists()
 
 
+@pytest.mark.slow
 def test_the_author_resumes_and_evaluates_a_run_of_their_module(
     shipped, tmp_path, monkeypatch, capsys
 ):
@@ -300,6 +301,7 @@ def test_the_author_resumes_and_evaluates_a_run_of_their_module(
         np.testing.assert_array_equal(before[key], after[key])
 
 
+@pytest.mark.slow
 def test_laplace_imports_the_map_runs_model_when_it_is_named(
     shipped, tmp_path, monkeypatch, capsys
 ):

@@ -33,7 +33,10 @@ def flat(tree) -> jax.Array:
     )
 
 
-@pytest.mark.parametrize("rank", [1, 2, 5, 20])
+# Higher ranks differentiate a larger transform: with the slow checks.
+@pytest.mark.parametrize(
+    "rank", [1, 2, *(pytest.param(rank, marks=pytest.mark.slow) for rank in (5, 20))]
+)
 def test_sampler_covariance_is_half_diag_plus_low_rank(rank):
     # The sampler is affine in its standard normal noise, θ = μ + A z, so its covariance is
     # A Aᵀ exactly; A is the Jacobian of transform. In float64 each entry of A Aᵀ sums K + 1

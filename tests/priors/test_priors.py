@@ -191,6 +191,7 @@ def test_hierarchical_marginal_is_student_t_by_quadrature(family_cls):
         assert value == pytest.approx(marginal.pdf(w), rel=1e-4)
 
 
+@pytest.mark.slow
 def test_hierarchical_marginal_is_student_t_by_monte_carlo():
     """E_u[N(w; 0, eᵘ)] over the family's own latent draws is the Student-t density (within
     z MCSE), the sampled weights follow its CDF (KS), and a per-layer draw is N(0, eᵘ) given u."""
@@ -245,6 +246,7 @@ KS_CASES = [(f, r) for f, r in ELEMENTWISE] + [
 ]
 
 
+@pytest.mark.slow
 def test_samples_follow_the_stated_distribution():
     """KS on i.i.d. draws: each p-value is uniform under a correct sampler (Bonferroni)."""
     cases = [(f, r, lambda k, f=f: f.sample(k, (10, N_IID // 10))) for f, r in KS_CASES]
@@ -295,6 +297,7 @@ def test_rules_pick_a_family_per_leaf_and_log_prob_sums_them():
     assert float(prior.log_prob(p)) == pytest.approx(expected, rel=1e-5)  # a bare params tree
 
 
+@pytest.mark.slow
 def test_hierarchical_position_latents_and_noise():
     prior = priors.make(
         "hierarchical:concentration=2,scale=1",

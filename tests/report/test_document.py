@@ -22,6 +22,7 @@ def report(report_inputs, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_every_folder_is_recognised_by_its_kind(report_inputs, tmp_path):
     assert [kinds.kind_of(f) for f in report_inputs] == ["run", "convergence", "shift"]
     (tmp_path / "run.json").write_text('{"status": "finished"}')  # no method: not a run

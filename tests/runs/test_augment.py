@@ -123,6 +123,7 @@ def assert_identical(a: dict, b: dict) -> None:
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
 
+@pytest.mark.slow
 def test_augmented_training_differs_and_resumes_bit_for_bit(images, augmented, plain, tmp_path):
     crashed = Path(shutil.copytree(augmented.parent / "crashed", tmp_path / "crashed"))
     assert json.loads((crashed / "run.json").read_text())["status"] == "running"

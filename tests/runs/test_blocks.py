@@ -25,6 +25,7 @@ def whole(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_a_block_is_one_file_and_the_units_are_every_kept_iteration(whole):
     rundir = RunDir(whole)
     assert rundir.sample_units() == list(range(20, 200))

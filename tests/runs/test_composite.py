@@ -47,6 +47,7 @@ def made(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_a_time_stopped_reference_says_stopped_and_resumes_bit_for_bit(made, tmp_path):
     folder = tmp_path / "ref"
     # A budget that ends the chains after their first iteration.
@@ -66,6 +67,7 @@ def test_a_time_stopped_reference_says_stopped_and_resumes_bit_for_bit(made, tmp
     assert_same(stages(folder), stages(made))
 
 
+@pytest.mark.slow
 def test_a_reference_budget_counts_the_ensemble_before_the_chains(tmp_path):
     folder = tmp_path / "ref"
     reference(PROBLEM, Config(**SETTINGS, max_time=3600), folder, progress=False)
@@ -86,6 +88,7 @@ def test_every_stage_is_checked_before_a_file_is_written(tmp_path):
     assert not folder.exists()
 
 
+@pytest.mark.slow
 def test_a_refused_resume_changes_nothing(made, tmp_path):
     folder = tmp_path / "ref"
     shutil.copytree(made, folder)
@@ -104,6 +107,7 @@ def test_a_refused_resume_changes_nothing(made, tmp_path):
     assert edited[REFERENCE_FILE] == before[REFERENCE_FILE]
 
 
+@pytest.mark.slow
 def test_a_copied_stopped_reference_resumes_from_its_copy(made, tmp_path):
     first = tmp_path / "first"
     reference(PROBLEM, Config(**SETTINGS, max_time=1e-6), first, progress=False)
@@ -114,6 +118,7 @@ def test_a_copied_stopped_reference_resumes_from_its_copy(made, tmp_path):
     assert_same(stages(moved), stages(made))
 
 
+@pytest.mark.slow
 def test_verify_checks_every_stage(made, tmp_path, capsys):
     folder = tmp_path / "ref"
     shutil.copytree(made, folder)
@@ -127,6 +132,7 @@ def test_verify_checks_every_stage(made, tmp_path, capsys):
     assert "bnnkit reference" in captured.err
 
 
+@pytest.mark.slow
 def test_a_resume_checks_a_finished_stage_before_reusing_it(made, tmp_path):
     folder = tmp_path / "ref"
     shutil.copytree(made, folder)
@@ -138,6 +144,7 @@ def test_a_resume_checks_a_finished_stage_before_reusing_it(made, tmp_path):
     assert snapshot(folder) == before
 
 
+@pytest.mark.slow
 def test_its_own_files_are_never_an_out(made, capsys):
     before = (made / REFERENCE_FILE).read_bytes()
     out = made / REFERENCE_FILE
@@ -156,6 +163,7 @@ def test_the_problem_is_built_once(tmp_path, monkeypatch):
     assert len(calls) == 1
 
 
+@pytest.mark.slow
 def test_a_stage_that_diverges_marks_the_reference_and_overwrite_starts_it_again(tmp_path):
     from bnnkit.runs.divergence import DivergenceError
 

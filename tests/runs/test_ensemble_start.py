@@ -30,6 +30,7 @@ def ensemble_run(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_chains_default_to_one_per_member(ensemble_run, tmp_path):
     config = hmc.Config(
         step_size=1e-4,

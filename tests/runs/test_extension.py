@@ -168,6 +168,7 @@ def test_until_extends_to_the_bits_of_one_longer_run(tmp_path, data, capsys):
     assert_identical(stored(path), stored(whole))
 
 
+@pytest.mark.slow
 def test_until_resumes_past_the_stored_length(tmp_path, data):
     # A run already extended to 40 iterations, resumed with its first --num-iterations:
     # the first block is the stored 40, not 20 (which --resume alone would refuse).

@@ -88,9 +88,10 @@ def test_killed_anywhere_then_resumed_bit_for_bit(point, then, tmp_path, uninter
     killed_then_resumed(ARGV, point, then, tmp_path, uninterrupted, capsys)
 
 
+# The sampler's run in blocks compiles a block program: with the slow checks.
+@pytest.mark.slow
 @pytest.mark.parametrize(
-    ("point", "then"),
-    [("sample-recorded:2", "resume"), pytest.param("unit-done:3", "resume", marks=SLOW)],
+    ("point", "then"), [("sample-recorded:2", "resume"), ("unit-done:3", "resume")]
 )
 def test_a_sampler_run_in_blocks_killed_then_resumed_bit_for_bit(
     point, then, tmp_path, uninterrupted_blocks, capsys

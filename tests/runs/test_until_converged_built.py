@@ -5,6 +5,7 @@ rebuilt from its settings."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import bnnkit
 import user_models
@@ -34,6 +35,7 @@ def config(**changes) -> hmc.Config:
     )
 
 
+@pytest.mark.slow
 def test_until_runs_on_a_problem_built_from_arrays(tmp_path):
     problem = arrays_problem()
     path = tmp_path / "run"
