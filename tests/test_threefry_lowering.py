@@ -3,8 +3,9 @@
 Integer arithmetic is exact, so the checks are equalities: Random123's known answers for
 Threefry-2x32 with 20 rounds, and an independent NumPy transcription of the hash on random
 keys and counters (broadcast as JAX's primitive broadcasts them), for both lowerings. That the
-samplers' draws keep every bit is the pinned digests' to check (tests/inference/*_pinned.py),
-and that the block program is lowered straight the last test's.
+samplers' draws keep every bit is the pinned digests' to check (tests/inference/*_pinned.py);
+that a run lowers its initialisation, prior check and block program straight, the last two
+tests'.
 """
 
 from __future__ import annotations
@@ -102,25 +103,79 @@ def test_straight_draws_compile_without_a_loop_and_the_same_bits():
     np.testing.assert_array_equal(np.asarray(looped(key)), np.asarray(flat(key)))
 
 
-def test_the_block_program_is_lowered_straight(monkeypatch, tmp_path):
-    """A sampler run in blocks lowers its hashes round by round (ahead or at its first block)."""
-    from bnnkit import threefry_lowering
-    from bnnkit.inference import mclmc
-    from bnnkit.problem import ProblemConfig
-    from bnnkit.runs.loop import run
+def lowered_where(monkeypatch, module) -> list[bool]:
+    """For every hash lowered round by round from now on, whether ``module.straight()`` (the
+    straight() the module calls) was open in the lowering thread."""
+    import contextlib
+    import contextvars
 
-    lowered = []
+    from bnnkit import threefry_lowering
+
+    inside = contextvars.ContextVar("inside", default=False)
+    found: list[bool] = []
+    rounds, entered = threefry_lowering._ROUNDS, module.straight
 
     def counted(ctx, *operands):
-        lowered.append(ctx.avals_out[0].shape)
+        found.append(inside.get())
         return rounds(ctx, *operands)
 
-    rounds = threefry_lowering._ROUNDS
+    @contextlib.contextmanager
+    def marked():
+        token = inside.set(True)
+        try:
+            with entered():
+                yield
+        finally:
+            inside.reset(token)
+
     monkeypatch.setattr(threefry_lowering, "_ROUNDS", counted)
+    monkeypatch.setattr(module, "straight", marked)
+    return found
+
+
+def test_a_runs_initialisation_and_prior_check_are_lowered_straight(monkeypatch, tmp_path):
+    """A run without blocks (SGD) lowers the hashes of its initialisation and of its prior
+    check round by round, each inside the straight() of its own module."""
+    from bnnkit import prior_check
+    from bnnkit.inference import sgd
+    from bnnkit.problem import ProblemConfig
+    from bnnkit.runs import loop
+
+    in_init, in_check = lowered_where(monkeypatch, loop), []
+    check = prior_check.check
+
+    def checked(*args, **kwargs):
+        found = lowered_where(monkeypatch, prior_check)
+        try:
+            return check(*args, **kwargs)
+        finally:
+            in_check.extend(found)
+
+    monkeypatch.setattr(prior_check, "check", checked)
+    loop.run(
+        ProblemConfig("yacht_0", "mlp_regression_small", noise_std=0.35),
+        sgd.Config(init_step_size=1e-3, num_epochs=1, batch_size=64, seed=11),
+        tmp_path / "run",
+        progress=False,
+    )
+    assert any(in_init), "the initialisation's hashes were not lowered inside loop.straight()"
+    assert in_check and all(in_check), "the prior check was not lowered inside its straight()"
+
+
+@pytest.mark.slow
+def test_the_block_program_is_lowered_straight(monkeypatch, tmp_path):
+    """A sampler run in blocks lowers its block's hashes round by round, inside the block
+    driver's straight() (ahead in its thread, or at the first block)."""
+    from bnnkit.inference import mclmc
+    from bnnkit.problem import ProblemConfig
+    from bnnkit.runs import blocks
+    from bnnkit.runs.loop import run
+
+    in_block = lowered_where(monkeypatch, blocks)
     run(
         ProblemConfig("yacht_0", "linear", noise_std=0.35),
         mclmc.Config(num_iterations=4, num_burn_in=2, num_chains=2, seed=11),
         tmp_path / "run",
         progress=False,
     )
-    assert lowered, "no hash of the run was lowered round by round"
+    assert any(in_block), "no hash of the block program was lowered round by round"

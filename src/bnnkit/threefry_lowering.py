@@ -15,11 +15,13 @@ dispatches one by one: the hash's loop control then costs more than its arithmet
 (:func:`hash_rounds`, as JAX does on other platforms: integer additions, rotations and
 exclusive-ors, which XLA fuses into the operations that read them) while a program is lowered
 inside :func:`straight`, and as JAX's loop of five passes (:func:`hash_passes`) otherwise.
-The run driver lowers the samplers' block programs inside it. Not every program gains: a
-variational step drawing float64 noise for several estimators at once did not finish
-compiling in over half an hour with the straight rounds (LLVM's loop vectoriser busy all
-along), which is why the loop stays the default. Integer arithmetic is exact, so every bit
-of every key and draw is the same either way; only the compiled program differs.
+The run driver lowers inside it the samplers' block programs, every run's initialisation
+and the prior check's draws (small programs of key splits and draws, which also compile
+faster without the loops). Not every program gains: a variational step drawing float64
+noise for several estimators at once did not finish compiling in over half an hour with the
+straight rounds (LLVM's loop vectoriser busy all along), which is why the loop stays the
+default. Integer arithmetic is exact, so every bit of every key and draw is the same either
+way; only the compiled program differs.
 
 Example:
     >>> import jax, numpy as np

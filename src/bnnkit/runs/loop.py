@@ -90,6 +90,7 @@ from bnnkit.runs.units import (
 )
 from bnnkit.runs.verdict import run_spelling
 from bnnkit.settings import check_dtype
+from bnnkit.threefry_lowering import straight
 
 __all__ = ["RunResult", "run", "run_block"]
 
@@ -259,7 +260,7 @@ def run_block(
             method,
             config,
             loop,
-            lambda: jax.jit(init_all)(init_keys, first),
+            lambda: _initial_states(init_all, init_keys, first),
             template,
             batch,
             placements,
@@ -269,6 +270,14 @@ def run_block(
             notes=notes,
             deadline=deadline,
         )
+
+
+def _initial_states(init_all: Callable, keys: jax.Array, first: Any) -> Any:
+    """``init_all(keys, first)`` compiled with Threefry's hash straight
+    (:func:`bnnkit.threefry_lowering.straight`): an initialisation is mostly key splits and
+    draws, whose loops cost more to compile than its one run gains from them."""
+    with straight():
+        return jax.jit(init_all)(keys, first)
 
 
 def compile_ahead(built: problem_lib.Problem, config: RunSettings, shard: str = "auto") -> None:
