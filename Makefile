@@ -42,17 +42,16 @@ TEST_ENV := JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMP
   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
 endif
 
-# Everything but the statistical exactness, real-data and end-to-end checks: 13 min 0 s measured
+# Everything but the statistical exactness, real-data and end-to-end checks: 9 min 0 s measured
 # on a 2-core AVX-512 Xeon ("Intel(R) Xeon(R) Processor") with an empty compilation cache and
-# the real data beside it; 23 min 37 s from a fresh clone without the data, in an hour when
-# the same machine ran the same reference at half its usual speed. A slower processor takes longer.
+# the real data beside it; 9 min 3 s from a fresh clone without the data (9 min 51 s with the
+# installation). A slower processor takes longer.
 test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m "not slow"
 
 # The statistical exactness checks (samplers against exact posteriors), the real-data checks and
-# the whole tiny study (bnnkit paper --scale tiny), and the end-to-end checks: 17 min 2 s on the
-# same 2-core Xeon after make test (other work shared the cores a few minutes), with the
-# compilation cache make test leaves.
+# the whole tiny study (bnnkit paper --scale tiny), and the end-to-end checks: 25 min 24 s on the
+# same 2-core Xeon after make test, with the compilation cache make test leaves.
 test-slow: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m slow
 
