@@ -240,6 +240,8 @@ def unadjusted_move(
         # A non-finite energy is zeroed by the kernel: ``nonans`` tells it apart.
         return jnp.logical_or(jnp.logical_not(info.nonans), jnp.abs(info.energy_change) > cutoff)
 
+    # Jitted so that it is traced once: the loop's carry takes its shapes from the same trace.
+    @jax.jit
     def attempt(tries: jax.Array):
         # Try j takes ε/2ʲ with fold_in(key, j); the first, the key itself.
         again_key = jax.random.fold_in(key_kernel, tries)

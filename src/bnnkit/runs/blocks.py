@@ -119,12 +119,18 @@ def block_function(method: Method, loop: Loop, seed: int, length: int) -> Callab
     noise_keys = member_keys(seed, NOISE_STREAM, loop.num_members)
     step = jax.vmap(method.step, in_axes=(0, 0, None), axis_name=MEMBERS)
 
+    # Jitted so that it is traced once: the shapes of its outputs and the scan's body both
+    # take the one trace (tracing an MCLMC iteration is over a second of Python, in the
+    # thread that compiles ahead, holding the interpreter's lock). XLA inlines the call, so
+    # the program it compiles is the same.
+    @jax.jit
     def one(state, unit, batch):
         keys = jax.vmap(lambda k: jax.random.fold_in(k, unit))(noise_keys)
         return step(keys, state, batch)
 
     def block(state, first, count, batch):
-        shapes = jax.eval_shape(one, state, first, batch)[1]
+        # The unit as the body passes it (an int32, not weakly typed), so the trace is reused.
+        shapes = jax.eval_shape(one, state, jnp.asarray(first, jnp.int32), batch)[1]
         blank = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
         def body(state, index):

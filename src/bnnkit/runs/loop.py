@@ -247,7 +247,8 @@ def run_block(
     batch, placements = placed_batch(built, loop, shard)
     init_keys = member_keys(config.seed, INIT_STREAM, loop.num_members)
     first = first_batch(built, loop) if batch is None else batch
-    init_all = member_init(method, init_params)
+    # Jitted here, so that the run's initialisation compiles the trace made for the check below.
+    init_all = jax.jit(member_init(method, init_params))
     # Everything the run needs is checked here, by tracing, before the directory is touched.
     template = jax.eval_shape(init_all, init_keys, first)
     found, record = resume_or_record(rundir, built, config, loop, method, template, resume=resume)
@@ -273,11 +274,11 @@ def run_block(
 
 
 def _initial_states(init_all: Callable, keys: jax.Array, first: Any) -> Any:
-    """``init_all(keys, first)`` compiled with Threefry's hash straight
+    """``init_all(keys, first)`` (jitted) compiled with Threefry's hash straight
     (:func:`bnnkit.threefry_lowering.straight`): an initialisation is mostly key splits and
     draws, whose loops cost more to compile than its one run gains from them."""
     with straight():
-        return jax.jit(init_all)(keys, first)
+        return init_all(keys, first)
 
 
 def compile_ahead(built: problem_lib.Problem, config: RunSettings, shard: str = "auto") -> None:
