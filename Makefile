@@ -42,9 +42,9 @@ TEST_ENV := JAX_COMPILATION_CACHE_DIR=$(JAX_CACHE) JAX_PERSISTENT_CACHE_MIN_COMP
   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0
 endif
 
-# Everything but the statistical exactness, real-data and end-to-end checks: 9 min 0 s measured
+# Everything but the statistical exactness, real-data and end-to-end checks: 9 min 42 s measured
 # on a 2-core AVX-512 Xeon ("Intel(R) Xeon(R) Processor") with an empty compilation cache and
-# the real data beside it; 9 min 3 s from a fresh clone without the data (9 min 51 s with the
+# the real data beside it; 8 min 30 s from a fresh clone without the data (9 min 5 s with the
 # installation). A slower processor takes longer.
 test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m "not slow"
