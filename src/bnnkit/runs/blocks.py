@@ -121,8 +121,8 @@ def block_function(method: Method, loop: Loop, seed: int, length: int) -> Callab
 
     # Jitted so that it is traced once: the shapes of its outputs and the scan's body both
     # take the one trace (tracing an MCLMC iteration is over a second of Python, in the
-    # thread that compiles ahead, holding the interpreter's lock). XLA inlines the call, so
-    # the program it compiles is the same.
+    # thread that compiles ahead, holding the interpreter's lock). XLA inlines the call; the
+    # draws are the same bits as when it was traced twice (docs/performance.md).
     @jax.jit
     def one(state, unit, batch):
         keys = jax.vmap(lambda k: jax.random.fold_in(k, unit))(noise_keys)
