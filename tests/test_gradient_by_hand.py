@@ -3,6 +3,10 @@ timing compares two computations of the same numbers only if they agree."""
 
 import jax
 import jax.numpy as jnp
+import pytest
+
+# A benchmark's own check, not the library's: it runs with the slow checks.
+pytestmark = pytest.mark.slow
 
 
 def _problem(chains: int = 3, n: int = 40, d: int = 5):

@@ -153,6 +153,7 @@ def test_its_own_files_are_never_an_out(made, capsys):
     assert (made / REFERENCE_FILE).read_bytes() == before
 
 
+@pytest.mark.slow  # a whole reference
 def test_the_problem_is_built_once(tmp_path, monkeypatch):
     import bnnkit.problem as problem_lib
 
