@@ -45,7 +45,7 @@ endif
 # Everything but the statistical exactness, real-data and end-to-end checks: 9 min 42 s measured
 # on a 2-core AVX-512 Xeon ("Intel(R) Xeon(R) Processor") with an empty compilation cache and
 # the real data beside it; 8 min 30 s and 10 min 3 s in two runs from a fresh clone without the
-# data, an hour apart, as the machine's speed wandered (9 min 5 s and 10 min 53 s with the
+# data, a quarter of an hour apart, as the machine's speed wandered (9 min 5 s and 10 min 53 s with the
 # installation). A slower processor takes longer.
 test: $(STAMP)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) $(TEST_DIST) -m "not slow"
