@@ -18,10 +18,11 @@ ifneq ($(SHARED_DATA),)
 export BNNKIT_DATA_DIR ?= $(abspath $(SHARED_DATA))
 endif
 
-# Four HMC chains on the bundled UCI concrete data (split 0), HMC's no-knob default: 3 to 8
+# Four HMC chains on the bundled UCI concrete data (split 0), HMC's no-knob default: 3 to 9
 # minutes on 2 CPU cores (2 min 21 s measured on an AVX-512 EPYC, 5 min 26 s on an AVX2 one;
-# 5 min 12 s on a 2-core AVX-512 Xeon ("Intel(R) Xeon(R) Processor") from a fresh clone, the
-# installation included, the 4 chains split over the 2 cores; the load then was not noted).
+# 5 min 12 s and, in a slower hour of the idle machine, 8 min 19 s on a 2-core AVX-512 Xeon
+# ("Intel(R) Xeon(R) Processor") from fresh clones, the installation included, the 4 chains
+# split over the 2 cores; the load of the first was not noted).
 demo: $(STAMP)
 	$(VENV)/bin/bnnkit hmc --dataset concrete_0 --model mlp_regression_small --noise-std 0.35 \
 	  --num-iterations 800 --num-burn-in 200 --num-chains 4 --seed 0 --dir runs/demo_concrete_0 --overwrite
